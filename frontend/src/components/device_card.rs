@@ -1,0 +1,169 @@
+//! One GPU's card: identity, memory bar, gauges and the memory chart.
+
+use leptos::prelude::*;
+use shared::{
+    ComputeCapability, DeviceInfo, DeviceSample,
+    units::{format_bytes, format_watts, or_na},
+};
+
+use crate::{components::memory_chart::MemoryChart, hooks::theme::Theme, state::DashboardState};
+
+/// The card of GPU `index`; its figures follow that device's latest sample.
+#[component]
+pub fn DeviceCard(
+    state: ReadSignal<DashboardState>,
+    index: u32,
+    theme: ReadSignal<Theme>,
+) -> impl IntoView {
+    // Memos keep the card's text nodes still when another GPU's sample changes.
+    let info = Memo::new(move |_| state.with(|s| s.device(index).map(|d| d.info.clone())));
+    let latest = Memo::new(move |_| state.with(|s| s.device(index).and_then(|d| d.latest.clone())));
+    let info_text = move |f: fn(&DeviceInfo) -> String| {
+        move || info.with(|i| i.as_ref().map(f).unwrap_or_default())
+    };
+    let gauge = move |f: fn(&DeviceSample) -> String| {
+        move || latest.with(|s| s.as_ref().map_or_else(na, f))
+    };
+    let memory_total = move || info.with(|i| i.as_ref().map_or(0, |i| i.memory_total));
+    let used_percent = move || {
+        let fraction = latest.with(|s| s.as_ref().and_then(|s| s.memory_fraction(memory_total())));
+        fraction.map_or(0.0, |f| (f * 100.0).clamp(0.0, 100.0))
+    };
+    let memory_text = move || {
+        let used = latest.with(|s| s.as_ref().and_then(|s| s.memory_used));
+        format!(
+            "{} / {}",
+            or_na(used, format_bytes),
+            format_bytes(memory_total())
+        )
+    };
+    let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
+
+    view! {
+        <article class="gpu-card" data-index=index>
+            <header class="gpu-card-head">
+                <div class="gpu-title">
+                    <span class="gpu-index">{format!("GPU {index}")}</span>
+                    <h2 class="gpu-name">{info_text(|i| i.name.clone())}</h2>
+                    <Show when=simulated>
+                        <span class="badge badge-simulated" title="Figures come from gpudash's simulator">
+                            "simulated"
+                        </span>
+                    </Show>
+                </div>
+                <dl class="gpu-ids">
+                    <div>
+                        <dt>"UUID"</dt>
+                        <dd class="gpu-uuid">{info_text(|i| i.uuid.clone())}</dd>
+                    </div>
+                    <div>
+                        <dt>"PCI"</dt>
+                        <dd class="gpu-pci">{info_text(|i| i.pci_bus_id.clone())}</dd>
+                    </div>
+                    <div>
+                        <dt>"Compute"</dt>
+                        <dd class="gpu-cc">{info_text(|i| or_na(i.compute_capability, format_capability))}</dd>
+                    </div>
+                </dl>
+            </header>
+
+            <section class="mem" aria-label="Memory">
+                <div class="mem-row">
+                    <span class="metric-label">"Memory"</span>
+                    <span class="mem-text">{memory_text}</span>
+                </div>
+                <div
+                    class="mem-bar"
+                    role="meter"
+                    aria-valuemin="0"
+                    aria-valuemax="100"
+                    aria-valuenow=move || format!("{:.0}", used_percent())
+                >
+                    <div class="mem-bar-fill" style:width=move || format!("{:.1}%", used_percent())></div>
+                </div>
+            </section>
+
+            <dl class="metrics">
+                <Metric label="GPU util" class="gpu-util" value=gauge(|s| or_na(s.gpu_util, percent)) />
+                <Metric label="Mem util" class="mem-util" value=gauge(|s| or_na(s.mem_util, percent)) />
+                <Metric label="Temp" class="temperature" value=gauge(|s| or_na(s.temperature_c, |c| format!("{c} °C"))) />
+                <Metric label="Power" class="power" value=gauge(power_text) />
+                <Metric label="SM clock" class="sm-clock" value=gauge(|s| or_na(s.sm_clock_mhz, mhz)) />
+                <Metric label="Mem clock" class="mem-clock" value=gauge(|s| or_na(s.mem_clock_mhz, mhz)) />
+            </dl>
+
+            <MemoryChart state=state index=index theme=theme />
+        </article>
+    }
+}
+
+/// One labelled gauge; `class` is what tests and styles find the value by.
+#[component]
+fn Metric(
+    label: &'static str,
+    class: &'static str,
+    value: impl Fn() -> String + Send + Sync + 'static,
+) -> impl IntoView {
+    view! {
+        <div class="metric">
+            <dt class="metric-label">{label}</dt>
+            <dd class=format!("metric-value {class}")>{value}</dd>
+        </div>
+    }
+}
+
+fn na() -> String {
+    or_na(None::<()>, |()| String::new())
+}
+
+fn percent(value: u32) -> String {
+    format!("{value}%")
+}
+
+fn mhz(value: u32) -> String {
+    format!("{value} MHz")
+}
+
+fn format_capability(cc: ComputeCapability) -> String {
+    format!("{}.{}", cc.major, cc.minor)
+}
+
+/// "312 W / 700 W"; "n/a" when neither is known, and "n/a" in place of either half that is not.
+fn power_text(sample: &DeviceSample) -> String {
+    match (sample.power_draw_mw, sample.power_limit_mw) {
+        (None, None) => na(),
+        (draw, limit) => format!(
+            "{} / {}",
+            or_na(draw, format_watts),
+            or_na(limit, format_watts)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_shows_draw_over_limit_or_na() {
+        let mut sample = DeviceSample {
+            power_draw_mw: Some(312_000),
+            power_limit_mw: Some(700_000),
+            ..Default::default()
+        };
+        assert_eq!(power_text(&sample), "312 W / 700 W");
+        sample.power_limit_mw = None;
+        assert_eq!(power_text(&sample), "312 W / n/a");
+        sample.power_draw_mw = None;
+        assert_eq!(power_text(&sample), "n/a");
+    }
+
+    #[test]
+    fn clocks_and_capability_read_like_nvidia_smi() {
+        assert_eq!(mhz(1980), "1980 MHz");
+        assert_eq!(
+            format_capability(ComputeCapability { major: 9, minor: 0 }),
+            "9.0"
+        );
+    }
+}

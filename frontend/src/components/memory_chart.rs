@@ -1,0 +1,214 @@
+//! A device's memory used over the last five minutes, drawn with plotters on a `<canvas>`.
+
+use leptos::{ev, html, logging, prelude::*};
+use plotters::{
+    chart::ChartBuilder,
+    drawing::IntoDrawingArea,
+    series::AreaSeries,
+    style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
+};
+use plotters_canvas::CanvasBackend;
+use web_sys::HtmlCanvasElement;
+
+use crate::{
+    hooks::theme::Theme,
+    state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
+};
+
+const GIB: f64 = (1u64 << 30) as f64;
+const WINDOW_SECONDS: f64 = (HISTORY_WINDOW_MS / 1000) as f64;
+
+/// Memory used by GPU `index`; redrawn when its points, the theme or the window size change.
+#[component]
+pub fn MemoryChart(
+    state: ReadSignal<DashboardState>,
+    index: u32,
+    theme: ReadSignal<Theme>,
+) -> impl IntoView {
+    let canvas_ref = NodeRef::<html::Canvas>::new();
+    // Only this device's revision: other GPUs' ticks do not redraw this chart.
+    let revision = Memo::new(move |_| {
+        state.with(|s| {
+            s.device(index)
+                .map(|d| (d.memory_revision, d.info.memory_total))
+        })
+    });
+    let (resized, set_resized) = signal(0u32);
+    let resize = window_event_listener(ev::resize, move |_| {
+        set_resized.update(|n| *n = n.wrapping_add(1))
+    });
+    on_cleanup(move || resize.remove());
+
+    let mut draws = 0u32;
+    Effect::new(move |_| {
+        revision.track();
+        theme.track();
+        resized.track();
+        let Some(canvas) = canvas_ref.get() else {
+            return;
+        };
+        let drawn = state.with_untracked(|s| {
+            let device = s.device(index)?;
+            Some(draw(&canvas, &device.memory, device.info.memory_total))
+        });
+        match drawn {
+            Some(Ok(())) => {
+                draws += 1;
+                let _ = canvas.set_attribute("data-draws", &draws.to_string());
+            }
+            Some(Err(err)) => {
+                logging::warn!("gpudash: cannot draw the memory chart of GPU {index}: {err}")
+            }
+            None => {}
+        }
+    });
+
+    view! {
+        <canvas
+            node_ref=canvas_ref
+            class="mem-chart"
+            role="img"
+            aria-label=format!("Memory used by GPU {index} over the last 5 minutes")
+        ></canvas>
+    }
+}
+
+/// Colors of the chart, read from the page's CSS custom properties so they follow the theme.
+struct Palette {
+    background: RGBColor,
+    line: RGBColor,
+    grid: RGBColor,
+    axis: RGBColor,
+    text: RGBColor,
+}
+
+impl Palette {
+    fn from_css(canvas: &HtmlCanvasElement) -> Self {
+        let style = window().get_computed_style(canvas).ok().flatten();
+        let color = |name: &str, fallback: RGBColor| {
+            style
+                .as_ref()
+                .and_then(|style| style.get_property_value(name).ok())
+                .and_then(|value| parse_hex_color(&value))
+                .unwrap_or(fallback)
+        };
+        // Fallbacks are mid-tones that read on dark and light backgrounds alike.
+        Self {
+            background: color("--chart-bg", RGBColor(128, 128, 128)),
+            line: color("--accent", RGBColor(61, 139, 253)),
+            grid: color("--chart-grid", RGBColor(110, 110, 110)),
+            axis: color("--chart-axis", RGBColor(140, 140, 140)),
+            text: color("--text-muted", RGBColor(150, 150, 150)),
+        }
+    }
+}
+
+/// Parses `#rgb` or `#rrggbb` (what main.css uses for its chart colors).
+fn parse_hex_color(value: &str) -> Option<RGBColor> {
+    let hex = value.trim().strip_prefix('#')?;
+    let channel = |at: usize, len: usize| {
+        let digits = hex.get(at..at + len)?;
+        let value = u8::from_str_radix(digits, 16).ok()?;
+        Some(if len == 1 { value * 17 } else { value })
+    };
+    match hex.len() {
+        3 => Some(RGBColor(channel(0, 1)?, channel(1, 1)?, channel(2, 1)?)),
+        6 => Some(RGBColor(channel(0, 2)?, channel(2, 2)?, channel(4, 2)?)),
+        _ => None,
+    }
+}
+
+/// Sizes the canvas's pixel buffer to its CSS box times the device pixel ratio,
+/// so lines and text stay sharp; returns that ratio.
+fn fit_to_css_box(canvas: &HtmlCanvasElement) -> f64 {
+    let ratio = window().device_pixel_ratio().max(1.0);
+    let rect = canvas.get_bounding_client_rect();
+    // A canvas not laid out yet (hidden tab, detached) keeps its current size.
+    if rect.width() >= 1.0 && rect.height() >= 1.0 {
+        let width = (rect.width() * ratio).round() as u32;
+        let height = (rect.height() * ratio).round() as u32;
+        if canvas.width() != width {
+            canvas.set_width(width);
+        }
+        if canvas.height() != height {
+            canvas.set_height(height);
+        }
+    }
+    ratio
+}
+
+fn draw(
+    canvas: &HtmlCanvasElement,
+    memory: &MemoryRing,
+    memory_total: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let ratio = fit_to_css_box(canvas);
+    let px = |css_px: f64| (css_px * ratio).round() as u32;
+    let palette = Palette::from_css(canvas);
+    let backend =
+        CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
+    let root = backend.into_drawing_area();
+    root.fill(&palette.background)?;
+
+    let newest = memory.newest_ms().unwrap_or_default();
+    let points: Vec<(f64, f64)> = memory
+        .iter()
+        .map(|p| {
+            let seconds_ago = (p.timestamp_ms as f64 - newest as f64) / 1000.0;
+            (seconds_ago, p.memory_used as f64 / GIB)
+        })
+        .collect();
+    // A device without a reported total still gets a usable scale.
+    let y_max = if memory_total > 0 {
+        memory_total as f64 / GIB
+    } else {
+        points.iter().map(|&(_, y)| y).fold(1.0, f64::max)
+    };
+
+    let label: TextStyle<'_> = ("sans-serif", f64::from(px(11.0)))
+        .into_font()
+        .color(&palette.text);
+    let mut chart = ChartBuilder::on(&root)
+        .margin(px(8.0))
+        .margin_left(px(4.0))
+        .x_label_area_size(px(30.0))
+        .y_label_area_size(px(40.0))
+        .build_cartesian_2d(-WINDOW_SECONDS..0.0, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds ago")
+        .y_desc("GiB")
+        .x_labels(7)
+        .y_labels(5)
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .label_style(label.clone())
+        .axis_desc_style(label)
+        .axis_style(ShapeStyle::from(palette.axis).stroke_width(px(1.0)))
+        .bold_line_style(ShapeStyle::from(palette.grid.mix(0.45)).stroke_width(px(1.0)))
+        .light_line_style(ShapeStyle::from(palette.grid.mix(0.0)))
+        .set_all_tick_mark_size(px(3.0))
+        .draw()?;
+    chart.draw_series(
+        AreaSeries::new(points, 0.0, palette.line.mix(0.18))
+            .border_style(ShapeStyle::from(palette.line).stroke_width(px(2.0))),
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_colors_parse_in_short_and_long_form() {
+        assert_eq!(
+            parse_hex_color(" #3d8bfd"),
+            Some(RGBColor(0x3d, 0x8b, 0xfd))
+        );
+        assert_eq!(parse_hex_color("#fff"), Some(RGBColor(255, 255, 255)));
+        assert_eq!(parse_hex_color("rgb(1, 2, 3)"), None);
+        assert_eq!(parse_hex_color("#12345"), None);
+    }
+}

@@ -1,0 +1,248 @@
+//! `use_telemetry()`: the page's one WebSocket to `/ws`, reconnected with backoff, feeding the dashboard state.
+
+use std::{
+    cell::{Cell, RefCell},
+    rc::{Rc, Weak},
+    time::Duration,
+};
+
+use leptos::{logging, prelude::*};
+use send_wrapper::SendWrapper;
+use shared::{ClientMessage, ServerMessage};
+use wasm_bindgen::{JsCast, prelude::Closure};
+use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
+
+use crate::state::{DashboardState, TickOutcome};
+
+/// Wait before the first reconnect; doubled after each failure up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(5);
+
+/// Where the page stands with the server, as shown in the header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionStatus {
+    /// No snapshot received yet.
+    Connecting,
+    /// A snapshot arrived and the socket is open.
+    Live,
+    /// The socket closed after having been live; a new one is on its way.
+    Reconnecting,
+}
+
+impl ConnectionStatus {
+    /// The word shown in `#conn-status`, also used as its CSS class.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Connecting => "connecting",
+            Self::Live => "live",
+            Self::Reconnecting => "reconnecting",
+        }
+    }
+}
+
+/// Read side of the telemetry stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Telemetry {
+    pub state: ReadSignal<DashboardState>,
+    pub status: ReadSignal<ConnectionStatus>,
+}
+
+/// Opens the WebSocket and keeps it open for as long as the calling component lives.
+pub fn use_telemetry() -> Telemetry {
+    let (state, set_state) = signal(DashboardState::default());
+    let (status, set_status) = signal(ConnectionStatus::Connecting);
+    let link = Rc::new(Link {
+        set_state,
+        set_status,
+        connection: RefCell::new(None),
+        retry: Cell::new(FIRST_RETRY),
+        resync_requested: Cell::new(false),
+        shut_down: Cell::new(false),
+    });
+    Link::connect(&link);
+    // The browser is single-threaded; the wrapper only satisfies `on_cleanup`'s bounds.
+    let link = SendWrapper::new(link);
+    on_cleanup(move || link.shut_down());
+    Telemetry { state, status }
+}
+
+/// The socket and the state it feeds, shared by the socket's callbacks (which
+/// hold it weakly, so dropping the hook's `Rc` ends everything).
+struct Link {
+    set_state: WriteSignal<DashboardState>,
+    set_status: WriteSignal<ConnectionStatus>,
+    connection: RefCell<Option<Connection>>,
+    retry: Cell<Duration>,
+    /// A resync is asked for once per gap, not once per tick after it.
+    resync_requested: Cell<bool>,
+    shut_down: Cell<bool>,
+}
+
+impl Link {
+    fn connect(link: &Rc<Self>) {
+        if link.shut_down.get() {
+            return;
+        }
+        let Some(url) = socket_url() else {
+            logging::error!("gpudash: cannot tell the page's address, so cannot open /ws");
+            return;
+        };
+        match Connection::open(&url, Rc::downgrade(link)) {
+            Ok(connection) => *link.connection.borrow_mut() = Some(connection),
+            Err(err) => {
+                logging::warn!("gpudash: cannot open {url}: {err:?}");
+                Self::retry_later(link);
+            }
+        }
+    }
+
+    fn retry_later(link: &Rc<Self>) {
+        if link.shut_down.get() {
+            return;
+        }
+        let delay = link.retry.get();
+        link.retry.set((delay * 2).min(MAX_RETRY));
+        let weak = Rc::downgrade(link);
+        set_timeout(
+            move || {
+                if let Some(link) = weak.upgrade() {
+                    Self::connect(&link);
+                }
+            },
+            delay,
+        );
+    }
+
+    fn on_text(&self, text: &str) {
+        let message = match serde_json::from_str::<ServerMessage>(text) {
+            Ok(message) => message,
+            Err(err) => {
+                logging::warn!(
+                    "gpudash: ignoring a message the page cannot read ({err}): {text:.200}"
+                );
+                return;
+            }
+        };
+        match message {
+            ServerMessage::Snapshot {
+                seq,
+                host,
+                devices,
+                latest,
+                history,
+            } => {
+                self.set_state
+                    .update(|state| state.apply_snapshot(seq, host, devices, latest, history));
+                self.set_status.set(ConnectionStatus::Live);
+                self.retry.set(FIRST_RETRY);
+                self.resync_requested.set(false);
+            }
+            ServerMessage::Tick(tick) => {
+                let mut outcome = TickOutcome::Ignored;
+                self.set_state.maybe_update(|state| {
+                    outcome = state.apply_tick(tick);
+                    outcome != TickOutcome::Ignored
+                });
+                if outcome == TickOutcome::AppliedAfterGap {
+                    self.request_resync();
+                }
+            }
+            ServerMessage::Error { message } => logging::warn!("gpudash server says: {message}"),
+        }
+    }
+
+    fn on_closed(link: &Rc<Self>) {
+        // Having been live, the page shows stale figures until the next snapshot.
+        link.set_status.update(|status| {
+            if *status == ConnectionStatus::Live {
+                *status = ConnectionStatus::Reconnecting;
+            }
+        });
+        Self::retry_later(link);
+    }
+
+    fn request_resync(&self) {
+        if self.resync_requested.replace(true) {
+            return;
+        }
+        let Ok(text) = serde_json::to_string(&ClientMessage::Resync {}) else {
+            return;
+        };
+        if let Some(connection) = self.connection.borrow().as_ref()
+            && let Err(err) = connection.socket.send_with_str(&text)
+        {
+            logging::warn!("gpudash: cannot ask for a resync: {err:?}");
+        }
+    }
+
+    fn shut_down(&self) {
+        self.shut_down.set(true);
+        self.connection.borrow_mut().take();
+    }
+}
+
+/// An open socket and the callbacks it calls, dropped together.
+struct Connection {
+    socket: WebSocket,
+    _on_message: Closure<dyn FnMut(MessageEvent)>,
+    _on_close: Closure<dyn FnMut(CloseEvent)>,
+    _on_error: Closure<dyn FnMut(Event)>,
+}
+
+impl Connection {
+    fn open(url: &str, link: Weak<Link>) -> Result<Self, wasm_bindgen::JsValue> {
+        let socket = WebSocket::new(url)?;
+        let on_message = Closure::<dyn FnMut(MessageEvent)>::new({
+            let link = link.clone();
+            move |event: MessageEvent| match (link.upgrade(), event.data().as_string()) {
+                (Some(link), Some(text)) => link.on_text(&text),
+                (Some(_), None) => logging::warn!("gpudash: ignoring a binary frame"),
+                (None, _) => {}
+            }
+        });
+        let on_close = Closure::<dyn FnMut(CloseEvent)>::new(move |_: CloseEvent| {
+            if let Some(link) = link.upgrade() {
+                Link::on_closed(&link);
+            }
+        });
+        // Browsers follow an error with a close; closing here makes sure of it,
+        // and the close handler reconnects.
+        let on_error = Closure::<dyn FnMut(Event)>::new({
+            let socket = socket.clone();
+            move |_: Event| {
+                logging::warn!("gpudash: WebSocket error; reconnecting");
+                let _ = socket.close();
+            }
+        });
+        socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+        socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
+        socket.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+        Ok(Self {
+            socket,
+            _on_message: on_message,
+            _on_close: on_close,
+            _on_error: on_error,
+        })
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Detach first so a closing socket cannot call into dropped closures.
+        self.socket.set_onmessage(None);
+        self.socket.set_onclose(None);
+        self.socket.set_onerror(None);
+        let _ = self.socket.close();
+    }
+}
+
+/// `ws://host/ws`, or `wss://` when the page came over HTTPS.
+fn socket_url() -> Option<String> {
+    let location = window().location();
+    let scheme = if location.protocol().ok()? == "https:" {
+        "wss"
+    } else {
+        "ws"
+    };
+    Some(format!("{scheme}://{}/ws", location.host().ok()?))
+}

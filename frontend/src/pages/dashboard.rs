@@ -1,0 +1,47 @@
+//! The dashboard page: notices and one card per GPU in a responsive grid.
+
+use leptos::prelude::*;
+
+use crate::{
+    components::{
+        device_card::DeviceCard,
+        notices::{NoGpus, SimulatedBanner},
+    },
+    hooks::{telemetry::Telemetry, theme::Theme},
+};
+
+/// Everything below the header. Shows a placeholder until the first snapshot.
+#[component]
+pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView {
+    let state = telemetry.state;
+    let loaded = move || state.with(|s| s.host.is_some());
+    let simulated = move || state.with(|s| s.host.as_ref().is_some_and(|h| h.simulated));
+    // The list changes only with a snapshot; ticks leave it (and the cards) alone.
+    let indices = Memo::new(move |_| {
+        state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>())
+    });
+    let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
+
+    view! {
+        <main class="dashboard">
+            <Show
+                when=loaded
+                fallback=|| view! { <p class="placeholder">"Waiting for the first reading from the server…"</p> }
+            >
+                <Show when=simulated>
+                    <SimulatedBanner />
+                </Show>
+                <Show
+                    when=move || !indices.with(Vec::is_empty)
+                    fallback=move || view! { <NoGpus gpu_error=gpu_error() /> }
+                >
+                    <div class="gpu-grid">
+                        <For each=move || indices.get() key=|index| *index let:index>
+                            <DeviceCard state=state index=index theme=theme />
+                        </For>
+                    </div>
+                </Show>
+            </Show>
+        </main>
+    }
+}

@@ -1,0 +1,3 @@
+//! Whole pages of the app (there is one: the dashboard).
+
+pub mod dashboard;

@@ -1,0 +1,188 @@
+//! Builds the browser app (frontend/, for wasm32-unknown-unknown), runs
+//! wasm-bindgen on it and embeds the result, so that `cargo build --release`
+//! alone yields a single `gpudash` binary that serves its own page.
+//!
+//! The frontend is built by a nested cargo in its own target directory
+//! (`target/frontend`), which is what keeps the outer build's lock free.
+
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const WASM_TARGET: &str = "wasm32-unknown-unknown";
+
+fn main() {
+    if let Err(message) = build() {
+        // A build script reports through panics; make the message the whole story.
+        panic!("\n\ngpudash: building the browser app failed:\n{message}\n");
+    }
+}
+
+fn build() -> Result<(), String> {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
+    let root = manifest_dir
+        .parent()
+        .ok_or("server/ has no parent directory")?
+        .to_path_buf();
+    let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
+    for watched in [
+        "frontend/src",
+        "frontend/Cargo.toml",
+        "frontend/index.html",
+        "frontend/boot.js",
+        "shared/src",
+        "shared/Cargo.toml",
+        "style",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+    println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+
+    let wasm = build_wasm(&root)?;
+    let bindgen_dir = out_dir.join("bindgen");
+    let _ = fs::remove_dir_all(&bindgen_dir);
+    wasm_bindgen_cli_support::Bindgen::new()
+        .input_path(&wasm)
+        .web(true)
+        .map_err(|e| format!("wasm-bindgen: {e:#}"))?
+        .typescript(false)
+        .remove_name_section(true)
+        .remove_producers_section(true)
+        .generate(&bindgen_dir)
+        .map_err(|e| format!("wasm-bindgen: {e:#}"))?;
+
+    let assets = [
+        (
+            "/",
+            "text/html; charset=utf-8",
+            root.join("frontend/index.html"),
+        ),
+        (
+            "/assets/boot.js",
+            "text/javascript; charset=utf-8",
+            root.join("frontend/boot.js"),
+        ),
+        (
+            "/assets/frontend.js",
+            "text/javascript; charset=utf-8",
+            bindgen_dir.join("frontend.js"),
+        ),
+        (
+            "/assets/frontend_bg.wasm",
+            "application/wasm",
+            bindgen_dir.join("frontend_bg.wasm"),
+        ),
+        (
+            "/assets/style.css",
+            "text/css; charset=utf-8",
+            root.join("style/main.css"),
+        ),
+    ];
+    let mut table = String::from(
+        "/// The browser app, embedded at build time by build.rs.\npub static ASSETS: &[Asset] = &[\n",
+    );
+    for (i, (path, content_type, source)) in assets.iter().enumerate() {
+        let body = fs::read(source).map_err(|e| format!("reading {}: {e}", source.display()))?;
+        let plain = out_dir.join(format!("asset{i}"));
+        let gzip = out_dir.join(format!("asset{i}.gz"));
+        fs::write(&plain, &body).map_err(|e| e.to_string())?;
+        fs::write(&gzip, gzip_bytes(&body)?).map_err(|e| e.to_string())?;
+        let etag = format!("\"{:016x}\"", fnv1a(&body));
+        let _ = writeln!(
+            table,
+            "    Asset {{ path: {path:?}, content_type: {content_type:?}, etag: {etag:?}, body: include_bytes!({:?}), gzip: include_bytes!({:?}) }},",
+            plain.display().to_string(),
+            gzip.display().to_string()
+        );
+    }
+    table.push_str("];\n");
+    fs::write(out_dir.join("assets.rs"), table).map_err(|e| e.to_string())
+}
+
+/// Runs `cargo build` for the frontend crate and returns the path of its `.wasm`.
+fn build_wasm(root: &Path) -> Result<PathBuf, String> {
+    check_wasm_target()?;
+    let target_dir = env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| root.join("target"), PathBuf::from)
+        .join("frontend");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args([
+            "build",
+            "--package",
+            "gpudash-frontend",
+            "--bin",
+            "frontend",
+            "--target",
+            WASM_TARGET,
+        ])
+        .args(["--profile", "wasm-release", "--target-dir"])
+        .arg(&target_dir);
+    if env::var_os("CARGO_NET_OFFLINE").is_some() {
+        command.arg("--offline");
+    }
+    // The outer build's flags, wrappers (clippy) and target are for the server, not the wasm app.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_TARGET_DIR",
+        "CARGO_PROFILE_RELEASE_LTO",
+        "CARGO_INCREMENTAL",
+    ] {
+        command.env_remove(var);
+    }
+    let status = command
+        .status()
+        .map_err(|e| format!("could not start cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "`cargo build -p gpudash-frontend --target {WASM_TARGET}` failed ({status}); its errors are above"
+        ));
+    }
+    Ok(target_dir
+        .join(WASM_TARGET)
+        .join("wasm-release")
+        .join("frontend.wasm"))
+}
+
+/// Fails early, with the fix, when rustup has not installed the wasm target.
+fn check_wasm_target() -> Result<(), String> {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let output = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| format!("could not run rustc: {e}"))?;
+    let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    let target_lib = Path::new(&sysroot).join("lib/rustlib").join(WASM_TARGET);
+    if target_lib.exists() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the Rust target {WASM_TARGET} is not installed (looked in {}).\nInstall it with:\n    rustup target add {WASM_TARGET}",
+            target_lib.display()
+        ))
+    }
+}
+
+fn gzip_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    encoder.write_all(body).map_err(|e| e.to_string())?;
+    encoder.finish().map_err(|e| e.to_string())
+}
+
+/// A content hash for ETags (FNV-1a: tiny, and collisions only cost a re-download).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

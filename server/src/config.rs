@@ -1,0 +1,124 @@
+//! Command-line flags (with environment fallbacks), validated into a typed [`Config`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::Parser;
+
+/// Fastest sampling period accepted: below this, NVML's own update rate makes samples repeat.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// Slowest sampling period accepted.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(60);
+/// Most simulated GPUs: a big node has 8, 64 leaves room for load tests.
+pub const MAX_SIMULATED: u32 = 64;
+
+/// A live dashboard for NVIDIA GPUs: open the printed address in a browser.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "gpudash", version, about, long_about = None)]
+pub struct Cli {
+    /// Address and port to serve on (port 0 picks a free one). Loopback by default.
+    #[arg(long, env = "GPUDASH_LISTEN", default_value = "127.0.0.1:7070", value_parser = parse_listen)]
+    pub listen: SocketAddr,
+
+    /// Sampling period, from 100ms to 60s (e.g. "200ms", "1s", "2.5s").
+    #[arg(long, env = "GPUDASH_INTERVAL", default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+
+    /// Show N simulated GPUs (1 to 64) instead of real ones; everything they report is labelled simulated.
+    #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
+    pub simulate: Option<u32>,
+}
+
+/// Everything the server needs to start, already validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub interval: Duration,
+    pub simulate: Option<u32>,
+}
+
+impl From<Cli> for Config {
+    fn from(cli: Cli) -> Self {
+        Self {
+            listen: cli.listen,
+            interval: cli.interval,
+            simulate: cli.simulate,
+        }
+    }
+}
+
+fn parse_listen(value: &str) -> Result<SocketAddr, String> {
+    value.trim().parse().map_err(|_| {
+        format!("'{value}' is not an address and port; use IP:PORT, e.g. 127.0.0.1:7070, 0.0.0.0:7070 or [::1]:0")
+    })
+}
+
+fn parse_interval(value: &str) -> Result<Duration, String> {
+    let interval = humantime::parse_duration(value.trim())
+        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 200ms, 1s or 2.5s"))?;
+    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
+        return Err(format!(
+            "'{value}' is out of range; the interval must be between 100ms and 60s"
+        ));
+    }
+    Ok(interval)
+}
+
+fn parse_simulate(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(n) if (1..=MAX_SIMULATED).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{value}' is not a number of GPUs from 1 to {MAX_SIMULATED}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("gpudash").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn defaults_are_loopback_and_one_second() {
+        let cli = parse(&[]).unwrap();
+        assert_eq!(cli.listen, "127.0.0.1:7070".parse().unwrap());
+        assert_eq!(cli.interval, Duration::from_secs(1));
+        assert_eq!(cli.simulate, None);
+    }
+
+    #[test]
+    fn accepts_port_zero_ipv6_and_short_intervals() {
+        let cli = parse(&[
+            "--listen",
+            "[::1]:0",
+            "--interval",
+            "200ms",
+            "--simulate",
+            "8",
+        ])
+        .unwrap();
+        assert_eq!(cli.listen.port(), 0);
+        assert_eq!(cli.interval, Duration::from_millis(200));
+        assert_eq!(cli.simulate, Some(8));
+    }
+
+    #[test]
+    fn rejects_bad_values_with_what_is_allowed() {
+        for (args, expected) in [
+            (&["--listen", "localhost"][..], "use IP:PORT"),
+            (&["--listen", "127.0.0.1:99999"][..], "use IP:PORT"),
+            (&["--interval", "50ms"][..], "between 100ms and 60s"),
+            (&["--interval", "2h"][..], "between 100ms and 60s"),
+            (&["--interval", "fast"][..], "not a duration"),
+            (&["--simulate", "0"][..], "from 1 to 64"),
+            (&["--simulate=-3"][..], "from 1 to 64"),
+            (&["--simulate", "65"][..], "from 1 to 64"),
+        ] {
+            let err = parse(args).unwrap_err().to_string();
+            assert!(err.contains(expected), "{args:?}: {err}");
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! gpudash: a live dashboard for NVIDIA GPUs.
+//!
+//! A sample is born in [`telemetry`] (NVML or the simulator, on its own
+//! thread), kept by the [`telemetry::Telemetry`] hub, and leaves through
+//! [`web`] (JSON, the WebSocket and the embedded page).
+
+pub mod config;
+pub mod telemetry;
+pub mod web;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::telemetry::nvml::NvmlSource;
+use crate::telemetry::simulator::Simulator;
+use crate::telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
+use crate::web::AppState;
+
+/// The source the configuration asks for: the simulator, NVML, or, when NVML
+/// cannot load, an empty source whose host info says why.
+pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
+    let interval_ms = u64::try_from(config.interval.as_millis()).unwrap_or(u64::MAX);
+    if let Some(count) = config.simulate {
+        tracing::warn!(
+            count,
+            "showing simulated GPUs: no figure on the page comes from hardware"
+        );
+        return Box::new(Simulator::new(count, interval_ms));
+    }
+    match NvmlSource::open(interval_ms) {
+        Ok(source) => Box::new(source),
+        Err(reason) => {
+            tracing::warn!("no GPUs to show: {reason}. Try `gpudash --simulate 4` for a demo");
+            Box::new(NoGpus::new(
+                format!("NVIDIA driver not available: {reason}"),
+                interval_ms,
+            ))
+        }
+    }
+}
+
+/// A dashboard serving on a socket, with its sampler running.
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    telemetry: Arc<Telemetry>,
+    shutdown: watch::Sender<bool>,
+    server: JoinHandle<std::io::Result<()>>,
+    sampler: Sampler,
+}
+
+/// Starts sampling `source` every `interval` and serving the dashboard on `listener`.
+pub fn start(
+    listener: TcpListener,
+    source: Box<dyn GpuSource>,
+    interval: Duration,
+) -> std::io::Result<Running> {
+    let addr = listener.local_addr()?;
+    let telemetry = Arc::new(Telemetry::new(source.host(), source.devices()));
+    let sampler = Sampler::spawn(source, telemetry.clone(), interval)?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let app = web::app(AppState {
+        telemetry: telemetry.clone(),
+        shutdown: shutdown_rx.clone(),
+    });
+    let mut stop = shutdown_rx;
+    let server = tokio::spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stopping| *stopping).await;
+        })
+        .await
+    });
+    Ok(Running {
+        addr,
+        telemetry,
+        shutdown,
+        server,
+        sampler,
+    })
+}
+
+impl Running {
+    /// The address actually bound (port 0 resolved).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn telemetry(&self) -> &Arc<Telemetry> {
+        &self.telemetry
+    }
+
+    /// Stops accepting, closes every WebSocket with "going away", and stops sampling.
+    pub async fn shutdown(self) -> std::io::Result<()> {
+        let _ = self.shutdown.send(true);
+        let served = self.server.await.map_err(std::io::Error::other)?;
+        self.sampler.stop();
+        served
+    }
+}
+
+/// Serves until `signal` completes, then shuts down cleanly.
+pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on '{}'", config.listen))?;
+    let source = open_source(&config);
+    let running = start(listener, source, config.interval).context("cannot start the sampler")?;
+    tracing::info!(
+        "gpudash {} serving on http://{}",
+        env!("CARGO_PKG_VERSION"),
+        running.addr()
+    );
+    signal.await;
+    tracing::info!("shutting down");
+    running
+        .shutdown()
+        .await
+        .context("the server stopped with an error")
+}

@@ -1,0 +1,69 @@
+//! Where samples leave the server: HTTP routes, the WebSocket and the embedded page.
+
+mod api;
+mod assets;
+mod error;
+mod ws;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::http::{HeaderName, HeaderValue, header};
+use axum::routing::get;
+use tokio::sync::watch;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::timeout::TimeoutLayer;
+use tower_http::trace::TraceLayer;
+
+pub use error::ApiError;
+
+use crate::telemetry::Telemetry;
+
+/// What every handler can reach.
+#[derive(Clone, Debug)]
+pub struct AppState {
+    pub telemetry: Arc<Telemetry>,
+    /// Flips to `true` when the server shuts down, so sockets close cleanly.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
+const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
+                   img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+/// Plain HTTP requests get this long; WebSockets live on after their upgrade.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// All routes of the dashboard.
+pub fn app(state: AppState) -> Router {
+    Router::new()
+        .route("/api/devices", get(api::devices))
+        .route("/healthz", get(api::healthz))
+        .route("/ws", get(ws::upgrade))
+        .route("/api", get(api::not_found))
+        .route("/api/{*rest}", get(api::not_found))
+        .fallback(assets::serve)
+        .with_state(state)
+        .layer(TimeoutLayer::with_status_code(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            REQUEST_TIMEOUT,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CSP),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            HeaderName::from_static("x-frame-options"),
+            HeaderValue::from_static("DENY"),
+        ))
+        .layer(TraceLayer::new_for_http())
+}

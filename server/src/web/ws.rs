@@ -1,0 +1,110 @@
+//! `/ws`: a snapshot on connect, then every tick, shared bytes for all sockets.
+//!
+//! A socket that falls behind skips ticks and gets a fresh snapshot; it never
+//! slows the sampler or the other sockets.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::response::Response;
+use futures_util::{SinkExt, StreamExt};
+use shared::{ClientMessage, ServerMessage};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::AppState;
+use crate::telemetry::encode;
+
+/// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
+const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
+/// A socket that cannot take a message for this long is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `GET /ws`: upgrades to the telemetry stream.
+pub async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
+    ws.max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
+        .on_upgrade(move |socket| stream(socket, state))
+}
+
+/// Why a socket's loop ended.
+enum End {
+    /// The peer left or the connection broke: nothing more to send.
+    Gone,
+    /// The server is stopping: say so before closing.
+    Shutdown,
+}
+
+async fn stream(socket: WebSocket, state: AppState) {
+    let (mut sink, mut incoming) = socket.split();
+    // Subscribe before taking the snapshot, so no tick falls between the two.
+    let mut ticks = state.telemetry.subscribe();
+    let mut shutdown = state.shutdown.clone();
+    let end = async {
+        let mut last_seq = send_snapshot(&mut sink, &state).await?;
+        loop {
+            tokio::select! {
+                tick = ticks.recv() => match tick {
+                    // Already covered by the snapshot.
+                    Ok(frame) if frame.seq <= last_seq => {}
+                    Ok(frame) => {
+                        send(&mut sink, Message::Text(frame.text)).await?;
+                        last_seq = frame.seq;
+                    }
+                    Err(RecvError::Lagged(skipped)) => {
+                        tracing::debug!(skipped, "slow WebSocket client resynchronised");
+                        last_seq = send_snapshot(&mut sink, &state).await?;
+                    }
+                    Err(RecvError::Closed) => return Err(End::Shutdown),
+                },
+                message = incoming.next() => match message {
+                    Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
+                        Ok(ClientMessage::Resync {}) => last_seq = send_snapshot(&mut sink, &state).await?,
+                        Err(e) => send_error(&mut sink, &format!(
+                            "unrecognised message ({e}); the accepted message is {{\"type\":\"resync\"}}"
+                        )).await?,
+                    },
+                    Some(Ok(Message::Binary(_))) => {
+                        send_error(&mut sink, "binary messages are not accepted; send JSON text such as {\"type\":\"resync\"}").await?;
+                    }
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(End::Gone),
+                },
+                _ = shutdown.changed() => return Err(End::Shutdown),
+            }
+        }
+    };
+    let result: Result<(), End> = end.await;
+    if let Err(End::Shutdown) = result {
+        let close = CloseFrame {
+            code: close_code::AWAY,
+            reason: "gpudash is shutting down".into(),
+        };
+        let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(Some(close)))).await;
+    }
+}
+
+type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
+
+async fn send(sink: &mut Sink, message: Message) -> Result<(), End> {
+    match tokio::time::timeout(SEND_TIMEOUT, sink.send(message)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) | Err(_) => Err(End::Gone),
+    }
+}
+
+async fn send_snapshot(sink: &mut Sink, state: &AppState) -> Result<u64, End> {
+    let frame = state.telemetry.snapshot();
+    send(sink, Message::Text(frame.text)).await?;
+    Ok(frame.seq)
+}
+
+async fn send_error(sink: &mut Sink, message: &str) -> Result<(), End> {
+    send(
+        sink,
+        Message::Text(encode(&ServerMessage::Error {
+            message: message.to_owned(),
+        })),
+    )
+    .await
+}

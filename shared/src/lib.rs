@@ -1,0 +1,14 @@
+//! Wire types and pure helpers shared by the gpudash server and its browser app.
+//!
+//! Everything here is plain data: no I/O, no async runtime. Bytes are `u64`,
+//! times are milliseconds since the Unix epoch, and a field a GPU cannot report
+//! is `None` (shown as "n/a"), never an error.
+
+pub mod telemetry;
+pub mod units;
+pub mod ws;
+
+pub use telemetry::{
+    ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint,
+};
+pub use ws::{ClientMessage, DeviceHistory, ServerMessage, Tick};

@@ -1,0 +1,77 @@
+//! Messages on the `/ws` WebSocket.
+//!
+//! The server sends a [`ServerMessage::Snapshot`] on connect (and again when a
+//! client fell behind), then one [`ServerMessage::Tick`] per sampling period.
+//! Ticks carry a sequence number so a client drops what it already has and a
+//! reconnect neither loses nor repeats points.
+
+use serde::{Deserialize, Serialize};
+
+use crate::telemetry::{DeviceInfo, DeviceSample, HostInfo, MemoryPoint};
+
+/// One sampling period's readings of every device.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Tick {
+    /// Increases by one per tick; starts at 1 when the server starts.
+    pub seq: u64,
+    pub samples: Vec<DeviceSample>,
+}
+
+/// Recent memory history of one device, oldest first.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DeviceHistory {
+    pub index: u32,
+    pub points: Vec<MemoryPoint>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerMessage {
+    /// Everything a fresh page needs. `seq` is the last tick it includes.
+    Snapshot {
+        seq: u64,
+        host: HostInfo,
+        devices: Vec<DeviceInfo>,
+        latest: Vec<DeviceSample>,
+        history: Vec<DeviceHistory>,
+    },
+    Tick(Tick),
+    /// The client sent something the server does not accept.
+    Error {
+        message: String,
+    },
+}
+
+/// What a browser may send. Anything else is answered with an error.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientMessage {
+    /// Ask for a fresh snapshot (e.g. after the tab was hidden for a while).
+    Resync {},
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tick_is_tagged() {
+        let m = ServerMessage::Tick(Tick {
+            seq: 7,
+            samples: vec![],
+        });
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(json, r#"{"type":"tick","seq":7,"samples":[]}"#);
+        assert_eq!(serde_json::from_str::<ServerMessage>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn client_message_rejects_unknown_types_and_fields() {
+        assert_eq!(
+            serde_json::from_str::<ClientMessage>(r#"{"type":"resync"}"#).unwrap(),
+            ClientMessage::Resync {}
+        );
+        assert!(serde_json::from_str::<ClientMessage>(r#"{"type":"reboot"}"#).is_err());
+        assert!(serde_json::from_str::<ClientMessage>(r#"{"type":"resync","x":1}"#).is_err());
+    }
+}

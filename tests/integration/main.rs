@@ -1,0 +1,7 @@
+//! gpudash's integration tests, built as one binary: the server runs in-process
+//! on port 0 with simulated GPUs; browser tests drive Debian's Chromium.
+
+mod api;
+mod browser;
+mod support;
+mod ws;

@@ -1,0 +1,75 @@
+//! Starting a dashboard for a test, and small HTTP/WebSocket helpers.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use gpudash::Running;
+use gpudash::telemetry::GpuSource;
+use gpudash::telemetry::simulator::Simulator;
+use shared::ServerMessage;
+use tokio::net::TcpListener;
+use tokio_tungstenite::tungstenite::Message;
+
+pub type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A dashboard on a free loopback port.
+pub struct TestServer {
+    pub running: Running,
+    pub base: String,
+}
+
+impl TestServer {
+    /// `count` simulated GPUs sampled every `interval_ms`.
+    pub async fn simulated(count: u32, interval_ms: u64) -> Self {
+        Self::with_source(Box::new(Simulator::new(count, interval_ms)), interval_ms).await
+    }
+
+    pub async fn with_source(source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
+        Self::on("127.0.0.1:0", source, interval_ms).await
+    }
+
+    /// On a given address, e.g. to come back on the port a previous server had.
+    pub async fn on(addr: &str, source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
+        let listener = TcpListener::bind(addr).await.expect("bind loopback");
+        let running =
+            gpudash::start(listener, source, Duration::from_millis(interval_ms)).expect("start");
+        let base = format!("http://{}", running.addr());
+        Self { running, base }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/ws", self.running.addr())
+    }
+
+    pub async fn stop(self) {
+        self.running.shutdown().await.expect("clean shutdown");
+    }
+}
+
+pub async fn connect(url: &str) -> Socket {
+    tokio_tungstenite::connect_async(url)
+        .await
+        .expect("WebSocket connect")
+        .0
+}
+
+/// The next telemetry message, failing the test after `secs` seconds.
+pub async fn next_message(socket: &mut Socket, secs: u64) -> ServerMessage {
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(secs), socket.next())
+            .await
+            .expect("a message in time")
+            .expect("socket open")
+            .expect("valid frame");
+        match frame {
+            Message::Text(text) => return serde_json::from_str(&text).expect("a ServerMessage"),
+            Message::Ping(_) | Message::Pong(_) => {}
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# gpudash's whole test suite, from a fresh Debian machine with only Rust:
+# installs what the tests need (the wasm32 target, Chromium and ChromeDriver),
+# then runs formatting, lints, unit, integration and browser tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "toolchain: wasm32 target, rustfmt, clippy"
+rustup target add wasm32-unknown-unknown
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+need=()
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
+if [ ${#need[@]} -gt 0 ]; then
+  step "Debian packages: ${need[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+step "format"
+cargo fmt --all -- --check
+
+step "clippy (server, shared, tests; then the browser app on wasm32)"
+cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
+cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
+
+step "tests (unit, integration, browser)"
+cargo test --workspace --exclude gpudash-frontend
+cargo test -p gpudash-frontend
