@@ -23,10 +23,7 @@ fn main() {
 
 fn build() -> Result<(), String> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
-    let root = manifest_dir
-        .parent()
-        .ok_or("server/ has no parent directory")?
-        .to_path_buf();
+    let root = manifest_dir.parent().ok_or("server/ has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     for watched in [
         "frontend/src",
@@ -57,35 +54,14 @@ fn build() -> Result<(), String> {
         .map_err(|e| format!("wasm-bindgen: {e:#}"))?;
 
     let assets = [
-        (
-            "/",
-            "text/html; charset=utf-8",
-            root.join("frontend/index.html"),
-        ),
-        (
-            "/assets/boot.js",
-            "text/javascript; charset=utf-8",
-            root.join("frontend/boot.js"),
-        ),
-        (
-            "/assets/frontend.js",
-            "text/javascript; charset=utf-8",
-            bindgen_dir.join("frontend.js"),
-        ),
-        (
-            "/assets/frontend_bg.wasm",
-            "application/wasm",
-            bindgen_dir.join("frontend_bg.wasm"),
-        ),
-        (
-            "/assets/style.css",
-            "text/css; charset=utf-8",
-            root.join("style/main.css"),
-        ),
+        ("/", "text/html; charset=utf-8", root.join("frontend/index.html")),
+        ("/assets/boot.js", "text/javascript; charset=utf-8", root.join("frontend/boot.js")),
+        ("/assets/frontend.js", "text/javascript; charset=utf-8", bindgen_dir.join("frontend.js")),
+        ("/assets/frontend_bg.wasm", "application/wasm", bindgen_dir.join("frontend_bg.wasm")),
+        ("/assets/style.css", "text/css; charset=utf-8", root.join("style/main.css")),
     ];
-    let mut table = String::from(
-        "/// The browser app, embedded at build time by build.rs.\npub static ASSETS: &[Asset] = &[\n",
-    );
+    let mut table =
+        String::from("/// The browser app, embedded at build time by build.rs.\npub static ASSETS: &[Asset] = &[\n");
     for (i, (path, content_type, source)) in assets.iter().enumerate() {
         let body = fs::read(source).map_err(|e| format!("reading {}: {e}", source.display()))?;
         let plain = out_dir.join(format!("asset{i}"));
@@ -107,22 +83,13 @@ fn build() -> Result<(), String> {
 /// Runs `cargo build` for the frontend crate and returns the path of its `.wasm`.
 fn build_wasm(root: &Path) -> Result<PathBuf, String> {
     check_wasm_target()?;
-    let target_dir = env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), PathBuf::from)
-        .join("frontend");
+    let target_dir =
+        env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from).join("frontend");
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
     command
         .current_dir(root)
-        .args([
-            "build",
-            "--package",
-            "gpudash-frontend",
-            "--bin",
-            "frontend",
-            "--target",
-            WASM_TARGET,
-        ])
+        .args(["build", "--package", "gpudash-frontend", "--bin", "frontend", "--target", WASM_TARGET])
         .args(["--profile", "wasm-release", "--target-dir"])
         .arg(&target_dir);
     if env::var_os("CARGO_NET_OFFLINE").is_some() {
@@ -141,27 +108,20 @@ fn build_wasm(root: &Path) -> Result<PathBuf, String> {
     ] {
         command.env_remove(var);
     }
-    let status = command
-        .status()
-        .map_err(|e| format!("could not start cargo: {e}"))?;
+    let status = command.status().map_err(|e| format!("could not start cargo: {e}"))?;
     if !status.success() {
         return Err(format!(
             "`cargo build -p gpudash-frontend --target {WASM_TARGET}` failed ({status}); its errors are above"
         ));
     }
-    Ok(target_dir
-        .join(WASM_TARGET)
-        .join("wasm-release")
-        .join("frontend.wasm"))
+    Ok(target_dir.join(WASM_TARGET).join("wasm-release").join("frontend.wasm"))
 }
 
 /// Fails early, with the fix, when rustup has not installed the wasm target.
 fn check_wasm_target() -> Result<(), String> {
     let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let output = Command::new(rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .map_err(|e| format!("could not run rustc: {e}"))?;
+    let output =
+        Command::new(rustc).args(["--print", "sysroot"]).output().map_err(|e| format!("could not run rustc: {e}"))?;
     let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_owned();
     let target_lib = Path::new(&sysroot).join("lib/rustlib").join(WASM_TARGET);
     if target_lib.exists() {
@@ -182,7 +142,5 @@ fn gzip_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
 
 /// A content hash for ETags (FNV-1a: tiny, and collisions only cost a re-download).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
-        (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

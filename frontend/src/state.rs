@@ -30,10 +30,7 @@ impl MemoryRing {
     /// Appends a point and forgets what fell out of the window. A point older
     /// than the newest is dropped: the chart's x axis is time, so order matters.
     pub fn push(&mut self, point: MemoryPoint) {
-        if self
-            .newest_ms()
-            .is_some_and(|newest| point.timestamp_ms < newest)
-        {
+        if self.newest_ms().is_some_and(|newest| point.timestamp_ms < newest) {
             return;
         }
         self.points.push_back(point);
@@ -122,27 +119,16 @@ impl DashboardState {
         self.seq = tick.seq;
         self.revision += 1;
         for sample in tick.samples {
-            let Some(device) = self
-                .devices
-                .iter_mut()
-                .find(|d| d.info.index == sample.index)
-            else {
+            let Some(device) = self.devices.iter_mut().find(|d| d.info.index == sample.index) else {
                 continue;
             };
             if let Some(used) = sample.memory_used {
-                device.memory.push(MemoryPoint {
-                    timestamp_ms: sample.timestamp_ms,
-                    memory_used: used,
-                });
+                device.memory.push(MemoryPoint { timestamp_ms: sample.timestamp_ms, memory_used: used });
                 device.memory_revision = self.revision;
             }
             device.latest = Some(sample);
         }
-        if gap {
-            TickOutcome::AppliedAfterGap
-        } else {
-            TickOutcome::Applied
-        }
+        if gap { TickOutcome::AppliedAfterGap } else { TickOutcome::Applied }
     }
 
     /// The device with NVML index `index`.
@@ -162,10 +148,7 @@ mod tests {
     use super::*;
 
     fn point(seconds: u64, used: u64) -> MemoryPoint {
-        MemoryPoint {
-            timestamp_ms: seconds * 1000,
-            memory_used: used,
-        }
+        MemoryPoint { timestamp_ms: seconds * 1000, memory_used: used }
     }
 
     fn host() -> HostInfo {
@@ -193,26 +176,12 @@ mod tests {
     }
 
     fn sample(index: u32, seconds: u64, used: u64) -> DeviceSample {
-        DeviceSample {
-            index,
-            timestamp_ms: seconds * 1000,
-            memory_used: Some(used),
-            ..Default::default()
-        }
+        DeviceSample { index, timestamp_ms: seconds * 1000, memory_used: Some(used), ..Default::default() }
     }
 
     fn snapshot(state: &mut DashboardState, seq: u64) {
-        let history = vec![DeviceHistory {
-            index: 0,
-            points: vec![point(10, 1), point(11, 2)],
-        }];
-        state.apply_snapshot(
-            seq,
-            host(),
-            vec![info(0), info(1)],
-            vec![sample(1, 11, 7)],
-            history,
-        );
+        let history = vec![DeviceHistory { index: 0, points: vec![point(10, 1), point(11, 2)] }];
+        state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history);
     }
 
     #[test]
@@ -222,11 +191,7 @@ mod tests {
         assert_eq!(ring.iter().next(), Some(&point(100, 100)));
         assert_eq!(ring.iter().count(), 301);
         ring.push(point(399, 0));
-        assert_eq!(
-            ring.iter().count(),
-            301,
-            "a point older than the newest is dropped"
-        );
+        assert_eq!(ring.iter().count(), 301, "a point older than the newest is dropped");
     }
 
     #[test]
@@ -235,65 +200,31 @@ mod tests {
         snapshot(&mut state, 5);
         assert_eq!(state.devices.len(), 2);
         assert_eq!(state.device(0).map(|d| d.memory.iter().count()), Some(2));
-        assert_eq!(
-            state
-                .device(1)
-                .and_then(|d| d.latest.as_ref())
-                .and_then(|s| s.memory_used),
-            Some(7)
-        );
+        assert_eq!(state.device(1).and_then(|d| d.latest.as_ref()).and_then(|s| s.memory_used), Some(7));
 
         state.apply_snapshot(2, host(), vec![info(3)], vec![], vec![]);
         assert_eq!(state.seq, 2);
         assert_eq!(state.devices.len(), 1);
-        assert!(
-            state
-                .device(3)
-                .is_some_and(|d| d.memory.newest_ms().is_none() && d.latest.is_none())
-        );
+        assert!(state.device(3).is_some_and(|d| d.memory.newest_ms().is_none() && d.latest.is_none()));
     }
 
     #[test]
     fn ticks_append_and_duplicates_are_ignored() {
         let mut state = DashboardState::default();
-        assert_eq!(
-            state.apply_tick(Tick {
-                seq: 1,
-                samples: vec![sample(0, 1, 1)]
-            }),
-            TickOutcome::Ignored
-        );
+        assert_eq!(state.apply_tick(Tick { seq: 1, samples: vec![sample(0, 1, 1)] }), TickOutcome::Ignored);
 
         snapshot(&mut state, 5);
         let before = state.device(0).map(|d| d.memory_revision);
-        assert_eq!(
-            state.apply_tick(Tick {
-                seq: 5,
-                samples: vec![sample(0, 12, 9)]
-            }),
-            TickOutcome::Ignored
-        );
+        assert_eq!(state.apply_tick(Tick { seq: 5, samples: vec![sample(0, 12, 9)] }), TickOutcome::Ignored);
         assert_eq!(state.device(0).map(|d| d.memory.iter().count()), Some(2));
 
-        assert_eq!(
-            state.apply_tick(Tick {
-                seq: 6,
-                samples: vec![sample(0, 12, 9)]
-            }),
-            TickOutcome::Applied
-        );
+        assert_eq!(state.apply_tick(Tick { seq: 6, samples: vec![sample(0, 12, 9)] }), TickOutcome::Applied);
         let device = state.device(0).expect("device 0");
         assert_eq!(device.memory.iter().count(), 3);
         assert_eq!(device.latest.as_ref().and_then(|s| s.memory_used), Some(9));
         assert_ne!(Some(device.memory_revision), before);
 
-        assert_eq!(
-            state.apply_tick(Tick {
-                seq: 9,
-                samples: vec![]
-            }),
-            TickOutcome::AppliedAfterGap
-        );
+        assert_eq!(state.apply_tick(Tick { seq: 9, samples: vec![] }), TickOutcome::AppliedAfterGap);
         assert_eq!(state.seq, 9);
     }
 }

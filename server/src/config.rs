@@ -39,11 +39,7 @@ pub struct Config {
 
 impl From<Cli> for Config {
     fn from(cli: Cli) -> Self {
-        Self {
-            listen: cli.listen,
-            interval: cli.interval,
-            simulate: cli.simulate,
-        }
+        Self { listen: cli.listen, interval: cli.interval, simulate: cli.simulate }
     }
 }
 
@@ -57,9 +53,7 @@ fn parse_interval(value: &str) -> Result<Duration, String> {
     let interval = humantime::parse_duration(value.trim())
         .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 200ms, 1s or 2.5s"))?;
     if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
-        return Err(format!(
-            "'{value}' is out of range; the interval must be between 100ms and 60s"
-        ));
+        return Err(format!("'{value}' is out of range; the interval must be between 100ms and 60s"));
     }
     Ok(interval)
 }
@@ -67,9 +61,7 @@ fn parse_interval(value: &str) -> Result<Duration, String> {
 fn parse_simulate(value: &str) -> Result<u32, String> {
     match value.trim().parse::<u32>() {
         Ok(n) if (1..=MAX_SIMULATED).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "'{value}' is not a number of GPUs from 1 to {MAX_SIMULATED}"
-        )),
+        _ => Err(format!("'{value}' is not a number of GPUs from 1 to {MAX_SIMULATED}")),
     }
 }
 
@@ -91,15 +83,7 @@ mod tests {
 
     #[test]
     fn accepts_port_zero_ipv6_and_short_intervals() {
-        let cli = parse(&[
-            "--listen",
-            "[::1]:0",
-            "--interval",
-            "200ms",
-            "--simulate",
-            "8",
-        ])
-        .unwrap();
+        let cli = parse(&["--listen", "[::1]:0", "--interval", "200ms", "--simulate", "8"]).unwrap();
         assert_eq!(cli.listen.port(), 0);
         assert_eq!(cli.interval, Duration::from_millis(200));
         assert_eq!(cli.simulate, Some(8));

@@ -27,20 +27,14 @@ use crate::web::AppState;
 pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
     let interval_ms = u64::try_from(config.interval.as_millis()).unwrap_or(u64::MAX);
     if let Some(count) = config.simulate {
-        tracing::warn!(
-            count,
-            "showing simulated GPUs: no figure on the page comes from hardware"
-        );
+        tracing::warn!(count, "showing simulated GPUs: no figure on the page comes from hardware");
         return Box::new(Simulator::new(count, interval_ms));
     }
     match NvmlSource::open(interval_ms) {
         Ok(source) => Box::new(source),
         Err(reason) => {
             tracing::warn!("no GPUs to show: {reason}. Try `gpudash --simulate 4` for a demo");
-            Box::new(NoGpus::new(
-                format!("NVIDIA driver not available: {reason}"),
-                interval_ms,
-            ))
+            Box::new(NoGpus::new(format!("NVIDIA driver not available: {reason}"), interval_ms))
         }
     }
 }
@@ -56,37 +50,21 @@ pub struct Running {
 }
 
 /// Starts sampling `source` every `interval` and serving the dashboard on `listener`.
-pub fn start(
-    listener: TcpListener,
-    source: Box<dyn GpuSource>,
-    interval: Duration,
-) -> std::io::Result<Running> {
+pub fn start(listener: TcpListener, source: Box<dyn GpuSource>, interval: Duration) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let telemetry = Arc::new(Telemetry::new(source.host(), source.devices()));
     let sampler = Sampler::spawn(source, telemetry.clone(), interval)?;
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let app = web::app(AppState {
-        telemetry: telemetry.clone(),
-        shutdown: shutdown_rx.clone(),
-    });
+    let app = web::app(AppState { telemetry: telemetry.clone(), shutdown: shutdown_rx.clone() });
     let mut stop = shutdown_rx;
     let server = tokio::spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stopping| *stopping).await;
-        })
-        .await
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|stopping| *stopping).await;
+            })
+            .await
     });
-    Ok(Running {
-        addr,
-        telemetry,
-        shutdown,
-        server,
-        sampler,
-    })
+    Ok(Running { addr, telemetry, shutdown, server, sampler })
 }
 
 impl Running {
@@ -111,20 +89,12 @@ impl Running {
 /// Serves until `signal` completes, then shuts down cleanly.
 pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     use anyhow::Context as _;
-    let listener = TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on '{}'", config.listen))?;
+    let listener =
+        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
     let source = open_source(&config);
     let running = start(listener, source, config.interval).context("cannot start the sampler")?;
-    tracing::info!(
-        "gpudash {} serving on http://{}",
-        env!("CARGO_PKG_VERSION"),
-        running.addr()
-    );
+    tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());
     signal.await;
     tracing::info!("shutting down");
-    running
-        .shutdown()
-        .await
-        .context("the server stopped with an error")
+    running.shutdown().await.context("the server stopped with an error")
 }

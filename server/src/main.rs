@@ -9,15 +9,10 @@ use tracing_subscriber::EnvFilter;
 fn main() -> ExitCode {
     let config = Config::from(Cli::parse());
     tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
+        .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
         .with_target(false)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");

@@ -8,7 +8,5 @@ pub mod telemetry;
 pub mod units;
 pub mod ws;
 
-pub use telemetry::{
-    ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint,
-};
+pub use telemetry::{ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint};
 pub use ws::{ClientMessage, DeviceHistory, ServerMessage, Tick};

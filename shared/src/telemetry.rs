@@ -97,11 +97,7 @@ mod tests {
 
     #[test]
     fn missing_fields_serialize_as_null_and_read_back() {
-        let s = DeviceSample {
-            index: 3,
-            timestamp_ms: 1,
-            ..Default::default()
-        };
+        let s = DeviceSample { index: 3, timestamp_ms: 1, ..Default::default() };
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"gpu_util\":null"), "{json}");
         assert_eq!(serde_json::from_str::<DeviceSample>(&json).unwrap(), s);
@@ -109,10 +105,7 @@ mod tests {
 
     #[test]
     fn memory_fraction_needs_used_and_total() {
-        let s = DeviceSample {
-            memory_used: Some(25),
-            ..Default::default()
-        };
+        let s = DeviceSample { memory_used: Some(25), ..Default::default() };
         assert_eq!(s.memory_fraction(100), Some(0.25));
         assert_eq!(s.memory_fraction(0), None);
         assert_eq!(DeviceSample::default().memory_fraction(100), None);

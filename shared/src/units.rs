@@ -11,11 +11,7 @@ pub fn format_bytes(bytes: u64) -> String {
         value /= KIB;
         unit += 1;
     }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{} {}", three_digits(value), UNITS[unit])
-    }
+    if unit == 0 { format!("{bytes} B") } else { format!("{} {}", three_digits(value), UNITS[unit]) }
 }
 
 /// Milliwatts as watts: "312 W", "71.5 W".

@@ -56,10 +56,7 @@ mod tests {
 
     #[test]
     fn tick_is_tagged() {
-        let m = ServerMessage::Tick(Tick {
-            seq: 7,
-            samples: vec![],
-        });
+        let m = ServerMessage::Tick(Tick { seq: 7, samples: vec![] });
         let json = serde_json::to_string(&m).unwrap();
         assert_eq!(json, r#"{"type":"tick","seq":7,"samples":[]}"#);
         assert_eq!(serde_json::from_str::<ServerMessage>(&json).unwrap(), m);
@@ -67,10 +64,7 @@ mod tests {
 
     #[test]
     fn client_message_rejects_unknown_types_and_fields() {
-        assert_eq!(
-            serde_json::from_str::<ClientMessage>(r#"{"type":"resync"}"#).unwrap(),
-            ClientMessage::Resync {}
-        );
+        assert_eq!(serde_json::from_str::<ClientMessage>(r#"{"type":"resync"}"#).unwrap(), ClientMessage::Resync {});
         assert!(serde_json::from_str::<ClientMessage>(r#"{"type":"reboot"}"#).is_err());
         assert!(serde_json::from_str::<ClientMessage>(r#"{"type":"resync","x":1}"#).is_err());
     }

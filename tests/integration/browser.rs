@@ -50,11 +50,7 @@ where
     let _one = ONE_BROWSER.lock().await;
     let chromium = tool("CHROMIUM", "/usr/bin/chromium");
     let chromedriver = tool("CHROMEDRIVER", "/usr/bin/chromedriver");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut driver = tokio::process::Command::new(chromedriver)
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())
@@ -67,10 +63,7 @@ where
     args.push(format!("--user-data-dir={}", profile.path().display()));
     args.push(format!("--window-size={width},{height}"));
     let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".into(),
-        serde_json::json!({ "binary": chromium, "args": args }),
-    );
+    capabilities.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": chromium, "args": args }));
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let client = loop {
@@ -96,20 +89,13 @@ where
 }
 
 /// Polls `check` until it returns `Some`, or fails with `what` after `secs`.
-async fn eventually<T, Fut: Future<Output = Option<T>>>(
-    secs: u64,
-    what: &str,
-    mut check: impl FnMut() -> Fut,
-) -> T {
+async fn eventually<T, Fut: Future<Output = Option<T>>>(secs: u64, what: &str, mut check: impl FnMut() -> Fut) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(value) = check().await {
             return value;
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {secs} s waiting for {what}"
-        );
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -127,11 +113,7 @@ async fn js(client: &Client, script: &str) -> serde_json::Value {
 }
 
 async fn status(client: &Client) -> String {
-    texts(client, "#conn-status")
-        .await
-        .into_iter()
-        .next()
-        .unwrap_or_default()
+    texts(client, "#conn-status").await.into_iter().next().unwrap_or_default()
 }
 
 #[tokio::test]
@@ -214,17 +196,12 @@ async fn without_gpus_the_page_says_why_and_how_to_simulate() {
     let url = server.url("/");
     with_browser(1280, 900, |c| async move {
         c.goto(&url).await.unwrap();
-        let text = eventually(15, "the no-GPU notice", || async {
-            texts(&c, "#no-gpus").await.into_iter().next()
-        })
-        .await;
+        let text =
+            eventually(15, "the no-GPU notice", || async { texts(&c, "#no-gpus").await.into_iter().next() }).await;
         assert!(text.contains("No GPUs to show"), "{text}");
         assert!(text.contains(reason), "{text}");
         assert!(text.contains("gpudash --simulate 4"), "{text}");
-        assert!(
-            texts(&c, "#simulated-banner").await.is_empty(),
-            "no simulated banner for a real host"
-        );
+        assert!(texts(&c, "#simulated-banner").await.is_empty(), "no simulated banner for a real host");
     })
     .await;
     server.stop().await;
@@ -246,20 +223,11 @@ async fn the_page_reconnects_after_a_server_restart() {
     });
     with_browser(1280, 900, |c| async move {
         c.goto(&url).await.unwrap();
-        eventually(15, "status 'live'", || async {
-            (status(&c).await == "live").then_some(())
-        })
-        .await;
+        eventually(15, "status 'live'", || async { (status(&c).await == "live").then_some(()) }).await;
         stopped_tx.send(()).unwrap();
-        eventually(10, "status 'reconnecting'", || async {
-            (status(&c).await == "reconnecting").then_some(())
-        })
-        .await;
+        eventually(10, "status 'reconnecting'", || async { (status(&c).await == "reconnecting").then_some(()) }).await;
         let again = back_rx.await.unwrap();
-        eventually(15, "status 'live' again", || async {
-            (status(&c).await == "live").then_some(())
-        })
-        .await;
+        eventually(15, "status 'live' again", || async { (status(&c).await == "live").then_some(()) }).await;
         assert_eq!(texts(&c, ".gpu-card").await.len(), 1);
         again.stop().await;
     })
@@ -297,18 +265,8 @@ async fn the_theme_toggle_switches_between_dark_and_light() {
     let url = server.url("/");
     with_browser(1280, 900, |c| async move {
         c.goto(&url).await.unwrap();
-        let toggle = c
-            .wait()
-            .for_element(Locator::Css("#theme-toggle"))
-            .await
-            .unwrap();
-        let theme = || async {
-            js(
-                &c,
-                "return document.documentElement.getAttribute('data-theme')",
-            )
-            .await
-        };
+        let toggle = c.wait().for_element(Locator::Css("#theme-toggle")).await.unwrap();
+        let theme = || async { js(&c, "return document.documentElement.getAttribute('data-theme')").await };
         let before = theme().await;
         toggle.click().await.unwrap();
         let after = theme().await;
@@ -316,10 +274,7 @@ async fn the_theme_toggle_switches_between_dark_and_light() {
         assert!(matches!(after.as_str(), Some("dark" | "light")), "{after}");
         let background = js(&c, "return getComputedStyle(document.body).backgroundColor").await;
         toggle.click().await.unwrap();
-        assert_ne!(
-            js(&c, "return getComputedStyle(document.body).backgroundColor").await,
-            background
-        );
+        assert_ne!(js(&c, "return getComputedStyle(document.body).backgroundColor").await, background);
     })
     .await;
     server.stop().await;

@@ -10,8 +10,7 @@ use shared::ServerMessage;
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
-pub type Socket =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+pub type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// A dashboard on a free loopback port.
 pub struct TestServer {
@@ -32,8 +31,7 @@ impl TestServer {
     /// On a given address, e.g. to come back on the port a previous server had.
     pub async fn on(addr: &str, source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
         let listener = TcpListener::bind(addr).await.expect("bind loopback");
-        let running =
-            gpudash::start(listener, source, Duration::from_millis(interval_ms)).expect("start");
+        let running = gpudash::start(listener, source, Duration::from_millis(interval_ms)).expect("start");
         let base = format!("http://{}", running.addr());
         Self { running, base }
     }
@@ -52,10 +50,7 @@ impl TestServer {
 }
 
 pub async fn connect(url: &str) -> Socket {
-    tokio_tungstenite::connect_async(url)
-        .await
-        .expect("WebSocket connect")
-        .0
+    tokio_tungstenite::connect_async(url).await.expect("WebSocket connect").0
 }
 
 /// The next telemetry message, failing the test after `secs` seconds.

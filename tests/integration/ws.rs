@@ -11,19 +11,14 @@ use crate::support::{TestServer, connect, next_message};
 async fn snapshot_first_then_one_tick_per_period_in_order() {
     let server = TestServer::simulated(2, 100).await;
     let mut socket = connect(&server.ws_url()).await;
-    let ServerMessage::Snapshot {
-        seq, host, devices, ..
-    } = next_message(&mut socket, 5).await
-    else {
+    let ServerMessage::Snapshot { seq, host, devices, .. } = next_message(&mut socket, 5).await else {
         panic!("the first message must be a snapshot")
     };
     assert!(host.simulated);
     assert_eq!(devices.len(), 2);
     let mut expected = seq + 1;
     for _ in 0..10 {
-        let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else {
-            panic!("expected a tick")
-        };
+        let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else { panic!("expected a tick") };
         assert_eq!(tick.seq, expected, "no gap, no repeat");
         assert_eq!(tick.samples.len(), 2);
         assert!(tick.samples.iter().all(|s| s.memory_used.is_some()));
@@ -37,34 +32,14 @@ async fn a_reconnecting_client_gets_history_that_joins_its_ticks() {
     let server = TestServer::simulated(1, 100).await;
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     let mut socket = connect(&server.ws_url()).await;
-    let ServerMessage::Snapshot {
-        seq,
-        history,
-        latest,
-        ..
-    } = next_message(&mut socket, 5).await
-    else {
+    let ServerMessage::Snapshot { seq, history, latest, .. } = next_message(&mut socket, 5).await else {
         panic!("snapshot first")
     };
     let points = &history[0].points;
-    assert!(
-        points.len() >= 5,
-        "history of the last minutes: {}",
-        points.len()
-    );
-    assert!(
-        points
-            .windows(2)
-            .all(|w| w[0].timestamp_ms < w[1].timestamp_ms)
-    );
-    assert_eq!(
-        points.last().unwrap().timestamp_ms,
-        latest[0].timestamp_ms,
-        "history ends at the latest sample"
-    );
-    let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else {
-        panic!("tick")
-    };
+    assert!(points.len() >= 5, "history of the last minutes: {}", points.len());
+    assert!(points.windows(2).all(|w| w[0].timestamp_ms < w[1].timestamp_ms));
+    assert_eq!(points.last().unwrap().timestamp_ms, latest[0].timestamp_ms, "history ends at the latest sample");
+    let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else { panic!("tick") };
     assert_eq!(tick.seq, seq + 1);
     assert!(tick.samples[0].timestamp_ms > latest[0].timestamp_ms);
     server.stop().await;
@@ -74,25 +49,12 @@ async fn a_reconnecting_client_gets_history_that_joins_its_ticks() {
 async fn resync_and_bad_messages_are_answered() {
     let server = TestServer::simulated(1, 1000).await;
     let mut socket = connect(&server.ws_url()).await;
-    assert!(matches!(
-        next_message(&mut socket, 5).await,
-        ServerMessage::Snapshot { .. }
-    ));
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
 
-    socket
-        .send(Message::text(r#"{"type":"resync"}"#))
-        .await
-        .unwrap();
-    assert!(matches!(
-        next_message(&mut socket, 5).await,
-        ServerMessage::Snapshot { .. }
-    ));
+    socket.send(Message::text(r#"{"type":"resync"}"#)).await.unwrap();
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
 
-    for bad in [
-        r#"{"type":"reboot"}"#,
-        "not json",
-        r#"{"type":"resync","extra":1}"#,
-    ] {
+    for bad in [r#"{"type":"reboot"}"#, "not json", r#"{"type":"resync","extra":1}"#] {
         socket.send(Message::text(bad)).await.unwrap();
         let message = loop {
             match next_message(&mut socket, 5).await {
@@ -135,10 +97,7 @@ async fn an_oversized_message_closes_the_socket_and_the_server_stays_up() {
     .expect("closed in time");
     assert!(matches!(closed, Some(CloseCode::Size) | None), "{closed:?}");
     let mut fresh = connect(&server.ws_url()).await;
-    assert!(matches!(
-        next_message(&mut fresh, 5).await,
-        ServerMessage::Snapshot { .. }
-    ));
+    assert!(matches!(next_message(&mut fresh, 5).await, ServerMessage::Snapshot { .. }));
     server.stop().await;
 }
 

@@ -10,20 +10,12 @@ use crate::{components::memory_chart::MemoryChart, hooks::theme::Theme, state::D
 
 /// The card of GPU `index`; its figures follow that device's latest sample.
 #[component]
-pub fn DeviceCard(
-    state: ReadSignal<DashboardState>,
-    index: u32,
-    theme: ReadSignal<Theme>,
-) -> impl IntoView {
+pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSignal<Theme>) -> impl IntoView {
     // Memos keep the card's text nodes still when another GPU's sample changes.
     let info = Memo::new(move |_| state.with(|s| s.device(index).map(|d| d.info.clone())));
     let latest = Memo::new(move |_| state.with(|s| s.device(index).and_then(|d| d.latest.clone())));
-    let info_text = move |f: fn(&DeviceInfo) -> String| {
-        move || info.with(|i| i.as_ref().map(f).unwrap_or_default())
-    };
-    let gauge = move |f: fn(&DeviceSample) -> String| {
-        move || latest.with(|s| s.as_ref().map_or_else(na, f))
-    };
+    let info_text = move |f: fn(&DeviceInfo) -> String| move || info.with(|i| i.as_ref().map(f).unwrap_or_default());
+    let gauge = move |f: fn(&DeviceSample) -> String| move || latest.with(|s| s.as_ref().map_or_else(na, f));
     let memory_total = move || info.with(|i| i.as_ref().map_or(0, |i| i.memory_total));
     let used_percent = move || {
         let fraction = latest.with(|s| s.as_ref().and_then(|s| s.memory_fraction(memory_total())));
@@ -31,11 +23,7 @@ pub fn DeviceCard(
     };
     let memory_text = move || {
         let used = latest.with(|s| s.as_ref().and_then(|s| s.memory_used));
-        format!(
-            "{} / {}",
-            or_na(used, format_bytes),
-            format_bytes(memory_total())
-        )
+        format!("{} / {}", or_na(used, format_bytes), format_bytes(memory_total()))
     };
     let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
 
@@ -132,11 +120,7 @@ fn format_capability(cc: ComputeCapability) -> String {
 fn power_text(sample: &DeviceSample) -> String {
     match (sample.power_draw_mw, sample.power_limit_mw) {
         (None, None) => na(),
-        (draw, limit) => format!(
-            "{} / {}",
-            or_na(draw, format_watts),
-            or_na(limit, format_watts)
-        ),
+        (draw, limit) => format!("{} / {}", or_na(draw, format_watts), or_na(limit, format_watts)),
     }
 }
 
@@ -146,11 +130,8 @@ mod tests {
 
     #[test]
     fn power_shows_draw_over_limit_or_na() {
-        let mut sample = DeviceSample {
-            power_draw_mw: Some(312_000),
-            power_limit_mw: Some(700_000),
-            ..Default::default()
-        };
+        let mut sample =
+            DeviceSample { power_draw_mw: Some(312_000), power_limit_mw: Some(700_000), ..Default::default() };
         assert_eq!(power_text(&sample), "312 W / 700 W");
         sample.power_limit_mw = None;
         assert_eq!(power_text(&sample), "312 W / n/a");
@@ -161,9 +142,6 @@ mod tests {
     #[test]
     fn clocks_and_capability_read_like_nvidia_smi() {
         assert_eq!(mhz(1980), "1980 MHz");
-        assert_eq!(
-            format_capability(ComputeCapability { major: 9, minor: 0 }),
-            "9.0"
-        );
+        assert_eq!(format_capability(ComputeCapability { major: 9, minor: 0 }), "9.0");
     }
 }

@@ -16,9 +16,7 @@ use crate::{
 pub fn Header(telemetry: Telemetry, theme: ThemeControl) -> impl IntoView {
     let state = telemetry.state;
     let host = Memo::new(move |_| state.with(|s: &DashboardState| s.host.clone()));
-    let host_text = move |f: fn(&HostInfo) -> String| {
-        move || host.with(|h| h.as_ref().map_or_else(String::new, f))
-    };
+    let host_text = move |f: fn(&HostInfo) -> String| move || host.with(|h| h.as_ref().map_or_else(String::new, f));
     let has_host = move || host.with(Option::is_some);
 
     view! {

@@ -20,23 +20,13 @@ const WINDOW_SECONDS: f64 = (HISTORY_WINDOW_MS / 1000) as f64;
 
 /// Memory used by GPU `index`; redrawn when its points, the theme or the window size change.
 #[component]
-pub fn MemoryChart(
-    state: ReadSignal<DashboardState>,
-    index: u32,
-    theme: ReadSignal<Theme>,
-) -> impl IntoView {
+pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSignal<Theme>) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
     // Only this device's revision: other GPUs' ticks do not redraw this chart.
-    let revision = Memo::new(move |_| {
-        state.with(|s| {
-            s.device(index)
-                .map(|d| (d.memory_revision, d.info.memory_total))
-        })
-    });
+    let revision =
+        Memo::new(move |_| state.with(|s| s.device(index).map(|d| (d.memory_revision, d.info.memory_total))));
     let (resized, set_resized) = signal(0u32);
-    let resize = window_event_listener(ev::resize, move |_| {
-        set_resized.update(|n| *n = n.wrapping_add(1))
-    });
+    let resize = window_event_listener(ev::resize, move |_| set_resized.update(|n| *n = n.wrapping_add(1)));
     on_cleanup(move || resize.remove());
 
     let mut draws = 0u32;
@@ -137,16 +127,11 @@ fn fit_to_css_box(canvas: &HtmlCanvasElement) -> f64 {
     ratio
 }
 
-fn draw(
-    canvas: &HtmlCanvasElement,
-    memory: &MemoryRing,
-    memory_total: u64,
-) -> Result<(), Box<dyn std::error::Error>> {
+fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> Result<(), Box<dyn std::error::Error>> {
     let ratio = fit_to_css_box(canvas);
     let px = |css_px: f64| (css_px * ratio).round() as u32;
     let palette = Palette::from_css(canvas);
-    let backend =
-        CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
+    let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
     let root = backend.into_drawing_area();
     root.fill(&palette.background)?;
 
@@ -159,15 +144,10 @@ fn draw(
         })
         .collect();
     // A device without a reported total still gets a usable scale.
-    let y_max = if memory_total > 0 {
-        memory_total as f64 / GIB
-    } else {
-        points.iter().map(|&(_, y)| y).fold(1.0, f64::max)
-    };
+    let y_max =
+        if memory_total > 0 { memory_total as f64 / GIB } else { points.iter().map(|&(_, y)| y).fold(1.0, f64::max) };
 
-    let label: TextStyle<'_> = ("sans-serif", f64::from(px(11.0)))
-        .into_font()
-        .color(&palette.text);
+    let label: TextStyle<'_> = ("sans-serif", f64::from(px(11.0))).into_font().color(&palette.text);
     let mut chart = ChartBuilder::on(&root)
         .margin(px(8.0))
         .margin_left(px(4.0))
@@ -203,10 +183,7 @@ mod tests {
 
     #[test]
     fn hex_colors_parse_in_short_and_long_form() {
-        assert_eq!(
-            parse_hex_color(" #3d8bfd"),
-            Some(RGBColor(0x3d, 0x8b, 0xfd))
-        );
+        assert_eq!(parse_hex_color(" #3d8bfd"), Some(RGBColor(0x3d, 0x8b, 0xfd)));
         assert_eq!(parse_hex_color("#fff"), Some(RGBColor(255, 255, 255)));
         assert_eq!(parse_hex_color("rgb(1, 2, 3)"), None);
         assert_eq!(parse_hex_color("#12345"), None);

@@ -117,22 +117,13 @@ impl Link {
         let message = match serde_json::from_str::<ServerMessage>(text) {
             Ok(message) => message,
             Err(err) => {
-                logging::warn!(
-                    "gpudash: ignoring a message the page cannot read ({err}): {text:.200}"
-                );
+                logging::warn!("gpudash: ignoring a message the page cannot read ({err}): {text:.200}");
                 return;
             }
         };
         match message {
-            ServerMessage::Snapshot {
-                seq,
-                host,
-                devices,
-                latest,
-                history,
-            } => {
-                self.set_state
-                    .update(|state| state.apply_snapshot(seq, host, devices, latest, history));
+            ServerMessage::Snapshot { seq, host, devices, latest, history } => {
+                self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history));
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);
                 self.resync_requested.set(false);
@@ -217,12 +208,7 @@ impl Connection {
         socket.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
         socket.set_onclose(Some(on_close.as_ref().unchecked_ref()));
         socket.set_onerror(Some(on_error.as_ref().unchecked_ref()));
-        Ok(Self {
-            socket,
-            _on_message: on_message,
-            _on_close: on_close,
-            _on_error: on_error,
-        })
+        Ok(Self { socket, _on_message: on_message, _on_close: on_close, _on_error: on_error })
     }
 }
 
@@ -239,10 +225,6 @@ impl Drop for Connection {
 /// `ws://host/ws`, or `wss://` when the page came over HTTPS.
 fn socket_url() -> Option<String> {
     let location = window().location();
-    let scheme = if location.protocol().ok()? == "https:" {
-        "wss"
-    } else {
-        "ws"
-    };
+    let scheme = if location.protocol().ok()? == "https:" { "wss" } else { "ws" };
     Some(format!("{scheme}://{}/ws", location.host().ok()?))
 }

@@ -76,16 +76,9 @@ fn store(theme: Theme) {
 }
 
 fn system_theme() -> Theme {
-    let prefers_light = window()
-        .match_media("(prefers-color-scheme: light)")
-        .ok()
-        .flatten()
-        .is_some_and(|query| query.matches());
-    if prefers_light {
-        Theme::Light
-    } else {
-        Theme::Dark
-    }
+    let prefers_light =
+        window().match_media("(prefers-color-scheme: light)").ok().flatten().is_some_and(|query| query.matches());
+    if prefers_light { Theme::Light } else { Theme::Dark }
 }
 
 fn apply(theme: Theme) {

@@ -17,9 +17,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let loaded = move || state.with(|s| s.host.is_some());
     let simulated = move || state.with(|s| s.host.as_ref().is_some_and(|h| h.simulated));
     // The list changes only with a snapshot; ticks leave it (and the cards) alone.
-    let indices = Memo::new(move |_| {
-        state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>())
-    });
+    let indices = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {

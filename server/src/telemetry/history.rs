@@ -13,20 +13,13 @@ pub struct MemoryRing {
 
 impl MemoryRing {
     pub fn new(window_ms: u64) -> Self {
-        Self {
-            window_ms,
-            points: VecDeque::new(),
-        }
+        Self { window_ms, points: VecDeque::new() }
     }
 
     /// Appends a point and drops those older than the window before it.
     /// A point not newer than the last one is ignored (clock stepped back).
     pub fn push(&mut self, point: MemoryPoint) {
-        if self
-            .points
-            .back()
-            .is_some_and(|last| last.timestamp_ms >= point.timestamp_ms)
-        {
+        if self.points.back().is_some_and(|last| last.timestamp_ms >= point.timestamp_ms) {
             return;
         }
         let oldest = point.timestamp_ms.saturating_sub(self.window_ms);
@@ -50,11 +43,7 @@ impl MemoryRing {
     pub fn decimated(&self, max_points: usize) -> Vec<MemoryPoint> {
         let len = self.points.len();
         if len <= max_points || max_points == 0 {
-            return if max_points == 0 {
-                Vec::new()
-            } else {
-                self.points.iter().copied().collect()
-            };
+            return if max_points == 0 { Vec::new() } else { self.points.iter().copied().collect() };
         }
         let stride = len.div_ceil(max_points);
         // Count back from the newest point so the last one is always kept.
@@ -69,10 +58,7 @@ mod tests {
     use super::*;
 
     fn point(t: u64) -> MemoryPoint {
-        MemoryPoint {
-            timestamp_ms: t,
-            memory_used: t * 10,
-        }
+        MemoryPoint { timestamp_ms: t, memory_used: t * 10 }
     }
 
     #[test]
@@ -106,10 +92,7 @@ mod tests {
         assert!(some.len() <= 600, "{}", some.len());
         assert!(some.len() >= 500, "{}", some.len());
         assert_eq!(some.last().unwrap().timestamp_ms, 3_000);
-        assert!(
-            some.windows(2)
-                .all(|w| w[0].timestamp_ms < w[1].timestamp_ms)
-        );
+        assert!(some.windows(2).all(|w| w[0].timestamp_ms < w[1].timestamp_ms));
         assert!(ring.decimated(0).is_empty());
     }
 }

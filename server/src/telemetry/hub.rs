@@ -45,20 +45,12 @@ struct Live {
 
 impl Telemetry {
     pub fn new(host: HostInfo, devices: Vec<DeviceInfo>) -> Self {
-        let history = devices
-            .iter()
-            .map(|_| MemoryRing::new(HISTORY_WINDOW_MS))
-            .collect();
+        let history = devices.iter().map(|_| MemoryRing::new(HISTORY_WINDOW_MS)).collect();
         let (ticks, _) = broadcast::channel(FRAME_BACKLOG);
         Self {
             host,
             devices,
-            live: RwLock::new(Live {
-                seq: 0,
-                latest: Vec::new(),
-                history,
-                last_tick_ms: None,
-            }),
+            live: RwLock::new(Live { seq: 0, latest: Vec::new(), history, last_tick_ms: None }),
             snapshot: Mutex::new(None),
             ticks,
         }
@@ -91,21 +83,13 @@ impl Telemetry {
     /// Called from the sampler thread only, so ticks go out in order.
     pub fn publish(&self, samples: Vec<DeviceSample>, timestamp_ms: u64) {
         let seq = {
-            let mut live = self
-                .live
-                .write()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut live = self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             live.seq += 1;
             live.last_tick_ms = Some(timestamp_ms);
             for sample in &samples {
-                let ring = usize::try_from(sample.index)
-                    .ok()
-                    .and_then(|i| live.history.get_mut(i));
+                let ring = usize::try_from(sample.index).ok().and_then(|i| live.history.get_mut(i));
                 if let (Some(ring), Some(used)) = (ring, sample.memory_used) {
-                    ring.push(MemoryPoint {
-                        timestamp_ms: sample.timestamp_ms,
-                        memory_used: used,
-                    });
+                    ring.push(MemoryPoint { timestamp_ms: sample.timestamp_ms, memory_used: used });
                 }
             }
             live.latest.clone_from(&samples);
@@ -119,10 +103,7 @@ impl Telemetry {
     /// Everything a page needs to start, as of the newest tick; serialized
     /// once per tick however many sockets connect during it.
     pub fn snapshot(&self) -> Frame {
-        let mut cached = self
-            .snapshot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cached = self.snapshot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (seq, _) = self.last_tick();
         if let Some(frame) = cached.as_ref().filter(|f| f.seq == seq) {
             return frame.clone();
@@ -136,36 +117,23 @@ impl Telemetry {
                 .devices
                 .iter()
                 .zip(&live.history)
-                .map(|(d, ring)| DeviceHistory {
-                    index: d.index,
-                    points: ring.decimated(SNAPSHOT_POINTS),
-                })
+                .map(|(d, ring)| DeviceHistory { index: d.index, points: ring.decimated(SNAPSHOT_POINTS) })
                 .collect(),
         });
-        let ServerMessage::Snapshot { seq, .. } = &message else {
-            unreachable!("built as a snapshot above")
-        };
-        let frame = Frame {
-            seq: *seq,
-            text: encode(&message),
-        };
+        let ServerMessage::Snapshot { seq, .. } = &message else { unreachable!("built as a snapshot above") };
+        let frame = Frame { seq: *seq, text: encode(&message) };
         *cached = Some(frame.clone());
         frame
     }
 
     fn read_live<T>(&self, f: impl FnOnce(&Live) -> T) -> T {
-        f(&self
-            .live
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        f(&self.live.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 }
 
 /// Serializes a message to JSON text. Our own types always serialize.
 pub fn encode(message: &ServerMessage) -> Utf8Bytes {
-    serde_json::to_string(message)
-        .expect("wire types serialize infallibly")
-        .into()
+    serde_json::to_string(message).expect("wire types serialize infallibly").into()
 }
 
 #[cfg(test)]
@@ -197,12 +165,7 @@ mod tests {
     }
 
     fn sample(index: u32, t: u64, used: u64) -> DeviceSample {
-        DeviceSample {
-            index,
-            timestamp_ms: t,
-            memory_used: Some(used),
-            ..Default::default()
-        }
+        DeviceSample { index, timestamp_ms: t, memory_used: Some(used), ..Default::default() }
     }
 
     #[test]
@@ -214,11 +177,7 @@ mod tests {
         hub.publish(vec![sample(0, 20, 3), sample(1, 20, 4)], 20);
         let (a1, b1) = (a.try_recv().unwrap(), b.try_recv().unwrap());
         assert_eq!((a1.seq, b1.seq), (1, 1));
-        assert_eq!(
-            a1.text.as_str().as_ptr(),
-            b1.text.as_str().as_ptr(),
-            "one serialization shared"
-        );
+        assert_eq!(a1.text.as_str().as_ptr(), b1.text.as_str().as_ptr(), "one serialization shared");
         assert_eq!(a.try_recv().unwrap().seq, 2);
         assert_eq!(hub.last_tick(), (2, Some(20)));
     }
@@ -228,23 +187,12 @@ mod tests {
         let hub = hub(1);
         hub.publish(vec![sample(0, 10, 5)], 10);
         let first = hub.snapshot();
-        assert_eq!(
-            first.text.as_str().as_ptr(),
-            hub.snapshot().text.as_str().as_ptr()
-        );
-        let ServerMessage::Snapshot { seq, history, .. } =
-            serde_json::from_str(first.text.as_str()).unwrap()
-        else {
+        assert_eq!(first.text.as_str().as_ptr(), hub.snapshot().text.as_str().as_ptr());
+        let ServerMessage::Snapshot { seq, history, .. } = serde_json::from_str(first.text.as_str()).unwrap() else {
             panic!("not a snapshot")
         };
         assert_eq!(seq, 1);
-        assert_eq!(
-            history[0].points,
-            vec![MemoryPoint {
-                timestamp_ms: 10,
-                memory_used: 5
-            }]
-        );
+        assert_eq!(history[0].points, vec![MemoryPoint { timestamp_ms: 10, memory_used: 5 }]);
         hub.publish(vec![sample(0, 20, 6)], 20);
         assert_eq!(hub.snapshot().seq, 2);
     }

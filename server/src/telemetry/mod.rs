@@ -35,9 +35,7 @@ pub fn now_ms() -> u64 {
 
 /// Hostname for display, or "unknown" when the OS gives none that is valid UTF-8.
 pub fn hostname() -> String {
-    gethostname::gethostname()
-        .into_string()
-        .unwrap_or_else(|_| "unknown".to_owned())
+    gethostname::gethostname().into_string().unwrap_or_else(|_| "unknown".to_owned())
 }
 
 /// Stands in for NVML when it cannot load: no devices, and the reason.

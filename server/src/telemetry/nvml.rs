@@ -23,9 +23,7 @@ pub struct NvmlSource {
 
 impl std::fmt::Debug for NvmlSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NvmlSource")
-            .field("devices", &self.devices.len())
-            .finish_non_exhaustive()
+        f.debug_struct("NvmlSource").field("devices", &self.devices.len()).finish_non_exhaustive()
     }
 }
 
@@ -35,9 +33,7 @@ impl NvmlSource {
     /// Fails with the loader's message when there is no usable driver.
     pub fn open(interval_ms: u64) -> Result<Self, String> {
         let nvml = Nvml::init().map_err(|e| error_chain(&e))?;
-        let count = nvml
-            .device_count()
-            .map_err(|e| format!("NVML could not count GPUs: {}", error_chain(&e)))?;
+        let count = nvml.device_count().map_err(|e| format!("NVML could not count GPUs: {}", error_chain(&e)))?;
         let mut devices = Vec::new();
         for index in 0..count {
             match read_info(&nvml, index) {
@@ -51,26 +47,15 @@ impl NvmlSource {
             driver_version: nvml.sys_driver_version().ok(),
             cuda_driver_version: nvml.sys_cuda_driver_version().ok().map(cuda_version),
             simulated: false,
-            gpu_error: (devices.is_empty())
-                .then(|| "NVML found no NVIDIA GPU on this machine".to_owned()),
+            gpu_error: (devices.is_empty()).then(|| "NVML found no NVIDIA GPU on this machine".to_owned()),
             interval_ms,
             version: env!("CARGO_PKG_VERSION").to_owned(),
         };
-        Ok(Self {
-            nvml,
-            host,
-            devices,
-            reported: HashSet::new(),
-        })
+        Ok(Self { nvml, host, devices, reported: HashSet::new() })
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
-    fn field<T>(
-        &mut self,
-        index: u32,
-        name: &'static str,
-        result: Result<T, NvmlError>,
-    ) -> Option<T> {
+    fn field<T>(&mut self, index: u32, name: &'static str, result: Result<T, NvmlError>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
             Err(NvmlError::NotSupported) => None,
@@ -95,20 +80,13 @@ impl GpuSource for NvmlSource {
 
     fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample> {
         let indexes: Vec<u32> = self.devices.iter().map(|d| d.index).collect();
-        indexes
-            .into_iter()
-            .map(|index| self.sample_device(index, timestamp_ms))
-            .collect()
+        indexes.into_iter().map(|index| self.sample_device(index, timestamp_ms)).collect()
     }
 }
 
 impl NvmlSource {
     fn sample_device(&mut self, index: u32, timestamp_ms: u64) -> DeviceSample {
-        let mut sample = DeviceSample {
-            index,
-            timestamp_ms,
-            ..DeviceSample::default()
-        };
+        let mut sample = DeviceSample { index, timestamp_ms, ..DeviceSample::default() };
         // Reads are collected first: the device handle borrows `self.nvml`.
         let readings = match self.nvml.device_by_index(index) {
             Ok(device) => Readings {
@@ -163,10 +141,7 @@ fn read_info(nvml: &Nvml, index: u32) -> Result<DeviceInfo, NvmlError> {
         uuid: optional(device.uuid()),
         pci_bus_id: optional(device.pci_info().map(|p| p.bus_id)),
         compute_capability: device.cuda_compute_capability().ok().and_then(|c| {
-            Some(ComputeCapability {
-                major: u32::try_from(c.major).ok()?,
-                minor: u32::try_from(c.minor).ok()?,
-            })
+            Some(ComputeCapability { major: u32::try_from(c.major).ok()?, minor: u32::try_from(c.minor).ok()? })
         }),
         memory_total: device.memory_info()?.total,
         simulated: false,

@@ -17,19 +17,12 @@ pub struct Sampler {
 
 impl Sampler {
     /// Starts sampling `source` every `interval` into `hub`.
-    pub fn spawn(
-        source: Box<dyn GpuSource>,
-        hub: Arc<Telemetry>,
-        interval: Duration,
-    ) -> std::io::Result<Self> {
+    pub fn spawn(source: Box<dyn GpuSource>, hub: Arc<Telemetry>, interval: Duration) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gpudash-sampler".into())
             .spawn(move || run(source, &hub, interval, &stopped))?;
-        Ok(Self {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        Ok(Self { stop: Some(stop), thread: Some(thread) })
     }
 
     /// Asks the thread to finish and waits for it.
@@ -51,12 +44,7 @@ impl Drop for Sampler {
     }
 }
 
-fn run(
-    mut source: Box<dyn GpuSource>,
-    hub: &Telemetry,
-    interval: Duration,
-    stopped: &mpsc::Receiver<()>,
-) {
+fn run(mut source: Box<dyn GpuSource>, hub: &Telemetry, interval: Duration, stopped: &mpsc::Receiver<()>) {
     let mut next = Instant::now();
     loop {
         let timestamp_ms = now_ms();
@@ -111,22 +99,15 @@ mod tests {
     fn keeps_sampling_after_a_source_panics_and_stops_on_request() {
         let inner = Simulator::new(1, 100);
         let hub = Arc::new(Telemetry::new(inner.host(), inner.devices()));
-        let sampler = Sampler::spawn(
-            Box::new(Flaky { inner, calls: 0 }),
-            hub.clone(),
-            Duration::from_millis(100),
-        )
-        .unwrap();
+        let sampler =
+            Sampler::spawn(Box::new(Flaky { inner, calls: 0 }), hub.clone(), Duration::from_millis(100)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while hub.last_tick().0 < 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
         }
         sampler.stop();
         let (seq, _) = hub.last_tick();
-        assert!(
-            seq >= 2,
-            "only {seq} ticks despite every other call succeeding"
-        );
+        assert!(seq >= 2, "only {seq} ticks despite every other call succeeding");
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(hub.last_tick().0, seq, "ticks after stop");
     }

@@ -100,30 +100,16 @@ impl Simulator {
         let gpus = (0..count)
             .map(|i| SimGpu {
                 // Mostly H200s, as on the team servers this is built for, with others mixed in.
-                model: if i % 4 == 3 {
-                    (i as usize / 4) % (MODELS.len() - 1) + 1
-                } else {
-                    0
-                },
+                model: if i % 4 == 3 { (i as usize / 4) % (MODELS.len() - 1) + 1 } else { 0 },
                 // Half the GPUs start a job at once, so a demo shows movement from the first second.
-                phase: Phase::Idle {
-                    until_ms: if i % 2 == 0 {
-                        0
-                    } else {
-                        rng.u64(20_000..60_000)
-                    },
-                },
+                phase: Phase::Idle { until_ms: if i % 2 == 0 { 0 } else { rng.u64(20_000..60_000) } },
                 memory_used: IDLE_MEMORY,
                 util: 0.0,
                 temperature: 32.0 + rng.f64() * 4.0,
                 last_ms: None,
             })
             .collect();
-        Self {
-            gpus,
-            rng,
-            interval_ms,
-        }
+        Self { gpus, rng, interval_ms }
     }
 }
 
@@ -163,10 +149,7 @@ impl GpuSource for Simulator {
 
     fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample> {
         let rng = &mut self.rng;
-        (0u32..)
-            .zip(&mut self.gpus)
-            .map(|(index, gpu)| gpu.step(index, timestamp_ms, rng))
-            .collect()
+        (0u32..).zip(&mut self.gpus).map(|(index, gpu)| gpu.step(index, timestamp_ms, rng)).collect()
     }
 }
 
@@ -192,25 +175,20 @@ impl SimGpu {
                 load: 0.55 + 0.45 * rng.f64(),
                 until_ms: now_ms + rng.u64(45_000..240_000),
             },
-            Phase::Job { until_ms, .. } if now_ms >= until_ms => Phase::Idle {
-                until_ms: now_ms + rng.u64(8_000..60_000),
-            },
+            Phase::Job { until_ms, .. } if now_ms >= until_ms => {
+                Phase::Idle { until_ms: now_ms + rng.u64(8_000..60_000) }
+            }
             phase => phase,
         };
         let (memory_goal, util_goal) = match self.phase {
             Phase::Idle { .. } => (IDLE_MEMORY, 0.0),
             // Activations come and go with each step: a few percent of breathing room.
-            Phase::Job { target, load, .. } => (
-                target as f64 * (0.97 + 0.03 * rng.f64()),
-                (load * 100.0 - 8.0 * rng.f64()).clamp(0.0, 100.0),
-            ),
+            Phase::Job { target, load, .. } => {
+                (target as f64 * (0.97 + 0.03 * rng.f64()), (load * 100.0 - 8.0 * rng.f64()).clamp(0.0, 100.0))
+            }
         };
         // Allocators grow quickly and release at once; utilisation follows the job within a second.
-        let rate = if memory_goal > self.memory_used {
-            0.35
-        } else {
-            0.9
-        };
+        let rate = if memory_goal > self.memory_used { 0.35 } else { 0.9 };
         self.memory_used += (memory_goal - self.memory_used) * (1.0 - (-dt / rate).exp()).min(1.0);
         self.memory_used = self.memory_used.clamp(0.0, total);
         self.util += (util_goal - self.util) * (1.0 - (-dt / 0.5).exp());
@@ -231,16 +209,11 @@ impl SimGpu {
             temperature_c: Some(self.temperature.round() as u32),
             power_draw_mw: Some(
                 model.idle_power_mw
-                    + ((f64::from(model.power_limit_mw - model.idle_power_mw))
-                        * load
-                        * (0.85 + 0.1 * rng.f64())) as u32,
+                    + ((f64::from(model.power_limit_mw - model.idle_power_mw)) * load * (0.85 + 0.1 * rng.f64()))
+                        as u32,
             ),
             power_limit_mw: Some(model.power_limit_mw),
-            sm_clock_mhz: Some(if busy {
-                model.max_sm_clock_mhz - rng.u32(0..60)
-            } else {
-                345
-            }),
+            sm_clock_mhz: Some(if busy { model.max_sm_clock_mhz - rng.u32(0..60) } else { 345 }),
             mem_clock_mhz: Some(model.mem_clock_mhz),
         }
     }
@@ -256,11 +229,7 @@ mod tests {
         assert!(sim.host().simulated);
         let devices = sim.devices();
         assert_eq!(devices.len(), 3);
-        assert!(
-            devices
-                .iter()
-                .all(|d| d.simulated && d.name.contains("(simulated)"))
-        );
+        assert!(devices.iter().all(|d| d.simulated && d.name.contains("(simulated)")));
         let uuids: std::collections::HashSet<_> = devices.iter().map(|d| &d.uuid).collect();
         assert_eq!(uuids.len(), 3, "UUIDs must be unique");
     }

@@ -17,15 +17,9 @@ pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
     let devices = telemetry
         .devices()
         .iter()
-        .map(|info| Device {
-            info: info.clone(),
-            latest: latest.iter().find(|s| s.index == info.index).cloned(),
-        })
+        .map(|info| Device { info: info.clone(), latest: latest.iter().find(|s| s.index == info.index).cloned() })
         .collect();
-    Json(DevicesResponse {
-        host: telemetry.host().clone(),
-        devices,
-    })
+    Json(DevicesResponse { host: telemetry.host().clone(), devices })
 }
 
 #[derive(Serialize)]
@@ -49,18 +43,11 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
         devices: telemetry.devices().len(),
         last_sample_age_ms: age,
     };
-    let status = if healthy {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
+    let status = if healthy { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, Json(body)).into_response()
 }
 
 /// Any other `/api/...` path.
 pub async fn not_found(uri: Uri) -> ApiError {
-    ApiError::not_found(format!(
-        "no endpoint '{}'; the API has /api/devices, /healthz and /ws",
-        uri.path()
-    ))
+    ApiError::not_found(format!("no endpoint '{}'; the API has /api/devices, /healthz and /ws", uri.path()))
 }

@@ -15,10 +15,7 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self {
-            status: StatusCode::NOT_FOUND,
-            message: message.into(),
-        }
+        Self { status: StatusCode::NOT_FOUND, message: message.into() }
     }
 }
 
@@ -29,12 +26,6 @@ struct Body<'a> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (
-            self.status,
-            Json(Body {
-                error: &self.message,
-            }),
-        )
-            .into_response()
+        (self.status, Json(Body { error: &self.message })).into_response()
     }
 }

@@ -76,10 +76,7 @@ async fn stream(socket: WebSocket, state: AppState) {
     };
     let result: Result<(), End> = end.await;
     if let Err(End::Shutdown) = result {
-        let close = CloseFrame {
-            code: close_code::AWAY,
-            reason: "gpudash is shutting down".into(),
-        };
+        let close = CloseFrame { code: close_code::AWAY, reason: "gpudash is shutting down".into() };
         let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(Some(close)))).await;
     }
 }
@@ -100,11 +97,5 @@ async fn send_snapshot(sink: &mut Sink, state: &AppState) -> Result<u64, End> {
 }
 
 async fn send_error(sink: &mut Sink, message: &str) -> Result<(), End> {
-    send(
-        sink,
-        Message::Text(encode(&ServerMessage::Error {
-            message: message.to_owned(),
-        })),
-    )
-    .await
+    send(sink, Message::Text(encode(&ServerMessage::Error { message: message.to_owned() }))).await
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Compare a running gpudash with nvidia-smi on the same GPU, at the same moment.
+
+Fetches /api/devices, reads 5 s of /ws messages, and queries
+`nvidia-smi --query-gpu=name,uuid,memory.total,memory.used,power.draw` while
+they arrive. Checks: name and UUID identical, memory total identical, memory
+used within 1%. Exits non-zero on any mismatch. Needs python3 with aiohttp.
+"""
+import asyncio
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+import aiohttp
+
+MIB = 1024 * 1024
+
+
+def nvidia_smi():
+    out = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,name,uuid,memory.total,memory.used,power.draw",
+         "--format=csv,noheader,nounits"],
+        check=True, capture_output=True, text=True).stdout
+    rows = {}
+    for line in out.strip().splitlines():
+        index, name, uuid, total, used, power = [f.strip() for f in line.split(",")]
+        rows[int(index)] = dict(name=name, uuid=uuid, total_mib=int(total), used_mib=int(used),
+                                power_w=float(power) if power not in ("[N/A]", "N/A") else None,
+                                t_ms=int(time.time() * 1000))
+    return rows
+
+
+async def main(base):
+    devices = json.load(urllib.request.urlopen(f"{base}/api/devices"))
+    smi_before = nvidia_smi()
+    messages, ticks, seqs = [], [], []
+    smi_during = []
+    async with aiohttp.ClientSession() as session:
+        async with session.ws_connect(base.replace("http", "ws") + "/ws") as ws:
+            end = time.time() + 5
+            next_smi = time.time()
+            while time.time() < end:
+                try:
+                    msg = await asyncio.wait_for(ws.receive(), timeout=max(0.05, end - time.time()))
+                except asyncio.TimeoutError:
+                    break
+                if msg.type != aiohttp.WSMsgType.TEXT:
+                    continue
+                data = json.loads(msg.data)
+                messages.append(data["type"])
+                if data["type"] == "tick":
+                    ticks.append(data)
+                    seqs.append(data["seq"])
+                if time.time() >= next_smi:
+                    smi_during.append(nvidia_smi())
+                    next_smi = time.time() + 1
+    host = devices["host"]
+    print(f"host: {host['hostname']}  driver {host['driver_version']}  CUDA {host['cuda_driver_version']}  "
+          f"simulated={host['simulated']}  interval {host['interval_ms']} ms")
+    gaps = [b - a for a, b in zip(seqs, seqs[1:]) if b - a != 1]
+    print(f"/ws: {len(messages)} messages in 5 s (first: {messages[0] if messages else None}), "
+          f"{len(ticks)} ticks, seq {seqs[0] if seqs else '-'}..{seqs[-1] if seqs else '-'}, gaps/repeats: {len(gaps)}")
+    failures = []
+    if not messages or messages[0] != "snapshot":
+        failures.append("the first WebSocket message is not a snapshot")
+    if gaps:
+        failures.append(f"tick sequence has gaps or repeats: {gaps}")
+    print()
+    print(f"{'GPU':>3} {'field':<13} {'gpudash':>44} {'nvidia-smi':>44}  verdict")
+    for dev in devices["devices"]:
+        i = dev["index"]
+        smi = smi_before[i]
+        latest = dev["latest"] or {}
+
+        def row(field, ours, theirs, ok):
+            print(f"{i:>3} {field:<13} {str(ours):>44} {str(theirs):>44}  {'ok' if ok else 'MISMATCH'}")
+            if not ok:
+                failures.append(f"GPU {i} {field}: gpudash {ours} vs nvidia-smi {theirs}")
+
+        row("name", dev["name"], smi["name"], dev["name"] == smi["name"])
+        row("uuid", dev["uuid"], smi["uuid"], dev["uuid"] == smi["uuid"])
+        total_mib = dev["memory_total"] / MIB
+        row("memory.total", f"{total_mib:.0f} MiB", f"{smi['total_mib']} MiB", round(total_mib) == smi["total_mib"])
+        # Memory used: every WebSocket tick against the nvidia-smi reading nearest in time.
+        for reading in [smi_before] + smi_during:
+            s = reading[i]
+            nearest = min(ticks, key=lambda t: abs(t["samples"][i]["timestamp_ms"] - s["t_ms"])) if ticks else None
+            used = (nearest["samples"][i]["memory_used"] if nearest else latest.get("memory_used")) or 0
+            used_mib = used / MIB
+            diff = abs(used_mib - s["used_mib"]) / max(s["used_mib"], 1)
+            row("memory.used", f"{used_mib:.0f} MiB ({diff * 100:.2f}% off)", f"{s['used_mib']} MiB", diff <= 0.01)
+        power = latest.get("power_draw_mw")
+        row("power.draw", f"{power / 1000:.1f} W" if power is not None else "n/a",
+            f"{smi['power_w']} W", True)
+    print()
+    if failures:
+        print("FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print("PASSED: gpudash agrees with nvidia-smi")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "http://127.0.0.1:7070")))
