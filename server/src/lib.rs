@@ -39,6 +39,9 @@ pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
     }
 }
 
+/// How long start-up waits for the first sample before serving without it.
+const FIRST_SAMPLE_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A dashboard serving on a socket, with its sampler running.
 #[derive(Debug)]
 pub struct Running {
@@ -50,10 +53,16 @@ pub struct Running {
 }
 
 /// Starts sampling `source` every `interval` and serving the dashboard on `listener`.
-pub fn start(listener: TcpListener, source: Box<dyn GpuSource>, interval: Duration) -> std::io::Result<Running> {
+///
+/// Returns once the first sample is in, so the API never answers with an empty reading.
+pub async fn start(listener: TcpListener, source: Box<dyn GpuSource>, interval: Duration) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let telemetry = Arc::new(Telemetry::new(source.host(), source.devices()));
+    let mut first_tick = telemetry.subscribe();
     let sampler = Sampler::spawn(source, telemetry.clone(), interval)?;
+    if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
+        tracing::warn!("no sample within {FIRST_SAMPLE_TIMEOUT:?}; serving anyway");
+    }
     let (shutdown, shutdown_rx) = watch::channel(false);
     let app = web::app(AppState { telemetry: telemetry.clone(), shutdown: shutdown_rx.clone() });
     let mut stop = shutdown_rx;
@@ -91,8 +100,12 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     use anyhow::Context as _;
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
-    let source = open_source(&config);
-    let running = start(listener, source, config.interval).context("cannot start the sampler")?;
+    // Loading NVML blocks (it opens the driver): keep it off the runtime's workers.
+    let source = {
+        let config = config.clone();
+        tokio::task::spawn_blocking(move || open_source(&config)).await.context("opening the GPU source")?
+    };
+    let running = start(listener, source, config.interval).await.context("cannot start the sampler")?;
     tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());
     signal.await;
     tracing::info!("shutting down");

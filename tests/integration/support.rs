@@ -31,7 +31,7 @@ impl TestServer {
     /// On a given address, e.g. to come back on the port a previous server had.
     pub async fn on(addr: &str, source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
         let listener = TcpListener::bind(addr).await.expect("bind loopback");
-        let running = gpudash::start(listener, source, Duration::from_millis(interval_ms)).expect("start");
+        let running = gpudash::start(listener, source, Duration::from_millis(interval_ms)).await.expect("start");
         let base = format!("http://{}", running.addr());
         Self { running, base }
     }
