@@ -25,6 +25,7 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
         let used = latest.with(|s| s.as_ref().and_then(|s| s.memory_used));
         format!("{} / {}", or_na(used, format_bytes), format_bytes(memory_total()))
     };
+    let power = move || latest.with(|s| power_halves(s.as_ref()));
     let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
 
     view! {
@@ -32,7 +33,7 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
             <header class="gpu-card-head">
                 <div class="gpu-title">
                     <span class="gpu-index">{format!("GPU {index}")}</span>
-                    <h2 class="gpu-name">{info_text(|i| i.name.clone())}</h2>
+                    <h2 class="gpu-name" title=info_text(|i| i.name.clone())>{info_text(|i| i.name.clone())}</h2>
                     <Show when=simulated>
                         <span class="badge badge-simulated" title="Figures come from gpudash's simulator">
                             "simulated"
@@ -75,7 +76,14 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <Metric label="GPU util" class="gpu-util" value=gauge(|s| or_na(s.gpu_util, percent)) />
                 <Metric label="Mem util" class="mem-util" value=gauge(|s| or_na(s.mem_util, percent)) />
                 <Metric label="Temp" class="temperature" value=gauge(|s| or_na(s.temperature_c, |c| format!("{c} °C"))) />
-                <Metric label="Power" class="power" value=gauge(power_text) />
+                <div class="metric">
+                    <dt class="metric-label">"Power"</dt>
+                    // Draw stands out, the limit reads as context; the text stays "312 W / 700 W".
+                    <dd class="metric-value power">
+                        {move || power().0}
+                        <span class="metric-sub">{move || power().1}</span>
+                    </dd>
+                </div>
                 <Metric label="SM clock" class="sm-clock" value=gauge(|s| or_na(s.sm_clock_mhz, mhz)) />
                 <Metric label="Mem clock" class="mem-clock" value=gauge(|s| or_na(s.mem_clock_mhz, mhz)) />
             </dl>
@@ -100,6 +108,7 @@ fn Metric(
     }
 }
 
+/// The "n/a" of `shared::units`, for a card that has no sample yet.
 fn na() -> String {
     or_na(None::<()>, |()| String::new())
 }
@@ -116,11 +125,12 @@ fn format_capability(cc: ComputeCapability) -> String {
     format!("{}.{}", cc.major, cc.minor)
 }
 
-/// "312 W / 700 W"; "n/a" when neither is known, and "n/a" in place of either half that is not.
-fn power_text(sample: &DeviceSample) -> String {
-    match (sample.power_draw_mw, sample.power_limit_mw) {
-        (None, None) => na(),
-        (draw, limit) => format!("{} / {}", or_na(draw, format_watts), or_na(limit, format_watts)),
+/// Power as draw and " / limit", styled apart on the card, together reading
+/// "312 W / 700 W"; "n/a" when neither is known, and in place of either half that is not.
+fn power_halves(sample: Option<&DeviceSample>) -> (String, String) {
+    match sample.map(|s| (s.power_draw_mw, s.power_limit_mw)) {
+        None | Some((None, None)) => (na(), String::new()),
+        Some((draw, limit)) => (or_na(draw, format_watts), format!(" / {}", or_na(limit, format_watts))),
     }
 }
 
@@ -129,14 +139,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn power_shows_draw_over_limit_or_na() {
+    fn power_reads_draw_over_limit_or_na() {
+        let text = |sample: &DeviceSample| {
+            let (draw, limit) = power_halves(Some(sample));
+            draw + &limit
+        };
         let mut sample =
             DeviceSample { power_draw_mw: Some(312_000), power_limit_mw: Some(700_000), ..Default::default() };
-        assert_eq!(power_text(&sample), "312 W / 700 W");
+        assert_eq!(text(&sample), "312 W / 700 W");
         sample.power_limit_mw = None;
-        assert_eq!(power_text(&sample), "312 W / n/a");
+        assert_eq!(text(&sample), "312 W / n/a");
         sample.power_draw_mw = None;
-        assert_eq!(power_text(&sample), "n/a");
+        assert_eq!(text(&sample), "n/a");
+        assert_eq!(power_halves(None), ("n/a".to_owned(), String::new()));
     }
 
     #[test]

@@ -31,7 +31,9 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
 
     let mut draws = 0u32;
     Effect::new(move |_| {
-        revision.track();
+        // `get`, not `track`: tracking a memo does not run it, so it would
+        // never subscribe to `state` and never change.
+        let _ = revision.get();
         theme.track();
         resized.track();
         let Some(canvas) = canvas_ref.get() else {
@@ -47,7 +49,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
                 let _ = canvas.set_attribute("data-draws", &draws.to_string());
             }
             Some(Err(err)) => {
-                logging::warn!("gpudash: cannot draw the memory chart of GPU {index}: {err}")
+                logging::warn!("gpudash: cannot draw the memory chart of GPU {index}: {err}");
             }
             None => {}
         }
@@ -161,7 +163,7 @@ fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> R
         .x_labels(7)
         .y_labels(5)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_label_formatter(&|y| format_gib_tick(*y, y_max))
         .label_style(label.clone())
         .axis_desc_style(label)
         .axis_style(ShapeStyle::from(palette.axis).stroke_width(px(1.0)))
@@ -177,6 +179,11 @@ fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> R
     Ok(())
 }
 
+/// A y-axis label: whole GiB, with one decimal on small cards where ticks fall between.
+fn format_gib_tick(gib: f64, y_max: f64) -> String {
+    if y_max < 10.0 { format!("{gib:.1}") } else { format!("{gib:.0}") }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +194,11 @@ mod tests {
         assert_eq!(parse_hex_color("#fff"), Some(RGBColor(255, 255, 255)));
         assert_eq!(parse_hex_color("rgb(1, 2, 3)"), None);
         assert_eq!(parse_hex_color("#12345"), None);
+    }
+
+    #[test]
+    fn small_cards_get_a_decimal_on_the_y_axis() {
+        assert_eq!(format_gib_tick(2.5, 4.0), "2.5");
+        assert_eq!(format_gib_tick(40.0, 140.0), "40");
     }
 }

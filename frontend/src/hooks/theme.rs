@@ -1,9 +1,14 @@
 //! `use_theme()`: dark or light, from localStorage or else the system preference, applied as `data-theme` on `<html>`.
 
 use leptos::prelude::*;
+use send_wrapper::SendWrapper;
+use wasm_bindgen::{JsCast, prelude::Closure};
+use web_sys::Event;
 
 /// localStorage key holding the reader's explicit choice.
 const STORAGE_KEY: &str = "gpudash-theme";
+/// Dark is the default when the system states no preference.
+const LIGHT_QUERY: &str = "(prefers-color-scheme: light)";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Theme {
@@ -55,12 +60,34 @@ impl ThemeControl {
     }
 }
 
-/// Applies the stored or system theme now, before the first paint of the app.
+/// Applies the stored or system theme now, before the first paint of the app,
+/// and follows the system's changes for as long as the reader made no choice.
 pub fn use_theme() -> ThemeControl {
     let initial = stored().unwrap_or_else(system_theme);
     apply(initial);
     let (theme, set_theme) = signal(initial);
+    follow_system(set_theme);
     ThemeControl { theme, set_theme }
+}
+
+fn follow_system(set_theme: WriteSignal<Theme>) {
+    let Ok(Some(query)) = window().match_media(LIGHT_QUERY) else {
+        return;
+    };
+    let on_change = Closure::<dyn FnMut(Event)>::new(move |_: Event| {
+        if stored().is_none() {
+            let theme = system_theme();
+            apply(theme);
+            set_theme.set(theme);
+        }
+    });
+    query.set_onchange(Some(on_change.as_ref().unchecked_ref()));
+    // The browser is single-threaded; the wrapper only satisfies `on_cleanup`'s bounds.
+    let listener = SendWrapper::new((query, on_change));
+    on_cleanup(move || {
+        let (query, _on_change) = listener.take();
+        query.set_onchange(None);
+    });
 }
 
 fn stored() -> Option<Theme> {

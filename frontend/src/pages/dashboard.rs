@@ -7,7 +7,10 @@ use crate::{
         device_card::DeviceCard,
         notices::{NoGpus, SimulatedBanner},
     },
-    hooks::{telemetry::Telemetry, theme::Theme},
+    hooks::{
+        telemetry::{ConnectionStatus, Telemetry},
+        theme::Theme,
+    },
 };
 
 /// Everything below the header. Shows a placeholder until the first snapshot.
@@ -18,10 +21,12 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let simulated = move || state.with(|s| s.host.as_ref().is_some_and(|h| h.simulated));
     // The list changes only with a snapshot; ticks leave it (and the cards) alone.
     let indices = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
+    // Figures on screen are stale while the socket is down; say so by dimming them.
+    let stale = move || telemetry.status.get() != ConnectionStatus::Live;
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {
-        <main class="dashboard">
+        <main class="dashboard" class:stale=stale>
             <Show
                 when=loaded
                 fallback=|| view! { <p class="placeholder">"Waiting for the first reading from the server…"</p> }
