@@ -1,6 +1,7 @@
 //! Command-line flags (with environment fallbacks), validated into a typed [`Config`].
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Parser;
@@ -27,6 +28,23 @@ pub struct Cli {
     /// Show N simulated GPUs (1 to 64) instead of real ones; everything they report is labelled simulated.
     #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
     pub simulate: Option<u32>,
+
+    /// Directory for the history database [default: $STATE_DIRECTORY under systemd,
+    /// /var/lib/gpudash as root, else $XDG_STATE_HOME/gpudash or ~/.local/state/gpudash].
+    #[arg(long, env = "GPUDASH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// How long every sample is kept (e.g. "48h", "7d"; at least 10m).
+    #[arg(long, env = "GPUDASH_HISTORY_RAW", default_value = "48h", value_parser = parse_retention)]
+    pub history_raw: Duration,
+
+    /// How long per-minute min/avg/max rollups are kept (e.g. "30d"; at least 10m).
+    #[arg(long, env = "GPUDASH_HISTORY_ROLLUP", default_value = "30d", value_parser = parse_retention)]
+    pub history_rollup: Duration,
+
+    /// Keep no history on disk: live view only (the page says history is off).
+    #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
+    pub no_history: bool,
 }
 
 /// Everything the server needs to start, already validated.
@@ -35,11 +53,20 @@ pub struct Config {
     pub listen: SocketAddr,
     pub interval: Duration,
     pub simulate: Option<u32>,
+    /// Where history is kept; `None` with `--no-history`.
+    pub data_dir: Option<PathBuf>,
+    pub retention: crate::store::Retention,
 }
 
 impl From<Cli> for Config {
     fn from(cli: Cli) -> Self {
-        Self { listen: cli.listen, interval: cli.interval, simulate: cli.simulate }
+        Self {
+            listen: cli.listen,
+            interval: cli.interval,
+            simulate: cli.simulate,
+            data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
+            retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
+        }
     }
 }
 
@@ -56,6 +83,17 @@ fn parse_interval(value: &str) -> Result<Duration, String> {
         return Err(format!("'{value}' is out of range; the interval must be between 100ms and 60s"));
     }
     Ok(interval)
+}
+
+fn parse_retention(value: &str) -> Result<Duration, String> {
+    const MIN: Duration = Duration::from_secs(600);
+    const MAX: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
+    let keep = humantime::parse_duration(value.trim())
+        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 48h, 7d or 30d"))?;
+    if !(MIN..=MAX).contains(&keep) {
+        return Err(format!("'{value}' is out of range; keep history from 10m to 10 years"));
+    }
+    Ok(keep)
 }
 
 fn parse_simulate(value: &str) -> Result<u32, String> {
@@ -100,6 +138,9 @@ mod tests {
             (&["--simulate", "0"][..], "from 1 to 64"),
             (&["--simulate=-3"][..], "from 1 to 64"),
             (&["--simulate", "65"][..], "from 1 to 64"),
+            (&["--history-raw", "1s"][..], "from 10m to 10 years"),
+            (&["--history-rollup", "forever"][..], "not a duration"),
+            (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");

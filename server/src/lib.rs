@@ -5,6 +5,7 @@
 //! [`web`] (JSON, the WebSocket and the embedded page).
 
 pub mod config;
+pub mod store;
 pub mod telemetry;
 pub mod web;
 
@@ -17,6 +18,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
+use crate::store::Store;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::simulator::Simulator;
 use crate::telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
@@ -52,19 +54,47 @@ pub struct Running {
     sampler: Sampler,
 }
 
-/// Starts sampling `source` every `interval` and serving the dashboard on `listener`.
+/// What a dashboard runs with besides its GPU source.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Sampling period.
+    pub interval: Duration,
+    /// History database; `None` keeps no history.
+    pub store: Option<Store>,
+}
+
+impl Options {
+    /// Sampling every `interval`, no history.
+    pub fn new(interval: Duration) -> Self {
+        Self { interval, store: None }
+    }
+}
+
+/// Starts sampling `source` every `interval` and serving the dashboard on `listener`, without history.
+pub async fn start(listener: TcpListener, source: Box<dyn GpuSource>, interval: Duration) -> std::io::Result<Running> {
+    start_with(listener, source, Options::new(interval)).await
+}
+
+/// Starts sampling `source` and serving the dashboard on `listener`.
 ///
 /// Returns once the first sample is in, so the API never answers with an empty reading.
-pub async fn start(listener: TcpListener, source: Box<dyn GpuSource>, interval: Duration) -> std::io::Result<Running> {
+pub async fn start_with(
+    listener: TcpListener,
+    source: Box<dyn GpuSource>,
+    options: Options,
+) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
-    let telemetry = Arc::new(Telemetry::new(source.host(), source.devices()));
+    let mut host = source.host();
+    host.history_path = options.store.as_ref().map(|s| s.path().display().to_string());
+    let telemetry = Arc::new(Telemetry::new(host, source.devices()));
+    let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
-    let sampler = Sampler::spawn(source, telemetry.clone(), interval)?;
+    let sampler = Sampler::spawn(source, telemetry.clone(), recorder, options.interval)?;
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
         tracing::warn!("no sample within {FIRST_SAMPLE_TIMEOUT:?}; serving anyway");
     }
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let app = web::app(AppState { telemetry: telemetry.clone(), shutdown: shutdown_rx.clone() });
+    let app = web::app(AppState { telemetry: telemetry.clone(), store: options.store, shutdown: shutdown_rx.clone() });
     let mut stop = shutdown_rx;
     let server = tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -105,7 +135,20 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         let config = config.clone();
         tokio::task::spawn_blocking(move || open_source(&config)).await.context("opening the GPU source")?
     };
-    let running = start(listener, source, config.interval).await.context("cannot start the sampler")?;
+    let store = match &config.data_dir {
+        Some(dir) => {
+            let simulated = config.simulate.is_some();
+            let store = Store::open(dir, simulated, config.retention)?;
+            tracing::info!("history in {}", store.path().display());
+            Some(store)
+        }
+        None => {
+            tracing::warn!("history is off (--no-history): charts show only what arrives while the page is open");
+            None
+        }
+    };
+    let options = Options { interval: config.interval, store };
+    let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());
     signal.await;
     tracing::info!("shutting down");

@@ -18,6 +18,9 @@ pub struct HostInfo {
     pub interval_ms: u64,
     /// gpudash version that serves this.
     pub version: String,
+    /// The history database file, or `None` when history is off.
+    #[serde(default)]
+    pub history_path: Option<String>,
 }
 
 /// CUDA compute capability, e.g. 9.0 for Hopper.

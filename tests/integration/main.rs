@@ -3,5 +3,6 @@
 
 mod api;
 mod browser;
+mod history;
 mod support;
 mod ws;

@@ -24,6 +24,17 @@ impl TestServer {
         Self::with_source(Box::new(Simulator::new(count, interval_ms)), interval_ms).await
     }
 
+    /// Simulated GPUs with history in `dir`.
+    pub async fn with_history(count: u32, interval_ms: u64, dir: &std::path::Path) -> Self {
+        let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let options = gpudash::Options { interval: Duration::from_millis(interval_ms), store: Some(store) };
+        let running =
+            gpudash::start_with(listener, Box::new(Simulator::new(count, interval_ms)), options).await.expect("start");
+        let base = format!("http://{}", running.addr());
+        Self { running, base }
+    }
+
     pub async fn with_source(source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
         Self::on("127.0.0.1:0", source, interval_ms).await
     }

@@ -149,6 +149,7 @@ mod tests {
             gpu_error: None,
             interval_ms: 100,
             version: "0".into(),
+            history_path: None,
         };
         let devices = (0..devices)
             .map(|index| DeviceInfo {

@@ -55,6 +55,7 @@ impl NoGpus {
                 gpu_error: Some(reason),
                 interval_ms,
                 version: env!("CARGO_PKG_VERSION").to_owned(),
+                history_path: None,
             },
         }
     }

@@ -50,6 +50,7 @@ impl NvmlSource {
             gpu_error: (devices.is_empty()).then(|| "NVML found no NVIDIA GPU on this machine".to_owned()),
             interval_ms,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            history_path: None,
         };
         Ok(Self { nvml, host, devices, reported: HashSet::new() })
     }

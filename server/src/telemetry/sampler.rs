@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::{GpuSource, Telemetry, now_ms};
+use crate::store::Recorder;
 
 /// A running sampler thread; stopping (or dropping) it ends the thread.
 #[derive(Debug)]
@@ -16,12 +17,17 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `source` every `interval` into `hub`.
-    pub fn spawn(source: Box<dyn GpuSource>, hub: Arc<Telemetry>, interval: Duration) -> std::io::Result<Self> {
+    /// Starts sampling `source` every `interval` into `hub`, and into history when a recorder is given.
+    pub fn spawn(
+        source: Box<dyn GpuSource>,
+        hub: Arc<Telemetry>,
+        recorder: Option<Recorder>,
+        interval: Duration,
+    ) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("gpudash-sampler".into())
-            .spawn(move || run(source, &hub, interval, &stopped))?;
+            .spawn(move || run(source, &hub, recorder, interval, &stopped))?;
         Ok(Self { stop: Some(stop), thread: Some(thread) })
     }
 
@@ -44,13 +50,24 @@ impl Drop for Sampler {
     }
 }
 
-fn run(mut source: Box<dyn GpuSource>, hub: &Telemetry, interval: Duration, stopped: &mpsc::Receiver<()>) {
+fn run(
+    mut source: Box<dyn GpuSource>,
+    hub: &Telemetry,
+    recorder: Option<Recorder>,
+    interval: Duration,
+    stopped: &mpsc::Receiver<()>,
+) {
     let mut next = Instant::now();
     loop {
         let timestamp_ms = now_ms();
         // A bug in a source must not end live telemetry: log it and try again next period.
         match catch_unwind(AssertUnwindSafe(|| source.sample(timestamp_ms))) {
-            Ok(samples) => hub.publish(samples, timestamp_ms),
+            Ok(samples) => {
+                if let Some(recorder) = &recorder {
+                    recorder.record(&samples);
+                }
+                hub.publish(samples, timestamp_ms);
+            }
             Err(_) => {
                 tracing::error!("the GPU source panicked while sampling; retrying next period")
             }
@@ -64,6 +81,7 @@ fn run(mut source: Box<dyn GpuSource>, hub: &Telemetry, interval: Duration, stop
         }
         match stopped.recv_timeout(next - now) {
             Err(RecvTimeoutError::Timeout) => {}
+            // Dropping the recorder on return flushes pending history.
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
     }
@@ -100,7 +118,7 @@ mod tests {
         let inner = Simulator::new(1, 100);
         let hub = Arc::new(Telemetry::new(inner.host(), inner.devices()));
         let sampler =
-            Sampler::spawn(Box::new(Flaky { inner, calls: 0 }), hub.clone(), Duration::from_millis(100)).unwrap();
+            Sampler::spawn(Box::new(Flaky { inner, calls: 0 }), hub.clone(), None, Duration::from_millis(100)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while hub.last_tick().0 < 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

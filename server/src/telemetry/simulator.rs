@@ -123,6 +123,7 @@ impl GpuSource for Simulator {
             gpu_error: None,
             interval_ms: self.interval_ms,
             version: env!("CARGO_PKG_VERSION").to_owned(),
+            history_path: None,
         }
     }
 

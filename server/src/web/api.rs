@@ -49,5 +49,8 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 
 /// Any other `/api/...` path.
 pub async fn not_found(uri: Uri) -> ApiError {
-    ApiError::not_found(format!("no endpoint '{}'; the API has /api/devices, /healthz and /ws", uri.path()))
+    ApiError::not_found(format!(
+        "no endpoint '{}'; the API has /api/devices, /api/history, /healthz and /ws",
+        uri.path()
+    ))
 }

@@ -17,6 +17,16 @@ impl ApiError {
     pub fn not_found(message: impl Into<String>) -> Self {
         Self { status: StatusCode::NOT_FOUND, message: message.into() }
     }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self { status: StatusCode::BAD_REQUEST, message: message.into() }
+    }
+
+    /// A server-side failure: logged in full, reported without internals.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        tracing::error!("{}", detail.into());
+        Self { status: StatusCode::INTERNAL_SERVER_ERROR, message: "internal error; see the server log".to_owned() }
+    }
 }
 
 #[derive(Serialize)]

@@ -3,6 +3,7 @@
 mod api;
 mod assets;
 mod error;
+mod history;
 mod ws;
 
 use std::sync::Arc;
@@ -18,12 +19,15 @@ use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
 
+use crate::store::Store;
 use crate::telemetry::Telemetry;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub telemetry: Arc<Telemetry>,
+    /// History database; `None` with `--no-history`.
+    pub store: Option<Store>,
     /// Flips to `true` when the server shuts down, so sockets close cleanly.
     pub shutdown: watch::Receiver<bool>,
 }
@@ -39,6 +43,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/devices", get(api::devices))
+        .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
         .route("/ws", get(ws::upgrade))
         .route("/api", get(api::not_found))

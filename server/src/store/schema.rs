@@ -1,0 +1,56 @@
+//! The database file: pragmas, tables, and the integrity check at open.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// Columns of a sample row, in the order of [`shared::history::Metric::ALL`].
+pub const METRIC_COLUMNS: [&str; 7] =
+    ["memory_used", "gpu_util", "mem_util", "power_draw", "temperature", "sm_clock", "mem_clock"];
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS samples (
+    device INTEGER NOT NULL,
+    ts INTEGER NOT NULL,
+    memory_used REAL, gpu_util REAL, mem_util REAL, power_draw REAL,
+    temperature REAL, sm_clock REAL, mem_clock REAL,
+    PRIMARY KEY (device, ts)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS minutes (
+    device INTEGER NOT NULL,
+    minute INTEGER NOT NULL,
+    samples INTEGER NOT NULL,
+    memory_used_min REAL, memory_used_avg REAL, memory_used_max REAL,
+    gpu_util_min REAL, gpu_util_avg REAL, gpu_util_max REAL,
+    mem_util_min REAL, mem_util_avg REAL, mem_util_max REAL,
+    power_draw_min REAL, power_draw_avg REAL, power_draw_max REAL,
+    temperature_min REAL, temperature_avg REAL, temperature_max REAL,
+    sm_clock_min REAL, sm_clock_avg REAL, sm_clock_max REAL,
+    mem_clock_min REAL, mem_clock_avg REAL, mem_clock_max REAL,
+    PRIMARY KEY (device, minute)
+) WITHOUT ROWID;
+";
+
+/// Opens the file for writing, checks it is a sound database and creates the tables.
+pub fn open(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
+    conn.busy_timeout(Duration::from_secs(5))?;
+    let corrupt = |detail: String| StoreError::Corrupt { path: path.to_owned(), detail };
+    // WAL: readers never block the writer; NORMAL sync: a committed batch survives a killed process.
+    let mode: String =
+        conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).map_err(|e| corrupt(e.to_string()))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(corrupt(format!("journal mode is '{mode}', WAL is needed")));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    let check: String =
+        conn.query_row("PRAGMA quick_check", [], |row| row.get(0)).map_err(|e| corrupt(e.to_string()))?;
+    if check != "ok" {
+        return Err(corrupt(check));
+    }
+    conn.execute_batch(SCHEMA).map_err(|e| corrupt(e.to_string()))?;
+    Ok(conn)
+}

@@ -1,0 +1,106 @@
+//! The `gpudash` binary as an operator runs it: exit codes, messages, and
+//! history that survives `kill -9`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpudash");
+
+/// Starts gpudash and returns it with the `http://IP:PORT` it logged.
+fn spawn(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env("GPUDASH_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpudash");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        let Some(Ok(line)) = lines.next() else { break };
+        if let Some(at) = line.find("http://") {
+            let url = line[at..].split_whitespace().next().unwrap_or_default().to_owned();
+            // Keep draining stderr so the child never blocks on a full pipe.
+            std::thread::spawn(move || lines.for_each(drop));
+            return (child, url);
+        }
+    }
+    let _ = child.kill();
+    panic!("gpudash did not log its address");
+}
+
+fn get(url: &str) -> String {
+    // A blocking HTTP GET without extra dependencies: curl is everywhere this test runs.
+    let out = Command::new("curl").args(["-sf", url]).output().expect("curl");
+    assert!(out.status.success(), "GET {url} failed");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn bad_flags_exit_2_with_what_is_allowed() {
+    for (args, expected) in [
+        (&["--listen", "nowhere"][..], "use IP:PORT"),
+        (&["--interval", "10ms"][..], "between 100ms and 60s"),
+        (&["--simulate", "1000"][..], "from 1 to 64"),
+        (&["--bogus"][..], "unexpected argument"),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn environment_values_are_checked_like_flags() {
+    let out = Command::new(BIN).env("GPUDASH_INTERVAL", "0s").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("between 100ms and 60s"));
+}
+
+#[test]
+fn an_unusable_data_dir_stops_startup_with_a_clear_message() {
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--listen", "127.0.0.1:0", "--data-dir", "/proc/gpudash"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot use data directory '/proc/gpudash'") && stderr.contains("--no-history"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn history_survives_kill_9_up_to_two_seconds_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let args = ["--simulate", "2", "--interval", "100ms", "--listen", "127.0.0.1:0", "--data-dir", data];
+    let (mut child, url) = spawn(&args);
+    std::thread::sleep(Duration::from_millis(3_000));
+    let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).unwrap();
+    let last_seen = devices["devices"][0]["latest"]["timestamp_ms"].as_u64().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SIGKILL: no shutdown code runs.
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let (mut child, url) = spawn(&args);
+    let history: serde_json::Value = serde_json::from_str(&get(&format!(
+        "{url}/api/history?device=0&metric=memory_used&from={}&to={}&points=10000",
+        last_seen - 10_000,
+        last_seen + 5_000
+    )))
+    .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let points = history["points"].as_array().unwrap();
+    let newest = points.iter().filter_map(|p| p["t"].as_u64()).filter(|&t| t <= last_seen + 300).max().unwrap();
+    assert!(points.len() >= 20, "{} points before the kill", points.len());
+    // `last_seen` was read 300 ms before the kill: everything up to it minus ~2 s must be on disk.
+    assert!(newest + 2_000 >= last_seen, "newest stored {newest}, last seen {last_seen}");
+}

@@ -1,0 +1,127 @@
+//! History queries: `GET /api/history` and the metrics it can chart.
+
+use serde::{Deserialize, Serialize};
+
+/// A gauge kept in the history database.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Bytes of device memory in use.
+    MemoryUsed,
+    /// Percent of time a kernel ran.
+    GpuUtil,
+    /// Percent of time memory was read or written.
+    MemUtil,
+    /// Watts.
+    PowerDraw,
+    /// Degrees Celsius.
+    Temperature,
+    /// MHz.
+    SmClock,
+    /// MHz.
+    MemClock,
+}
+
+impl Metric {
+    pub const ALL: [Metric; 7] = [
+        Metric::MemoryUsed,
+        Metric::GpuUtil,
+        Metric::MemUtil,
+        Metric::PowerDraw,
+        Metric::Temperature,
+        Metric::SmClock,
+        Metric::MemClock,
+    ];
+
+    /// The name used in URLs and JSON, e.g. "memory_used".
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::MemoryUsed => "memory_used",
+            Metric::GpuUtil => "gpu_util",
+            Metric::MemUtil => "mem_util",
+            Metric::PowerDraw => "power_draw",
+            Metric::Temperature => "temperature",
+            Metric::SmClock => "sm_clock",
+            Metric::MemClock => "mem_clock",
+        }
+    }
+
+    /// Unit of the values, e.g. "bytes", "%", "W".
+    pub fn unit(self) -> &'static str {
+        match self {
+            Metric::MemoryUsed => "bytes",
+            Metric::GpuUtil | Metric::MemUtil => "%",
+            Metric::PowerDraw => "W",
+            Metric::Temperature => "°C",
+            Metric::SmClock | Metric::MemClock => "MHz",
+        }
+    }
+
+    /// A chart title, e.g. "Memory used".
+    pub fn label(self) -> &'static str {
+        match self {
+            Metric::MemoryUsed => "Memory used",
+            Metric::GpuUtil => "GPU utilization",
+            Metric::MemUtil => "Memory utilization",
+            Metric::PowerDraw => "Power draw",
+            Metric::Temperature => "Temperature",
+            Metric::SmClock => "SM clock",
+            Metric::MemClock => "Memory clock",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Metric> {
+        Metric::ALL.into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// One bucket of a downsampled series: the extremes survive, so spikes show.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct HistoryPoint {
+    /// Start of the bucket, ms since the Unix epoch.
+    pub t: u64,
+    pub min: f64,
+    pub avg: f64,
+    pub max: f64,
+}
+
+/// Where the points of a history answer were read from.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// Every sample (kept for the raw retention, 48 h by default).
+    Raw,
+    /// Per-minute min/avg/max rollups (kept for 30 days by default).
+    Minute,
+}
+
+/// Body of `GET /api/history`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HistoryResponse {
+    pub device: u32,
+    pub metric: Metric,
+    pub unit: String,
+    pub from: u64,
+    pub to: u64,
+    /// Width of each bucket in ms.
+    pub bucket_ms: u64,
+    pub resolution: Resolution,
+    /// True when the history comes from the simulator.
+    pub simulated: bool,
+    /// Oldest first, empty buckets left out.
+    pub points: Vec<HistoryPoint>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_match_serde() {
+        for metric in Metric::ALL {
+            assert_eq!(Metric::from_name(metric.name()), Some(metric));
+            assert_eq!(serde_json::to_string(&metric).unwrap(), format!("\"{}\"", metric.name()));
+        }
+        assert_eq!(Metric::from_name("fan"), None);
+    }
+}

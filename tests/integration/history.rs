@@ -1,0 +1,70 @@
+//! `GET /api/history` against a real SQLite database in a temporary directory.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use shared::history::{HistoryResponse, Metric, Resolution};
+
+use crate::support::TestServer;
+
+#[tokio::test]
+async fn recent_history_comes_back_downsampled_within_the_points_asked_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_history(2, 100, dir.path()).await;
+    // The recorder flushes every 500 ms: after 2 s there are ~20 samples per GPU on disk.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let url = server.url("/api/history?device=1&metric=memory_used&points=5");
+    let body: HistoryResponse = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    assert_eq!(body.device, 1);
+    assert_eq!(body.metric, Metric::MemoryUsed);
+    assert_eq!(body.unit, "bytes");
+    assert!(body.simulated);
+    assert_eq!(body.resolution, Resolution::Raw);
+    assert!(!body.points.is_empty() && body.points.len() <= 5, "{:?}", body.points);
+    assert!(body.points.iter().all(|p| p.min <= p.avg && p.avg <= p.max && p.max > 0.0));
+    assert!(body.to - body.from == 3_600_000, "default range is the last hour");
+
+    // A narrow window at full resolution: one point per sample.
+    let to = body.to;
+    let url = server.url(&format!("/api/history?device=0&metric=power_draw&from={}&to={to}&points=1000", to - 1500));
+    let body: HistoryResponse = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    assert_eq!(body.unit, "W");
+    assert!(body.points.len() >= 5, "{} points", body.points.len());
+    assert!(body.points.iter().all(|p| p.min == p.max), "full resolution: {:?}", body.points);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_history_requests_say_what_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_history(1, 1000, dir.path()).await;
+    for (query, status, expected) in [
+        ("metric=memory_used", StatusCode::BAD_REQUEST, "'device' is required"),
+        ("device=0", StatusCode::BAD_REQUEST, "'metric' is required"),
+        ("device=7&metric=memory_used", StatusCode::NOT_FOUND, "indexes 0 to 0"),
+        ("device=-1&metric=memory_used", StatusCode::BAD_REQUEST, "whole number"),
+        ("device=0&metric=fan_speed", StatusCode::BAD_REQUEST, "memory_used, gpu_util"),
+        ("device=0&metric=gpu_util&from=10&to=5", StatusCode::BAD_REQUEST, "before"),
+        ("device=0&metric=gpu_util&points=0", StatusCode::BAD_REQUEST, "from 1 to 10000"),
+        ("device=0&metric=gpu_util&points=99999999999", StatusCode::BAD_REQUEST, "from 1 to 10000"),
+        ("device=0&metric=gpu_util&from=yesterday", StatusCode::BAD_REQUEST, "whole number"),
+        ("device=0&metric=gpu_util&colour=red", StatusCode::BAD_REQUEST, "unknown parameter 'colour'"),
+    ] {
+        let response = reqwest::get(server.url(&format!("/api/history?{query}"))).await.unwrap();
+        assert_eq!(response.status(), status, "{query}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        let message = body["error"].as_str().unwrap_or_default();
+        assert!(message.contains(expected), "{query}: {message}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_history_the_endpoint_says_it_is_off() {
+    let server = TestServer::simulated(1, 1000).await;
+    let response = reqwest::get(server.url("/api/history?device=0&metric=gpu_util")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("--no-history"));
+    server.stop().await;
+}
