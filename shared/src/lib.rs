@@ -4,6 +4,8 @@
 //! times are milliseconds since the Unix epoch, and a field a GPU cannot report
 //! is `None` (shown as "n/a"), never an error.
 
+pub mod history;
+pub mod lab;
 pub mod telemetry;
 pub mod units;
 pub mod ws;

@@ -36,6 +36,12 @@ pub enum ServerMessage {
         history: Vec<DeviceHistory>,
     },
     Tick(Tick),
+    /// The GPU lab: queue, progress and finished runs (see [`crate::lab::LabEvent`]).
+    ///
+    /// Behind the `lab-events` feature until the page matches on it: a client
+    /// built without it logs and skips these messages.
+    #[cfg(feature = "lab-events")]
+    Lab(crate::lab::LabEvent),
     /// The client sent something the server does not accept.
     Error {
         message: String,

@@ -1,0 +1,300 @@
+//! Raw measurements of each experiment turned into a [`RunResult`]: figures,
+//! curves, reference lines, checks and notes. Shared by every executor, so the
+//! simulated one exercises the same shaping as the GPU.
+
+use shared::lab::{
+    ChartSpec, Check, CopyKind, Dtype, Figure, MemoryStep, Point, ReferenceLine, RunResult, Series, Stats,
+    TimelineSpan,
+};
+use shared::units::format_bytes;
+
+use super::guards::LinkPeaks;
+use super::stats::{rates, summarize};
+
+/// A note every transfer result carries: why pageable figures can be trusted.
+pub const WRITTEN_BUFFERS_NOTE: &str = "Host buffers are written before they are timed: copying from never-written \
+     memory reads the kernel's zero page and flatters pageable H2D about 3×.";
+
+fn figure(name: &str, unit: &str, stats: Option<Stats>) -> Option<Figure> {
+    stats.map(|stats| Figure { name: name.to_owned(), unit: unit.to_owned(), stats })
+}
+
+fn empty(chart: ChartSpec, unit: &str) -> RunResult {
+    RunResult {
+        chart,
+        unit: unit.to_owned(),
+        series: Vec::new(),
+        references: Vec::new(),
+        figures: Vec::new(),
+        checks: Vec::new(),
+        memory_steps: Vec::new(),
+        timeline: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// The memory experiment's readings.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryMeasurements {
+    pub steps: Vec<MemoryStep>,
+    /// Host-side time of an allocation the pool served from its cache, µs.
+    pub pooled_us: Vec<f64>,
+    /// Host-side time of an allocation that had to ask the driver for memory, µs.
+    pub fresh_us: Vec<f64>,
+}
+
+pub fn memory(m: MemoryMeasurements) -> RunResult {
+    const GIB: f64 = (1u64 << 30) as f64;
+    let mut r = empty(
+        ChartSpec::Lines { x_label: "step".into(), y_label: "GiB".into(), log_x: false, log_y: false },
+        "GiB",
+    );
+    let curve = |name: &str, value: &dyn Fn(&MemoryStep) -> Option<u64>| Series {
+        name: name.to_owned(),
+        points: m
+            .steps
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let v = value(s)? as f64 / GIB;
+                Some(Point { x: i as f64, y: Stats { median: v, min: v, max: v, n: 1 } })
+            })
+            .collect(),
+    };
+    r.series = vec![
+        curve("allocated (pool used)", &|s| Some(s.allocated)),
+        curve("reserved (pool reserved)", &|s| Some(s.reserved)),
+        curve("device used (NVML)", &|s| s.nvml_used),
+    ];
+    r.figures.extend(figure("allocation served from the pool", "µs", summarize(&m.pooled_us)));
+    r.figures.extend(figure("fresh allocation from the driver", "µs", summarize(&m.fresh_us)));
+    let before_trim = m.steps.iter().rev().nth(1).map(|s| s.reserved);
+    let after_trim = m.steps.last().map(|s| s.reserved);
+    if let (Some(before), Some(after)) = (before_trim, after_trim) {
+        r.checks.push(Check {
+            name: "empty_cache returns the cached memory".into(),
+            passed: after < before || before == 0,
+            detail: format!("reserved {} → {}", format_bytes(before), format_bytes(after)),
+        });
+    }
+    r.notes.push(
+        "Blocks come from the driver's stream-ordered pool (cuMemAllocAsync); freed blocks stay reserved until \
+         empty_cache trims the pool, like PyTorch's caching allocator."
+            .into(),
+    );
+    r.memory_steps = m.steps;
+    r
+}
+
+/// One timed copy size of the transfer sweep.
+#[derive(Debug, Clone)]
+pub struct TransferSample {
+    pub copy: CopyKind,
+    pub bytes: u64,
+    pub times_ms: Vec<f64>,
+}
+
+pub fn transfer(samples: &[TransferSample], peaks: &LinkPeaks) -> RunResult {
+    let mut r = empty(
+        ChartSpec::Lines { x_label: "bytes per copy".into(), y_label: "GB/s".into(), log_x: true, log_y: true },
+        "GB/s",
+    );
+    for copy in CopyKind::ALL {
+        let points: Vec<Point> = samples
+            .iter()
+            .filter(|s| s.copy == copy)
+            .filter_map(|s| Some(Point { x: s.bytes as f64, y: rates(moved(copy, s.bytes), &s.times_ms, 1e-9)? }))
+            .collect();
+        if points.is_empty() {
+            continue;
+        }
+        if let Some(largest) = points.iter().max_by(|a, b| a.x.total_cmp(&b.x)) {
+            let peak = if copy == CopyKind::D2d { peaks.hbm } else { peaks.pcie };
+            let name = format!("{} at {}", copy.name(), format_bytes(largest.x as u64));
+            r.figures.extend(figure(&name, "GB/s", Some(largest.y)));
+            if let Some(peak) = peak {
+                let pct = |v: f64| v / (peak / 1e9) * 100.0;
+                let y = largest.y;
+                let stats = Stats { median: pct(y.median), min: pct(y.min), max: pct(y.max), n: y.n };
+                r.figures.extend(figure(&format!("{} efficiency", copy.name()), "%", Some(stats)));
+            }
+        }
+        r.series.push(Series { name: copy.name().to_owned(), points });
+    }
+    if let Some(pcie) = peaks.pcie {
+        let label = peaks.pcie_label.clone().unwrap_or_else(|| "PCIe".into());
+        r.references.push(ReferenceLine { name: format!("{label} peak"), value: pcie / 1e9 });
+    }
+    if let Some(hbm) = peaks.hbm {
+        r.references.push(ReferenceLine { name: "HBM peak (bus width × memory clock)".into(), value: hbm / 1e9 });
+    }
+    r.notes.push(WRITTEN_BUFFERS_NOTE.into());
+    r.notes.push("d2d counts bytes read plus bytes written; times are CUDA events around each copy.".into());
+    r
+}
+
+/// Bytes a copy moves through memory: device-to-device reads and writes each byte.
+fn moved(copy: CopyKind, bytes: u64) -> f64 {
+    if copy == CopyKind::D2d { 2.0 * bytes as f64 } else { bytes as f64 }
+}
+
+/// The streams experiment's timings, ms per round.
+#[derive(Debug, Clone, Default)]
+pub struct StreamsMeasurements {
+    pub copy_ms: Vec<f64>,
+    pub compute_ms: Vec<f64>,
+    pub serial_ms: Vec<f64>,
+    pub overlapped_ms: Vec<f64>,
+    pub kernels: u32,
+    pub kernels_one_stream_ms: Vec<f64>,
+    pub kernels_many_streams_ms: Vec<f64>,
+    /// The last round's spans.
+    pub timeline: Vec<TimelineSpan>,
+}
+
+pub fn streams(m: StreamsMeasurements) -> RunResult {
+    let mut r = empty(ChartSpec::Gantt, "ms");
+    let s = |v: &[f64]| summarize(v);
+    let k = m.kernels;
+    for (name, stats) in [
+        ("copy alone", s(&m.copy_ms)),
+        ("compute alone", s(&m.compute_ms)),
+        ("copy then compute, one stream", s(&m.serial_ms)),
+        ("copy and compute, two streams", s(&m.overlapped_ms)),
+        (&format!("{k} kernels, one stream") as &str, s(&m.kernels_one_stream_ms)),
+        (&format!("{k} kernels, {k} streams") as &str, s(&m.kernels_many_streams_ms)),
+    ] {
+        r.figures.extend(figure(name, "ms", stats));
+    }
+    if let (Some(copy), Some(compute), Some(serial), Some(overlapped)) =
+        (s(&m.copy_ms), s(&m.compute_ms), s(&m.serial_ms), s(&m.overlapped_ms))
+    {
+        let ideal = copy.median.max(compute.median);
+        let gain = |t: f64| serial.median / t;
+        r.figures.extend(figure("overlap gain", "×", Some(one(gain(overlapped.median)))));
+        r.figures.extend(figure("ideal overlap gain", "×", Some(one(gain(ideal)))));
+        let excess = (overlapped.median / ideal - 1.0) * 100.0;
+        r.checks.push(Check {
+            name: "copy overlaps compute".into(),
+            passed: excess <= 2.0,
+            detail: format!("two streams {:.3} ms vs ideal max(copy, compute) {ideal:.3} ms ({excess:+.1}%)", overlapped.median),
+        });
+    }
+    if let (Some(one_stream), Some(many)) = (s(&m.kernels_one_stream_ms), s(&m.kernels_many_streams_ms)) {
+        r.figures.extend(figure("concurrent kernels gain", "×", Some(one(one_stream.median / many.median))));
+        r.figures.extend(figure("ideal concurrent kernels gain", "×", Some(one(f64::from(k)))));
+    }
+    r.notes.push("Bars are CUDA events recorded around each operation in the last timed round.".into());
+    r.timeline = m.timeline;
+    r
+}
+
+fn one(v: f64) -> Stats {
+    Stats { median: v, min: v, max: v, n: 1 }
+}
+
+/// One GEMM configuration of the precision experiment.
+#[derive(Debug, Clone)]
+pub struct GemmSample {
+    pub dtype: Dtype,
+    pub size: u32,
+    pub times_ms: Vec<f64>,
+    /// `max |gpu - host| / sqrt(k)` over the checked tile.
+    pub error: f64,
+    pub tile: u32,
+}
+
+pub fn precision(samples: &[GemmSample]) -> RunResult {
+    let mut r = empty(
+        ChartSpec::Lines { x_label: "matrix order n (n×n×n)".into(), y_label: "TFLOP/s".into(), log_x: true, log_y: false },
+        "TFLOP/s",
+    );
+    for dtype in Dtype::ALL {
+        let mine: Vec<&GemmSample> = samples.iter().filter(|s| s.dtype == dtype).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let mut points = Vec::new();
+        for s in mine {
+            let flop = 2.0 * f64::from(s.size).powi(3);
+            if let Some(y) = rates(flop, &s.times_ms, 1e-12) {
+                points.push(Point { x: f64::from(s.size), y });
+                r.figures.extend(figure(&format!("{} {}", dtype.name(), s.size), "TFLOP/s", Some(y)));
+            }
+            let tolerance = dtype.tolerance();
+            r.checks.push(Check {
+                name: format!("{} {} matches the host", dtype.name(), s.size),
+                passed: s.error.is_finite() && s.error <= tolerance,
+                detail: format!(
+                    "{t}×{t} tile: max error/sqrt(k) {:.2e} (tolerance {tolerance:.0e})",
+                    s.error,
+                    t = s.tile
+                ),
+            });
+        }
+        r.series.push(Series { name: dtype.name().to_owned(), points });
+    }
+    r.notes.push("cuBLAS GEMM on uniform random data in [-1, 1]; fp16/bf16 accumulate in fp32.".into());
+    r
+}
+
+pub fn latency(figures: &[(&str, Vec<f64>)]) -> RunResult {
+    let mut r = empty(ChartSpec::Bars { y_label: "µs".into() }, "µs");
+    for (name, samples) in figures {
+        r.figures.extend(figure(name, "µs", summarize(samples)));
+    }
+    r.notes.push(
+        "Host-side times of each call (launch, record, synchronize) measured with a monotonic clock; \
+         the GPU-side time of back-to-back empty kernels comes from CUDA events."
+            .into(),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transfer_has_curves_references_and_efficiency() {
+        let samples = vec![
+            TransferSample { copy: CopyKind::H2dPinned, bytes: 1 << 30, times_ms: vec![20.0, 21.0, 19.5] },
+            TransferSample { copy: CopyKind::D2d, bytes: 1 << 30, times_ms: vec![0.5, 0.6, 0.5] },
+        ];
+        let peaks = LinkPeaks { pcie: Some(63e9), pcie_label: Some("PCIe Gen5 x16".into()), hbm: Some(4.8e12) };
+        let r = transfer(&samples, &peaks);
+        assert_eq!(r.series.len(), 2);
+        assert_eq!(r.references.len(), 2);
+        let eff = r.figures.iter().find(|f| f.name == "h2d_pinned efficiency").unwrap();
+        // 1 GiB in 20 ms = 53.7 GB/s = 85% of 63 GB/s.
+        assert!((eff.stats.median - 85.2).abs() < 0.5, "{eff:?}");
+        let d2d = r.figures.iter().find(|f| f.name.starts_with("d2d at")).unwrap();
+        assert!((d2d.stats.median - 4295.0).abs() < 1.0, "read + write bytes: {d2d:?}");
+        assert!(r.notes[0].contains("written"));
+    }
+
+    #[test]
+    fn precision_checks_use_the_tolerance_of_each_type() {
+        let s = |dtype, error| GemmSample { dtype, size: 1024, times_ms: vec![1.0], error, tile: 16 };
+        let r = precision(&[s(Dtype::Fp32, 1e-6), s(Dtype::Bf16, 0.5)]);
+        assert_eq!(r.passed(), Some(false));
+        assert!(r.checks[0].passed && !r.checks[1].passed);
+        assert!((r.figures[0].stats.median - 2.147).abs() < 0.01, "{:?}", r.figures[0]);
+    }
+
+    #[test]
+    fn streams_overlap_check_allows_two_percent() {
+        let m = StreamsMeasurements {
+            copy_ms: vec![4.84],
+            compute_ms: vec![21.56],
+            serial_ms: vec![26.35],
+            overlapped_ms: vec![21.9],
+            kernels: 8,
+            kernels_one_stream_ms: vec![4.0],
+            kernels_many_streams_ms: vec![0.55],
+            timeline: vec![],
+        };
+        assert_eq!(streams(m.clone()).passed(), Some(true));
+        assert_eq!(streams(StreamsMeasurements { overlapped_ms: vec![26.0], ..m }).passed(), Some(false));
+    }
+}
