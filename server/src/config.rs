@@ -29,6 +29,10 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
     pub simulate: Option<u32>,
 
+    /// Inject a fault into the simulator, e.g. "lost:1@30s" (GPU 1 falls off the bus after 30 s). Repeatable.
+    #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
+    pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
+
     /// Directory for the history database [default: $STATE_DIRECTORY under systemd,
     /// /var/lib/gpudash as root, else $XDG_STATE_HOME/gpudash or ~/.local/state/gpudash].
     #[arg(long, env = "GPUDASH_DATA_DIR", value_name = "DIR")]
@@ -53,6 +57,7 @@ pub struct Config {
     pub listen: SocketAddr,
     pub interval: Duration,
     pub simulate: Option<u32>,
+    pub faults: Vec<crate::telemetry::simulator::Fault>,
     /// Where history is kept; `None` with `--no-history`.
     pub data_dir: Option<PathBuf>,
     pub retention: crate::store::Retention,
@@ -64,6 +69,7 @@ impl From<Cli> for Config {
             listen: cli.listen,
             interval: cli.interval,
             simulate: cli.simulate,
+            faults: cli.simulate_fault,
             data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
             retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
         }
@@ -141,6 +147,8 @@ mod tests {
             (&["--history-raw", "1s"][..], "from 10m to 10 years"),
             (&["--history-rollup", "forever"][..], "not a duration"),
             (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
+            (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
+            (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");

@@ -30,7 +30,9 @@ pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
     let interval_ms = u64::try_from(config.interval.as_millis()).unwrap_or(u64::MAX);
     if let Some(count) = config.simulate {
         tracing::warn!(count, "showing simulated GPUs: no figure on the page comes from hardware");
-        return Box::new(Simulator::new(count, interval_ms));
+        let simulator =
+            config.faults.iter().fold(Simulator::new(count, interval_ms), |sim, fault| sim.with_fault(*fault));
+        return Box::new(simulator);
     }
     match NvmlSource::open(interval_ms) {
         Ok(source) => Box::new(source),

@@ -4,11 +4,15 @@
 //! times are milliseconds since the Unix epoch, and a field a GPU cannot report
 //! is `None` (shown as "n/a"), never an error.
 
+pub mod health;
 pub mod history;
 pub mod lab;
+pub mod processes;
 pub mod telemetry;
 pub mod units;
 pub mod ws;
 
-pub use telemetry::{ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint};
-pub use ws::{ClientMessage, DeviceHistory, ServerMessage, Tick};
+pub use telemetry::{
+    Clocks, ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint, PcieLink,
+};
+pub use ws::{ClientMessage, Details, DeviceHistory, ServerMessage, Tick};

@@ -43,6 +43,50 @@ pub struct DeviceInfo {
     pub memory_total: u64,
     /// True for a device of the simulator.
     pub simulated: bool,
+    /// Highest clocks the device supports, MHz.
+    #[serde(default)]
+    pub max_clocks: Clocks,
+    /// Highest PCIe link the device supports.
+    #[serde(default)]
+    pub pcie_max: Option<PcieLink>,
+    /// Memory bus width in bits (HBM peak = width / 8 × 2 × memory clock).
+    #[serde(default)]
+    pub memory_bus_width: Option<u32>,
+    /// Number of NVLink links the device has (0 when none).
+    #[serde(default)]
+    pub nvlink_links: u32,
+}
+
+/// Graphics, SM and memory clocks in MHz.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Clocks {
+    pub graphics_mhz: Option<u32>,
+    pub sm_mhz: Option<u32>,
+    pub memory_mhz: Option<u32>,
+}
+
+/// A PCIe link's generation and lane count.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcieLink {
+    pub generation: u32,
+    pub width: u32,
+}
+
+impl PcieLink {
+    /// Usable bandwidth per direction in bytes/s, after line encoding
+    /// (8b/10b for gen 1–2, 128b/130b for gen 3–5, 242b/256b for gen 6).
+    pub fn bandwidth_bytes_per_s(self) -> Option<f64> {
+        let (gigatransfers, efficiency) = match self.generation {
+            1 => (2.5, 0.8),
+            2 => (5.0, 0.8),
+            3 => (8.0, 128.0 / 130.0),
+            4 => (16.0, 128.0 / 130.0),
+            5 => (32.0, 128.0 / 130.0),
+            6 => (64.0, 242.0 / 256.0),
+            _ => return None,
+        };
+        Some(gigatransfers * 1e9 * efficiency / 8.0 * f64::from(self.width))
+    }
 }
 
 /// One reading of a device's gauges.
@@ -62,6 +106,30 @@ pub struct DeviceSample {
     pub power_limit_mw: Option<u32>,
     pub sm_clock_mhz: Option<u32>,
     pub mem_clock_mhz: Option<u32>,
+    #[serde(default)]
+    pub graphics_clock_mhz: Option<u32>,
+    /// Performance state, 0 (fastest) to 15.
+    #[serde(default)]
+    pub pstate: Option<u32>,
+    /// Why clocks are held down right now, by name (e.g. "sw_power_cap"); empty when none.
+    #[serde(default)]
+    pub clock_events: Option<Vec<String>>,
+    /// The power cap in force (may be below `power_limit_mw` when something else caps it).
+    #[serde(default)]
+    pub enforced_power_limit_mw: Option<u32>,
+    /// Fan speeds in percent, one per fan; `None` when the board has no fans NVML can read.
+    #[serde(default)]
+    pub fan_speeds: Option<Vec<u32>>,
+    #[serde(default)]
+    pub encoder_util: Option<u32>,
+    #[serde(default)]
+    pub decoder_util: Option<u32>,
+    /// The PCIe link as it runs now (it trains down when idle).
+    #[serde(default)]
+    pub pcie_link: Option<PcieLink>,
+    /// Set when the GPU stopped answering (fell off the bus, lost); every other field is then `None`.
+    #[serde(default)]
+    pub lost: Option<String>,
 }
 
 /// A point of the memory-used chart.
@@ -71,12 +139,16 @@ pub struct MemoryPoint {
     pub memory_used: u64,
 }
 
-/// A device's static facts and its latest reading.
+/// A device's static facts, its latest reading, its health and who uses it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Device {
     #[serde(flatten)]
     pub info: DeviceInfo,
     pub latest: Option<DeviceSample>,
+    #[serde(default)]
+    pub health: Option<crate::health::DeviceHealth>,
+    #[serde(default)]
+    pub processes: Vec<crate::processes::GpuProcess>,
 }
 
 /// Body of `GET /api/devices`.
@@ -104,6 +176,15 @@ mod tests {
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"gpu_util\":null"), "{json}");
         assert_eq!(serde_json::from_str::<DeviceSample>(&json).unwrap(), s);
+    }
+
+    #[test]
+    fn pcie_bandwidth_accounts_for_line_encoding() {
+        let gen5 = PcieLink { generation: 5, width: 16 }.bandwidth_bytes_per_s().unwrap();
+        assert!((gen5 / 1e9 - 63.0).abs() < 0.1, "{gen5}");
+        let gen2 = PcieLink { generation: 2, width: 8 }.bandwidth_bytes_per_s().unwrap();
+        assert!((gen2 / 1e9 - 4.0).abs() < 1e-9, "{gen2}");
+        assert_eq!(PcieLink { generation: 9, width: 16 }.bandwidth_bytes_per_s(), None);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::health::DeviceHealth;
+use crate::processes::GpuProcess;
 use crate::telemetry::{DeviceInfo, DeviceSample, HostInfo, MemoryPoint};
 
 /// One sampling period's readings of every device.
@@ -15,6 +17,13 @@ pub struct Tick {
     /// Increases by one per tick; starts at 1 when the server starts.
     pub seq: u64,
     pub samples: Vec<DeviceSample>,
+}
+
+/// The slower loop's readings of every device.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Details {
+    pub health: Vec<DeviceHealth>,
+    pub processes: Vec<GpuProcess>,
 }
 
 /// Recent memory history of one device, oldest first.
@@ -34,8 +43,16 @@ pub enum ServerMessage {
         devices: Vec<DeviceInfo>,
         latest: Vec<DeviceSample>,
         history: Vec<DeviceHistory>,
+        /// Latest slow-loop readings, one per device that has one.
+        #[serde(default)]
+        health: Vec<DeviceHealth>,
+        /// Every GPU process right now.
+        #[serde(default)]
+        processes: Vec<GpuProcess>,
     },
     Tick(Tick),
+    /// Health and processes, sent when the slower loop has read them (every couple of seconds).
+    Details(Details),
     /// The GPU lab: queue, progress and finished runs (see [`crate::lab::LabEvent`]).
     ///
     /// Behind the `lab-events` feature until the page matches on it: a client

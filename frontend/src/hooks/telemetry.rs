@@ -122,7 +122,7 @@ impl Link {
             }
         };
         match message {
-            ServerMessage::Snapshot { seq, host, devices, latest, history } => {
+            ServerMessage::Snapshot { seq, host, devices, latest, history, .. } => {
                 self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history));
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);
@@ -139,6 +139,8 @@ impl Link {
                 }
             }
             ServerMessage::Error { message } => logging::warn!("gpudash server says: {message}"),
+            // Health and processes are not drawn yet.
+            ServerMessage::Details(_) => {}
         }
     }
 

@@ -4,7 +4,7 @@
 //! them with [`SimulatedProbe`]; on hardware [`NvmlProbe`] reads NVML.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::Clock;
@@ -141,13 +141,22 @@ pub fn pcie_peak(generation: u32, width: u32) -> Option<f64> {
 /// peaks of an H200 on PCIe Gen5 x16.
 #[derive(Debug, Default)]
 pub struct SimulatedProbe {
-    telemetry: Option<Arc<Telemetry>>,
+    telemetry: OnceLock<Arc<Telemetry>>,
     processes: Mutex<HashMap<u32, Vec<ComputeProcess>>>,
 }
 
 impl SimulatedProbe {
     pub fn new(telemetry: Option<Arc<Telemetry>>) -> Self {
-        Self { telemetry, processes: Mutex::default() }
+        let probe = Self::default();
+        if let Some(t) = telemetry {
+            probe.attach(t);
+        }
+        probe
+    }
+
+    /// Reads memory from `telemetry` from now on (the first call wins).
+    pub fn attach(&self, telemetry: Arc<Telemetry>) {
+        let _ = self.telemetry.set(telemetry);
     }
 
     /// Pretends `processes` compute on `device` (tests of the busy-GPU guard).
@@ -158,7 +167,7 @@ impl SimulatedProbe {
 
 impl DeviceProbe for SimulatedProbe {
     fn memory(&self, device: u32) -> Option<DeviceMemory> {
-        let Some(telemetry) = &self.telemetry else {
+        let Some(telemetry) = self.telemetry.get() else {
             return Some(DeviceMemory { used: 0, free: 140 << 30 });
         };
         let sample = telemetry.latest().into_iter().find(|s| s.index == device)?;

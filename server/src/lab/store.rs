@@ -94,7 +94,7 @@ impl RunStore for MemoryRunStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use shared::lab::{RunEnvironment, RunPlan};
 

@@ -4,7 +4,11 @@
 use std::sync::{Mutex, RwLock};
 
 use axum::extract::ws::Utf8Bytes;
-use shared::{DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Tick};
+use std::collections::VecDeque;
+
+use shared::health::{DeviceHealth, XidEvent};
+use shared::processes::GpuProcess;
+use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Tick};
 use tokio::sync::broadcast;
 
 use super::MemoryRing;
@@ -15,12 +19,14 @@ pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
 pub const SNAPSHOT_POINTS: usize = 600;
 /// Ticks a slow socket may fall behind before it is resynchronised with a snapshot.
 const FRAME_BACKLOG: usize = 64;
+/// XID errors kept per device.
+const XIDS_KEPT: usize = 16;
 
 /// A serialized message, ready to send on any number of sockets.
 #[derive(Debug, Clone)]
 pub struct Frame {
-    /// The last tick this frame covers.
-    pub seq: u64,
+    /// For a tick or snapshot, the last tick it covers; `None` for other messages.
+    pub seq: Option<u64>,
     pub text: Utf8Bytes,
 }
 
@@ -41,6 +47,9 @@ struct Live {
     latest: Vec<DeviceSample>,
     history: Vec<MemoryRing>,
     last_tick_ms: Option<u64>,
+    health: Vec<DeviceHealth>,
+    processes: Vec<GpuProcess>,
+    xids: VecDeque<XidEvent>,
 }
 
 impl Telemetry {
@@ -50,7 +59,15 @@ impl Telemetry {
         Self {
             host,
             devices,
-            live: RwLock::new(Live { seq: 0, latest: Vec::new(), history, last_tick_ms: None }),
+            live: RwLock::new(Live {
+                seq: 0,
+                latest: Vec::new(),
+                history,
+                last_tick_ms: None,
+                health: Vec::new(),
+                processes: Vec::new(),
+                xids: VecDeque::new(),
+            }),
             snapshot: Mutex::new(None),
             ticks,
         }
@@ -67,6 +84,11 @@ impl Telemetry {
     /// The newest reading of every device (empty before the first tick).
     pub fn latest(&self) -> Vec<DeviceSample> {
         self.read_live(|live| live.latest.clone())
+    }
+
+    /// The slow loop's newest health readings (with recent XIDs) and processes.
+    pub fn details(&self) -> Details {
+        self.read_live(|live| Details { health: live.health.clone(), processes: live.processes.clone() })
     }
 
     /// Sequence number of the newest tick and when it was taken.
@@ -97,7 +119,44 @@ impl Telemetry {
         };
         let text = encode(&ServerMessage::Tick(Tick { seq, samples }));
         // No receivers is normal: nobody has the page open.
-        let _ = self.ticks.send(Frame { seq, text });
+        let _ = self.ticks.send(Frame { seq: Some(seq), text });
+    }
+
+    /// Records the slow loop's readings and sends them, serialized once, to every subscriber.
+    pub fn publish_details(&self, mut details: Details) {
+        {
+            let mut live = self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for health in &mut details.health {
+                health.xids = live.xids.iter().filter(|x| x.device == health.index).cloned().collect();
+            }
+            live.health.clone_from(&details.health);
+            live.processes.clone_from(&details.processes);
+        }
+        self.invalidate_snapshot();
+        let _ = self.ticks.send(Frame { seq: None, text: encode(&ServerMessage::Details(details)) });
+    }
+
+    /// Keeps an XID error for the health view (the newest few per device).
+    pub fn record_xid(&self, event: XidEvent) {
+        tracing::warn!(device = event.device, code = event.code, "XID error: {}", event.meaning);
+        let mut live = self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let device = event.device;
+        if let Some(health) = live.health.iter_mut().find(|h| h.index == device) {
+            health.xids.push(event.clone());
+            if health.xids.len() > XIDS_KEPT {
+                health.xids.remove(0);
+            }
+        }
+        live.xids.push_back(event);
+        while live.xids.iter().filter(|x| x.device == device).count() > XIDS_KEPT {
+            if let Some(oldest) = live.xids.iter().position(|x| x.device == device) {
+                live.xids.remove(oldest);
+            }
+        }
+    }
+
+    fn invalidate_snapshot(&self) {
+        *self.snapshot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
     }
 
     /// Everything a page needs to start, as of the newest tick; serialized
@@ -105,7 +164,7 @@ impl Telemetry {
     pub fn snapshot(&self) -> Frame {
         let mut cached = self.snapshot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (seq, _) = self.last_tick();
-        if let Some(frame) = cached.as_ref().filter(|f| f.seq == seq) {
+        if let Some(frame) = cached.as_ref().filter(|f| f.seq == Some(seq)) {
             return frame.clone();
         }
         let message = self.read_live(|live| ServerMessage::Snapshot {
@@ -119,9 +178,11 @@ impl Telemetry {
                 .zip(&live.history)
                 .map(|(d, ring)| DeviceHistory { index: d.index, points: ring.decimated(SNAPSHOT_POINTS) })
                 .collect(),
+            health: live.health.clone(),
+            processes: live.processes.clone(),
         });
         let ServerMessage::Snapshot { seq, .. } = &message else { unreachable!("built as a snapshot above") };
-        let frame = Frame { seq: *seq, text: encode(&message) };
+        let frame = Frame { seq: Some(*seq), text: encode(&message) };
         *cached = Some(frame.clone());
         frame
     }
@@ -141,28 +202,9 @@ mod tests {
     use super::*;
 
     fn hub(devices: u32) -> Telemetry {
-        let host = HostInfo {
-            hostname: "h".into(),
-            driver_version: None,
-            cuda_driver_version: None,
-            simulated: true,
-            gpu_error: None,
-            interval_ms: 100,
-            version: "0".into(),
-            history_path: None,
-        };
-        let devices = (0..devices)
-            .map(|index| DeviceInfo {
-                index,
-                name: format!("gpu{index}"),
-                uuid: String::new(),
-                pci_bus_id: String::new(),
-                compute_capability: None,
-                memory_total: 100,
-                simulated: true,
-            })
-            .collect();
-        Telemetry::new(host, devices)
+        use crate::telemetry::GpuSource as _;
+        let sim = crate::telemetry::simulator::Simulator::new(devices, 100);
+        Telemetry::new(sim.host(), sim.devices())
     }
 
     fn sample(index: u32, t: u64, used: u64) -> DeviceSample {
@@ -177,9 +219,9 @@ mod tests {
         hub.publish(vec![sample(0, 10, 1), sample(1, 10, 2)], 10);
         hub.publish(vec![sample(0, 20, 3), sample(1, 20, 4)], 20);
         let (a1, b1) = (a.try_recv().unwrap(), b.try_recv().unwrap());
-        assert_eq!((a1.seq, b1.seq), (1, 1));
+        assert_eq!((a1.seq, b1.seq), (Some(1), Some(1)));
         assert_eq!(a1.text.as_str().as_ptr(), b1.text.as_str().as_ptr(), "one serialization shared");
-        assert_eq!(a.try_recv().unwrap().seq, 2);
+        assert_eq!(a.try_recv().unwrap().seq, Some(2));
         assert_eq!(hub.last_tick(), (2, Some(20)));
     }
 
@@ -195,7 +237,32 @@ mod tests {
         assert_eq!(seq, 1);
         assert_eq!(history[0].points, vec![MemoryPoint { timestamp_ms: 10, memory_used: 5 }]);
         hub.publish(vec![sample(0, 20, 6)], 20);
-        assert_eq!(hub.snapshot().seq, 2);
+        assert_eq!(hub.snapshot().seq, Some(2));
+    }
+
+    #[test]
+    fn details_carry_recent_xids_and_refresh_the_snapshot() {
+        let hub = hub(2);
+        hub.publish(vec![sample(0, 10, 5)], 10);
+        let before = hub.snapshot();
+        for code in 0..20 {
+            hub.record_xid(XidEvent { device: 1, timestamp_ms: code, code, meaning: "m".into() });
+        }
+        hub.record_xid(XidEvent { device: 0, timestamp_ms: 1, code: 79, meaning: "off the bus".into() });
+        let mut rx = hub.subscribe();
+        hub.publish_details(Details {
+            health: vec![
+                DeviceHealth { index: 0, ..Default::default() },
+                DeviceHealth { index: 1, ..Default::default() },
+            ],
+            processes: vec![],
+        });
+        let details = hub.details();
+        assert_eq!(details.health[0].xids.len(), 1);
+        assert_eq!(details.health[1].xids.len(), XIDS_KEPT);
+        assert_eq!(details.health[1].xids.last().unwrap().code, 19, "newest kept");
+        assert_eq!(rx.try_recv().unwrap().seq, None, "details are not ticks");
+        assert_ne!(before.text.as_str().as_ptr(), hub.snapshot().text.as_str().as_ptr(), "snapshot rebuilt");
     }
 
     #[test]

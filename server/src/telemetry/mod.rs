@@ -4,6 +4,7 @@
 mod history;
 mod hub;
 pub mod nvml;
+pub mod procfs;
 mod sampler;
 pub mod simulator;
 
@@ -11,19 +12,36 @@ pub use history::MemoryRing;
 pub use hub::{Frame, Telemetry, encode};
 pub use sampler::Sampler;
 
-use shared::{DeviceInfo, DeviceSample, HostInfo};
+use shared::health::XidEvent;
+use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
+
+/// Called with each XID error as the driver reports it.
+pub type XidSink = Box<dyn Fn(XidEvent) + Send + Sync>;
 
 /// Anything that can report the GPUs of this host.
 ///
 /// Implementations do blocking work (NVML calls) and are only ever called
-/// from the sampler thread, never from the async runtime.
-pub trait GpuSource: Send + 'static {
+/// from the sampler's threads, never from the async runtime: `sample` from
+/// the fast loop, `details` from the slow one, concurrently.
+pub trait GpuSource: Send + Sync + 'static {
     /// Host facts, read once at start.
     fn host(&self) -> HostInfo;
     /// Static facts of every device, read once at start.
     fn devices(&self) -> Vec<DeviceInfo>;
-    /// One reading of every device, stamped with `timestamp_ms`.
-    fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample>;
+    /// The fast loop: one reading of every device's gauges, stamped with `timestamp_ms`.
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample>;
+    /// The slow loop: health counters, PCIe traffic, energy and processes.
+    fn details(&self, timestamp_ms: u64) -> Details;
+    /// Starts watching for XID errors on a thread of its own, until `stop` is set.
+    /// Sources that cannot report XIDs return `None`.
+    fn watch_xids(
+        &self,
+        sink: XidSink,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        let _ = (sink, stop);
+        None
+    }
 }
 
 /// Milliseconds since the Unix epoch, the time unit of every sample.
@@ -68,7 +86,10 @@ impl GpuSource for NoGpus {
     fn devices(&self) -> Vec<DeviceInfo> {
         Vec::new()
     }
-    fn sample(&mut self, _timestamp_ms: u64) -> Vec<DeviceSample> {
+    fn sample(&self, _timestamp_ms: u64) -> Vec<DeviceSample> {
         Vec::new()
+    }
+    fn details(&self, _timestamp_ms: u64) -> Details {
+        Details::default()
     }
 }

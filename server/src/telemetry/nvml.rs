@@ -1,24 +1,55 @@
 //! The real source: NVIDIA's management library through `nvml-wrapper`.
 //!
 //! `libnvidia-ml.so.1` is loaded at run time, so the same binary starts on a
-//! machine without the driver and says why it shows no GPUs.
+//! machine without the driver and says why it shows no GPUs. Unsupported
+//! fields are `None`; a GPU that answers "lost" is marked lost while the
+//! others keep being sampled.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
-use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, ComputeMode, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::{SampleValue, UsedGpuMemory};
+use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
-use shared::{ComputeCapability, DeviceInfo, DeviceSample, HostInfo};
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_NVLINK_LINK_COUNT, NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_FAILURE,
+    NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_UNC,
+};
+use shared::health::{
+    DeviceHealth, EccCounts, MigInstance, NvLinkState, RemappedRows, RetiredPages, XidEvent, xid_meaning,
+};
+use shared::processes::{GpuProcess, ProcessKind};
+use shared::{Clocks, ComputeCapability, Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
-use super::GpuSource;
+use super::procfs::ProcReader;
+use super::{GpuSource, XidSink, now_ms};
+
+/// A lost GPU is probed again this often; probing a lost GPU can be slow.
+const LOST_RETRY: Duration = Duration::from_secs(30);
 
 /// GPUs read through NVML.
 pub struct NvmlSource {
-    nvml: Nvml,
+    nvml: Arc<Nvml>,
     host: HostInfo,
     devices: Vec<DeviceInfo>,
+    fans: HashMap<u32, u32>,
     /// Fields that already failed with an unexpected error, so each is logged once.
-    reported: HashSet<(u32, &'static str)>,
+    reported: Mutex<HashSet<(u32, &'static str)>>,
+    /// GPUs that answered "lost", with the reason and when they were last probed.
+    lost: Mutex<HashMap<u32, (String, Instant)>>,
+    /// Per GPU, the NVML timestamp of the last process-utilization sample seen.
+    last_process_sample: Mutex<HashMap<u32, u64>>,
+    proc: ProcReader,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -35,9 +66,13 @@ impl NvmlSource {
         let nvml = Nvml::init().map_err(|e| error_chain(&e))?;
         let count = nvml.device_count().map_err(|e| format!("NVML could not count GPUs: {}", error_chain(&e)))?;
         let mut devices = Vec::new();
+        let mut fans = HashMap::new();
         for index in 0..count {
             match read_info(&nvml, index) {
-                Ok(info) => devices.push(info),
+                Ok((info, fan_count)) => {
+                    fans.insert(index, fan_count);
+                    devices.push(info);
+                }
                 // A GPU that cannot even be named is left out, the others are shown.
                 Err(e) => tracing::warn!(index, "skipping GPU: {}", error_chain(&e)),
             }
@@ -52,21 +87,243 @@ impl NvmlSource {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             history_path: None,
         };
-        Ok(Self { nvml, host, devices, reported: HashSet::new() })
+        Ok(Self {
+            nvml: Arc::new(nvml),
+            host,
+            devices,
+            fans,
+            reported: Mutex::new(HashSet::new()),
+            lost: Mutex::new(HashMap::new()),
+            last_process_sample: Mutex::new(HashMap::new()),
+            proc: ProcReader::new("/proc"),
+        })
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
-    fn field<T>(&mut self, index: u32, name: &'static str, result: Result<T, NvmlError>) -> Option<T> {
+    fn field<T>(&self, index: u32, name: &'static str, result: Result<T, NvmlError>) -> Option<T> {
         match result {
             Ok(value) => Some(value),
-            Err(NvmlError::NotSupported) => None,
+            Err(NvmlError::NotSupported | NvmlError::NoPermission) => None,
             Err(e) => {
-                if self.reported.insert((index, name)) {
+                if lock(&self.reported).insert((index, name)) {
                     tracing::warn!(index, field = name, "NVML read failed: {}", error_chain(&e));
                 }
                 None
             }
         }
+    }
+
+    /// The device's handle, unless it is lost (then `Err` carries the reason).
+    fn handle(&self, index: u32) -> Result<Device<'_>, String> {
+        let mut lost = lock(&self.lost);
+        if let Some((reason, probed)) = lost.get(&index)
+            && probed.elapsed() < LOST_RETRY
+        {
+            return Err(reason.clone());
+        }
+        let probe = self.nvml.device_by_index(index).and_then(|d| d.memory_info().map(|_| d));
+        match probe {
+            Ok(device) => {
+                if lost.remove(&index).is_some() {
+                    tracing::warn!(index, "GPU answers again");
+                }
+                Ok(device)
+            }
+            Err(e) if is_lost(&e) => {
+                let reason = format!("GPU {index} is lost: {}", error_chain(&e));
+                if !lost.contains_key(&index) {
+                    tracing::error!("{reason}; the other GPUs keep being sampled");
+                }
+                lost.insert(index, (reason.clone(), Instant::now()));
+                Err(reason)
+            }
+            Err(e) => {
+                drop(lost);
+                let _ = self.field::<()>(index, "handle", Err(e));
+                Ok(self.nvml.device_by_index(index).map_err(|e| error_chain(&e))?)
+            }
+        }
+    }
+
+    fn sample_device(&self, index: u32, timestamp_ms: u64) -> DeviceSample {
+        let mut s = DeviceSample { index, timestamp_ms, ..DeviceSample::default() };
+        let device = match self.handle(index) {
+            Ok(device) => device,
+            Err(reason) => {
+                s.lost = Some(reason);
+                return s;
+            }
+        };
+        if let Some(m) = self.field(index, "memory", device.memory_info()) {
+            s.memory_used = Some(m.used);
+            s.memory_free = Some(m.free);
+        }
+        if let Some(u) = self.field(index, "utilization", device.utilization_rates()) {
+            s.gpu_util = Some(u.gpu);
+            s.mem_util = Some(u.memory);
+        }
+        s.temperature_c = self.field(index, "temperature", device.temperature(TemperatureSensor::Gpu));
+        s.power_draw_mw = self.field(index, "power draw", device.power_usage());
+        s.power_limit_mw = self.field(index, "power limit", device.power_management_limit());
+        s.enforced_power_limit_mw = self.field(index, "enforced power limit", device.enforced_power_limit());
+        s.sm_clock_mhz = self.field(index, "SM clock", device.clock_info(Clock::SM));
+        s.mem_clock_mhz = self.field(index, "memory clock", device.clock_info(Clock::Memory));
+        s.graphics_clock_mhz = self.field(index, "graphics clock", device.clock_info(Clock::Graphics));
+        s.pstate = self.field(index, "P-state", device.performance_state()).and_then(|p| pstate_number(&p));
+        s.clock_events = self.field(index, "clock events", device.current_throttle_reasons()).map(clock_event_names);
+        let fans = self.fans.get(&index).copied().unwrap_or(0);
+        if fans > 0 {
+            s.fan_speeds = (0..fans).map(|fan| self.field(index, "fan speed", device.fan_speed(fan))).collect();
+        }
+        s.encoder_util = self.field(index, "encoder", device.encoder_utilization()).map(|u| u.utilization);
+        s.decoder_util = self.field(index, "decoder", device.decoder_utilization()).map(|u| u.utilization);
+        let generation = self.field(index, "PCIe generation", device.current_pcie_link_gen());
+        let width = self.field(index, "PCIe width", device.current_pcie_link_width());
+        s.pcie_link = generation.zip(width).map(|(generation, width)| PcieLink { generation, width });
+        s
+    }
+
+    fn health(&self, info: &DeviceInfo, timestamp_ms: u64) -> Option<DeviceHealth> {
+        let index = info.index;
+        let device = self.handle(index).ok()?;
+        let mut h = DeviceHealth { index, timestamp_ms, ..DeviceHealth::default() };
+        h.persistence_mode = self.field(index, "persistence", device.is_in_persistent_mode());
+        h.compute_mode =
+            self.field(index, "compute mode", device.compute_mode()).map(|m| compute_mode_name(&m).to_owned());
+        if let Some(mig) = self.field(index, "MIG mode", device.mig_mode()) {
+            h.mig_enabled = Some(mig.current == 1);
+            h.mig_pending = Some(mig.pending == 1);
+            if mig.current == 1 {
+                h.mig_instances = self.mig_instances(&device, index);
+            }
+        }
+        if let Some(ecc) = self.field(index, "ECC mode", device.is_ecc_enabled()) {
+            h.ecc_enabled = Some(ecc.currently_enabled);
+            let count = |kind, counter| self.field(index, "ECC counts", device.total_ecc_errors(kind, counter));
+            h.ecc_volatile = EccCounts {
+                corrected: count(MemoryError::Corrected, EccCounter::Volatile),
+                uncorrected: count(MemoryError::Uncorrected, EccCounter::Volatile),
+            };
+            h.ecc_aggregate = EccCounts {
+                corrected: count(MemoryError::Corrected, EccCounter::Aggregate),
+                uncorrected: count(MemoryError::Uncorrected, EccCounter::Aggregate),
+            };
+        }
+        let pages = |cause| self.field(index, "retired pages", device.retired_pages(cause)).map(|p| p.len() as u64);
+        h.retired_pages = RetiredPages {
+            single_bit: pages(RetirementCause::MultipleSingleBitEccErrors),
+            double_bit: pages(RetirementCause::DoubleBitEccError),
+            pending: self.field(index, "retired pages pending", device.are_pages_pending_retired()),
+        };
+        h.remapped_rows = self.remapped_rows(&device, index);
+        if let Some(bar1) = self.field(index, "BAR1", device.bar1_memory_info()) {
+            h.bar1_total = Some(bar1.total);
+            h.bar1_used = Some(bar1.used);
+        }
+        h.nvlinks = (0..info.nvlink_links)
+            .filter_map(|link| {
+                let active = self.field(index, "NVLink state", device.link_wrapper_for(link).is_active())?;
+                Some(NvLinkState { link, active })
+            })
+            .collect();
+        // Each blocks for NVML's 20 ms sampling window: this is why the slow loop exists.
+        let kb_per_s = |counter| self.field(index, "PCIe throughput", device.pcie_throughput(counter));
+        h.pcie_tx_bytes_per_s = kb_per_s(PcieUtilCounter::Send).map(|kb| u64::from(kb) * 1024);
+        h.pcie_rx_bytes_per_s = kb_per_s(PcieUtilCounter::Receive).map(|kb| u64::from(kb) * 1024);
+        h.pcie_replays = self.field(index, "PCIe replays", device.pcie_replay_counter()).map(u64::from);
+        h.energy_mj = self.field(index, "energy", device.total_energy_consumption());
+        Some(h)
+    }
+
+    fn mig_instances(&self, device: &Device<'_>, index: u32) -> Vec<MigInstance> {
+        let count = self.field(index, "MIG count", device.mig_device_count()).unwrap_or(0);
+        (0..count)
+            .filter_map(|i| {
+                let mig = device.mig_device_by_index(i).ok()?;
+                let memory = mig.memory_info().ok();
+                Some(MigInstance {
+                    index: i,
+                    uuid: mig.uuid().unwrap_or_default(),
+                    name: mig.name().unwrap_or_else(|_| "MIG instance".to_owned()),
+                    memory_total: memory.as_ref().map(|m| m.total),
+                    memory_used: memory.as_ref().map(|m| m.used),
+                })
+            })
+            .collect()
+    }
+
+    fn remapped_rows(&self, device: &Device<'_>, index: u32) -> RemappedRows {
+        let ids = [
+            NVML_FI_DEV_REMAPPED_COR,
+            NVML_FI_DEV_REMAPPED_UNC,
+            NVML_FI_DEV_REMAPPED_PENDING,
+            NVML_FI_DEV_REMAPPED_FAILURE,
+        ]
+        .map(FieldId);
+        let Some(values) = self.field(index, "remapped rows", device.field_values_for(&ids)) else {
+            return RemappedRows::default();
+        };
+        let value =
+            |i: usize| values.get(i).and_then(|v| v.as_ref().ok()).and_then(|v| v.value.as_ref().ok()).and_then(as_u64);
+        RemappedRows {
+            correctable: value(0),
+            uncorrectable: value(1),
+            pending: value(2).map(|v| v != 0),
+            failed: value(3).map(|v| v != 0),
+        }
+    }
+
+    fn processes(&self, info: &DeviceInfo) -> Vec<GpuProcess> {
+        let index = info.index;
+        let Ok(device) = self.handle(index) else { return Vec::new() };
+        let mut rows: Vec<GpuProcess> = Vec::new();
+        let lists = [
+            (ProcessKind::Compute, self.field(index, "compute processes", device.running_compute_processes())),
+            (ProcessKind::Graphics, self.field(index, "graphics processes", device.running_graphics_processes())),
+        ];
+        for (kind, list) in lists {
+            for p in list.unwrap_or_default() {
+                let used = match p.used_gpu_memory {
+                    UsedGpuMemory::Used(bytes) => Some(bytes),
+                    UsedGpuMemory::Unavailable => None,
+                };
+                if let Some(row) = rows.iter_mut().find(|r| r.pid == p.pid) {
+                    row.kind = ProcessKind::Both;
+                    row.used_memory = row.used_memory.max(used);
+                    continue;
+                }
+                let proc = self.proc.read(p.pid);
+                rows.push(GpuProcess {
+                    device: index,
+                    pid: p.pid,
+                    kind,
+                    used_memory: used,
+                    sm_util: None,
+                    sm_util_seen_ms: None,
+                    user: proc.user,
+                    name: proc.name.or_else(|| self.nvml.sys_process_name(p.pid, 64).ok()),
+                    command: proc.command,
+                    started_ms: proc.started_ms,
+                    container: proc.container,
+                });
+            }
+        }
+        // Per-process SM use since the last look; NVML stamps samples in µs.
+        let since = lock(&self.last_process_sample).get(&index).copied();
+        if let Some(samples) = self.field(index, "process utilization", device.process_utilization_stats(since)) {
+            let newest = samples.iter().map(|s| s.timestamp).max();
+            for sample in samples {
+                if let Some(row) = rows.iter_mut().find(|r| r.pid == sample.pid) {
+                    row.sm_util = Some(sample.sm_util);
+                    row.sm_util_seen_ms = Some(sample.timestamp / 1000);
+                }
+            }
+            if let Some(newest) = newest {
+                lock(&self.last_process_sample).insert(index, newest);
+            }
+        }
+        rows.sort_by(|a, b| b.used_memory.cmp(&a.used_memory).then(a.pid.cmp(&b.pid)));
+        rows
     }
 }
 
@@ -79,64 +336,84 @@ impl GpuSource for NvmlSource {
         self.devices.clone()
     }
 
-    fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample> {
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+        self.devices.iter().map(|d| self.sample_device(d.index, timestamp_ms)).collect()
+    }
+
+    fn details(&self, timestamp_ms: u64) -> Details {
+        Details {
+            health: self.devices.iter().filter_map(|d| self.health(d, timestamp_ms)).collect(),
+            processes: self.devices.iter().flat_map(|d| self.processes(d)).collect(),
+        }
+    }
+
+    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        let nvml = self.nvml.clone();
         let indexes: Vec<u32> = self.devices.iter().map(|d| d.index).collect();
-        indexes.into_iter().map(|index| self.sample_device(index, timestamp_ms)).collect()
+        std::thread::Builder::new()
+            .name("gpudash-xid".into())
+            .spawn(move || watch_xids(&nvml, &indexes, &sink, &stop))
+            .map_err(|e| tracing::warn!("cannot start the XID watcher: {e}"))
+            .ok()
     }
 }
 
-impl NvmlSource {
-    fn sample_device(&mut self, index: u32, timestamp_ms: u64) -> DeviceSample {
-        let mut sample = DeviceSample { index, timestamp_ms, ..DeviceSample::default() };
-        // Reads are collected first: the device handle borrows `self.nvml`.
-        let readings = match self.nvml.device_by_index(index) {
-            Ok(device) => Readings {
-                memory: device.memory_info().map(|m| (m.used, m.free)),
-                utilization: device.utilization_rates().map(|u| (u.gpu, u.memory)),
-                temperature: device.temperature(TemperatureSensor::Gpu),
-                power_draw: device.power_usage(),
-                power_limit: device.enforced_power_limit(),
-                sm_clock: device.clock_info(Clock::SM),
-                mem_clock: device.clock_info(Clock::Memory),
-            },
-            Err(e) => {
-                let _ = self.field::<()>(index, "handle", Err(e));
-                return sample;
+/// Waits on NVML event sets (one per GPU, so one GPU without event
+/// support does not cost the others theirs) for critical XID errors until `stop` is set.
+fn watch_xids(nvml: &Nvml, indexes: &[u32], sink: &XidSink, stop: &AtomicBool) {
+    let mut sets = Vec::new();
+    for &index in indexes {
+        let registered = nvml.device_by_index(index).map_err(Into::into).and_then(|device| {
+            let set = nvml.create_event_set()?;
+            device.register_events(EventTypes::CRITICAL_XID_ERROR, set)
+        });
+        match registered {
+            Ok(set) => sets.push((index, set)),
+            Err(e) => tracing::info!(index, "XID events unavailable: {}", error_chain(&e.error)),
+        }
+    }
+    if sets.is_empty() {
+        return;
+    }
+    let wait_ms = u32::try_from(500 / sets.len()).unwrap_or(50).max(20);
+    while !stop.load(Ordering::Relaxed) {
+        for (index, set) in &sets {
+            match set.wait(wait_ms) {
+                Ok(event) => {
+                    let code = match event.event_data {
+                        Some(XidError::Value(code)) => code,
+                        Some(XidError::Unknown) | None => 0,
+                    };
+                    sink(XidEvent {
+                        device: *index,
+                        timestamp_ms: now_ms(),
+                        code,
+                        meaning: xid_meaning(code).to_owned(),
+                    });
+                }
+                Err(NvmlError::Timeout) => {}
+                Err(e) => {
+                    tracing::warn!("XID watcher stopped: {}", error_chain(&e));
+                    return;
+                }
             }
-        };
-        if let Some((used, free)) = self.field(index, "memory", readings.memory) {
-            sample.memory_used = Some(used);
-            sample.memory_free = Some(free);
         }
-        if let Some((gpu, memory)) = self.field(index, "utilization", readings.utilization) {
-            sample.gpu_util = Some(gpu);
-            sample.mem_util = Some(memory);
-        }
-        sample.temperature_c = self.field(index, "temperature", readings.temperature);
-        sample.power_draw_mw = self.field(index, "power draw", readings.power_draw);
-        sample.power_limit_mw = self.field(index, "power limit", readings.power_limit);
-        sample.sm_clock_mhz = self.field(index, "SM clock", readings.sm_clock);
-        sample.mem_clock_mhz = self.field(index, "memory clock", readings.mem_clock);
-        sample
     }
 }
 
-type Reading<T> = Result<T, NvmlError>;
-
-struct Readings {
-    memory: Reading<(u64, u64)>,
-    utilization: Reading<(u32, u32)>,
-    temperature: Reading<u32>,
-    power_draw: Reading<u32>,
-    power_limit: Reading<u32>,
-    sm_clock: Reading<u32>,
-    mem_clock: Reading<u32>,
-}
-
-fn read_info(nvml: &Nvml, index: u32) -> Result<DeviceInfo, NvmlError> {
+fn read_info(nvml: &Nvml, index: u32) -> Result<(DeviceInfo, u32), NvmlError> {
     let device = nvml.device_by_index(index)?;
     let optional = |r: Result<String, NvmlError>| r.unwrap_or_else(|_| "n/a".to_owned());
-    Ok(DeviceInfo {
+    let max = |clock| device.max_clock_info(clock).ok();
+    let nvlinks = device
+        .field_values_for(&[FieldId(NVML_FI_DEV_NVLINK_LINK_COUNT)])
+        .ok()
+        .and_then(|v| v.into_iter().next())
+        .and_then(|v| v.ok())
+        .and_then(|v| v.value.ok())
+        .and_then(|v| as_u64(&v))
+        .map_or(0, |n| u32::try_from(n).unwrap_or(0));
+    let info = DeviceInfo {
         index,
         name: device.name()?,
         uuid: optional(device.uuid()),
@@ -146,7 +423,85 @@ fn read_info(nvml: &Nvml, index: u32) -> Result<DeviceInfo, NvmlError> {
         }),
         memory_total: device.memory_info()?.total,
         simulated: false,
+        max_clocks: Clocks {
+            graphics_mhz: max(Clock::Graphics),
+            sm_mhz: max(Clock::SM),
+            memory_mhz: max(Clock::Memory),
+        },
+        pcie_max: device
+            .max_pcie_link_gen()
+            .ok()
+            .zip(device.max_pcie_link_width().ok())
+            .map(|(generation, width)| PcieLink { generation, width }),
+        memory_bus_width: device.memory_bus_width().ok(),
+        nvlink_links: nvlinks,
+    };
+    Ok((info, device.num_fans().unwrap_or(0)))
+}
+
+fn is_lost(error: &NvmlError) -> bool {
+    matches!(error, NvmlError::GpuLost | NvmlError::Unknown)
+}
+
+fn as_u64(value: &SampleValue) -> Option<u64> {
+    match *value {
+        SampleValue::U64(v) => Some(v),
+        SampleValue::U32(v) => Some(u64::from(v)),
+        SampleValue::I64(v) => u64::try_from(v).ok(),
+        SampleValue::F64(v) => (v >= 0.0).then_some(v as u64),
+    }
+}
+
+fn pstate_number(state: &nvml_wrapper::enum_wrappers::device::PerformanceState) -> Option<u32> {
+    use nvml_wrapper::enum_wrappers::device::PerformanceState as P;
+    Some(match state {
+        P::Zero => 0,
+        P::One => 1,
+        P::Two => 2,
+        P::Three => 3,
+        P::Four => 4,
+        P::Five => 5,
+        P::Six => 6,
+        P::Seven => 7,
+        P::Eight => 8,
+        P::Nine => 9,
+        P::Ten => 10,
+        P::Eleven => 11,
+        P::Twelve => 12,
+        P::Thirteen => 13,
+        P::Fourteen => 14,
+        P::Fifteen => 15,
+        P::Unknown => return None,
     })
+}
+
+/// Clock-event (throttle) reasons as the names nvidia-smi -q uses, snake_cased.
+pub fn clock_event_names(reasons: ThrottleReasons) -> Vec<String> {
+    const NAMES: [(ThrottleReasons, &str); 9] = [
+        (ThrottleReasons::GPU_IDLE, "idle"),
+        (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, "applications_clocks_setting"),
+        (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
+        (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
+        (ThrottleReasons::SYNC_BOOST, "sync_boost"),
+        (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw_thermal_slowdown"),
+        (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw_thermal_slowdown"),
+        (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "hw_power_brake_slowdown"),
+        (ThrottleReasons::DISPLAY_CLOCK_SETTING, "display_clock_setting"),
+    ];
+    NAMES.iter().filter(|(flag, _)| reasons.contains(*flag)).map(|(_, name)| (*name).to_owned()).collect()
+}
+
+fn compute_mode_name(mode: &ComputeMode) -> &'static str {
+    match mode {
+        ComputeMode::Default => "default",
+        ComputeMode::ExclusiveThread => "exclusive_thread",
+        ComputeMode::Prohibited => "prohibited",
+        ComputeMode::ExclusiveProcess => "exclusive_process",
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// NVML's CUDA version number (e.g. 13000) as "13.0".
@@ -155,7 +510,7 @@ fn cuda_version(version: i32) -> String {
 }
 
 /// An error and its causes on one line: "a: b: c".
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
@@ -174,6 +529,13 @@ mod tests {
     fn cuda_versions_read_like_nvidia_smi() {
         assert_eq!(cuda_version(13000), "13.0");
         assert_eq!(cuda_version(12040), "12.4");
+    }
+
+    #[test]
+    fn clock_events_decode_to_names() {
+        let names = clock_event_names(ThrottleReasons::GPU_IDLE | ThrottleReasons::SW_POWER_CAP);
+        assert_eq!(names, ["idle", "sw_power_cap"]);
+        assert!(clock_event_names(ThrottleReasons::NONE).is_empty());
     }
 
     #[test]

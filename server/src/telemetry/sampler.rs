@@ -1,7 +1,10 @@
-//! The sampler thread: reads the [`GpuSource`] at a fixed rate, off the async runtime.
+//! The sampler's threads, off the async runtime: a fast loop for gauges, a
+//! slow loop for health, PCIe traffic, energy and processes, and the
+//! source's own XID watcher.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -9,11 +12,17 @@ use std::time::{Duration, Instant};
 use super::{GpuSource, Telemetry, now_ms};
 use crate::store::Recorder;
 
-/// A running sampler thread; stopping (or dropping) it ends the thread.
+/// Period of the slow loop. NVML's PCIe counters block for 20 ms per
+/// direction and GPU, and total energy costs ~4 ms: never on the fast path.
+pub const DETAILS_PERIOD: Duration = Duration::from_secs(2);
+
+/// The running sampler threads; stopping (or dropping) them ends them all.
 #[derive(Debug)]
 pub struct Sampler {
     stop: Option<mpsc::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    stop_details: Option<mpsc::Sender<()>>,
+    stop_xids: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Sampler {
@@ -24,21 +33,48 @@ impl Sampler {
         recorder: Option<Recorder>,
         interval: Duration,
     ) -> std::io::Result<Self> {
+        let source: Arc<dyn GpuSource> = Arc::from(source);
         let (stop, stopped) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("gpudash-sampler".into())
-            .spawn(move || run(source, &hub, recorder, interval, &stopped))?;
-        Ok(Self { stop: Some(stop), thread: Some(thread) })
+        let (stop_details, details_stopped) = mpsc::channel();
+        let stop_xids = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+
+        let (fast_source, fast_hub) = (source.clone(), hub.clone());
+        threads.push(std::thread::Builder::new().name("gpudash-sampler".into()).spawn(move || {
+            every(interval, &stopped, |timestamp_ms| {
+                let samples = fast_source.sample(timestamp_ms);
+                if let Some(recorder) = &recorder {
+                    recorder.record(&samples);
+                }
+                fast_hub.publish(samples, timestamp_ms);
+            });
+            // Dropping the recorder here flushes pending history.
+        })?);
+
+        let (slow_source, slow_hub) = (source.clone(), hub.clone());
+        threads.push(std::thread::Builder::new().name("gpudash-details".into()).spawn(move || {
+            every(DETAILS_PERIOD.max(interval), &details_stopped, |timestamp_ms| {
+                slow_hub.publish_details(slow_source.details(timestamp_ms));
+            });
+        })?);
+
+        let xid_hub = hub;
+        if let Some(watcher) = source.watch_xids(Box::new(move |event| xid_hub.record_xid(event)), stop_xids.clone()) {
+            threads.push(watcher);
+        }
+        Ok(Self { stop: Some(stop), stop_details: Some(stop_details), stop_xids, threads })
     }
 
-    /// Asks the thread to finish and waits for it.
+    /// Asks the threads to finish and waits for them.
     pub fn stop(mut self) {
         self.shutdown();
     }
 
     fn shutdown(&mut self) {
         drop(self.stop.take());
-        if let Some(thread) = self.thread.take() {
+        drop(self.stop_details.take());
+        self.stop_xids.store(true, Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
@@ -50,38 +86,23 @@ impl Drop for Sampler {
     }
 }
 
-fn run(
-    mut source: Box<dyn GpuSource>,
-    hub: &Telemetry,
-    recorder: Option<Recorder>,
-    interval: Duration,
-    stopped: &mpsc::Receiver<()>,
-) {
+/// Calls `work` at a fixed rate until `stopped` fires or its sender is dropped.
+fn every(period: Duration, stopped: &mpsc::Receiver<()>, mut work: impl FnMut(u64)) {
     let mut next = Instant::now();
     loop {
-        let timestamp_ms = now_ms();
-        // A bug in a source must not end live telemetry: log it and try again next period.
-        match catch_unwind(AssertUnwindSafe(|| source.sample(timestamp_ms))) {
-            Ok(samples) => {
-                if let Some(recorder) = &recorder {
-                    recorder.record(&samples);
-                }
-                hub.publish(samples, timestamp_ms);
-            }
-            Err(_) => {
-                tracing::error!("the GPU source panicked while sampling; retrying next period")
-            }
+        // A bug in a source must not end telemetry: log it and try again next period.
+        if catch_unwind(AssertUnwindSafe(|| work(now_ms()))).is_err() {
+            tracing::error!("the GPU source panicked while sampling; retrying next period");
         }
-        next += interval;
+        next += period;
         let now = Instant::now();
         if next < now {
-            // Sampling took longer than the period: skip the missed periods instead of bursting.
+            // The work took longer than the period: skip the missed periods instead of bursting.
             tracing::debug!(behind = ?(now - next), "sampler fell behind");
             next = now;
         }
         match stopped.recv_timeout(next - now) {
             Err(RecvTimeoutError::Timeout) => {}
-            // Dropping the recorder on return flushes pending history.
             Ok(()) | Err(RecvTimeoutError::Disconnected) => return,
         }
     }
@@ -89,14 +110,16 @@ fn run(
 
 #[cfg(test)]
 mod tests {
-    use shared::{DeviceInfo, DeviceSample, HostInfo};
+    use std::sync::atomic::AtomicU32;
+
+    use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
 
     use super::*;
     use crate::telemetry::simulator::Simulator;
 
     struct Flaky {
         inner: Simulator,
-        calls: u32,
+        calls: AtomicU32,
     }
 
     impl GpuSource for Flaky {
@@ -106,10 +129,13 @@ mod tests {
         fn devices(&self) -> Vec<DeviceInfo> {
             self.inner.devices()
         }
-        fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample> {
-            self.calls += 1;
-            assert!(self.calls % 2 == 0, "injected fault");
+        fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+            let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+            assert!(calls % 2 == 0, "injected fault");
             self.inner.sample(timestamp_ms)
+        }
+        fn details(&self, timestamp_ms: u64) -> Details {
+            self.inner.details(timestamp_ms)
         }
     }
 
@@ -117,8 +143,8 @@ mod tests {
     fn keeps_sampling_after_a_source_panics_and_stops_on_request() {
         let inner = Simulator::new(1, 100);
         let hub = Arc::new(Telemetry::new(inner.host(), inner.devices()));
-        let sampler =
-            Sampler::spawn(Box::new(Flaky { inner, calls: 0 }), hub.clone(), None, Duration::from_millis(100)).unwrap();
+        let flaky = Flaky { inner, calls: AtomicU32::new(0) };
+        let sampler = Sampler::spawn(Box::new(flaky), hub.clone(), None, Duration::from_millis(100)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while hub.last_tick().0 < 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));
@@ -126,6 +152,7 @@ mod tests {
         sampler.stop();
         let (seq, _) = hub.last_tick();
         assert!(seq >= 2, "only {seq} ticks despite every other call succeeding");
+        assert!(!hub.details().health.is_empty(), "the slow loop ran");
         std::thread::sleep(Duration::from_millis(250));
         assert_eq!(hub.last_tick().0, seq, "ticks after stop");
     }

@@ -3,9 +3,14 @@
 //! Everything it reports is flagged `simulated` in the API and on the page;
 //! it never runs beside real devices.
 
-use shared::{ComputeCapability, DeviceInfo, DeviceSample, HostInfo};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
-use super::GpuSource;
+use shared::health::{DeviceHealth, EccCounts, NvLinkState, RemappedRows, RetiredPages, XidEvent, xid_meaning};
+use shared::processes::{GpuProcess, ProcessKind};
+use shared::{Clocks, ComputeCapability, Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
+
+use super::{GpuSource, XidSink};
 
 const MIB: u64 = 1 << 20;
 
@@ -18,6 +23,9 @@ struct Model {
     max_sm_clock_mhz: u32,
     mem_clock_mhz: u32,
     capability: (u32, u32),
+    pcie_gen: u32,
+    bus_width: u32,
+    nvlinks: u32,
 }
 
 const MODELS: [Model; 4] = [
@@ -29,6 +37,9 @@ const MODELS: [Model; 4] = [
         max_sm_clock_mhz: 1980,
         mem_clock_mhz: 3201,
         capability: (9, 0),
+        pcie_gen: 5,
+        bus_width: 6144,
+        nvlinks: 18,
     },
     Model {
         name: "NVIDIA H100 80GB HBM3",
@@ -38,6 +49,9 @@ const MODELS: [Model; 4] = [
         max_sm_clock_mhz: 1980,
         mem_clock_mhz: 2619,
         capability: (9, 0),
+        pcie_gen: 5,
+        bus_width: 5120,
+        nvlinks: 18,
     },
     Model {
         name: "NVIDIA A100-SXM4-80GB",
@@ -47,6 +61,9 @@ const MODELS: [Model; 4] = [
         max_sm_clock_mhz: 1410,
         mem_clock_mhz: 1593,
         capability: (8, 0),
+        pcie_gen: 4,
+        bus_width: 5120,
+        nvlinks: 12,
     },
     Model {
         name: "NVIDIA L40S",
@@ -56,6 +73,9 @@ const MODELS: [Model; 4] = [
         max_sm_clock_mhz: 2520,
         mem_clock_mhz: 9001,
         capability: (8, 9),
+        pcie_gen: 4,
+        bus_width: 384,
+        nvlinks: 0,
     },
 ];
 
@@ -73,26 +93,79 @@ enum Phase {
     },
 }
 
+/// The process a simulated job runs as.
+#[derive(Debug, Clone)]
+struct SimJob {
+    pid: u32,
+    user: &'static str,
+    command: String,
+    started_ms: u64,
+    container: Option<String>,
+}
+
 #[derive(Debug)]
 struct SimGpu {
     model: usize,
     phase: Phase,
+    job: Option<SimJob>,
     memory_used: f64,
     util: f64,
     temperature: f64,
+    energy_mj: f64,
     last_ms: Option<u64>,
+    power_mw: u32,
+}
+
+/// A fault the simulator injects, for tests and demos of how gpudash copes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// GPU `device` stops answering `after_ms` after the first sample (like XID 79, fallen off the bus).
+    Lost { device: u32, after_ms: u64 },
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+
+    /// `lost:INDEX@DELAY`, e.g. `lost:1@30s`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let usage = || format!("'{text}' is not a fault; the simulator knows lost:INDEX@DELAY, e.g. lost:1@30s");
+        let rest = text.trim().strip_prefix("lost:").ok_or_else(usage)?;
+        let (device, delay) = rest.split_once('@').ok_or_else(usage)?;
+        let device = device.parse().map_err(|_| usage())?;
+        let after = humantime::parse_duration(delay).map_err(|_| usage())?;
+        Ok(Fault::Lost { device, after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX) })
+    }
+}
+
+#[derive(Debug)]
+struct SimState {
+    gpus: Vec<SimGpu>,
+    rng: fastrand::Rng,
+    first_ms: Option<u64>,
+    next_pid: u32,
 }
 
 /// `count` simulated GPUs of a mix of models.
 #[derive(Debug)]
 pub struct Simulator {
-    gpus: Vec<SimGpu>,
-    rng: fastrand::Rng,
+    state: Mutex<SimState>,
+    /// XIDs raised by faults, waiting for the XID watcher.
+    xids: Arc<Mutex<Vec<XidEvent>>>,
     interval_ms: u64,
+    faults: Vec<Fault>,
 }
 
 /// Memory a CUDA context holds on a GPU nobody computes on (a desktop, persistence daemon).
 const IDLE_MEMORY: f64 = 512.0 * MIB as f64;
+
+const USERS: [&str; 5] = ["ana", "bo", "chen", "dana", "eli"];
+const COMMANDS: [&str; 5] = [
+    "python train.py --model llama-3-8b --batch-size 16 --bf16 --grad-accum 4",
+    "torchrun --nproc_per_node 1 finetune.py --config configs/lora.yaml",
+    "python -m vllm.entrypoints.openai.api_server --model mistral-7b --gpu-memory-utilization 0.9",
+    "python bench_attention.py --seq-len 8192 --heads 32",
+    "/opt/conda/bin/python3 -m ipykernel_launcher -f /root/.local/share/jupyter/runtime/kernel-4f2a.json",
+];
 
 impl Simulator {
     pub fn new(count: u32, interval_ms: u64) -> Self {
@@ -103,13 +176,38 @@ impl Simulator {
                 model: if i % 4 == 3 { (i as usize / 4) % (MODELS.len() - 1) + 1 } else { 0 },
                 // Half the GPUs start a job at once, so a demo shows movement from the first second.
                 phase: Phase::Idle { until_ms: if i % 2 == 0 { 0 } else { rng.u64(20_000..60_000) } },
+                job: None,
                 memory_used: IDLE_MEMORY,
                 util: 0.0,
                 temperature: 32.0 + rng.f64() * 4.0,
+                energy_mj: 1e9 * rng.f64(),
                 last_ms: None,
+                power_mw: 0,
             })
             .collect();
-        Self { gpus, rng, interval_ms }
+        let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000 };
+        Self { state: Mutex::new(state), xids: Arc::default(), interval_ms, faults: Vec::new() }
+    }
+
+    /// Adds a fault to inject.
+    #[must_use]
+    pub fn with_fault(mut self, fault: Fault) -> Self {
+        self.faults.push(fault);
+        self
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SimState> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Why `device` is lost at `now_ms`, if a fault says so.
+    fn lost(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<String> {
+        self.faults.iter().find_map(|fault| match *fault {
+            Fault::Lost { device: d, after_ms } if d == device && now_ms >= first_ms.saturating_add(after_ms) => {
+                Some(format!("GPU {device} is lost: GPU is lost (simulated fault)"))
+            }
+            Fault::Lost { .. } => None,
+        })
     }
 }
 
@@ -129,7 +227,7 @@ impl GpuSource for Simulator {
 
     fn devices(&self) -> Vec<DeviceInfo> {
         (0u32..)
-            .zip(&self.gpus)
+            .zip(&self.state().gpus)
             .map(|(index, gpu)| {
                 let model = &MODELS[gpu.model];
                 DeviceInfo {
@@ -143,19 +241,74 @@ impl GpuSource for Simulator {
                     }),
                     memory_total: model.memory_total,
                     simulated: true,
+                    max_clocks: Clocks {
+                        graphics_mhz: Some(model.max_sm_clock_mhz),
+                        sm_mhz: Some(model.max_sm_clock_mhz),
+                        memory_mhz: Some(model.mem_clock_mhz),
+                    },
+                    pcie_max: Some(PcieLink { generation: model.pcie_gen, width: 16 }),
+                    memory_bus_width: Some(model.bus_width),
+                    nvlink_links: model.nvlinks,
                 }
             })
             .collect()
     }
 
-    fn sample(&mut self, timestamp_ms: u64) -> Vec<DeviceSample> {
-        let rng = &mut self.rng;
-        (0u32..).zip(&mut self.gpus).map(|(index, gpu)| gpu.step(index, timestamp_ms, rng)).collect()
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+        let mut state = self.state();
+        let first_ms = *state.first_ms.get_or_insert(timestamp_ms);
+        let SimState { gpus, rng, next_pid, .. } = &mut *state;
+        (0u32..)
+            .zip(gpus.iter_mut())
+            .map(|(index, gpu)| {
+                if let Some(reason) = self.lost(index, first_ms, timestamp_ms) {
+                    if gpu.last_ms.is_some() {
+                        // The moment it goes: the driver would log XID 79.
+                        gpu.last_ms = None;
+                        let xid =
+                            XidEvent { device: index, timestamp_ms, code: 79, meaning: xid_meaning(79).to_owned() };
+                        self.xids.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(xid);
+                    }
+                    return DeviceSample { index, timestamp_ms, lost: Some(reason), ..DeviceSample::default() };
+                }
+                gpu.step(index, timestamp_ms, rng, next_pid)
+            })
+            .collect()
+    }
+
+    fn details(&self, timestamp_ms: u64) -> Details {
+        let mut state = self.state();
+        let first_ms = *state.first_ms.get_or_insert(timestamp_ms);
+        let SimState { gpus, rng, .. } = &mut *state;
+        let mut details = Details::default();
+        for (index, gpu) in (0u32..).zip(gpus.iter()) {
+            if self.lost(index, first_ms, timestamp_ms).is_some() {
+                continue;
+            }
+            details.health.push(gpu.health(index, timestamp_ms, rng));
+            details.processes.extend(gpu.processes(index));
+        }
+        details
+    }
+
+    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        // Faults raise XIDs from `sample`; this thread hands them on as NVML's event set would.
+        let queue = self.xids.clone();
+        std::thread::Builder::new()
+            .name("gpudash-xid".into())
+            .spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let events = std::mem::take(&mut *queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+                    events.into_iter().for_each(&sink);
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+            .ok()
     }
 }
 
 impl SimGpu {
-    fn step(&mut self, index: u32, now_ms: u64, rng: &mut fastrand::Rng) -> DeviceSample {
+    fn step(&mut self, index: u32, now_ms: u64, rng: &mut fastrand::Rng, next_pid: &mut u32) -> DeviceSample {
         let model = &MODELS[self.model];
         let total = model.memory_total as f64;
         let dt = match self.last_ms {
@@ -171,12 +324,25 @@ impl SimGpu {
         self.last_ms = Some(now_ms);
 
         self.phase = match self.phase {
-            Phase::Idle { until_ms } if now_ms >= until_ms => Phase::Job {
-                target: (total * (0.25 + 0.7 * rng.f64())) as u64,
-                load: 0.55 + 0.45 * rng.f64(),
-                until_ms: now_ms + rng.u64(45_000..240_000),
-            },
+            Phase::Idle { until_ms } if now_ms >= until_ms => {
+                *next_pid += rng.u32(7..400);
+                let pick = rng.usize(..USERS.len());
+                self.job = Some(SimJob {
+                    pid: *next_pid,
+                    user: USERS[(pick + index as usize) % USERS.len()],
+                    command: COMMANDS[pick % COMMANDS.len()].to_owned(),
+                    // Jobs look like they started a while ago, as on a real shared server.
+                    started_ms: now_ms.saturating_sub(rng.u64(0..3_600_000)),
+                    container: (pick % 2 == 0).then(|| format!("{:012x}", rng.u64(..1 << 48))),
+                });
+                Phase::Job {
+                    target: (total * (0.25 + 0.7 * rng.f64())) as u64,
+                    load: 0.55 + 0.45 * rng.f64(),
+                    until_ms: now_ms + rng.u64(45_000..240_000),
+                }
+            }
             Phase::Job { until_ms, .. } if now_ms >= until_ms => {
+                self.job = None;
                 Phase::Idle { until_ms: now_ms + rng.u64(8_000..60_000) }
             }
             phase => phase,
@@ -200,6 +366,17 @@ impl SimGpu {
 
         let used = self.memory_used as u64;
         let busy = self.util > 1.0;
+        self.power_mw = model.idle_power_mw
+            + ((f64::from(model.power_limit_mw - model.idle_power_mw)) * load * (0.85 + 0.1 * rng.f64())) as u32;
+        self.energy_mj += f64::from(self.power_mw) * dt;
+        // Near the cap the driver trims clocks: show it the way NVML would.
+        let capped = f64::from(self.power_mw) > 0.92 * f64::from(model.power_limit_mw);
+        let sm_clock = if busy { model.max_sm_clock_mhz - rng.u32(0..60) - if capped { 150 } else { 0 } } else { 345 };
+        let clock_events = match (busy, capped) {
+            (false, _) => vec!["idle".to_owned()],
+            (true, true) => vec!["sw_power_cap".to_owned()],
+            (true, false) => Vec::new(),
+        };
         DeviceSample {
             index,
             timestamp_ms: now_ms,
@@ -208,15 +385,72 @@ impl SimGpu {
             gpu_util: Some(self.util.round() as u32),
             mem_util: Some((self.util * (0.35 + 0.1 * rng.f64())).round() as u32),
             temperature_c: Some(self.temperature.round() as u32),
-            power_draw_mw: Some(
-                model.idle_power_mw
-                    + ((f64::from(model.power_limit_mw - model.idle_power_mw)) * load * (0.85 + 0.1 * rng.f64()))
-                        as u32,
-            ),
+            power_draw_mw: Some(self.power_mw),
             power_limit_mw: Some(model.power_limit_mw),
-            sm_clock_mhz: Some(if busy { model.max_sm_clock_mhz - rng.u32(0..60) } else { 345 }),
+            sm_clock_mhz: Some(sm_clock),
             mem_clock_mhz: Some(model.mem_clock_mhz),
+            graphics_clock_mhz: Some(sm_clock),
+            pstate: Some(if busy { 0 } else { 8 }),
+            clock_events: Some(clock_events),
+            enforced_power_limit_mw: Some(model.power_limit_mw),
+            // Data-centre boards are passively cooled: NVML reports no fans, like on the H200.
+            fan_speeds: (model.nvlinks == 0).then(|| vec![(30.0 + 60.0 * load) as u32]),
+            encoder_util: Some(0),
+            decoder_util: Some(0),
+            pcie_link: Some(PcieLink { generation: if busy { model.pcie_gen } else { 1 }, width: 16 }),
+            lost: None,
         }
+    }
+
+    fn health(&self, index: u32, timestamp_ms: u64, rng: &mut fastrand::Rng) -> DeviceHealth {
+        let model = &MODELS[self.model];
+        let load = self.util / 100.0;
+        let zero = Some(0);
+        DeviceHealth {
+            index,
+            timestamp_ms,
+            persistence_mode: Some(true),
+            compute_mode: Some("default".to_owned()),
+            mig_enabled: Some(false),
+            mig_pending: Some(false),
+            mig_instances: Vec::new(),
+            ecc_enabled: Some(true),
+            ecc_volatile: EccCounts { corrected: zero, uncorrected: zero },
+            ecc_aggregate: EccCounts { corrected: Some(u64::from(index % 3)), uncorrected: zero },
+            retired_pages: RetiredPages::default(),
+            remapped_rows: RemappedRows {
+                correctable: zero,
+                uncorrectable: zero,
+                pending: Some(false),
+                failed: Some(false),
+            },
+            bar1_total: Some(256 << 30),
+            bar1_used: Some((2 + (load * 30.0) as u64) << 20),
+            nvlinks: (0..model.nvlinks).map(|link| NvLinkState { link, active: true }).collect(),
+            pcie_tx_bytes_per_s: Some((load * 2e9 * rng.f64()) as u64 + 1_000_000),
+            pcie_rx_bytes_per_s: Some((load * 6e9 * rng.f64()) as u64 + 600_000),
+            pcie_replays: zero,
+            energy_mj: Some(self.energy_mj as u64),
+            xids: Vec::new(),
+        }
+    }
+
+    fn processes(&self, index: u32) -> Vec<GpuProcess> {
+        let Some(job) = &self.job else { return Vec::new() };
+        let name = job.command.split_whitespace().next().unwrap_or("python").rsplit('/').next().unwrap_or("python");
+        vec![GpuProcess {
+            device: index,
+            pid: job.pid,
+            kind: ProcessKind::Compute,
+            used_memory: Some((self.memory_used - IDLE_MEMORY).max(0.0) as u64),
+            sm_util: Some(self.util.round() as u32),
+            sm_util_seen_ms: self.last_ms,
+            user: Some(job.user.to_owned()),
+            name: Some(name.to_owned()),
+            command: Some(job.command.clone()),
+            started_ms: Some(job.started_ms),
+            container: job.container.clone(),
+        }]
     }
 }
 
@@ -237,7 +471,7 @@ mod tests {
 
     #[test]
     fn readings_move_and_stay_within_physical_bounds() {
-        let mut sim = Simulator::new(8, 1000);
+        let sim = Simulator::new(8, 1000);
         let devices = sim.devices();
         let mut first = None;
         let mut changed = false;
@@ -259,8 +493,47 @@ mod tests {
     }
 
     #[test]
+    fn busy_gpus_list_their_job_and_health_reads_plausibly() {
+        let sim = Simulator::new(2, 1000);
+        for t in 0..5u64 {
+            sim.sample(t * 1000);
+        }
+        let details = sim.details(5000);
+        assert_eq!(details.health.len(), 2);
+        assert_eq!(details.health[0].nvlinks.len(), 18);
+        let job = details.processes.iter().find(|p| p.device == 0).expect("GPU 0 runs a job");
+        assert!(job.user.is_some() && job.command.is_some() && job.used_memory.unwrap() > 1 << 30, "{job:?}");
+        assert!(details.processes.iter().all(|p| p.device != 1), "GPU 1 is idle");
+    }
+
+    #[test]
+    fn an_injected_loss_marks_only_that_gpu_and_raises_xid_79() {
+        let sim = Simulator::new(3, 1000).with_fault("lost:1@2s".parse().unwrap());
+        let before = sim.sample(10_000);
+        assert!(before.iter().all(|s| s.lost.is_none()));
+        let after = sim.sample(12_000);
+        assert!(after[1].lost.as_deref().unwrap().contains("lost"), "{:?}", after[1]);
+        assert!(after[1].memory_used.is_none());
+        assert!(after[0].lost.is_none() && after[0].memory_used.is_some());
+        assert!(after[2].lost.is_none());
+        let details = sim.details(12_000);
+        assert_eq!(details.health.iter().map(|h| h.index).collect::<Vec<_>>(), [0, 2]);
+        let xids = std::mem::take(&mut *sim.xids.lock().unwrap());
+        assert_eq!(xids.len(), 1);
+        assert_eq!((xids[0].device, xids[0].code), (1, 79));
+    }
+
+    #[test]
+    fn faults_parse_or_say_the_syntax() {
+        assert_eq!("lost:3@1m".parse::<Fault>(), Ok(Fault::Lost { device: 3, after_ms: 60_000 }));
+        for bad in ["lost", "lost:x@1s", "lost:1@soon", "melt:1@1s"] {
+            assert!(bad.parse::<Fault>().unwrap_err().contains("lost:INDEX@DELAY"), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_busy_gpu_shows_load_soon_after_start() {
-        let mut sim = Simulator::new(2, 1000);
+        let sim = Simulator::new(2, 1000);
         let last = (0..5u64).map(|t| sim.sample(t * 1000)).last().unwrap();
         assert!(last[0].gpu_util.unwrap() > 40, "{:?}", last[0]);
         assert!(last[0].memory_used.unwrap() > 4 << 30, "{:?}", last[0]);

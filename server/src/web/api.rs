@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use shared::processes::{GpuProcess, UserUsage, usage_by_user};
 use shared::{Device, DevicesResponse};
 
 use super::{ApiError, AppState};
@@ -14,12 +15,48 @@ use crate::telemetry::now_ms;
 pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
     let telemetry = &state.telemetry;
     let latest = telemetry.latest();
+    let details = telemetry.details();
     let devices = telemetry
         .devices()
         .iter()
-        .map(|info| Device { info: info.clone(), latest: latest.iter().find(|s| s.index == info.index).cloned() })
+        .map(|info| Device {
+            info: info.clone(),
+            latest: latest.iter().find(|s| s.index == info.index).cloned(),
+            health: details.health.iter().find(|h| h.index == info.index).cloned(),
+            processes: details.processes.iter().filter(|p| p.device == info.index).cloned().collect(),
+        })
         .collect();
     Json(DevicesResponse { host: telemetry.host().clone(), devices })
+}
+
+/// Body of `GET /api/processes`.
+#[derive(Serialize)]
+pub struct ProcessesResponse {
+    pub simulated: bool,
+    pub processes: Vec<GpuProcess>,
+    /// Per user: GPUs and memory held, biggest first.
+    pub users: Vec<UserUsage>,
+    /// GPUs no process holds, by index.
+    pub free_devices: Vec<u32>,
+}
+
+/// `GET /api/processes`: every GPU process, and who uses what.
+pub async fn processes(State(state): State<AppState>) -> Json<ProcessesResponse> {
+    let telemetry = &state.telemetry;
+    let processes = telemetry.details().processes;
+    let lost: Vec<u32> = telemetry.latest().iter().filter(|s| s.lost.is_some()).map(|s| s.index).collect();
+    let free_devices = telemetry
+        .devices()
+        .iter()
+        .map(|d| d.index)
+        .filter(|i| !lost.contains(i) && !processes.iter().any(|p| p.device == *i))
+        .collect();
+    Json(ProcessesResponse {
+        simulated: telemetry.host().simulated,
+        users: usage_by_user(&processes),
+        processes,
+        free_devices,
+    })
 }
 
 #[derive(Serialize)]
@@ -50,7 +87,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 /// Any other `/api/...` path.
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!(
-        "no endpoint '{}'; the API has /api/devices, /api/history, /healthz and /ws",
+        "no endpoint '{}'; the API has /api/devices, /api/processes, /api/history, /metrics, /healthz and /ws",
         uri.path()
     ))
 }

@@ -43,6 +43,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/devices", get(api::devices))
+        .route("/api/processes", get(api::processes))
         .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
         .route("/ws", get(ws::upgrade))

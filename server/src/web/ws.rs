@@ -45,11 +45,11 @@ async fn stream(socket: WebSocket, state: AppState) {
         loop {
             tokio::select! {
                 tick = ticks.recv() => match tick {
-                    // Already covered by the snapshot.
-                    Ok(frame) if frame.seq <= last_seq => {}
+                    // A tick the snapshot already covered.
+                    Ok(frame) if frame.seq.is_some_and(|seq| seq <= last_seq) => {}
                     Ok(frame) => {
                         send(&mut sink, Message::Text(frame.text)).await?;
-                        last_seq = frame.seq;
+                        last_seq = frame.seq.unwrap_or(last_seq);
                     }
                     Err(RecvError::Lagged(skipped)) => {
                         tracing::debug!(skipped, "slow WebSocket client resynchronised");
@@ -93,7 +93,7 @@ async fn send(sink: &mut Sink, message: Message) -> Result<(), End> {
 async fn send_snapshot(sink: &mut Sink, state: &AppState) -> Result<u64, End> {
     let frame = state.telemetry.snapshot();
     send(sink, Message::Text(frame.text)).await?;
-    Ok(frame.seq)
+    Ok(frame.seq.unwrap_or(0))
 }
 
 async fn send_error(sink: &mut Sink, message: &str) -> Result<(), End> {

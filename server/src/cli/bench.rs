@@ -1,0 +1,165 @@
+//! `gpudash bench`: the lab's experiments headless, through the same queue,
+//! guards and executors as the page, printed as a table or JSON.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
+
+use crate::lab::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
+use crate::lab::store::MemoryRunStore;
+use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors, table};
+use crate::telemetry::hostname;
+
+/// Flags of `gpudash bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// NVML index of the GPU (as nvidia-smi numbers them).
+    #[arg(long, default_value_t = 0)]
+    pub device: u32,
+
+    /// Experiments to run, in order: memory, transfer, streams, precision, latency [default: all].
+    #[arg(value_name = "EXPERIMENT", value_parser = parse_kind)]
+    pub experiments: Vec<ExperimentKind>,
+
+    /// Print the runs as a JSON array (the same shape as GET /api/runs/{id}) instead of a table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Run even where other processes compute on the GPU.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Parameters of one experiment as JSON, e.g. '{"kind":"transfer","sizes":[1048576]}'; repeatable.
+    #[arg(long = "params", value_name = "JSON")]
+    pub params: Vec<String>,
+
+    /// Hard time limit per experiment (e.g. "5m").
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub time_limit: Duration,
+
+    /// Device memory to leave free for others, MiB.
+    #[arg(long, default_value_t = 1024)]
+    pub margin_mib: u64,
+
+    /// Use the simulated executor: no GPU needed, every figure made up and labelled so.
+    #[arg(long)]
+    pub simulate: bool,
+}
+
+fn parse_kind(value: &str) -> Result<ExperimentKind, String> {
+    ExperimentKind::parse(value)
+        .ok_or_else(|| format!("'{value}' is not an experiment; use memory, transfer, streams, precision or latency"))
+}
+
+/// Runs the experiments; non-zero when one could not run, failed, or a check failed.
+pub fn main(args: &BenchArgs) -> ExitCode {
+    let mut params = Vec::new();
+    for text in &args.params {
+        match serde_json::from_str::<ExperimentParams>(text) {
+            Ok(p) => params.push(p),
+            Err(e) => {
+                eprintln!("gpudash bench: --params '{text}' is not valid ({e})");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let kinds = if args.experiments.is_empty() { ExperimentKind::ALL.to_vec() } else { args.experiments.clone() };
+    let config = LabConfig {
+        time_limit: args.time_limit,
+        idle_release: Duration::from_secs(3600),
+        memory_margin: args.margin_mib.saturating_mul(1 << 20),
+    };
+    let setup = match setup(args, config) {
+        Ok(s) => s,
+        Err(message) => {
+            eprintln!("gpudash bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    let lab = Lab::start(setup);
+    let mut runs = Vec::new();
+    let mut ok = true;
+    for kind in kinds {
+        let p = params.iter().find(|p| p.kind() == kind).cloned().unwrap_or_else(|| kind.default_params());
+        let request = RunRequest { device: args.device, params: p, force: args.force };
+        let run = match lab.submit(request, &format!("{}@bench", whoami())) {
+            Ok(run) => wait(&lab, run.summary.id, args.json),
+            Err(e) => {
+                eprintln!("gpudash bench: {} on GPU {}: {e}", kind.name(), args.device);
+                ok = false;
+                continue;
+            }
+        };
+        let Some(run) = run else { continue };
+        ok &= run.summary.status == RunStatus::Succeeded && run.summary.passed != Some(false);
+        if !args.json {
+            println!("{}", table::text(&run));
+        }
+        runs.push(run);
+    }
+    lab.shutdown();
+    if args.json {
+        match serde_json::to_string_pretty(&runs) {
+            Ok(text) => println!("{text}"),
+            Err(e) => eprintln!("gpudash bench: {e}"),
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn whoami() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "cli".to_owned())
+}
+
+/// Polls until the run ends, showing progress on stderr.
+fn wait(lab: &Lab, id: u64, quiet: bool) -> Option<Run> {
+    let mut last = String::new();
+    loop {
+        let run = lab.get(id).ok()?;
+        if run.summary.status.is_final() {
+            if !quiet && !last.is_empty() {
+                eprintln!();
+            }
+            return Some(run);
+        }
+        if let Some(p) = &run.progress {
+            let line = format!("{} {:>3.0}% {}", run.summary.kind.name(), p.fraction * 100.0, p.message);
+            if !quiet && line != last {
+                eprint!("\r\x1b[2K{line}");
+                last = line;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
+    let mut host = LabHost { hostname: hostname(), ..LabHost::default() };
+    if args.simulate {
+        let devices = vec![LabGpu { index: args.device, name: "Simulated H200 (simulated)".into(), uuid: String::new() }];
+        let probe = Arc::new(SimulatedProbe::new(None));
+        return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
+    }
+    cuda::availability().map_err(|e| format!("needs CUDA to run experiments: {e}"))?;
+    let probe = NvmlProbe::open().map_err(|e| format!("needs an NVIDIA GPU and driver: {e}"))?;
+    let count = probe.device_count();
+    let (name, uuid) = probe.identity(args.device).ok_or_else(|| {
+        format!("no GPU {} (NVML sees {count}); pick one with --device 0..{}", args.device, count.saturating_sub(1))
+    })?;
+    host.driver_version = probe.driver_version();
+    host.cuda_driver_version = probe.cuda_driver_version();
+    let devices = vec![LabGpu { index: args.device, name, uuid }];
+    let probe: Arc<dyn DeviceProbe> = Arc::new(probe);
+    Ok(LabSetup {
+        config,
+        host,
+        executors: Ok(cuda_executors(&devices)),
+        devices,
+        probe,
+        store: Arc::new(MemoryRunStore::default()),
+        simulated: false,
+    })
+}

@@ -1,0 +1,52 @@
+//! Subcommands beside serving: `gpudash bench`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod bench;
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::lab::LabConfig;
+
+/// What `gpudash` does instead of serving.
+#[derive(Subcommand, Debug, Clone)]
+pub enum Command {
+    /// Run GPU lab experiments headless and print a table (for SSH sessions, like nvbandwidth).
+    Bench(bench::BenchArgs),
+}
+
+/// The GPU lab's shared-server manners.
+#[derive(Args, Debug, Clone)]
+pub struct LabArgs {
+    /// Hard time limit of one lab run (e.g. "2m").
+    #[arg(long, env = "GPUDASH_LAB_TIME_LIMIT", default_value = "2m", value_parser = parse_duration)]
+    pub lab_time_limit: Duration,
+
+    /// The lab releases its CUDA context and memory pool after this long without experiments.
+    #[arg(long, env = "GPUDASH_LAB_IDLE_RELEASE", default_value = "60s", value_parser = parse_duration)]
+    pub lab_idle_release: Duration,
+
+    /// Device memory every lab run leaves free for other processes, in MiB.
+    #[arg(long, env = "GPUDASH_LAB_MARGIN_MIB", default_value_t = 1024)]
+    pub lab_margin_mib: u64,
+}
+
+impl From<&LabArgs> for LabConfig {
+    fn from(args: &LabArgs) -> Self {
+        Self {
+            time_limit: args.lab_time_limit,
+            idle_release: args.lab_idle_release,
+            memory_margin: args.lab_margin_mib.saturating_mul(1 << 20),
+        }
+    }
+}
+
+fn parse_duration(value: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(value.trim())
+        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 30s, 2m or 1h"))?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("'{value}' is too short; use at least 1s"));
+    }
+    Ok(d)
+}

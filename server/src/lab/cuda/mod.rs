@@ -1,0 +1,295 @@
+//! The real executor: experiments through cudarc (driver API, cuBLAS, NVRTC),
+//! loaded at run time so the same binary starts without CUDA.
+//!
+//! One [`Session`] (context, stream, the device's stream-ordered pool, cuBLAS,
+//! NVRTC kernels) is opened at the first run and released when the lab idles.
+//! cudarc's per-buffer event tracking is turned off: every experiment
+//! synchronizes explicitly, and the extra event records would sit inside the
+//! timed regions.
+#![allow(unsafe_code)]
+
+mod latency;
+mod memory;
+mod precision;
+mod streams;
+mod transfer;
+
+use std::sync::Arc;
+
+use cudarc::cublas::CudaBlas;
+use cudarc::driver::sys::{self, CUevent_flags, CUmemPool_attribute};
+use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, result};
+use shared::lab::{ExperimentParams, RunResult};
+
+use super::executor::{ExperimentError, Executor, PoolUsage, RunContext};
+
+/// Kernels the experiments launch, compiled by NVRTC for the device at hand.
+const KERNELS: &str = r#"
+extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void spin_kernel(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
+"#;
+
+/// Ok when libcuda, libcublas, libcublasLt and libnvrtc can be loaded; otherwise what is missing.
+pub fn availability() -> Result<(), String> {
+    // SAFETY: each check only tries to dlopen the library; no CUDA function is called.
+    let present = unsafe {
+        [
+            ("libcuda (the NVIDIA driver)", cudarc::driver::sys::is_culib_present(), "cuda"),
+            ("libcublas (CUDA 13 runtime libraries)", cudarc::cublas::sys::is_culib_present(), "cublas"),
+            ("libcublasLt (CUDA 13 runtime libraries)", cudarc::cublaslt::sys::is_culib_present(), "cublasLt"),
+            ("libnvrtc (CUDA 13 runtime libraries)", cudarc::nvrtc::sys::is_culib_present(), "nvrtc"),
+        ]
+    };
+    let missing: Vec<String> = present
+        .iter()
+        .filter(|(_, ok, _)| !ok)
+        .map(|(what, _, lib)| {
+            let tried = cudarc::get_lib_name_candidates(lib);
+            format!("{what} not found (tried {})", tried.first().map_or("", String::as_str))
+        })
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("{}; install them or add their folder to LD_LIBRARY_PATH", missing.join(", ")))
+    }
+}
+
+/// A CUDA error as an experiment error naming the step.
+pub(crate) fn cuda_err(what: &str) -> impl Fn(DriverError) -> ExperimentError + '_ {
+    move |e| ExperimentError::Cuda(format!("{what}: {e}"))
+}
+
+/// Any displayable error from cuBLAS or NVRTC, naming the step.
+pub(crate) fn lib_err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> ExperimentError + '_ {
+    move |e| ExperimentError::Cuda(format!("{what}: {e:?}"))
+}
+
+/// Everything the lab holds on one GPU while experiments run.
+pub(crate) struct Session {
+    pub ctx: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub pool: sys::CUmemoryPool,
+    module: Option<Arc<CudaModule>>,
+    blas: Option<Arc<CudaBlas>>,
+}
+
+impl Session {
+    fn open(ordinal: usize) -> Result<Self, ExperimentError> {
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err("creating the CUDA context"))?;
+        // SAFETY: experiments synchronize streams before a buffer is reused on another stream
+        // and before it is freed, which is what cudarc's event tracking would otherwise ensure.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream().map_err(cuda_err("creating a stream"))?;
+        if !ctx.has_async_alloc() {
+            return Err(ExperimentError::Cuda("this GPU has no stream-ordered allocator (cuMemAllocAsync)".into()));
+        }
+        // SAFETY: the device comes from a live context.
+        let pool = unsafe { result::device::get_default_mem_pool(ctx.cu_device()) }
+            .map_err(cuda_err("getting the device's memory pool"))?;
+        let session = Self { ctx, stream, pool, module: None, blas: None };
+        // Keep freed blocks cached, as PyTorch's allocator does, until empty_cache.
+        session.set_release_threshold(u64::MAX)?;
+        Ok(session)
+    }
+
+    fn set_release_threshold(&self, bytes: u64) -> Result<(), ExperimentError> {
+        let mut value = bytes;
+        // SAFETY: the attribute takes a u64 that lives for the call.
+        unsafe {
+            result::mem_pool::set_attribute(
+                self.pool,
+                CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&raw mut value).cast(),
+            )
+        }
+        .map_err(cuda_err("setting the pool's release threshold"))
+    }
+
+    fn attribute(&self, attribute: CUmemPool_attribute) -> Result<u64, ExperimentError> {
+        let mut value: u64 = 0;
+        // SAFETY: both attributes read are u64 values written into `value`.
+        unsafe { result::mem_pool::get_attribute(self.pool, attribute, (&raw mut value).cast()) }
+            .map_err(cuda_err("reading the pool's usage"))?;
+        Ok(value)
+    }
+
+    pub fn usage(&self) -> Result<PoolUsage, ExperimentError> {
+        Ok(PoolUsage {
+            reserved: self.attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+            used: self.attribute(CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+        })
+    }
+
+    /// Releases cached memory until the pool holds at most `keep` bytes.
+    pub fn trim_to(&self, keep: u64) -> Result<(), ExperimentError> {
+        self.stream.synchronize().map_err(cuda_err("synchronizing before trimming"))?;
+        let keep = usize::try_from(keep).unwrap_or(usize::MAX);
+        // SAFETY: the pool belongs to this session's live device.
+        unsafe { result::mem_pool::trim_to(self.pool, keep) }.map_err(cuda_err("trimming the pool"))
+    }
+
+    /// A timing event recorded on `stream` now.
+    pub fn record(&self, stream: &CudaStream) -> Result<CudaEvent, ExperimentError> {
+        stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("recording an event"))
+    }
+
+    pub fn sync(&self) -> Result<(), ExperimentError> {
+        self.ctx.synchronize().map_err(cuda_err("synchronizing the device"))
+    }
+
+    /// An NVRTC-compiled kernel from [`KERNELS`], compiled once per session.
+    pub fn kernel(&mut self, name: &str) -> Result<CudaFunction, ExperimentError> {
+        let module = match &self.module {
+            Some(m) => m.clone(),
+            None => {
+                let (major, minor) = self.ctx.compute_capability().map_err(cuda_err("reading the compute capability"))?;
+                let options = cudarc::nvrtc::CompileOptions {
+                    options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
+                    ..Default::default()
+                };
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, options).map_err(lib_err("NVRTC compile"))?;
+                let module = self.ctx.load_module(ptx).map_err(cuda_err("loading the kernels"))?;
+                self.module = Some(module.clone());
+                module
+            }
+        };
+        module.load_function(name).map_err(cuda_err("finding a kernel"))
+    }
+
+    /// cuBLAS bound to the session's stream.
+    pub fn blas(&mut self) -> Result<Arc<CudaBlas>, ExperimentError> {
+        if let Some(blas) = &self.blas {
+            return Ok(blas.clone());
+        }
+        let blas = Arc::new(CudaBlas::new(self.stream.clone()).map_err(lib_err("creating the cuBLAS handle"))?);
+        self.blas = Some(blas.clone());
+        Ok(blas)
+    }
+
+    fn close(self) {
+        let _ = self.sync();
+        let _ = self.trim_to(0);
+        let _ = self.set_release_threshold(0);
+        // Dropping the last handle releases the primary context and with it all device memory.
+        drop(self.blas);
+        drop(self.module);
+        drop(self.stream);
+        drop(self.ctx);
+    }
+}
+
+/// The CUDA ordinal of the GPU with this NVML UUID ("GPU-xxxxxxxx-..."): the two APIs may order GPUs differently.
+fn ordinal_for(uuid: &str, fallback: usize) -> usize {
+    let Ok(count) = result::device::get_count() else { return fallback };
+    (0..count)
+        .find(|&i| {
+            result::device::get(i)
+                .and_then(result::device::get_uuid)
+                .is_ok_and(|u| format_uuid(&u.bytes.map(|b| b as u8)).eq_ignore_ascii_case(uuid))
+        })
+        .and_then(|i| usize::try_from(i).ok())
+        .unwrap_or(fallback)
+}
+
+/// CUDA's 16 UUID bytes the way NVML writes them.
+fn format_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("GPU-{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// Runs experiments on one GPU through cudarc.
+pub struct CudaExecutor {
+    device: u32,
+    uuid: Option<String>,
+    session: Option<Session>,
+}
+
+impl std::fmt::Debug for CudaExecutor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaExecutor").field("device", &self.device).field("open", &self.session.is_some()).finish()
+    }
+}
+
+impl CudaExecutor {
+    /// The executor for NVML's GPU `device`, matched to CUDA's numbering by `uuid` when given.
+    /// Nothing is opened until the first run.
+    pub fn new(device: u32, uuid: Option<String>) -> Self {
+        Self { device, uuid, session: None }
+    }
+
+    fn session(&mut self) -> Result<&mut Session, ExperimentError> {
+        if self.session.is_none() {
+            result::init().map_err(cuda_err("initialising CUDA"))?;
+            let fallback = self.device as usize;
+            let ordinal = self.uuid.as_deref().map_or(fallback, |u| ordinal_for(u, fallback));
+            self.session = Some(Session::open(ordinal)?);
+        }
+        self.session.as_mut().ok_or_else(|| ExperimentError::Cuda("no CUDA session".into()))
+    }
+}
+
+impl Executor for CudaExecutor {
+    fn simulated(&self) -> bool {
+        false
+    }
+
+    fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        ctx.progress(0.0, "opening the CUDA context");
+        let session = self.session()?;
+        session.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
+        let result = match params {
+            ExperimentParams::Memory(p) => memory::run(session, p, ctx),
+            ExperimentParams::Transfer(p) => transfer::run(session, p, ctx),
+            ExperimentParams::Streams(p) => streams::run(session, p, ctx),
+            ExperimentParams::Precision(p) => precision::run(session, p, ctx),
+            ExperimentParams::Latency(p) => latency::run(session, p, ctx),
+        };
+        // Whatever happened, leave no work in flight before the next run or a release.
+        let synced = session.sync();
+        let result = result?;
+        synced?;
+        ctx.progress(1.0, "done");
+        Ok(result)
+    }
+
+    fn pool(&mut self) -> Option<PoolUsage> {
+        self.session.as_ref().and_then(|s| s.usage().ok())
+    }
+
+    fn empty_cache(&mut self) -> Result<(), ExperimentError> {
+        match &self.session {
+            Some(s) => s.trim_to(0),
+            None => Ok(()),
+        }
+    }
+
+    fn release(&mut self) {
+        if let Some(session) = self.session.take() {
+            session.close();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuids_print_like_nvml() {
+        let bytes = [0x8c, 0x0a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71, 0x82, 0x93, 0xa4, 0xb5, 0xc6, 0xd7, 0xe8];
+        assert_eq!(format_uuid(&bytes), "GPU-8c0a1b2c-3d4e-5f60-7182-93a4b5c6d7e8");
+    }
+
+    #[test]
+    fn without_cuda_the_reason_names_the_library() {
+        if std::path::Path::new("/proc/driver/nvidia").exists() {
+            return;
+        }
+        let reason = availability().unwrap_err();
+        assert!(reason.contains("libcuda") && reason.contains("LD_LIBRARY_PATH"), "{reason}");
+    }
+}

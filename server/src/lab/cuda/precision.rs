@@ -1,0 +1,167 @@
+//! cuBLAS GEMM throughput in fp32, tf32, fp16 and bf16 on random data, each
+//! result checked against a tile computed on the host.
+#![allow(unsafe_code)]
+
+use cudarc::cublas::result::gemm_ex;
+use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
+use half::{bf16, f16};
+use shared::lab::{Dtype, PrecisionParams, RunResult};
+
+use super::{Session, cuda_err, lib_err};
+use crate::lab::executor::{ExperimentError, RunContext};
+use crate::lab::report::{self, GemmSample};
+
+/// Rows and columns of C checked on the host.
+const TILE: usize = 16;
+
+/// Element types cuBLAS multiplies here, and how they convert.
+trait Element: DeviceRepr + ValidAsZeroBits + Copy + Unpin {
+    const DATA: cudaDataType_t;
+    fn from_f32(v: f32) -> Self;
+    fn to_f64(self) -> f64;
+}
+
+impl Element for f32 {
+    const DATA: cudaDataType_t = cudaDataType_t::CUDA_R_32F;
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+}
+
+impl Element for f16 {
+    const DATA: cudaDataType_t = cudaDataType_t::CUDA_R_16F;
+    fn from_f32(v: f32) -> Self {
+        f16::from_f32(v)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+impl Element for bf16 {
+    const DATA: cudaDataType_t = cudaDataType_t::CUDA_R_16BF;
+    fn from_f32(v: f32) -> Self {
+        bf16::from_f32(v)
+    }
+    fn to_f64(self) -> f64 {
+        self.to_f64()
+    }
+}
+
+/// Column-major n×n inputs, uniform in [-1, 1], the same for every type of one size.
+fn inputs(n: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut rng = fastrand::Rng::with_seed(n as u64);
+    let mut gen_matrix = || (0..n * n).map(|_| rng.f32() * 2.0 - 1.0).collect::<Vec<f32>>();
+    (gen_matrix(), gen_matrix())
+}
+
+pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+    let blas = s.blas()?;
+    let mut samples = Vec::new();
+    let total = (p.sizes.len() * p.dtypes.len()) as f64;
+    for (i, &size) in p.sizes.iter().enumerate() {
+        let n = size as usize;
+        ctx.progress((i * p.dtypes.len()) as f64 / total, &format!("generating {n}×{n} random inputs"));
+        let (a, b) = inputs(n);
+        for (j, &dtype) in p.dtypes.iter().enumerate() {
+            ctx.check()?;
+            ctx.progress((i * p.dtypes.len() + j) as f64 / total, &format!("{} GEMM {n}", dtype.name()));
+            let handle = *blas.handle();
+            let (times, error) = match dtype {
+                Dtype::Fp32 => measure::<f32>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
+                Dtype::Tf32 => {
+                    measure::<f32>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32, p, ctx)?
+                }
+                Dtype::Fp16 => measure::<f16>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
+                Dtype::Bf16 => measure::<bf16>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
+            };
+            samples.push(GemmSample { dtype, size, times_ms: times, error, tile: TILE.min(n) as u32 });
+        }
+    }
+    Ok(report::precision(&samples))
+}
+
+/// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, and checks a tile of C.
+#[allow(clippy::too_many_arguments)]
+fn measure<T: Element>(
+    s: &Session,
+    handle: cudarc::cublas::sys::cublasHandle_t,
+    a: &[f32],
+    b: &[f32],
+    n: usize,
+    compute: cublasComputeType_t,
+    p: &PrecisionParams,
+    ctx: &RunContext<'_>,
+) -> Result<(Vec<f64>, f64), ExperimentError> {
+    let a_t: Vec<T> = a.iter().map(|&v| T::from_f32(v)).collect();
+    let b_t: Vec<T> = b.iter().map(|&v| T::from_f32(v)).collect();
+    let stream = &s.stream;
+    let da = stream.clone_htod(&a_t).map_err(cuda_err("uploading A"))?;
+    let db = stream.clone_htod(&b_t).map_err(cuda_err("uploading B"))?;
+    let mut dc: CudaSlice<T> = stream.alloc_zeros(n * n).map_err(cuda_err("allocating C"))?;
+    let dim = i32::try_from(n).map_err(|_| ExperimentError::Cuda("matrix too large".into()))?;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let mut gemm = || -> Result<(), ExperimentError> {
+        let (pa, _ra) = da.device_ptr(stream);
+        let (pb, _rb) = db.device_ptr(stream);
+        let (pc, _rc) = dc.device_ptr_mut(stream);
+        // SAFETY: A, B and C are live n×n buffers of T on this stream; alpha and beta are f32
+        // host values, as the fp32 compute types require.
+        unsafe {
+            gemm_ex(
+                handle,
+                CUBLAS_OP_N,
+                CUBLAS_OP_N,
+                dim,
+                dim,
+                dim,
+                (&raw const alpha).cast(),
+                pa as *const _,
+                T::DATA,
+                dim,
+                pb as *const _,
+                T::DATA,
+                dim,
+                (&raw const beta).cast(),
+                pc as *mut _,
+                T::DATA,
+                dim,
+                compute,
+                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+            )
+        }
+        .map_err(lib_err("cublasGemmEx"))
+    };
+    for _ in 0..p.warmup {
+        gemm()?;
+    }
+    let mut times = Vec::with_capacity(p.repetitions as usize);
+    for _ in 0..p.repetitions {
+        ctx.check()?;
+        let start = s.record(stream)?;
+        gemm()?;
+        let end = s.record(stream)?;
+        times.push(f64::from(start.elapsed_ms(&end).map_err(cuda_err("reading an event"))?));
+    }
+    // The first TILE columns of C (column-major), to compare a TILE×TILE corner with the host.
+    let t = TILE.min(n);
+    let c = stream.clone_dtoh(&dc.slice(0..t * n)).map_err(cuda_err("downloading C"))?;
+    stream.synchronize().map_err(cuda_err("synchronizing"))?;
+    let mut worst: f64 = 0.0;
+    for j in 0..t {
+        for i in 0..t {
+            let reference: f64 = (0..n).map(|l| a_t[i + l * n].to_f64() * b_t[l + j * n].to_f64()).sum();
+            let got = c[i + j * n].to_f64();
+            let error = if got.is_finite() { (got - reference).abs() } else { f64::INFINITY };
+            worst = worst.max(error);
+        }
+    }
+    drop((da, db, dc));
+    stream.synchronize().map_err(cuda_err("synchronizing"))?;
+    Ok((times, worst / (n as f64).sqrt()))
+}

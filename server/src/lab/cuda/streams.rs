@@ -1,0 +1,217 @@
+//! Copy/compute overlap and concurrent kernels, with a per-stream timeline
+//! built from CUDA events.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
+use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
+use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use shared::lab::{RunResult, StreamsParams, TimelineSpan};
+
+use super::{Session, cuda_err, lib_err};
+use crate::lab::executor::{ExperimentError, RunContext};
+use crate::lab::report::{self, StreamsMeasurements};
+
+/// The buffers and handles of one experiment.
+struct Work<'a> {
+    s: &'a Session,
+    copy_stream: Arc<CudaStream>,
+    blas: Arc<CudaBlas>,
+    host: &'a [u8],
+    dev: CudaSlice<u8>,
+    a: CudaSlice<f32>,
+    b: CudaSlice<f32>,
+    c: CudaSlice<f32>,
+    n: i32,
+    spin: CudaFunction,
+    cycles: i64,
+    kernel_streams: Vec<Arc<CudaStream>>,
+}
+
+fn ms(from: &CudaEvent, to: &CudaEvent) -> Result<f64, ExperimentError> {
+    from.elapsed_ms(to).map(f64::from).map_err(cuda_err("reading an event"))
+}
+
+fn span(phase: &str, stream: u32, label: &str, origin: &CudaEvent, from: &CudaEvent, to: &CudaEvent) -> Result<TimelineSpan, ExperimentError> {
+    Ok(TimelineSpan {
+        phase: phase.to_owned(),
+        stream,
+        label: label.to_owned(),
+        start_ms: ms(origin, from)?,
+        end_ms: ms(origin, to)?,
+    })
+}
+
+impl Work<'_> {
+    fn copy_on(&mut self, stream: &CudaStream) -> Result<(), ExperimentError> {
+        let n = self.host.len();
+        stream.memcpy_htod(self.host, &mut self.dev.slice_mut(..n)).map_err(cuda_err("copying"))
+    }
+
+    fn gemm(&mut self) -> Result<(), ExperimentError> {
+        let cfg = GemmConfig {
+            transa: CUBLAS_OP_N,
+            transb: CUBLAS_OP_N,
+            m: self.n,
+            n: self.n,
+            k: self.n,
+            alpha: 1.0f32,
+            lda: self.n,
+            ldb: self.n,
+            beta: 0.0f32,
+            ldc: self.n,
+        };
+        // SAFETY: A, B and C each hold n×n f32 values, matching the configuration.
+        unsafe { self.blas.gemm(cfg, &self.a, &self.b, &mut self.c) }.map_err(lib_err("cuBLAS sgemm"))
+    }
+
+    fn spin(&self, stream: &CudaStream) -> Result<(), ExperimentError> {
+        let mut launch = stream.launch_builder(&self.spin);
+        launch.arg(&self.cycles);
+        let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: spin_kernel takes one long long and touches no memory.
+        unsafe { launch.launch(one) }.map(|_| ()).map_err(cuda_err("launching spin_kernel"))
+    }
+
+    /// Copy then GEMM on one stream: (copy, compute, total) ms and spans.
+    fn serial(&mut self) -> Result<((f64, f64, f64), Vec<TimelineSpan>), ExperimentError> {
+        let main = self.s.stream.clone();
+        let e0 = self.s.record(&main)?;
+        self.copy_on(&main)?;
+        let e1 = self.s.record(&main)?;
+        self.gemm()?;
+        let e2 = self.s.record(&main)?;
+        let phase = "copy+compute, one stream";
+        let spans = vec![span(phase, 0, "copy", &e0, &e0, &e1)?, span(phase, 0, "gemm", &e0, &e1, &e2)?];
+        Ok(((ms(&e0, &e1)?, ms(&e1, &e2)?, ms(&e0, &e2)?), spans))
+    }
+
+    /// GEMM on the main stream while the copy runs on a second one.
+    fn overlapped(&mut self) -> Result<(f64, Vec<TimelineSpan>), ExperimentError> {
+        let main = self.s.stream.clone();
+        let side = self.copy_stream.clone();
+        let origin = self.s.record(&main)?;
+        side.wait(&origin).map_err(cuda_err("joining streams"))?;
+        let copy_start = self.s.record(&side)?;
+        self.copy_on(&side)?;
+        let copy_end = self.s.record(&side)?;
+        self.gemm()?;
+        let gemm_end = self.s.record(&main)?;
+        main.wait(&copy_end).map_err(cuda_err("joining streams"))?;
+        let end = self.s.record(&main)?;
+        let phase = "copy+compute, two streams";
+        let spans = vec![
+            span(phase, 0, "gemm", &origin, &origin, &gemm_end)?,
+            span(phase, 1, "copy", &origin, &copy_start, &copy_end)?,
+        ];
+        Ok((ms(&origin, &end)?, spans))
+    }
+
+    /// The spin kernels on one stream, then one per stream.
+    fn kernels(&mut self) -> Result<((f64, f64), Vec<TimelineSpan>), ExperimentError> {
+        let main = self.s.stream.clone();
+        let k = self.kernel_streams.len();
+        let one = format!("{k} kernels, one stream");
+        let many = format!("{k} kernels, {k} streams");
+        let mut spans = Vec::new();
+        let origin = self.s.record(&main)?;
+        let mut last = self.s.record(&main)?;
+        for _ in 0..k {
+            let start = self.s.record(&main)?;
+            self.spin(&main)?;
+            last = self.s.record(&main)?;
+            spans.push(span(&one, 0, "spin", &origin, &start, &last)?);
+        }
+        let serial = ms(&origin, &last)?;
+        let origin = self.s.record(&main)?;
+        let mut ends = Vec::new();
+        for (i, stream) in self.kernel_streams.iter().enumerate() {
+            stream.wait(&origin).map_err(cuda_err("joining streams"))?;
+            let start = self.s.record(stream)?;
+            self.spin(stream)?;
+            let end = self.s.record(stream)?;
+            ends.push((i, start, end));
+        }
+        for (_, _, end) in &ends {
+            main.wait(end).map_err(cuda_err("joining streams"))?;
+        }
+        let done = self.s.record(&main)?;
+        for (i, start, end) in &ends {
+            spans.push(span(&many, u32::try_from(*i).unwrap_or(0), "spin", &origin, start, end)?);
+        }
+        Ok(((serial, ms(&origin, &done)?), spans))
+    }
+}
+
+pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+    ctx.progress(0.0, "preparing buffers and kernels");
+    let spin = s.kernel("spin_kernel")?;
+    let blas = s.blas()?;
+    let khz = s
+        .ctx
+        .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+        .map_err(cuda_err("reading the clock rate"))?;
+    let cycles = i64::from(khz) * i64::from(p.kernel_us) / 1000;
+    let bytes = usize::try_from(p.copy_bytes).map_err(|_| ExperimentError::Cuda("copy too large".into()))?;
+    // SAFETY: written in full below before any copy reads it.
+    let mut pinned = unsafe { s.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err("allocating pinned memory"))?;
+    let host = pinned.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?;
+    for (i, chunk) in host.chunks_mut(4096).enumerate() {
+        chunk.fill((i % 251) as u8 + 1);
+    }
+    let n = p.gemm_size as usize;
+    let mut rng = fastrand::Rng::with_seed(7);
+    let values: Vec<f32> = (0..n * n).map(|_| rng.f32() * 2.0 - 1.0).collect();
+    let stream = s.stream.clone();
+    let upload = |v: &[f32]| stream.clone_htod(v).map_err(cuda_err("uploading matrices"));
+    // SAFETY: every byte of `dev` is written by the first copy before anything reads it; C is GEMM output.
+    let (dev, c) = unsafe { (stream.alloc::<u8>(bytes), stream.alloc::<f32>(n * n)) };
+    let mut kernel_streams = Vec::new();
+    for _ in 0..p.kernels {
+        kernel_streams.push(s.ctx.new_stream().map_err(cuda_err("creating a stream"))?);
+    }
+    let copy_stream = s.ctx.new_stream().map_err(cuda_err("creating a stream"))?;
+    let mut w = Work {
+        s,
+        copy_stream,
+        blas,
+        host,
+        dev: dev.map_err(cuda_err("allocating device memory"))?,
+        a: upload(&values)?,
+        b: upload(&values)?,
+        c: c.map_err(cuda_err("allocating device memory"))?,
+        n: i32::try_from(n).unwrap_or(i32::MAX),
+        spin,
+        cycles,
+        kernel_streams,
+    };
+    drop(values);
+    w.s.sync()?;
+
+    let mut m = StreamsMeasurements { kernels: p.kernels, ..Default::default() };
+    let rounds = p.warmup + p.repetitions;
+    for round in 0..rounds {
+        ctx.check()?;
+        ctx.progress(f64::from(round) / f64::from(rounds), if round < p.warmup { "warm-up" } else { "timing" });
+        let ((copy, compute, serial), mut spans) = w.serial()?;
+        let (overlapped, more) = w.overlapped()?;
+        spans.extend(more);
+        let ((one, many), more) = w.kernels()?;
+        spans.extend(more);
+        w.s.sync()?;
+        if round >= p.warmup {
+            m.copy_ms.push(copy);
+            m.compute_ms.push(compute);
+            m.serial_ms.push(serial);
+            m.overlapped_ms.push(overlapped);
+            m.kernels_one_stream_ms.push(one);
+            m.kernels_many_streams_ms.push(many);
+            m.timeline = spans;
+        }
+    }
+    w.s.sync()?;
+    drop(w);
+    drop(pinned);
+    Ok(report::streams(m))
+}

@@ -1,0 +1,142 @@
+//! Host↔device and device↔device bandwidth: pageable and pinned host buffers,
+//! written before they are timed, each copy between two CUDA events.
+#![allow(unsafe_code)]
+
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice};
+use shared::lab::{Check, CopyKind, RunResult, TransferParams};
+use shared::units::format_bytes;
+
+use super::{Session, cuda_err};
+use crate::lab::executor::{ExperimentError, RunContext};
+use crate::lab::report::{self, TransferSample};
+
+/// A byte pattern that is not zero, so every page is really written.
+fn fill(buf: &mut [u8]) {
+    for (i, chunk) in buf.chunks_mut(4096).enumerate() {
+        chunk.fill((i % 251) as u8 + 1);
+    }
+}
+
+fn alloc(s: &Session, bytes: usize) -> Result<CudaSlice<u8>, ExperimentError> {
+    // SAFETY: the buffer is filled with memset before anything reads it.
+    let mut d = unsafe { s.stream.alloc::<u8>(bytes) }.map_err(cuda_err("allocating device memory"))?;
+    s.stream.memset_zeros(&mut d).map_err(cuda_err("clearing device memory"))?;
+    Ok(d)
+}
+
+struct Buffers<'a> {
+    src: CudaSlice<u8>,
+    dst: Option<CudaSlice<u8>>,
+    /// Mapped once, so no call sits inside the timed region but the copy.
+    pinned: Option<&'a mut [u8]>,
+    pageable: Vec<u8>,
+}
+
+pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+    let max = usize::try_from(p.sizes.iter().copied().max().unwrap_or(0))
+        .map_err(|_| ExperimentError::Cuda("sizes too large for this host".into()))?;
+    let wants = |kinds: &[CopyKind]| p.copies.iter().any(|c| kinds.contains(c));
+    ctx.progress(0.0, "allocating and writing buffers");
+    let mut pinned = None;
+    if wants(&[CopyKind::H2dPinned, CopyKind::D2hPinned]) {
+        // Flags 0: plain page-locked memory. The default (write-combined) is slow for the CPU to read.
+        // SAFETY: the buffer is written in full just below, before any copy reads it.
+        let buffer = unsafe { s.ctx.alloc_pinned_with_flags::<u8>(max, 0) }.map_err(cuda_err("allocating pinned memory"))?;
+        pinned = Some(buffer);
+    }
+    let mut b = Buffers {
+        src: alloc(s, max)?,
+        dst: if wants(&[CopyKind::D2d]) { Some(alloc(s, max)?) } else { None },
+        pinned: match pinned.as_mut() {
+            Some(p) => Some(p.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?),
+            None => None,
+        },
+        pageable: Vec::new(),
+    };
+    if let Some(host) = b.pinned.as_deref_mut() {
+        fill(host);
+    }
+    if wants(&[CopyKind::H2dPageable, CopyKind::D2hPageable]) {
+        b.pageable = vec![0; max];
+        fill(&mut b.pageable);
+    }
+    s.sync()?;
+
+    let start = s.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("creating an event"))?;
+    let end = s.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("creating an event"))?;
+    let mut samples = Vec::new();
+    let total = (p.copies.len() * p.sizes.len()) as f64;
+    for (i, &copy) in p.copies.iter().enumerate() {
+        for (j, &size) in p.sizes.iter().enumerate() {
+            ctx.check()?;
+            ctx.progress((i * p.sizes.len() + j) as f64 / total, &format!("{} {}", copy.name(), format_bytes(size)));
+            let n = usize::try_from(size).unwrap_or(max).min(max);
+            for _ in 0..p.warmup {
+                copy_once(s, &mut b, copy, n)?;
+            }
+            s.stream.synchronize().map_err(cuda_err("synchronizing after warm-up"))?;
+            let mut times = Vec::with_capacity(p.repetitions as usize);
+            for _ in 0..p.repetitions {
+                times.push(timed(s, &start, &end, || copy_once(s, &mut b, copy, n))?);
+            }
+            samples.push(TransferSample { copy, bytes: size, times_ms: times });
+        }
+    }
+    let mut result = report::transfer(&samples, &ctx.probe.peaks(ctx.device));
+    result.checks.extend(round_trip(s, &mut b, max.min(64 << 20))?);
+    Ok(result)
+}
+
+/// Milliseconds between two events around `f`'s work on the session's stream.
+fn timed(
+    s: &Session,
+    start: &CudaEvent,
+    end: &CudaEvent,
+    f: impl FnOnce() -> Result<(), ExperimentError>,
+) -> Result<f64, ExperimentError> {
+    start.record(&s.stream).map_err(cuda_err("recording an event"))?;
+    f()?;
+    end.record(&s.stream).map_err(cuda_err("recording an event"))?;
+    let ms = start.elapsed_ms(end).map_err(cuda_err("reading an event"))?;
+    Ok(f64::from(ms))
+}
+
+fn copy_once(s: &Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize) -> Result<(), ExperimentError> {
+    let stream = &s.stream;
+    let missing = || ExperimentError::Cuda("buffer missing for this copy".into());
+    match copy {
+        CopyKind::H2dPageable => stream.memcpy_htod(&b.pageable[..n], &mut b.src.slice_mut(..n)),
+        CopyKind::D2hPageable => stream.memcpy_dtoh(&b.src.slice(..n), &mut b.pageable[..n]),
+        CopyKind::H2dPinned => {
+            let host = b.pinned.as_deref().ok_or_else(missing)?;
+            stream.memcpy_htod(&host[..n], &mut b.src.slice_mut(..n))
+        }
+        CopyKind::D2hPinned => {
+            let host = b.pinned.as_deref_mut().ok_or_else(missing)?;
+            stream.memcpy_dtoh(&b.src.slice(..n), &mut host[..n])
+        }
+        CopyKind::D2d => {
+            let dst = b.dst.as_mut().ok_or_else(missing)?;
+            stream.memcpy_dtod(&b.src.slice(..n), &mut dst.slice_mut(..n))
+        }
+    }
+    .map_err(cuda_err("copying"))
+}
+
+/// Uploads a written pattern and reads it back: the copies move the right bytes.
+fn round_trip(s: &Session, b: &mut Buffers<'_>, n: usize) -> Result<Option<Check>, ExperimentError> {
+    let mut pattern = vec![0u8; n];
+    fill(&mut pattern);
+    pattern.iter_mut().step_by(997).for_each(|x| *x = x.wrapping_mul(3));
+    s.stream.memcpy_htod(&pattern, &mut b.src.slice_mut(..n)).map_err(cuda_err("uploading the check pattern"))?;
+    let mut back = vec![0u8; n];
+    s.stream.memcpy_dtoh(&b.src.slice(..n), &mut back).map_err(cuda_err("downloading the check pattern"))?;
+    s.stream.synchronize().map_err(cuda_err("synchronizing"))?;
+    let mismatches = pattern.iter().zip(&back).filter(|(a, b)| a != b).count();
+    Ok(Some(Check {
+        name: "host → device → host round trip is byte-exact".into(),
+        passed: mismatches == 0,
+        detail: format!("{} compared, {mismatches} bytes differ", format_bytes(n as u64)),
+    }))
+}

@@ -1,0 +1,567 @@
+//! The GPU lab: memory, transfer, stream, precision and latency experiments
+//! run on the server's GPUs from the browser or `gpudash bench`.
+//!
+//! A request is validated and guarded ([`plan`], [`guards`]), queued in the
+//! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
+//! ([`worker`]) through an [`executor::Executor`]: cudarc on hardware,
+//! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a [`store::RunStore`];
+//! events go out pre-serialized on a broadcast channel the WebSocket forwards.
+
+pub mod cuda;
+pub mod executor;
+pub mod guards;
+pub mod plan;
+pub mod queue;
+pub mod report;
+pub mod simulated;
+pub mod stats;
+pub mod store;
+pub mod svg;
+pub mod table;
+mod worker;
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use axum::extract::ws::Utf8Bytes;
+use shared::lab::{
+    ExperimentInfo, ExperimentKind, LabDevice, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest,
+    RunStatus, RunSummary, TrimOutcome,
+};
+use shared::ServerMessage;
+use tokio::sync::{broadcast, oneshot};
+
+use self::executor::Executor;
+use self::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
+use self::queue::QueueBook;
+use self::store::{MemoryRunStore, RunFilter, RunStore};
+use crate::telemetry::{Telemetry, encode, now_ms};
+
+/// Events a slow socket may fall behind before it gets a fresh status.
+const EVENT_BACKLOG: usize = 256;
+
+/// How the lab behaves on a shared server.
+#[derive(Debug, Clone)]
+pub struct LabConfig {
+    /// Hard limit on one run.
+    pub time_limit: Duration,
+    /// The lab releases its CUDA context (and pool) after this long without work.
+    pub idle_release: Duration,
+    /// Device memory every run leaves free for others.
+    pub memory_margin: u64,
+}
+
+impl Default for LabConfig {
+    fn default() -> Self {
+        Self { time_limit: Duration::from_secs(120), idle_release: Duration::from_secs(60), memory_margin: 1 << 30 }
+    }
+}
+
+/// How a server's lab is set up besides its GPUs.
+#[derive(Debug, Clone, Default)]
+pub struct LabOptions {
+    pub config: LabConfig,
+    /// Simulated GPUs only: the probe to read (tests make GPUs look busy on it).
+    pub simulated_probe: Option<Arc<SimulatedProbe>>,
+    /// Simulated GPUs only: how long each experiment step sleeps (default 20 ms).
+    pub simulated_step: Option<Duration>,
+}
+
+/// Why a lab request failed; each maps to an HTTP status in `web::lab`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LabError {
+    #[error("the GPU lab is unavailable: {0}")]
+    Unavailable(String),
+    #[error("no GPU {0}; GET /api/lab lists the GPUs")]
+    NoDevice(u32),
+    #[error("invalid parameters: {0}")]
+    Invalid(String),
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("no run {0}")]
+    NoRun(u64),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A GPU as the lab knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabGpu {
+    /// NVML index.
+    pub index: u32,
+    pub name: String,
+    /// NVML's "GPU-…" UUID, used to find the same GPU in CUDA's numbering.
+    pub uuid: String,
+}
+
+/// Facts stored with every run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabHost {
+    pub hostname: String,
+    pub driver_version: Option<String>,
+    pub cuda_driver_version: Option<String>,
+}
+
+/// Makes the executor of one GPU, on that GPU's worker thread.
+pub type ExecutorFactory = Arc<dyn Fn(u32) -> Box<dyn Executor> + Send + Sync>;
+
+/// Everything a lab is built from: pass edges in, so tests choose each.
+pub struct LabSetup {
+    pub config: LabConfig,
+    pub host: LabHost,
+    pub devices: Vec<LabGpu>,
+    pub probe: Arc<dyn DeviceProbe>,
+    pub store: Arc<dyn RunStore>,
+    /// The executors, or why there are none (e.g. "libcuda.so not found").
+    pub executors: Result<ExecutorFactory, String>,
+    pub simulated: bool,
+}
+
+impl LabSetup {
+    /// The lab for what the telemetry shows: simulated GPUs get the simulated executor
+    /// (fast enough for tests), real ones cudarc when its libraries load.
+    pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions) -> Self {
+        let config = options.config.clone();
+        let info = telemetry.host();
+        let simulated = info.simulated;
+        let host = LabHost {
+            hostname: info.hostname.clone(),
+            driver_version: info.driver_version.clone(),
+            cuda_driver_version: info.cuda_driver_version.clone(),
+        };
+        let gpu_error = info.gpu_error.clone();
+        let devices: Vec<LabGpu> = telemetry
+            .devices()
+            .iter()
+            .map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() })
+            .collect();
+        if simulated {
+            let probe = options.simulated_probe.clone().unwrap_or_default();
+            probe.attach(telemetry.clone());
+            let step = options.simulated_step.unwrap_or(Duration::from_millis(20));
+            return Self::simulated(config, host, devices, probe, step);
+        }
+        let store: Arc<dyn RunStore> = Arc::new(MemoryRunStore::default());
+        let unavailable = |reason: String, probe: Arc<dyn DeviceProbe>| Self {
+            config: config.clone(),
+            host: host.clone(),
+            devices: devices.clone(),
+            probe,
+            store: store.clone(),
+            executors: Err(reason),
+            simulated: false,
+        };
+        let probe: Arc<dyn DeviceProbe> = match NvmlProbe::open() {
+            Ok(p) => Arc::new(p),
+            Err(e) => return unavailable(e, Arc::new(SimulatedProbe::new(None))),
+        };
+        if devices.is_empty() {
+            return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
+        }
+        match cuda::availability() {
+            Ok(()) => Self {
+                config,
+                host,
+                devices,
+                probe,
+                store,
+                executors: Ok(cuda_executors(&devices)),
+                simulated: false,
+            },
+            Err(reason) => unavailable(reason, probe),
+        }
+    }
+
+    /// The simulated executor on `devices`; each of its steps sleeps `step` so progress and cancel show.
+    pub fn simulated(
+        config: LabConfig,
+        host: LabHost,
+        devices: Vec<LabGpu>,
+        probe: Arc<dyn DeviceProbe>,
+        step: Duration,
+    ) -> Self {
+        Self {
+            config,
+            host,
+            devices,
+            probe,
+            store: Arc::new(MemoryRunStore::default()),
+            executors: Ok(Arc::new(move |_| {
+                Box::new(simulated::SimulatedExecutor::new(step)) as Box<dyn Executor>
+            })),
+            simulated: true,
+        }
+    }
+}
+
+/// cudarc executors for `devices`, each matched to its CUDA ordinal by UUID.
+pub fn cuda_executors(devices: &[LabGpu]) -> ExecutorFactory {
+    let uuids: Vec<(u32, String)> = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
+    Arc::new(move |device| {
+        let uuid = uuids.iter().find(|(i, _)| *i == device).map(|(_, u)| u.clone());
+        Box::new(cuda::CudaExecutor::new(device, uuid)) as Box<dyn Executor>
+    })
+}
+
+/// State the workers and the handlers share.
+pub(crate) struct Shared {
+    config: LabConfig,
+    availability: Result<(), String>,
+    simulated: bool,
+    host: LabHost,
+    devices: Vec<LabGpu>,
+    probe: Arc<dyn DeviceProbe>,
+    store: Arc<dyn RunStore>,
+    book: Mutex<QueueBook>,
+    pools: Mutex<Vec<LabDevice>>,
+    events: broadcast::Sender<Utf8Bytes>,
+}
+
+impl Shared {
+    fn book(&self) -> MutexGuard<'_, QueueBook> {
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn pools(&self) -> MutexGuard<'_, Vec<LabDevice>> {
+        self.pools.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn status(&self) -> LabStatus {
+        LabStatus {
+            available: self.availability.is_ok(),
+            reason: self.availability.clone().err(),
+            simulated: self.simulated,
+            devices: self.pools().clone(),
+            queue: self.book().entries(),
+            time_limit_ms: millis(self.config.time_limit),
+            idle_release_ms: millis(self.config.idle_release),
+        }
+    }
+
+    pub(crate) fn emit(&self, event: LabEvent) {
+        // Nobody listening is normal.
+        let _ = self.events.send(encode(&ServerMessage::Lab(event)));
+    }
+
+    pub(crate) fn emit_status(&self) {
+        self.emit(LabEvent::Status(self.status()));
+    }
+
+    pub(crate) fn save(&self, run: &Run) {
+        if let Err(e) = self.store.save(run) {
+            tracing::error!(run = run.summary.id, "{e}");
+        }
+    }
+
+    pub(crate) fn set_pool(&self, device: u32, pool: Option<executor::PoolUsage>) {
+        if let Some(d) = self.pools().iter_mut().find(|d| d.index == device) {
+            d.context_open = pool.is_some();
+            d.pool_reserved = pool.map_or(0, |p| p.reserved);
+            d.pool_used = pool.map_or(0, |p| p.used);
+        }
+    }
+
+    fn pool_of(&self, device: u32) -> Option<LabDevice> {
+        self.pools().iter().find(|d| d.index == device).cloned()
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The lab: submit, cancel, look up runs, trim pools; one worker thread per GPU.
+pub struct Lab {
+    shared: Arc<Shared>,
+    workers: Mutex<Vec<worker::Worker>>,
+}
+
+impl std::fmt::Debug for Lab {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lab").field("available", &self.shared.availability).finish_non_exhaustive()
+    }
+}
+
+impl Lab {
+    /// Starts one worker thread per GPU (none when the lab is unavailable).
+    pub fn start(setup: LabSetup) -> Self {
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
+        let pools = setup
+            .devices
+            .iter()
+            .map(|d| LabDevice { index: d.index, context_open: false, pool_reserved: 0, pool_used: 0 })
+            .collect();
+        let availability = setup.executors.as_ref().map(|_| ()).map_err(Clone::clone);
+        let shared = Arc::new(Shared {
+            config: setup.config,
+            availability,
+            simulated: setup.simulated,
+            host: setup.host,
+            devices: setup.devices,
+            probe: setup.probe,
+            store: setup.store,
+            book: Mutex::default(),
+            pools: Mutex::new(pools),
+            events,
+        });
+        let mut workers = Vec::new();
+        if let Ok(factory) = setup.executors {
+            for device in &shared.devices {
+                match worker::Worker::spawn(device.index, shared.clone(), factory.clone()) {
+                    Ok(w) => workers.push(w),
+                    Err(e) => tracing::error!(device = device.index, "cannot start the lab's worker thread: {e}"),
+                }
+            }
+        }
+        if let Err(reason) = &shared.availability {
+            tracing::info!("GPU lab unavailable: {reason}");
+        }
+        Self { shared, workers: Mutex::new(workers) }
+    }
+
+    pub fn status(&self) -> LabStatus {
+        self.shared.status()
+    }
+
+    /// Lab events, each a serialized `ServerMessage::Lab`.
+    pub fn subscribe(&self) -> broadcast::Receiver<Utf8Bytes> {
+        self.shared.events.subscribe()
+    }
+
+    /// The current status as a WebSocket frame, to resynchronise a client that fell behind.
+    pub fn status_frame(&self) -> Utf8Bytes {
+        encode(&ServerMessage::Lab(LabEvent::Status(self.status())))
+    }
+
+    /// The experiments with their defaults, for the page's forms.
+    pub fn experiments() -> Vec<ExperimentInfo> {
+        ExperimentKind::ALL
+            .into_iter()
+            .map(|kind| {
+                let (title, description) = describe(kind);
+                ExperimentInfo {
+                    kind,
+                    title: title.to_owned(),
+                    description: description.to_owned(),
+                    defaults: kind.default_params(),
+                }
+            })
+            .collect()
+    }
+
+    /// Validates, guards and queues a run. Blocking (NVML): call from `spawn_blocking`.
+    pub fn submit(&self, request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
+        let shared = &self.shared;
+        shared.availability.clone().map_err(LabError::Unavailable)?;
+        let info = shared.devices.iter().find(|d| d.index == request.device).ok_or(LabError::NoDevice(request.device))?;
+        plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
+        let run_plan = self.plan(&request)?;
+        let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
+        let run = Run {
+            summary: RunSummary {
+                id,
+                device: request.device,
+                kind: request.params.kind(),
+                status: RunStatus::Queued,
+                requested_by: requested_by.to_owned(),
+                submitted_ms: now_ms(),
+                started_ms: None,
+                finished_ms: None,
+                simulated: shared.simulated,
+                passed: None,
+                error: None,
+            },
+            params: request.params,
+            force: request.force,
+            plan: run_plan,
+            environment: RunEnvironment {
+                gpu_name: info.name.clone(),
+                gpu_uuid: info.uuid.clone(),
+                driver_version: shared.host.driver_version.clone(),
+                cuda_driver_version: shared.host.cuda_driver_version.clone(),
+                gpudash_version: env!("CARGO_PKG_VERSION").to_owned(),
+                hostname: shared.host.hostname.clone(),
+            },
+            progress: None,
+            result: None,
+            previous_id: None,
+        };
+        shared.save(&run);
+        shared.book().push(run.clone());
+        let sent = self.with_worker(request.device, |w| w.send_run(id));
+        if !sent {
+            shared.book().remove(id);
+            return Err(LabError::Internal(format!("GPU {}'s lab worker has stopped", request.device)));
+        }
+        tracing::info!(id, device = request.device, kind = run.summary.kind.name(), by = requested_by, "lab run queued");
+        shared.emit(LabEvent::Run(run.summary.clone()));
+        shared.emit_status();
+        Ok(run)
+    }
+
+    /// The memory and process checks, said before the run is queued; the worker checks again at start.
+    fn plan(&self, request: &RunRequest) -> Result<RunPlan, LabError> {
+        let shared = &self.shared;
+        let footprint = plan::footprint(&request.params);
+        let pool = shared.pool_of(request.device);
+        let context_open = pool.as_ref().is_some_and(|p| p.context_open);
+        let idle = pool.map_or(0, |p| p.pool_reserved.saturating_sub(p.pool_used));
+        let need = guards::device_need(&footprint, context_open);
+        let memory = shared.probe.memory(request.device);
+        let margin = shared.config.memory_margin;
+        let mut notes = vec![guards::check_memory(request.device, need, memory, idle, margin).map_err(refused)?];
+        let processes = shared.probe.compute_processes(request.device);
+        let own = std::process::id();
+        notes.extend(guards::check_processes(request.device, processes, own, context_open, request.force).map_err(refused)?);
+        if footprint.pinned_host + footprint.host > 0 {
+            notes.push(format!(
+                "needs {} of page-locked and {} of ordinary host memory",
+                shared::units::format_bytes(footprint.pinned_host),
+                shared::units::format_bytes(footprint.host)
+            ));
+        }
+        let limit = millis(shared.config.time_limit);
+        notes.push(format!("stops at the time limit of {} s", limit / 1000));
+        Ok(RunPlan {
+            device_bytes: need,
+            pinned_host_bytes: footprint.pinned_host,
+            host_bytes: footprint.host,
+            free_bytes: memory.map(|m| m.free),
+            margin_bytes: margin,
+            time_limit_ms: limit,
+            notes,
+        })
+    }
+
+    /// Cancels a queued run at once, or asks a running one to stop at its next check.
+    pub fn cancel(&self, id: u64) -> Result<RunSummary, LabError> {
+        let shared = &self.shared;
+        let mut book = shared.book();
+        let Some(active) = book.get(id) else {
+            drop(book);
+            return match shared.store.get(id).map_err(|e| LabError::Internal(e.to_string()))? {
+                Some(run) => Err(LabError::Conflict(format!(
+                    "run {id} already ended ({})",
+                    serde_json::to_value(run.summary.status).map(|v| v.to_string()).unwrap_or_default()
+                ))),
+                None => Err(LabError::NoRun(id)),
+            };
+        };
+        active.cancel.store(true, Ordering::Relaxed);
+        if active.run.summary.status == RunStatus::Running {
+            return Ok(active.run.summary.clone());
+        }
+        let mut run = book.remove(id).map(|a| a.run).ok_or(LabError::NoRun(id))?;
+        drop(book);
+        run.summary.status = RunStatus::Cancelled;
+        run.summary.finished_ms = Some(now_ms());
+        run.summary.error = Some("cancelled before it started".into());
+        shared.save(&run);
+        shared.emit(LabEvent::Run(run.summary.clone()));
+        shared.emit_status();
+        Ok(run.summary)
+    }
+
+    /// A run with its result, live progress while it runs, and its predecessor for overlays.
+    pub fn get(&self, id: u64) -> Result<Run, LabError> {
+        let shared = &self.shared;
+        let live = shared.book().get(id).map(|a| a.run.clone());
+        let mut run = match live {
+            Some(run) => run,
+            None => shared.store.get(id).map_err(|e| LabError::Internal(e.to_string()))?.ok_or(LabError::NoRun(id))?,
+        };
+        run.previous_id = self.previous(&run);
+        Ok(run)
+    }
+
+    fn previous(&self, run: &Run) -> Option<u64> {
+        let filter = RunFilter {
+            device: Some(run.summary.device),
+            kind: Some(run.summary.kind),
+            status: Some(RunStatus::Succeeded),
+            before: Some(run.summary.id),
+            limit: 1,
+        };
+        self.shared.store.list(&filter).ok()?.first().map(|r| r.id)
+    }
+
+    /// Runs, newest first.
+    pub fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, LabError> {
+        self.shared.store.list(filter).map_err(|e| LabError::Internal(e.to_string()))
+    }
+
+    /// Trims the lab's pool on `device`, between runs only.
+    pub async fn empty_cache(&self, device: u32) -> Result<TrimOutcome, LabError> {
+        let shared = &self.shared;
+        shared.availability.clone().map_err(LabError::Unavailable)?;
+        if !shared.devices.iter().any(|d| d.index == device) {
+            return Err(LabError::NoDevice(device));
+        }
+        if shared.book().pending_on(device) > 0 {
+            return Err(LabError::Conflict(format!(
+                "GPU {device} has lab runs queued or running; empty the cache once they end"
+            )));
+        }
+        let (reply, answer) = oneshot::channel();
+        if !self.with_worker(device, |w| w.send_trim(reply)) {
+            return Err(LabError::Internal(format!("GPU {device}'s lab worker has stopped")));
+        }
+        match tokio::time::timeout(Duration::from_secs(20), answer).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(LabError::Internal("the lab worker stopped while trimming".into())),
+            Err(_) => Err(LabError::Internal("trimming took longer than 20 s".into())),
+        }
+    }
+
+    fn with_worker(&self, device: u32, f: impl FnOnce(&worker::Worker) -> bool) -> bool {
+        let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        workers.iter().find(|w| w.device == device).is_some_and(f)
+    }
+
+    /// Cancels every run, releases every GPU and joins the workers. Blocking.
+    pub fn shutdown(&self) {
+        self.shared.book().cancel_all();
+        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
+        for w in workers {
+            w.stop();
+        }
+    }
+}
+
+fn refused(r: guards::Refusal) -> LabError {
+    LabError::Refused(r.0)
+}
+
+/// Title and one-paragraph description of an experiment.
+pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
+    match kind {
+        ExperimentKind::Memory => (
+            "Memory: the caching allocator",
+            "Allocates blocks from the driver's stream-ordered pool, frees some, and shows allocated (pool used) \
+             vs reserved (pool reserved) vs the device's NVML used at every step; then trims the pool \
+             (empty_cache). Also times an allocation served from the pool against a fresh one.",
+        ),
+        ExperimentKind::Transfer => (
+            "Transfer: host and device bandwidth",
+            "H2D and D2H copies from pageable and pinned host memory, and D2D, from 4 KiB to 1 GiB, against the \
+             PCIe link's and HBM's peaks. Host buffers are written before they are timed.",
+        ),
+        ExperimentKind::Streams => (
+            "Streams: overlap and concurrency",
+            "A pinned copy and an fp32 GEMM serial on one stream vs overlapped on two; N independent kernels on \
+             one stream vs N streams; a per-stream timeline from CUDA events.",
+        ),
+        ExperimentKind::Precision => (
+            "Precision: GEMM throughput per type",
+            "cuBLAS GEMM in fp32, tf32, fp16 and bf16 on random data; TFLOP/s, and each result checked against a \
+             tile computed on the host.",
+        ),
+        ExperimentKind::Latency => (
+            "Latency: launch, record, synchronize",
+            "The cost of launching an empty NVRTC-compiled kernel, recording an event and synchronizing a stream.",
+        ),
+    }
+}

@@ -1,0 +1,219 @@
+//! An executor without a GPU: figures from a model of an H200 on PCIe Gen5,
+//! with jitter, paced by sleeps so progress, the queue and cancel can be seen
+//! and tested. Every run it makes is labelled simulated.
+
+use std::time::Duration;
+
+use shared::lab::{
+    CopyKind, ExperimentParams, LatencyParams, MemoryParams, MemoryStep, PrecisionParams, RunResult, StreamsParams,
+    TimelineSpan, TransferParams,
+};
+
+use super::executor::{ExperimentError, Executor, PoolUsage, RunContext};
+use super::guards::LinkPeaks;
+use super::plan::{CONTEXT_OVERHEAD, footprint};
+use super::report::{self, GemmSample, MemoryMeasurements, StreamsMeasurements, TransferSample};
+
+/// The simulated GPU's pool: what a run left cached, while its "context" is open.
+#[derive(Debug)]
+pub struct SimulatedExecutor {
+    step: Duration,
+    pool: Option<PoolUsage>,
+}
+
+impl SimulatedExecutor {
+    /// Each step of an experiment sleeps `step`.
+    pub fn new(step: Duration) -> Self {
+        Self { step, pool: None }
+    }
+
+    fn pace(&self, ctx: &RunContext<'_>, fraction: f64, message: &str) -> Result<(), ExperimentError> {
+        ctx.check()?;
+        ctx.progress(fraction, message);
+        std::thread::sleep(self.step);
+        ctx.check()
+    }
+}
+
+/// `n` samples around `value`, ±2%.
+fn jitter(value: f64, n: u32) -> Vec<f64> {
+    (0..n).map(|_| value * (0.98 + 0.04 * fastrand::f64())).collect()
+}
+
+impl Executor for SimulatedExecutor {
+    fn simulated(&self) -> bool {
+        true
+    }
+
+    fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        self.pool.get_or_insert_with(PoolUsage::default);
+        let result = match params {
+            ExperimentParams::Memory(p) => self.memory(p, ctx)?,
+            ExperimentParams::Transfer(p) => self.transfer(p, ctx, &ctx.probe.peaks(ctx.device))?,
+            ExperimentParams::Streams(p) => self.streams(p, ctx)?,
+            ExperimentParams::Precision(p) => self.precision(p, ctx)?,
+            ExperimentParams::Latency(p) => self.latency(p, ctx)?,
+        };
+        // Like the real pool, freed buffers stay cached until empty_cache or release.
+        if !matches!(params, ExperimentParams::Memory(_)) {
+            self.pool = Some(PoolUsage { reserved: footprint(params).device, used: 0 });
+        }
+        ctx.progress(1.0, "done");
+        Ok(result)
+    }
+
+    fn pool(&mut self) -> Option<PoolUsage> {
+        self.pool
+    }
+
+    fn empty_cache(&mut self) -> Result<(), ExperimentError> {
+        if let Some(pool) = &mut self.pool {
+            pool.reserved = pool.used;
+        }
+        Ok(())
+    }
+
+    fn release(&mut self) {
+        self.pool = None;
+    }
+}
+
+impl SimulatedExecutor {
+    fn memory(&mut self, p: &MemoryParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        let base = ctx.probe.memory(ctx.device).map_or(0, |m| m.used) + CONTEXT_OVERHEAD;
+        let mut steps = Vec::new();
+        let (mut allocated, mut reserved) = (0u64, 0u64);
+        let step = |label: String, allocated: u64, reserved: u64| MemoryStep {
+            label,
+            allocated,
+            reserved,
+            nvml_used: Some(base + reserved),
+        };
+        steps.push(step("start".into(), 0, 0));
+        let total = f64::from(p.blocks) + 4.0;
+        for i in 0..p.blocks {
+            allocated += p.block_bytes;
+            reserved = reserved.max(allocated);
+            steps.push(step(format!("alloc block {}", i + 1), allocated, reserved));
+            self.pace(ctx, f64::from(i) / total, &format!("allocating block {} of {}", i + 1, p.blocks))?;
+        }
+        let freed = (0..p.blocks).filter(|i| i % p.free_every == p.free_every - 1).count() as u64;
+        allocated -= freed * p.block_bytes;
+        steps.push(step(format!("free {freed} blocks"), allocated, reserved));
+        self.pace(ctx, (total - 4.0) / total, "timing pool-served vs fresh allocations")?;
+        let pooled_us = jitter(3.0, p.repetitions);
+        let fresh_us = jitter(40.0 + p.block_bytes as f64 / 1e9 * 120.0, p.repetitions);
+        steps.push(step("free all".into(), 0, reserved));
+        self.pace(ctx, (total - 2.0) / total, "empty_cache")?;
+        steps.push(step("empty_cache".into(), 0, 0));
+        Ok(report::memory(MemoryMeasurements { steps, pooled_us, fresh_us }))
+    }
+
+    fn transfer(
+        &mut self,
+        p: &TransferParams,
+        ctx: &RunContext<'_>,
+        peaks: &LinkPeaks,
+    ) -> Result<RunResult, ExperimentError> {
+        let mut samples = Vec::new();
+        let total = (p.copies.len() * p.sizes.len()) as f64;
+        for (i, &copy) in p.copies.iter().enumerate() {
+            let (gbps, latency_us) = match copy {
+                CopyKind::H2dPinned => (55.3, 8.0),
+                CopyKind::D2hPinned => (55.1, 8.0),
+                CopyKind::H2dPageable => (7.0, 15.0),
+                CopyKind::D2hPageable => (11.5, 15.0),
+                CopyKind::D2d => (2.0 * 4230.0 / 2.0, 4.0),
+            };
+            for (j, &bytes) in p.sizes.iter().enumerate() {
+                let moved = if copy == CopyKind::D2d { 2 * bytes } else { bytes } as f64;
+                let ms = latency_us / 1e3 + moved / (gbps * 1e9) * 1e3;
+                samples.push(TransferSample { copy, bytes, times_ms: jitter(ms, p.repetitions) });
+                let done = (i * p.sizes.len() + j) as f64 / total;
+                if j % 3 == 2 {
+                    self.pace(ctx, done, &format!("{} {}", copy.name(), shared::units::format_bytes(bytes)))?;
+                }
+            }
+        }
+        Ok(report::transfer(&samples, peaks))
+    }
+
+    fn streams(&mut self, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        let copy = p.copy_bytes as f64 / 55.3e9 * 1e3;
+        let compute = 2.0 * f64::from(p.gemm_size).powi(3) / 51e12 * 1e3;
+        let kernel = f64::from(p.kernel_us) / 1e3;
+        let k = p.kernels;
+        let mut timeline = vec![
+            span("copy+compute, one stream", 0, "copy", 0.0, copy),
+            span("copy+compute, one stream", 0, "gemm", copy, copy + compute),
+            span("copy+compute, two streams", 0, "gemm", 0.0, compute),
+            span("copy+compute, two streams", 1, "copy", 0.0, copy),
+        ];
+        for s in 0..k {
+            let start = f64::from(s) * kernel;
+            timeline.push(span(&format!("{k} kernels, one stream"), 0, "spin", start, start + kernel));
+            let lag = 0.002 * f64::from(s);
+            timeline.push(span(&format!("{k} kernels, {k} streams"), s, "spin", lag, lag + kernel));
+        }
+        for (i, phase) in ["copy alone", "compute alone", "one stream", "two streams", "kernels"].iter().enumerate() {
+            self.pace(ctx, i as f64 / 5.0, phase)?;
+        }
+        let n = p.repetitions;
+        Ok(report::streams(StreamsMeasurements {
+            copy_ms: jitter(copy, n),
+            compute_ms: jitter(compute, n),
+            serial_ms: jitter(copy + compute, n),
+            overlapped_ms: jitter(compute.max(copy) * 1.004, n),
+            kernels: k,
+            kernels_one_stream_ms: jitter(kernel * f64::from(k), n),
+            kernels_many_streams_ms: jitter(kernel * 1.05, n),
+            timeline,
+        }))
+    }
+
+    fn precision(&mut self, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        let mut samples = Vec::new();
+        let total = (p.sizes.len() * p.dtypes.len()) as f64;
+        for (i, &size) in p.sizes.iter().enumerate() {
+            for (j, &dtype) in p.dtypes.iter().enumerate() {
+                let peak = match dtype {
+                    shared::lab::Dtype::Fp32 => 51.0,
+                    shared::lab::Dtype::Tf32 => 414.0,
+                    shared::lab::Dtype::Fp16 => 770.0,
+                    shared::lab::Dtype::Bf16 => 799.0,
+                };
+                let n3 = f64::from(size).powi(3);
+                let efficiency = n3 / (n3 + 1024f64.powi(3));
+                let ms = 2.0 * n3 / (peak * 1e12 * efficiency) * 1e3;
+                samples.push(GemmSample {
+                    dtype,
+                    size,
+                    times_ms: jitter(ms, p.repetitions),
+                    error: dtype.tolerance() * 0.08,
+                    tile: 16,
+                });
+                self.pace(ctx, (i * p.dtypes.len() + j) as f64 / total, &format!("{} {size}", dtype.name()))?;
+            }
+        }
+        Ok(report::precision(&samples))
+    }
+
+    fn latency(&mut self, p: &LatencyParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        let n = p.repetitions;
+        let figures = [
+            ("kernel launch (host)", jitter(4.0, n)),
+            ("event record (host)", jitter(1.4, n)),
+            ("synchronize, idle stream (host)", jitter(1.5, n)),
+            ("launch + synchronize (host)", jitter(8.9, n)),
+            ("empty kernel back to back (GPU, events)", jitter(1.9, n)),
+        ];
+        for (i, (name, _)) in figures.iter().enumerate() {
+            self.pace(ctx, i as f64 / figures.len() as f64, name)?;
+        }
+        Ok(report::latency(&figures))
+    }
+}
+
+fn span(phase: &str, stream: u32, label: &str, start_ms: f64, end_ms: f64) -> TimelineSpan {
+    TimelineSpan { phase: phase.to_owned(), stream, label: label.to_owned(), start_ms, end_ms }
+}

@@ -1,0 +1,202 @@
+//! One thread per GPU: runs that GPU's queue in order, trims its pool on
+//! request, and releases the CUDA context after an idle period.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use shared::lab::{LabEvent, Progress, RunStatus, TrimOutcome};
+use tokio::sync::oneshot;
+
+use super::executor::{ExperimentError, Executor, RunContext, panic_message};
+use super::{ExecutorFactory, LabError, Shared, guards, plan};
+use crate::telemetry::now_ms;
+
+/// Progress events go out at most this often per run.
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+enum Command {
+    Run(u64),
+    Trim(oneshot::Sender<Result<TrimOutcome, LabError>>),
+    Stop,
+}
+
+/// The handle of one GPU's worker thread.
+pub(crate) struct Worker {
+    pub device: u32,
+    tx: mpsc::Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Worker {
+    pub fn spawn(device: u32, shared: Arc<Shared>, factory: ExecutorFactory) -> std::io::Result<Self> {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("lab-gpu{device}"))
+            .spawn(move || serve(device, &shared, &factory, &rx))?;
+        Ok(Self { device, tx, thread: Some(thread) })
+    }
+
+    pub fn send_run(&self, id: u64) -> bool {
+        self.tx.send(Command::Run(id)).is_ok()
+    }
+
+    pub fn send_trim(&self, reply: oneshot::Sender<Result<TrimOutcome, LabError>>) -> bool {
+        self.tx.send(Command::Trim(reply)).is_ok()
+    }
+
+    /// Stops after the current run (which was asked to cancel) and joins the thread.
+    pub fn stop(mut self) {
+        let _ = self.tx.send(Command::Stop);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(device: u32, shared: &Shared, factory: &ExecutorFactory, rx: &mpsc::Receiver<Command>) {
+    let mut executor = factory(device);
+    loop {
+        match rx.recv_timeout(shared.config.idle_release) {
+            Ok(Command::Run(id)) => run_one(device, shared, executor.as_mut(), id),
+            Ok(Command::Trim(reply)) => {
+                let _ = reply.send(trim(device, shared, executor.as_mut()));
+            }
+            Ok(Command::Stop) | Err(RecvTimeoutError::Disconnected) => {
+                release(device, shared, executor.as_mut());
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if guarded(|| executor.pool()).ok().flatten().is_some() {
+                    tracing::info!(device, "lab idle: releasing the CUDA context and its pool");
+                    release(device, shared, executor.as_mut());
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f`, turning a panic (e.g. a library that vanished) into an error.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, ExperimentError> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|p| ExperimentError::Panicked(panic_message(p.as_ref())))
+}
+
+fn release(device: u32, shared: &Shared, executor: &mut dyn Executor) {
+    let before = guarded(|| executor.pool()).ok().flatten();
+    let _ = guarded(|| executor.release());
+    shared.set_pool(device, None);
+    if let Some(pool) = before {
+        shared.emit(LabEvent::Trimmed(TrimOutcome {
+            device,
+            reserved_before: pool.reserved,
+            reserved_after: 0,
+            released_bytes: pool.reserved,
+        }));
+        shared.emit_status();
+    }
+}
+
+fn trim(device: u32, shared: &Shared, executor: &mut dyn Executor) -> Result<TrimOutcome, LabError> {
+    let internal = |e: ExperimentError| LabError::Internal(format!("empty_cache on GPU {device} failed: {e}"));
+    let before = guarded(|| executor.pool()).map_err(internal)?;
+    let Some(before) = before else {
+        return Ok(TrimOutcome { device, reserved_before: 0, reserved_after: 0, released_bytes: 0 });
+    };
+    guarded(|| executor.empty_cache()).map_err(internal)?.map_err(internal)?;
+    let after = guarded(|| executor.pool()).map_err(internal)?.unwrap_or_default();
+    shared.set_pool(device, Some(after));
+    let outcome = TrimOutcome {
+        device,
+        reserved_before: before.reserved,
+        reserved_after: after.reserved,
+        released_bytes: before.reserved.saturating_sub(after.reserved),
+    };
+    shared.emit(LabEvent::Trimmed(outcome));
+    shared.emit_status();
+    Ok(outcome)
+}
+
+fn run_one(device: u32, shared: &Shared, executor: &mut dyn Executor, id: u64) {
+    let Some((mut run, cancel)) = shared.book().get(id).map(|a| (a.run.clone(), a.cancel.clone())) else {
+        return; // cancelled while queued
+    };
+    if cancel.load(Ordering::Relaxed) {
+        return;
+    }
+    // Check again: the GPU may have filled up or got busy while the run waited.
+    let pool = guarded(|| executor.pool()).ok().flatten();
+    let context_open = pool.is_some();
+    let idle = pool.map_or(0, |p| p.reserved.saturating_sub(p.used));
+    let need = guards::device_need(&plan::footprint(&run.params), context_open);
+    let refusal = guards::check_memory(device, need, shared.probe.memory(device), idle, shared.config.memory_margin)
+        .and_then(|_| {
+            let processes = shared.probe.compute_processes(device);
+            guards::check_processes(device, processes, std::process::id(), context_open, run.force)
+        })
+        .err();
+
+    run.summary.started_ms = Some(now_ms());
+    if let Some(refusal) = refusal {
+        finish(shared, run, Err(format!("refused at start: {}", refusal.0)), RunStatus::Failed);
+        return;
+    }
+    run.summary.status = RunStatus::Running;
+    if let Some(active) = shared.book().get_mut(id) {
+        active.run = run.clone();
+    }
+    shared.save(&run);
+    shared.emit(LabEvent::Run(run.summary.clone()));
+    shared.emit_status();
+
+    let last_progress = Mutex::new(None::<Instant>);
+    let on_progress = |fraction: f64, message: &str| {
+        let progress = Progress { fraction, message: message.to_owned() };
+        if let Some(active) = shared.book().get_mut(id) {
+            active.run.progress = Some(progress.clone());
+        }
+        let mut last = last_progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || fraction >= 1.0 {
+            *last = Some(Instant::now());
+            shared.emit(LabEvent::Progress { id, device, progress });
+        }
+    };
+    let ctx = RunContext::new(device, shared.probe.as_ref(), &cancel, shared.config.time_limit, &on_progress);
+    let params = run.params.clone();
+    let outcome = guarded(|| executor.run(&params, &ctx)).and_then(|r| r);
+    if matches!(outcome, Err(ExperimentError::Panicked(_))) {
+        // The executor's state is unknown after a panic: start from a fresh context next time.
+        let _ = guarded(|| executor.release());
+    }
+    shared.set_pool(device, guarded(|| executor.pool()).ok().flatten());
+    let status = match &outcome {
+        Ok(_) => RunStatus::Succeeded,
+        Err(ExperimentError::Cancelled) => RunStatus::Cancelled,
+        Err(ExperimentError::TimedOut(_)) => RunStatus::TimedOut,
+        Err(_) => RunStatus::Failed,
+    };
+    finish(shared, run, outcome.map_err(|e| e.to_string()), status);
+}
+
+fn finish(shared: &Shared, mut run: shared::lab::Run, outcome: Result<shared::lab::RunResult, String>, status: RunStatus) {
+    let id = run.summary.id;
+    run.summary.status = status;
+    run.summary.finished_ms = Some(now_ms());
+    match outcome {
+        Ok(result) => {
+            run.summary.passed = result.passed();
+            run.result = Some(result);
+        }
+        Err(error) => run.summary.error = Some(error),
+    }
+    if let Some(active) = shared.book().get(id) {
+        run.progress = active.run.progress.clone();
+    }
+    tracing::info!(id, status = ?run.summary.status, error = run.summary.error.as_deref(), "lab run ended");
+    shared.save(&run);
+    shared.book().remove(id);
+    shared.emit(LabEvent::Run(run.summary.clone()));
+    shared.emit_status();
+}

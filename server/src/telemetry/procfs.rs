@@ -1,0 +1,143 @@
+//! What /proc says about a GPU process: owner, command, start time, container.
+//!
+//! Four small files per process are read by hand rather than through the
+//! `procfs` crate, which would bring far more than these few lines need.
+
+use std::path::{Path, PathBuf};
+
+/// /proc facts about one process; every field is `None` when /proc hides it
+/// (another PID namespace, or the process just exited).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProcInfo {
+    pub user: Option<String>,
+    pub name: Option<String>,
+    pub command: Option<String>,
+    pub started_ms: Option<u64>,
+    pub container: Option<String>,
+}
+
+/// Clock ticks per second in /proc/<pid>/stat: USER_HZ, 100 on every Linux architecture NVIDIA supports.
+const USER_HZ: u64 = 100;
+
+/// Reads processes under a /proc root (the real one, or a fixture in tests).
+#[derive(Debug, Clone)]
+pub struct ProcReader {
+    root: PathBuf,
+    boot_ms: Option<u64>,
+}
+
+impl ProcReader {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root = root.into();
+        let boot_ms = std::fs::read_to_string(root.join("stat")).ok().and_then(|s| boot_time_ms(&s));
+        Self { root, boot_ms }
+    }
+
+    pub fn read(&self, pid: u32) -> ProcInfo {
+        let dir = self.root.join(pid.to_string());
+        let read = |name: &str| std::fs::read(dir.join(name)).ok();
+        let status = read("status").map(|b| String::from_utf8_lossy(&b).into_owned());
+        let stat = read("stat").map(|b| String::from_utf8_lossy(&b).into_owned());
+        ProcInfo {
+            user: status.as_deref().and_then(uid).map(user_name),
+            name: stat.as_deref().and_then(comm).map(str::to_owned),
+            command: read("cmdline").and_then(|b| command_line(&b)),
+            started_ms: stat.as_deref().and_then(start_ticks).and_then(|t| Some(self.boot_ms? + t * 1000 / USER_HZ)),
+            container: read("cgroup").and_then(|b| container_id(&String::from_utf8_lossy(&b))),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+}
+
+fn boot_time_ms(stat: &str) -> Option<u64> {
+    stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse::<u64>().ok().map(|s| s * 1000)
+}
+
+/// The real uid from the `Uid:` line of /proc/<pid>/status.
+fn uid(status: &str) -> Option<u32> {
+    status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
+}
+
+/// The user's name (through NSS, so LDAP users resolve too), or the uid itself.
+fn user_name(uid: u32) -> String {
+    uzers::get_user_by_uid(uid).map_or_else(|| uid.to_string(), |u| u.name().to_string_lossy().into_owned())
+}
+
+/// The executable name between the parentheses of /proc/<pid>/stat (it may contain spaces and parentheses).
+fn comm(stat: &str) -> Option<&str> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    stat.get(open + 1..close)
+}
+
+/// Field 22 of /proc/<pid>/stat: start time in clock ticks after boot.
+fn start_ticks(stat: &str) -> Option<u64> {
+    // Fields after the command start at field 3 (state), so starttime is the 20th of them.
+    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn command_line(raw: &[u8]) -> Option<String> {
+    let parts: Vec<String> =
+        raw.split(|&b| b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
+    (!parts.is_empty()).then(|| parts.join(" "))
+}
+
+/// The first 12 characters of a 64-hex container id in a cgroup path
+/// (Docker, containerd, CRI-O, Podman all put one there).
+fn container_id(cgroup: &str) -> Option<String> {
+    cgroup.lines().filter_map(|line| line.splitn(3, ':').nth(2)).flat_map(|path| path.split('/')).find_map(|segment| {
+        let id = segment.trim_end_matches(".scope");
+        let id = id.rsplit(['-', ':']).next().unwrap_or(id);
+        (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id[..12].to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STAT: &str = "4242 (python3 (train)) S 1 4242 4242 0 -1 4194560 100 0 0 0 50 10 0 0 20 0 8 0 123456 1000000 200 18446744073709551615";
+
+    #[test]
+    fn parses_stat_status_and_cmdline() {
+        assert_eq!(comm(STAT), Some("python3 (train)"));
+        assert_eq!(start_ticks(STAT), Some(123_456));
+        assert_eq!(uid("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n"), Some(1001));
+        assert_eq!(command_line(b"python3\0train.py\0--bs\x0032\0"), Some("python3 train.py --bs 32".to_owned()));
+        assert_eq!(command_line(b""), None);
+        assert_eq!(boot_time_ms("cpu 1 2 3\nbtime 1700000000\n"), Some(1_700_000_000_000));
+    }
+
+    #[test]
+    fn finds_container_ids_in_common_cgroup_layouts() {
+        let id = "3f4e1d2c5b6a798011223344556677889900aabbccddeeff0011223344556677";
+        for cgroup in [
+            format!("0::/system.slice/docker-{id}.scope\n"),
+            format!("12:memory:/docker/{id}\n"),
+            format!("0::/kubepods/besteffort/pod1234/cri-containerd-{id}.scope\n"),
+            format!("0::/kubepods.slice/kubepods-pod.slice/crio-{id}.scope\n"),
+        ] {
+            assert_eq!(container_id(&cgroup).as_deref(), Some("3f4e1d2c5b6a"), "{cgroup}");
+        }
+        assert_eq!(container_id("0::/user.slice/user-1000.slice/session-2.scope\n"), None);
+    }
+
+    #[test]
+    fn a_hidden_process_reads_as_all_none() {
+        let reader = ProcReader::new("/proc");
+        assert_eq!(reader.read(u32::MAX), ProcInfo::default());
+    }
+
+    #[test]
+    fn reads_this_very_process() {
+        let reader = ProcReader::new("/proc");
+        let me = reader.read(std::process::id());
+        assert!(me.user.is_some() && me.name.is_some() && me.command.is_some(), "{me:?}");
+        let started = me.started_ms.unwrap();
+        let now = crate::telemetry::now_ms();
+        assert!(started <= now + 1000 && started + 3_600_000 > now, "started {started}, now {now}");
+    }
+}

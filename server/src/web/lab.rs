@@ -1,0 +1,159 @@
+//! The GPU lab's HTTP API: status, experiments, runs (submit, list, get,
+//! cancel, chart.svg, results.csv) and the per-GPU empty_cache button.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use shared::lab::{ExperimentInfo, ExperimentKind, LabStatus, Run, RunRequest, RunStatus, RunSummary, TrimOutcome};
+
+use super::{ApiError, AppState};
+use crate::lab::store::RunFilter;
+use crate::lab::{Lab, LabError, svg, table};
+
+/// Header naming who asks, until sign-in exists.
+pub const USER_HEADER: &str = "x-gpudash-user";
+/// Most runs one list returns.
+const MAX_LIST: usize = 500;
+
+impl From<LabError> for ApiError {
+    fn from(e: LabError) -> Self {
+        let status = match &e {
+            LabError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            LabError::NoDevice(_) | LabError::NoRun(_) => StatusCode::NOT_FOUND,
+            LabError::Invalid(_) => StatusCode::BAD_REQUEST,
+            LabError::Refused(_) | LabError::Conflict(_) => StatusCode::CONFLICT,
+            LabError::Internal(_) => {
+                tracing::error!("lab: {e}");
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+        };
+        Self { status, message: e.to_string() }
+    }
+}
+
+/// Who is asking. The one place a role check goes once sign-in exists.
+fn requester(headers: &HeaderMap) -> Result<String, ApiError> {
+    let Some(value) = headers.get(USER_HEADER) else { return Ok("anonymous".to_owned()) };
+    let name = value.to_str().map(str::trim).unwrap_or_default();
+    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: "'X-Gpudash-User' must be 1 to 64 printable characters".into(),
+        });
+    }
+    Ok(name.to_owned())
+}
+
+/// Blocking lab calls (NVML, the store) leave the async runtime.
+async fn blocking<T: Send + 'static>(
+    state: &AppState,
+    f: impl FnOnce(&Lab) -> Result<T, LabError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let lab = state.lab.clone();
+    tokio::task::spawn_blocking(move || f(&lab))
+        .await
+        .map_err(|e| ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: format!("lab task failed: {e}") })?
+        .map_err(ApiError::from)
+}
+
+/// `GET /api/lab`: availability, the lab's hold on each GPU, and the queue.
+pub async fn status(State(state): State<AppState>) -> Json<LabStatus> {
+    Json(state.lab.status())
+}
+
+/// `GET /api/lab/experiments`: every experiment with its default parameters.
+pub async fn experiments() -> Json<Vec<ExperimentInfo>> {
+    Json(Lab::experiments())
+}
+
+/// `POST /api/runs`: validates, guards and queues a run; 202 with the queued run.
+pub async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let who = requester(&headers)?;
+    let request: RunRequest = serde_json::from_slice(&body).map_err(|e| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "invalid run request ({e}); send {{\"device\":0,\"params\":{{\"kind\":\"transfer\"}},\"force\":false}}"
+        ),
+    })?;
+    let run = blocking(&state, move |lab| lab.submit(request, &who)).await?;
+    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+}
+
+/// Query of `GET /api/runs`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    device: Option<u32>,
+    kind: Option<String>,
+    status: Option<RunStatus>,
+    before: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// `GET /api/runs?device=0&kind=transfer&status=succeeded&before=42&limit=50`: newest first.
+pub async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Vec<RunSummary>>, ApiError> {
+    let Query(q) = query.map_err(|e| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!("{e}; accepted: device, kind, status, before, limit"),
+    })?;
+    let kind = match q.kind.as_deref() {
+        None => None,
+        Some(name) => Some(ExperimentKind::parse(name).ok_or_else(|| ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("'{name}' is not an experiment; use memory, transfer, streams, precision or latency"),
+        })?),
+    };
+    let filter = RunFilter {
+        device: q.device,
+        kind,
+        status: q.status,
+        before: q.before,
+        limit: q.limit.unwrap_or(100).clamp(1, MAX_LIST),
+    };
+    blocking(&state, move |lab| lab.list(&filter)).await.map(Json)
+}
+
+/// `GET /api/runs/{id}`: the run with its result and `previous_id`.
+pub async fn get(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Json<Run>, ApiError> {
+    blocking(&state, move |lab| lab.get(id)).await.map(Json)
+}
+
+/// `POST /api/runs/{id}/cancel`.
+pub async fn cancel(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<u64>) -> Result<Json<RunSummary>, ApiError> {
+    let _who = requester(&headers)?;
+    blocking(&state, move |lab| lab.cancel(id)).await.map(Json)
+}
+
+/// `GET /api/runs/{id}/chart.svg`: drawn on the server, the previous run on the same GPU overlaid.
+pub async fn chart(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Response, ApiError> {
+    let svg = blocking(&state, move |lab| {
+        let run = lab.get(id)?;
+        let previous = run.previous_id.and_then(|p| lab.get(p).ok());
+        Ok(svg::chart(&run, previous.as_ref()))
+    })
+    .await?;
+    let mut response = svg.into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("image/svg+xml"));
+    Ok(response)
+}
+
+/// `GET /api/runs/{id}/results.csv`.
+pub async fn csv(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Response, ApiError> {
+    let text = blocking(&state, move |lab| Ok(table::csv(&lab.get(id)?))).await?;
+    let mut response = text.into_response();
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8"));
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"gpudash-run-{id}.csv\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    Ok(response)
+}
+
+/// `POST /api/lab/devices/{index}/empty_cache`: trims the lab's pool on that GPU.
+pub async fn empty_cache(State(state): State<AppState>, headers: HeaderMap, Path(index): Path<u32>) -> Result<Json<TrimOutcome>, ApiError> {
+    let _who = requester(&headers)?;
+    state.lab.empty_cache(index).await.map(Json).map_err(ApiError::from)
+}

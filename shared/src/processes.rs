@@ -1,0 +1,123 @@
+//! Who uses which GPU: processes as NVML and /proc see them.
+
+use serde::{Deserialize, Serialize};
+
+/// Whether a process uses the GPU for compute (CUDA), graphics, or both.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ProcessKind {
+    Compute,
+    Graphics,
+    Both,
+}
+
+/// A process holding a context on one GPU.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct GpuProcess {
+    pub device: u32,
+    /// Host PID (processes in containers appear with their host PID).
+    pub pid: u32,
+    pub kind: ProcessKind,
+    /// Device memory the process holds, bytes (NVML: its CUDA context, caches and tensors).
+    pub used_memory: Option<u64>,
+    /// Percent of SM time over the last sampling window.
+    pub sm_util: Option<u32>,
+    /// When NVML last saw the process on the SMs, ms since the epoch.
+    pub sm_util_seen_ms: Option<u64>,
+    /// User name, or the numeric uid when it has no name; `None` when /proc hides the process.
+    pub user: Option<String>,
+    /// Executable name, e.g. "python3".
+    pub name: Option<String>,
+    /// Full command line.
+    pub command: Option<String>,
+    /// When the process started, ms since the epoch.
+    pub started_ms: Option<u64>,
+    /// Short container id when the cgroup path names one.
+    pub container: Option<String>,
+}
+
+/// One user's share of the machine's GPUs.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct UserUsage {
+    /// User name; "unknown" for processes /proc does not show.
+    pub user: String,
+    /// GPU indexes the user has processes on, ascending.
+    pub devices: Vec<u32>,
+    /// Device memory held across all of them, bytes.
+    pub memory: u64,
+    pub processes: u32,
+}
+
+/// Sums processes per user, biggest memory first: the "who uses what" overview.
+pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
+    let mut users: Vec<UserUsage> = Vec::new();
+    for p in processes {
+        let name = p.user.clone().unwrap_or_else(|| "unknown".to_owned());
+        let entry = match users.iter().position(|u| u.user == name) {
+            Some(i) => &mut users[i],
+            None => {
+                users.push(UserUsage { user: name, devices: Vec::new(), memory: 0, processes: 0 });
+                users.last_mut().expect("just pushed")
+            }
+        };
+        if !entry.devices.contains(&p.device) {
+            entry.devices.push(p.device);
+            entry.devices.sort_unstable();
+        }
+        entry.memory += p.used_memory.unwrap_or(0);
+        entry.processes += 1;
+    }
+    users.sort_by(|a, b| b.memory.cmp(&a.memory).then_with(|| a.user.cmp(&b.user)));
+    users
+}
+
+/// A command line cut to `max` characters for a table cell, with an ellipsis.
+pub fn shorten(command: &str, max: usize) -> String {
+    if command.chars().count() <= max {
+        return command.to_owned();
+    }
+    let mut out: String = command.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn process(device: u32, user: Option<&str>, memory: u64) -> GpuProcess {
+        GpuProcess {
+            device,
+            pid: 1,
+            kind: ProcessKind::Compute,
+            used_memory: Some(memory),
+            sm_util: None,
+            sm_util_seen_ms: None,
+            user: user.map(str::to_owned),
+            name: None,
+            command: None,
+            started_ms: None,
+            container: None,
+        }
+    }
+
+    #[test]
+    fn usage_groups_by_user_and_sorts_by_memory() {
+        let usage = usage_by_user(&[
+            process(1, Some("ana"), 10),
+            process(0, Some("bo"), 50),
+            process(0, Some("ana"), 5),
+            process(1, None, 1),
+        ]);
+        assert_eq!(usage.iter().map(|u| u.user.as_str()).collect::<Vec<_>>(), ["bo", "ana", "unknown"]);
+        assert_eq!(usage[1].devices, [0, 1]);
+        assert_eq!(usage[1].memory, 15);
+        assert_eq!(usage[1].processes, 2);
+    }
+
+    #[test]
+    fn shorten_keeps_short_commands_and_marks_cuts() {
+        assert_eq!(shorten("python train.py", 40), "python train.py");
+        assert_eq!(shorten("abcdef", 4), "abc…");
+    }
+}
