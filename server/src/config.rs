@@ -49,6 +49,12 @@ pub struct Cli {
     /// Keep no history on disk: live view only (the page says history is off).
     #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
     pub no_history: bool,
+
+    #[command(flatten)]
+    pub lab: crate::cli::LabArgs,
+
+    #[command(subcommand)]
+    pub command: Option<crate::cli::Command>,
 }
 
 /// Everything the server needs to start, already validated.
@@ -61,6 +67,8 @@ pub struct Config {
     /// Where history is kept; `None` with `--no-history`.
     pub data_dir: Option<PathBuf>,
     pub retention: crate::store::Retention,
+    /// The GPU lab's limits.
+    pub lab: crate::lab::LabConfig,
 }
 
 impl From<Cli> for Config {
@@ -72,6 +80,7 @@ impl From<Cli> for Config {
             faults: cli.simulate_fault,
             data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
             retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
+            lab: crate::lab::LabConfig::from(&cli.lab),
         }
     }
 }

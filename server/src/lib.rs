@@ -4,7 +4,9 @@
 //! thread), kept by the [`telemetry::Telemetry`] hub, and leaves through
 //! [`web`] (JSON, the WebSocket and the embedded page).
 
+pub mod cli;
 pub mod config;
+pub mod lab;
 pub mod store;
 pub mod telemetry;
 pub mod web;
@@ -54,6 +56,7 @@ pub struct Running {
     shutdown: watch::Sender<bool>,
     server: JoinHandle<std::io::Result<()>>,
     sampler: Sampler,
+    lab: Arc<lab::Lab>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -63,12 +66,14 @@ pub struct Options {
     pub interval: Duration,
     /// History database; `None` keeps no history.
     pub store: Option<Store>,
+    /// The GPU lab's limits (and, for simulated GPUs, its test hooks).
+    pub lab: lab::LabOptions,
 }
 
 impl Options {
     /// Sampling every `interval`, no history.
     pub fn new(interval: Duration) -> Self {
-        Self { interval, store: None }
+        Self { interval, store: None, lab: lab::LabOptions::default() }
     }
 }
 
@@ -95,8 +100,19 @@ pub async fn start_with(
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
         tracing::warn!("no sample within {FIRST_SAMPLE_TIMEOUT:?}; serving anyway");
     }
+    // Opening the lab may load NVML: keep it off the runtime's workers.
+    let lab = {
+        let (telemetry, lab_options) = (telemetry.clone(), options.lab.clone());
+        let setup = tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options));
+        Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
+    };
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let app = web::app(AppState { telemetry: telemetry.clone(), store: options.store, shutdown: shutdown_rx.clone() });
+    let app = web::app(AppState {
+        telemetry: telemetry.clone(),
+        store: options.store,
+        shutdown: shutdown_rx.clone(),
+        lab: lab.clone(),
+    });
     let mut stop = shutdown_rx;
     let server = tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
@@ -105,7 +121,7 @@ pub async fn start_with(
             })
             .await
     });
-    Ok(Running { addr, telemetry, shutdown, server, sampler })
+    Ok(Running { addr, telemetry, shutdown, server, sampler, lab })
 }
 
 impl Running {
@@ -118,10 +134,18 @@ impl Running {
         &self.telemetry
     }
 
+    /// The GPU lab.
+    pub fn lab(&self) -> &Arc<lab::Lab> {
+        &self.lab
+    }
+
     /// Stops accepting, closes every WebSocket with "going away", and stops sampling.
     pub async fn shutdown(self) -> std::io::Result<()> {
         let _ = self.shutdown.send(true);
         let served = self.server.await.map_err(std::io::Error::other)?;
+        // Cancels lab runs and releases their GPUs; joining the workers blocks.
+        let lab = self.lab.clone();
+        let _ = tokio::task::spawn_blocking(move || lab.shutdown()).await;
         self.sampler.stop();
         served
     }
@@ -149,7 +173,11 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             None
         }
     };
-    let options = Options { interval: config.interval, store };
+    let options = Options {
+        interval: config.interval,
+        store,
+        lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
+    };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());
     signal.await;

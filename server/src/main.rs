@@ -7,13 +7,19 @@ use gpudash::config::{Cli, Config};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let config = Config::from(Cli::parse());
+    let cli = Cli::parse();
+    // `gpudash bench` prints a table: only warnings go to the log.
+    let default_level = if cli.command.is_some() { "warn" } else { "info" };
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_target(false)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(gpudash::cli::Command::Bench(args)) = &cli.command {
+        return gpudash::cli::bench::main(args);
+    }
+    let config = Config::from(cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {

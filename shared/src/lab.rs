@@ -9,7 +9,6 @@ use serde::{Deserialize, Serialize};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
-const GIB: u64 = 1024 * MIB;
 
 /// The five experiments.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -139,7 +138,7 @@ pub struct TransferParams {
 impl Default for TransferParams {
     fn default() -> Self {
         Self {
-            sizes: (0..10).map(|i| 4 * KIB << (2 * i)).collect(),
+            sizes: (0..10).map(|i| (4 * KIB) << (2 * i)).collect(),
             copies: CopyKind::ALL.to_vec(),
             warmup: 3,
             repetitions: 10,
@@ -521,6 +520,7 @@ pub enum LabEvent {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -529,7 +529,7 @@ mod tests {
         let p: ExperimentParams = serde_json::from_str(r#"{"kind":"transfer"}"#).unwrap();
         let ExperimentParams::Transfer(t) = p else { panic!("not transfer") };
         assert_eq!(t.sizes.first(), Some(&(4 * KIB)));
-        assert_eq!(t.sizes.last(), Some(&GIB));
+        assert_eq!(t.sizes.last(), Some(&(1 << 30)));
         assert_eq!(t.copies.len(), 5);
     }
 

@@ -4,5 +4,6 @@
 mod api;
 mod browser;
 mod history;
+mod lab;
 mod support;
 mod ws;

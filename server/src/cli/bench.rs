@@ -139,7 +139,8 @@ fn wait(lab: &Lab, id: u64, quiet: bool) -> Option<Run> {
 fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
     let mut host = LabHost { hostname: hostname(), ..LabHost::default() };
     if args.simulate {
-        let devices = vec![LabGpu { index: args.device, name: "Simulated H200 (simulated)".into(), uuid: String::new() }];
+        let devices =
+            vec![LabGpu { index: args.device, name: "Simulated H200 (simulated)".into(), uuid: String::new() }];
         let probe = Arc::new(SimulatedProbe::new(None));
         return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
     }

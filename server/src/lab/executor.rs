@@ -34,7 +34,7 @@ pub struct PoolUsage {
 }
 
 /// Runs experiments on one GPU. Lives on that GPU's worker thread only.
-pub trait Executor: Send {
+pub trait Executor {
     /// True for the simulated executor: its figures are made up.
     fn simulated(&self) -> bool;
     /// Runs one (validated) experiment. Long loops call [`RunContext::check`] often.

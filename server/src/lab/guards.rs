@@ -115,11 +115,7 @@ impl DeviceProbe for NvmlProbe {
             (Ok(bits), Ok(mhz)) => Some(f64::from(bits) / 8.0 * f64::from(mhz) * 1e6 * 2.0),
             _ => None,
         };
-        LinkPeaks {
-            pcie: pcie.map(|p| p.0),
-            pcie_label: pcie.map(|(_, g, w)| format!("PCIe Gen{g} x{w}")),
-            hbm,
-        }
+        LinkPeaks { pcie: pcie.map(|p| p.0), pcie_label: pcie.map(|(_, g, w)| format!("PCIe Gen{g} x{w}")), hbm }
     }
 }
 
@@ -266,6 +262,7 @@ pub fn check_processes(
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -276,7 +273,10 @@ mod tests {
         let mem = Some(DeviceMemory { used: 0, free: 10 * GIB });
         assert!(check_memory(0, 8 * GIB, mem, 0, GIB).is_ok());
         let err = check_memory(0, 9 * GIB + 1, mem, 0, GIB).unwrap_err().0;
-        assert!(err.contains("needs 9.00 GiB") && err.contains("10.0 GiB free") && err.contains("1.00 GiB free for others"), "{err}");
+        assert!(
+            err.contains("needs 9.00 GiB") && err.contains("10.0 GiB free") && err.contains("1.00 GiB free for others"),
+            "{err}"
+        );
         // What the lab's pool caches is ours to reuse.
         assert!(check_memory(0, 9 * GIB + 1, mem, GIB, GIB).is_ok());
         assert!(check_memory(0, 1, None, 0, GIB).is_err());

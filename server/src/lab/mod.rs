@@ -25,11 +25,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ws::Utf8Bytes;
+use shared::ServerMessage;
 use shared::lab::{
     ExperimentInfo, ExperimentKind, LabDevice, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest,
     RunStatus, RunSummary, TrimOutcome,
 };
-use shared::ServerMessage;
 use tokio::sync::{broadcast, oneshot};
 
 use self::executor::Executor;
@@ -162,15 +162,9 @@ impl LabSetup {
             return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
         }
         match cuda::availability() {
-            Ok(()) => Self {
-                config,
-                host,
-                devices,
-                probe,
-                store,
-                executors: Ok(cuda_executors(&devices)),
-                simulated: false,
-            },
+            Ok(()) => {
+                Self { config, host, executors: Ok(cuda_executors(&devices)), devices, probe, store, simulated: false }
+            }
             Err(reason) => unavailable(reason, probe),
         }
     }
@@ -189,9 +183,7 @@ impl LabSetup {
             devices,
             probe,
             store: Arc::new(MemoryRunStore::default()),
-            executors: Ok(Arc::new(move |_| {
-                Box::new(simulated::SimulatedExecutor::new(step)) as Box<dyn Executor>
-            })),
+            executors: Ok(Arc::new(move |_| Box::new(simulated::SimulatedExecutor::new(step)) as Box<dyn Executor>)),
             simulated: true,
         }
     }
@@ -356,7 +348,8 @@ impl Lab {
     pub fn submit(&self, request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
         let shared = &self.shared;
         shared.availability.clone().map_err(LabError::Unavailable)?;
-        let info = shared.devices.iter().find(|d| d.index == request.device).ok_or(LabError::NoDevice(request.device))?;
+        let info =
+            shared.devices.iter().find(|d| d.index == request.device).ok_or(LabError::NoDevice(request.device))?;
         plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         let run_plan = self.plan(&request)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
@@ -396,7 +389,13 @@ impl Lab {
             shared.book().remove(id);
             return Err(LabError::Internal(format!("GPU {}'s lab worker has stopped", request.device)));
         }
-        tracing::info!(id, device = request.device, kind = run.summary.kind.name(), by = requested_by, "lab run queued");
+        tracing::info!(
+            id,
+            device = request.device,
+            kind = run.summary.kind.name(),
+            by = requested_by,
+            "lab run queued"
+        );
         shared.emit(LabEvent::Run(run.summary.clone()));
         shared.emit_status();
         Ok(run)
@@ -415,7 +414,9 @@ impl Lab {
         let mut notes = vec![guards::check_memory(request.device, need, memory, idle, margin).map_err(refused)?];
         let processes = shared.probe.compute_processes(request.device);
         let own = std::process::id();
-        notes.extend(guards::check_processes(request.device, processes, own, context_open, request.force).map_err(refused)?);
+        notes.extend(
+            guards::check_processes(request.device, processes, own, context_open, request.force).map_err(refused)?,
+        );
         if footprint.pinned_host + footprint.host > 0 {
             notes.push(format!(
                 "needs {} of page-locked and {} of ordinary host memory",

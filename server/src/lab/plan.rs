@@ -24,7 +24,13 @@ pub struct Footprint {
     pub host: u64,
 }
 
-fn range<T: PartialOrd + std::fmt::Display>(name: &str, value: T, min: T, max: T, hint: &str) -> Result<(), ParamError> {
+fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    name: &str,
+    value: T,
+    min: T,
+    max: T,
+    hint: &str,
+) -> Result<(), ParamError> {
     if value < min || value > max {
         return Err(ParamError(format!("'{name}' must be from {min} to {max}{hint}, got '{value}'")));
     }
@@ -102,7 +108,9 @@ fn validate_latency(p: &LatencyParams) -> Result<(), ParamError> {
 pub fn footprint(params: &ExperimentParams) -> Footprint {
     match params {
         // Every block, plus one more for the fresh-allocation timing.
-        ExperimentParams::Memory(p) => Footprint { device: (u64::from(p.blocks) + 1) * p.block_bytes, ..Footprint::default() },
+        ExperimentParams::Memory(p) => {
+            Footprint { device: (u64::from(p.blocks) + 1) * p.block_bytes, ..Footprint::default() }
+        }
         ExperimentParams::Transfer(p) => {
             let max = p.sizes.iter().copied().max().unwrap_or(0);
             let uses = |kinds: &[shared::lab::CopyKind]| p.copies.iter().any(|c| kinds.contains(c));
@@ -152,6 +160,7 @@ pub fn estimate_ms(params: &ExperimentParams) -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use shared::lab::{CopyKind, ExperimentKind};
@@ -166,7 +175,10 @@ mod tests {
     #[test]
     fn bad_values_name_the_field_and_the_range() {
         let bad = [
-            (ExperimentParams::Memory(MemoryParams { blocks: 0, ..Default::default() }), "'blocks' must be from 1 to 64"),
+            (
+                ExperimentParams::Memory(MemoryParams { blocks: 0, ..Default::default() }),
+                "'blocks' must be from 1 to 64",
+            ),
             (
                 ExperimentParams::Transfer(TransferParams { sizes: vec![2 << 30], ..Default::default() }),
                 "'sizes' must be from 4096 to 1073741824 bytes (4.00 KiB to 1.00 GiB), got '2147483648'",

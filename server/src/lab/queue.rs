@@ -74,6 +74,7 @@ impl QueueBook {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::lab::store::tests::run;

@@ -3,8 +3,7 @@
 //! simulated one exercises the same shaping as the GPU.
 
 use shared::lab::{
-    ChartSpec, Check, CopyKind, Dtype, Figure, MemoryStep, Point, ReferenceLine, RunResult, Series, Stats,
-    TimelineSpan,
+    ChartSpec, Check, CopyKind, Dtype, Figure, MemoryStep, Point, ReferenceLine, RunResult, Series, Stats, TimelineSpan,
 };
 use shared::units::format_bytes;
 
@@ -45,10 +44,8 @@ pub struct MemoryMeasurements {
 
 pub fn memory(m: MemoryMeasurements) -> RunResult {
     const GIB: f64 = (1u64 << 30) as f64;
-    let mut r = empty(
-        ChartSpec::Lines { x_label: "step".into(), y_label: "GiB".into(), log_x: false, log_y: false },
-        "GiB",
-    );
+    let mut r =
+        empty(ChartSpec::Lines { x_label: "step".into(), y_label: "GiB".into(), log_x: false, log_y: false }, "GiB");
     let curve = |name: &str, value: &dyn Fn(&MemoryStep) -> Option<u64>| Series {
         name: name.to_owned(),
         points: m
@@ -177,7 +174,10 @@ pub fn streams(m: StreamsMeasurements) -> RunResult {
         r.checks.push(Check {
             name: "copy overlaps compute".into(),
             passed: excess <= 2.0,
-            detail: format!("two streams {:.3} ms vs ideal max(copy, compute) {ideal:.3} ms ({excess:+.1}%)", overlapped.median),
+            detail: format!(
+                "two streams {:.3} ms vs ideal max(copy, compute) {ideal:.3} ms ({excess:+.1}%)",
+                overlapped.median
+            ),
         });
     }
     if let (Some(one_stream), Some(many)) = (s(&m.kernels_one_stream_ms), s(&m.kernels_many_streams_ms)) {
@@ -206,7 +206,12 @@ pub struct GemmSample {
 
 pub fn precision(samples: &[GemmSample]) -> RunResult {
     let mut r = empty(
-        ChartSpec::Lines { x_label: "matrix order n (n×n×n)".into(), y_label: "TFLOP/s".into(), log_x: true, log_y: false },
+        ChartSpec::Lines {
+            x_label: "matrix order n (n×n×n)".into(),
+            y_label: "TFLOP/s".into(),
+            log_x: true,
+            log_y: false,
+        },
         "TFLOP/s",
     );
     for dtype in Dtype::ALL {
@@ -252,6 +257,7 @@ pub fn latency(figures: &[(&str, Vec<f64>)]) -> RunResult {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -9,7 +9,7 @@ use shared::lab::{
     TimelineSpan, TransferParams,
 };
 
-use super::executor::{ExperimentError, Executor, PoolUsage, RunContext};
+use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 use super::guards::LinkPeaks;
 use super::plan::{CONTEXT_OVERHEAD, footprint};
 use super::report::{self, GemmSample, MemoryMeasurements, StreamsMeasurements, TransferSample};

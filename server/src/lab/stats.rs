@@ -10,7 +10,7 @@ pub fn summarize(samples: &[f64]) -> Option<Stats> {
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
     let mid = sorted.len() / 2;
-    let median = if sorted.len() % 2 == 0 { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] };
+    let median = if sorted.len().is_multiple_of(2) { (sorted[mid - 1] + sorted[mid]) / 2.0 } else { sorted[mid] };
     Some(Stats {
         median,
         min: sorted[0],
@@ -28,6 +28,7 @@ pub fn rates(amount: f64, times_ms: &[f64], scale: f64) -> Option<Stats> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -94,6 +94,7 @@ impl RunStore for MemoryRunStore {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
     use shared::lab::{RunEnvironment, RunPlan};

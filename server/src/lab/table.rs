@@ -12,20 +12,22 @@ fn csv_field(value: &str) -> String {
 /// One row per measured value: `section,name,x,median,min,max,n,unit,detail`.
 pub fn csv(run: &Run) -> String {
     let mut out = String::from("run,device,kind,simulated,section,name,x,median,min,max,n,unit,detail\n");
-    let head = format!("{},{},{},{}", run.summary.id, run.summary.device, run.summary.kind.name(), run.summary.simulated);
-    let mut row = |section: &str, name: &str, x: String, stats: Option<(f64, f64, f64, u32)>, unit: &str, detail: &str| {
-        let (median, min, max, n) = stats.map_or_else(
-            || (String::new(), String::new(), String::new(), String::new()),
-            |(a, b, c, n)| (a.to_string(), b.to_string(), c.to_string(), n.to_string()),
-        );
-        let _ = writeln!(
-            out,
-            "{head},{section},{},{x},{median},{min},{max},{n},{},{}",
-            csv_field(name),
-            csv_field(unit),
-            csv_field(detail)
-        );
-    };
+    let head =
+        format!("{},{},{},{}", run.summary.id, run.summary.device, run.summary.kind.name(), run.summary.simulated);
+    let mut row =
+        |section: &str, name: &str, x: String, stats: Option<(f64, f64, f64, u32)>, unit: &str, detail: &str| {
+            let (median, min, max, n) = stats.map_or_else(
+                || (String::new(), String::new(), String::new(), String::new()),
+                |(a, b, c, n)| (a.to_string(), b.to_string(), c.to_string(), n.to_string()),
+            );
+            let _ = writeln!(
+                out,
+                "{head},{section},{},{x},{median},{min},{max},{n},{},{}",
+                csv_field(name),
+                csv_field(unit),
+                csv_field(detail)
+            );
+        };
     let Some(r) = &run.result else { return out };
     for f in &r.figures {
         row("figure", &f.name, String::new(), Some((f.stats.median, f.stats.min, f.stats.max, f.stats.n)), &f.unit, "");
@@ -48,7 +50,14 @@ pub fn csv(run: &Run) -> String {
         row("timeline", &name, String::new(), Some((s.end_ms - s.start_ms, s.start_ms, s.end_ms, 1)), "ms", "");
     }
     for c in &r.checks {
-        row("check", &c.name, String::new(), None, "", &format!("{}: {}", if c.passed { "pass" } else { "FAIL" }, c.detail));
+        row(
+            "check",
+            &c.name,
+            String::new(),
+            None,
+            "",
+            &format!("{}: {}", if c.passed { "pass" } else { "FAIL" }, c.detail),
+        );
     }
     out
 }
@@ -116,7 +125,10 @@ pub fn text(run: &Run) -> String {
             );
         }
     }
-    if r.chart != shared::lab::ChartSpec::Gantt && r.series.iter().any(|s| s.points.len() > 1) && r.memory_steps.is_empty() {
+    if r.chart != shared::lab::ChartSpec::Gantt
+        && r.series.iter().any(|s| s.points.len() > 1)
+        && r.memory_steps.is_empty()
+    {
         for series in &r.series {
             let points: Vec<String> = series
                 .points
@@ -142,13 +154,14 @@ pub fn text(run: &Run) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
     #[test]
     fn csv_quotes_fields_with_commas() {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
-        assert_eq!(csv_field("say \"x\""), "say \"x\"");
+        assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
         assert_eq!(csv_field("plain"), "plain");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use shared::lab::{LabEvent, Progress, RunStatus, TrimOutcome};
 use tokio::sync::oneshot;
 
-use super::executor::{ExperimentError, Executor, RunContext, panic_message};
+use super::executor::{Executor, ExperimentError, RunContext, panic_message};
 use super::{ExecutorFactory, LabError, Shared, guards, plan};
 use crate::telemetry::now_ms;
 
@@ -180,7 +180,12 @@ fn run_one(device: u32, shared: &Shared, executor: &mut dyn Executor, id: u64) {
     finish(shared, run, outcome.map_err(|e| e.to_string()), status);
 }
 
-fn finish(shared: &Shared, mut run: shared::lab::Run, outcome: Result<shared::lab::RunResult, String>, status: RunStatus) {
+fn finish(
+    shared: &Shared,
+    mut run: shared::lab::Run,
+    outcome: Result<shared::lab::RunResult, String>,
+    status: RunStatus,
+) {
     let id = run.summary.id;
     run.summary.status = status;
     run.summary.finished_ms = Some(now_ms());
@@ -197,6 +202,6 @@ fn finish(shared: &Shared, mut run: shared::lab::Run, outcome: Result<shared::la
     tracing::info!(id, status = ?run.summary.status, error = run.summary.error.as_deref(), "lab run ended");
     shared.save(&run);
     shared.book().remove(id);
-    shared.emit(LabEvent::Run(run.summary.clone()));
+    shared.emit(LabEvent::Run(run.summary));
     shared.emit_status();
 }

@@ -94,7 +94,10 @@ pub struct ListQuery {
 }
 
 /// `GET /api/runs?device=0&kind=transfer&status=succeeded&before=42&limit=50`: newest first.
-pub async fn list(State(state): State<AppState>, query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>) -> Result<Json<Vec<RunSummary>>, ApiError> {
+pub async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Vec<RunSummary>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError {
         status: StatusCode::BAD_REQUEST,
         message: format!("{e}; accepted: device, kind, status, before, limit"),
@@ -122,7 +125,11 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<u64>) -> Result<J
 }
 
 /// `POST /api/runs/{id}/cancel`.
-pub async fn cancel(State(state): State<AppState>, headers: HeaderMap, Path(id): Path<u64>) -> Result<Json<RunSummary>, ApiError> {
+pub async fn cancel(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> Result<Json<RunSummary>, ApiError> {
     let _who = requester(&headers)?;
     blocking(&state, move |lab| lab.cancel(id)).await.map(Json)
 }
@@ -153,7 +160,11 @@ pub async fn csv(State(state): State<AppState>, Path(id): Path<u64>) -> Result<R
 }
 
 /// `POST /api/lab/devices/{index}/empty_cache`: trims the lab's pool on that GPU.
-pub async fn empty_cache(State(state): State<AppState>, headers: HeaderMap, Path(index): Path<u32>) -> Result<Json<TrimOutcome>, ApiError> {
+pub async fn empty_cache(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Path(index): Path<u32>,
+) -> Result<Json<TrimOutcome>, ApiError> {
     let _who = requester(&headers)?;
     state.lab.empty_cache(index).await.map(Json).map_err(ApiError::from)
 }

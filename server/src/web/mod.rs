@@ -4,6 +4,7 @@ mod api;
 mod assets;
 mod error;
 mod history;
+mod lab;
 mod ws;
 
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderName, HeaderValue, header};
-use axum::routing::get;
+use axum::routing::{get, post};
 use tokio::sync::watch;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
@@ -30,6 +31,8 @@ pub struct AppState {
     pub store: Option<Store>,
     /// Flips to `true` when the server shuts down, so sockets close cleanly.
     pub shutdown: watch::Receiver<bool>,
+    /// The GPU lab (experiments, queue, runs).
+    pub lab: Arc<crate::lab::Lab>,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -46,6 +49,14 @@ pub fn app(state: AppState) -> Router {
         .route("/api/processes", get(api::processes))
         .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
+        .route("/api/lab", get(lab::status))
+        .route("/api/lab/experiments", get(lab::experiments))
+        .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))
+        .route("/api/runs", get(lab::list).post(lab::submit))
+        .route("/api/runs/{id}", get(lab::get))
+        .route("/api/runs/{id}/cancel", post(lab::cancel))
+        .route("/api/runs/{id}/chart.svg", get(lab::chart))
+        .route("/api/runs/{id}/results.csv", get(lab::csv))
         .route("/ws", get(ws::upgrade))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))

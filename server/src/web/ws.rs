@@ -39,6 +39,8 @@ async fn stream(socket: WebSocket, state: AppState) {
     let (mut sink, mut incoming) = socket.split();
     // Subscribe before taking the snapshot, so no tick falls between the two.
     let mut ticks = state.telemetry.subscribe();
+    // GPU lab events (queue, progress, finished runs): a separate channel, forwarded as they come.
+    let mut lab_events = state.lab.subscribe();
     let mut shutdown = state.shutdown.clone();
     let end = async {
         let mut last_seq = send_snapshot(&mut sink, &state).await?;
@@ -55,6 +57,12 @@ async fn stream(socket: WebSocket, state: AppState) {
                         tracing::debug!(skipped, "slow WebSocket client resynchronised");
                         last_seq = send_snapshot(&mut sink, &state).await?;
                     }
+                    Err(RecvError::Closed) => return Err(End::Shutdown),
+                },
+                lab = lab_events.recv() => match lab {
+                    Ok(text) => send(&mut sink, Message::Text(text)).await?,
+                    // Fell behind on lab events: the current lab status replaces what was missed.
+                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(state.lab.status_frame())).await?,
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 message = incoming.next() => match message {

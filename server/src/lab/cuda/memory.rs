@@ -48,11 +48,10 @@ pub fn run(s: &mut Session, p: &MemoryParams, ctx: &RunContext<'_>) -> Result<Ru
     }
     let mut freed = 0;
     for (i, block) in blocks.iter_mut().enumerate() {
-        if i % p.free_every as usize == p.free_every as usize - 1 {
-            if let Some(b) = block.take() {
-                free(s, b)?;
-                freed += 1;
-            }
+        let due = i % p.free_every as usize == p.free_every as usize - 1;
+        if let Some(b) = block.take_if(|_| due) {
+            free(s, b)?;
+            freed += 1;
         }
     }
     steps.push(reading(s, format!("free {freed} blocks"))?);

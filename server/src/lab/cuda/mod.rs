@@ -21,7 +21,7 @@ use cudarc::driver::sys::{self, CUevent_flags, CUmemPool_attribute};
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, result};
 use shared::lab::{ExperimentParams, RunResult};
 
-use super::executor::{ExperimentError, Executor, PoolUsage, RunContext};
+use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 
 /// Kernels the experiments launch, compiled by NVRTC for the device at hand.
 const KERNELS: &str = r#"
@@ -37,7 +37,7 @@ pub fn availability() -> Result<(), String> {
     // SAFETY: each check only tries to dlopen the library; no CUDA function is called.
     let present = unsafe {
         [
-            ("libcuda (the NVIDIA driver)", cudarc::driver::sys::is_culib_present(), "cuda"),
+            ("libcuda (the NVIDIA driver)", sys::is_culib_present(), "cuda"),
             ("libcublas (CUDA 13 runtime libraries)", cudarc::cublas::sys::is_culib_present(), "cublas"),
             ("libcublasLt (CUDA 13 runtime libraries)", cudarc::cublaslt::sys::is_culib_present(), "cublasLt"),
             ("libnvrtc (CUDA 13 runtime libraries)", cudarc::nvrtc::sys::is_culib_present(), "nvrtc"),
@@ -146,7 +146,8 @@ impl Session {
         let module = match &self.module {
             Some(m) => m.clone(),
             None => {
-                let (major, minor) = self.ctx.compute_capability().map_err(cuda_err("reading the compute capability"))?;
+                let (major, minor) =
+                    self.ctx.compute_capability().map_err(cuda_err("reading the compute capability"))?;
                 let options = cudarc::nvrtc::CompileOptions {
                     options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
                     ..Default::default()
@@ -275,6 +276,7 @@ impl Executor for CudaExecutor {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -13,6 +13,9 @@ use super::{Session, cuda_err, lib_err};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, StreamsMeasurements};
 
+/// Copy, compute and both, ms.
+type SerialTimes = (f64, f64, f64);
+
 /// The buffers and handles of one experiment.
 struct Work<'a> {
     s: &'a Session,
@@ -33,7 +36,14 @@ fn ms(from: &CudaEvent, to: &CudaEvent) -> Result<f64, ExperimentError> {
     from.elapsed_ms(to).map(f64::from).map_err(cuda_err("reading an event"))
 }
 
-fn span(phase: &str, stream: u32, label: &str, origin: &CudaEvent, from: &CudaEvent, to: &CudaEvent) -> Result<TimelineSpan, ExperimentError> {
+fn span(
+    phase: &str,
+    stream: u32,
+    label: &str,
+    origin: &CudaEvent,
+    from: &CudaEvent,
+    to: &CudaEvent,
+) -> Result<TimelineSpan, ExperimentError> {
     Ok(TimelineSpan {
         phase: phase.to_owned(),
         stream,
@@ -44,7 +54,7 @@ fn span(phase: &str, stream: u32, label: &str, origin: &CudaEvent, from: &CudaEv
 }
 
 impl Work<'_> {
-    fn copy_on(&mut self, stream: &CudaStream) -> Result<(), ExperimentError> {
+    fn copy_on(&mut self, stream: &Arc<CudaStream>) -> Result<(), ExperimentError> {
         let n = self.host.len();
         stream.memcpy_htod(self.host, &mut self.dev.slice_mut(..n)).map_err(cuda_err("copying"))
     }
@@ -75,7 +85,7 @@ impl Work<'_> {
     }
 
     /// Copy then GEMM on one stream: (copy, compute, total) ms and spans.
-    fn serial(&mut self) -> Result<((f64, f64, f64), Vec<TimelineSpan>), ExperimentError> {
+    fn serial(&mut self) -> Result<(SerialTimes, Vec<TimelineSpan>), ExperimentError> {
         let main = self.s.stream.clone();
         let e0 = self.s.record(&main)?;
         self.copy_on(&main)?;
@@ -155,7 +165,8 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
     let cycles = i64::from(khz) * i64::from(p.kernel_us) / 1000;
     let bytes = usize::try_from(p.copy_bytes).map_err(|_| ExperimentError::Cuda("copy too large".into()))?;
     // SAFETY: written in full below before any copy reads it.
-    let mut pinned = unsafe { s.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err("allocating pinned memory"))?;
+    let mut pinned =
+        unsafe { s.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err("allocating pinned memory"))?;
     let host = pinned.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?;
     for (i, chunk) in host.chunks_mut(4096).enumerate() {
         chunk.fill((i % 251) as u8 + 1);

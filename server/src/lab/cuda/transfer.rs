@@ -42,7 +42,8 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
     if wants(&[CopyKind::H2dPinned, CopyKind::D2hPinned]) {
         // Flags 0: plain page-locked memory. The default (write-combined) is slow for the CPU to read.
         // SAFETY: the buffer is written in full just below, before any copy reads it.
-        let buffer = unsafe { s.ctx.alloc_pinned_with_flags::<u8>(max, 0) }.map_err(cuda_err("allocating pinned memory"))?;
+        let buffer =
+            unsafe { s.ctx.alloc_pinned_with_flags::<u8>(max, 0) }.map_err(cuda_err("allocating pinned memory"))?;
         pinned = Some(buffer);
     }
     let mut b = Buffers {

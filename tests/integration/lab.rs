@@ -1,0 +1,328 @@
+//! The GPU lab over HTTP and the WebSocket, with the simulated executor:
+//! queue, guards, validation, cancel, time limit, storage, charts and CSV.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gpudash::lab::guards::{ComputeProcess, SimulatedProbe};
+use gpudash::lab::{LabConfig, LabOptions};
+use gpudash::telemetry::simulator::Simulator;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::ServerMessage;
+use shared::lab::{LabEvent, LabStatus, Run, RunStatus, RunSummary, TrimOutcome};
+use tokio::net::TcpListener;
+
+use crate::support::{TestServer, connect, next_message};
+
+/// A server with `count` simulated GPUs whose lab sleeps `step` per experiment step.
+async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer, Arc<SimulatedProbe>) {
+    let probe = Arc::new(SimulatedProbe::default());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options {
+        lab: LabOptions {
+            config,
+            simulated_probe: Some(probe.clone()),
+            simulated_step: Some(Duration::from_millis(step_ms)),
+        },
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");
+    let base = format!("http://{}", running.addr());
+    (TestServer { running, base }, probe)
+}
+
+async fn post(server: &TestServer, path: &str, user: &str, body: &Value) -> (StatusCode, Value) {
+    let response = reqwest::Client::new()
+        .post(server.url(path))
+        .header("X-Gpudash-User", user)
+        .json(body)
+        .send()
+        .await
+        .expect("request");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
+    let response = reqwest::get(server.url(path)).await.expect("request");
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    response.json().await.expect("JSON body")
+}
+
+/// Polls until the run has ended.
+async fn finished(server: &TestServer, id: u64) -> Run {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let run: Run = get_json(server, &format!("/api/runs/{id}")).await;
+        if run.summary.status.is_final() {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+fn small_transfer() -> Value {
+    json!({ "kind": "transfer", "sizes": [4096, 1048576, 67108864], "repetitions": 5 })
+}
+
+#[tokio::test]
+async fn a_run_streams_progress_and_ends_with_a_chart_and_csv() {
+    let (server, _) = lab_server(2, 10, LabConfig::default()).await;
+    let mut socket = connect(&server.ws_url()).await;
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
+
+    let (status, body) = post(&server, "/api/runs", "alice", &json!({ "device": 1, "params": small_transfer() })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let queued: Run = serde_json::from_value(body).expect("a run");
+    assert_eq!(queued.summary.status, RunStatus::Queued);
+    assert_eq!(queued.summary.requested_by, "alice");
+    assert!(queued.summary.simulated, "simulated runs say so");
+    assert!(queued.plan.notes.iter().any(|n| n.contains("device memory")), "{:?}", queued.plan.notes);
+
+    // Over the socket: queued, progress, then the end.
+    let (mut saw_progress, mut ended) = (false, None);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ended.is_none() && Instant::now() < deadline {
+        if let ServerMessage::Lab(event) = next_message(&mut socket, 10).await {
+            match event {
+                LabEvent::Progress { id, .. } if id == queued.summary.id => saw_progress = true,
+                LabEvent::Run(summary) if summary.id == queued.summary.id && summary.status.is_final() => {
+                    ended = Some(summary);
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(saw_progress, "progress is streamed");
+    assert_eq!(ended.expect("the run ended").status, RunStatus::Succeeded);
+
+    let run = finished(&server, queued.summary.id).await;
+    let result = run.result.expect("a result");
+    assert_eq!(result.series.len(), 5, "one curve per copy kind");
+    assert!(result.references.iter().any(|r| r.name.contains("PCIe Gen5 x16")));
+    assert!(result.notes.iter().any(|n| n.contains("written before they are timed")));
+    assert!(result.figures.iter().any(|f| f.name == "h2d_pinned efficiency" && f.unit == "%"));
+
+    let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", run.summary.id))).await.expect("svg");
+    assert_eq!(svg.headers()["content-type"], "image/svg+xml");
+    let svg = svg.text().await.expect("text");
+    assert!(svg.starts_with("<svg") && svg.contains("SIMULATED") && svg.contains("h2d_pinned"), "{svg:.300}");
+
+    let csv = reqwest::get(server.url(&format!("/api/runs/{}/results.csv", run.summary.id))).await.expect("csv");
+    let csv = csv.text().await.expect("text");
+    assert!(csv.starts_with("run,device,kind,simulated,section"), "{csv:.200}");
+    assert!(csv.lines().any(|l| l.contains(",series,d2d,67108864,")), "{csv:.2000}");
+
+    let listed: Vec<RunSummary> = get_json(&server, "/api/runs?device=1&kind=transfer").await;
+    assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), vec![run.summary.id]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_previous_run_on_the_same_gpu_is_linked_for_overlays() {
+    let (server, _) = lab_server(1, 1, LabConfig::default()).await;
+    let request = json!({ "device": 0, "params": { "kind": "precision", "sizes": [1024], "repetitions": 3 } });
+    let (_, first) = post(&server, "/api/runs", "a", &request).await;
+    let first = finished(&server, first["id"].as_u64().expect("id")).await;
+    let (_, second) = post(&server, "/api/runs", "a", &request).await;
+    let second = finished(&server, second["id"].as_u64().expect("id")).await;
+    assert_eq!(first.previous_id, None);
+    assert_eq!(second.previous_id, Some(first.summary.id));
+    assert_eq!(second.summary.passed, Some(true), "every GEMM matched the host");
+    let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", second.summary.id))).await.expect("svg");
+    assert!(svg.text().await.expect("text").contains(&format!("(run {})", first.summary.id)));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_parameters_are_refused_with_the_field_and_range() {
+    let (server, _) = lab_server(1, 1, LabConfig::default()).await;
+    for (body, status, expected) in [
+        (json!({ "device": 0, "params": { "kind": "memory", "blocks": 0 } }), 400, "'blocks' must be from 1 to 64"),
+        (json!({ "device": 0, "params": { "kind": "transfer", "sizes": [1] } }), 400, "'sizes' must be from 4096"),
+        (json!({ "device": 0, "params": { "kind": "fft" } }), 400, "invalid run request"),
+        (json!({ "device": 0, "params": { "kind": "latency", "repetition": 9 } }), 400, "unknown field"),
+        (json!({ "device": 7, "params": { "kind": "latency" } }), 404, "no GPU 7"),
+    ] {
+        let (got, body) = post(&server, "/api/runs", "a", &body).await;
+        assert_eq!(got.as_u16(), status, "{body}");
+        let message = body["error"].as_str().expect("an error message");
+        assert!(message.contains(expected), "{message}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn guards_refuse_too_much_memory_and_busy_gpus_unless_forced() {
+    let (server, probe) = lab_server(1, 1, LabConfig::default()).await;
+    let huge = json!({ "device": 0, "params": { "kind": "memory", "block_bytes": 17179869184u64, "blocks": 64 } });
+    let (status, body) = post(&server, "/api/runs", "a", &huge).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let message = body["error"].as_str().expect("message");
+    assert!(message.contains("needs 1.0") && message.contains("free for others"), "{message}");
+
+    probe.set_processes(0, vec![ComputeProcess { pid: 4242, used_bytes: Some(20 << 30) }]);
+    let latency = json!({ "device": 0, "params": { "kind": "latency" } });
+    let (status, body) = post(&server, "/api/runs", "a", &latency).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let message = body["error"].as_str().expect("message");
+    assert!(message.contains("pid 4242 (20.0 GiB)") && message.contains("force"), "{message}");
+
+    let forced = json!({ "device": 0, "params": { "kind": "latency" }, "force": true });
+    let (status, body) = post(&server, "/api/runs", "a", &forced).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let run = finished(&server, body["id"].as_u64().expect("id")).await;
+    assert_eq!(run.summary.status, RunStatus::Succeeded);
+    assert!(run.plan.notes.iter().any(|n| n.contains("forced")), "{:?}", run.plan.notes);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn one_run_per_gpu_a_shared_queue_and_cancel() {
+    let (server, _) = lab_server(2, 60, LabConfig::default()).await;
+    let body = |device: u32| json!({ "device": device, "params": { "kind": "latency" } });
+    let mut ids = Vec::new();
+    for (user, device) in [("alice", 0), ("bob", 0), ("carol", 0), ("dave", 1)] {
+        let (status, run) = post(&server, "/api/runs", user, &body(device)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+        ids.push(run["id"].as_u64().expect("id"));
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    assert!(lab.available && lab.simulated);
+    let queue: Vec<(u64, u32, u32, &str)> =
+        lab.queue.iter().map(|e| (e.run.id, e.run.device, e.position, e.run.requested_by.as_str())).collect();
+    assert_eq!(
+        queue,
+        vec![(ids[0], 0, 0, "alice"), (ids[1], 0, 1, "bob"), (ids[2], 0, 2, "carol"), (ids[3], 1, 0, "dave")],
+        "GPU 0 runs one at a time; GPU 1 runs beside it"
+    );
+
+    // A queued run is cancelled at once; a running one at its next step.
+    let (status, cancelled) = post(&server, &format!("/api/runs/{}/cancel", ids[2]), "carol", &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(cancelled["status"], "cancelled");
+    let (status, _) = post(&server, &format!("/api/runs/{}/cancel", ids[0]), "alice", &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(finished(&server, ids[0]).await.summary.status, RunStatus::Cancelled);
+    assert_eq!(finished(&server, ids[1]).await.summary.status, RunStatus::Succeeded);
+    assert_eq!(finished(&server, ids[3]).await.summary.status, RunStatus::Succeeded);
+
+    let (status, again) = post(&server, &format!("/api/runs/{}/cancel", ids[1]), "bob", &json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    assert!(again["error"].as_str().expect("message").contains("already ended"));
+    let missing = reqwest::get(server.url("/api/runs/999")).await.expect("request");
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_past_its_time_limit_is_stopped() {
+    let config = LabConfig { time_limit: Duration::from_millis(300), ..LabConfig::default() };
+    let (server, _) = lab_server(1, 100, config).await;
+    let (_, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": { "kind": "transfer" } })).await;
+    let run = finished(&server, run["id"].as_u64().expect("id")).await;
+    assert_eq!(run.summary.status, RunStatus::TimedOut);
+    assert!(run.summary.error.expect("why").contains("time limit"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn empty_cache_and_idle_release_hand_memory_back() {
+    let config = LabConfig { idle_release: Duration::from_millis(700), ..LabConfig::default() };
+    let (server, _) = lab_server(1, 1, config).await;
+    let (_, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": small_transfer() })).await;
+    finished(&server, run["id"].as_u64().expect("id")).await;
+    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    assert!(lab.devices[0].context_open && lab.devices[0].pool_reserved > 0, "{:?}", lab.devices);
+
+    let (status, body) = post(&server, "/api/lab/devices/0/empty_cache", "a", &json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let trimmed: TrimOutcome = serde_json::from_value(body).expect("trim outcome");
+    assert!(trimmed.released_bytes >= 128 << 20, "{trimmed:?}");
+    assert_eq!(trimmed.reserved_after, 0);
+
+    // Nobody experimenting: the lab lets go of the GPU.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    assert!(!lab.devices[0].context_open, "{:?}", lab.devices);
+    let (status, _) = post(&server, "/api/lab/devices/5/empty_cache", "a", &json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn every_experiment_runs_on_the_simulated_executor() {
+    let (server, _) = lab_server(1, 1, LabConfig::default()).await;
+    let experiments: Vec<Value> = get_json(&server, "/api/lab/experiments").await;
+    assert_eq!(experiments.len(), 5);
+    for experiment in experiments {
+        let params = experiment["defaults"].clone();
+        let (status, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": params })).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+        let run = finished(&server, run["id"].as_u64().expect("id")).await;
+        assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary);
+        let result = run.result.expect("result");
+        assert!(!result.figures.is_empty(), "{}", experiment["kind"]);
+        let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", run.summary.id))).await.expect("svg");
+        assert!(svg.text().await.expect("text").contains("</svg>"));
+    }
+    let memory: Vec<RunSummary> = get_json(&server, "/api/runs?kind=memory").await;
+    let memory: Run = get_json(&server, &format!("/api/runs/{}", memory[0].id)).await;
+    let steps = &memory.result.expect("result").memory_steps;
+    assert_eq!(steps.first().map(|s| s.label.as_str()), Some("start"));
+    let freed = steps.iter().find(|s| s.label.starts_with("free ")).expect("a free step");
+    assert!(freed.reserved > freed.allocated, "freed blocks stay reserved: {freed:?}");
+    assert_eq!(steps.last().map(|s| s.reserved), Some(0), "empty_cache trims the pool");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn without_cuda_the_lab_says_why_and_the_dashboard_works() {
+    if std::path::Path::new("/proc/driver/nvidia").exists() {
+        return;
+    }
+    let source = gpudash::telemetry::NoGpus::new("libnvidia-ml.so.1: cannot open".into(), 1000);
+    let server = TestServer::with_source(Box::new(source), 1000).await;
+    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    assert!(!lab.available);
+    assert!(lab.reason.as_deref().is_some_and(|r| !r.is_empty()), "{lab:?}");
+    let (status, body) =
+        post(&server, "/api/runs", "a", &json!({ "device": 0, "params": { "kind": "latency" } })).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(body["error"].as_str().expect("message").starts_with("the GPU lab is unavailable: "));
+    let devices = reqwest::get(server.url("/api/devices")).await.expect("devices");
+    assert_eq!(devices.status(), StatusCode::OK);
+    server.stop().await;
+}
+
+#[test]
+fn bench_parses_and_runs_headless() {
+    use clap::Parser;
+    let cli =
+        gpudash::config::Cli::try_parse_from(["gpudash", "bench", "--device", "0", "transfer", "latency", "--json"])
+            .expect("bench flags parse");
+    let Some(gpudash::cli::Command::Bench(args)) = cli.command else { panic!("not bench") };
+    assert_eq!(args.experiments.len(), 2);
+    assert!(args.json);
+    let err = gpudash::config::Cli::try_parse_from(["gpudash", "bench", "fft"]).expect_err("unknown experiment");
+    assert!(err.to_string().contains("'fft' is not an experiment"), "{err}");
+
+    let simulated =
+        gpudash::config::Cli::try_parse_from(["gpudash", "bench", "--simulate", "latency", "--json"]).expect("parse");
+    let Some(gpudash::cli::Command::Bench(args)) = simulated.command else { panic!("not bench") };
+    assert_eq!(gpudash::cli::bench::main(&args), std::process::ExitCode::SUCCESS);
+
+    if !std::path::Path::new("/proc/driver/nvidia").exists() {
+        let Some(gpudash::cli::Command::Bench(args)) = cli_bench(&["latency"]) else { panic!("not bench") };
+        assert_ne!(gpudash::cli::bench::main(&args), std::process::ExitCode::SUCCESS, "no GPU: non-zero");
+    }
+}
+
+fn cli_bench(rest: &[&str]) -> Option<gpudash::cli::Command> {
+    use clap::Parser;
+    let args = ["gpudash", "bench"].iter().chain(rest).copied();
+    gpudash::config::Cli::try_parse_from(args).expect("parse").command
+}
