@@ -39,8 +39,16 @@ fn build() -> Result<(), String> {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     println!("cargo:rerun-if-env-changed=CARGO_TARGET_DIR");
+    println!("cargo:rerun-if-env-changed=GPUDASH_FRONTEND_WASM");
 
-    let wasm = build_wasm(&root)?;
+    // For server work while the frontend is mid-change: embed an already built wasm.
+    let wasm = match env::var_os("GPUDASH_FRONTEND_WASM") {
+        Some(prebuilt) => {
+            println!("cargo:warning=embedding the prebuilt browser app {}", PathBuf::from(&prebuilt).display());
+            PathBuf::from(prebuilt)
+        }
+        None => build_wasm(&root)?,
+    };
     let bindgen_dir = out_dir.join("bindgen");
     let _ = fs::remove_dir_all(&bindgen_dir);
     wasm_bindgen_cli_support::Bindgen::new()
@@ -48,6 +56,7 @@ fn build() -> Result<(), String> {
         .web(true)
         .map_err(|e| format!("wasm-bindgen: {e:#}"))?
         .typescript(false)
+        .out_name("frontend")
         .remove_name_section(true)
         .remove_producers_section(true)
         .generate(&bindgen_dir)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpudash's whole test suite, from a fresh Debian machine with only Rust:
-# installs what the tests need (the wasm32 target, Chromium and ChromeDriver),
+# installs what the tests need (the wasm32 target, Chromium and ChromeDriver,
+# Prometheus for promtool, curl),
 # then runs formatting, lints, unit, integration and browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,8 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 need=()
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+command -v promtool >/dev/null || need+=(prometheus)
+command -v curl >/dev/null || need+=(curl)
 if [ ${#need[@]} -gt 0 ]; then
   step "Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

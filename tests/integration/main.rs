@@ -5,5 +5,6 @@ mod api;
 mod browser;
 mod history;
 mod lab;
+mod metrics;
 mod support;
 mod ws;

@@ -28,7 +28,8 @@ impl TestServer {
     pub async fn with_history(count: u32, interval_ms: u64, dir: &std::path::Path) -> Self {
         let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
-        let options = gpudash::Options { interval: Duration::from_millis(interval_ms), store: Some(store) };
+        let options =
+            gpudash::Options { store: Some(store), ..gpudash::Options::new(Duration::from_millis(interval_ms)) };
         let running =
             gpudash::start_with(listener, Box::new(Simulator::new(count, interval_ms)), options).await.expect("start");
         let base = format!("http://{}", running.addr());

@@ -5,6 +5,7 @@ mod assets;
 mod error;
 mod history;
 mod lab;
+mod metrics;
 mod ws;
 
 use std::sync::Arc;
@@ -49,6 +50,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/processes", get(api::processes))
         .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
+        .route("/metrics", get(metrics::metrics))
         .route("/api/lab", get(lab::status))
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))
