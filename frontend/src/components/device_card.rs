@@ -1,4 +1,4 @@
-//! One GPU's card: identity, memory bar, gauges and the memory chart.
+//! One GPU's card: identity, memory bar, gauges, the memory chart and the health section.
 
 use leptos::prelude::*;
 use shared::{
@@ -6,7 +6,15 @@ use shared::{
     units::{format_bytes, format_watts, or_na},
 };
 
-use crate::{components::memory_chart::MemoryChart, hooks::theme::Theme, state::DashboardState};
+use crate::{
+    components::{
+        format::{self, mhz, na, percent},
+        health::{HealthDetails, MigInstances},
+        memory_chart::MemoryChart,
+    },
+    hooks::theme::Theme,
+    state::DashboardState,
+};
 
 /// The card of GPU `index`; its figures follow that device's latest sample.
 #[component]
@@ -27,13 +35,27 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     };
     let power = move || latest.with(|s| power_halves(s.as_ref()));
     let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
+    let lost = Memo::new(move |_| latest.with(|s| s.as_ref().and_then(|s| s.lost.clone())));
+    let is_lost = move || lost.with(Option::is_some);
+    let pcie = move || {
+        let max = info.with(|i| i.as_ref().and_then(|i| i.pcie_max));
+        latest.with(|s| match s {
+            Some(s) if s.lost.is_none() => format::pcie_now_and_max(s.pcie_link, max),
+            _ => na(),
+        })
+    };
 
     view! {
-        <article class="gpu-card" data-index=index>
+        <article class="gpu-card" class:gpu-lost=is_lost data-index=index>
             <header class="gpu-card-head">
                 <div class="gpu-title">
                     <span class="gpu-index">{format!("GPU {index}")}</span>
                     <h2 class="gpu-name" title=info_text(|i| i.name.clone())>{info_text(|i| i.name.clone())}</h2>
+                    <Show when=is_lost>
+                        <span class="badge badge-lost" title="The GPU stopped answering">
+                            "LOST"
+                        </span>
+                    </Show>
                     <Show when=simulated>
                         <span class="badge badge-simulated" title="Figures come from gpudash's simulator">
                             "simulated"
@@ -55,6 +77,10 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     </div>
                 </dl>
             </header>
+
+            <Show when=is_lost>
+                <p class="lost-reason" role="alert">{move || lost.get().unwrap_or_default()}</p>
+            </Show>
 
             <section class="mem" aria-label="Memory">
                 <div class="mem-row">
@@ -88,7 +114,28 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <Metric label="Mem clock" class="mem-clock" value=gauge(|s| or_na(s.mem_clock_mhz, mhz)) />
             </dl>
 
+            <dl class="metrics metrics-more">
+                <Metric label="P-state" class="pstate" value=gauge(|s| or_na(s.pstate, |p| format!("P{p}"))) />
+                <Metric label="Gfx clock" class="graphics-clock" value=gauge(|s| or_na(s.graphics_clock_mhz, mhz)) />
+                <Metric
+                    label="Power cap"
+                    class="power-cap"
+                    value=gauge(|s| or_na(s.enforced_power_limit_mw, format_watts))
+                />
+                <Metric label="Fans" class="fans" value=gauge(|s| format::fans(s.fan_speeds.as_deref())) />
+                <Metric label="PCIe now / max" class="pcie-link" value=pcie wide=true />
+                <Metric label="Enc / Dec" class="enc-dec" value=gauge(encoder_decoder) />
+                <Metric
+                    label="Clock events"
+                    class="clock-events"
+                    value=gauge(|s| format::clock_events(s.clock_events.as_deref()))
+                    wide=true
+                />
+            </dl>
+
+            <MigInstances state=state index=index />
             <MemoryChart state=state index=index theme=theme />
+            <HealthDetails state=state index=index />
         </article>
     }
 }
@@ -99,26 +146,24 @@ fn Metric(
     label: &'static str,
     class: &'static str,
     value: impl Fn() -> String + Send + Sync + 'static,
+    /// Spans two columns, for values that run long.
+    #[prop(optional)]
+    wide: bool,
 ) -> impl IntoView {
     view! {
-        <div class="metric">
+        <div class="metric" class:metric-wide=wide>
             <dt class="metric-label">{label}</dt>
             <dd class=format!("metric-value {class}")>{value}</dd>
         </div>
     }
 }
 
-/// The "n/a" of `shared::units`, for a card that has no sample yet.
-fn na() -> String {
-    or_na(None::<()>, |()| String::new())
-}
-
-fn percent(value: u32) -> String {
-    format!("{value}%")
-}
-
-fn mhz(value: u32) -> String {
-    format!("{value} MHz")
+/// Encoder and decoder utilization: "0% / 12%".
+fn encoder_decoder(sample: &DeviceSample) -> String {
+    match (sample.encoder_util, sample.decoder_util) {
+        (None, None) => na(),
+        (enc, dec) => format!("{} / {}", or_na(enc, percent), or_na(dec, percent)),
+    }
 }
 
 fn format_capability(cc: ComputeCapability) -> String {
@@ -155,8 +200,10 @@ mod tests {
     }
 
     #[test]
-    fn clocks_and_capability_read_like_nvidia_smi() {
-        assert_eq!(mhz(1980), "1980 MHz");
+    fn capability_and_codecs_read_like_nvidia_smi() {
+        let sample = DeviceSample { encoder_util: Some(0), decoder_util: Some(12), ..Default::default() };
+        assert_eq!(encoder_decoder(&sample), "0% / 12%");
+        assert_eq!(encoder_decoder(&DeviceSample::default()), "n/a");
         assert_eq!(format_capability(ComputeCapability { major: 9, minor: 0 }), "9.0");
     }
 }

@@ -1,16 +1,17 @@
 //! A device's memory used over the last five minutes, drawn with plotters on a `<canvas>`.
 
-use leptos::{ev, html, logging, prelude::*};
+use leptos::{html, logging, prelude::*};
 use plotters::{
     chart::ChartBuilder,
     drawing::IntoDrawingArea,
     series::AreaSeries,
-    style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
+    style::{Color, IntoFont, ShapeStyle, TextStyle},
 };
 use plotters_canvas::CanvasBackend;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
+    components::chart_style::{Palette, fit_to_css_box, use_resize_counter},
     hooks::theme::Theme,
     state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
 };
@@ -25,9 +26,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     // Only this device's revision: other GPUs' ticks do not redraw this chart.
     let revision =
         Memo::new(move |_| state.with(|s| s.device(index).map(|d| (d.memory_revision, d.info.memory_total))));
-    let (resized, set_resized) = signal(0u32);
-    let resize = window_event_listener(ev::resize, move |_| set_resized.update(|n| *n = n.wrapping_add(1)));
-    on_cleanup(move || resize.remove());
+    let resized = use_resize_counter();
 
     let mut draws = 0u32;
     Effect::new(move |_| {
@@ -63,70 +62,6 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
             aria-label=format!("Memory used by GPU {index} over the last 5 minutes")
         ></canvas>
     }
-}
-
-/// Colors of the chart, read from the page's CSS custom properties so they follow the theme.
-struct Palette {
-    background: RGBColor,
-    line: RGBColor,
-    grid: RGBColor,
-    axis: RGBColor,
-    text: RGBColor,
-}
-
-impl Palette {
-    fn from_css(canvas: &HtmlCanvasElement) -> Self {
-        let style = window().get_computed_style(canvas).ok().flatten();
-        let color = |name: &str, fallback: RGBColor| {
-            style
-                .as_ref()
-                .and_then(|style| style.get_property_value(name).ok())
-                .and_then(|value| parse_hex_color(&value))
-                .unwrap_or(fallback)
-        };
-        // Fallbacks are mid-tones that read on dark and light backgrounds alike.
-        Self {
-            background: color("--chart-bg", RGBColor(128, 128, 128)),
-            line: color("--accent", RGBColor(61, 139, 253)),
-            grid: color("--chart-grid", RGBColor(110, 110, 110)),
-            axis: color("--chart-axis", RGBColor(140, 140, 140)),
-            text: color("--text-muted", RGBColor(150, 150, 150)),
-        }
-    }
-}
-
-/// Parses `#rgb` or `#rrggbb` (what main.css uses for its chart colors).
-fn parse_hex_color(value: &str) -> Option<RGBColor> {
-    let hex = value.trim().strip_prefix('#')?;
-    let channel = |at: usize, len: usize| {
-        let digits = hex.get(at..at + len)?;
-        let value = u8::from_str_radix(digits, 16).ok()?;
-        Some(if len == 1 { value * 17 } else { value })
-    };
-    match hex.len() {
-        3 => Some(RGBColor(channel(0, 1)?, channel(1, 1)?, channel(2, 1)?)),
-        6 => Some(RGBColor(channel(0, 2)?, channel(2, 2)?, channel(4, 2)?)),
-        _ => None,
-    }
-}
-
-/// Sizes the canvas's pixel buffer to its CSS box times the device pixel ratio,
-/// so lines and text stay sharp; returns that ratio.
-fn fit_to_css_box(canvas: &HtmlCanvasElement) -> f64 {
-    let ratio = window().device_pixel_ratio().max(1.0);
-    let rect = canvas.get_bounding_client_rect();
-    // A canvas not laid out yet (hidden tab, detached) keeps its current size.
-    if rect.width() >= 1.0 && rect.height() >= 1.0 {
-        let width = (rect.width() * ratio).round() as u32;
-        let height = (rect.height() * ratio).round() as u32;
-        if canvas.width() != width {
-            canvas.set_width(width);
-        }
-        if canvas.height() != height {
-            canvas.set_height(height);
-        }
-    }
-    ratio
 }
 
 fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> Result<(), Box<dyn std::error::Error>> {
@@ -187,14 +122,6 @@ fn format_gib_tick(gib: f64, y_max: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hex_colors_parse_in_short_and_long_form() {
-        assert_eq!(parse_hex_color(" #3d8bfd"), Some(RGBColor(0x3d, 0x8b, 0xfd)));
-        assert_eq!(parse_hex_color("#fff"), Some(RGBColor(255, 255, 255)));
-        assert_eq!(parse_hex_color("rgb(1, 2, 3)"), None);
-        assert_eq!(parse_hex_color("#12345"), None);
-    }
 
     #[test]
     fn small_cards_get_a_decimal_on_the_y_axis() {

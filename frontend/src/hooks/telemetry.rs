@@ -8,7 +8,7 @@ use std::{
 
 use leptos::{logging, prelude::*};
 use send_wrapper::SendWrapper;
-use shared::{ClientMessage, ServerMessage};
+use shared::{ClientMessage, Details, ServerMessage};
 use wasm_bindgen::{JsCast, prelude::Closure};
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
@@ -122,8 +122,9 @@ impl Link {
             }
         };
         match message {
-            ServerMessage::Snapshot { seq, host, devices, latest, history, .. } => {
-                self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history));
+            ServerMessage::Snapshot { seq, host, devices, latest, history, health, processes } => {
+                let details = Details { health, processes };
+                self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history, details));
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);
                 self.resync_requested.set(false);
@@ -139,8 +140,7 @@ impl Link {
                 }
             }
             ServerMessage::Error { message } => logging::warn!("gpudash server says: {message}"),
-            // Health and processes are not drawn yet.
-            ServerMessage::Details(_) => {}
+            ServerMessage::Details(details) => self.set_state.update(|state| state.apply_details(details)),
         }
     }
 

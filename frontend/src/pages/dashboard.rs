@@ -1,11 +1,15 @@
-//! The dashboard page: notices and one card per GPU in a responsive grid.
+//! The dashboard page: notices, who uses what, one card per GPU in a responsive
+//! grid, the process tables and the history charts.
 
 use leptos::prelude::*;
 
 use crate::{
     components::{
         device_card::DeviceCard,
+        history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
+        processes::ProcessTables,
+        usage::WhoUsesWhat,
     },
     hooks::{
         telemetry::{ConnectionStatus, Telemetry},
@@ -38,11 +42,14 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                     when=move || !indices.with(Vec::is_empty)
                     fallback=move || view! { <NoGpus gpu_error=gpu_error() /> }
                 >
+                    <WhoUsesWhat state=state />
                     <div class="gpu-grid">
                         <For each=move || indices.get() key=|index| *index let:index>
                             <DeviceCard state=state index=index theme=theme />
                         </For>
                     </div>
+                    <ProcessTables state=state indices=indices />
+                    <HistorySection state=state indices=indices theme=theme />
                 </Show>
             </Show>
         </main>

@@ -1,11 +1,17 @@
 //! What the page knows about the host and its GPUs, rebuilt from snapshots and ticks.
 //!
 //! Pure data with no browser types, so the rules (a snapshot replaces, a tick
-//! appends, duplicates are dropped, charts keep five minutes) are tested here.
+//! appends, duplicates are dropped, charts keep five minutes, details replace
+//! health and processes) are tested here.
+
+pub mod history;
 
 use std::collections::VecDeque;
 
-use shared::{DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, Tick};
+use shared::{
+    Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, Tick, health::DeviceHealth,
+    processes::GpuProcess,
+};
 
 /// How much memory history a chart shows, in milliseconds.
 pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
@@ -76,6 +82,10 @@ pub enum TickOutcome {
 pub struct DashboardState {
     pub host: Option<HostInfo>,
     pub devices: Vec<DeviceState>,
+    /// Latest slow-loop readings, one per device that has one (a lost GPU has none).
+    pub health: Vec<DeviceHealth>,
+    /// Every GPU process, as of the latest details.
+    pub processes: Vec<GpuProcess>,
     /// Sequence number of the last tick applied.
     pub seq: u64,
     revision: u64,
@@ -90,6 +100,7 @@ impl DashboardState {
         devices: Vec<DeviceInfo>,
         mut latest: Vec<DeviceSample>,
         mut history: Vec<DeviceHistory>,
+        details: Details,
     ) {
         self.revision += 1;
         let revision = self.revision;
@@ -108,6 +119,13 @@ impl DashboardState {
             .collect();
         self.host = Some(host);
         self.seq = seq;
+        self.apply_details(details);
+    }
+
+    /// Replaces health and processes with the slower loop's latest readings.
+    pub fn apply_details(&mut self, details: Details) {
+        self.health = details.health;
+        self.processes = details.processes;
     }
 
     /// Appends a tick unless it was already applied.
@@ -135,6 +153,30 @@ impl DashboardState {
     pub fn device(&self, index: u32) -> Option<&DeviceState> {
         self.devices.iter().find(|d| d.info.index == index)
     }
+
+    /// Why GPU `index` stopped answering, when it did.
+    pub fn lost_reason(&self, index: u32) -> Option<&str> {
+        self.device(index)?.latest.as_ref()?.lost.as_deref()
+    }
+
+    /// The latest health reading of GPU `index`.
+    pub fn health(&self, index: u32) -> Option<&DeviceHealth> {
+        self.health.iter().find(|h| h.index == index)
+    }
+
+    /// Processes on GPU `index`, in the server's order.
+    pub fn processes_on(&self, index: u32) -> impl Iterator<Item = &GpuProcess> {
+        self.processes.iter().filter(move |p| p.device == index)
+    }
+
+    /// GPUs no process holds, ascending; a lost GPU is never free.
+    pub fn free_devices(&self) -> Vec<u32> {
+        self.devices
+            .iter()
+            .map(|d| d.info.index)
+            .filter(|&i| self.lost_reason(i).is_none() && self.processes_on(i).next().is_none())
+            .collect()
+    }
 }
 
 /// Removes and returns the first item matching `pred`.
@@ -160,6 +202,7 @@ mod tests {
             gpu_error: None,
             interval_ms: 1000,
             version: "0.1.0".to_owned(),
+            history_path: None,
         }
     }
 
@@ -172,6 +215,10 @@ mod tests {
             compute_capability: None,
             memory_total: 80 << 30,
             simulated: true,
+            max_clocks: shared::Clocks::default(),
+            pcie_max: None,
+            memory_bus_width: None,
+            nvlink_links: 0,
         }
     }
 
@@ -179,9 +226,26 @@ mod tests {
         DeviceSample { index, timestamp_ms: seconds * 1000, memory_used: Some(used), ..Default::default() }
     }
 
+    fn process(device: u32, pid: u32) -> GpuProcess {
+        GpuProcess {
+            device,
+            pid,
+            kind: shared::processes::ProcessKind::Compute,
+            used_memory: Some(1 << 30),
+            sm_util: None,
+            sm_util_seen_ms: None,
+            user: Some("ana".to_owned()),
+            name: None,
+            command: None,
+            started_ms: None,
+            container: None,
+        }
+    }
+
     fn snapshot(state: &mut DashboardState, seq: u64) {
         let history = vec![DeviceHistory { index: 0, points: vec![point(10, 1), point(11, 2)] }];
-        state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history);
+        let details = Details { health: vec![], processes: vec![process(1, 5)] };
+        state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history, details);
     }
 
     #[test]
@@ -202,7 +266,9 @@ mod tests {
         assert_eq!(state.device(0).map(|d| d.memory.iter().count()), Some(2));
         assert_eq!(state.device(1).and_then(|d| d.latest.as_ref()).and_then(|s| s.memory_used), Some(7));
 
-        state.apply_snapshot(2, host(), vec![info(3)], vec![], vec![]);
+        assert_eq!(state.processes.len(), 1);
+        state.apply_snapshot(2, host(), vec![info(3)], vec![], vec![], Details::default());
+        assert!(state.processes.is_empty());
         assert_eq!(state.seq, 2);
         assert_eq!(state.devices.len(), 1);
         assert!(state.device(3).is_some_and(|d| d.memory.newest_ms().is_none() && d.latest.is_none()));
@@ -226,5 +292,20 @@ mod tests {
 
         assert_eq!(state.apply_tick(Tick { seq: 9, samples: vec![] }), TickOutcome::AppliedAfterGap);
         assert_eq!(state.seq, 9);
+    }
+
+    #[test]
+    fn details_replace_processes_and_lost_gpus_are_not_free() {
+        let mut state = DashboardState::default();
+        snapshot(&mut state, 1);
+        assert_eq!(state.free_devices(), [0]);
+        state.apply_details(Details { health: vec![], processes: vec![process(0, 9)] });
+        assert_eq!(state.processes_on(0).map(|p| p.pid).collect::<Vec<_>>(), [9]);
+        assert_eq!(state.free_devices(), [1]);
+
+        let lost = DeviceSample { index: 1, timestamp_ms: 20_000, lost: Some("fell off".into()), ..Default::default() };
+        state.apply_tick(Tick { seq: 2, samples: vec![lost] });
+        assert_eq!(state.lost_reason(1), Some("fell off"));
+        assert!(state.free_devices().is_empty());
     }
 }

@@ -1,0 +1,141 @@
+//! How the page writes figures that `shared::units` does not cover: clocks,
+//! links, durations, energy, rates, and lists of GPUs.
+
+use shared::{
+    PcieLink,
+    units::{format_bytes, or_na},
+};
+
+/// The "n/a" of `shared::units`, for a value with nothing to show.
+pub fn na() -> String {
+    or_na(None::<()>, |()| String::new())
+}
+
+pub fn percent(value: u32) -> String {
+    format!("{value}%")
+}
+
+pub fn mhz(value: u32) -> String {
+    format!("{value} MHz")
+}
+
+/// "on", "off" or "n/a".
+pub fn on_off(value: Option<bool>) -> String {
+    or_na(value, |on| if on { "on" } else { "off" }.to_owned())
+}
+
+/// "Gen5 x16".
+pub fn pcie(link: PcieLink) -> String {
+    format!("Gen{} x{}", link.generation, link.width)
+}
+
+/// The link as it runs now over the best it can do: "Gen1 x16 / Gen5 x16".
+pub fn pcie_now_and_max(now: Option<PcieLink>, max: Option<PcieLink>) -> String {
+    match (now, max) {
+        (None, None) => na(),
+        (now, max) => format!("{} / {}", or_na(now, pcie), or_na(max, pcie)),
+    }
+}
+
+/// Clock event reasons as NVML names them, comma-separated; "none" when clocks run free.
+pub fn clock_events(events: Option<&[String]>) -> String {
+    match events {
+        None => na(),
+        Some([]) => "none".to_owned(),
+        Some(events) => events.join(", "),
+    }
+}
+
+/// Fan speeds, "45%" or "40%, 42%"; "n/a" for boards without fans NVML can read.
+pub fn fans(speeds: Option<&[u32]>) -> String {
+    match speeds {
+        None | Some([]) => na(),
+        Some(speeds) => speeds.iter().map(|&s| percent(s)).collect::<Vec<_>>().join(", "),
+    }
+}
+
+/// Bytes per second in binary units: "1.50 GiB/s".
+pub fn rate(bytes_per_s: u64) -> String {
+    format!("{}/s", format_bytes(bytes_per_s))
+}
+
+/// Energy from millijoules: kWh, the unit on an electricity bill, with three significant digits.
+pub fn energy(millijoules: u64) -> String {
+    let kwh = millijoules as f64 / 3.6e9;
+    if kwh >= 100.0 {
+        format!("{kwh:.0} kWh")
+    } else if kwh >= 10.0 {
+        format!("{kwh:.1} kWh")
+    } else if kwh >= 1.0 {
+        format!("{kwh:.2} kWh")
+    } else {
+        format!("{kwh:.3} kWh")
+    }
+}
+
+/// A running time as people say it: "42s", "13m", "2h 13m", "3d 4h".
+pub fn duration(ms: u64) -> String {
+    let seconds = ms / 1000;
+    let (days, hours, minutes) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60);
+    if days > 0 {
+        format!("{days}d {hours}h")
+    } else if hours > 0 {
+        format!("{hours}h {minutes}m")
+    } else if minutes > 0 {
+        format!("{minutes}m")
+    } else {
+        format!("{seconds}s")
+    }
+}
+
+/// GPU indexes as a list: "0, 3".
+pub fn indexes(devices: &[u32]) -> String {
+    devices.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Time of day of `ms` (since the epoch) in the browser's zone: "14:05" or, with seconds, "14:05:09".
+pub fn time_of_day(ms: f64, seconds: bool) -> String {
+    let date = js_sys::Date::new(&ms.into());
+    let (h, m, s) = (date.get_hours(), date.get_minutes(), date.get_seconds());
+    if seconds { format!("{h:02}:{m:02}:{s:02}") } else { format!("{h:02}:{m:02}") }
+}
+
+/// Weekday and time of `ms` in the browser's zone: "Tue 14:05".
+pub fn day_and_time(ms: f64) -> String {
+    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+    let date = js_sys::Date::new(&ms.into());
+    let day = DAYS.get(date.get_day() as usize).copied().unwrap_or_default();
+    format!("{day} {}", time_of_day(ms, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_events_and_fans() {
+        let gen5 = PcieLink { generation: 5, width: 16 };
+        assert_eq!(pcie_now_and_max(Some(gen5), Some(gen5)), "Gen5 x16 / Gen5 x16");
+        assert_eq!(pcie_now_and_max(None, Some(gen5)), "n/a / Gen5 x16");
+        assert_eq!(pcie_now_and_max(None, None), "n/a");
+        assert_eq!(clock_events(Some(&[])), "none");
+        assert_eq!(clock_events(Some(&["idle".to_owned(), "sw_power_cap".to_owned()])), "idle, sw_power_cap");
+        assert_eq!(clock_events(None), "n/a");
+        assert_eq!(fans(None), "n/a");
+        assert_eq!(fans(Some(&[40, 42])), "40%, 42%");
+        assert_eq!(on_off(Some(true)), "on");
+    }
+
+    #[test]
+    fn durations_energy_and_rates_read_naturally() {
+        assert_eq!(duration(42_000), "42s");
+        assert_eq!(duration(13 * 60_000 + 5_000), "13m");
+        assert_eq!(duration((2 * 60 + 13) * 60_000), "2h 13m");
+        assert_eq!(duration((3 * 24 + 4) * 3_600_000), "3d 4h");
+        assert_eq!(energy(1_000_000_000), "0.278 kWh");
+        assert_eq!(energy(36_000_000_000), "10.0 kWh");
+        assert_eq!(rate(3 << 29), "1.50 GiB/s");
+        assert_eq!(indexes(&[0, 3]), "0, 3");
+        assert_eq!(mhz(1980), "1980 MHz");
+    }
+}

@@ -1,0 +1,344 @@
+//! One history chart: a device's metric over the picked range, fetched from
+//! `/api/history` and kept moving with the live samples; min–max band and average line.
+
+use leptos::{html, logging, prelude::*, task::spawn_local};
+use plotters::{
+    chart::ChartBuilder,
+    drawing::IntoDrawingArea,
+    element::Polygon,
+    prelude::BindKeyPoints,
+    series::LineSeries,
+    style::{Color, IntoFont, ShapeStyle, TextStyle},
+};
+use plotters_canvas::CanvasBackend;
+use shared::history::{HistoryPoint, Metric};
+use web_sys::HtmlCanvasElement;
+
+use crate::{
+    components::{
+        chart_style::{Palette, fit_to_css_box, use_resize_counter},
+        format,
+    },
+    hooks::{
+        api::{HistoryQuery, fetch_history},
+        theme::Theme,
+    },
+    state::{
+        DashboardState,
+        history::{HistoryRange, HistorySeries, sample_value},
+    },
+};
+
+const GIB: f64 = (1u64 << 30) as f64;
+/// At most this many buckets per chart, whatever the canvas width.
+const MAX_POINTS: u32 = 1000;
+/// Live-only redraws are spaced at least this far apart (a week's chart gains nothing from 5 a second).
+const MIN_REDRAW_MS: f64 = 900.0;
+
+/// `canvas.history-chart[data-metric]` of GPU `index`.
+#[component]
+pub fn HistoryChart(
+    state: ReadSignal<DashboardState>,
+    index: u32,
+    metric: Metric,
+    range: ReadSignal<HistoryRange>,
+    theme: ReadSignal<Theme>,
+) -> impl IntoView {
+    let canvas_ref = NodeRef::<html::Canvas>::new();
+    // Until the first answer, a bucket per second of live samples.
+    let series = RwSignal::new(HistorySeries::live(1000));
+    let error = RwSignal::new(None::<String>);
+    // Counts answers, so an answer is drawn at once rather than waiting out the live throttle.
+    let answers = RwSignal::new(0u32);
+    let generation = StoredValue::new(0u64);
+    let resized = use_resize_counter();
+
+    // A fetch per range picked (and one at first); an answer for an older pick is dropped.
+    Effect::new(move |_| {
+        let range = range.get();
+        let Some(canvas) = canvas_ref.get() else {
+            return;
+        };
+        let width = canvas.get_bounding_client_rect().width().round();
+        let points = if width >= 1.0 { (width as u32).min(MAX_POINTS) } else { 300 };
+        let to_ms = js_sys::Date::now() as u64;
+        let query =
+            HistoryQuery { device: index, metric, from_ms: to_ms.saturating_sub(range.millis()), to_ms, points };
+        generation.update_value(|g| *g += 1);
+        let mine = generation.get_value();
+        series.update(HistorySeries::begin_fetch);
+        spawn_local(async move {
+            let answer = fetch_history(query).await;
+            if generation.try_get_value() != Some(mine) {
+                return;
+            }
+            match answer {
+                Ok(answer) => {
+                    series.try_update(|s| s.finish_fetch(answer.bucket_ms, answer.points));
+                    error.try_set(None);
+                    answers.try_update(|n| *n += 1);
+                }
+                Err(message) => {
+                    logging::warn!("gpudash: history of GPU {index} {}: {message}", metric.name());
+                    series.try_update(HistorySeries::abandon_fetch);
+                    error.try_set(Some(message));
+                    answers.try_update(|n| *n += 1);
+                }
+            }
+        });
+    });
+
+    // The live tail: each new sample joins the newest bucket or opens the next.
+    let live = Memo::new(move |_| {
+        state.with(|s| {
+            let latest = s.device(index)?.latest.as_ref()?;
+            Some((latest.timestamp_ms, sample_value(latest, metric)?))
+        })
+    });
+    Effect::new(move |_| {
+        if let Some((t, value)) = live.get() {
+            let from = (js_sys::Date::now() as u64).saturating_sub(range.get_untracked().millis());
+            series.update(|s| {
+                s.push(t, value);
+                s.trim_before(from);
+            });
+        }
+    });
+
+    let ceiling = Memo::new(move |_| state.with(|s| y_ceiling(s, index, metric)));
+    let mut draws = 0u32;
+    let mut last_draw: Option<(DrawKey, f64)> = None;
+    Effect::new(move |_| {
+        let key = DrawKey {
+            range: range.get(),
+            theme: theme.get(),
+            resized: resized.get(),
+            ceiling: ceiling.get(),
+            answers: answers.get(),
+        };
+        series.track();
+        let Some(canvas) = canvas_ref.get() else {
+            return;
+        };
+        let now = js_sys::Date::now();
+        if let Some((last, at)) = last_draw
+            && last == key
+            && now - at < MIN_REDRAW_MS
+        {
+            return;
+        }
+        last_draw = Some((key, now));
+        let drawn = series.with_untracked(|s| draw(&canvas, s, metric, key.range, key.ceiling, now));
+        match drawn {
+            Ok(points) => {
+                draws += 1;
+                let _ = canvas.set_attribute("data-draws", &draws.to_string());
+                let _ = canvas.set_attribute("data-points", &points.to_string());
+            }
+            Err(err) => logging::warn!("gpudash: cannot draw the {} history of GPU {index}: {err}", metric.name()),
+        }
+    });
+
+    let (unit, _) = display_unit(metric);
+    view! {
+        <figure class="history-cell">
+            <figcaption class="history-caption">
+                {metric.label()}
+                <span class="history-unit">{format!(" ({unit})")}</span>
+            </figcaption>
+            <canvas
+                node_ref=canvas_ref
+                class="history-chart"
+                data-metric=metric.name()
+                data-index=index
+                role="img"
+                aria-label=move || format!("{} of GPU {index} over the last {}", metric.label(), range.get().key())
+            ></canvas>
+            <Show when=move || error.with(Option::is_some)>
+                <p class="history-error">{move || error.get().unwrap_or_default()}</p>
+            </Show>
+        </figure>
+    }
+}
+
+/// What, besides new live samples, redraws a chart at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DrawKey {
+    range: HistoryRange,
+    theme: Theme,
+    resized: u32,
+    ceiling: Option<f64>,
+    answers: u32,
+}
+
+/// The unit a metric is drawn in and what divides the API's values into it.
+fn display_unit(metric: Metric) -> (&'static str, f64) {
+    match metric {
+        Metric::MemoryUsed => ("GiB", GIB),
+        other => (other.unit(), 1.0),
+    }
+}
+
+/// The top of the y axis in display units, where the device says what its most is.
+fn y_ceiling(state: &DashboardState, index: u32, metric: Metric) -> Option<f64> {
+    let device = state.device(index)?;
+    let latest = device.latest.as_ref();
+    match metric {
+        Metric::MemoryUsed => (device.info.memory_total > 0).then(|| device.info.memory_total as f64 / GIB),
+        Metric::GpuUtil | Metric::MemUtil => Some(100.0),
+        Metric::PowerDraw => latest?.power_limit_mw.map(|mw| f64::from(mw) / 1000.0),
+        Metric::Temperature => Some(100.0),
+        Metric::SmClock => device.info.max_clocks.sm_mhz.map(f64::from),
+        Metric::MemClock => device.info.max_clocks.memory_mhz.map(f64::from),
+    }
+}
+
+/// Steps the time axis may take, in ms: round minutes, hours and days.
+const TIME_STEPS: [u64; 14] = [
+    15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 10_800_000,
+    21_600_000, 43_200_000, 86_400_000,
+];
+
+/// Tick times between `from` and `to` at the smallest round step that gives at
+/// most `max_ticks`, aligned on the local clock (`offset_ms` east of UTC); and that step.
+fn time_ticks(from: u64, to: u64, max_ticks: u64, offset_ms: i64) -> (Vec<u64>, u64) {
+    let span = to.saturating_sub(from);
+    let step = TIME_STEPS.into_iter().find(|step| span / step <= max_ticks.max(1)).unwrap_or(86_400_000);
+    let local = |t: u64| t as i64 + offset_ms;
+    let first = local(from).div_euclid(step as i64) * step as i64 + step as i64 - offset_ms;
+    let ticks = (0..).map(|k| first + k * step as i64).take_while(|&t| t <= to as i64).map(|t| t as u64).collect();
+    (ticks, step)
+}
+
+/// A tick's label: seconds on short steps, the weekday on day steps.
+fn time_label(ms: f64, step: u64) -> String {
+    if step < 60_000 {
+        format::time_of_day(ms, true)
+    } else if step >= 43_200_000 {
+        format::day_and_time(ms)
+    } else {
+        format::time_of_day(ms, false)
+    }
+}
+
+/// Splits points where buckets are missing (the server was down), so no line bridges the gap.
+fn segments(points: &[HistoryPoint], gap_ms: u64) -> Vec<&[HistoryPoint]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..points.len() {
+        if points[i].t - points[i - 1].t > gap_ms {
+            out.push(&points[start..i]);
+            start = i;
+        }
+    }
+    if start < points.len() {
+        out.push(&points[start..]);
+    }
+    out
+}
+
+/// Draws the chart; returns how many buckets it drew.
+fn draw(
+    canvas: &HtmlCanvasElement,
+    series: &HistorySeries,
+    metric: Metric,
+    range: HistoryRange,
+    ceiling: Option<f64>,
+    now_ms: f64,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    let ratio = fit_to_css_box(canvas);
+    let css_width = f64::from(canvas.width()) / ratio;
+    let px = |css_px: f64| (css_px * ratio).round() as u32;
+    let palette = Palette::from_css(canvas);
+    let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
+    let root = backend.into_drawing_area();
+    root.fill(&palette.background)?;
+
+    let (unit, divisor) = display_unit(metric);
+    let to = now_ms.max(series.points().last().map_or(0.0, |p| p.t as f64));
+    let from = to - range.millis() as f64;
+    let first = series.points().partition_point(|p| (p.t as f64) < from);
+    let visible = &series.points()[first..];
+    let data_max = visible.iter().map(|p| p.max / divisor).fold(0.0, f64::max);
+    let y_max = ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0);
+
+    let max_ticks = (css_width / 80.0).clamp(2.0, 8.0) as u64;
+    let offset_ms = -js_sys::Date::new_0().get_timezone_offset() as i64 * 60_000;
+    let (ticks, step) = time_ticks(from as u64, to as u64, max_ticks, offset_ms);
+    // Integer milliseconds: plotters lets key points be bound only to axes with default formatting.
+    let ticks: Vec<i64> = ticks.into_iter().map(|t| t as i64).collect();
+
+    let label: TextStyle<'_> = ("sans-serif", f64::from(px(10.5))).into_font().color(&palette.text);
+    let mut chart = ChartBuilder::on(&root)
+        .margin(px(6.0))
+        .margin_right(px(10.0))
+        .x_label_area_size(px(20.0))
+        .y_label_area_size(px(38.0))
+        .build_cartesian_2d((from as i64..to as i64).with_key_points(ticks), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .y_labels(4)
+        .x_label_formatter(&|x| time_label(*x as f64, step))
+        .y_label_formatter(&|y| value_tick(*y, y_max))
+        .y_desc(unit)
+        .label_style(label.clone())
+        .axis_desc_style(label)
+        .axis_style(ShapeStyle::from(palette.axis).stroke_width(px(1.0)))
+        .bold_line_style(ShapeStyle::from(palette.grid.mix(0.45)).stroke_width(px(1.0)))
+        .light_line_style(ShapeStyle::from(palette.grid.mix(0.0)))
+        .set_all_tick_mark_size(px(3.0))
+        .draw()?;
+
+    let gap_ms = (series.bucket_ms() * 3).max(5_000);
+    for segment in segments(visible, gap_ms) {
+        let x = |p: &HistoryPoint| p.t as i64;
+        // The band: up along the maxima, back along the minima.
+        let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (x(p), p.max / divisor)).collect();
+        band.extend(segment.iter().rev().map(|p| (x(p), p.min / divisor)));
+        chart.draw_series(std::iter::once(Polygon::new(band, palette.line.mix(0.25).filled())))?;
+        chart.draw_series(LineSeries::new(
+            segment.iter().map(|p| (x(p), p.avg / divisor)),
+            ShapeStyle::from(palette.line).stroke_width(px(1.5)),
+        ))?;
+    }
+    root.present()?;
+    Ok(visible.len())
+}
+
+/// A y-axis label: whole numbers, with a decimal when the axis is short.
+fn value_tick(value: f64, y_max: f64) -> String {
+    if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(t: u64) -> HistoryPoint {
+        HistoryPoint { t, min: 0.0, avg: 0.0, max: 0.0 }
+    }
+
+    #[test]
+    fn ticks_fall_on_round_local_times() {
+        // One hour from 10:07 UTC: every 15 minutes at most 4 ticks, on the quarter hour.
+        let from = 10 * 3_600_000 + 7 * 60_000;
+        let (ticks, step) = time_ticks(from, from + 3_600_000, 4, 0);
+        assert_eq!(step, 900_000);
+        assert_eq!(
+            ticks,
+            [10 * 3_600_000 + 900_000, 10 * 3_600_000 + 1_800_000, 10 * 3_600_000 + 2_700_000, 11 * 3_600_000]
+        );
+        // Half an hour east of UTC, hour ticks land on local hours.
+        let (ticks, _) = time_ticks(0, 3 * 3_600_000, 3, 1_800_000);
+        assert_eq!(ticks, [1_800_000, 5_400_000, 9_000_000]);
+    }
+
+    #[test]
+    fn gaps_split_the_series() {
+        let points = [point(0), point(1000), point(9000), point(10_000)];
+        let parts = segments(&points, 5000);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[1], [point(9000), point(10_000)]);
+        assert!(segments(&[], 5000).is_empty());
+    }
+}

@@ -1,0 +1,87 @@
+//! `#who-uses-what`: per user, the GPUs and memory they hold, and which GPUs are free.
+
+use leptos::prelude::*;
+use shared::{processes::usage_by_user, units::format_bytes};
+
+use crate::{components::format, state::DashboardState};
+
+/// The overview a team reads first: who holds which GPUs, and which are free.
+#[component]
+pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
+    let users = Memo::new(move |_| state.with(|s| usage_by_user(&s.processes)));
+    let free = Memo::new(move |_| state.with(DashboardState::free_devices));
+    let lost = Memo::new(move |_| {
+        state.with(|s| {
+            s.devices.iter().map(|d| d.info.index).filter(|&i| s.lost_reason(i).is_some()).collect::<Vec<_>>()
+        })
+    });
+
+    view! {
+        <section id="who-uses-what" class="section usage" aria-labelledby="usage-title">
+            <h2 id="usage-title" class="section-title">"Who uses what"</h2>
+            <div class="usage-body">
+                <Show
+                    when=move || !users.with(Vec::is_empty)
+                    fallback=|| view! { <p class="usage-nobody">"No GPU processes right now."</p> }
+                >
+                    <div class="table-scroll">
+                        <table class="usage-table">
+                            <thead>
+                                <tr>
+                                    <th scope="col">"User"</th>
+                                    <th scope="col">"GPUs"</th>
+                                    <th scope="col">"Memory"</th>
+                                    <th scope="col">"Processes"</th>
+                                </tr>
+                            </thead>
+                            <tbody>
+                                {move || {
+                                    users
+                                        .get()
+                                        .into_iter()
+                                        .map(|u| {
+                                            view! {
+                                                <tr class="user-row">
+                                                    <td class="usage-user">{u.user}</td>
+                                                    <td class="usage-gpus">{format::indexes(&u.devices)}</td>
+                                                    <td class="usage-memory">{format_bytes(u.memory)}</td>
+                                                    <td class="usage-processes">{u.processes}</td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()
+                                }}
+                            </tbody>
+                        </table>
+                    </div>
+                </Show>
+                <p id="free-gpus" class="free-gpus" class:none-free=move || free.with(Vec::is_empty)>
+                    {move || free_text(&free.get())}
+                </p>
+                <Show when=move || !lost.with(Vec::is_empty)>
+                    <p id="lost-gpus" class="lost-gpus">{move || format!("Lost: {}", gpu_list(&lost.get()))}</p>
+                </Show>
+            </div>
+        </section>
+    }
+}
+
+/// "Free: GPU 1, GPU 2", or "Free: none".
+fn free_text(free: &[u32]) -> String {
+    if free.is_empty() { "Free: none".to_owned() } else { format!("Free: {}", gpu_list(free)) }
+}
+
+fn gpu_list(devices: &[u32]) -> String {
+    devices.iter().map(|i| format!("GPU {i}")).collect::<Vec<_>>().join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_gpus_read_as_a_list_or_none() {
+        assert_eq!(free_text(&[1, 2]), "Free: GPU 1, GPU 2");
+        assert_eq!(free_text(&[]), "Free: none");
+    }
+}

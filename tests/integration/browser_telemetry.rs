@@ -1,0 +1,356 @@
+//! The page's telemetry beyond the memory gauge, in a real browser: process
+//! tables, who uses what, a lost GPU, history charts and the health section.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use fantoccini::{Client, Locator};
+use gpudash::telemetry::simulator::Simulator;
+use gpudash::telemetry::{GpuSource, XidSink};
+use serde_json::Value;
+use shared::health::{XidEvent, xid_meaning};
+use shared::processes::{GpuProcess, ProcessKind};
+use shared::units::format_bytes;
+use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::support::TestServer;
+
+/// The simulator plus two more processes on GPU 0 (one that /proc hides) and
+/// an XID 48 on GPU 0, so a table has rows to sort and the health section has an error to show.
+struct CrowdedSimulator(Simulator);
+
+const HIDDEN_PID: u32 = 900_002;
+
+impl GpuSource for CrowdedSimulator {
+    fn host(&self) -> HostInfo {
+        self.0.host()
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        self.0.devices()
+    }
+
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+        self.0.sample(timestamp_ms)
+    }
+
+    fn details(&self, timestamp_ms: u64) -> Details {
+        let mut details = self.0.details(timestamp_ms);
+        let extra = |pid: u32, user: Option<&str>, gib: u64| GpuProcess {
+            device: 0,
+            pid,
+            kind: ProcessKind::Compute,
+            used_memory: Some(gib << 30),
+            sm_util: Some(3),
+            sm_util_seen_ms: Some(timestamp_ms),
+            user: user.map(str::to_owned),
+            name: user.map(|_| "python3".to_owned()),
+            command: user.map(|_| "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x".to_owned()),
+            started_ms: user.map(|_| timestamp_ms - 2 * 3_600_000),
+            container: None,
+        };
+        details.processes.push(extra(900_001, Some("zoe"), 3));
+        details.processes.push(extra(HIDDEN_PID, None, 1));
+        details
+    }
+
+    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        sink(XidEvent {
+            device: 0,
+            timestamp_ms: gpudash::telemetry::now_ms(),
+            code: 48,
+            meaning: xid_meaning(48).into(),
+        });
+        self.0.watch_xids(sink, stop)
+    }
+}
+
+async fn crowded(count: u32, interval_ms: u64) -> TestServer {
+    TestServer::with_source(Box::new(CrowdedSimulator(Simulator::new(count, interval_ms))), interval_ms).await
+}
+
+async fn api_processes(server_api: &str) -> Option<Value> {
+    reqwest::get(server_api).await.ok()?.json().await.ok()
+}
+
+/// `(pid, user, memory)` of the table rows of GPU `index`, as shown.
+async fn table_rows(c: &Client, index: u32) -> Vec<(String, String, String)> {
+    let css = |cell: &str| format!("table.process-table[data-index='{index}'] tr.process-row td.{cell}");
+    let (pids, users, memory) =
+        (texts(c, &css("pid")).await, texts(c, &css("user")).await, texts(c, &css("memory")).await);
+    pids.into_iter().zip(users).zip(memory).map(|((p, u), m)| (p, u, m)).collect()
+}
+
+/// `(pid, user, memory)` of the API's processes on GPU `index`, biggest memory first.
+fn api_rows(api: &Value, index: u64) -> Vec<(String, String, String)> {
+    let mut processes: Vec<&Value> =
+        api["processes"].as_array().into_iter().flatten().filter(|p| p["device"].as_u64() == Some(index)).collect();
+    processes.sort_by_key(|p| std::cmp::Reverse(p["used_memory"].as_u64()));
+    processes
+        .iter()
+        .map(|p| {
+            let user = p["user"].as_str().unwrap_or("?").to_owned();
+            let memory = p["used_memory"].as_u64().map_or_else(|| "n/a".to_owned(), format_bytes);
+            (p["pid"].to_string(), user, memory)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn process_tables_match_the_api_and_sort_by_a_clicked_column() {
+    let server = crowded(2, 500).await;
+    let url = server.url("/");
+    let api = server.url("/api/processes");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        // GPU 0 runs the simulator's job and the two added processes; memory descending by default.
+        let shown = eventually(20, "GPU 0's table equal to /api/processes", || async {
+            let expected = api_rows(&api_processes(&api).await?, 0);
+            let shown = table_rows(&c, 0).await;
+            (expected.len() == 3 && shown == expected).then_some(shown)
+        })
+        .await;
+        let hidden = shown.iter().find(|row| row.0 == HIDDEN_PID.to_string()).expect("the hidden process is listed");
+        assert_eq!((hidden.1.as_str(), hidden.2.as_str()), ("?", "1.00 GiB"));
+        let full = "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x";
+        let titles = js(
+            &c,
+            "return [...document.querySelectorAll(\"table.process-table[data-index='0'] td.command\")]\
+             .map(td => [td.textContent, td.getAttribute('title')])",
+        )
+        .await;
+        let notebook = titles.as_array().unwrap().iter().find(|t| t[1] == full).expect("the full command as a tooltip");
+        let cut = notebook[0].as_str().unwrap();
+        assert!(cut.chars().count() <= 40 && cut.ends_with('…') && full.starts_with(cut.trim_end_matches('…')), "{cut}");
+
+        let pids = |rows: Vec<(String, String, String)>| rows.into_iter().map(|r| r.0).collect::<Vec<_>>();
+        let descending = pids(shown);
+        c.find(Locator::Css("table.process-table[data-index='0'] th button[data-sort='memory']"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let ascending = pids(table_rows(&c, 0).await);
+        assert_eq!(ascending, descending.iter().rev().cloned().collect::<Vec<_>>());
+        let sort = js(&c, "return document.querySelector(\"table.process-table[data-index='0'] th.col-memory\").getAttribute('aria-sort')").await;
+        assert_eq!(sort, "ascending");
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn who_uses_what_lists_every_user_and_the_free_gpus() {
+    let server = crowded(4, 500).await;
+    let url = server.url("/");
+    let api = server.url("/api/processes");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        eventually(20, "#who-uses-what equal to /api/processes", || async {
+            let api = api_processes(&api).await?;
+            let users = api["users"].as_array()?;
+            let expected: Vec<(String, String, String)> = users
+                .iter()
+                .map(|u| {
+                    let devices: Vec<String> =
+                        u["devices"].as_array().into_iter().flatten().map(Value::to_string).collect();
+                    (u["user"].as_str().unwrap_or_default().to_owned(), devices.join(", "), u["processes"].to_string())
+                })
+                .collect();
+            let shown_users = texts(&c, "#who-uses-what tr.user-row td.usage-user").await;
+            let shown_gpus = texts(&c, "#who-uses-what tr.user-row td.usage-gpus").await;
+            let shown_counts = texts(&c, "#who-uses-what tr.user-row td.usage-processes").await;
+            let shown: Vec<_> =
+                shown_users.into_iter().zip(shown_gpus).zip(shown_counts).map(|((u, g), n)| (u, g, n)).collect();
+            let free: Vec<String> = api["free_devices"].as_array()?.iter().map(|i| format!("GPU {i}")).collect();
+            let free = if free.is_empty() { "Free: none".to_owned() } else { format!("Free: {}", free.join(", ")) };
+            let shown_free = texts(&c, "#free-gpus").await.into_iter().next()?;
+            // zoe and the hidden process's "unknown" are always there, plus the simulator's users.
+            (expected.len() >= 3 && shown == expected && shown_free == free).then_some(())
+        })
+        .await;
+        let users = texts(&c, "#who-uses-what td.usage-user").await;
+        assert!(users.contains(&"zoe".to_owned()) && users.contains(&"unknown".to_owned()), "{users:?}");
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_gpu_is_flagged_while_the_others_keep_updating() {
+    let simulator = Simulator::new(3, 200).with_fault("lost:1@1s".parse().unwrap());
+    let server = TestServer::with_source(Box::new(simulator), 200).await;
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        let lost = ".gpu-card.gpu-lost[data-index='1']";
+        eventually(15, "GPU 1 marked lost", || async { (texts(&c, lost).await.len() == 1).then_some(()) }).await;
+        assert_eq!(texts(&c, &format!("{lost} .badge-lost")).await, ["LOST"]);
+        let reason = texts(&c, &format!("{lost} .lost-reason")).await.concat();
+        assert!(reason.contains("GPU 1 is lost"), "{reason}");
+        assert_eq!(texts(&c, ".gpu-card.gpu-lost").await.len(), 1, "only GPU 1 is lost");
+        assert_eq!(texts(&c, &format!("{lost} .gpu-util")).await, ["n/a"]);
+        assert_eq!(texts(&c, &format!("{lost} .pstate")).await, ["n/a"]);
+        assert!(texts(&c, &format!("{lost} .mem-text")).await[0].starts_with("n/a / "));
+        let free = texts(&c, "#free-gpus").await.concat();
+        assert!(!free.contains("GPU 1"), "a lost GPU is not free: {free}");
+        assert_eq!(texts(&c, "#lost-gpus").await, ["Lost: GPU 1"]);
+
+        let draws = |c: Client| async move {
+            js(&c, "return [...document.querySelectorAll('canvas.mem-chart')].map(e => +e.getAttribute('data-draws'))")
+                .await
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let before = draws(c.clone()).await;
+        let memory_before = texts(&c, ".gpu-card .mem-text").await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let after = draws(c.clone()).await;
+        let memory_after = texts(&c, ".gpu-card .mem-text").await;
+        assert_eq!(after[1], before[1], "the lost GPU's chart stopped");
+        assert!(after[0] > before[0] && after[2] > before[2], "the other charts keep drawing: {before:?} {after:?}");
+        assert_eq!(memory_after[1], memory_before[1]);
+        assert!(memory_after[0] != memory_before[0] || memory_after[2] != memory_before[2], "{memory_after:?}");
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Saves what the browser shows under target/screenshots, for a look by eye.
+async fn save_screenshot(c: &Client, name: &str) {
+    let png = c.screenshot().await.unwrap();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join(name), png).unwrap();
+}
+
+/// `data-draws` and `data-points` of the memory history charts.
+async fn history_marks(c: &Client) -> Vec<(u64, u64)> {
+    let marks = js(
+        c,
+        "return [...document.querySelectorAll('canvas.history-chart[data-metric=memory_used]')]\
+         .map(e => [+e.getAttribute('data-draws'), +e.getAttribute('data-points')])",
+    )
+    .await;
+    marks.as_array().into_iter().flatten().map(|m| (m[0].as_u64().unwrap_or(0), m[1].as_u64().unwrap_or(0))).collect()
+}
+
+#[tokio::test]
+async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_history(2, 200, dir.path()).await;
+    let url = server.url("/");
+    with_browser(1280, 2200, |c| async move {
+        c.goto(&url).await.unwrap();
+        eventually(15, "the range picker", || async { (texts(&c, "#range-picker button").await.len() == 4).then_some(()) })
+            .await;
+        assert_eq!(texts(&c, "#range-picker button.active").await, ["5m"]);
+        let metrics = js(
+            &c,
+            "return [...document.querySelectorAll(\".history-row[data-index='0'] canvas.history-chart\")].map(e => e.dataset.metric)",
+        )
+        .await;
+        assert_eq!(metrics, serde_json::json!(["memory_used", "gpu_util", "power_draw", "temperature", "sm_clock"]));
+        // Let the store take a few seconds of samples, then ask for the last hour.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        c.find(Locator::Css("#range-picker button[data-range='1h']")).await.unwrap().click().await.unwrap();
+        assert_eq!(texts(&c, "#range-picker button.active").await, ["1h"]);
+        eventually(10, "an hour-long /api/history request per chart", || async {
+            let spans = js(
+                &c,
+                "return performance.getEntriesByType('resource').map(e => new URL(e.name))\
+                 .filter(u => u.pathname === '/api/history' && u.searchParams.get('metric') === 'memory_used')\
+                 .map(u => +u.searchParams.get('to') - +u.searchParams.get('from'))",
+            )
+            .await;
+            let hours = spans.as_array()?.iter().filter(|s| s.as_u64() == Some(3_600_000)).count();
+            (hours == 2).then_some(())
+        })
+        .await;
+        eventually(10, "the memory history drawn with points", || async {
+            let marks = history_marks(&c).await;
+            (marks.len() == 2 && marks.iter().all(|&(draws, points)| draws > 0 && points > 0)).then_some(())
+        })
+        .await;
+        let inked = js(
+            &c,
+            "const k = document.querySelector('canvas.history-chart'); const d = k.getContext('2d')\
+             .getImageData(0, 0, k.width, k.height).data; let n = 0; \
+             for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n;",
+        )
+        .await;
+        assert!(inked.as_u64().unwrap() > 500, "the history canvas is blank: {inked}");
+        // The live tail keeps the chart moving without another fetch.
+        let (draws, _) = history_marks(&c).await[0];
+        eventually(10, "live redraws", || async { (history_marks(&c).await[0].0 > draws).then_some(()) }).await;
+        save_screenshot(&c, "history.png").await;
+    })
+    .await;
+    server.stop().await;
+
+    let server = TestServer::simulated(1, 1000).await;
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        let notice =
+            eventually(15, "#history-off", || async { texts(&c, "#history-off").await.into_iter().next() }).await;
+        assert!(notice.contains("History is off on this server (--no-history)"), "{notice}");
+        assert!(texts(&c, "canvas.history-chart").await.is_empty());
+        assert!(texts(&c, "#range-picker").await.is_empty());
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_health_section_shows_ecc_nvlink_and_xids_of_an_h200() {
+    let server = crowded(1, 500).await;
+    let url = server.url("/");
+    with_browser(1280, 1400, |c| async move {
+        c.goto(&url).await.unwrap();
+        let card = ".gpu-card[data-index='0']";
+        // The simulated H200 is busy from the start: P0 on a full Gen5 link, no fans to read.
+        eventually(15, "a busy H200", || async {
+            let pstate = texts(&c, &format!("{card} .pstate")).await.concat();
+            let link = texts(&c, &format!("{card} .pcie-link")).await.concat();
+            (pstate == "P0" && link == "Gen5 x16 / Gen5 x16").then_some(())
+        })
+        .await;
+        assert_eq!(texts(&c, &format!("{card} .fans")).await, ["n/a"]);
+        let events = texts(&c, &format!("{card} .clock-events")).await.concat();
+        assert!(events == "none" || events.contains("sw_power_cap"), "{events}");
+        assert_eq!(texts(&c, &format!("{card} .power-cap")).await, ["700 W"]);
+
+        let health = format!("{card} details.gpu-health");
+        eventually(15, "a health reading with the XID", || async {
+            let summary = texts(&c, &format!("{health} summary")).await.concat();
+            (summary.contains("ECC on") && summary.contains("1 XID")).then_some(())
+        })
+        .await;
+        c.find(Locator::Css(&format!("{health} summary"))).await.unwrap().click().await.unwrap();
+        let field = |class: &'static str| {
+            let (c, health) = (c.clone(), health.clone());
+            async move { texts(&c, &format!("{health} .{class}")).await.concat() }
+        };
+        assert_eq!(field("health-ecc").await, "on");
+        assert_eq!(field("health-ecc-volatile").await, "0 corrected, 0 uncorrected");
+        assert_eq!(field("health-ecc-aggregate").await, "0 corrected, 0 uncorrected");
+        assert_eq!(field("health-nvlink").await, "18 / 18 active");
+        assert_eq!(field("health-persistence").await, "on");
+        assert_eq!(field("health-mig").await, "off");
+        assert!(field("health-bar1").await.ends_with("/ 256 GiB"));
+        assert!(field("health-energy").await.ends_with(" kWh"));
+        let xid = field("xid").await;
+        assert!(xid.contains("XID 48") && xid.contains("double-bit ECC error"), "{xid}");
+        let color = js(&c, &format!("return getComputedStyle(document.querySelector(\"{card} .xid\")).color")).await;
+        let red = js(&c, "const e = document.createElement('i'); e.style.color = 'var(--bad)'; document.body.append(e); return getComputedStyle(e).color").await;
+        assert_eq!(color, red, "XIDs are shown in the alarm color");
+        save_screenshot(&c, "health.png").await;
+    })
+    .await;
+    server.stop().await;
+}
