@@ -32,6 +32,35 @@ def nvidia_smi():
     return rows
 
 
+def compare_processes(base, devices, failures):
+    """Every compute process nvidia-smi lists must be in gpudash's table with the same memory, user and command."""
+    time.sleep(2.5)  # the slow loop reads processes every 2 s
+    ours = json.load(urllib.request.urlopen(f"{base}/api/processes"))
+    out = subprocess.run(["nvidia-smi", "--query-compute-apps=gpu_uuid,pid,process_name,used_memory",
+                          "--format=csv,noheader,nounits"], check=True, capture_output=True, text=True).stdout
+    uuid_to_index = {d["uuid"]: d["index"] for d in devices["devices"]}
+    print()
+    print(f"{'GPU':>3} {'pid':>8} {'user (gpudash / ps)':<24} {'memory MiB (gpudash / smi)':<28} command (gpudash)")
+    for line in out.strip().splitlines():
+        uuid, pid, name, used = [f.strip() for f in line.split(",")]
+        pid, used = int(pid), int(used)
+        ps_user = subprocess.run(["ps", "-o", "user=", "-p", str(pid)], capture_output=True, text=True).stdout.strip()
+        row = next((p for p in ours["processes"] if p["pid"] == pid and p["device"] == uuid_to_index.get(uuid)), None)
+        if row is None:
+            failures.append(f"process {pid} ({name}) on {uuid} is missing from /api/processes")
+            print(f"{'?':>3} {pid:>8} MISSING")
+            continue
+        mem = (row["used_memory"] or 0) / MIB
+        print(f"{row['device']:>3} {pid:>8} {str(row['user']) + ' / ' + ps_user:<24} {f'{mem:.0f} / {used}':<28} {(row['command'] or '')[:60]}")
+        if abs(mem - used) > max(1, used * 0.01):
+            failures.append(f"process {pid}: memory {mem:.0f} MiB vs nvidia-smi {used} MiB")
+        if ps_user and row["user"] != ps_user:
+            failures.append(f"process {pid}: user {row['user']} vs ps {ps_user}")
+        if not row["command"]:
+            failures.append(f"process {pid}: no command line")
+    print(f"who uses what: {ours['users']}  free GPUs: {ours['free_devices']}")
+
+
 async def main(base):
     devices = json.load(urllib.request.urlopen(f"{base}/api/devices"))
     smi_before = nvidia_smi()
@@ -96,6 +125,7 @@ async def main(base):
         power = latest.get("power_draw_mw")
         row("power.draw", f"{power / 1000:.1f} W" if power is not None else "n/a",
             f"{smi['power_w']} W", True)
+    compare_processes(base, devices, failures)
     print()
     if failures:
         print("FAILED:\n  " + "\n  ".join(failures))

@@ -32,4 +32,25 @@ trap 'kill $SERVER $JOB 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 head -3 "$OUT/gpudash.log"
 
-python3 tests/gpu/compare_nvidia_smi.py "http://127.0.0.1:$PORT"
+status=0
+python3 tests/gpu/compare_nvidia_smi.py "http://127.0.0.1:$PORT" || status=1
+
+echo; echo "== health and metrics as gpudash serves them"
+curl -sf "http://127.0.0.1:$PORT/api/devices" >"$OUT/devices.json"
+python3 - "$OUT/devices.json" <<'PY'
+import json, sys
+for d in json.load(open(sys.argv[1]))["devices"]:
+    s, h = d["latest"] or {}, d["health"] or {}
+    print(f"GPU {d['index']}: P{s.get('pstate')} clocks={s.get('clock_events')} pcie={s.get('pcie_link')}/{d.get('pcie_max')} "
+          f"fans={s.get('fan_speeds')} enforced={s.get('enforced_power_limit_mw')} mW")
+    print(f"  persistence={h.get('persistence_mode')} compute={h.get('compute_mode')} mig={h.get('mig_enabled')} "
+          f"ecc={h.get('ecc_enabled')} vol={h.get('ecc_volatile')} agg={h.get('ecc_aggregate')} remapped={h.get('remapped_rows')}")
+    print(f"  bar1={h.get('bar1_used')}/{h.get('bar1_total')} nvlinks up={sum(l['active'] for l in h.get('nvlinks', []))}/{len(h.get('nvlinks', []))} "
+          f"pcie tx/rx={h.get('pcie_tx_bytes_per_s')}/{h.get('pcie_rx_bytes_per_s')} B/s energy={h.get('energy_mj')} mJ xids={h.get('xids')}")
+PY
+curl -sf "http://127.0.0.1:$PORT/metrics" >"$OUT/metrics.txt"
+echo "/metrics: $(grep -vc '^#' "$OUT/metrics.txt") series"; grep -E '^(DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|gpudash_process_memory_bytes)' "$OUT/metrics.txt" | head -6
+
+echo; echo "== fast-path sampling cost on this machine"
+"$(dirname "$BIN")/gpudash-bench" sampler --samples 2000 || status=1
+exit $status

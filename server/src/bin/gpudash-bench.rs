@@ -29,6 +29,9 @@ enum Bench {
         simulate: Option<u32>,
         #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
         samples: u32,
+        /// Also time each NVML call of the fast path on GPU 0.
+        #[arg(long)]
+        per_call: bool,
     },
     /// Fill a history database and time queries on it.
     History {
@@ -42,7 +45,13 @@ enum Bench {
 #[allow(clippy::print_stdout)]
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
-        Bench::Sampler { simulate, samples } => sampler(simulate, samples),
+        Bench::Sampler { simulate, samples, per_call } => {
+            if per_call && simulate.is_none() {
+                per_call_costs(samples)
+            } else {
+                sampler(simulate, samples)
+            }
+        }
         Bench::History { days, gpus } => history(days, gpus),
     };
     match result {
@@ -64,6 +73,16 @@ fn thread_cpu_ns() -> u64 {
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[allow(clippy::print_stdout)]
+fn per_call_costs(iterations: u32) -> Result<(), String> {
+    let source = NvmlSource::open(100)?;
+    println!("NVML call costs on GPU 0, mean of {iterations} calls:");
+    for (name, micros) in source.profile_calls(0, iterations) {
+        println!("  {name:<28} {micros:>8.1} µs");
+    }
+    sampler(None, iterations)
 }
 
 #[allow(clippy::print_stdout)]

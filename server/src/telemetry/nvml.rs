@@ -49,7 +49,16 @@ pub struct NvmlSource {
     lost: Mutex<HashMap<u32, (String, Instant)>>,
     /// Per GPU, the NVML timestamp of the last process-utilization sample seen.
     last_process_sample: Mutex<HashMap<u32, u64>>,
+    /// Fields too slow for the fast loop, refreshed by the slow one.
+    slow_fields: Mutex<HashMap<u32, SlowFields>>,
     proc: ProcReader,
+}
+
+/// Readings that change rarely and cost too much per call for the fast loop.
+#[derive(Debug, Clone, Copy, Default)]
+struct SlowFields {
+    power_limit_mw: Option<u32>,
+    pcie_width: Option<u32>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -87,7 +96,7 @@ impl NvmlSource {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             history_path: None,
         };
-        Ok(Self {
+        let source = Self {
             nvml: Arc::new(nvml),
             host,
             devices,
@@ -95,8 +104,15 @@ impl NvmlSource {
             reported: Mutex::new(HashSet::new()),
             lost: Mutex::new(HashMap::new()),
             last_process_sample: Mutex::new(HashMap::new()),
+            slow_fields: Mutex::new(HashMap::new()),
             proc: ProcReader::new("/proc"),
-        })
+        };
+        for info in &source.devices {
+            if let Ok(device) = source.nvml.device_by_index(info.index) {
+                source.refresh_slow_fields(info.index, &device);
+            }
+        }
+        Ok(source)
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
@@ -115,33 +131,33 @@ impl NvmlSource {
 
     /// The device's handle, unless it is lost (then `Err` carries the reason).
     fn handle(&self, index: u32) -> Result<Device<'_>, String> {
-        let mut lost = lock(&self.lost);
-        if let Some((reason, probed)) = lost.get(&index)
+        if let Some((reason, probed)) = lock(&self.lost).get(&index)
             && probed.elapsed() < LOST_RETRY
         {
             return Err(reason.clone());
         }
-        let probe = self.nvml.device_by_index(index).and_then(|d| d.memory_info().map(|_| d));
-        match probe {
-            Ok(device) => {
-                if lost.remove(&index).is_some() {
-                    tracing::warn!(index, "GPU answers again");
-                }
-                Ok(device)
-            }
-            Err(e) if is_lost(&e) => {
-                let reason = format!("GPU {index} is lost: {}", error_chain(&e));
-                if !lost.contains_key(&index) {
-                    tracing::error!("{reason}; the other GPUs keep being sampled");
-                }
-                lost.insert(index, (reason.clone(), Instant::now()));
-                Err(reason)
-            }
-            Err(e) => {
-                drop(lost);
-                let _ = self.field::<()>(index, "handle", Err(e));
-                Ok(self.nvml.device_by_index(index).map_err(|e| error_chain(&e))?)
-            }
+        self.nvml.device_by_index(index).map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| error_chain(&e)))
+    }
+
+    /// Marks the GPU lost when `error` says so, and returns why.
+    fn check_lost(&self, index: u32, error: &NvmlError) -> Option<String> {
+        if !is_lost(error) {
+            return None;
+        }
+        let reason = format!("GPU {index} is lost: {}", error_chain(error));
+        let mut lost = lock(&self.lost);
+        if !lost.contains_key(&index) {
+            tracing::error!("{reason}; the other GPUs keep being sampled");
+        }
+        lost.insert(index, (reason.clone(), Instant::now()));
+        Some(reason)
+    }
+
+    /// Clears the lost mark of a GPU that answered.
+    fn answered(&self, index: u32) {
+        let mut lost = lock(&self.lost);
+        if lost.remove(&index).is_some() {
+            tracing::warn!(index, "GPU answers again");
         }
     }
 
@@ -154,9 +170,20 @@ impl NvmlSource {
                 return s;
             }
         };
-        if let Some(m) = self.field(index, "memory", device.memory_info()) {
-            s.memory_used = Some(m.used);
-            s.memory_free = Some(m.free);
+        // Memory first: it is the reading that tells a lost GPU from a live one.
+        match device.memory_info() {
+            Ok(m) => {
+                self.answered(index);
+                s.memory_used = Some(m.used);
+                s.memory_free = Some(m.free);
+            }
+            Err(e) => {
+                if let Some(reason) = self.check_lost(index, &e) {
+                    s.lost = Some(reason);
+                    return s;
+                }
+                let _ = self.field::<()>(index, "memory", Err(e));
+            }
         }
         if let Some(u) = self.field(index, "utilization", device.utilization_rates()) {
             s.gpu_util = Some(u.gpu);
@@ -164,7 +191,8 @@ impl NvmlSource {
         }
         s.temperature_c = self.field(index, "temperature", device.temperature(TemperatureSensor::Gpu));
         s.power_draw_mw = self.field(index, "power draw", device.power_usage());
-        s.power_limit_mw = self.field(index, "power limit", device.power_management_limit());
+        let slow = lock(&self.slow_fields).get(&index).copied().unwrap_or_default();
+        s.power_limit_mw = slow.power_limit_mw;
         s.enforced_power_limit_mw = self.field(index, "enforced power limit", device.enforced_power_limit());
         s.sm_clock_mhz = self.field(index, "SM clock", device.clock_info(Clock::SM));
         s.mem_clock_mhz = self.field(index, "memory clock", device.clock_info(Clock::Memory));
@@ -178,14 +206,14 @@ impl NvmlSource {
         s.encoder_util = self.field(index, "encoder", device.encoder_utilization()).map(|u| u.utilization);
         s.decoder_util = self.field(index, "decoder", device.decoder_utilization()).map(|u| u.utilization);
         let generation = self.field(index, "PCIe generation", device.current_pcie_link_gen());
-        let width = self.field(index, "PCIe width", device.current_pcie_link_width());
-        s.pcie_link = generation.zip(width).map(|(generation, width)| PcieLink { generation, width });
+        s.pcie_link = generation.zip(slow.pcie_width).map(|(generation, width)| PcieLink { generation, width });
         s
     }
 
     fn health(&self, info: &DeviceInfo, timestamp_ms: u64) -> Option<DeviceHealth> {
         let index = info.index;
         let device = self.handle(index).ok()?;
+        self.refresh_slow_fields(index, &device);
         let mut h = DeviceHealth { index, timestamp_ms, ..DeviceHealth::default() };
         h.persistence_mode = self.field(index, "persistence", device.is_in_persistent_mode());
         h.compute_mode =
@@ -233,6 +261,16 @@ impl NvmlSource {
         h.pcie_replays = self.field(index, "PCIe replays", device.pcie_replay_counter()).map(u64::from);
         h.energy_mj = self.field(index, "energy", device.total_energy_consumption());
         Some(h)
+    }
+
+    /// Two fast-path fields cost 30–180 µs per call on an H200 (`gpudash-bench
+    /// sampler --per-call`) and rarely change: the slow loop reads them, the fast one serves them.
+    fn refresh_slow_fields(&self, index: u32, device: &Device<'_>) {
+        let fields = SlowFields {
+            power_limit_mw: self.field(index, "power limit", device.power_management_limit()),
+            pcie_width: self.field(index, "PCIe width", device.current_pcie_link_width()),
+        };
+        lock(&self.slow_fields).insert(index, fields);
     }
 
     fn mig_instances(&self, device: &Device<'_>, index: u32) -> Vec<MigInstance> {
@@ -310,7 +348,12 @@ impl NvmlSource {
         }
         // Per-process SM use since the last look; NVML stamps samples in µs.
         let since = lock(&self.last_process_sample).get(&index).copied();
-        if let Some(samples) = self.field(index, "process utilization", device.process_utilization_stats(since)) {
+        // NotFound means "no new samples since `since`": nothing ran, not an error.
+        let utilization = match device.process_utilization_stats(since) {
+            Err(NvmlError::NotFound) => Ok(Vec::new()),
+            other => other,
+        };
+        if let Some(samples) = self.field(index, "process utilization", utilization) {
             let newest = samples.iter().map(|s| s.timestamp).max();
             for sample in samples {
                 if let Some(row) = rows.iter_mut().find(|r| r.pid == sample.pid) {
@@ -324,6 +367,43 @@ impl NvmlSource {
         }
         rows.sort_by(|a, b| b.used_memory.cmp(&a.used_memory).then(a.pid.cmp(&b.pid)));
         rows
+    }
+}
+
+impl NvmlSource {
+    /// Mean cost of each fast-path NVML call on GPU `index`, µs, over `iterations` calls: what
+    /// `gpudash-bench sampler --per-call` prints to decide what belongs on the fast path.
+    pub fn profile_calls(&self, index: u32, iterations: u32) -> Vec<(&'static str, f64)> {
+        let Ok(device) = self.nvml.device_by_index(index) else { return Vec::new() };
+        let time = |f: &dyn Fn() -> bool| {
+            let start = Instant::now();
+            for _ in 0..iterations {
+                std::hint::black_box(f());
+            }
+            start.elapsed().as_secs_f64() * 1e6 / f64::from(iterations.max(1))
+        };
+        vec![
+            ("device_by_index", time(&|| self.nvml.device_by_index(index).is_ok())),
+            ("memory_info", time(&|| device.memory_info().is_ok())),
+            ("utilization_rates", time(&|| device.utilization_rates().is_ok())),
+            ("temperature", time(&|| device.temperature(TemperatureSensor::Gpu).is_ok())),
+            ("power_usage", time(&|| device.power_usage().is_ok())),
+            ("power_management_limit", time(&|| device.power_management_limit().is_ok())),
+            ("enforced_power_limit", time(&|| device.enforced_power_limit().is_ok())),
+            ("clock_info(SM)", time(&|| device.clock_info(Clock::SM).is_ok())),
+            ("clock_info(Memory)", time(&|| device.clock_info(Clock::Memory).is_ok())),
+            ("clock_info(Graphics)", time(&|| device.clock_info(Clock::Graphics).is_ok())),
+            ("performance_state", time(&|| device.performance_state().is_ok())),
+            ("current_throttle_reasons", time(&|| device.current_throttle_reasons().is_ok())),
+            ("num_fans", time(&|| device.num_fans().is_ok())),
+            ("encoder_utilization", time(&|| device.encoder_utilization().is_ok())),
+            ("decoder_utilization", time(&|| device.decoder_utilization().is_ok())),
+            ("current_pcie_link_gen", time(&|| device.current_pcie_link_gen().is_ok())),
+            ("current_pcie_link_width", time(&|| device.current_pcie_link_width().is_ok())),
+            ("running_compute_processes", time(&|| device.running_compute_processes().is_ok())),
+            ("is_ecc_enabled", time(&|| device.is_ecc_enabled().is_ok())),
+            ("bar1_memory_info", time(&|| device.bar1_memory_info().is_ok())),
+        ]
     }
 }
 
