@@ -1,8 +1,110 @@
-//! What the canvas charts share: colors from the page's CSS and a sharp pixel buffer.
+//! What the canvas charts share: colors from the page's CSS, a sharp pixel
+//! buffer, and one way of drawing a line over a band against time. (One
+//! drawing routine for every chart also keeps plotters' generic code in the
+//! wasm once.)
+
+use std::ops::Range;
 
 use leptos::{ev, prelude::*};
-use plotters::style::RGBColor;
+use plotters::{
+    chart::ChartBuilder,
+    drawing::IntoDrawingArea,
+    element::Polygon,
+    prelude::BindKeyPoints,
+    series::LineSeries,
+    style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
+};
+use plotters_canvas::CanvasBackend;
 use web_sys::HtmlCanvasElement;
+
+/// A point of a banded line: the band spans `low..high`, the line runs through `mid`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BandPoint {
+    /// Time, in whatever milliseconds the chart's x range uses.
+    pub x: i64,
+    pub low: f64,
+    pub mid: f64,
+    pub high: f64,
+}
+
+/// How a time chart looks: axes, labels and size class.
+pub struct TimeChart<'a> {
+    /// Integer milliseconds: plotters binds custom ticks only to axes with default formatting.
+    pub x_range: Range<i64>,
+    pub x_ticks: Vec<i64>,
+    pub x_label: &'a dyn Fn(i64) -> String,
+    pub x_desc: Option<&'a str>,
+    pub y_max: f64,
+    pub y_desc: &'a str,
+    pub y_labels: usize,
+    /// Small charts: tighter margins and smaller text.
+    pub compact: bool,
+    /// Opacity of the band's fill.
+    pub band_opacity: f64,
+}
+
+impl TimeChart<'_> {
+    /// Draws `segments` (each a run of points without gaps) on `canvas`, sized to its CSS box.
+    pub fn draw(
+        &self,
+        canvas: &HtmlCanvasElement,
+        segments: &[&[BandPoint]],
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let ratio = fit_to_css_box(canvas);
+        let px = |css_px: f64| (css_px * ratio).round() as u32;
+        let palette = Palette::from_css(canvas);
+        let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
+        let root = backend.into_drawing_area();
+        root.fill(&palette.background)?;
+
+        let (font, margin, x_area, y_area, line) =
+            if self.compact { (10.5, 6.0, 20.0, 48.0, 1.5) } else { (11.0, 8.0, 30.0, 40.0, 2.0) };
+        let label: TextStyle<'_> = ("sans-serif", f64::from(px(font))).into_font().color(&palette.text);
+        let mut chart = ChartBuilder::on(&root)
+            .margin(px(margin))
+            .margin_left(px(4.0))
+            .margin_right(px(10.0))
+            .x_label_area_size(px(x_area))
+            .y_label_area_size(px(y_area))
+            .build_cartesian_2d(self.x_range.clone().with_key_points(self.x_ticks.clone()), 0.0..self.y_max)?;
+        let y_max = self.y_max;
+        let x_label = |x: &i64| (self.x_label)(*x);
+        let y_label = |y: &f64| value_tick(*y, y_max);
+        let mut mesh = chart.configure_mesh();
+        mesh.y_labels(self.y_labels)
+            .x_label_formatter(&x_label)
+            .y_label_formatter(&y_label)
+            .y_desc(self.y_desc)
+            .label_style(label.clone())
+            .axis_desc_style(label)
+            .axis_style(ShapeStyle::from(palette.axis).stroke_width(px(1.0)))
+            .bold_line_style(ShapeStyle::from(palette.grid.mix(0.45)).stroke_width(px(1.0)))
+            .light_line_style(ShapeStyle::from(palette.grid.mix(0.0)))
+            .set_all_tick_mark_size(px(3.0));
+        if let Some(desc) = self.x_desc {
+            mesh.x_desc(desc);
+        }
+        mesh.draw()?;
+
+        for segment in segments {
+            // The band: along the highs, then back along the lows.
+            let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (p.x, p.high)).collect();
+            band.extend(segment.iter().rev().map(|p| (p.x, p.low)));
+            chart.draw_series(std::iter::once(Polygon::new(band, palette.line.mix(self.band_opacity).filled())))?;
+            chart.draw_series(LineSeries::new(
+                segment.iter().map(|p| (p.x, p.mid)),
+                ShapeStyle::from(palette.line).stroke_width(px(line)),
+            ))?;
+        }
+        root.present()?;
+        Ok(())
+    }
+}
+
+/// A y-axis label: whole numbers, with one decimal on short axes where ticks fall between.
+pub fn value_tick(value: f64, y_max: f64) -> String {
+    if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
+}
 
 /// Colors of the chart, read from the page's CSS custom properties so they follow the theme.
 pub struct Palette {
@@ -79,6 +181,12 @@ pub fn use_resize_counter() -> ReadSignal<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_axes_get_a_decimal() {
+        assert_eq!(value_tick(2.5, 4.0), "2.5");
+        assert_eq!(value_tick(40.0, 140.0), "40");
+    }
 
     #[test]
     fn hex_colors_parse_in_short_and_long_form() {

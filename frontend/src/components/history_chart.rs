@@ -2,21 +2,12 @@
 //! `/api/history` and kept moving with the live samples; min–max band and average line.
 
 use leptos::{html, logging, prelude::*, task::spawn_local};
-use plotters::{
-    chart::ChartBuilder,
-    drawing::IntoDrawingArea,
-    element::Polygon,
-    prelude::BindKeyPoints,
-    series::LineSeries,
-    style::{Color, IntoFont, ShapeStyle, TextStyle},
-};
-use plotters_canvas::CanvasBackend;
-use shared::history::{HistoryPoint, Metric};
+use shared::history::Metric;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::{
-        chart_style::{Palette, fit_to_css_box, use_resize_counter},
+        chart::{BandPoint, TimeChart, use_resize_counter},
         format,
     },
     hooks::{
@@ -222,11 +213,11 @@ fn time_label(ms: f64, step: u64) -> String {
 }
 
 /// Splits points where buckets are missing (the server was down), so no line bridges the gap.
-fn segments(points: &[HistoryPoint], gap_ms: u64) -> Vec<&[HistoryPoint]> {
+fn segments(points: &[BandPoint], gap_ms: u64) -> Vec<&[BandPoint]> {
     let mut out = Vec::new();
     let mut start = 0;
     for i in 1..points.len() {
-        if points[i].t - points[i - 1].t > gap_ms {
+        if (points[i].x - points[i - 1].x) as u64 > gap_ms {
             out.push(&points[start..i]);
             start = i;
         }
@@ -246,76 +237,43 @@ fn draw(
     ceiling: Option<f64>,
     now_ms: f64,
 ) -> Result<usize, Box<dyn std::error::Error>> {
-    let ratio = fit_to_css_box(canvas);
-    let css_width = f64::from(canvas.width()) / ratio;
-    let px = |css_px: f64| (css_px * ratio).round() as u32;
-    let palette = Palette::from_css(canvas);
-    let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
-    let root = backend.into_drawing_area();
-    root.fill(&palette.background)?;
-
     let (unit, divisor) = display_unit(metric);
-    let to = now_ms.max(series.points().last().map_or(0.0, |p| p.t as f64));
-    let from = to - range.millis() as f64;
-    let first = series.points().partition_point(|p| (p.t as f64) < from);
+    let to = now_ms.max(series.points().last().map_or(0.0, |p| p.t as f64)) as u64;
+    let from = to.saturating_sub(range.millis());
+    let first = series.points().partition_point(|p| p.t < from);
     let visible = &series.points()[first..];
     let data_max = visible.iter().map(|p| p.max / divisor).fold(0.0, f64::max);
-    let y_max = ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0);
 
+    let css_width = canvas.get_bounding_client_rect().width();
     let max_ticks = (css_width / 80.0).clamp(2.0, 8.0) as u64;
     let offset_ms = -js_sys::Date::new_0().get_timezone_offset() as i64 * 60_000;
-    let (ticks, step) = time_ticks(from as u64, to as u64, max_ticks, offset_ms);
-    // Integer milliseconds: plotters lets key points be bound only to axes with default formatting.
-    let ticks: Vec<i64> = ticks.into_iter().map(|t| t as i64).collect();
-
-    let label: TextStyle<'_> = ("sans-serif", f64::from(px(10.5))).into_font().color(&palette.text);
-    let mut chart = ChartBuilder::on(&root)
-        .margin(px(6.0))
-        .margin_right(px(10.0))
-        .x_label_area_size(px(20.0))
-        .y_label_area_size(px(38.0))
-        .build_cartesian_2d((from as i64..to as i64).with_key_points(ticks), 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .y_labels(4)
-        .x_label_formatter(&|x| time_label(*x as f64, step))
-        .y_label_formatter(&|y| value_tick(*y, y_max))
-        .y_desc(unit)
-        .label_style(label.clone())
-        .axis_desc_style(label)
-        .axis_style(ShapeStyle::from(palette.axis).stroke_width(px(1.0)))
-        .bold_line_style(ShapeStyle::from(palette.grid.mix(0.45)).stroke_width(px(1.0)))
-        .light_line_style(ShapeStyle::from(palette.grid.mix(0.0)))
-        .set_all_tick_mark_size(px(3.0))
-        .draw()?;
-
+    let (ticks, step) = time_ticks(from, to, max_ticks, offset_ms);
+    let points: Vec<BandPoint> = visible
+        .iter()
+        .map(|p| BandPoint { x: p.t as i64, low: p.min / divisor, mid: p.avg / divisor, high: p.max / divisor })
+        .collect();
     let gap_ms = (series.bucket_ms() * 3).max(5_000);
-    for segment in segments(visible, gap_ms) {
-        let x = |p: &HistoryPoint| p.t as i64;
-        // The band: up along the maxima, back along the minima.
-        let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (x(p), p.max / divisor)).collect();
-        band.extend(segment.iter().rev().map(|p| (x(p), p.min / divisor)));
-        chart.draw_series(std::iter::once(Polygon::new(band, palette.line.mix(0.25).filled())))?;
-        chart.draw_series(LineSeries::new(
-            segment.iter().map(|p| (x(p), p.avg / divisor)),
-            ShapeStyle::from(palette.line).stroke_width(px(1.5)),
-        ))?;
+    TimeChart {
+        x_range: from as i64..to as i64,
+        x_ticks: ticks.into_iter().map(|t| t as i64).collect(),
+        x_label: &|x| time_label(x as f64, step),
+        x_desc: None,
+        y_max: ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0),
+        y_desc: unit,
+        y_labels: 4,
+        compact: true,
+        band_opacity: 0.25,
     }
-    root.present()?;
+    .draw(canvas, &segments(&points, gap_ms))?;
     Ok(visible.len())
-}
-
-/// A y-axis label: whole numbers, with a decimal when the axis is short.
-fn value_tick(value: f64, y_max: f64) -> String {
-    if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn point(t: u64) -> HistoryPoint {
-        HistoryPoint { t, min: 0.0, avg: 0.0, max: 0.0 }
+    fn point(x: i64) -> BandPoint {
+        BandPoint { x, low: 0.0, mid: 0.0, high: 0.0 }
     }
 
     #[test]

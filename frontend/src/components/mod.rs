@@ -1,7 +1,7 @@
 //! The page's building blocks: header, notices, GPU cards and their charts,
 //! health, processes, who uses what, and history.
 
-pub mod chart_style;
+pub mod chart;
 pub mod device_card;
 pub mod format;
 pub mod header;
