@@ -50,6 +50,15 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
     pub no_history: bool,
 
+    /// Tokens and access policy (TOML; see the README's "Running it for a team"). Tokens can
+    /// also come from GPUDASH_TOKENS="user:role:token,…".
+    #[arg(long, env = "GPUDASH_AUTH_FILE", value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
+
+    /// Serve on a non-loopback address without any token (everyone may do everything; the page warns).
+    #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
 
@@ -69,6 +78,8 @@ pub struct Config {
     pub retention: crate::store::Retention,
     /// The GPU lab's limits.
     pub lab: crate::lab::LabConfig,
+    pub auth_file: Option<PathBuf>,
+    pub allow_anonymous: bool,
 }
 
 impl From<Cli> for Config {
@@ -81,6 +92,8 @@ impl From<Cli> for Config {
             data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
             retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
             lab: crate::lab::LabConfig::from(&cli.lab),
+            auth_file: cli.auth_file,
+            allow_anonymous: cli.allow_anonymous,
         }
     }
 }

@@ -4,6 +4,8 @@
 //! thread), kept by the [`telemetry::Telemetry`] hub, and leaves through
 //! [`web`] (JSON, the WebSocket and the embedded page).
 
+pub mod audit;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod lab;
@@ -68,12 +70,22 @@ pub struct Options {
     pub store: Option<Store>,
     /// The GPU lab's limits (and, for simulated GPUs, its test hooks).
     pub lab: lab::LabOptions,
+    /// Tokens and access policy; the default (no tokens) lets every caller do everything.
+    pub auth: auth::AuthConfig,
+    /// Listening beyond loopback with no tokens, as `--allow-anonymous` permits: the page warns.
+    pub exposed_without_auth: bool,
 }
 
 impl Options {
-    /// Sampling every `interval`, no history.
+    /// Sampling every `interval`, no history, no tokens.
     pub fn new(interval: Duration) -> Self {
-        Self { interval, store: None, lab: lab::LabOptions::default() }
+        Self {
+            interval,
+            store: None,
+            lab: lab::LabOptions::default(),
+            auth: auth::AuthConfig::default(),
+            exposed_without_auth: false,
+        }
     }
 }
 
@@ -95,6 +107,13 @@ pub async fn start_with(
     host.history_path = options.store.as_ref().map(|s| s.path().display().to_string());
     let telemetry = Arc::new(Telemetry::new(host, source.devices()));
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
+    // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
+    let (source, topology) = tokio::task::spawn_blocking(move || {
+        let topology = source.topology();
+        (source, topology)
+    })
+    .await
+    .map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
     let sampler = Sampler::spawn(source, telemetry.clone(), recorder, options.interval)?;
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
@@ -102,9 +121,14 @@ pub async fn start_with(
     }
     // Opening the lab may load NVML: keep it off the runtime's workers.
     let lab = {
-        let (telemetry, lab_options) = (telemetry.clone(), options.lab.clone());
+        let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path), topology);
+        let telemetry = telemetry.clone();
         let setup = tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options));
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
+    };
+    let audit = match &options.store {
+        Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
+        None => audit::Audit::memory(),
     };
     let (shutdown, shutdown_rx) = watch::channel(false);
     let app = web::app(AppState {
@@ -112,6 +136,10 @@ pub async fn start_with(
         store: options.store,
         shutdown: shutdown_rx.clone(),
         lab: lab.clone(),
+        auth: Arc::new(auth::Auth::new(options.auth)),
+        audit,
+        tls: false,
+        exposed_without_auth: options.exposed_without_auth,
     });
     let mut stop = shutdown_rx;
     let server = tokio::spawn(async move {
@@ -154,6 +182,24 @@ impl Running {
 /// Serves until `signal` completes, then shuts down cleanly.
 pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    let tokens = std::env::var("GPUDASH_TOKENS").ok();
+    let auth = auth::AuthConfig::load(config.auth_file.as_deref(), tokens.as_deref())?;
+    let exposed = !config.listen.ip().is_loopback();
+    if exposed && auth.tokens.is_empty() {
+        if !config.allow_anonymous {
+            anyhow::bail!(
+                "refusing to serve on {} without authentication: anyone who can reach it could run GPU experiments.\n\
+                 Configure tokens (`gpudash token` prints one; put it in an auth file given with --auth-file, or in \
+                 GPUDASH_TOKENS=\"user:role:token\"), listen on 127.0.0.1 behind a reverse proxy that authenticates, \
+                 or pass --allow-anonymous if this network is trusted",
+                config.listen
+            );
+        }
+        tracing::warn!(
+            "serving on {} with no authentication (--allow-anonymous): anyone who can reach it may run experiments",
+            config.listen
+        );
+    }
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
     // Loading NVML blocks (it opens the driver): keep it off the runtime's workers.
@@ -177,6 +223,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
+        exposed_without_auth: exposed && auth.tokens.is_empty(),
+        auth,
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());

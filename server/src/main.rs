@@ -16,8 +16,13 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    if let Some(gpudash::cli::Command::Bench(args)) = &cli.command {
-        return gpudash::cli::bench::main(args);
+    match &cli.command {
+        Some(gpudash::cli::Command::Bench(args)) => return gpudash::cli::bench::main(args),
+        Some(gpudash::cli::Command::Token { user, role }) => {
+            gpudash::cli::print_token(user, role);
+            return ExitCode::SUCCESS;
+        }
+        None => {}
     }
     let config = Config::from(cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {

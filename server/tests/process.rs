@@ -43,14 +43,54 @@ fn get(url: &str) -> String {
 fn bad_flags_exit_2_with_what_is_allowed() {
     for (args, expected) in [
         (&["--listen", "nowhere"][..], "use IP:PORT"),
+        (&["--listen", "127.0.0.1:99999"][..], "use IP:PORT"),
+        (&["--listen", ""][..], "use IP:PORT"),
         (&["--interval", "10ms"][..], "between 100ms and 60s"),
+        (&["--interval", "fortnight"][..], "not a duration"),
+        (&["--interval=-1s"][..], "not a duration"),
         (&["--simulate", "1000"][..], "from 1 to 64"),
+        (&["--simulate", "two"][..], "from 1 to 64"),
+        (&["--history-raw", "1s"][..], "from 10m to 10 years"),
+        (&["--history-rollup", "100y"][..], "from 10m to 10 years"),
+        (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
+        (&["--simulate", "2", "--simulate-fault", "melt:1@1s"][..], "lost:INDEX@DELAY"),
+        (&["--lab-time-limit", "soon"][..], "lab-time-limit"),
         (&["--bogus"][..], "unexpected argument"),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bad_auth_configuration_stops_startup_saying_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_toml = dir.path().join("bad.toml");
+    std::fs::write(&bad_toml, "[[token]\nuser = 1").unwrap();
+    let bad_role = dir.path().join("role.toml");
+    std::fs::write(&bad_role, "[[token]]\nuser = \"a\"\nrole = \"root\"\nsha256 = \"00\"\n").unwrap();
+    for (file, env, expected) in [
+        (Some("/nonexistent/auth.toml"), None, "cannot read auth file '/nonexistent/auth.toml'"),
+        (Some(bad_toml.to_str().unwrap()), None, "bad.toml"),
+        (Some(bad_role.to_str().unwrap()), None, "roles are viewer, operator, admin"),
+        (None, Some("ana:admin:short"), "shorter than 16"),
+        (None, Some("just-a-token"), "user:role:token"),
+    ] {
+        let mut command = Command::new(BIN);
+        command.args(["--simulate", "1", "--no-history", "--listen", "127.0.0.1:0"]);
+        if let Some(file) = file {
+            command.args(["--auth-file", file]);
+        }
+        match env {
+            Some(env) => command.env("GPUDASH_TOKENS", env),
+            None => command.env_remove("GPUDASH_TOKENS"),
+        };
+        let out = command.output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{file:?} {env:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{file:?} {env:?}: {stderr}");
     }
 }
 
@@ -103,4 +143,58 @@ fn history_survives_kill_9_up_to_two_seconds_before() {
     assert!(points.len() >= 20, "{} points before the kill", points.len());
     // `last_seen` was read 300 ms before the kill: everything up to it minus ~2 s must be on disk.
     assert!(newest + 2_000 >= last_seen, "newest stored {newest}, last seen {last_seen}");
+}
+
+#[test]
+fn a_lan_address_without_tokens_is_refused_unless_anonymous_is_allowed() {
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--no-history", "--listen", "0.0.0.0:0"])
+        .env_remove("GPUDASH_TOKENS")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("without authentication") && stderr.contains("gpudash token"), "{stderr}");
+
+    let (mut child, _) = spawn(&["--simulate", "1", "--no-history", "--listen", "0.0.0.0:0", "--allow-anonymous"]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn token_prints_a_usable_auth_file_entry() {
+    let out = Command::new(BIN).args(["token", "--user", "ana", "--role", "operator"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let token = text.lines().next().unwrap().rsplit(' ').next().unwrap();
+    assert_eq!(token.len(), 64);
+    assert!(text.contains("user = \"ana\"") && text.contains("role = \"operator\""), "{text}");
+    let bad = Command::new(BIN).args(["token", "--role", "god"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn sigterm_drains_and_exits_zero_with_history_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let (child, url) =
+        spawn(&["--simulate", "1", "--interval", "100ms", "--listen", "127.0.0.1:0", "--data-dir", data]);
+    std::thread::sleep(Duration::from_millis(1_500));
+    let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).unwrap();
+    let last_seen = devices["devices"][0]["latest"]["timestamp_ms"].as_u64().unwrap();
+    let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let mut child = child;
+    let exit = child.wait().unwrap();
+    assert_eq!(exit.code(), Some(0), "SIGTERM must drain and exit 0");
+    // Everything sampled before the signal is on disk: nothing pending was dropped.
+    let db = rusqlite_count(&dir.path().join("history-simulated.db"), last_seen);
+    assert!(db > 0, "no history up to {last_seen}");
+}
+
+/// Samples of GPU 0 at or after `since` in the database file.
+fn rusqlite_count(path: &std::path::Path, since: u64) -> i64 {
+    let conn = rusqlite::Connection::open(path).expect("history database");
+    conn.query_row("SELECT count(*) FROM samples WHERE device = 0 AND ts >= ?1", [since as i64], |r| r.get(0))
+        .expect("count samples")
 }

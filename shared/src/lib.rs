@@ -4,11 +4,13 @@
 //! times are milliseconds since the Unix epoch, and a field a GPU cannot report
 //! is `None` (shown as "n/a"), never an error.
 
+pub mod auth;
 pub mod health;
 pub mod history;
 pub mod lab;
 pub mod processes;
 pub mod telemetry;
+pub mod topology;
 pub mod units;
 pub mod ws;
 

@@ -14,6 +14,29 @@ use crate::lab::LabConfig;
 pub enum Command {
     /// Run GPU lab experiments headless and print a table (for SSH sessions, like nvbandwidth).
     Bench(bench::BenchArgs),
+    /// Print a new random token and the auth-file entry (its SHA-256) that accepts it.
+    Token {
+        /// Who the token is for.
+        #[arg(long, default_value = "me")]
+        user: String,
+        /// viewer, operator or admin.
+        #[arg(long, default_value = "viewer", value_parser = ["viewer", "operator", "admin"])]
+        role: String,
+    },
+}
+
+/// `gpudash token`: the token for the user, the lines for the auth file.
+#[allow(clippy::print_stdout)]
+pub fn print_token(user: &str, role: &str) {
+    let token = crate::auth::new_token();
+    let hash = crate::auth::tokens_hex(&crate::auth::hash_token(&token));
+    println!("token (give it to {user}; it is not stored anywhere): {token}");
+    println!();
+    println!("auth file entry:");
+    println!("[[token]]");
+    println!("user = \"{user}\"");
+    println!("role = \"{role}\"");
+    println!("sha256 = \"{hash}\"");
 }
 
 /// The GPU lab's shared-server manners.

@@ -1,20 +1,23 @@
 //! The GPU lab's HTTP API: status, experiments, runs (submit, list, get,
 //! cancel, chart.svg, results.csv) and the per-GPU empty_cache button.
 
+use axum::Extension;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::lab::{ExperimentInfo, ExperimentKind, LabStatus, Run, RunRequest, RunStatus, RunSummary, TrimOutcome};
 
+use shared::auth::Role;
+
+use super::auth::Caller;
 use super::{ApiError, AppState};
+use crate::audit::Outcome;
 use crate::lab::store::RunFilter;
 use crate::lab::{Lab, LabError, svg, table};
 
-/// Header naming who asks, until sign-in exists.
-pub const USER_HEADER: &str = "x-gpudash-user";
 /// Most runs one list returns.
 const MAX_LIST: usize = 500;
 
@@ -32,19 +35,6 @@ impl From<LabError> for ApiError {
         };
         Self { status, message: e.to_string() }
     }
-}
-
-/// Who is asking. The one place a role check goes once sign-in exists.
-fn requester(headers: &HeaderMap) -> Result<String, ApiError> {
-    let Some(value) = headers.get(USER_HEADER) else { return Ok("anonymous".to_owned()) };
-    let name = value.to_str().map(str::trim).unwrap_or_default();
-    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
-        return Err(ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: "'X-Gpudash-User' must be 1 to 64 printable characters".into(),
-        });
-    }
-    Ok(name.to_owned())
 }
 
 /// Blocking lab calls (NVML, the store) leave the async runtime.
@@ -70,16 +60,37 @@ pub async fn experiments() -> Json<Vec<ExperimentInfo>> {
 }
 
 /// `POST /api/runs`: validates, guards and queues a run; 202 with the queued run.
-pub async fn submit(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Result<Response, ApiError> {
-    let who = requester(&headers)?;
+pub async fn submit(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    caller.require(&state, Role::Operator, "running an experiment", "lab")?;
+    let who = caller.identity.user.clone();
     let request: RunRequest = serde_json::from_slice(&body).map_err(|e| ApiError {
         status: StatusCode::BAD_REQUEST,
         message: format!(
             "invalid run request ({e}); send {{\"device\":0,\"params\":{{\"kind\":\"transfer\"}},\"force\":false}}"
         ),
     })?;
-    let run = blocking(&state, move |lab| lab.submit(request, &who)).await?;
-    Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+    let target = format!("GPU {}", request.device);
+    let what = format!("{:?}", request.params);
+    match blocking(&state, move |lab| lab.submit(request, &who)).await {
+        Ok(run) => {
+            caller.audit(
+                &state,
+                "experiment.start",
+                &format!("run {}", run.summary.id),
+                Outcome::Ok,
+                &format!("{target}: {what}"),
+            );
+            Ok((StatusCode::ACCEPTED, Json(run)).into_response())
+        }
+        Err(e) => {
+            caller.audit(&state, "experiment.start", &target, Outcome::Failed, &e.message);
+            Err(e)
+        }
+    }
 }
 
 /// Query of `GET /api/runs`.
@@ -127,11 +138,22 @@ pub async fn get(State(state): State<AppState>, Path(id): Path<u64>) -> Result<J
 /// `POST /api/runs/{id}/cancel`.
 pub async fn cancel(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<u64>,
 ) -> Result<Json<RunSummary>, ApiError> {
-    let _who = requester(&headers)?;
-    blocking(&state, move |lab| lab.cancel(id)).await.map(Json)
+    let target = format!("run {id}");
+    caller.require(&state, Role::Operator, "cancelling a run", &target)?;
+    let run = blocking(&state, move |lab| lab.get(id)).await?;
+    if run.summary.requested_by != caller.identity.user {
+        caller.require(&state, Role::Admin, "cancelling someone else's run", &target)?;
+    }
+    let result = blocking(&state, move |lab| lab.cancel(id)).await;
+    let (outcome, detail) = match &result {
+        Ok(_) => (Outcome::Ok, format!("requested by {}", run.summary.requested_by)),
+        Err(e) => (Outcome::Failed, e.message.clone()),
+    };
+    caller.audit(&state, "experiment.cancel", &target, outcome, &detail);
+    result.map(Json)
 }
 
 /// `GET /api/runs/{id}/chart.svg`: drawn on the server, the previous run on the same GPU overlaid.
@@ -162,9 +184,21 @@ pub async fn csv(State(state): State<AppState>, Path(id): Path<u64>) -> Result<R
 /// `POST /api/lab/devices/{index}/empty_cache`: trims the lab's pool on that GPU.
 pub async fn empty_cache(
     State(state): State<AppState>,
-    headers: HeaderMap,
+    Extension(caller): Extension<Caller>,
     Path(index): Path<u32>,
 ) -> Result<Json<TrimOutcome>, ApiError> {
-    let _who = requester(&headers)?;
-    state.lab.empty_cache(index).await.map(Json).map_err(ApiError::from)
+    let target = format!("GPU {index}");
+    caller.require(&state, Role::Operator, "emptying the lab's cache", &target)?;
+    let result = state.lab.empty_cache(index).await.map_err(ApiError::from);
+    match &result {
+        Ok(trim) => caller.audit(
+            &state,
+            "empty_cache",
+            &target,
+            Outcome::Ok,
+            &format!("released {} bytes", trim.released_bytes),
+        ),
+        Err(e) => caller.audit(&state, "empty_cache", &target, Outcome::Failed, &e.message),
+    }
+    result.map(Json)
 }

@@ -2,16 +2,19 @@
 
 mod api;
 mod assets;
+pub mod auth;
 mod error;
 mod history;
 mod lab;
 mod metrics;
+mod topology;
 mod ws;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, header};
 use axum::routing::{get, post};
 use tokio::sync::watch;
@@ -34,11 +37,21 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The GPU lab (experiments, queue, runs).
     pub lab: Arc<crate::lab::Lab>,
+    /// Tokens, sessions and the anonymous policy.
+    pub auth: Arc<crate::auth::Auth>,
+    pub audit: crate::audit::Audit,
+    /// Served over TLS (cookies get `Secure`, the expected Origin is https).
+    pub tls: bool,
+    /// Listening beyond loopback with no tokens (`--allow-anonymous`): the page warns.
+    pub exposed_without_auth: bool,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
 const CSP: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; \
                    img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+/// Largest request body: run requests and logins are a few hundred bytes.
+const MAX_BODY: usize = 64 * 1024;
 
 /// Plain HTTP requests get this long; WebSockets live on after their upgrade.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,6 +64,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(metrics::metrics))
+        .route("/api/topology", get(topology::topology))
         .route("/api/lab", get(lab::status))
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))
@@ -60,10 +74,16 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}/chart.svg", get(lab::chart))
         .route("/api/runs/{id}/results.csv", get(lab::csv))
         .route("/ws", get(ws::upgrade))
+        .route("/api/login", post(auth::login))
+        .route("/api/logout", post(auth::logout))
+        .route("/api/me", get(auth::whoami))
+        .route("/api/audit", get(auth::audit_log))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::access))
         .with_state(state)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .layer(SetResponseHeaderLayer::if_not_present(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)))

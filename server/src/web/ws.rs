@@ -3,7 +3,7 @@
 //! A socket that falls behind skips ticks and gets a fresh snapshot; it never
 //! slows the sampler or the other sockets.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
@@ -17,6 +17,8 @@ use crate::telemetry::encode;
 
 /// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
 const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
+/// Messages per second a client may send on average (bursts up to twice that).
+const MESSAGES_PER_SECOND: u32 = 10;
 /// A socket that cannot take a message for this long is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,6 +33,8 @@ pub async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Res
 enum End {
     /// The peer left or the connection broke: nothing more to send.
     Gone,
+    /// The peer sent more than [`MESSAGES_PER_SECOND`] allows.
+    Flood,
     /// The server is stopping: say so before closing.
     Shutdown,
 }
@@ -42,6 +46,7 @@ async fn stream(socket: WebSocket, state: AppState) {
     // GPU lab events (queue, progress, finished runs): a separate channel, forwarded as they come.
     let mut lab_events = state.lab.subscribe();
     let mut shutdown = state.shutdown.clone();
+    let mut budget = Budget::new();
     let end = async {
         let mut last_seq = send_snapshot(&mut sink, &state).await?;
         loop {
@@ -66,6 +71,7 @@ async fn stream(socket: WebSocket, state: AppState) {
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 message = incoming.next() => match message {
+                    Some(Ok(_)) if !budget.take() => return Err(End::Flood),
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
                         Ok(ClientMessage::Resync {}) => last_seq = send_snapshot(&mut sink, &state).await?,
                         Err(e) => send_error(&mut sink, &format!(
@@ -83,9 +89,41 @@ async fn stream(socket: WebSocket, state: AppState) {
         }
     };
     let result: Result<(), End> = end.await;
-    if let Err(End::Shutdown) = result {
-        let close = CloseFrame { code: close_code::AWAY, reason: "gpudash is shutting down".into() };
+    let close = match result {
+        Err(End::Shutdown) => Some(CloseFrame { code: close_code::AWAY, reason: "gpudash is shutting down".into() }),
+        Err(End::Flood) => Some(CloseFrame {
+            code: close_code::POLICY,
+            reason: format!("too many messages: at most {MESSAGES_PER_SECOND} per second").into(),
+        }),
+        Ok(()) | Err(End::Gone) => None,
+    };
+    if let Some(close) = close {
         let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(Some(close)))).await;
+    }
+}
+
+/// A token bucket: [`MESSAGES_PER_SECOND`] refilled per second, twice that at most.
+struct Budget {
+    tokens: f64,
+    refilled: Instant,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Self { tokens: f64::from(2 * MESSAGES_PER_SECOND), refilled: Instant::now() }
+    }
+
+    fn take(&mut self) -> bool {
+        let now = Instant::now();
+        let rate = f64::from(MESSAGES_PER_SECOND);
+        self.tokens = (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(2.0 * rate);
+        self.refilled = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
     }
 }
 

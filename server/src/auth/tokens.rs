@@ -1,0 +1,240 @@
+//! Where tokens come from: an auth file (TOML, hashes only) and the
+//! `GPUDASH_TOKENS` environment variable (plain tokens, hashed on load).
+
+use std::path::Path;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use shared::auth::Role;
+
+/// One accepted token: who it is and what they may do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenEntry {
+    pub user: String,
+    pub role: Role,
+    pub sha256: [u8; 32],
+}
+
+/// The access policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    pub tokens: Vec<TokenEntry>,
+    /// Anyone may view without a token (when tokens exist).
+    pub open_viewing: bool,
+    /// `/metrics` is open to scrapers without a token.
+    pub open_metrics: bool,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { tokens: Vec::new(), open_viewing: true, open_metrics: true }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    #[error("cannot read auth file '{path}': {source}")]
+    Read { path: String, source: std::io::Error },
+    #[error("auth file '{path}': {message}")]
+    File { path: String, message: String },
+    #[error("GPUDASH_TOKENS: {0}")]
+    Env(String),
+}
+
+/// The file format:
+///
+/// ```toml
+/// viewers = "open"    # or "token": viewing needs a token too
+/// metrics = "open"    # or "token": scrapers send a bearer token
+///
+/// [[token]]
+/// user = "ana"
+/// role = "operator"   # viewer | operator | admin
+/// sha256 = "…"        # `gpudash token` prints a new token and this line
+/// ```
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default = "open")]
+    viewers: String,
+    #[serde(default = "open")]
+    metrics: String,
+    #[serde(default)]
+    token: Vec<FileToken>,
+}
+
+fn open() -> String {
+    "open".to_owned()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileToken {
+    user: String,
+    role: String,
+    sha256: String,
+}
+
+impl AuthConfig {
+    /// Reads the auth file (if any) and adds `GPUDASH_TOKENS` entries (if any).
+    pub fn load(file: Option<&Path>, env_tokens: Option<&str>) -> Result<Self, AuthError> {
+        let mut config = match file {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        if let Some(spec) = env_tokens.filter(|s| !s.trim().is_empty()) {
+            config.tokens.extend(parse_env(spec).map_err(AuthError::Env)?);
+        }
+        let mut users: Vec<&str> = config.tokens.iter().map(|t| t.user.as_str()).collect();
+        users.sort_unstable();
+        if let Some(w) = users.windows(2).find(|w| w[0] == w[1]) {
+            return Err(AuthError::Env(format!("user '{}' has two tokens; give each user one", w[0])));
+        }
+        Ok(config)
+    }
+
+    fn from_file(path: &Path) -> Result<Self, AuthError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
+        let bad = |message: String| AuthError::File { path: shown.clone(), message };
+        let file: File = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let access = |name: &str, value: &str| match value {
+            "open" => Ok(true),
+            "token" => Ok(false),
+            other => Err(bad(format!("'{name}' is '{other}'; it must be \"open\" or \"token\""))),
+        };
+        let tokens = file
+            .token
+            .into_iter()
+            .map(|t| {
+                let role = Role::parse(&t.role).ok_or_else(|| {
+                    bad(format!("user '{}' has role '{}'; roles are viewer, operator, admin", t.user, t.role))
+                })?;
+                let sha256 = parse_hex(&t.sha256).ok_or_else(|| {
+                    bad(format!("user '{}': sha256 must be 64 hex digits (run `gpudash token`)", t.user))
+                })?;
+                valid_user(&t.user).map_err(bad)?;
+                Ok(TokenEntry { user: t.user, role, sha256 })
+            })
+            .collect::<Result<_, AuthError>>()?;
+        Ok(Self {
+            tokens,
+            open_viewing: access("viewers", &file.viewers)?,
+            open_metrics: access("metrics", &file.metrics)?,
+        })
+    }
+}
+
+/// `user:role:token[,user:role:token…]`.
+fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, String> {
+    spec.split(',')
+        .map(|item| {
+            let mut parts = item.trim().splitn(3, ':');
+            let (Some(user), Some(role), Some(token)) = (parts.next(), parts.next(), parts.next()) else {
+                return Err("each entry is user:role:token, entries separated by commas".to_owned());
+            };
+            valid_user(user)?;
+            let role = Role::parse(role)
+                .ok_or_else(|| format!("role '{role}' of '{user}'; roles are viewer, operator, admin"))?;
+            if token.len() < 16 {
+                return Err(format!(
+                    "the token of '{user}' is shorter than 16 characters; `gpudash token` makes a good one"
+                ));
+            }
+            Ok(TokenEntry { user: user.to_owned(), role, sha256: hash_token(token) })
+        })
+        .collect()
+}
+
+fn valid_user(user: &str) -> Result<(), String> {
+    if user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)) {
+        return Err(format!("user name '{user}' must be 1–64 letters, digits or . _ - @"));
+    }
+    Ok(())
+}
+
+/// SHA-256 of a token: what the server keeps and compares.
+pub fn hash_token(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+/// A fresh random token (256 bits, hex).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).expect("the OS random number generator is available");
+    hex(&bytes)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn parse_hex(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[test]
+    fn reads_hashes_and_policy_from_the_file() {
+        let hash = hex(&hash_token("a-long-enough-token"));
+        let file =
+            write(&format!("viewers = \"token\"\n[[token]]\nuser = \"ana\"\nrole = \"admin\"\nsha256 = \"{hash}\"\n"));
+        let config = AuthConfig::load(Some(file.path()), Some("bo:viewer:0123456789abcdef0123")).unwrap();
+        assert!(!config.open_viewing && config.open_metrics);
+        assert_eq!(config.tokens.len(), 2);
+        assert_eq!(config.tokens[0].sha256, hash_token("a-long-enough-token"));
+        assert_eq!(config.tokens[1].role, Role::Viewer);
+    }
+
+    #[test]
+    fn bad_files_and_env_say_what_is_wrong() {
+        for (text, expected) in [
+            ("viewers = \"maybe\"", "must be \"open\" or \"token\""),
+            ("[[token]]\nuser = \"a\"\nrole = \"god\"\nsha256 = \"00\"", "roles are viewer, operator, admin"),
+            ("[[token]]\nuser = \"a\"\nrole = \"admin\"\nsha256 = \"xyz\"", "64 hex digits"),
+            ("colour = 1", "unknown field"),
+            ("[[token]\n", "expected"),
+        ] {
+            let file = write(text);
+            let err = AuthConfig::load(Some(file.path()), None).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        for (env, expected) in [
+            ("ana", "user:role:token"),
+            ("ana:boss:0123456789abcdef", "roles are"),
+            ("ana:admin:short", "shorter than 16"),
+            ("a b:admin:0123456789abcdef", "letters, digits"),
+            ("ana:admin:0123456789abcdef,ana:viewer:0123456789abcdef", "two tokens"),
+        ] {
+            let err = AuthConfig::load(None, Some(env)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{env}: {err}");
+        }
+        let err = AuthConfig::load(Some(Path::new("/nonexistent/auth.toml")), None).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/auth.toml"), "{err}");
+    }
+
+    #[test]
+    fn new_tokens_are_random_hex() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, b);
+        assert_eq!(parse_hex(&a).map(|h| hex(&h)), Some(a));
+    }
+}

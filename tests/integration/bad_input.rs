@@ -1,0 +1,278 @@
+//! The bad-input suite: malformed, mistyped, oversized, hostile requests over
+//! REST and the WebSocket. Each gets the right status or close code and a
+//! message saying what is allowed; the server stays up; nothing stored changes.
+//! (Flag and config cases live in server/tests/process.rs.)
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+
+use crate::security::{ADMIN, OPERATOR, VIEWER, team_server};
+use crate::support::TestServer;
+
+/// One REST case: request, expected status, words the answer must contain.
+struct Case {
+    method: Method,
+    path: &'static str,
+    token: Option<&'static str>,
+    headers: &'static [(&'static str, &'static str)],
+    body: Option<Vec<u8>>,
+    status: StatusCode,
+    says: &'static str,
+}
+
+fn case(method: Method, path: &'static str, status: StatusCode, says: &'static str) -> Case {
+    Case { method, path, token: Some(OPERATOR), headers: &[], body: None, status, says }
+}
+
+fn post(path: &'static str, body: &str, status: StatusCode, says: &'static str) -> Case {
+    Case {
+        body: Some(body.as_bytes().to_vec()),
+        headers: &[("content-type", "application/json")],
+        ..case(Method::POST, path, status, says)
+    }
+}
+
+fn cases() -> Vec<Case> {
+    use StatusCode as S;
+    let mut all = vec![
+        case(Method::GET, "/api/history?metric=gpu_util", S::BAD_REQUEST, "'device' is required"),
+        case(Method::GET, "/api/history?device=0", S::BAD_REQUEST, "'metric' is required"),
+        case(Method::GET, "/api/history?device=0&metric=fan", S::BAD_REQUEST, "the metrics are"),
+        case(Method::GET, "/api/history?device=-1&metric=gpu_util", S::BAD_REQUEST, "whole number"),
+        case(Method::GET, "/api/history?device=99999999999&metric=gpu_util", S::NOT_FOUND, "no GPU with index"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&from=9&to=1", S::BAD_REQUEST, "before"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&points=0", S::BAD_REQUEST, "from 1 to 10000"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&points=4294967296", S::BAD_REQUEST, "from 1 to 10000"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&from=1.5", S::BAD_REQUEST, "whole number"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&x=1", S::BAD_REQUEST, "unknown parameter 'x'"),
+        case(Method::GET, "/api/history?device=%FF&metric=gpu_util", S::BAD_REQUEST, "query"),
+        case(Method::GET, "/api/nope", S::NOT_FOUND, "the API has"),
+        case(Method::GET, "/assets/%2e%2e/Cargo.toml", S::NOT_FOUND, "no page or file"),
+        case(Method::GET, "/assets/frontend.js%00.png", S::NOT_FOUND, "no page or file"),
+        case(Method::PUT, "/api/devices", S::METHOD_NOT_ALLOWED, ""),
+        case(Method::DELETE, "/api/runs", S::METHOD_NOT_ALLOWED, ""),
+        post("/api/runs", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
+        post(
+            "/api/runs",
+            "{\"device\": \"zero\", \"params\": {\"kind\": \"latency\"}}",
+            S::BAD_REQUEST,
+            "invalid run request",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"latency\"}, \"colour\": 1}",
+            S::BAD_REQUEST,
+            "unknown field",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": -1, \"params\": {\"kind\": \"latency\"}}",
+            S::BAD_REQUEST,
+            "invalid run request",
+        ),
+        post("/api/runs", "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}", S::BAD_REQUEST, "unknown variant"),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"transfer\", \"sizes\": [0]}}",
+            S::BAD_REQUEST,
+            "sizes",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"transfer\", \"sizes\": [1e30]}}",
+            S::BAD_REQUEST,
+            "invalid run request",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"latency\", \"repetitions\": 0}}",
+            S::BAD_REQUEST,
+            "repetitions",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"latency\", \"repetitions\": -5}}",
+            S::BAD_REQUEST,
+            "invalid run request",
+        ),
+        post("/api/runs", "", S::BAD_REQUEST, "invalid run request"),
+        post("/api/runs", "null", S::BAD_REQUEST, "invalid run request"),
+        post("/api/runs", "{\"device\": 9, \"params\": {\"kind\": \"latency\"}}", S::NOT_FOUND, "9"),
+        case(Method::GET, "/api/runs/abc", S::BAD_REQUEST, "parse"),
+        case(Method::GET, "/api/runs/999999", S::NOT_FOUND, "999999"),
+        case(Method::POST, "/api/runs/999999/cancel", S::NOT_FOUND, "999999"),
+        case(Method::GET, "/api/runs?limit=abc", S::BAD_REQUEST, "accepted"),
+        case(Method::GET, "/api/runs?kind=warp", S::BAD_REQUEST, "not an experiment"),
+        case(Method::GET, "/api/runs?colour=red", S::BAD_REQUEST, "accepted"),
+        case(Method::POST, "/api/lab/devices/9/empty_cache", S::NOT_FOUND, "9"),
+        post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "send {\"token\""),
+        post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
+        case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=0", S::BAD_REQUEST, "from 1 to 1000") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=-1", S::BAD_REQUEST, "accepted") },
+        Case {
+            token: Some("wrong-token-000000"),
+            ..case(Method::GET, "/api/devices", S::UNAUTHORIZED, "invalid token")
+        },
+        Case { token: None, ..case(Method::GET, "/api/devices", S::UNAUTHORIZED, "needs a token") },
+        Case {
+            token: None,
+            headers: &[("cookie", "gpudash_session=forged")],
+            ..case(Method::GET, "/api/devices", S::UNAUTHORIZED, "log in again")
+        },
+        Case {
+            token: Some(VIEWER),
+            ..post("/api/runs", "{\"device\": 0, \"params\": {\"kind\": \"latency\"}}", S::FORBIDDEN, "operator role")
+        },
+        Case {
+            token: Some(VIEWER),
+            ..case(Method::POST, "/api/lab/devices/0/empty_cache", S::FORBIDDEN, "operator role")
+        },
+        Case {
+            headers: &[("content-type", "application/json"), ("origin", "https://evil.example")],
+            ..post("/api/runs", "{\"device\": 0, \"params\": {\"kind\": \"latency\"}}", S::FORBIDDEN, "cross-site")
+        },
+        Case { token: None, ..case(Method::GET, "/metrics", S::UNAUTHORIZED, "token") },
+    ];
+    // Not UTF-8 at all.
+    all.push(Case {
+        body: Some(vec![0xff, 0xfe, 0x00, 0x80]),
+        ..post("/api/runs", "", S::BAD_REQUEST, "invalid run request")
+    });
+    // Over the body limit.
+    all.push(Case { body: Some(vec![b' '; 2 << 20]), ..post("/api/runs", "", S::PAYLOAD_TOO_LARGE, "") });
+    all
+}
+
+async fn stored(server: &TestServer) -> (usize, usize) {
+    let client = reqwest::Client::new();
+    let runs: Value =
+        client.get(server.url("/api/runs?limit=500")).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
+    let audit: Value =
+        client.get(server.url("/api/audit?limit=1000")).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
+    let ok_actions =
+        audit.as_array().unwrap().iter().filter(|e| e["outcome"] == "ok" && e["action"] != "login").count();
+    (runs.as_array().unwrap().len(), ok_actions)
+}
+
+#[tokio::test]
+async fn every_bad_rest_request_is_refused_clearly_and_changes_nothing() {
+    let server = team_server("token", "token").await;
+    let before = stored(&server).await;
+    let client = reqwest::Client::new();
+    let cases = cases();
+    assert!(cases.len() >= 45, "{} REST cases", cases.len());
+    for c in &cases {
+        let mut request = client.request(c.method.clone(), server.url(c.path));
+        if let Some(token) = c.token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in c.headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(body) = &c.body {
+            request = request.body(body.clone());
+        }
+        let response = request.send().await.unwrap_or_else(|e| panic!("{} {}: {e}", c.method, c.path));
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert_eq!(status, c.status, "{} {}: {text}", c.method, c.path);
+        assert!(text.contains(c.says), "{} {}: expected '{}' in {text}", c.method, c.path, c.says);
+        assert_eq!(
+            reqwest::get(server.url("/healthz")).await.unwrap().status(),
+            StatusCode::OK,
+            "down after {}",
+            c.path
+        );
+    }
+    assert_eq!(stored(&server).await, before, "a refused request changed stored data");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn raw_path_traversal_never_escapes_the_embedded_app() {
+    let server = TestServer::simulated(1, 1000).await;
+    for path in ["/assets/../../../../etc/passwd", "/../Cargo.toml", "/assets/..%2f..%2fetc%2fpasswd", "//etc/passwd"] {
+        // A raw request: HTTP clients normalise `..` away before sending.
+        let mut stream = std::net::TcpStream::connect(server.running.addr()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(stream, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        let status_line = answer.lines().next().unwrap_or_default();
+        assert!(status_line.contains(" 404 ") || status_line.contains(" 400 "), "{path}: {status_line}");
+        assert!(!answer.contains("root:") && !answer.contains("[workspace]"), "{path} leaked a file");
+    }
+    server.stop().await;
+}
+
+/// Sends `message` and returns the server's error text or the close code it answered with.
+async fn ws_answer(server: &TestServer, message: Message) -> Result<String, Option<CloseCode>> {
+    let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
+    let _ = socket.next().await; // snapshot
+    let _ = socket.send(message).await;
+    let answer = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(frame) = socket.next().await {
+            match frame {
+                Ok(Message::Text(text)) => {
+                    let value: Value = serde_json::from_str(&text).unwrap();
+                    if value["type"] == "error" {
+                        return Ok(value["message"].as_str().unwrap().to_owned());
+                    }
+                }
+                Ok(Message::Close(frame)) => return Err(frame.map(|f| f.code)),
+                Err(_) => return Err(None),
+                Ok(_) => {}
+            }
+        }
+        Err(None)
+    })
+    .await
+    .expect("an answer in time");
+    answer
+}
+
+#[tokio::test]
+async fn bad_websocket_frames_get_an_error_or_a_close_code() {
+    let server = TestServer::simulated(1, 1000).await;
+    for (message, expected) in [
+        (Message::text("not json"), "accepted message is"),
+        (Message::text("{\"type\":\"reboot\"}"), "accepted message is"),
+        (Message::text("{\"type\":\"resync\",\"x\":1}"), "accepted message is"),
+        (Message::text("{\"type\":42}"), "accepted message is"),
+        (Message::text("[]"), "accepted message is"),
+        (Message::binary(vec![0xff, 0x00, 0xfe]), "binary messages are not accepted"),
+    ] {
+        let answer = ws_answer(&server, message.clone()).await;
+        assert!(answer.as_ref().is_ok_and(|m| m.contains(expected)), "{message:?}: {answer:?}");
+    }
+    let oversized = ws_answer(&server, Message::text("x".repeat(1 << 20))).await;
+    assert!(matches!(oversized, Err(Some(CloseCode::Size) | None)), "{oversized:?}");
+
+    let mut request = server.ws_url().into_client_request().unwrap();
+    request.headers_mut().insert("origin", "http://attacker.example".parse().unwrap());
+    assert!(tokio_tungstenite::connect_async(request).await.unwrap_err().to_string().contains("403"));
+    assert_eq!(reqwest::get(server.url("/healthz")).await.unwrap().status(), StatusCode::OK);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn websocket_upgrades_need_a_valid_token_when_viewing_is_gated() {
+    let server = team_server("token", "open").await;
+    for token in [None, Some("wrong-token-000000")] {
+        let mut request = server.ws_url().into_client_request().unwrap();
+        if let Some(token) = token {
+            request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        }
+        let err = tokio_tungstenite::connect_async(request).await.unwrap_err().to_string();
+        assert!(err.contains("401"), "{token:?}: {err}");
+    }
+    server.stop().await;
+}
