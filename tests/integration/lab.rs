@@ -24,7 +24,9 @@ async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer,
             config,
             simulated_probe: Some(probe.clone()),
             simulated_step: Some(Duration::from_millis(step_ms)),
+            ..LabOptions::default()
         },
+        auth: lab_tokens(),
         ..gpudash::Options::new(Duration::from_millis(200))
     };
     let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");
@@ -32,10 +34,16 @@ async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer,
     (TestServer { running, base }, probe)
 }
 
+/// Operators named after the test users; each test user's token is `<user>-token-for-tests`.
+fn lab_tokens() -> gpudash::auth::AuthConfig {
+    let tokens = ["a", "alice", "bob", "carol", "dave"].map(|u| format!("{u}:operator:{u}-token-for-tests")).join(",");
+    gpudash::auth::AuthConfig::load(None, Some(&tokens)).expect("test tokens")
+}
+
 async fn post(server: &TestServer, path: &str, user: &str, body: &Value) -> (StatusCode, Value) {
     let response = reqwest::Client::new()
         .post(server.url(path))
-        .header("X-Gpudash-User", user)
+        .bearer_auth(format!("{user}-token-for-tests"))
         .json(body)
         .send()
         .await
@@ -255,9 +263,10 @@ async fn empty_cache_and_idle_release_hand_memory_back() {
 
 #[tokio::test]
 async fn every_experiment_runs_on_the_simulated_executor() {
-    let (server, _) = lab_server(1, 1, LabConfig::default()).await;
+    // Two GPUs: p2p needs them.
+    let (server, _) = lab_server(2, 1, LabConfig::default()).await;
     let experiments: Vec<Value> = get_json(&server, "/api/lab/experiments").await;
-    assert_eq!(experiments.len(), 5);
+    assert_eq!(experiments.len(), 6);
     for experiment in experiments {
         let params = experiment["defaults"].clone();
         let (status, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": params })).await;
@@ -289,8 +298,15 @@ async fn without_cuda_the_lab_says_why_and_the_dashboard_works() {
     let lab: LabStatus = get_json(&server, "/api/lab").await;
     assert!(!lab.available);
     assert!(lab.reason.as_deref().is_some_and(|r| !r.is_empty()), "{lab:?}");
-    let (status, body) =
-        post(&server, "/api/runs", "a", &json!({ "device": 0, "params": { "kind": "latency" } })).await;
+    // No tokens on this server: the local user may run experiments, so the answer is the lab's own.
+    let response = reqwest::Client::new()
+        .post(server.url("/api/runs"))
+        .json(&json!({ "device": 0, "params": { "kind": "latency" } }))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status();
+    let body: Value = response.json().await.expect("JSON body");
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(body["error"].as_str().expect("message").starts_with("the GPU lab is unavailable: "));
     let devices = reqwest::get(server.url("/api/devices")).await.expect("devices");

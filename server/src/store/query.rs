@@ -19,6 +19,19 @@ pub struct HistoryQuery {
     pub points: u32,
 }
 
+impl HistoryQuery {
+    /// The range and point count make sense, or why not.
+    pub fn validate(&self) -> Result<(), QueryError> {
+        if self.from >= self.to {
+            return Err(QueryError::Invalid(format!("'from' ({}) must be before 'to' ({})", self.from, self.to)));
+        }
+        if !(1..=MAX_POINTS).contains(&self.points) {
+            return Err(QueryError::Invalid(format!("'points' must be from 1 to {MAX_POINTS}, not {}", self.points)));
+        }
+        Ok(())
+    }
+}
+
 /// Points of one series and how they were made.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -46,12 +59,7 @@ pub(super) fn run(
     retention: Retention,
     now_ms: u64,
 ) -> Result<Answer, QueryError> {
-    if q.from >= q.to {
-        return Err(QueryError::Invalid(format!("'from' ({}) must be before 'to' ({})", q.from, q.to)));
-    }
-    if !(1..=MAX_POINTS).contains(&q.points) {
-        return Err(QueryError::Invalid(format!("'points' must be from 1 to {MAX_POINTS}, not {}", q.points)));
-    }
+    q.validate()?;
     let width = bucket_width(q.from, q.to, q.points);
     let column = METRIC_COLUMNS[Metric::ALL.iter().position(|m| *m == q.metric).unwrap_or(0)];
     let device = i64::from(q.device);

@@ -21,13 +21,14 @@ pub async fn history(
     params: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<HistoryResponse>, ApiError> {
     let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
+    // Bad input is bad input whether or not history is on: validate first.
+    let query = parse(&params, &state, now_ms())?;
     let Some(store) = state.store.clone() else {
         return Err(ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             message: "history is off on this server (started with --no-history)".to_owned(),
         });
     };
-    let query = parse(&params, &state, now_ms())?;
     let answer = tokio::task::spawn_blocking({
         let query = query.clone();
         move || store.history(&query, now_ms())
@@ -88,5 +89,7 @@ fn parse(params: &HashMap<String, String>, state: &AppState, now: u64) -> Result
         None => DEFAULT_POINTS,
         Some(p) => u32::try_from(p).unwrap_or(u32::MAX),
     };
-    Ok(HistoryQuery { device: u32::try_from(device).unwrap_or(u32::MAX), metric, from, to, points })
+    let query = HistoryQuery { device: u32::try_from(device).unwrap_or(u32::MAX), metric, from, to, points };
+    query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(query)
 }
