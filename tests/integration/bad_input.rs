@@ -112,7 +112,7 @@ fn cases() -> Vec<Case> {
         case(Method::GET, "/api/runs?kind=warp", S::BAD_REQUEST, "not an experiment"),
         case(Method::GET, "/api/runs?colour=red", S::BAD_REQUEST, "accepted"),
         case(Method::POST, "/api/lab/devices/9/empty_cache", S::NOT_FOUND, "9"),
-        post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "send {\"token\""),
+        post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "invalid login"),
         post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),
         Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=0", S::BAD_REQUEST, "from 1 to 1000") },
