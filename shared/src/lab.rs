@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 
-/// The five experiments.
+/// The six experiments.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum ExperimentKind {
@@ -19,10 +19,12 @@ pub enum ExperimentKind {
     Streams,
     Precision,
     Latency,
+    /// Copies between GPUs; occupies every GPU it involves, needs two.
+    P2p,
 }
 
 impl ExperimentKind {
-    pub const ALL: [Self; 5] = [Self::Memory, Self::Transfer, Self::Streams, Self::Precision, Self::Latency];
+    pub const ALL: [Self; 6] = [Self::Memory, Self::Transfer, Self::Streams, Self::Precision, Self::Latency, Self::P2p];
 
     /// The name used in URLs, JSON and on the command line.
     pub fn name(self) -> &'static str {
@@ -32,6 +34,7 @@ impl ExperimentKind {
             Self::Streams => "streams",
             Self::Precision => "precision",
             Self::Latency => "latency",
+            Self::P2p => "p2p",
         }
     }
 
@@ -47,6 +50,7 @@ impl ExperimentKind {
             Self::Streams => ExperimentParams::Streams(StreamsParams::default()),
             Self::Precision => ExperimentParams::Precision(PrecisionParams::default()),
             Self::Latency => ExperimentParams::Latency(LatencyParams::default()),
+            Self::P2p => ExperimentParams::P2p(P2pParams::default()),
         }
     }
 }
@@ -60,6 +64,7 @@ pub enum ExperimentParams {
     Streams(StreamsParams),
     Precision(PrecisionParams),
     Latency(LatencyParams),
+    P2p(P2pParams),
 }
 
 impl ExperimentParams {
@@ -70,6 +75,7 @@ impl ExperimentParams {
             Self::Streams(_) => ExperimentKind::Streams,
             Self::Precision(_) => ExperimentKind::Precision,
             Self::Latency(_) => ExperimentKind::Latency,
+            Self::P2p(_) => ExperimentKind::P2p,
         }
     }
 }
@@ -147,6 +153,9 @@ impl Default for TransferParams {
 }
 
 /// Copy/compute overlap and concurrent kernels.
+///
+/// The defaults make each phase long (copy ~5 ms, GEMM ~22 ms on an H200) so launch and
+/// join costs stay under the overlap check's +2%; phases under 10 ms are judged more loosely.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct StreamsParams {
@@ -240,6 +249,47 @@ impl Default for LatencyParams {
     }
 }
 
+/// Two GPUs (NVML indexes) copied between, both directions.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(deny_unknown_fields)]
+pub struct GpuPair {
+    pub a: u32,
+    pub b: u32,
+}
+
+/// Bandwidth and latency between GPUs, with peer access enabled and disabled
+/// (then the driver stages each copy through pinned host memory), like
+/// cuda-samples' p2pBandwidthLatencyTest.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct P2pParams {
+    /// Bytes of each bandwidth copy (1 MiB to 4 GiB). Default 256 MiB.
+    pub size: u64,
+    /// Untimed copies before timing each pair and mode (0 to 20). Default 3.
+    pub warmup: u32,
+    /// Timed copies per pair and mode (1 to 100). Default 10. Latency takes 10× as many 4-byte copies.
+    pub repetitions: u32,
+    /// Pairs to measure, each in both directions. Empty (the default): every pair of the server's GPUs.
+    /// The server fills in the pairs it will measure, so a stored run lists them.
+    pub pairs: Vec<GpuPair>,
+}
+
+impl Default for P2pParams {
+    fn default() -> Self {
+        Self { size: 256 * MIB, warmup: 3, repetitions: 10, pairs: Vec::new() }
+    }
+}
+
+impl P2pParams {
+    /// Every GPU the pairs involve, ascending.
+    pub fn devices(&self) -> Vec<u32> {
+        let mut devices: Vec<u32> = self.pairs.iter().flat_map(|p| [p.a, p.b]).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        devices
+    }
+}
+
 /// Body of `POST /api/runs`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -275,7 +325,11 @@ impl RunStatus {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunSummary {
     pub id: u64,
+    /// The GPU the run was asked for, whose queue it is listed in.
     pub device: u32,
+    /// Every GPU the run occupies while it runs: `[device]`, or for `p2p` all GPUs of its pairs.
+    #[serde(default)]
+    pub devices: Vec<u32>,
     pub kind: ExperimentKind,
     pub status: RunStatus,
     /// Who asked for it (the `X-Gpudash-User` header, or "anonymous").
@@ -391,6 +445,8 @@ pub enum ChartSpec {
     Bars { y_label: String },
     /// A per-stream timeline from `timeline`.
     Gantt,
+    /// One heatmap per entry of `matrices` (p2p): rows are the source GPU, columns the destination.
+    Heatmap { row_label: String, col_label: String },
 }
 
 /// A correctness check and its outcome.
@@ -426,6 +482,22 @@ pub struct TimelineSpan {
     pub end_ms: f64,
 }
 
+/// A GPU × GPU table of medians, drawn as a heatmap.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Matrix {
+    /// E.g. "unidirectional, peer access enabled".
+    pub name: String,
+    /// "GB/s" or "µs".
+    pub unit: String,
+    /// NVML indexes of the rows and of the columns, in order.
+    pub devices: Vec<u32>,
+    /// `cells[row][col]`: from GPU `devices[row]` to GPU `devices[col]`; `null` on the diagonal, for pairs
+    /// not measured, and with peer access enabled where the GPUs cannot access each other.
+    pub cells: Vec<Vec<Option<f64>>>,
+    /// True when higher is better (bandwidth), false for latency: the heatmap's colour direction.
+    pub higher_is_better: bool,
+}
+
 /// Everything an experiment measured.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct RunResult {
@@ -440,6 +512,9 @@ pub struct RunResult {
     pub memory_steps: Vec<MemoryStep>,
     /// The streams experiment's timeline (empty for the others).
     pub timeline: Vec<TimelineSpan>,
+    /// The p2p experiment's heatmaps (empty for the others).
+    #[serde(default)]
+    pub matrices: Vec<Matrix>,
     /// Remarks for the page, e.g. that host buffers were written before timing.
     pub notes: Vec<String>,
 }
@@ -546,6 +621,17 @@ mod tests {
             assert_eq!(kind.default_params().kind(), kind);
         }
         assert_eq!(ExperimentKind::parse("fft"), None);
+    }
+
+    #[test]
+    fn p2p_pairs_name_their_gpus() {
+        let p: ExperimentParams =
+            serde_json::from_str(r#"{"kind":"p2p","pairs":[{"a":2,"b":0},{"a":0,"b":1}]}"#).unwrap();
+        let ExperimentParams::P2p(p) = p else { panic!("not p2p") };
+        assert_eq!(p.devices(), vec![0, 1, 2]);
+        assert_eq!(p.size, 256 * MIB);
+        let chart = serde_json::to_string(&ChartSpec::Heatmap { row_label: "from".into(), col_label: "to".into() });
+        assert_eq!(chart.unwrap(), r#"{"type":"heatmap","row_label":"from","col_label":"to"}"#);
     }
 
     #[test]

@@ -43,7 +43,7 @@ for run in json.load(open(sys.argv[1])):
 PY
 
 step "PyTorch side by side (targets of issue 4)"
-timeout 240 python3 tests/gpu/lab_vs_torch.py "$OUT/bench.json" | tee "$OUT/compare.txt" || status=1
+timeout 300 python3 tests/gpu/lab_vs_torch.py "$OUT/bench.json" "$BIN" | tee "$OUT/compare.txt" || status=1
 
 step "HTTP API of a running gpudash"
 "$BIN" --listen "127.0.0.1:$PORT" --interval 500ms --no-history --lab-idle-release 20s >"$OUT/server.log" 2>&1 &

@@ -5,6 +5,8 @@ mod api;
 mod browser;
 mod history;
 mod lab;
+mod lab_store;
 mod metrics;
+mod p2p;
 mod support;
 mod ws;

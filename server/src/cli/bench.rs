@@ -20,7 +20,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 
-    /// Experiments to run, in order: memory, transfer, streams, precision, latency [default: all].
+    /// Experiments to run, in order: memory, transfer, streams, precision, latency, p2p
+    /// [default: all but p2p, which needs two GPUs].
     #[arg(value_name = "EXPERIMENT", value_parser = parse_kind)]
     pub experiments: Vec<ExperimentKind>,
 
@@ -50,8 +51,9 @@ pub struct BenchArgs {
 }
 
 fn parse_kind(value: &str) -> Result<ExperimentKind, String> {
-    ExperimentKind::parse(value)
-        .ok_or_else(|| format!("'{value}' is not an experiment; use memory, transfer, streams, precision or latency"))
+    ExperimentKind::parse(value).ok_or_else(|| {
+        format!("'{value}' is not an experiment; use memory, transfer, streams, precision, latency or p2p")
+    })
 }
 
 /// Runs the experiments; non-zero when one could not run, failed, or a check failed.
@@ -66,7 +68,11 @@ pub fn main(args: &BenchArgs) -> ExitCode {
             }
         }
     }
-    let kinds = if args.experiments.is_empty() { ExperimentKind::ALL.to_vec() } else { args.experiments.clone() };
+    let kinds = if args.experiments.is_empty() {
+        ExperimentKind::ALL.into_iter().filter(|k| *k != ExperimentKind::P2p).collect()
+    } else {
+        args.experiments.clone()
+    };
     let config = LabConfig {
         time_limit: args.time_limit,
         idle_release: Duration::from_secs(3600),
@@ -139,20 +145,28 @@ fn wait(lab: &Lab, id: u64, quiet: bool) -> Option<Run> {
 fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
     let mut host = LabHost { hostname: hostname(), ..LabHost::default() };
     if args.simulate {
-        let devices =
-            vec![LabGpu { index: args.device, name: "Simulated H200 (simulated)".into(), uuid: String::new() }];
+        // Two GPUs at least, so p2p runs too.
+        let devices = (0..=args.device.max(1))
+            .map(|index| LabGpu { index, name: "Simulated H200 (simulated)".into(), uuid: String::new() })
+            .collect();
         let probe = Arc::new(SimulatedProbe::new(None));
         return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
     }
     cuda::availability().map_err(|e| format!("needs CUDA to run experiments: {e}"))?;
     let probe = NvmlProbe::open().map_err(|e| format!("needs an NVIDIA GPU and driver: {e}"))?;
     let count = probe.device_count();
-    let (name, uuid) = probe.identity(args.device).ok_or_else(|| {
-        format!("no GPU {} (NVML sees {count}); pick one with --device 0..{}", args.device, count.saturating_sub(1))
-    })?;
+    if probe.identity(args.device).is_none() {
+        return Err(format!(
+            "no GPU {} (NVML sees {count}); pick one with --device 0..{}",
+            args.device,
+            count.saturating_sub(1)
+        ));
+    }
     host.driver_version = probe.driver_version();
     host.cuda_driver_version = probe.cuda_driver_version();
-    let devices = vec![LabGpu { index: args.device, name, uuid }];
+    // Every GPU, so p2p can pair them; the others run only what --device's runs involve.
+    let devices: Vec<LabGpu> =
+        (0..count).filter_map(|index| probe.identity(index).map(|(name, uuid)| LabGpu { index, name, uuid })).collect();
     let probe: Arc<dyn DeviceProbe> = Arc::new(probe);
     Ok(LabSetup {
         config,
@@ -162,5 +176,6 @@ fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
         probe,
         store: Arc::new(MemoryRunStore::default()),
         simulated: false,
+        topology: None,
     })
 }

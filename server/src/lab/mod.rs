@@ -1,5 +1,5 @@
-//! The GPU lab: memory, transfer, stream, precision and latency experiments
-//! run on the server's GPUs from the browser or `gpudash bench`.
+//! The GPU lab: memory, transfer, stream, precision, latency and p2p
+//! experiments run on the server's GPUs from the browser or `gpudash bench`.
 //!
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
@@ -9,7 +9,9 @@
 
 pub mod cuda;
 pub mod executor;
+pub mod gang;
 pub mod guards;
+pub mod p2p;
 pub mod plan;
 pub mod queue;
 pub mod report;
@@ -20,6 +22,7 @@ pub mod svg;
 pub mod table;
 mod worker;
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -27,9 +30,10 @@ use std::time::Duration;
 use axum::extract::ws::Utf8Bytes;
 use shared::ServerMessage;
 use shared::lab::{
-    ExperimentInfo, ExperimentKind, LabDevice, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest,
-    RunStatus, RunSummary, TrimOutcome,
+    ExperimentInfo, ExperimentKind, ExperimentParams, LabDevice, LabEvent, LabStatus, Run, RunEnvironment, RunPlan,
+    RunRequest, RunStatus, RunSummary, TrimOutcome,
 };
+use shared::topology::Topology;
 use tokio::sync::{broadcast, oneshot};
 
 use self::executor::Executor;
@@ -66,6 +70,35 @@ pub struct LabOptions {
     pub simulated_probe: Option<Arc<SimulatedProbe>>,
     /// Simulated GPUs only: how long each experiment step sleeps (default 20 ms).
     pub simulated_step: Option<Duration>,
+    /// The SQLite database runs are kept in (the history database); `None` keeps them in memory.
+    pub runs_db: Option<PathBuf>,
+    /// How the GPUs connect, as the telemetry source read it at start (`GET /api/topology`).
+    pub topology: Option<Topology>,
+}
+
+impl LabOptions {
+    /// These options with what the server knows: its history database (unless runs go elsewhere already)
+    /// and the GPUs' topology.
+    #[must_use]
+    pub fn with_server(mut self, history_db: Option<&std::path::Path>, topology: Option<Topology>) -> Self {
+        if self.runs_db.is_none() {
+            self.runs_db = history_db.map(std::path::Path::to_path_buf);
+        }
+        self.topology = topology.or(self.topology);
+        self
+    }
+}
+
+/// The runs table in `db`, or memory when there is none or it cannot be opened (said in the log).
+fn run_store(db: Option<&std::path::Path>) -> Arc<dyn RunStore> {
+    let Some(path) = db else { return Arc::new(MemoryRunStore::default()) };
+    match crate::store::runs::SqliteRunStore::open(path, now_ms()) {
+        Ok(store) => Arc::new(store),
+        Err(e) => {
+            tracing::error!("{e}; lab runs are kept in memory only and are lost at a restart");
+            Arc::new(MemoryRunStore::default())
+        }
+    }
 }
 
 /// Why a lab request failed; each maps to an HTTP status in `web::lab`.
@@ -118,6 +151,8 @@ pub struct LabSetup {
     /// The executors, or why there are none (e.g. "libcuda.so not found").
     pub executors: Result<ExecutorFactory, String>,
     pub simulated: bool,
+    /// How the GPUs connect; `None` where the source cannot say.
+    pub topology: Option<Topology>,
 }
 
 impl LabSetup {
@@ -142,9 +177,12 @@ impl LabSetup {
             let probe = options.simulated_probe.clone().unwrap_or_default();
             probe.attach(telemetry.clone());
             let step = options.simulated_step.unwrap_or(Duration::from_millis(20));
-            return Self::simulated(config, host, devices, probe, step);
+            let mut setup = Self::simulated(config, host, devices, probe, step);
+            setup.store = run_store(options.runs_db.as_deref());
+            setup.topology.clone_from(&options.topology);
+            return setup;
         }
-        let store: Arc<dyn RunStore> = Arc::new(MemoryRunStore::default());
+        let store = run_store(options.runs_db.as_deref());
         let unavailable = |reason: String, probe: Arc<dyn DeviceProbe>| Self {
             config: config.clone(),
             host: host.clone(),
@@ -153,6 +191,7 @@ impl LabSetup {
             store: store.clone(),
             executors: Err(reason),
             simulated: false,
+            topology: options.topology.clone(),
         };
         let probe: Arc<dyn DeviceProbe> = match NvmlProbe::open() {
             Ok(p) => Arc::new(p),
@@ -162,9 +201,16 @@ impl LabSetup {
             return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
         }
         match cuda::availability() {
-            Ok(()) => {
-                Self { config, host, executors: Ok(cuda_executors(&devices)), devices, probe, store, simulated: false }
-            }
+            Ok(()) => Self {
+                config,
+                host,
+                executors: Ok(cuda_executors(&devices)),
+                devices,
+                probe,
+                store,
+                simulated: false,
+                topology: options.topology.clone(),
+            },
             Err(reason) => unavailable(reason, probe),
         }
     }
@@ -185,16 +231,18 @@ impl LabSetup {
             store: Arc::new(MemoryRunStore::default()),
             executors: Ok(Arc::new(move |_| Box::new(simulated::SimulatedExecutor::new(step)) as Box<dyn Executor>)),
             simulated: true,
+            topology: None,
         }
     }
 }
 
-/// cudarc executors for `devices`, each matched to its CUDA ordinal by UUID.
+/// cudarc executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
+/// every GPU's UUID too, for the p2p experiment.
 pub fn cuda_executors(devices: &[LabGpu]) -> ExecutorFactory {
     let uuids: Vec<(u32, String)> = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
     Arc::new(move |device| {
         let uuid = uuids.iter().find(|(i, _)| *i == device).map(|(_, u)| u.clone());
-        Box::new(cuda::CudaExecutor::new(device, uuid)) as Box<dyn Executor>
+        Box::new(cuda::CudaExecutor::new(device, uuid).with_gpus(uuids.clone())) as Box<dyn Executor>
     })
 }
 
@@ -207,6 +255,7 @@ pub(crate) struct Shared {
     devices: Vec<LabGpu>,
     probe: Arc<dyn DeviceProbe>,
     store: Arc<dyn RunStore>,
+    topology: Option<Topology>,
     book: Mutex<QueueBook>,
     pools: Mutex<Vec<LabDevice>>,
     events: broadcast::Sender<Utf8Bytes>,
@@ -256,7 +305,30 @@ impl Shared {
         }
     }
 
-    fn pool_of(&self, device: u32) -> Option<LabDevice> {
+    /// Lines naming each pair's link as `nvidia-smi topo -m` would, for p2p results.
+    pub(crate) fn link_notes(&self, params: &ExperimentParams) -> Vec<String> {
+        let (ExperimentParams::P2p(p), Some(topology)) = (params, &self.topology) else { return Vec::new() };
+        p.pairs
+            .iter()
+            .filter_map(|pair| topology.pair(pair.a, pair.b))
+            .map(|t| {
+                format!(
+                    "GPU {} ↔ {}: {} ({}); P2P read {}, write {}, atomics {}, over NVLink {} (NVML){}",
+                    t.a,
+                    t.b,
+                    t.link,
+                    shared::topology::link_meaning(&t.link),
+                    t.p2p_read,
+                    t.p2p_write,
+                    t.p2p_atomics,
+                    t.p2p_nvlink,
+                    if topology.simulated { ", simulated" } else { "" }
+                )
+            })
+            .collect()
+    }
+
+    pub(crate) fn pool_of(&self, device: u32) -> Option<LabDevice> {
         self.pools().iter().find(|d| d.index == device).cloned()
     }
 }
@@ -295,6 +367,7 @@ impl Lab {
             devices: setup.devices,
             probe: setup.probe,
             store: setup.store,
+            topology: setup.topology,
             book: Mutex::default(),
             pools: Mutex::new(pools),
             events,
@@ -316,6 +389,11 @@ impl Lab {
 
     pub fn status(&self) -> LabStatus {
         self.shared.status()
+    }
+
+    /// How the GPUs connect, read at start; `None` where the source cannot say (no NVML).
+    pub fn topology(&self) -> Option<&Topology> {
+        self.shared.topology.as_ref()
     }
 
     /// Lab events, each a serialized `ServerMessage::Lab`.
@@ -345,18 +423,20 @@ impl Lab {
     }
 
     /// Validates, guards and queues a run. Blocking (NVML): call from `spawn_blocking`.
-    pub fn submit(&self, request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
+    pub fn submit(&self, mut request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
         let shared = &self.shared;
         shared.availability.clone().map_err(LabError::Unavailable)?;
         let info =
             shared.devices.iter().find(|d| d.index == request.device).ok_or(LabError::NoDevice(request.device))?;
+        let devices = self.involved(&mut request)?;
         plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
-        let run_plan = self.plan(&request)?;
+        let run_plan = self.plan(&request, &devices)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
         let run = Run {
             summary: RunSummary {
                 id,
                 device: request.device,
+                devices: devices.clone(),
                 kind: request.params.kind(),
                 status: RunStatus::Queued,
                 requested_by: requested_by.to_owned(),
@@ -383,12 +463,22 @@ impl Lab {
             previous_id: None,
         };
         shared.save(&run);
-        shared.book().push(run.clone());
-        let sent = self.with_worker(request.device, |w| w.send_run(id));
+        // Queued on its GPU's worker and held on the others' all under the book's lock, so every worker
+        // sees multi-GPU runs in the same order (see `gang`).
+        let mut book = shared.book();
+        let others: Vec<u32> = devices.iter().copied().filter(|&d| d != request.device).collect();
+        let gate = (!others.is_empty()).then(|| Arc::new(gang::Gate::new(others.len())));
+        book.push(run.clone(), gate.clone());
+        let sent = self.with_worker(request.device, |w| w.send_run(id))
+            && others.iter().all(|&d| self.with_worker(d, |w| w.send_hold(id)));
         if !sent {
-            shared.book().remove(id);
-            return Err(LabError::Internal(format!("GPU {}'s lab worker has stopped", request.device)));
+            book.remove(id);
+            if let Some(gate) = gate {
+                gate.end();
+            }
+            return Err(LabError::Internal(format!("a lab worker of GPU {devices:?} has stopped")));
         }
+        drop(book);
         tracing::info!(
             id,
             device = request.device,
@@ -401,22 +491,53 @@ impl Lab {
         Ok(run)
     }
 
-    /// The memory and process checks, said before the run is queued; the worker checks again at start.
-    fn plan(&self, request: &RunRequest) -> Result<RunPlan, LabError> {
+    /// The GPUs a run occupies: its own, or for p2p every GPU of its pairs (filled in when the request
+    /// names none). One GPU cannot run p2p: 409.
+    fn involved(&self, request: &mut RunRequest) -> Result<Vec<u32>, LabError> {
+        let ExperimentParams::P2p(p) = &mut request.params else { return Ok(vec![request.device]) };
+        let gpus: Vec<u32> = self.shared.devices.iter().map(|d| d.index).collect();
+        p2p::resolve_pairs(p, &gpus)
+            .map_err(|e| if gpus.len() < 2 { LabError::Conflict(e) } else { LabError::Invalid(e) })?;
+        let devices = p.devices();
+        if !devices.contains(&request.device) {
+            return Err(LabError::Invalid(format!(
+                "'device' must be one of the GPUs in 'pairs' ({devices:?}), got '{}'",
+                request.device
+            )));
+        }
+        Ok(devices)
+    }
+
+    /// The memory and process checks on every GPU the run occupies, said before the run is queued;
+    /// the worker checks again at start.
+    fn plan(&self, request: &RunRequest, devices: &[u32]) -> Result<RunPlan, LabError> {
         let shared = &self.shared;
         let footprint = plan::footprint(&request.params);
-        let pool = shared.pool_of(request.device);
-        let context_open = pool.as_ref().is_some_and(|p| p.context_open);
-        let idle = pool.map_or(0, |p| p.pool_reserved.saturating_sub(p.pool_used));
-        let need = guards::device_need(&footprint, context_open);
-        let memory = shared.probe.memory(request.device);
         let margin = shared.config.memory_margin;
-        let mut notes = vec![guards::check_memory(request.device, need, memory, idle, margin).map_err(refused)?];
-        let processes = shared.probe.compute_processes(request.device);
         let own = std::process::id();
-        notes.extend(
-            guards::check_processes(request.device, processes, own, context_open, request.force).map_err(refused)?,
-        );
+        let mut notes = Vec::new();
+        let (mut need, mut memory) = (0, None);
+        for &device in devices {
+            let pool = shared.pool_of(device);
+            let context_open = pool.as_ref().is_some_and(|p| p.context_open);
+            let idle = pool.map_or(0, |p| p.pool_reserved.saturating_sub(p.pool_used));
+            let device_need = guards::device_need(&footprint, context_open);
+            let device_memory = shared.probe.memory(device);
+            notes.push(guards::check_memory(device, device_need, device_memory, idle, margin).map_err(refused)?);
+            let processes = shared.probe.compute_processes(device);
+            notes
+                .extend(guards::check_processes(device, processes, own, context_open, request.force).map_err(refused)?);
+            if device == request.device {
+                (need, memory) = (device_need, device_memory);
+            }
+        }
+        if devices.len() > 1 {
+            let list: Vec<String> = devices.iter().map(u32::to_string).collect();
+            notes.push(format!(
+                "occupies GPUs {} while it runs: it starts when each is free, and their other runs wait for it",
+                list.join(", ")
+            ));
+        }
         if footprint.pinned_host + footprint.host > 0 {
             notes.push(format!(
                 "needs {} of page-locked and {} of ordinary host memory",
@@ -563,6 +684,12 @@ pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
         ExperimentKind::Latency => (
             "Latency: launch, record, synchronize",
             "The cost of launching an empty NVRTC-compiled kernel, recording an event and synchronizing a stream.",
+        ),
+        ExperimentKind::P2p => (
+            "P2P: bandwidth and latency between GPUs",
+            "Copies between every pair of GPUs, one way and both ways at once, and 4-byte copies for latency, with \
+             peer access enabled and disabled (staged through host memory), like cuda-samples' \
+             p2pBandwidthLatencyTest; drawn as heatmaps. Occupies every GPU it involves; needs two.",
         ),
     }
 }

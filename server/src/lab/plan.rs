@@ -1,7 +1,9 @@
 //! Checking an experiment's parameters and working out what it will take
 //! (device, pinned and host memory) before anything runs.
 
-use shared::lab::{ExperimentParams, LatencyParams, MemoryParams, PrecisionParams, StreamsParams, TransferParams};
+use shared::lab::{
+    ExperimentParams, LatencyParams, MemoryParams, P2pParams, PrecisionParams, StreamsParams, TransferParams,
+};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -50,6 +52,7 @@ pub fn validate(params: &ExperimentParams) -> Result<(), ParamError> {
         ExperimentParams::Streams(p) => validate_streams(p),
         ExperimentParams::Precision(p) => validate_precision(p),
         ExperimentParams::Latency(p) => validate_latency(p),
+        ExperimentParams::P2p(p) => validate_p2p(p),
     }
 }
 
@@ -104,7 +107,17 @@ fn validate_latency(p: &LatencyParams) -> Result<(), ParamError> {
     range("repetitions", p.repetitions, 10, 100_000, "")
 }
 
-/// Peak memory of a (validated) experiment.
+fn validate_p2p(p: &P2pParams) -> Result<(), ParamError> {
+    bytes("size", p.size, MIB, 4 * GIB)?;
+    range("warmup", p.warmup, 0, 20, "")?;
+    range("repetitions", p.repetitions, 1, 100, "")?;
+    if p.pairs.len() > 64 {
+        return Err(ParamError(format!("'pairs' must list at most 64 pairs, got {}", p.pairs.len())));
+    }
+    Ok(())
+}
+
+/// Peak memory of a (validated) experiment; for p2p, on each GPU it involves.
 pub fn footprint(params: &ExperimentParams) -> Footprint {
     match params {
         // Every block, plus one more for the fresh-allocation timing.
@@ -131,6 +144,9 @@ pub fn footprint(params: &ExperimentParams) -> Footprint {
             Footprint { device: 3 * n * n * 4, pinned_host: 0, host: n * n * (2 * 4 + 2 * 2) }
         }
         ExperimentParams::Latency(_) => Footprint { device: MIB, ..Footprint::default() },
+        // A source and a destination of `size` on every GPU (bidirectional copies use both);
+        // the driver's staging buffers for peer-disabled copies are its own.
+        ExperimentParams::P2p(p) => Footprint { device: 2 * p.size + MIB, ..Footprint::default() },
     }
 }
 
@@ -155,6 +171,11 @@ pub fn estimate_ms(params: &ExperimentParams) -> u64 {
             p.sizes.iter().map(|&n| 2.0 * f64::from(n).powi(3) / 40e9 * rounds + 1500.0).sum()
         }
         ExperimentParams::Latency(p) => f64::from(p.warmup + p.repetitions) * 5.0 * 0.02 + 1000.0,
+        ExperimentParams::P2p(p) => {
+            // Per pair: both directions and bidirectional, peer-disabled copies at ~10 GB/s bound it.
+            let copies = f64::from(p.warmup + p.repetitions) * 4.0;
+            p.pairs.len().max(1) as f64 * (copies * p.size as f64 / 1e7 + 500.0) + 1000.0
+        }
     };
     ms as u64
 }

@@ -6,11 +6,15 @@ use std::sync::atomic::AtomicBool;
 
 use shared::lab::{QueueEntry, Run, RunStatus};
 
+use super::gang::Gate;
+
 /// A run that has not ended, and the flag that cancels it.
 #[derive(Debug, Clone)]
 pub struct Active {
     pub run: Run,
     pub cancel: Arc<AtomicBool>,
+    /// Multi-GPU runs only: where it meets the other GPUs' workers.
+    pub gate: Option<Arc<Gate>>,
 }
 
 /// Queued and running runs of every GPU.
@@ -20,9 +24,9 @@ pub struct QueueBook {
 }
 
 impl QueueBook {
-    pub fn push(&mut self, run: Run) -> Arc<AtomicBool> {
+    pub fn push(&mut self, run: Run, gate: Option<Arc<Gate>>) -> Arc<AtomicBool> {
         let cancel = Arc::new(AtomicBool::new(false));
-        self.active.push(Active { run, cancel: cancel.clone() });
+        self.active.push(Active { run, cancel: cancel.clone(), gate });
         cancel
     }
 
@@ -46,9 +50,9 @@ impl QueueBook {
         }
     }
 
-    /// Runs queued or running on `device`.
+    /// Runs queued or running that occupy `device` (a p2p run occupies every GPU of its pairs).
     pub fn pending_on(&self, device: u32) -> usize {
-        self.active.iter().filter(|a| a.run.summary.device == device).count()
+        self.active.iter().filter(|a| a.run.summary.device == device || a.run.summary.devices.contains(&device)).count()
     }
 
     /// The queue as shown: per GPU, the running run at position 0, then the waiting ones from 1.
@@ -83,13 +87,17 @@ mod tests {
     #[test]
     fn positions_count_per_gpu_from_the_running_run() {
         let mut book = QueueBook::default();
-        book.push(run(1, 0, ExperimentKind::Memory, RunStatus::Running));
-        book.push(run(2, 1, ExperimentKind::Latency, RunStatus::Queued));
-        book.push(run(3, 0, ExperimentKind::Transfer, RunStatus::Queued));
-        book.push(run(4, 0, ExperimentKind::Latency, RunStatus::Queued));
+        book.push(run(1, 0, ExperimentKind::Memory, RunStatus::Running), None);
+        book.push(run(2, 1, ExperimentKind::Latency, RunStatus::Queued), None);
+        book.push(run(3, 0, ExperimentKind::Transfer, RunStatus::Queued), None);
+        book.push(run(4, 0, ExperimentKind::Latency, RunStatus::Queued), None);
         let shown: Vec<(u64, u32, u32)> = book.entries().iter().map(|e| (e.run.id, e.run.device, e.position)).collect();
         assert_eq!(shown, vec![(1, 0, 0), (3, 0, 1), (4, 0, 2), (2, 1, 1)]);
         assert_eq!(book.pending_on(0), 3);
+        let mut p2p = run(5, 0, ExperimentKind::P2p, RunStatus::Queued);
+        p2p.summary.devices = vec![0, 1];
+        book.push(p2p, None);
+        assert_eq!(book.pending_on(1), 2, "a p2p run occupies both of its GPUs");
         book.remove(1);
         assert_eq!(book.entries()[0].position, 1);
     }

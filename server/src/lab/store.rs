@@ -1,5 +1,6 @@
-//! Where runs are kept: a [`RunStore`] trait, with an in-memory store until
-//! the SQLite store takes over.
+//! Where runs are kept: a [`RunStore`] trait. Servers with history keep runs in
+//! SQLite ([`crate::store::runs::SqliteRunStore`]); `--no-history` and
+//! `gpudash bench` use the in-memory store here.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -104,6 +105,7 @@ pub(crate) mod tests {
             summary: RunSummary {
                 id,
                 device,
+                devices: vec![device],
                 kind,
                 status,
                 requested_by: "t".into(),

@@ -45,6 +45,7 @@ fn draw(root: &Area<'_>, title: &str, run: &Run, previous: Option<(u64, &RunResu
         }
         ChartSpec::Bars { y_label } => bars(root, title, result, y_label),
         ChartSpec::Gantt => gantt(root, title, result),
+        ChartSpec::Heatmap { row_label, col_label } => heatmaps(root, title, result, (row_label, col_label)),
     }
 }
 
@@ -197,6 +198,51 @@ fn gantt(root: &Area<'_>, title: &str, r: &RunResult) -> Result<(), String> {
         let y = n - row as f64 - 0.15;
         let label = format!("{phase} · stream {stream}");
         chart.draw_series(std::iter::once(Text::new(label, (0.0, y), ("sans-serif", 12)))).map_err(e)?;
+    }
+    Ok(())
+}
+
+/// One heatmap per matrix in a grid, each cell coloured within its own matrix (darker is better) and labelled.
+fn heatmaps(root: &Area<'_>, title: &str, r: &RunResult, (row_label, col_label): (&str, &str)) -> Result<(), String> {
+    let e = |e: DrawingAreaErrorKind<_>| e.to_string();
+    root.draw(&Text::new(title.to_owned(), (14, 10), ("sans-serif", 18))).map_err(e)?;
+    let body = root.margin(36, 6, 6, 6);
+    let columns = r.matrices.len().clamp(1, 3);
+    let rows = r.matrices.len().div_ceil(columns).max(1);
+    let panels = body.split_evenly((rows, columns));
+    for (panel, m) in panels.iter().zip(&r.matrices) {
+        let (w, h) = panel.dim_in_pixel();
+        let (w, h) = (i32::try_from(w).unwrap_or(0), i32::try_from(h).unwrap_or(0));
+        panel.draw(&Text::new(format!("{} ({})", m.name, m.unit), (4, 2), ("sans-serif", 13))).map_err(e)?;
+        let n = i32::try_from(m.devices.len().max(1)).unwrap_or(1);
+        let (left, top) = (44, 36);
+        let cell = ((w - left - 8) / n).min((h - top - 8) / n).max(8);
+        let values: Vec<f64> = m.cells.iter().flatten().flatten().copied().collect();
+        let (lo, hi) = values.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+        let axis = format!("{row_label} ↓ · {col_label} →");
+        panel.draw(&Text::new(axis, (4, 18), ("sans-serif", 11))).map_err(e)?;
+        for (i, device) in (0..).zip(&m.devices) {
+            let label = format!("GPU {device}");
+            panel.draw(&Text::new(label.clone(), (4, top + i * cell + cell / 2 - 6), ("sans-serif", 11))).map_err(e)?;
+            panel.draw(&Text::new(label, (left + i * cell + 4, top - 14), ("sans-serif", 11))).map_err(e)?;
+        }
+        for (i, row) in (0..).zip(&m.cells) {
+            for (j, value) in (0..).zip(row) {
+                let (x, y) = (left + j * cell, top + i * cell);
+                let color = match value {
+                    None => RGBColor(235, 235, 235).to_rgba(),
+                    Some(v) => {
+                        let t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+                        let good = if m.higher_is_better { t } else { 1.0 - t };
+                        BLUE.mix(0.15 + 0.75 * good)
+                    }
+                };
+                panel.draw(&Rectangle::new([(x, y), (x + cell - 2, y + cell - 2)], color.filled())).map_err(e)?;
+                let text = value
+                    .map_or_else(|| "–".to_owned(), |v| if v >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") });
+                panel.draw(&Text::new(text, (x + 4, y + cell / 2 - 6), ("sans-serif", 12))).map_err(e)?;
+            }
+        }
     }
     Ok(())
 }

@@ -49,6 +49,15 @@ pub fn csv(run: &Run) -> String {
         let name = format!("{} / stream {} / {}", s.phase, s.stream, s.label);
         row("timeline", &name, String::new(), Some((s.end_ms - s.start_ms, s.start_ms, s.end_ms, 1)), "ms", "");
     }
+    for m in &r.matrices {
+        for (from, cells) in m.devices.iter().zip(&m.cells) {
+            for (to, value) in m.devices.iter().zip(cells) {
+                if let Some(v) = value {
+                    row("matrix", &m.name, format!("{from}->{to}"), Some((*v, *v, *v, 1)), &m.unit, "");
+                }
+            }
+        }
+    }
     for c in &r.checks {
         row(
             "check",
@@ -143,6 +152,16 @@ pub fn text(run: &Run) -> String {
     }
     for line in &r.references {
         let _ = writeln!(out, "   reference: {} = {} {}", line.name, number(line.value), r.unit);
+    }
+    for m in &r.matrices {
+        let _ = writeln!(out, "   {} ({}), rows from, columns to:", m.name, m.unit);
+        let head: String = m.devices.iter().map(|d| format!("{:>10}", format!("GPU {d}"))).collect();
+        let _ = writeln!(out, "   {:>8}{head}", "");
+        for (from, cells) in m.devices.iter().zip(&m.cells) {
+            let line: String =
+                cells.iter().map(|v| format!("{:>10}", v.map_or_else(|| "-".to_owned(), number))).collect();
+            let _ = writeln!(out, "   {:>8}{line}", format!("GPU {from}"));
+        }
     }
     for check in &r.checks {
         let _ = writeln!(out, "   [{}] {}: {}", if check.passed { "PASS" } else { "FAIL" }, check.name, check.detail);

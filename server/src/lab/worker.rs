@@ -1,5 +1,6 @@
 //! One thread per GPU: runs that GPU's queue in order, trims its pool on
-//! request, and releases the CUDA context after an idle period.
+//! request, releases the CUDA context after an idle period, and parks at the
+//! hold of a multi-GPU run queued on another GPU until that run ends.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::Ordering;
@@ -20,6 +21,8 @@ const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100
 
 enum Command {
     Run(u64),
+    /// Another GPU's run occupies this one too (p2p): park until it ends.
+    Hold(u64),
     Trim(oneshot::Sender<Result<TrimOutcome, LabError>>),
     Stop,
 }
@@ -44,6 +47,10 @@ impl Worker {
         self.tx.send(Command::Run(id)).is_ok()
     }
 
+    pub fn send_hold(&self, id: u64) -> bool {
+        self.tx.send(Command::Hold(id)).is_ok()
+    }
+
     pub fn send_trim(&self, reply: oneshot::Sender<Result<TrimOutcome, LabError>>) -> bool {
         self.tx.send(Command::Trim(reply)).is_ok()
     }
@@ -62,6 +69,13 @@ fn serve(device: u32, shared: &Shared, factory: &ExecutorFactory, rx: &mpsc::Rec
     loop {
         match rx.recv_timeout(shared.config.idle_release) {
             Ok(Command::Run(id)) => run_one(device, shared, executor.as_mut(), id),
+            Ok(Command::Hold(id)) => {
+                let held = shared.book().get(id).and_then(|a| Some((a.gate.clone()?, a.cancel.clone())));
+                if let Some((gate, cancel)) = held {
+                    tracing::debug!(device, id, "GPU held for a multi-GPU run");
+                    gate.park(&cancel);
+                }
+            }
             Ok(Command::Trim(reply)) => {
                 let _ = reply.send(trim(device, shared, executor.as_mut()));
             }
@@ -120,27 +134,72 @@ fn trim(device: u32, shared: &Shared, executor: &mut dyn Executor) -> Result<Tri
 }
 
 fn run_one(device: u32, shared: &Shared, executor: &mut dyn Executor, id: u64) {
-    let Some((mut run, cancel)) = shared.book().get(id).map(|a| (a.run.clone(), a.cancel.clone())) else {
+    let active = shared.book().get(id).map(|a| (a.run.clone(), a.cancel.clone(), a.gate.clone()));
+    let Some((run, cancel, gate)) = active else {
         return; // cancelled while queued
     };
     if cancel.load(Ordering::Relaxed) {
         return;
     }
-    // Check again: the GPU may have filled up or got busy while the run waited.
-    let pool = guarded(|| executor.pool()).ok().flatten();
-    let context_open = pool.is_some();
-    let idle = pool.map_or(0, |p| p.reserved.saturating_sub(p.used));
-    let need = guards::device_need(&plan::footprint(&run.params), context_open);
-    let refusal = guards::check_memory(device, need, shared.probe.memory(device), idle, shared.config.memory_margin)
-        .and_then(|_| {
-            let processes = shared.probe.compute_processes(device);
-            guards::check_processes(device, processes, std::process::id(), context_open, run.force)
-        })
-        .err();
+    match gate {
+        // Still queued until every other GPU it occupies is free and its worker parked.
+        Some(gate) => {
+            if gate.start(&cancel) {
+                run_started(device, shared, executor, run, &cancel);
+            }
+            gate.end();
+        }
+        None => run_started(device, shared, executor, run, &cancel),
+    }
+}
+
+/// Whether every GPU the run occupies can still take it (one may have filled up or got busy while it waited).
+fn refusal_at_start(
+    device: u32,
+    shared: &Shared,
+    executor: &mut dyn Executor,
+    run: &shared::lab::Run,
+) -> Option<String> {
+    let footprint = plan::footprint(&run.params);
+    let devices = if run.summary.devices.is_empty() { vec![device] } else { run.summary.devices.clone() };
+    for d in devices {
+        let pool = if d == device {
+            guarded(|| executor.pool()).ok().flatten()
+        } else {
+            shared
+                .pool_of(d)
+                .filter(|p| p.context_open)
+                .map(|p| super::executor::PoolUsage { reserved: p.pool_reserved, used: p.pool_used })
+        };
+        let context_open = pool.is_some();
+        let idle = pool.map_or(0, |p| p.reserved.saturating_sub(p.used));
+        let need = guards::device_need(&footprint, context_open);
+        let refusal = guards::check_memory(d, need, shared.probe.memory(d), idle, shared.config.memory_margin)
+            .and_then(|_| {
+                let processes = shared.probe.compute_processes(d);
+                guards::check_processes(d, processes, std::process::id(), context_open, run.force)
+            })
+            .err();
+        if let Some(r) = refusal {
+            return Some(r.0);
+        }
+    }
+    None
+}
+
+fn run_started(
+    device: u32,
+    shared: &Shared,
+    executor: &mut dyn Executor,
+    mut run: shared::lab::Run,
+    cancel: &std::sync::atomic::AtomicBool,
+) {
+    let id = run.summary.id;
+    let refusal = refusal_at_start(device, shared, executor, &run);
 
     run.summary.started_ms = Some(now_ms());
     if let Some(refusal) = refusal {
-        finish(shared, run, Err(format!("refused at start: {}", refusal.0)), RunStatus::Failed);
+        finish(shared, run, Err(format!("refused at start: {refusal}")), RunStatus::Failed);
         return;
     }
     run.summary.status = RunStatus::Running;
@@ -163,9 +222,12 @@ fn run_one(device: u32, shared: &Shared, executor: &mut dyn Executor, id: u64) {
             shared.emit(LabEvent::Progress { id, device, progress });
         }
     };
-    let ctx = RunContext::new(device, shared.probe.as_ref(), &cancel, shared.config.time_limit, &on_progress);
+    let ctx = RunContext::new(device, shared.probe.as_ref(), cancel, shared.config.time_limit, &on_progress);
     let params = run.params.clone();
-    let outcome = guarded(|| executor.run(&params, &ctx)).and_then(|r| r);
+    let mut outcome = guarded(|| executor.run(&params, &ctx)).and_then(|r| r);
+    if let Ok(result) = &mut outcome {
+        result.notes.extend(shared.link_notes(&params));
+    }
     if matches!(outcome, Err(ExperimentError::Panicked(_))) {
         // The executor's state is unknown after a panic: start from a fresh context next time.
         let _ = guarded(|| executor.release());

@@ -6,6 +6,7 @@
 
 mod query;
 mod recorder;
+pub mod runs;
 mod schema;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@ pub mod nvml;
 pub mod procfs;
 mod sampler;
 pub mod simulator;
+pub mod topology;
 
 pub use history::MemoryRing;
 pub use hub::{Frame, Telemetry, encode};
@@ -40,6 +41,10 @@ pub trait GpuSource: Send + Sync + 'static {
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> Option<std::thread::JoinHandle<()>> {
         let _ = (sink, stop);
+        None
+    }
+    /// How the GPUs connect (NVLink, PCIe, peer-to-peer status), read once at start. Blocking.
+    fn topology(&self) -> Option<shared::topology::Topology> {
         None
     }
 }

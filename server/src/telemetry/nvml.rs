@@ -436,6 +436,10 @@ impl GpuSource for NvmlSource {
             .map_err(|e| tracing::warn!("cannot start the XID watcher: {e}"))
             .ok()
     }
+
+    fn topology(&self) -> Option<shared::topology::Topology> {
+        Some(super::topology::read(&self.nvml, &self.devices))
+    }
 }
 
 /// Waits on NVML event sets (one per GPU, so one GPU without event

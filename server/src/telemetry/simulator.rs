@@ -225,6 +225,10 @@ impl GpuSource for Simulator {
         }
     }
 
+    fn topology(&self) -> Option<shared::topology::Topology> {
+        Some(super::topology::simulated(&self.devices()))
+    }
+
     fn devices(&self) -> Vec<DeviceInfo> {
         (0u32..)
             .zip(&self.state().gpus)

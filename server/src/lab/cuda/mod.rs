@@ -10,6 +10,7 @@
 
 mod latency;
 mod memory;
+mod p2p;
 mod precision;
 mod streams;
 mod transfer;
@@ -206,6 +207,8 @@ fn format_uuid(bytes: &[u8; 16]) -> String {
 pub struct CudaExecutor {
     device: u32,
     uuid: Option<String>,
+    /// Every GPU of the lab (NVML index, UUID), for p2p runs.
+    gpus: Vec<(u32, String)>,
     session: Option<Session>,
 }
 
@@ -219,7 +222,14 @@ impl CudaExecutor {
     /// The executor for NVML's GPU `device`, matched to CUDA's numbering by `uuid` when given.
     /// Nothing is opened until the first run.
     pub fn new(device: u32, uuid: Option<String>) -> Self {
-        Self { device, uuid, session: None }
+        Self { device, uuid, gpus: Vec::new(), session: None }
+    }
+
+    /// Knows the other GPUs too (NVML index, UUID), so p2p runs can open them.
+    #[must_use]
+    pub fn with_gpus(mut self, gpus: Vec<(u32, String)>) -> Self {
+        self.gpus = gpus;
+        self
     }
 
     fn session(&mut self) -> Result<&mut Session, ExperimentError> {
@@ -239,6 +249,13 @@ impl Executor for CudaExecutor {
     }
 
     fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        if let ExperimentParams::P2p(p) = params {
+            // Its own contexts and buffers on every GPU of its pairs, released at its end.
+            result::init().map_err(cuda_err("initialising CUDA"))?;
+            let result = p2p::run(&self.gpus, p, ctx)?;
+            ctx.progress(1.0, "done");
+            return Ok(result);
+        }
         ctx.progress(0.0, "opening the CUDA context");
         let session = self.session()?;
         session.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
@@ -248,6 +265,7 @@ impl Executor for CudaExecutor {
             ExperimentParams::Streams(p) => streams::run(session, p, ctx),
             ExperimentParams::Precision(p) => precision::run(session, p, ctx),
             ExperimentParams::Latency(p) => latency::run(session, p, ctx),
+            ExperimentParams::P2p(_) => Err(ExperimentError::Cuda("p2p runs outside the session".into())),
         };
         // Whatever happened, leave no work in flight before the next run or a release.
         let synced = session.sync();

@@ -30,7 +30,38 @@ struct Buffers<'a> {
     dst: Option<CudaSlice<u8>>,
     /// Mapped once, so no call sits inside the timed region but the copy.
     pinned: Option<&'a mut [u8]>,
-    pageable: Vec<u8>,
+    pageable: PageAligned,
+}
+
+/// Ordinary (pageable) host memory starting on a page boundary, like the buffer
+/// tests/gpu/lab_vs_torch.py gives PyTorch: a Vec one page longer, used from its
+/// first page boundary, so both sides copy from the same alignment.
+#[derive(Default)]
+struct PageAligned {
+    raw: Vec<u8>,
+    offset: usize,
+    len: usize,
+}
+
+impl PageAligned {
+    const PAGE: usize = 4096;
+
+    /// `len` bytes, written once by this thread before anything is timed.
+    fn written(len: usize) -> Self {
+        let raw = vec![0; len + Self::PAGE];
+        let offset = raw.as_ptr().align_offset(Self::PAGE).min(Self::PAGE);
+        let mut buffer = Self { raw, offset, len };
+        fill(buffer.bytes_mut());
+        buffer
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.raw[self.offset..self.offset + self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.offset..self.offset + self.len]
+    }
 }
 
 pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
@@ -53,14 +84,13 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
             Some(p) => Some(p.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?),
             None => None,
         },
-        pageable: Vec::new(),
+        pageable: PageAligned::default(),
     };
     if let Some(host) = b.pinned.as_deref_mut() {
         fill(host);
     }
     if wants(&[CopyKind::H2dPageable, CopyKind::D2hPageable]) {
-        b.pageable = vec![0; max];
-        fill(&mut b.pageable);
+        b.pageable = PageAligned::written(max);
     }
     s.sync()?;
 
@@ -107,8 +137,8 @@ fn copy_once(s: &Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize) -> Resu
     let stream = &s.stream;
     let missing = || ExperimentError::Cuda("buffer missing for this copy".into());
     match copy {
-        CopyKind::H2dPageable => stream.memcpy_htod(&b.pageable[..n], &mut b.src.slice_mut(..n)),
-        CopyKind::D2hPageable => stream.memcpy_dtoh(&b.src.slice(..n), &mut b.pageable[..n]),
+        CopyKind::H2dPageable => stream.memcpy_htod(&b.pageable.bytes()[..n], &mut b.src.slice_mut(..n)),
+        CopyKind::D2hPageable => stream.memcpy_dtoh(&b.src.slice(..n), &mut b.pageable.bytes_mut()[..n]),
         CopyKind::H2dPinned => {
             let host = b.pinned.as_deref().ok_or_else(missing)?;
             stream.memcpy_htod(&host[..n], &mut b.src.slice_mut(..n))

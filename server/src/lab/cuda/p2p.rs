@@ -1,0 +1,305 @@
+//! Copies between GPUs through cudarc, like cuda-samples' p2pBandwidthLatencyTest:
+//! for each pair, one way each direction, both ways at once, and 4-byte copies,
+//! first with peer access disabled (the driver stages through pinned host
+//! memory), then enabled. Peer access is left disabled at the end.
+//!
+//! Buffers come from `cuMemAlloc`, not the lab's stream-ordered pool:
+//! `cuCtxEnablePeerAccess` governs `cuMemAlloc` memory, while pool memory would
+//! need `cuMemPoolSetAccess`, and the figures should mean what cuda-samples' mean.
+#![allow(unsafe_code)]
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{self, CUevent_flags, cudaError_enum};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
+use shared::lab::{Check, GpuPair, P2pParams, RunResult};
+use shared::units::format_bytes;
+
+use super::{cuda_err, ordinal_for};
+use crate::lab::executor::{ExperimentError, RunContext};
+use crate::lab::p2p::{self, LATENCY_BYTES, LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample};
+
+/// Bytes copied there and back for the byte-exact check.
+const CHECK_BYTES: usize = 16 << 20;
+
+/// Device memory from `cuMemAlloc` in one GPU's context, freed on drop.
+struct DeviceBuffer {
+    ctx: Arc<CudaContext>,
+    ptr: sys::CUdeviceptr,
+}
+
+impl DeviceBuffer {
+    fn new(ctx: &Arc<CudaContext>, bytes: usize, fill: u8) -> Result<Self, ExperimentError> {
+        ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+        // SAFETY: the context is current; the buffer is set in full just below, before anything reads it.
+        let ptr = unsafe { result::malloc_sync(bytes) }.map_err(cuda_err("allocating device memory (cuMemAlloc)"))?;
+        let buffer = Self { ctx: ctx.clone(), ptr };
+        // SAFETY: `ptr` holds `bytes` bytes.
+        unsafe { result::memset_d8_sync(ptr, fill, bytes) }.map_err(cuda_err("clearing device memory"))?;
+        Ok(buffer)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        let _ = self.ctx.bind_to_thread();
+        // SAFETY: allocated by cuMemAlloc in this context, freed once; the run synchronized every stream first.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}
+
+/// One GPU of the run: its primary context, a stream, a source and a destination buffer, two events.
+struct Gpu {
+    index: u32,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    src: DeviceBuffer,
+    dst: DeviceBuffer,
+    start: CudaEvent,
+    end: CudaEvent,
+}
+
+impl Gpu {
+    fn open(index: u32, ordinal: usize, bytes: usize) -> Result<Self, ExperimentError> {
+        let ctx = CudaContext::new(ordinal).map_err(cuda_err("opening a CUDA context"))?;
+        let stream = ctx.new_stream().map_err(cuda_err("creating a stream"))?;
+        let event = || ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("creating an event"));
+        Ok(Self {
+            index,
+            src: DeviceBuffer::new(&ctx, bytes, 1)?,
+            dst: DeviceBuffer::new(&ctx, bytes, 0)?,
+            start: event()?,
+            end: event()?,
+            stream,
+            ctx,
+        })
+    }
+
+    fn sync(&self) -> Result<(), ExperimentError> {
+        self.stream.synchronize().map_err(cuda_err("synchronizing a stream"))
+    }
+}
+
+/// `bytes` from `from.src` to `to.dst`, on `from`'s stream.
+fn copy(from: &Gpu, to: &Gpu, bytes: usize) -> Result<(), ExperimentError> {
+    from.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    // SAFETY: both buffers are live and hold at least `bytes`; the stream belongs to `from`'s context.
+    unsafe {
+        result::memcpy_peer_async(
+            to.ctx.cu_ctx(),
+            to.dst.ptr,
+            from.ctx.cu_ctx(),
+            from.src.ptr,
+            bytes,
+            from.stream.cu_stream(),
+        )
+    }
+    .map_err(cuda_err("cuMemcpyPeerAsync"))
+}
+
+/// Milliseconds of one copy `from` → `to`, between events on `from`'s stream.
+fn one_way(from: &Gpu, to: &Gpu, bytes: usize) -> Result<f64, ExperimentError> {
+    from.start.record(&from.stream).map_err(cuda_err("recording an event"))?;
+    copy(from, to, bytes)?;
+    from.end.record(&from.stream).map_err(cuda_err("recording an event"))?;
+    from.start.elapsed_ms(&from.end).map(f64::from).map_err(cuda_err("reading an event"))
+}
+
+/// Milliseconds of `a` → `b` and `b` → `a` at once, each on its source's stream, timed on `a`'s.
+fn both_ways(a: &Gpu, b: &Gpu, bytes: usize) -> Result<f64, ExperimentError> {
+    a.start.record(&a.stream).map_err(cuda_err("recording an event"))?;
+    b.stream.wait(&a.start).map_err(cuda_err("joining the GPUs' streams"))?;
+    copy(a, b, bytes)?;
+    copy(b, a, bytes)?;
+    b.end.record(&b.stream).map_err(cuda_err("recording an event"))?;
+    a.stream.wait(&b.end).map_err(cuda_err("joining the GPUs' streams"))?;
+    a.end.record(&a.stream).map_err(cuda_err("recording an event"))?;
+    a.start.elapsed_ms(&a.end).map(f64::from).map_err(cuda_err("reading an event"))
+}
+
+fn tolerate(result: Result<(), DriverError>, harmless: cudaError_enum) -> Result<(), DriverError> {
+    match result {
+        Err(DriverError(code)) if code == harmless => Ok(()),
+        other => other,
+    }
+}
+
+/// Turns peer access between `a` and `b` on or off, both ways.
+fn set_peer_access(a: &Gpu, b: &Gpu, on: bool) -> Result<(), ExperimentError> {
+    for (this, peer) in [(a, b), (b, a)] {
+        this.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+        // SAFETY: both contexts are live primary contexts; this one is current.
+        let result = unsafe {
+            if on {
+                tolerate(
+                    sys::cuCtxEnablePeerAccess(peer.ctx.cu_ctx(), 0).result(),
+                    cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED,
+                )
+            } else {
+                tolerate(
+                    sys::cuCtxDisablePeerAccess(peer.ctx.cu_ctx()).result(),
+                    cudaError_enum::CUDA_ERROR_PEER_ACCESS_NOT_ENABLED,
+                )
+            }
+        };
+        result.map_err(cuda_err(if on { "cuCtxEnablePeerAccess" } else { "cuCtxDisablePeerAccess" }))?;
+    }
+    Ok(())
+}
+
+fn can_access_peer(a: &Gpu, b: &Gpu) -> Result<bool, ExperimentError> {
+    let mut both = true;
+    for (this, peer) in [(a, b), (b, a)] {
+        let mut can = 0;
+        // SAFETY: `can` outlives the call; both devices come from live contexts.
+        unsafe { sys::cuDeviceCanAccessPeer(&raw mut can, this.ctx.cu_device(), peer.ctx.cu_device()).result() }
+            .map_err(cuda_err("cuDeviceCanAccessPeer"))?;
+        both &= can == 1;
+    }
+    Ok(both)
+}
+
+/// Runs the experiment on the pairs of `p` (already resolved); `gpus` maps NVML indexes to UUIDs.
+pub fn run(gpus: &[(u32, String)], p: &P2pParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+    let bytes = usize::try_from(p.size).map_err(|_| ExperimentError::Cuda("size too large for this host".into()))?;
+    let devices = p.devices();
+    ctx.progress(0.0, &format!("opening GPUs {devices:?}, {} ×2 on each", format_bytes(p.size)));
+    let count = result::device::get_count().map_err(cuda_err("counting CUDA devices"))?;
+    let mut open = Vec::new();
+    for &index in &devices {
+        let uuid = gpus.iter().find(|(i, _)| *i == index).map(|(_, u)| u.as_str());
+        let fallback = index as usize;
+        let ordinal = uuid.map_or(fallback, |u| ordinal_for(u, fallback));
+        if ordinal >= usize::try_from(count).unwrap_or(0) {
+            return Err(ExperimentError::Cuda(format!("CUDA sees {count} GPUs; GPU {index} is not among them")));
+        }
+        open.push(Gpu::open(index, ordinal, bytes)?);
+    }
+    let gpu = |index: u32| open.iter().find(|g| g.index == index);
+    let mut m = P2pMeasurements { devices, size: p.size, ..P2pMeasurements::default() };
+    let steps = (p.pairs.len() * 2) as f64;
+    for (i, pair) in p.pairs.iter().enumerate() {
+        let (Some(a), Some(b)) = (gpu(pair.a), gpu(pair.b)) else { continue };
+        let peer_ok = can_access_peer(a, b)?;
+        if !peer_ok {
+            m.no_peer_access.push(*pair);
+        }
+        for (j, peer) in [false, true].into_iter().enumerate() {
+            if peer && !peer_ok {
+                continue;
+            }
+            ctx.check()?;
+            let mode = if peer { "peer access enabled" } else { "peer access disabled" };
+            ctx.progress((2 * i + j) as f64 / steps, &format!("GPU {} ↔ {}, {mode}", pair.a, pair.b));
+            set_peer_access(a, b, peer)?;
+            let measured = measure_pair(a, b, bytes, p, peer, ctx);
+            // Leave peer access off whatever happened, so other experiments see the default.
+            let restored = set_peer_access(a, b, false);
+            m.samples.extend(measured?);
+            restored?;
+        }
+        m.checks.push(round_trip(a, b, bytes.min(CHECK_BYTES), peer_ok)?);
+    }
+    for g in &open {
+        g.sync()?;
+    }
+    drop(open);
+    Ok(p2p::report(m))
+}
+
+/// Both directions one way, both ways at once, and latency both directions, in one mode.
+fn measure_pair(
+    a: &Gpu,
+    b: &Gpu,
+    bytes: usize,
+    p: &P2pParams,
+    peer: bool,
+    ctx: &RunContext<'_>,
+) -> Result<Vec<P2pSample>, ExperimentError> {
+    let mut samples = Vec::new();
+    let sample =
+        |from: &Gpu, to: &Gpu, mode, times_ms| P2pSample { from: from.index, to: to.index, peer, mode, times_ms };
+    for (from, to) in [(a, b), (b, a)] {
+        for _ in 0..p.warmup {
+            copy(from, to, bytes)?;
+        }
+        from.sync()?;
+        let mut times = Vec::new();
+        for _ in 0..p.repetitions {
+            ctx.check()?;
+            times.push(one_way(from, to, bytes)?);
+        }
+        samples.push(sample(from, to, P2pMode::Unidirectional, times));
+    }
+    for _ in 0..p.warmup {
+        both_ways(a, b, bytes)?;
+    }
+    let mut times = Vec::new();
+    for _ in 0..p.repetitions {
+        ctx.check()?;
+        times.push(both_ways(a, b, bytes)?);
+    }
+    samples.push(sample(a, b, P2pMode::Bidirectional, times));
+    let latency_n = p.repetitions * LATENCY_REPETITIONS_PER_REPETITION;
+    for (from, to) in [(a, b), (b, a)] {
+        for _ in 0..p.warmup.max(10) {
+            copy(from, to, LATENCY_BYTES)?;
+        }
+        from.sync()?;
+        let mut times = Vec::new();
+        for k in 0..latency_n {
+            if k % 100 == 0 {
+                ctx.check()?;
+            }
+            times.push(one_way(from, to, LATENCY_BYTES)?);
+        }
+        samples.push(sample(from, to, P2pMode::Latency, times));
+    }
+    a.sync()?;
+    b.sync()?;
+    Ok(samples)
+}
+
+/// A pattern goes `a` → `b` → `a` through peer copies (peer access on where possible) and comes back intact.
+fn round_trip(a: &Gpu, b: &Gpu, n: usize, peer: bool) -> Result<Check, ExperimentError> {
+    let pattern: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ 0x5a).collect();
+    a.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    // SAFETY: a.src holds at least n bytes; the copy is synchronous.
+    unsafe { result::memcpy_htod_sync(a.src.ptr, &pattern) }.map_err(cuda_err("uploading the check pattern"))?;
+    set_peer_access(a, b, peer)?;
+    let copied = (|| {
+        copy(a, b, n)?;
+        a.sync()?;
+        // And back: b.dst → a.dst, on b's stream.
+        b.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+        // SAFETY: both buffers hold at least n bytes; the stream is b's.
+        unsafe {
+            result::memcpy_peer_async(a.ctx.cu_ctx(), a.dst.ptr, b.ctx.cu_ctx(), b.dst.ptr, n, b.stream.cu_stream())
+        }
+        .map_err(cuda_err("cuMemcpyPeerAsync"))?;
+        b.sync()
+    })();
+    let restored = set_peer_access(a, b, false);
+    copied?;
+    restored?;
+    let mut there = vec![0u8; n];
+    let mut back = vec![0u8; n];
+    b.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    // SAFETY: b.dst holds n bytes written by the copy above, which has completed.
+    unsafe { result::memcpy_dtoh_sync(&mut there, b.dst.ptr) }.map_err(cuda_err("downloading the check"))?;
+    a.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    // SAFETY: as above, for a.dst.
+    unsafe { result::memcpy_dtoh_sync(&mut back, a.dst.ptr) }.map_err(cuda_err("downloading the check"))?;
+    let differ = pattern.iter().zip(&there).filter(|(x, y)| x != y).count()
+        + pattern.iter().zip(&back).filter(|(x, y)| x != y).count();
+    let pair = GpuPair { a: a.index, b: b.index };
+    Ok(Check {
+        name: format!("GPU {} → {} → {} peer copies are byte-exact", pair.a, pair.b, pair.a),
+        passed: differ == 0,
+        detail: format!(
+            "{} there and back with peer access {}; {differ} bytes differ",
+            format_bytes(n as u64),
+            if peer { "enabled" } else { "disabled" }
+        ),
+    })
+}

@@ -1,0 +1,212 @@
+//! Several GPUs with the simulated executor: the topology matrix, the p2p
+//! experiment's heatmaps, its hold on every GPU it involves, runs on different
+//! GPUs side by side, and the one-GPU refusal.
+
+use std::time::{Duration, Instant};
+
+use gpudash::lab::{LabConfig, LabOptions};
+use gpudash::telemetry::simulator::Simulator;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::lab::{ChartSpec, LabStatus, Run, RunStatus};
+use shared::topology::Topology;
+use tokio::net::TcpListener;
+
+use crate::support::TestServer;
+
+/// `count` simulated GPUs (H200s up to three, then other models) whose lab sleeps `step_ms` per step.
+async fn server(count: u32, step_ms: u64) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options {
+        lab: LabOptions {
+            config: LabConfig::default(),
+            simulated_step: Some(Duration::from_millis(step_ms)),
+            ..LabOptions::default()
+        },
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");
+    let base = format!("http://{}", running.addr());
+    TestServer { running, base }
+}
+
+async fn post(server: &TestServer, path: &str, body: &Value) -> (StatusCode, Value) {
+    let response = reqwest::Client::new().post(server.url(path)).json(body).send().await.expect("request");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
+    let response = reqwest::get(server.url(path)).await.expect("request");
+    assert_eq!(response.status(), StatusCode::OK, "{path}");
+    response.json().await.expect("JSON body")
+}
+
+async fn submit(server: &TestServer, device: u32, params: Value) -> u64 {
+    let (status, run) = post(server, "/api/runs", &json!({ "device": device, "params": params })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{run}");
+    run["id"].as_u64().expect("id")
+}
+
+async fn finished(server: &TestServer, id: u64) -> Run {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let run: Run = get_json(server, &format!("/api/runs/{id}")).await;
+        if run.summary.status.is_final() {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn with_one_gpu_p2p_is_refused_and_the_rest_works() {
+    let server = server(1, 1).await;
+    let (status, body) = post(&server, "/api/runs", &json!({ "device": 0, "params": { "kind": "p2p" } })).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "P2P needs two GPUs; this server has one");
+    let topology: Topology = get_json(&server, "/api/topology").await;
+    assert_eq!((topology.devices.len(), topology.pairs.len()), (1, 0));
+    let id = submit(&server, 0, json!({ "kind": "latency" })).await;
+    assert_eq!(finished(&server, id).await.summary.status, RunStatus::Succeeded);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_topology_of_simulated_h200s_is_an_nv18_mesh() {
+    let server = server(4, 1).await;
+    let topology: Topology = get_json(&server, "/api/topology").await;
+    assert!(topology.simulated);
+    assert_eq!(topology.pairs.len(), 12, "every ordered pair of 4 GPUs");
+    let h200s = topology.pair(1, 0).expect("pair 1,0");
+    assert_eq!(
+        (h200s.link.as_str(), h200s.nvlinks, h200s.p2p_read.as_str(), h200s.p2p_nvlink.as_str()),
+        ("NV18", 18, "OK", "OK")
+    );
+    // GPU 3 is another model: no NVLink between them, PCIe within the node.
+    let mixed = topology.pair(0, 3).expect("pair 0,3");
+    assert_eq!((mixed.link.as_str(), mixed.p2p_read.as_str()), ("NODE", "NS"));
+    assert_eq!(topology.devices[0].nvlinks.iter().filter(|l| l.active).count(), 18);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_p2p_run_measures_every_pair_as_heatmaps() {
+    let server = server(3, 1).await;
+    let id = submit(&server, 0, json!({ "kind": "p2p", "size": 1073741824u64, "repetitions": 3 })).await;
+    let run = finished(&server, id).await;
+    assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary);
+    assert_eq!(run.summary.devices, vec![0, 1, 2]);
+    assert_eq!(run.summary.passed, Some(true));
+    let shared::lab::ExperimentParams::P2p(params) = &run.params else { panic!("not p2p") };
+    assert_eq!(params.pairs.len(), 3, "the server fills in every pair");
+    let result = run.result.expect("a result");
+    assert!(matches!(result.chart, ChartSpec::Heatmap { .. }));
+    assert_eq!(result.matrices.len(), 6);
+    for m in &result.matrices {
+        assert_eq!(m.devices, vec![0, 1, 2]);
+        for (i, row) in m.cells.iter().enumerate() {
+            for (j, cell) in row.iter().enumerate() {
+                assert_eq!(cell.is_some(), i != j, "{} [{i}][{j}]", m.name);
+            }
+        }
+    }
+    let uni = &result.matrices[0];
+    assert_eq!(uni.name, "unidirectional, peer access enabled");
+    let gbps = uni.cells[0][1].expect("0→1");
+    assert!((350.0..450.0).contains(&gbps), "{gbps}");
+    assert!(result.notes.iter().any(|n| n.starts_with("GPU 0 ↔ 1: NV18")), "{:?}", result.notes);
+
+    let svg = reqwest::get(server.url(&format!("/api/runs/{id}/chart.svg"))).await.expect("svg");
+    let svg = svg.text().await.expect("text");
+    assert!(svg.contains("SIMULATED") && svg.contains("bidirectional, peer access disabled"), "{svg:.400}");
+    let csv = reqwest::get(server.url(&format!("/api/runs/{id}/results.csv"))).await.expect("csv");
+    let csv = csv.text().await.expect("text");
+    assert!(csv.lines().any(|l| l.contains(",matrix,\"unidirectional, peer access enabled\",0->1,")), "{csv:.1500}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_pairs_are_refused_with_what_is_wrong() {
+    let server = server(2, 1).await;
+    for (body, expected) in [
+        (json!({ "device": 0, "params": { "kind": "p2p", "pairs": [{ "a": 0, "b": 5 }] } }), "GPU 5"),
+        (json!({ "device": 0, "params": { "kind": "p2p", "pairs": [{ "a": 1, "b": 1 }] } }), "two different GPUs"),
+        (json!({ "device": 0, "params": { "kind": "p2p", "size": 1 } }), "'size' must be from"),
+    ] {
+        let (status, answer) = post(&server, "/api/runs", &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert!(answer["error"].as_str().expect("message").contains(expected), "{answer}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_p2p_run_waits_for_and_holds_both_gpus() {
+    let server = server(2, 40).await;
+    // GPU 1 is busy; the p2p run on GPU 0 waits for it, and what comes after waits for the p2p run.
+    let busy = submit(&server, 1, json!({ "kind": "latency" })).await;
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    let p2p = submit(&server, 0, json!({ "kind": "p2p", "repetitions": 2 })).await;
+    let after_on_0 = submit(&server, 0, json!({ "kind": "latency" })).await;
+    let after_on_1 = submit(&server, 1, json!({ "kind": "latency" })).await;
+
+    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    let queued = lab.queue.iter().find(|e| e.run.id == p2p).expect("p2p in the queue");
+    assert_eq!(queued.run.status, RunStatus::Queued, "GPU 1 is not free yet");
+    assert_eq!(queued.run.devices, vec![0, 1]);
+    let (status, body) = post(&server, "/api/lab/devices/1/empty_cache", &json!({})).await;
+    assert_eq!(status, StatusCode::CONFLICT, "the p2p run counts on GPU 1 too: {body}");
+
+    let busy = finished(&server, busy).await;
+    let p2p = finished(&server, p2p).await;
+    let after_on_0 = finished(&server, after_on_0).await;
+    let after_on_1 = finished(&server, after_on_1).await;
+    let started = |r: &Run| r.summary.started_ms.expect("started");
+    let ended = |r: &Run| r.summary.finished_ms.expect("ended");
+    assert_eq!(p2p.summary.status, RunStatus::Succeeded, "{:?}", p2p.summary);
+    assert!(started(&p2p) >= ended(&busy), "p2p waited for GPU 1");
+    assert!(started(&after_on_0) >= ended(&p2p), "GPU 0's next run waited for p2p");
+    assert!(started(&after_on_1) >= ended(&p2p), "GPU 1's next run waited for p2p");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn cancelling_a_waiting_p2p_run_frees_the_gpus_it_held() {
+    let server = server(2, 60).await;
+    let busy = submit(&server, 0, json!({ "kind": "transfer" })).await;
+    let p2p = submit(&server, 0, json!({ "kind": "p2p" })).await;
+    let on_1 = submit(&server, 1, json!({ "kind": "latency" })).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let (status, body) = post(&server, &format!("/api/runs/{p2p}/cancel"), &json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "cancelled");
+    // GPU 1 was held for the p2p run; once it is cancelled GPU 1 runs its own queue while GPU 0 is still busy.
+    let on_1 = finished(&server, on_1).await;
+    let busy = finished(&server, busy).await;
+    assert_eq!(on_1.summary.status, RunStatus::Succeeded);
+    assert!(on_1.summary.finished_ms <= busy.summary.finished_ms, "GPU 1 did not wait for GPU 0");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn experiments_on_different_gpus_run_at_the_same_time() {
+    let server = server(2, 50).await;
+    let a = submit(&server, 0, json!({ "kind": "latency" })).await;
+    let b = submit(&server, 1, json!({ "kind": "precision", "sizes": [1024] })).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut together = false;
+    while !together && Instant::now() < deadline {
+        let lab: LabStatus = get_json(&server, "/api/lab").await;
+        let running: Vec<u64> =
+            lab.queue.iter().filter(|e| e.run.status == RunStatus::Running).map(|e| e.run.id).collect();
+        together = running.contains(&a) && running.contains(&b);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(together, "GPU 0's and GPU 1's runs were running at once");
+    for id in [a, b] {
+        assert_eq!(finished(&server, id).await.summary.status, RunStatus::Succeeded);
+    }
+    server.stop().await;
+}
