@@ -17,6 +17,8 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v curl >/dev/null || need+=(curl)
+command -v python3 >/dev/null || need+=(python3)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   step "Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -34,3 +36,11 @@ cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
 step "tests (unit, integration, browser)"
 cargo test --workspace --exclude gpudash-frontend
 cargo test -p gpudash-frontend
+
+step "frontend budgets: the app's gzip size (asserted ≤ 250 KiB); first render and chart redraw times (printed)"
+cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1
+
+step "Python client (python/): installs with pip, tests against gpudash --simulate with a stand-in torch"
+python3 -m venv target/py
+target/py/bin/pip install --quiet --upgrade pip pytest ./python
+GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q python/tests

@@ -6,8 +6,10 @@
 
 pub mod audit;
 pub mod auth;
+pub mod bridge;
 pub mod cli;
 pub mod config;
+pub mod fleet;
 pub mod lab;
 pub mod store;
 pub mod telemetry;
@@ -74,6 +76,10 @@ pub struct Options {
     pub auth: auth::AuthConfig,
     /// Listening beyond loopback with no tokens, as `--allow-anonymous` permits: the page warns.
     pub exposed_without_auth: bool,
+    /// Reported instead of the OS host name (`--hostname`).
+    pub hostname: Option<String>,
+    /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
+    pub fleet: Option<fleet::FleetConfig>,
 }
 
 impl Options {
@@ -85,6 +91,8 @@ impl Options {
             lab: lab::LabOptions::default(),
             auth: auth::AuthConfig::default(),
             exposed_without_auth: false,
+            hostname: None,
+            fleet: None,
         }
     }
 }
@@ -104,6 +112,9 @@ pub async fn start_with(
 ) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let mut host = source.host();
+    if let Some(name) = &options.hostname {
+        host.hostname.clone_from(name);
+    }
     host.history_path = options.store.as_ref().map(|s| s.path().display().to_string());
     let telemetry = Arc::new(Telemetry::new(host, source.devices()));
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
@@ -130,6 +141,7 @@ pub async fn start_with(
         Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
         None => audit::Audit::memory(),
     };
+    let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let app = web::app(AppState {
         telemetry: telemetry.clone(),
@@ -138,8 +150,10 @@ pub async fn start_with(
         lab: lab.clone(),
         auth: Arc::new(auth::Auth::new(options.auth)),
         audit,
+        bridge: Arc::default(),
         tls: false,
         exposed_without_auth: options.exposed_without_auth,
+        fleet,
     });
     let mut stop = shutdown_rx;
     let server = tokio::spawn(async move {
@@ -225,6 +239,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
         exposed_without_auth: exposed && auth.tokens.is_empty(),
         auth,
+        hostname: config.hostname.clone(),
+        fleet: config.fleet.clone(),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());

@@ -5,6 +5,8 @@
 //! is `None` (shown as "n/a"), never an error.
 
 pub mod auth;
+pub mod bridge;
+pub mod fleet;
 pub mod health;
 pub mod history;
 pub mod lab;

@@ -52,6 +52,7 @@ fn action_name(action: &str) -> &str {
         "running an experiment" => "experiment.start",
         "cancelling a run" | "cancelling someone else's run" => "experiment.cancel",
         "emptying the lab's cache" => "empty_cache",
+        "emptying a process's cache" => "bridge.empty_cache",
         "reading the audit log" => "audit.read",
         other => other,
     }

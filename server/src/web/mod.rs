@@ -3,7 +3,9 @@
 mod api;
 mod assets;
 pub mod auth;
+mod bridge;
 mod error;
+mod fleet;
 mod history;
 mod lab;
 mod metrics;
@@ -40,10 +42,14 @@ pub struct AppState {
     /// Tokens, sessions and the anonymous policy.
     pub auth: Arc<crate::auth::Auth>,
     pub audit: crate::audit::Audit,
+    /// Attached PyTorch processes.
+    pub bridge: Arc<crate::bridge::Registry>,
     /// Served over TLS (cookies get `Secure`, the expected Origin is https).
     pub tls: bool,
     /// Listening beyond loopback with no tokens (`--allow-anonymous`): the page warns.
     pub exposed_without_auth: bool,
+    /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
+    pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -65,6 +71,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/topology", get(topology::topology))
+        .route("/api/fleet", get(fleet::fleet))
         .route("/api/lab", get(lab::status))
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))
@@ -74,6 +81,9 @@ pub fn app(state: AppState) -> Router {
         .route("/api/runs/{id}/chart.svg", get(lab::chart))
         .route("/api/runs/{id}/results.csv", get(lab::csv))
         .route("/ws", get(ws::upgrade))
+        .route("/api/bridge", get(bridge::list))
+        .route("/api/bridge/report", post(bridge::report))
+        .route("/api/bridge/{id}/empty_cache", post(bridge::empty_cache))
         .route("/api/login", post(auth::login))
         .route("/api/logout", post(auth::logout))
         .route("/api/me", get(auth::whoami))
