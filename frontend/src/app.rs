@@ -1,20 +1,61 @@
-//! The root component: starts the telemetry socket and the theme, lays out the page.
+//! The root component: asks who the page talks as, starts the telemetry socket,
+//! the lab and the theme, and lays out the header and the current tab.
 
-use leptos::prelude::*;
+use leptos::{ev, prelude::*};
+use shared::auth::Role;
 
 use crate::{
-    components::header::Header,
-    hooks::{telemetry::use_telemetry, theme::use_theme},
-    pages::dashboard::Dashboard,
+    components::{header::Header, notices::AnonymousBanner},
+    hooks::{lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
+    pages::{Tab, audit::AuditPage, dashboard::Dashboard, lab::LabPage, login::LoginRequired},
+    state::lab::LabState,
 };
 
 /// The whole app, mounted on `<body>`.
 #[component]
 pub fn App() -> impl IntoView {
     let theme = use_theme();
-    let telemetry = use_telemetry();
+    let session = use_session();
+    let lab_state = RwSignal::new(LabState::default());
+    let telemetry = use_telemetry(session, lab_state.write_only());
+    let lab = use_lab(lab_state, telemetry, session);
+    let tab = RwSignal::new(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
+    provide_context(session);
+    provide_context(lab);
+    provide_context(tab.read_only());
+    let follow = window_event_listener(ev::hashchange, move |_| {
+        tab.set(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
+    });
+    on_cleanup(move || follow.remove());
+
+    let can_view = Memo::new(move |_| session.can_view());
+    let exposed = move || session.me.with(|m| m.as_ref().is_some_and(|m| m.exposed_without_auth));
+    let admin = Memo::new(move |_| session.allows(Role::Admin));
+    // Built at the first visit, then kept (hidden) so edited forms survive a look at the dashboard.
+    let lab_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Lab);
     view! {
-        <Header telemetry=telemetry theme=theme />
-        <Dashboard telemetry=telemetry theme=theme.theme />
+        <Header telemetry=telemetry theme=theme tab=tab />
+        <Show when=exposed>
+            <AnonymousBanner />
+        </Show>
+        {move || match can_view.get() {
+            None => view! { <p class="placeholder page-placeholder">"Connecting…"</p> }.into_any(),
+            Some(false) => view! { <LoginRequired /> }.into_any(),
+            Some(true) => view! {
+                // The dashboard stays mounted (its charts keep their history); the audit log is built when shown.
+                <div class="tab-panel" hidden=move || tab.get() != Tab::Dashboard>
+                    <Dashboard telemetry=telemetry theme=theme.theme />
+                </div>
+                <Show when=move || lab_visited.get()>
+                    <div class="tab-panel" hidden=move || tab.get() != Tab::Lab>
+                        <LabPage telemetry=telemetry theme=theme.theme />
+                    </div>
+                </Show>
+                <Show when=move || tab.get() == Tab::Audit && admin.get()>
+                    <AuditPage />
+                </Show>
+            }
+            .into_any(),
+        }}
     }
 }

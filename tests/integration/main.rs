@@ -3,6 +3,8 @@
 
 mod api;
 mod browser;
+mod browser_auth;
+mod browser_lab;
 mod history;
 mod lab;
 mod lab_store;

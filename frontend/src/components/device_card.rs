@@ -1,4 +1,5 @@
-//! One GPU's card: identity, memory bar, gauges, the memory chart and the health section.
+//! One GPU's card: identity, memory bar, gauges, the memory chart, the health
+//! section and the lab's empty_cache button.
 
 use leptos::prelude::*;
 use shared::{
@@ -8,6 +9,7 @@ use shared::{
 
 use crate::{
     components::{
+        empty_cache::EmptyCache,
         format::{self, mhz, na, percent},
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
@@ -135,6 +137,7 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
 
             <MigInstances state=state index=index />
             <MemoryChart state=state index=index theme=theme />
+            <EmptyCache index=index />
             <HealthDetails state=state index=index />
         </article>
     }

@@ -1,19 +1,24 @@
-//! The top bar: product name, host facts, connection status and the theme toggle.
+//! The top bar: product name, the Dashboard | Lab (| Audit) tabs, host facts,
+//! who is signed in, connection status and the theme toggle.
 
 use leptos::prelude::*;
-use shared::{HostInfo, units::or_na};
+use shared::{HostInfo, auth::Role, units::or_na};
 
 use crate::{
+    components::login::LoginForm,
     hooks::{
+        session::Session,
         telemetry::{ConnectionStatus, Telemetry},
         theme::{Theme, ThemeControl},
     },
+    pages::Tab,
     state::DashboardState,
 };
 
 /// Header for the whole page; host facts appear once the first snapshot arrived.
 #[component]
-pub fn Header(telemetry: Telemetry, theme: ThemeControl) -> impl IntoView {
+pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> impl IntoView {
+    let session = expect_context::<Session>();
     let state = telemetry.state;
     let host = Memo::new(move |_| state.with(|s: &DashboardState| s.host.clone()));
     let host_text = move |f: fn(&HostInfo) -> String| move || host.with(|h| h.as_ref().map_or_else(String::new, f));
@@ -25,6 +30,9 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl) -> impl IntoView {
                 <span class="brand-mark" aria-hidden="true"></span>
                 <h1>"gpudash"</h1>
             </div>
+            <Show when=move || session.can_view() == Some(true)>
+                <Tabs tab=tab />
+            </Show>
             <Show when=has_host>
                 <dl class="host-facts">
                     <div>
@@ -42,10 +50,87 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl) -> impl IntoView {
                 </dl>
             </Show>
             <div class="topbar-end">
+                <WhoAmI />
                 <ConnectionBadge status=telemetry.status />
                 <ThemeToggle theme=theme />
             </div>
         </header>
+    }
+}
+
+/// `#tab-dashboard`, `#tab-lab`, and for admins `#tab-audit`.
+#[component]
+fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
+    let session = expect_context::<Session>();
+    let button = move |which: Tab| {
+        view! {
+            <button
+                type="button"
+                role="tab"
+                id=format!("tab-{}", which.key())
+                class="tab"
+                class:active=move || tab.get() == which
+                aria-selected=move || (tab.get() == which).to_string()
+                on:click=move |_| {
+                    tab.set(which);
+                    let _ = window().location().set_hash(which.key());
+                }
+            >
+                {which.label()}
+            </button>
+        }
+    };
+    view! {
+        <nav class="tabs" role="tablist">
+            {button(Tab::Dashboard)}
+            {button(Tab::Lab)}
+            <Show when=move || session.allows(Role::Admin)>
+                {button(Tab::Audit)}
+            </Show>
+        </nav>
+    }
+}
+
+/// `#whoami` with `#logout`, or `#login-open` and its form, where the server has tokens.
+#[component]
+fn WhoAmI() -> impl IntoView {
+    let session = expect_context::<Session>();
+    let open = RwSignal::new(false);
+    let auth_enabled = move || session.me.with(|m| m.as_ref().is_some_and(|m| m.auth_enabled));
+    let signed_in = move || session.me.with(|m| m.as_ref().is_some_and(|m| !m.anonymous));
+    let who = move || {
+        session.me.with(|m| {
+            let m = m.as_ref()?;
+            Some(format!("{} ({})", m.user.as_deref()?, m.role?.name()))
+        })
+    };
+    view! {
+        <Show when=auth_enabled>
+            <Show
+                when=signed_in
+                fallback=move || view! {
+                    <Show when=move || session.can_view() == Some(true)>
+                        <div class="login-corner">
+                            <button id="login-open" type="button" class="small-button" on:click=move |_| open.update(|o| *o = !*o)>
+                                "Log in"
+                            </button>
+                            <Show when=move || open.get()>
+                                <div class="login-popover">
+                                    <LoginForm on_done=Callback::new(move |()| open.set(false)) />
+                                </div>
+                            </Show>
+                        </div>
+                    </Show>
+                }
+            >
+                <span class="whoami">
+                    <span id="whoami">{who}</span>
+                    <button id="logout" type="button" class="small-button" on:click=move |_| session.logout()>
+                        "Log out"
+                    </button>
+                </span>
+            </Show>
+        </Show>
     }
 }
 

@@ -1,13 +1,16 @@
-//! The page's building blocks: header, notices, GPU cards and their charts,
-//! health, processes, who uses what, and history.
+//! The page's building blocks: header, login, notices, GPU cards and their
+//! charts, health, processes, who uses what, history, and the lab's parts.
 
 pub mod chart;
 pub mod device_card;
+pub mod empty_cache;
 pub mod format;
 pub mod header;
 pub mod health;
 pub mod history;
 pub mod history_chart;
+pub mod lab;
+pub mod login;
 pub mod memory_chart;
 pub mod notices;
 pub mod processes;

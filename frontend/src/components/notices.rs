@@ -1,4 +1,5 @@
-//! Notices above the cards: the simulator banner and the "no GPUs" explanation.
+//! Notices above the cards: the simulator banner, the "no GPUs" explanation,
+//! and the warning that anyone on the network may use the dashboard.
 
 use leptos::prelude::*;
 
@@ -25,5 +26,15 @@ pub fn NoGpus(gpu_error: Option<String>) -> impl IntoView {
                 <code>"gpudash --simulate 4"</code>
             </p>
         </section>
+    }
+}
+
+/// `#anonymous-banner`: the server listens beyond this machine and lets anyone do anything.
+#[component]
+pub fn AnonymousBanner() -> impl IntoView {
+    view! {
+        <div id="anonymous-banner" class="notice notice-danger" role="alert">
+            "This dashboard is open to anyone on the network: no tokens are configured (--allow-anonymous)."
+        </div>
     }
 }

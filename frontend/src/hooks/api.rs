@@ -1,10 +1,31 @@
 //! The page's HTTP calls to the gpudash API (the socket lives in [`super::telemetry`]).
+//!
+//! Every call goes to the page's own server, so the browser sends the session
+//! cookie with it; a refusal comes back as the server's own message.
 
-use serde::Deserialize;
+use serde::{Deserialize, de::DeserializeOwned};
 use shared::history::{HistoryResponse, Metric};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
-use web_sys::Response;
+use web_sys::{Headers, RequestInit, Response};
+
+/// A call that did not succeed: the HTTP status (0 when no answer came) and what the server said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiFailure {
+    pub status: u16,
+    pub message: String,
+}
+
+impl ApiFailure {
+    fn local(message: impl Into<String>) -> Self {
+        Self { status: 0, message: message.into() }
+    }
+
+    /// The API wants a token (or the session ended): the page should offer the login.
+    pub fn is_unauthorized(&self) -> bool {
+        self.status == 401
+    }
+}
 
 /// What a query asks `/api/history` for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,29 +42,76 @@ pub async fn fetch_history(query: HistoryQuery) -> Result<HistoryResponse, Strin
     let HistoryQuery { device, metric, from_ms, to_ms, points } = query;
     let url =
         format!("/api/history?device={device}&metric={}&from={from_ms}&to={to_ms}&points={points}", metric.name());
-    let (ok, status, body) = get_text(&url).await?;
-    if !ok {
-        #[derive(Deserialize)]
-        struct ApiError {
-            error: String,
-        }
-        return Err(serde_json::from_str::<ApiError>(&body).map_or_else(|_| format!("HTTP {status}"), |e| e.error));
-    }
-    serde_json::from_str(&body).map_err(|e| format!("unreadable history answer: {e}"))
+    get_json(&url).await.map_err(|e| e.message)
 }
 
-/// Fetches `url` from the page's server: whether the status was 2xx, the status, and the body.
-async fn get_text(url: &str) -> Result<(bool, u16, String), String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let response: Response = JsFuture::from(window.fetch_with_str(url))
+/// `GET url`, its JSON answer.
+pub async fn get_json<T: DeserializeOwned>(url: &str) -> Result<T, ApiFailure> {
+    let body = call("GET", url, None).await?;
+    parse(url, &body)
+}
+
+/// `POST url` with a JSON body (or none), its JSON answer.
+pub async fn post_json<T: DeserializeOwned>(url: &str, body: Option<&serde_json::Value>) -> Result<T, ApiFailure> {
+    let text = body.map(serde_json::Value::to_string);
+    let answer = call("POST", url, text.as_deref()).await?;
+    parse(url, &answer)
+}
+
+/// `POST url` whose answer has no body worth reading (e.g. 204).
+pub async fn post_empty(url: &str) -> Result<(), ApiFailure> {
+    call("POST", url, None).await.map(drop)
+}
+
+fn parse<T: DeserializeOwned>(url: &str, body: &str) -> Result<T, ApiFailure> {
+    serde_json::from_str(body).map_err(|e| ApiFailure::local(format!("unreadable answer from {url}: {e}")))
+}
+
+/// Sends a request to the page's server: the body of a 2xx answer, or the failure.
+async fn call(method: &str, url: &str, body: Option<&str>) -> Result<String, ApiFailure> {
+    let window = web_sys::window().ok_or_else(|| ApiFailure::local("no window"))?;
+    let init = RequestInit::new();
+    init.set_method(method);
+    if let Some(body) = body {
+        let headers = Headers::new().map_err(|e| js_error(&e))?;
+        headers.set("Content-Type", "application/json").map_err(|e| js_error(&e))?;
+        init.set_headers(&headers);
+        init.set_body(&JsValue::from_str(body));
+    }
+    let response: Response = JsFuture::from(window.fetch_with_str_and_init(url, &init))
         .await
         .map_err(|e| js_error(&e))?
         .dyn_into()
         .map_err(|e| js_error(&e))?;
-    let body = JsFuture::from(response.text().map_err(|e| js_error(&e))?).await.map_err(|e| js_error(&e))?;
-    Ok((response.ok(), response.status(), body.as_string().unwrap_or_default()))
+    let text = JsFuture::from(response.text().map_err(|e| js_error(&e))?).await.map_err(|e| js_error(&e))?;
+    let text = text.as_string().unwrap_or_default();
+    if response.ok() { Ok(text) } else { Err(failure(response.status(), &text)) }
 }
 
-fn js_error(value: &JsValue) -> String {
-    value.as_string().unwrap_or_else(|| format!("{value:?}"))
+/// The server's `{"error": "..."}` message, or the bare status when it sent none.
+fn failure(status: u16, body: &str) -> ApiFailure {
+    #[derive(Deserialize)]
+    struct ApiError {
+        error: String,
+    }
+    let message = serde_json::from_str::<ApiError>(body).map_or_else(|_| format!("HTTP {status}"), |e| e.error);
+    ApiFailure { status, message }
+}
+
+fn js_error(value: &JsValue) -> ApiFailure {
+    ApiFailure::local(value.as_string().unwrap_or_else(|| format!("{value:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_carry_the_servers_message() {
+        let f = failure(403, r#"{"error":"running an experiment needs the operator role; 'vera' has viewer"}"#);
+        assert_eq!(f.status, 403);
+        assert!(f.message.starts_with("running an experiment needs the operator role"));
+        assert_eq!(failure(502, "<html>bad gateway</html>").message, "HTTP 502");
+        assert!(failure(401, r#"{"error":"x"}"#).is_unauthorized());
+    }
 }

@@ -1,6 +1,8 @@
 //! Hooks that own the page's connections to the outside: the telemetry socket,
-//! API calls and the theme.
+//! the session, the lab, API calls and the theme.
 
 pub mod api;
+pub mod lab;
+pub mod session;
 pub mod telemetry;
 pub mod theme;

@@ -1,4 +1,5 @@
-//! `use_telemetry()`: the page's one WebSocket to `/ws`, reconnected with backoff, feeding the dashboard state.
+//! `use_telemetry()`: the page's one WebSocket to `/ws`, reconnected with backoff,
+//! feeding the dashboard state and the lab's queue and progress.
 
 use std::{
     cell::{Cell, RefCell},
@@ -12,7 +13,8 @@ use shared::{ClientMessage, Details, ServerMessage};
 use wasm_bindgen::{JsCast, prelude::Closure};
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
-use crate::state::{DashboardState, TickOutcome};
+use super::session::Session;
+use crate::state::{DashboardState, TickOutcome, lab::LabState};
 
 /// Wait before the first reconnect; doubled after each failure up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -45,25 +47,41 @@ impl ConnectionStatus {
 pub struct Telemetry {
     pub state: ReadSignal<DashboardState>,
     pub status: ReadSignal<ConnectionStatus>,
+    /// Counts snapshots: each (re)connection brings one, and state not sent on connect (the lab's) reloads on it.
+    pub snapshots: ReadSignal<u32>,
 }
 
-/// Opens the WebSocket and keeps it open for as long as the calling component lives.
-pub fn use_telemetry() -> Telemetry {
+/// Opens the WebSocket once `session` may view, reopens it at every login or
+/// logout (so it carries the new cookie), and keeps it open for as long as the
+/// calling component lives. `lab` receives the lab's events.
+pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>) -> Telemetry {
     let (state, set_state) = signal(DashboardState::default());
     let (status, set_status) = signal(ConnectionStatus::Connecting);
+    let (snapshots, set_snapshots) = signal(0u32);
     let link = Rc::new(Link {
         set_state,
         set_status,
+        set_snapshots,
+        lab,
         connection: RefCell::new(None),
         retry: Cell::new(FIRST_RETRY),
         resync_requested: Cell::new(false),
+        paused: Cell::new(true),
         shut_down: Cell::new(false),
     });
-    Link::connect(&link);
+    // `Some(epoch)` while the caller may view: each new value is a new identity, so a new socket.
+    let identity = Memo::new(move |_| session.can_view().filter(|may| *may).map(|_| session.epoch.get()));
+    Effect::new({
+        let link = link.clone();
+        move |_| match identity.get() {
+            Some(_) => Link::restart(&link),
+            None => link.pause(),
+        }
+    });
     // The browser is single-threaded; the wrapper only satisfies `on_cleanup`'s bounds.
     let link = SendWrapper::new(link);
     on_cleanup(move || link.shut_down());
-    Telemetry { state, status }
+    Telemetry { state, status, snapshots }
 }
 
 /// The socket and the state it feeds, shared by the socket's callbacks (which
@@ -71,16 +89,34 @@ pub fn use_telemetry() -> Telemetry {
 struct Link {
     set_state: WriteSignal<DashboardState>,
     set_status: WriteSignal<ConnectionStatus>,
+    set_snapshots: WriteSignal<u32>,
+    lab: WriteSignal<LabState>,
     connection: RefCell<Option<Connection>>,
     retry: Cell<Duration>,
     /// A resync is asked for once per gap, not once per tick after it.
     resync_requested: Cell<bool>,
+    /// No socket wanted (nobody logged in where viewing needs a token).
+    paused: Cell<bool>,
     shut_down: Cell<bool>,
 }
 
 impl Link {
+    /// Drops any socket and opens a fresh one at once.
+    fn restart(link: &Rc<Self>) {
+        link.paused.set(false);
+        link.connection.borrow_mut().take();
+        link.retry.set(FIRST_RETRY);
+        link.resync_requested.set(false);
+        Self::connect(link);
+    }
+
+    fn pause(&self) {
+        self.paused.set(true);
+        self.connection.borrow_mut().take();
+    }
+
     fn connect(link: &Rc<Self>) {
-        if link.shut_down.get() {
+        if link.shut_down.get() || link.paused.get() {
             return;
         }
         let Some(url) = socket_url() else {
@@ -97,7 +133,7 @@ impl Link {
     }
 
     fn retry_later(link: &Rc<Self>) {
-        if link.shut_down.get() {
+        if link.shut_down.get() || link.paused.get() {
             return;
         }
         let delay = link.retry.get();
@@ -128,6 +164,7 @@ impl Link {
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);
                 self.resync_requested.set(false);
+                self.set_snapshots.update(|n| *n = n.wrapping_add(1));
             }
             ServerMessage::Tick(tick) => {
                 let mut outcome = TickOutcome::Ignored;
@@ -141,6 +178,8 @@ impl Link {
             }
             ServerMessage::Error { message } => logging::warn!("gpudash server says: {message}"),
             ServerMessage::Details(details) => self.set_state.update(|state| state.apply_details(details)),
+            // Applied here, not through a signal of "the last event", so no event is lost between renders.
+            ServerMessage::Lab(event) => self.lab.update(|lab| lab.apply(event)),
         }
     }
 

@@ -1,3 +1,56 @@
-//! Whole pages of the app (there is one: the dashboard).
+//! Whole pages of the app: the dashboard, the GPU lab and (for admins) the audit log.
 
+pub mod audit;
 pub mod dashboard;
+pub mod lab;
+pub mod login;
+
+/// The page shown below the header, switched by the header's tabs and the URL's `#fragment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Dashboard,
+    Lab,
+    Audit,
+}
+
+impl Tab {
+    /// The URL fragment and the tab button's id suffix (`#tab-lab`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Dashboard => "dashboard",
+            Self::Lab => "lab",
+            Self::Audit => "audit",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Dashboard => "Dashboard",
+            Self::Lab => "Lab",
+            Self::Audit => "Audit",
+        }
+    }
+
+    /// The tab a URL fragment names; the dashboard for anything else.
+    pub fn from_fragment(fragment: &str) -> Self {
+        match fragment.trim_start_matches('#') {
+            "lab" => Self::Lab,
+            "audit" => Self::Audit,
+            _ => Self::Dashboard,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_name_tabs() {
+        for tab in [Tab::Dashboard, Tab::Lab, Tab::Audit] {
+            assert_eq!(Tab::from_fragment(&format!("#{}", tab.key())), tab);
+        }
+        assert_eq!(Tab::from_fragment(""), Tab::Dashboard);
+        assert_eq!(Tab::from_fragment("#nonsense"), Tab::Dashboard);
+    }
+}

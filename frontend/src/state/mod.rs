@@ -5,6 +5,8 @@
 //! health and processes) are tested here.
 
 pub mod history;
+pub mod lab;
+pub mod lab_form;
 
 use std::collections::VecDeque;
 

@@ -1,0 +1,144 @@
+//! `use_session()`: who the page talks as (`GET /api/me`), logging in and out,
+//! and what the caller's role lets the page offer.
+
+use std::time::Duration;
+
+use leptos::{logging, prelude::*, task::spawn_local};
+use shared::auth::{Me, Role};
+
+use super::api::{ApiFailure, get_json, post_empty, post_json};
+
+/// Wait before asking `/api/me` again when the server did not answer.
+const ME_RETRY: Duration = Duration::from_secs(2);
+
+/// The caller as the page knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Session {
+    /// `None` until `/api/me` first answered.
+    pub me: ReadSignal<Option<Me>>,
+    set_me: WriteSignal<Option<Me>>,
+    /// Changes at every login and logout: the socket reconnects and lab state reloads with the new identity.
+    pub epoch: ReadSignal<u32>,
+    set_epoch: WriteSignal<u32>,
+}
+
+impl Session {
+    /// `Some(true)` when the caller may see the dashboard, `Some(false)` when it needs a token; `None` while unknown.
+    pub fn can_view(self) -> Option<bool> {
+        self.me.with(|me| me.as_ref().map(|me| me.user.is_some()))
+    }
+
+    /// True when the caller's role is at least `role`.
+    pub fn allows(self, role: Role) -> bool {
+        self.me.with(|me| allows(me.as_ref(), role))
+    }
+
+    /// True when the caller may cancel a run asked for by `requested_by`.
+    pub fn may_cancel(self, requested_by: &str) -> bool {
+        self.me.with(|me| may_cancel(me.as_ref(), requested_by))
+    }
+
+    /// Trades a token for a session cookie; on success the page reloads its state as the new user.
+    pub async fn login(self, token: String) -> Result<(), String> {
+        let body = serde_json::json!({ "token": token });
+        match post_json::<Me>("/api/login", Some(&body)).await {
+            Ok(me) => {
+                self.set_me.set(Some(me));
+                self.set_epoch.update(|e| *e += 1);
+                Ok(())
+            }
+            Err(failure) => Err(failure.message),
+        }
+    }
+
+    /// Ends the session and asks the server who the page is now.
+    pub fn logout(self) {
+        spawn_local(async move {
+            if let Err(failure) = post_empty("/api/logout").await {
+                logging::warn!("gpudash: logout: {}", failure.message);
+            }
+            self.reload().await;
+            self.set_epoch.update(|e| *e += 1);
+        });
+    }
+
+    /// A call was answered 401: the session is gone (or viewing needs a token); ask who we are now.
+    pub fn unauthorized(self, failure: &ApiFailure) {
+        if failure.is_unauthorized() {
+            spawn_local(async move { self.reload().await });
+        }
+    }
+
+    async fn reload(self) {
+        loop {
+            match get_json::<Me>("/api/me").await {
+                Ok(me) => {
+                    self.set_me.set(Some(me));
+                    return;
+                }
+                Err(failure) => {
+                    logging::warn!("gpudash: /api/me: {}", failure.message);
+                    sleep(ME_RETRY).await;
+                }
+            }
+        }
+    }
+}
+
+/// Asks `/api/me` now (and again until the server answers).
+pub fn use_session() -> Session {
+    let (me, set_me) = signal(None::<Me>);
+    let (epoch, set_epoch) = signal(0u32);
+    let session = Session { me, set_me, epoch, set_epoch };
+    spawn_local(async move { session.reload().await });
+    session
+}
+
+fn allows(me: Option<&Me>, role: Role) -> bool {
+    me.and_then(|me| me.role).is_some_and(|have| have >= role)
+}
+
+/// Operators cancel their own runs, admins anyone's (the server decides too).
+fn may_cancel(me: Option<&Me>, requested_by: &str) -> bool {
+    allows(me, Role::Admin)
+        || (allows(me, Role::Operator) && me.and_then(|me| me.user.as_deref()) == Some(requested_by))
+}
+
+/// Resolves after `delay`, on the browser's timer.
+pub async fn sleep(delay: Duration) {
+    let mut resolve = None;
+    let promise = js_sys::Promise::new(&mut |done, _| resolve = Some(done));
+    if let Some(done) = resolve {
+        set_timeout(move || drop(done.call0(&wasm_bindgen::JsValue::NULL)), delay);
+    }
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn me(user: &str, role: Role) -> Me {
+        Me {
+            user: Some(user.to_owned()),
+            role: Some(role),
+            anonymous: false,
+            auth_enabled: true,
+            exposed_without_auth: false,
+        }
+    }
+
+    #[test]
+    fn roles_decide_what_the_page_offers() {
+        let omar = me("omar", Role::Operator);
+        assert!(allows(Some(&omar), Role::Operator));
+        assert!(!allows(Some(&omar), Role::Admin));
+        assert!(may_cancel(Some(&omar), "omar"));
+        assert!(!may_cancel(Some(&omar), "olga"));
+        assert!(may_cancel(Some(&me("ada", Role::Admin)), "olga"));
+        assert!(!may_cancel(Some(&me("vera", Role::Viewer)), "vera"));
+        let locked_out = Me { user: None, role: None, ..omar };
+        assert!(!allows(Some(&locked_out), Role::Viewer));
+        assert!(!allows(None, Role::Viewer));
+    }
+}

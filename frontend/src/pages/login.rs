@@ -1,0 +1,19 @@
+//! `#login-required`: what the page shows instead of the dashboard when viewing needs a token.
+
+use leptos::prelude::*;
+
+use crate::components::login::LoginForm;
+
+#[component]
+pub fn LoginRequired() -> impl IntoView {
+    view! {
+        <main id="login-required" class="login-page">
+            <h2>"Log in to gpudash"</h2>
+            <p class="login-explain">
+                "This dashboard is shared: viewing it needs a token. Ask its administrator for one, or use the token "
+                "you were given."
+            </p>
+            <LoginForm />
+        </main>
+    }
+}

@@ -1,0 +1,272 @@
+//! The experiment forms, built from each experiment's defaults
+//! (`GET /api/lab/experiments`) and read back into run parameters.
+//!
+//! The fields come from the defaults' JSON, so a parameter the server adds
+//! shows up without a page change. The page checks what it can (whole numbers,
+//! byte sizes, at least one choice); ranges are the server's to judge, and its
+//! 400 message is shown as it is.
+
+use serde_json::{Map, Value, json};
+use shared::lab::{ExperimentKind, ExperimentParams};
+
+const KIB: u64 = 1024;
+
+/// What sort of input a parameter gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldKind {
+    /// A whole number.
+    Count,
+    /// A byte size, written like "256 MiB".
+    Bytes,
+    CountList,
+    BytesList,
+    /// Some of a fixed set of names (copies, dtypes): one checkbox each.
+    Choices(Vec<String>),
+    /// GPU pairs "0-1, 1-2"; empty means every pair.
+    Pairs,
+}
+
+/// What a field holds while the reader edits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldValue {
+    Text(String),
+    /// One flag per choice of a [`FieldKind::Choices`].
+    Chosen(Vec<bool>),
+}
+
+/// One input of an experiment's form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Field {
+    /// The parameter's JSON name.
+    pub name: String,
+    pub kind: FieldKind,
+    pub default: FieldValue,
+}
+
+impl Field {
+    /// The label shown: "block bytes" for `block_bytes`.
+    pub fn label(&self) -> String {
+        self.name.replace('_', " ")
+    }
+
+    /// A short hint of the accepted format.
+    pub fn hint(&self) -> &'static str {
+        match self.kind {
+            FieldKind::Bytes => "e.g. 256 MiB",
+            FieldKind::BytesList => "comma-separated, e.g. 4 KiB, 1 MiB",
+            FieldKind::CountList => "comma-separated",
+            FieldKind::Pairs => "e.g. 0-1, 1-2; empty: every pair",
+            FieldKind::Count | FieldKind::Choices(_) => "",
+        }
+    }
+}
+
+/// The form's fields for an experiment's defaults, sizes first, warm-up and repetitions last.
+pub fn fields(defaults: &ExperimentParams) -> Vec<Field> {
+    let Ok(Value::Object(object)) = serde_json::to_value(defaults) else {
+        return Vec::new();
+    };
+    let kind = defaults.kind();
+    let mut fields: Vec<Field> = object
+        .iter()
+        .filter(|(name, _)| *name != "kind")
+        .filter_map(|(name, value)| field(kind, name, value))
+        .collect();
+    let rank = |name: &str| match name {
+        "warmup" => 2,
+        "repetitions" => 3,
+        _ => 1,
+    };
+    fields.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
+    fields
+}
+
+fn is_bytes(kind: ExperimentKind, name: &str) -> bool {
+    name.ends_with("bytes")
+        || (kind == ExperimentKind::P2p && name == "size")
+        || (kind == ExperimentKind::Transfer && name == "sizes")
+}
+
+fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
+    let bytes = is_bytes(kind, name);
+    let (kind, default) = match value {
+        Value::Number(n) => {
+            let n = n.as_u64()?;
+            if bytes {
+                (FieldKind::Bytes, FieldValue::Text(bytes_text(n)))
+            } else {
+                (FieldKind::Count, FieldValue::Text(n.to_string()))
+            }
+        }
+        Value::Array(items) if items.iter().all(Value::is_string) && !items.is_empty() => {
+            let choices: Vec<String> = items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
+            let chosen = vec![true; choices.len()];
+            (FieldKind::Choices(choices), FieldValue::Chosen(chosen))
+        }
+        Value::Array(items) if name == "pairs" || items.iter().any(Value::is_object) => {
+            let text = items
+                .iter()
+                .filter_map(|p| Some(format!("{}-{}", p.get("a")?.as_u64()?, p.get("b")?.as_u64()?)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (FieldKind::Pairs, FieldValue::Text(text))
+        }
+        Value::Array(items) => {
+            let numbers: Vec<u64> = items.iter().map(Value::as_u64).collect::<Option<_>>()?;
+            let format = |n: &u64| if bytes { bytes_text(*n) } else { n.to_string() };
+            let text = numbers.iter().map(format).collect::<Vec<_>>().join(", ");
+            (if bytes { FieldKind::BytesList } else { FieldKind::CountList }, FieldValue::Text(text))
+        }
+        _ => return None,
+    };
+    Some(Field { name: name.to_owned(), kind, default })
+}
+
+/// The `params` of a run request from the form, or what the reader must fix.
+pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, String> {
+    let mut object = Map::new();
+    object.insert("kind".into(), Value::from(kind.name()));
+    for (field, value) in fields.iter().zip(values) {
+        let label = field.label();
+        let parsed = match (&field.kind, value) {
+            (FieldKind::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
+            (FieldKind::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
+            (FieldKind::CountList, FieldValue::Text(text)) => Value::from(list(&label, text, count)?),
+            (FieldKind::BytesList, FieldValue::Text(text)) => Value::from(list(&label, text, byte_size)?),
+            (FieldKind::Choices(choices), FieldValue::Chosen(chosen)) => {
+                let picked: Vec<&String> = choices.iter().zip(chosen).filter(|(_, on)| **on).map(|(c, _)| c).collect();
+                if picked.is_empty() {
+                    return Err(format!("'{label}': pick at least one"));
+                }
+                json!(picked)
+            }
+            (FieldKind::Pairs, FieldValue::Text(text)) => pairs(&label, text)?,
+            _ => continue,
+        };
+        object.insert(field.name.clone(), parsed);
+    }
+    Ok(Value::Object(object))
+}
+
+fn count(label: &str, text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    text.parse().map_err(|_| format!("'{label}' must be a whole number, not '{text}'"))
+}
+
+/// "256 MiB", "1.5 GiB", "4k" or a plain number of bytes.
+pub fn byte_size(label: &str, text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let bad = || format!("'{label}' must be a size in bytes like 256 MiB, not '{text}'");
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => KIB,
+        "m" | "mb" | "mib" => KIB * KIB,
+        "g" | "gb" | "gib" => KIB * KIB * KIB,
+        "t" | "tb" | "tib" => KIB * KIB * KIB * KIB,
+        _ => return Err(bad()),
+    };
+    let bytes = number * scale as f64;
+    if bytes.fract() != 0.0 || !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(bytes as u64)
+}
+
+fn list(label: &str, text: &str, item: fn(&str, &str) -> Result<u64, String>) -> Result<Vec<u64>, String> {
+    let items: Vec<u64> =
+        text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| item(label, s)).collect::<Result<_, _>>()?;
+    if items.is_empty() {
+        return Err(format!("'{label}' needs at least one value"));
+    }
+    Ok(items)
+}
+
+fn pairs(label: &str, text: &str) -> Result<Value, String> {
+    let mut out = Vec::new();
+    for pair in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let bad = || format!("'{label}' must list GPU pairs like 0-1, 1-2, not '{pair}'");
+        let (a, b) = pair.split_once('-').ok_or_else(bad)?;
+        let a: u32 = a.trim().parse().map_err(|_| bad())?;
+        let b: u32 = b.trim().parse().map_err(|_| bad())?;
+        out.push(json!({ "a": a, "b": b }));
+    }
+    Ok(Value::Array(out))
+}
+
+/// Bytes in the largest binary unit that divides them: "4 KiB", "1 GiB", "1000".
+pub fn bytes_text(bytes: u64) -> String {
+    for (unit, name) in [(KIB * KIB * KIB, "GiB"), (KIB * KIB, "MiB"), (KIB, "KiB")] {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
+            return format!("{} {name}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults(kind: ExperimentKind) -> (Vec<Field>, Vec<FieldValue>) {
+        let fields = fields(&kind.default_params());
+        let values = fields.iter().map(|f| f.default.clone()).collect();
+        (fields, values)
+    }
+
+    #[test]
+    fn every_default_form_reads_back_as_the_defaults() {
+        for kind in ExperimentKind::ALL {
+            let (fields, values) = defaults(kind);
+            assert!(!fields.is_empty(), "{kind:?}");
+            let params = params(kind, &fields, &values).unwrap();
+            let parsed: ExperimentParams = serde_json::from_value(params).unwrap();
+            assert_eq!(parsed, kind.default_params(), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn transfer_sizes_read_as_bytes_and_copies_as_choices() {
+        let (fields, mut values) = defaults(ExperimentKind::Transfer);
+        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["copies", "sizes", "warmup", "repetitions"]);
+        assert_eq!(
+            values[1],
+            FieldValue::Text("4 KiB, 16 KiB, 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB, 256 MiB, 1 GiB".into())
+        );
+        values[1] = FieldValue::Text("4k, 1.5 MiB".into());
+        values[0] = FieldValue::Chosen(vec![false, true, false, false, false]);
+        let p = params(ExperimentKind::Transfer, &fields, &values).unwrap();
+        assert_eq!(p["sizes"], json!([4096, 1_572_864]));
+        assert_eq!(p["copies"], json!(["h2d_pinned"]));
+        values[0] = FieldValue::Chosen(vec![false; 5]);
+        assert_eq!(params(ExperimentKind::Transfer, &fields, &values).unwrap_err(), "'copies': pick at least one");
+    }
+
+    #[test]
+    fn bad_numbers_are_named_before_the_server_sees_them() {
+        let (fields, mut values) = defaults(ExperimentKind::Latency);
+        values[1] = FieldValue::Text("lots".into());
+        assert_eq!(
+            params(ExperimentKind::Latency, &fields, &values).unwrap_err(),
+            "'repetitions' must be a whole number, not 'lots'"
+        );
+        assert!(byte_size("size", "1.3 B").is_err());
+        assert!(byte_size("size", "12 parsecs").is_err());
+        assert_eq!(byte_size("size", "2G"), Ok(2 << 30));
+        assert_eq!(bytes_text(1000), "1000");
+    }
+
+    #[test]
+    fn p2p_pairs_parse() {
+        let (fields, mut values) = defaults(ExperimentKind::P2p);
+        let at = fields.iter().position(|f| f.kind == FieldKind::Pairs).unwrap();
+        values[at] = FieldValue::Text("0-1, 2 - 3".into());
+        let p = params(ExperimentKind::P2p, &fields, &values).unwrap();
+        assert_eq!(p["pairs"], json!([{ "a": 0, "b": 1 }, { "a": 2, "b": 3 }]));
+        values[at] = FieldValue::Text("0>1".into());
+        assert!(params(ExperimentKind::P2p, &fields, &values).is_err());
+    }
+}

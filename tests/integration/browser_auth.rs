@@ -1,0 +1,188 @@
+//! Signing in from the page: the login form where viewing needs a token,
+//! what each role is offered, the admins' audit log, and the banner of a
+//! dashboard open to the whole network.
+
+use std::time::Duration;
+
+use fantoccini::{Client, Locator};
+use gpudash::telemetry::simulator::Simulator;
+use tokio::net::TcpListener;
+
+use crate::browser::{eventually, texts, with_browser};
+use crate::support::TestServer;
+
+const VIEWER: &str = "viewer-token-0123456789";
+const OPERATOR: &str = "operator-token-0123456789";
+const ADMIN: &str = "admin-token-0123456789";
+
+/// Two simulated GPUs and three users; viewing is "open" or needs a "token" as `viewers` says.
+async fn team_server(viewers: &str) -> TestServer {
+    let tokens = format!("vera:viewer:{VIEWER},omar:operator:{OPERATOR},ada:admin:{ADMIN}");
+    let file = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(file.path(), format!("viewers = \"{viewers}\"\n")).expect("write the access policy");
+    let auth = gpudash::auth::AuthConfig::load(Some(file.path()), Some(&tokens)).expect("test tokens");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options { auth, ..gpudash::Options::new(Duration::from_millis(500)) };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 500)), options).await.expect("start");
+    TestServer { base: format!("http://{}", running.addr()), running }
+}
+
+/// Clicks the element, scrolled to the middle of the window (clear of the sticky top bar).
+async fn click(c: &Client, css: &str) {
+    let element = c.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+    let arg = serde_json::to_value(&element).expect("webdriver answers");
+    c.execute("arguments[0].scrollIntoView({block: 'center'})", vec![arg]).await.expect("webdriver answers");
+    element.click().await.unwrap_or_else(|e| panic!("click {css}: {e}"));
+}
+
+async fn first_text(c: &Client, css: &str) -> Option<String> {
+    texts(c, css).await.into_iter().find(|t| !t.is_empty())
+}
+
+async fn count(c: &Client, css: &str) -> usize {
+    c.find_all(Locator::Css(css)).await.map(|v| v.len()).unwrap_or(0)
+}
+
+/// Types `token` into the login form and submits it.
+async fn log_in(c: &Client, token: &str) {
+    let input = c
+        .wait()
+        .for_element(Locator::Css("#login-form input#login-token[type=password]"))
+        .await
+        .expect("webdriver answers");
+    input.clear().await.expect("webdriver answers");
+    input.send_keys(token).await.expect("webdriver answers");
+    click(c, "#login-form button[type=submit]").await;
+}
+
+/// Logs out and waits for the login form that replaces the dashboard.
+async fn log_out(c: &Client) {
+    click(c, "#logout").await;
+    eventually(10, "#login-required after logout", || async { (count(c, "#login-required").await == 1).then_some(()) })
+        .await;
+}
+
+async fn cards_appear(c: &Client) {
+    eventually(15, "two GPU cards", || async { (count(c, ".gpu-card").await == 2).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn viewing_needs_a_token_and_each_role_sees_its_own_buttons() {
+    let server = team_server("token").await;
+    let url = server.url("/");
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.unwrap();
+        eventually(10, "#login-required", || first_text(&c, "#login-required")).await;
+        assert_eq!(count(&c, ".gpu-card").await, 0, "nothing shows before login");
+        assert_eq!(count(&c, "#tab-lab").await, 0);
+
+        log_in(&c, "not-a-token-at-all").await;
+        let error = eventually(10, "the login error", || first_text(&c, "#login-form .login-error")).await;
+        assert!(error.contains("invalid token"), "{error}");
+
+        // An operator sees the cards, runs experiments and empties the cache.
+        log_in(&c, OPERATOR).await;
+        cards_appear(&c).await;
+        assert_eq!(first_text(&c, "#whoami").await.as_deref(), Some("omar (operator)"));
+        eventually(10, "status 'live'", || async { (first_text(&c, "#conn-status").await? == "live").then_some(()) })
+            .await;
+        eventually(10, "empty_cache on the cards", || async {
+            (count(&c, "button.empty-cache").await == 2).then_some(())
+        })
+        .await;
+        click(&c, "#tab-lab").await;
+        eventually(10, "Run buttons", || async { (count(&c, "button.run-button").await >= 5).then_some(()) }).await;
+        assert_eq!(count(&c, "#tab-audit").await, 0, "the audit log is for admins");
+        log_out(&c).await;
+
+        // A viewer sees the same figures with no buttons to act.
+        log_in(&c, VIEWER).await;
+        eventually(10, "the viewer's lab", || async { (count(&c, "form.lab-form").await >= 5).then_some(()) }).await;
+        assert_eq!(first_text(&c, "#whoami").await.as_deref(), Some("vera (viewer)"));
+        assert_eq!(count(&c, "button.run-button").await, 0);
+        assert!(first_text(&c, ".role-hint").await.unwrap().contains("operator role"));
+        click(&c, "#tab-dashboard").await;
+        cards_appear(&c).await;
+        assert_eq!(count(&c, "button.empty-cache").await, 0);
+        log_out(&c).await;
+
+        // The admin reads who logged in, and the failed attempt.
+        log_in(&c, ADMIN).await;
+        click(&c, "#tab-audit").await;
+        let rows = eventually(10, "the audit log", || async {
+            let rows = texts(&c, "#audit-log tbody tr").await;
+            (rows.iter().filter(|r| r.contains("login")).count() >= 4).then_some(rows)
+        })
+        .await;
+        for user in ["omar", "vera", "ada"] {
+            assert!(
+                rows.iter().any(|r| r.contains("login") && r.contains(user) && r.contains("ok")),
+                "{user}: {rows:?}"
+            );
+        }
+        assert!(rows.iter().any(|r| r.contains("login") && r.contains("denied")), "{rows:?}");
+        let headers = texts(&c, "#audit-log thead th").await;
+        assert_eq!(headers, ["TIME", "USER", "CLIENT", "ACTION", "TARGET", "OUTCOME", "DETAIL"]);
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn where_viewing_is_open_anyone_sees_the_cards_and_may_log_in() {
+    let server = team_server("open").await;
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        cards_appear(&c).await;
+        assert_eq!(count(&c, "button.empty-cache").await, 0, "anonymous viewers cannot act");
+        click(&c, "#login-open").await;
+        log_in(&c, OPERATOR).await;
+        eventually(10, "#whoami", || async { first_text(&c, "#whoami").await.filter(|t| t.contains("omar")) }).await;
+        eventually(10, "empty_cache after login", || async {
+            (count(&c, "button.empty-cache").await == 2).then_some(())
+        })
+        .await;
+        assert_eq!(count(&c, "#login-form").await, 0, "the form closes after login");
+    })
+    .await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_dashboard_open_to_the_network_says_so_in_red() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let options = gpudash::Options { exposed_without_auth: true, ..gpudash::Options::new(Duration::from_millis(500)) };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(1, 500)), options).await.unwrap();
+    let server = TestServer { base: format!("http://{}", running.addr()), running };
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        let banner = eventually(10, "#anonymous-banner", || first_text(&c, "#anonymous-banner")).await;
+        assert_eq!(
+            banner,
+            "This dashboard is open to anyone on the network: no tokens are configured (--allow-anonymous)."
+        );
+        let color = c
+            .execute("return getComputedStyle(document.querySelector('#anonymous-banner')).backgroundColor", vec![])
+            .await
+            .unwrap();
+        let rgb: Vec<u32> = color
+            .as_str()
+            .unwrap_or_default()
+            .trim_start_matches("rgb(")
+            .trim_end_matches(')')
+            .split(',')
+            .filter_map(|v| v.trim().parse().ok())
+            .collect();
+        assert!(rgb.len() == 3 && rgb[0] > 150 && rgb[1] < 120, "the banner is red: {color}");
+        cards_appear_one(&c).await;
+        assert_eq!(count(&c, "#login-open").await, 0, "no tokens, no login");
+    })
+    .await;
+    server.stop().await;
+}
+
+async fn cards_appear_one(c: &Client) {
+    eventually(15, "the GPU card", || async { (count(c, ".gpu-card").await == 1).then_some(()) }).await;
+}
