@@ -59,8 +59,15 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
 
+    /// Host name to report (on the page, in /metrics' `Hostname` label) instead of the OS's, e.g. in containers.
+    #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
+    pub hostname: Option<String>,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
+
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
 
     #[command(subcommand)]
     pub command: Option<crate::cli::Command>,
@@ -80,6 +87,10 @@ pub struct Config {
     pub lab: crate::lab::LabConfig,
     pub auth_file: Option<PathBuf>,
     pub allow_anonymous: bool,
+    /// Overrides the OS host name (`--hostname`).
+    pub hostname: Option<String>,
+    /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.
+    pub fleet: Option<crate::fleet::FleetConfig>,
 }
 
 impl From<Cli> for Config {
@@ -94,6 +105,8 @@ impl From<Cli> for Config {
             lab: crate::lab::LabConfig::from(&cli.lab),
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
+            fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
+            hostname: cli.hostname,
         }
     }
 }
@@ -122,6 +135,14 @@ fn parse_retention(value: &str) -> Result<Duration, String> {
         return Err(format!("'{value}' is out of range; keep history from 10m to 10 years"));
     }
     Ok(keep)
+}
+
+fn parse_hostname(value: &str) -> Result<String, String> {
+    let name = value.trim();
+    if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07"));
+    }
+    Ok(name.to_owned())
 }
 
 fn parse_simulate(value: &str) -> Result<u32, String> {
@@ -171,6 +192,10 @@ mod tests {
             (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
+            (&["--hostname", " "][..], "not a host name"),
+            (&["--fleet-prometheus", "https://prom:9090"][..], "TLS-terminating proxy"),
+            (&["--fleet-prometheus-token", "t"][..], "--fleet-prometheus"),
+            (&["--fleet-prometheus", "http://p:9090", "--fleet-prometheus-user", "ana"][..], "PASSWORD"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");

@@ -5,6 +5,7 @@ mod api;
 mod browser;
 mod browser_auth;
 mod browser_lab;
+mod fleet;
 mod history;
 mod lab;
 mod lab_store;

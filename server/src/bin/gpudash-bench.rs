@@ -2,6 +2,10 @@
 //!
 //!   gpudash-bench sampler [--simulate N] [--samples N]   CPU time of one fast-path sample per GPU
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
+//!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
+
+#[path = "gpudash-bench/fleet.rs"]
+mod fleet;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -40,6 +44,19 @@ enum Bench {
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
         gpus: u32,
     },
+    /// Serve a generated fleet of static dcgm-style /metrics pages, scrape it with Prometheus, time the fleet queries.
+    Fleet {
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        nodes: u32,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+        gpus: u32,
+        /// The Prometheus binary to run.
+        #[arg(long, default_value = "/usr/bin/prometheus")]
+        prometheus: String,
+        /// Seconds of scraping before timing, so the 10-minute look-back has samples to read.
+        #[arg(long, default_value_t = 6)]
+        settle: u64,
+    },
 }
 
 #[allow(clippy::print_stdout)]
@@ -53,6 +70,7 @@ fn main() -> ExitCode {
             }
         }
         Bench::History { days, gpus } => history(days, gpus),
+        Bench::Fleet { nodes, gpus, prometheus, settle } => fleet::main(nodes, gpus, &prometheus, settle),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

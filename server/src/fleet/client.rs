@@ -1,0 +1,269 @@
+//! A small client for Prometheus's HTTP API: instant PromQL queries
+//! (`GET /api/v1/query`), with a bearer token or basic auth, bounded by timeouts.
+//!
+//! Plain HTTP only (reqwest is built without TLS): an https Prometheus needs a
+//! TLS-terminating proxy in front of it, on the Prometheus side of the network.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use reqwest::Url;
+use serde::Deserialize;
+
+/// How gpudash proves itself to Prometheus.
+#[derive(Clone, Default)]
+pub enum PrometheusAuth {
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>`.
+    Bearer(String),
+    /// HTTP basic auth.
+    Basic { user: String, password: String },
+}
+
+// Secrets stay out of logs and panics.
+impl fmt::Debug for PrometheusAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::None => f.write_str("None"),
+            Self::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+            Self::Basic { user, .. } => write!(f, "Basic {{ user: {user:?}, password: <redacted> }}"),
+        }
+    }
+}
+
+/// Why a query brought back no figures, in words a user can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum PrometheusError {
+    #[error("cannot reach Prometheus at '{url}': {reason}; is it running, and is --fleet-prometheus right?")]
+    Unreachable { url: String, reason: String },
+    #[error("Prometheus at '{url}' did not answer within {} s", .after.as_secs_f64())]
+    Timeout { url: String, after: Duration },
+    #[error(
+        "Prometheus at '{url}' refused gpudash's credentials (HTTP {status}); check --fleet-prometheus-token, \
+         or --fleet-prometheus-user and GPUDASH_FLEET_PROMETHEUS_PASSWORD"
+    )]
+    Unauthorized { url: String, status: u16 },
+    #[error("Prometheus rejected the query '{query}': {kind}: {message}")]
+    Query { query: String, kind: String, message: String },
+    #[error("'{url}' answered HTTP {status}, not Prometheus's query API; is --fleet-prometheus its base URL?")]
+    Status { url: String, status: u16 },
+    #[error("'{url}' did not answer like Prometheus's query API ({reason}); is --fleet-prometheus its base URL?")]
+    Decode { url: String, reason: String },
+    #[error("Prometheus answered the query '{query}' with a {kind}, not an instant vector")]
+    NotAVector { query: String, kind: String },
+}
+
+/// One series of an instant vector: its labels (without `__name__`) and value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+impl Series {
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels.get(name).map(String::as_str).filter(|v| !v.is_empty())
+    }
+}
+
+/// Talks to one Prometheus server.
+#[derive(Debug, Clone)]
+pub struct PrometheusClient {
+    http: reqwest::Client,
+    /// Base URL, ending in '/' so that `api/v1/query` joins under a path prefix.
+    base: Url,
+    query_url: Url,
+    auth: PrometheusAuth,
+    timeout: Duration,
+}
+
+impl PrometheusClient {
+    /// A client for the Prometheus at `base` (e.g. `http://prometheus:9090` or `http://host/prometheus/`).
+    pub fn new(base: &Url, auth: PrometheusAuth, timeout: Duration) -> Result<Self, PrometheusError> {
+        let mut base = base.clone();
+        if !base.path().ends_with('/') {
+            let path = format!("{}/", base.path());
+            base.set_path(&path);
+        }
+        let query_url = base.join("api/v1/query").map_err(|e| PrometheusError::Decode {
+            url: base.to_string(),
+            reason: format!("cannot form the query URL: {e}"),
+        })?;
+        let http = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(2)))
+            .build()
+            .map_err(|e| PrometheusError::Unreachable { url: base.to_string(), reason: innermost(&e) })?;
+        Ok(Self { http, base, query_url, auth, timeout })
+    }
+
+    /// The base URL, for display (it never carries credentials: see [`parse_prometheus_url`]).
+    pub fn base(&self) -> &Url {
+        &self.base
+    }
+
+    /// Evaluates `query` at `time_s` (seconds since the epoch) and returns its instant vector.
+    pub async fn query(&self, query: &str, time_s: f64) -> Result<Vec<Series>, PrometheusError> {
+        let url = self.base.to_string();
+        let time = format!("{time_s:.3}");
+        let request = self.http.get(self.query_url.clone()).query(&[("query", query), ("time", &time)]);
+        let request = match &self.auth {
+            PrometheusAuth::None => request,
+            PrometheusAuth::Bearer(token) => request.bearer_auth(token),
+            PrometheusAuth::Basic { user, password } => request.basic_auth(user, Some(password)),
+        };
+        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        if matches!(status.as_u16(), 401 | 403) {
+            return Err(PrometheusError::Unauthorized { url, status: status.as_u16() });
+        }
+        let body = response.bytes().await.map_err(|e| self.transport_error(&e))?;
+        // Prometheus answers query errors as JSON too (400, 422, 503): read the body before the status.
+        let answer: Answer = match serde_json::from_slice(&body) {
+            Ok(answer) => answer,
+            Err(_) if !status.is_success() => return Err(PrometheusError::Status { url, status: status.as_u16() }),
+            Err(e) => return Err(PrometheusError::Decode { url, reason: e.to_string() }),
+        };
+        if answer.status != "success" {
+            return Err(PrometheusError::Query {
+                query: query.to_owned(),
+                kind: answer.error_type.unwrap_or_else(|| format!("HTTP {}", status.as_u16())),
+                message: answer.error.unwrap_or_default(),
+            });
+        }
+        let data = answer.data.ok_or_else(|| PrometheusError::Decode { url, reason: "no `data`".to_owned() })?;
+        if data.result_type != "vector" {
+            return Err(PrometheusError::NotAVector { query: query.to_owned(), kind: data.result_type });
+        }
+        let result: Vec<RawSeries> = serde_json::from_value(data.result).map_err(|e| PrometheusError::Decode {
+            url: self.base.to_string(),
+            reason: format!("a vector of unexpected shape: {e}"),
+        })?;
+        Ok(result
+            .into_iter()
+            .filter_map(|RawSeries { mut metric, value: (_, value) }| {
+                // NaN and ±Inf carry no figure a page could show.
+                let value = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
+                metric.remove("__name__");
+                Some(Series { labels: metric, value })
+            })
+            .collect())
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> PrometheusError {
+        let url = self.base.to_string();
+        if e.is_timeout() {
+            PrometheusError::Timeout { url, after: self.timeout }
+        } else {
+            PrometheusError::Unreachable { url, reason: innermost(e) }
+        }
+    }
+}
+
+/// The root cause of a transport error ("Connection refused (os error 111)"),
+/// rather than reqwest's outer "error sending request for url".
+fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+/// `--fleet-prometheus`: an http URL with a host, no credentials, query or fragment.
+pub fn parse_prometheus_url(value: &str) -> Result<Url, String> {
+    let url = Url::parse(value.trim())
+        .map_err(|e| format!("'{value}' is not a URL ({e}); use e.g. http://prometheus:9090"))?;
+    match url.scheme() {
+        "http" => {}
+        "https" => {
+            return Err(format!(
+                "'{value}': https is not supported yet; reach Prometheus over http on a trusted network, \
+                 or through a local TLS-terminating proxy (e.g. http://127.0.0.1:9091 forwarding to it)"
+            ));
+        }
+        other => return Err(format!("'{value}': scheme '{other}' is not supported; use http://HOST:PORT")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("'{value}' has no host; use e.g. http://prometheus:9090"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "'{value}' carries credentials; pass them with --fleet-prometheus-user and \
+             GPUDASH_FLEET_PROMETHEUS_PASSWORD (or --fleet-prometheus-token) instead"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("'{value}' has a query or fragment; give Prometheus's base URL only"));
+    }
+    Ok(url)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer {
+    status: String,
+    data: Option<Data>,
+    error_type: Option<String>,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Data {
+    result_type: String,
+    result: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+struct RawSeries {
+    metric: BTreeMap<String, String>,
+    value: (f64, String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_http_without_credentials() {
+        assert_eq!(parse_prometheus_url("http://prom:9090").unwrap().as_str(), "http://prom:9090/");
+        assert!(parse_prometheus_url("http://127.0.0.1:9090/prometheus").is_ok());
+        for (value, expected) in [
+            ("prom:9090", "scheme 'prom'"),
+            ("https://prom:9090", "TLS-terminating proxy"),
+            ("http://ana:pw@prom:9090", "--fleet-prometheus-user"),
+            ("http://prom:9090/?x=1", "base URL only"),
+            ("not a url", "not a URL"),
+        ] {
+            let err = parse_prometheus_url(value).unwrap_err();
+            assert!(err.contains(expected), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_not_debug_printed() {
+        let auth = PrometheusAuth::Basic { user: "ana".to_owned(), password: "hunter2".to_owned() };
+        assert!(!format!("{auth:?}").contains("hunter2"));
+        assert!(!format!("{:?}", PrometheusAuth::Bearer("s3cret".to_owned())).contains("s3cret"));
+    }
+
+    #[test]
+    fn a_path_prefix_is_kept() {
+        let url = parse_prometheus_url("http://host/prometheus").unwrap();
+        let client = PrometheusClient::new(&url, PrometheusAuth::None, Duration::from_secs(1)).unwrap();
+        assert_eq!(client.query_url.as_str(), "http://host/prometheus/api/v1/query");
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_server_says_so() {
+        // A port nobody listens on: bind one, then free it.
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}")).unwrap();
+        let client = PrometheusClient::new(&url, PrometheusAuth::None, Duration::from_secs(2)).unwrap();
+        let err = client.query("up", 0.0).await.unwrap_err().to_string();
+        assert!(err.starts_with(&format!("cannot reach Prometheus at 'http://127.0.0.1:{port}/'")), "{err}");
+    }
+}

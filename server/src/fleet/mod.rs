@@ -1,0 +1,231 @@
+//! The fleet view: every GPU host a Prometheus server scrapes, read through
+//! its HTTP API rather than a home-made cluster protocol.
+//!
+//! One refresh sends one PromQL query per metric for the whole fleet
+//! ([`model::Query`]), concurrently, and joins the answers by (instance, gpu).
+//! Answers are cached for a few seconds; one refresh runs at a time, and callers
+//! wait for it asynchronously, never holding a runtime thread.
+
+pub mod client;
+pub mod model;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use reqwest::Url;
+use shared::fleet::{FleetFilter, FleetResponse};
+
+pub use client::{PrometheusAuth, PrometheusClient, PrometheusError, parse_prometheus_url};
+use model::{Answers, FleetView, Query};
+
+/// How long a silent node's last figures stay on the page by default.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
+/// How long one answer is served from cache by default.
+pub const DEFAULT_CACHE: Duration = Duration::from_secs(5);
+/// How long one query may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `--fleet-*` flags.
+#[derive(Args, Debug, Clone)]
+pub struct FleetArgs {
+    /// Show a Fleet page of every GPU host this Prometheus scrapes (http URL, e.g. http://prometheus:9090).
+    #[arg(long, env = "GPUDASH_FLEET_PROMETHEUS", value_name = "URL", value_parser = parse_prometheus_url)]
+    pub fleet_prometheus: Option<Url>,
+
+    /// Bearer token for that Prometheus.
+    #[arg(
+        long,
+        env = "GPUDASH_FLEET_PROMETHEUS_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true,
+        requires = "fleet_prometheus",
+        conflicts_with = "fleet_prometheus_user"
+    )]
+    pub fleet_prometheus_token: Option<String>,
+
+    /// Basic-auth user for that Prometheus; the password comes from GPUDASH_FLEET_PROMETHEUS_PASSWORD.
+    #[arg(
+        long,
+        env = "GPUDASH_FLEET_PROMETHEUS_USER",
+        value_name = "USER",
+        requires = "fleet_prometheus",
+        requires = "fleet_prometheus_password"
+    )]
+    pub fleet_prometheus_user: Option<String>,
+
+    /// Basic-auth password (prefer the environment variable: flags show in `ps`).
+    #[arg(long, env = "GPUDASH_FLEET_PROMETHEUS_PASSWORD", hide_env_values = true, hide = true)]
+    pub fleet_prometheus_password: Option<String>,
+
+    /// How long a node that stopped answering keeps its last figures on the Fleet page (1m to 24h).
+    #[arg(long, env = "GPUDASH_FLEET_WINDOW", default_value = "10m", value_parser = parse_window)]
+    pub fleet_window: Duration,
+}
+
+/// Where the fleet's figures come from, validated.
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    pub prometheus: Url,
+    pub auth: PrometheusAuth,
+    /// The `last_over_time` window: how long a silent node stays listed (as stale).
+    pub window: Duration,
+    /// How long one answer is served before asking again.
+    pub cache: Duration,
+    /// How long one query may take.
+    pub timeout: Duration,
+}
+
+impl FleetConfig {
+    /// Defaults for everything but the URL: no auth, a 10-minute window, 5 s cache and timeout.
+    pub fn new(prometheus: Url) -> Self {
+        Self {
+            prometheus,
+            auth: PrometheusAuth::None,
+            window: DEFAULT_WINDOW,
+            cache: DEFAULT_CACHE,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The configuration the flags ask for; `None` without `--fleet-prometheus`.
+    pub fn from_args(args: &FleetArgs) -> Option<Self> {
+        let auth = match (&args.fleet_prometheus_token, &args.fleet_prometheus_user) {
+            (Some(token), _) => PrometheusAuth::Bearer(token.clone()),
+            (None, Some(user)) => PrometheusAuth::Basic {
+                user: user.clone(),
+                password: args.fleet_prometheus_password.clone().unwrap_or_default(),
+            },
+            (None, None) => PrometheusAuth::None,
+        };
+        let url = args.fleet_prometheus.clone()?;
+        Some(Self { auth, window: args.fleet_window, ..Self::new(url) })
+    }
+}
+
+fn parse_window(value: &str) -> Result<Duration, String> {
+    let window = humantime::parse_duration(value.trim())
+        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 10m or 1h"))?;
+    if !(Duration::from_secs(60)..=Duration::from_secs(86_400)).contains(&window) {
+        return Err(format!("'{value}' is out of range; the fleet window must be between 1m and 24h"));
+    }
+    Ok(window)
+}
+
+/// The fleet, as a Prometheus server sees it, with a short cache.
+#[derive(Debug)]
+pub struct Fleet {
+    client: PrometheusClient,
+    config: FleetConfig,
+    cached: Mutex<Option<(Instant, Arc<FleetResponse>)>>,
+    /// Held while a refresh runs, so concurrent callers share one instead of each asking Prometheus.
+    refresh: tokio::sync::Mutex<()>,
+}
+
+impl Fleet {
+    pub fn new(config: FleetConfig) -> Result<Self, PrometheusError> {
+        let client = PrometheusClient::new(&config.prometheus, config.auth.clone(), config.timeout)?;
+        Ok(Self { client, config, cached: Mutex::new(None), refresh: tokio::sync::Mutex::new(()) })
+    }
+
+    pub fn config(&self) -> &FleetConfig {
+        &self.config
+    }
+
+    /// The fleet now: from cache when younger than the cache period, else freshly queried.
+    pub async fn snapshot(&self) -> Arc<FleetResponse> {
+        if let Some(fresh) = self.fresh() {
+            return fresh;
+        }
+        let _refreshing = self.refresh.lock().await;
+        // Someone else may have refreshed while this caller waited.
+        if let Some(fresh) = self.fresh() {
+            return fresh;
+        }
+        let answer = Arc::new(self.query().await);
+        *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((Instant::now(), answer.clone()));
+        answer
+    }
+
+    fn fresh(&self) -> Option<Arc<FleetResponse>> {
+        let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        cached.as_ref().filter(|(at, _)| at.elapsed() < self.config.cache).map(|(_, answer)| answer.clone())
+    }
+
+    /// Asks every query at one instant, concurrently, and joins the answers.
+    pub async fn query(&self) -> FleetResponse {
+        let started = Instant::now();
+        let now_ms = crate::telemetry::now_ms();
+        let time_s = now_ms as f64 / 1000.0;
+        let queries = Query::ALL.map(|q| {
+            let promql = q.promql(self.config.window);
+            async move { (q, self.client.query(&promql, time_s).await) }
+        });
+        let mut answers = Answers::new();
+        let mut error = None;
+        for (query, result) in futures_util::future::join_all(queries).await {
+            match result {
+                Ok(series) => {
+                    answers.insert(query, series);
+                }
+                Err(e) => {
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        let mut response = FleetResponse {
+            prometheus: self.client.base().to_string(),
+            queried_ms: now_ms,
+            query_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            window_ms: u64::try_from(self.config.window.as_millis()).unwrap_or(u64::MAX),
+            ..FleetResponse::default()
+        };
+        match error {
+            Some(e) => {
+                tracing::warn!("fleet: {e}");
+                response.error = Some(e.to_string());
+            }
+            None => {
+                let FleetView { nodes, gpus, summary, choices } = model::join(&answers);
+                response.nodes = nodes;
+                response.gpus = gpus;
+                response.summary = summary;
+                response.choices = choices;
+            }
+        }
+        response
+    }
+}
+
+/// `response` with only the GPUs `filter` passes, and the nodes that have one.
+pub fn filtered(response: &FleetResponse, filter: &FleetFilter) -> FleetResponse {
+    if filter.is_empty() {
+        return response.clone();
+    }
+    let gpus: Vec<_> = response.gpus.iter().filter(|g| filter.matches(g)).cloned().collect();
+    let nodes = response.nodes.iter().filter(|n| gpus.iter().any(|g| g.instance == n.instance)).cloned().collect();
+    FleetResponse { gpus, nodes, ..response.clone() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_query_is_one_promql_expression_over_the_whole_fleet() {
+        let window = Duration::from_secs(600);
+        assert_eq!(Query::GpuUtil.promql(window), "last_over_time(DCGM_FI_DEV_GPU_UTIL[600s])");
+        assert_eq!(Query::LastSeen.promql(window), "max_over_time(timestamp(up == 1)[600s:5s])");
+        assert_eq!(Query::Present.promql(window), "timestamp(DCGM_FI_DEV_FB_USED)");
+        let all: std::collections::HashSet<String> = Query::ALL.iter().map(|q| q.promql(window)).collect();
+        assert_eq!(all.len(), Query::ALL.len());
+        assert!(all.iter().all(|q| !q.contains("instance=")), "no per-node queries");
+    }
+
+    #[test]
+    fn windows_are_bounded() {
+        assert_eq!(parse_window("10m"), Ok(Duration::from_secs(600)));
+        assert!(parse_window("10s").unwrap_err().contains("between 1m and 24h"));
+        assert!(parse_window("soon").unwrap_err().contains("not a duration"));
+    }
+}

@@ -1,0 +1,264 @@
+//! The fleet view through a real Prometheus: Debian's `/usr/bin/prometheus` on
+//! loopback scrapes three simulated gpudash instances, and a fourth gpudash
+//! reads the fleet through Prometheus's HTTP API.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpudash::fleet::{FleetConfig, parse_prometheus_url};
+use gpudash::telemetry::simulator::Simulator;
+use shared::fleet::{FleetResponse, NodeKind};
+use tokio::net::TcpListener;
+
+use crate::support::TestServer;
+
+const SCRAPE_INTERVAL_S: u64 = 1;
+
+/// A child process killed (and reaped) when the test ends, passing or not.
+pub struct ChildGuard {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl ChildGuard {
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The end of its log, for failure messages.
+    pub fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        log.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub fn prometheus_binary() -> String {
+    let path = std::env::var("PROMETHEUS").unwrap_or_else(|_| "/usr/bin/prometheus".to_owned());
+    assert!(
+        Path::new(&path).exists(),
+        "the fleet test needs Prometheus (Debian package `prometheus`; `bash tests/run.sh` installs it)"
+    );
+    path
+}
+
+/// A loopback port free right now (Prometheus binds it itself).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+/// Starts Prometheus on loopback scraping `targets` every `interval_s`, and waits until it is ready.
+pub async fn start_prometheus(dir: &Path, targets: &[String], interval_s: u64) -> (ChildGuard, String) {
+    let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+    let config = format!(
+        "global:\n  scrape_interval: {interval_s}s\n  scrape_timeout: {interval_s}s\n\
+         scrape_configs:\n  - job_name: gpudash\n    static_configs:\n      - targets: [{list}]\n"
+    );
+    let config_path = dir.join("prometheus.yml");
+    std::fs::write(&config_path, config).expect("write prometheus.yml");
+    let port = free_port();
+    let log = dir.join("prometheus.log");
+    let out = std::fs::File::create(&log).expect("log file");
+    let child = Command::new(prometheus_binary())
+        .arg(format!("--config.file={}", config_path.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log file"))
+        .stderr(out)
+        .spawn()
+        .expect("start prometheus");
+    let guard = ChildGuard { child, log };
+    let base = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = reqwest::get(format!("{base}/-/ready")).await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "Prometheus not ready within 30 s:\n{}", guard.log_tail());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    (guard, base)
+}
+
+/// A simulated gpudash reporting `hostname`.
+async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfig>) -> TestServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options {
+        hostname: Some(hostname.to_owned()),
+        fleet,
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(gpus, 200)), options).await.expect("start");
+    let base = format!("http://{}", running.addr());
+    TestServer { running, base }
+}
+
+/// Polls `url` until `done` holds, failing after `secs` with the last answer.
+async fn fleet_until(url: &str, secs: u64, what: &str, done: impl Fn(&FleetResponse) -> bool) -> FleetResponse {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let response = reqwest::get(url).await.expect("GET /api/fleet");
+        assert_eq!(response.status(), 200);
+        let fleet: FleetResponse = response.json().await.expect("a FleetResponse");
+        if done(&fleet) {
+            return fleet;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s; last answer: {fleet:#?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Who is on each GPU of `server`, as its own API says: (gpu, users).
+async fn own_users(server: &TestServer) -> Vec<(u32, Vec<String>)> {
+    let body: serde_json::Value =
+        reqwest::get(server.url("/api/processes")).await.expect("GET /api/processes").json().await.expect("JSON");
+    let mut users: Vec<(u32, Vec<String>)> = (0..2).map(|gpu| (gpu, Vec::new())).collect();
+    for p in body["processes"].as_array().expect("processes") {
+        let gpu = p["device"].as_u64().expect("a device index") as usize;
+        users[gpu].1.push(p["user"].as_str().unwrap_or("unknown").to_owned());
+    }
+    users.iter_mut().for_each(|(_, u)| {
+        u.sort();
+        u.dedup();
+    });
+    users
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["fleet-a", "fleet-b", "fleet-c"];
+    let mut nodes = Vec::new();
+    for name in names {
+        nodes.push(instance(name, 2, None).await);
+    }
+    let targets: Vec<String> = nodes.iter().map(|n| n.running.addr().to_string()).collect();
+    let (mut prometheus, prometheus_url) = start_prometheus(dir.path(), &targets, SCRAPE_INTERVAL_S).await;
+    let fleet_config = FleetConfig {
+        cache: Duration::from_millis(300),
+        timeout: Duration::from_secs(2),
+        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
+    };
+    let viewer = instance("viewer", 1, Some(fleet_config)).await;
+    let url = viewer.url("/api/fleet");
+
+    // All three, with both GPUs each and the same users as each instance's own API says.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let fleet = loop {
+        let mut expected = Vec::new();
+        for node in &nodes {
+            expected.push((node.running.addr().to_string(), own_users(node).await));
+        }
+        let fleet: FleetResponse = reqwest::get(&url).await.unwrap().json().await.unwrap();
+        let users_match = expected.iter().all(|(instance, users)| {
+            users.iter().all(|(gpu, users)| {
+                fleet.gpus.iter().any(|g| {
+                    let names = g.users.as_ref().map(|u| {
+                        let mut names: Vec<String> = u.iter().map(|u| u.user.clone()).collect();
+                        names.sort();
+                        names
+                    });
+                    &g.instance == instance && g.gpu == *gpu && names.as_ref() == Some(users)
+                })
+            })
+        });
+        let someone = expected.iter().any(|(_, users)| users.iter().any(|(_, u)| !u.is_empty()));
+        let live =
+            fleet.error.is_none() && fleet.nodes.len() == 3 && fleet.nodes.iter().all(|n| !n.stale && n.gpus == 2);
+        if live && users_match && someone {
+            break fleet;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "three live nodes with their users, not within 30 s: {fleet:#?}\n{expected:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let hosts: Vec<&str> = fleet.nodes.iter().map(|n| n.hostname.as_str()).collect();
+    assert_eq!(hosts, names);
+    for (node, server) in fleet.nodes.iter().zip(&nodes) {
+        assert_eq!(node.kind, NodeKind::Gpudash);
+        assert_eq!(node.url.as_deref(), Some(format!("{}/", server.base).as_str()));
+        assert!(node.simulated && node.up == Some(true) && node.version.is_some());
+    }
+    assert_eq!(fleet.summary.gpus, 6);
+    for gpu in &fleet.gpus {
+        assert_eq!(gpu.model.as_deref(), Some("NVIDIA H200 (simulated)"));
+        assert!(gpu.memory_total.unwrap() > 100 << 30, "{gpu:?}");
+        assert!(
+            gpu.memory_used.is_some() && gpu.temperature_c.is_some() && gpu.power_w.is_some() && gpu.gpu_util.is_some()
+        );
+    }
+    let first_busy = fleet.gpus.iter().position(|g| !g.free).unwrap_or(fleet.gpus.len());
+    assert!(fleet.gpus[first_busy..].iter().all(|g| !g.free), "free GPUs first: {:#?}", fleet.gpus);
+    assert!(fleet.gpus.iter().any(|g| g.users.as_ref().is_some_and(|u| !u.is_empty())), "someone holds a GPU");
+
+    // Filters: by host, by user.
+    let only_b: FleetResponse = reqwest::get(format!("{url}?host=FLEET-B")).await.unwrap().json().await.unwrap();
+    assert_eq!(only_b.nodes.len(), 1);
+    assert!(only_b.gpus.len() == 2 && only_b.gpus.iter().all(|g| g.hostname == "fleet-b"));
+    let user = fleet.choices.users.first().expect("a user").clone();
+    let by_user: FleetResponse = reqwest::get(format!("{url}?user={user}")).await.unwrap().json().await.unwrap();
+    assert!(!by_user.gpus.is_empty());
+    assert!(by_user.gpus.iter().all(|g| g.users.iter().flatten().any(|u| u.user == user)));
+
+    // One instance dies: stale within a few scrape intervals, still listed with its last figures.
+    let dead = nodes.remove(1);
+    dead.stop().await;
+    let fleet = fleet_until(&url, 10 * SCRAPE_INTERVAL_S, "fleet-b marked stale", |f| {
+        f.nodes.iter().any(|n| n.hostname == "fleet-b" && n.stale)
+    })
+    .await;
+    let b = fleet.nodes.iter().find(|n| n.hostname == "fleet-b").unwrap();
+    assert_eq!(b.up, Some(false));
+    assert!(b.last_seen_ms.is_some_and(|t| t + 60_000 > fleet.queried_ms), "{b:?}");
+    assert!(fleet.nodes.iter().filter(|n| n.hostname != "fleet-b").all(|n| !n.stale));
+    let b_gpus: Vec<_> = fleet.gpus.iter().filter(|g| g.hostname == "fleet-b").collect();
+    assert_eq!(b_gpus.len(), 2);
+    assert!(b_gpus.iter().all(|g| g.stale && !g.free && g.memory_used.is_some()));
+    assert!(fleet.gpus.iter().rev().take(2).all(|g| g.hostname == "fleet-b"), "stale GPUs last");
+
+    // Prometheus goes away: the fleet answer says so; the local dashboard carries on.
+    prometheus.stop();
+    let fleet = fleet_until(&url, 10, "an error once Prometheus is gone", |f| f.error.is_some()).await;
+    let error = fleet.error.unwrap();
+    assert!(error.contains(&format!("cannot reach Prometheus at '{prometheus_url}/'")), "{error}");
+    assert!(fleet.nodes.is_empty() && fleet.gpus.is_empty());
+    let devices = reqwest::get(viewer.url("/api/devices")).await.unwrap();
+    assert_eq!(devices.status(), 200);
+
+    viewer.stop().await;
+    for node in nodes {
+        node.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn without_a_prometheus_the_fleet_view_says_how_to_turn_it_on() {
+    let server = TestServer::simulated(1, 200).await;
+    let response = reqwest::get(server.url("/api/fleet")).await.unwrap();
+    assert_eq!(response.status(), 503);
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("--fleet-prometheus"), "{body}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_host_name_flag_names_the_host_everywhere() {
+    let server = instance("renamed-7", 1, None).await;
+    let devices: serde_json::Value = reqwest::get(server.url("/api/devices")).await.unwrap().json().await.unwrap();
+    assert_eq!(devices["host"]["hostname"], "renamed-7");
+    let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("gpudash_info{Hostname=\"renamed-7\""), "{metrics}");
+    server.stop().await;
+}
