@@ -55,6 +55,14 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_AUTH_FILE", value_name = "FILE")]
     pub auth_file: Option<PathBuf>,
 
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
+    #[arg(long, env = "GPUDASH_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key for --tls-cert.
+    #[arg(long, env = "GPUDASH_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Serve on a non-loopback address without any token (everyone may do everything; the page warns).
     #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -91,6 +99,8 @@ pub struct Config {
     pub hostname: Option<String>,
     /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.
     pub fleet: Option<crate::fleet::FleetConfig>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 impl From<Cli> for Config {
@@ -105,6 +115,8 @@ impl From<Cli> for Config {
             lab: crate::lab::LabConfig::from(&cli.lab),
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
+            tls_cert: cli.tls_cert,
+            tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
             hostname: cli.hostname,
         }

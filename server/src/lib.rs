@@ -80,6 +80,8 @@ pub struct Options {
     pub hostname: Option<String>,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<fleet::FleetConfig>,
+    /// Serve HTTPS with this PEM certificate chain and private key.
+    pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 impl Options {
@@ -93,6 +95,7 @@ impl Options {
             exposed_without_auth: false,
             hostname: None,
             fleet: None,
+            tls: None,
         }
     }
 }
@@ -137,6 +140,10 @@ pub async fn start_with(
         let setup = tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options));
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
     };
+    let tls = match &options.tls {
+        Some((cert, key)) => Some(web::tls::acceptor(cert, key).map_err(std::io::Error::other)?),
+        None => None,
+    };
     let audit = match &options.store {
         Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
         None => audit::Audit::memory(),
@@ -151,18 +158,25 @@ pub async fn start_with(
         auth: Arc::new(auth::Auth::new(options.auth)),
         audit,
         bridge: Arc::default(),
-        tls: false,
+        tls: tls.is_some(),
         exposed_without_auth: options.exposed_without_auth,
         fleet,
     });
     let mut stop = shutdown_rx;
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|stopping| *stopping).await;
-            })
-            .await
-    });
+    let stopping = async move {
+        let _ = stop.wait_for(|stopping| *stopping).await;
+    };
+    let server = match tls {
+        Some(acceptor) => {
+            let listener = web::tls::TlsListener::new(listener, acceptor)?;
+            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
+            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
+        }
+        None => {
+            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
+            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
+        }
+    };
     Ok(Running { addr, telemetry, shutdown, server, sampler, lab })
 }
 
@@ -239,11 +253,13 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
         exposed_without_auth: exposed && auth.tokens.is_empty(),
         auth,
+        tls: config.tls_cert.clone().zip(config.tls_key.clone()),
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
-    tracing::info!("gpudash {} serving on http://{}", env!("CARGO_PKG_VERSION"), running.addr());
+    let scheme = if config.tls_cert.is_some() { "https" } else { "http" };
+    tracing::info!("gpudash {} serving on {scheme}://{}", env!("CARGO_PKG_VERSION"), running.addr());
     signal.await;
     tracing::info!("shutting down");
     running.shutdown().await.context("the server stopped with an error")

@@ -9,6 +9,11 @@ const BIN: &str = env!("CARGO_BIN_EXE_gpudash");
 
 /// Starts gpudash and returns it with the `http://IP:PORT` it logged.
 fn spawn(args: &[&str]) -> (Child, String) {
+    spawn_logged(args, "http://")
+}
+
+/// Starts gpudash and returns it with the address it logged after `scheme`.
+fn spawn_logged(args: &[&str], scheme: &str) -> (Child, String) {
     let mut child = Command::new(BIN)
         .args(args)
         .env("GPUDASH_LOG", "info")
@@ -21,7 +26,7 @@ fn spawn(args: &[&str]) -> (Child, String) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
         let Some(Ok(line)) = lines.next() else { break };
-        if let Some(at) = line.find("http://") {
+        if let Some(at) = line.find(scheme) {
             let url = line[at..].split_whitespace().next().unwrap_or_default().to_owned();
             // Keep draining stderr so the child never blocks on a full pipe.
             std::thread::spawn(move || lines.for_each(drop));
@@ -197,4 +202,54 @@ fn rusqlite_count(path: &std::path::Path, since: u64) -> i64 {
     let conn = rusqlite::Connection::open(path).expect("history database");
     conn.query_row("SELECT count(*) FROM samples WHERE device = 0 AND ts >= ?1", [since as i64], |r| r.get(0))
         .expect("count samples")
+}
+
+#[test]
+fn tls_serves_https_and_refuses_plain_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let generated = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, generated.cert.pem()).unwrap();
+    std::fs::write(&key, generated.signing_key.serialize_pem()).unwrap();
+    let args = [
+        "--simulate",
+        "1",
+        "--no-history",
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let (mut child, url) = spawn_logged(&args, "https://");
+    let port = url.rsplit(':').next().unwrap().to_owned();
+    let https = format!("https://localhost:{port}");
+    let out = Command::new("curl")
+        .args(["-sf", "--cacert", cert.to_str().unwrap(), "--resolve", &format!("localhost:{port}:127.0.0.1")])
+        .arg(format!("{https}/healthz"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "HTTPS request failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"ok\""));
+    let plain = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://127.0.0.1:{port}/healthz"))
+        .output()
+        .unwrap();
+    assert_ne!(String::from_utf8_lossy(&plain.stdout), "200", "plain HTTP must not be served on the TLS port");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "junk").unwrap();
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--no-history", "--listen", "127.0.0.1:0", "--tls-cert"])
+        .arg(&junk)
+        .arg("--tls-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("junk.pem"), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -2,8 +2,6 @@
 //! cookie, or anonymous by policy), which paths need what, cross-site
 //! checks, and the login/logout/me/audit routes.
 
-use std::net::SocketAddr;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, Request, State};
@@ -13,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use shared::auth::{AuditEntry, LoginRequest, Me, Role};
 
+use super::tls::PeerAddr;
 use super::{ApiError, AppState};
 use crate::audit::{Event, Outcome};
 use crate::auth::{Identity, SESSION_LIFETIME, Unauthorized};
@@ -67,8 +66,8 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
     }
     let client = request
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(|| "unknown".to_owned(), |ConnectInfo(addr)| addr.ip().to_string());
+        .get::<ConnectInfo<PeerAddr>>()
+        .map_or_else(|| "unknown".to_owned(), |ConnectInfo(PeerAddr(addr))| addr.ip().to_string());
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -148,7 +147,7 @@ pub async fn whoami(State(state): State<AppState>, caller: Option<axum::Extensio
 /// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie.
 pub async fn login(
     State(state): State<AppState>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let client = peer.ip().to_string();
