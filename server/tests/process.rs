@@ -1,6 +1,9 @@
 //! The `gpudash` binary as an operator runs it: exit codes, messages, and
 //! history that survives `kill -9`.
 
+// Test code: a failed unwrap is a failed test; children are killed and waited for by each test.
+#![allow(clippy::unwrap_used, clippy::zombie_processes)]
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

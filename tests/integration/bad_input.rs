@@ -218,7 +218,7 @@ async fn ws_answer(server: &TestServer, message: Message) -> Result<String, Opti
     let (mut socket, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
     let _ = socket.next().await; // snapshot
     let _ = socket.send(message).await;
-    let answer = tokio::time::timeout(Duration::from_secs(5), async {
+    tokio::time::timeout(Duration::from_secs(5), async {
         while let Some(frame) = socket.next().await {
             match frame {
                 Ok(Message::Text(text)) => {
@@ -235,8 +235,7 @@ async fn ws_answer(server: &TestServer, message: Message) -> Result<String, Opti
         Err(None)
     })
     .await
-    .expect("an answer in time");
-    answer
+    .expect("an answer in time")
 }
 
 #[tokio::test]

@@ -16,13 +16,11 @@ async fn snapshot_first_then_one_tick_per_period_in_order() {
     };
     assert!(host.simulated);
     assert_eq!(devices.len(), 2);
-    let mut expected = seq + 1;
-    for _ in 0..10 {
+    for expected in seq + 1..=seq + 10 {
         let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else { panic!("expected a tick") };
         assert_eq!(tick.seq, expected, "no gap, no repeat");
         assert_eq!(tick.samples.len(), 2);
         assert!(tick.samples.iter().all(|s| s.memory_used.is_some()));
-        expected += 1;
     }
     server.stop().await;
 }

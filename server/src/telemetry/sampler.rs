@@ -131,7 +131,7 @@ mod tests {
         }
         fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
             let calls = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-            assert!(calls % 2 == 0, "injected fault");
+            assert!(calls.is_multiple_of(2), "injected fault");
             self.inner.sample(timestamp_ms)
         }
         fn details(&self, timestamp_ms: u64) -> Details {

@@ -337,7 +337,7 @@ impl SimGpu {
                     command: COMMANDS[pick % COMMANDS.len()].to_owned(),
                     // Jobs look like they started a while ago, as on a real shared server.
                     started_ms: now_ms.saturating_sub(rng.u64(0..3_600_000)),
-                    container: (pick % 2 == 0).then(|| format!("{:012x}", rng.u64(..1 << 48))),
+                    container: pick.is_multiple_of(2).then(|| format!("{:012x}", rng.u64(..1 << 48))),
                 });
                 Phase::Job {
                     target: (total * (0.25 + 0.7 * rng.f64())) as u64,

@@ -127,9 +127,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let junk = dir.path().join("junk.pem");
         std::fs::write(&junk, "not pem").unwrap();
-        let err = acceptor(Path::new("/nonexistent/cert.pem"), &junk).unwrap_err();
+        let err = acceptor(Path::new("/nonexistent/cert.pem"), &junk).err().unwrap();
         assert!(err.contains("/nonexistent/cert.pem"), "{err}");
-        let err = acceptor(&junk, &junk).unwrap_err();
+        let err = acceptor(&junk, &junk).err().unwrap();
         assert!(err.contains("junk.pem") && err.contains("no certificate"), "{err}");
     }
 }
