@@ -19,6 +19,9 @@ use crate::telemetry::encode;
 const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
 /// Messages per second a client may send on average (bursts up to twice that).
 const MESSAGES_PER_SECOND: u32 = 10;
+/// What each socket reads into. Clients send only small messages, and tungstenite
+/// zero-fills its whole read buffer (128 KiB by default, so 125 MiB for 1,000 sockets).
+const READ_BUFFER: usize = MAX_CLIENT_MESSAGE;
 /// A socket that cannot take a message for this long is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -26,6 +29,7 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 pub async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
+        .read_buffer_size(READ_BUFFER)
         .on_upgrade(move |socket| stream(socket, state))
 }
 

@@ -1,0 +1,190 @@
+//! Frontend budgets, printed for docs/BENCHMARKS.md: the app's gzip download
+//! (asserted against its 250 KiB budget), and in Chromium the first render and
+//! the time each tick's redraw takes with 8 GPUs and an hour of 1 Hz history
+//! (printed, never asserted: timing belongs in figures, not pass/fail tests).
+//!
+//! `cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1`
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use fantoccini::Locator;
+use gpudash::store::{Retention, Store};
+use gpudash::telemetry::GpuSource as _;
+use gpudash::telemetry::simulator::Simulator;
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::support::TestServer;
+
+/// The whole app (page, scripts, wasm, styles), gzip as served.
+const APP_BUDGET: usize = 250 * 1024;
+const APP_FILES: [&str; 5] =
+    ["/", "/assets/boot.js", "/assets/frontend.js", "/assets/frontend_bg.wasm", "/assets/style.css"];
+/// Ticks whose handling is timed.
+const TICKS: usize = 100;
+
+#[expect(clippy::print_stdout, reason = "these tests exist to print figures")]
+fn print_figures(text: &str) {
+    println!("{text}");
+}
+
+#[tokio::test]
+async fn the_app_downloads_within_its_gzip_budget() {
+    let server = TestServer::simulated(1, 1000).await;
+    let http = reqwest::Client::new();
+    let mut figures = String::from("\n| file | gzip bytes |\n| --- | --- |\n");
+    let mut total = 0;
+    for path in APP_FILES {
+        let response = http.get(server.url(path)).header("accept-encoding", "gzip").send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(response.headers()["content-encoding"], "gzip", "{path} is served compressed");
+        // reqwest is built without its gzip feature: these are the bytes on the wire.
+        let size = response.bytes().await.unwrap().len();
+        total += size;
+        let _ = writeln!(figures, "| {path} | {size} |");
+    }
+    let _ =
+        writeln!(figures, "| whole app | {total} ({:.1} KiB of {} KiB) |", total as f64 / 1024.0, APP_BUDGET / 1024);
+    print_figures(&figures);
+    assert!(total <= APP_BUDGET, "the app weighs {total} bytes gzip, over its {APP_BUDGET}-byte budget");
+    server.stop().await;
+}
+
+/// Installed before the page's own scripts: times every WebSocket message's
+/// handling (its task and the microtasks it queues, where Leptos runs effects
+/// and the charts draw), counts canvas draws, and notes the first one.
+const PROBE: &str = r"(() => {
+  const probe = { recording: false, tasks: [], draws: [], firstDrawEnd: null };
+  window.__gpudashProbe = probe;
+  let drawsInTask = 0;
+  const afterTask = (done) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => done(performance.now());
+    channel.port2.postMessage(0);
+  };
+  const getContext = HTMLCanvasElement.prototype.getContext;
+  HTMLCanvasElement.prototype.getContext = function (kind, ...rest) {
+    if (kind === '2d') {
+      drawsInTask += 1;
+      if (probe.firstDrawEnd === null) { probe.firstDrawEnd = 0; afterTask((t) => { probe.firstDrawEnd = t; }); }
+    }
+    return getContext.call(this, kind, ...rest);
+  };
+  const Native = window.WebSocket;
+  class Probed extends Native {
+    set onmessage(handler) {
+      super.onmessage = handler && ((event) => {
+        const start = performance.now();
+        drawsInTask = 0;
+        handler.call(this, event);
+        afterTask((end) => {
+          if (probe.recording && typeof event.data === 'string' && event.data.startsWith('{\x22type\x22:\x22tick\x22')) {
+            probe.tasks.push(end - start);
+            probe.draws.push(drawsInTask);
+          }
+        });
+      });
+    }
+    get onmessage() { return super.onmessage; }
+  }
+  window.WebSocket = Probed;
+})();";
+
+/// A Chrome DevTools command through chromedriver (`goog/cdp/execute`).
+#[derive(Debug)]
+struct Cdp {
+    method: &'static str,
+    params: serde_json::Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(serde_json::json!({ "cmd": self.method, "params": self.params }).to_string()))
+    }
+}
+
+/// An hour of 1 Hz samples of `gpus` simulated GPUs, ending now.
+fn an_hour_of_history(dir: &std::path::Path, gpus: u32) {
+    let store = Store::open(dir, true, Retention::default()).expect("open store");
+    let recorder = store.recorder().expect("recorder");
+    let sim = Simulator::new(gpus, 1000);
+    let now = gpudash::telemetry::now_ms();
+    for second in (1..=3600u64).rev() {
+        recorder.record_waiting(&sim.sample(now - second * 1000));
+    }
+    recorder.stop();
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    sorted.get(((q * (sorted.len().max(1) - 1) as f64).round()) as usize).copied().unwrap_or(f64::NAN)
+}
+
+#[tokio::test]
+async fn chart_redraw_and_first_render_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    an_hour_of_history(dir.path(), 8);
+    let server = TestServer::with_history(8, 100, dir.path()).await;
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.issue_cmd(Cdp {
+            method: "Page.addScriptToEvaluateOnNewDocument",
+            params: serde_json::json!({ "source": PROBE }),
+        })
+        .await
+        .expect("chromedriver passes DevTools commands");
+        c.goto(&url).await.unwrap();
+        eventually(15, "eight drawn memory charts", || async {
+            (texts(&c, ".gpu-card").await.len() == 8).then_some(())
+        })
+        .await;
+        let first_render = eventually(10, "the first chart draw", || async {
+            js(&c, "return window.__gpudashProbe.firstDrawEnd || null").await.as_f64()
+        })
+        .await;
+        let paint = js(
+            &c,
+            "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null",
+        )
+        .await;
+        let hour = eventually(10, "the 1h range button", || async {
+            c.find(Locator::Css("#range-picker button[data-range='1h']")).await.ok()
+        })
+        .await;
+        hour.click().await.unwrap();
+        // Let the hour's answers arrive and draw before timing live ticks.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        js(&c, "window.__gpudashProbe.recording = true; return null").await;
+        let timing = eventually(60, "100 timed ticks", || async {
+            let probe = js(&c, "const p = window.__gpudashProbe; return { tasks: p.tasks, draws: p.draws }").await;
+            (probe["tasks"].as_array().map_or(0, Vec::len) >= TICKS).then_some(probe)
+        })
+        .await;
+        let history_charts = texts(&c, "canvas.history-chart").await.len();
+
+        let mut tasks: Vec<f64> = timing["tasks"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
+        tasks.truncate(TICKS);
+        tasks.sort_by(f64::total_cmp);
+        let draws: Vec<u64> = timing["draws"].as_array().unwrap().iter().filter_map(|v| v.as_u64()).collect();
+        let mean_draws = draws.iter().take(TICKS).sum::<u64>() as f64 / TICKS as f64;
+        let mut figures = String::from("\n| figure | value | target |\n| --- | --- | --- |\n");
+        let _ = writeln!(
+            figures,
+            "| tick handling incl. redraw, {TICKS} ticks, 8 GPUs, {history_charts} history charts on 1 h: \
+             p50 / p99 / max | {:.2} / {:.2} / {:.2} ms | p99 ≤ 8 ms |",
+            quantile(&tasks, 0.5),
+            quantile(&tasks, 0.99),
+            tasks.last().copied().unwrap_or(f64::NAN)
+        );
+        let _ = writeln!(figures, "| canvas draws per tick (mean) | {mean_draws:.1} | |");
+        let _ = writeln!(figures, "| first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
+        let _ = writeln!(figures, "| first contentful paint | {:.0} ms | |", paint.as_f64().unwrap_or(f64::NAN));
+        print_figures(&figures);
+        assert_eq!(tasks.len(), TICKS, "every timed tick was counted");
+    })
+    .await;
+    server.stop().await;
+}

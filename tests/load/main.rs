@@ -1,0 +1,58 @@
+//! `gpudash-load`: how the live fan-out holds up with many viewers, and what
+//! each wire encoding of a tick would weigh.
+//!
+//! `gpudash-load fanout` starts `gpudash --simulate` on loopback, opens N
+//! WebSockets, and reports tick delay, throughput and the server's CPU and
+//! memory; `gpudash-load encodings` compares tick encodings. Commands and
+//! results: docs/BENCHMARKS.md, "Live fan-out".
+
+mod clients;
+mod encodings;
+mod fanout;
+mod procstat;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+#[derive(Parser, Debug)]
+#[command(name = "gpudash-load", about = "Loads gpudash's live fan-out on loopback and reports the figures")]
+enum Command {
+    /// N WebSocket viewers against `gpudash --simulate G --interval I`, for a bounded time.
+    Fanout(fanout::FanoutArgs),
+    /// Bytes and CPU per tick: JSON full vs JSON delta vs MessagePack vs postcard.
+    Encodings(encodings::EncodingArgs),
+}
+
+fn main() -> ExitCode {
+    let outcome = match Command::parse() {
+        Command::Fanout(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow_like)
+            .and_then(|rt| rt.block_on(fanout::run(args))),
+        Command::Encodings(args) => encodings::run(&args),
+    };
+    match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            let _ = writeln!(std::io::stderr().lock(), "gpudash-load: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Errors of this tool are messages for the person running it.
+fn anyhow_like(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// A value at quantile `q` (0..=1) of sorted `values`.
+fn quantile<T: Copy + Default>(sorted: &[T], q: f64) -> T {
+    if sorted.is_empty() {
+        return T::default();
+    }
+    let rank = (q * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
