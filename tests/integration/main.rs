@@ -1,16 +1,22 @@
 //! gpudash's integration tests, built as one binary: the server runs in-process
 //! on port 0 with simulated GPUs; browser tests drive Debian's Chromium.
 
+// Every function here is test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod api;
+mod bad_input;
 mod browser;
-mod budgets;
 mod browser_auth;
 mod browser_lab;
+mod browser_telemetry;
+mod budgets;
 mod fleet;
 mod history;
 mod lab;
 mod lab_store;
 mod metrics;
 mod p2p;
+mod security;
 mod support;
 mod ws;
