@@ -52,7 +52,7 @@ pub struct FleetNode {
     pub up: Option<bool>,
     /// Its series are not current: the last scrape failed, the target is gone, or its GPU series stopped.
     pub stale: bool,
-    /// Last successful scrape, ms since the epoch (to the subquery step, 5 s), when within the window.
+    /// Last successful scrape, ms since the epoch (to the subquery step, 1 s), when within the window.
     pub last_seen_ms: Option<u64>,
     pub gpus: u32,
     pub free_gpus: u32,

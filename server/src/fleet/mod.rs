@@ -215,7 +215,7 @@ mod tests {
     fn every_query_is_one_promql_expression_over_the_whole_fleet() {
         let window = Duration::from_secs(600);
         assert_eq!(Query::GpuUtil.promql(window), "last_over_time(DCGM_FI_DEV_GPU_UTIL[600s])");
-        assert_eq!(Query::LastSeen.promql(window), "max_over_time(timestamp(up == 1)[600s:5s])");
+        assert_eq!(Query::LastSeen.promql(window), "max_over_time(timestamp(up == 1)[600s:1s])");
         assert_eq!(Query::Present.promql(window), "timestamp(DCGM_FI_DEV_FB_USED)");
         let all: std::collections::HashSet<String> = Query::ALL.iter().map(|q| q.promql(window)).collect();
         assert_eq!(all.len(), Query::ALL.len());

@@ -19,7 +19,7 @@ const FREE_MEMORY_SHARE: f64 = 0.01;
 pub enum Query {
     /// `up`: did the last scrape of each target succeed.
     Up,
-    /// When each target last scraped well (a subquery over the window, to its 5 s step).
+    /// When each target last scraped well (a subquery over the window, to its 1 s step).
     LastSeen,
     GpuUtil,
     FbUsed,
@@ -60,7 +60,7 @@ impl Query {
         let last = |metric: &str| format!("last_over_time({metric}[{w}])");
         match self {
             Self::Up => "up".to_owned(),
-            Self::LastSeen => format!("max_over_time(timestamp(up == 1)[{w}:5s])"),
+            Self::LastSeen => format!("max_over_time(timestamp(up == 1)[{w}:1s])"),
             Self::GpuUtil => last("DCGM_FI_DEV_GPU_UTIL"),
             Self::FbUsed => last("DCGM_FI_DEV_FB_USED"),
             Self::FbFree => last("DCGM_FI_DEV_FB_FREE"),
