@@ -27,10 +27,63 @@ pub struct Details {
 }
 
 /// Recent memory history of one device, oldest first.
+///
+/// On the wire it is columnar, with timestamps as deltas
+/// (`{"index":0,"start_ms":…,"dt_ms":[0,1000,…],"memory_used":[…]}`): a third of the
+/// bytes of one object per point. Every socket's write buffer grows to the largest
+/// message it sent, and the snapshot is that message, so its size is the server's
+/// memory per viewer.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(from = "CompactHistory", into = "CompactHistory")]
 pub struct DeviceHistory {
     pub index: u32,
     pub points: Vec<MemoryPoint>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CompactHistory {
+    index: u32,
+    start_ms: u64,
+    dt_ms: Vec<u64>,
+    memory_used: Vec<u64>,
+}
+
+impl From<DeviceHistory> for CompactHistory {
+    fn from(history: DeviceHistory) -> Self {
+        let start_ms = history.points.first().map_or(0, |p| p.timestamp_ms);
+        let mut previous = start_ms;
+        let dt_ms = history
+            .points
+            .iter()
+            .map(|p| {
+                let dt = p.timestamp_ms.saturating_sub(previous);
+                previous = p.timestamp_ms;
+                dt
+            })
+            .collect();
+        Self {
+            index: history.index,
+            start_ms,
+            dt_ms,
+            memory_used: history.points.iter().map(|p| p.memory_used).collect(),
+        }
+    }
+}
+
+impl From<CompactHistory> for DeviceHistory {
+    fn from(compact: CompactHistory) -> Self {
+        let mut timestamp_ms = compact.start_ms;
+        let points = compact
+            .dt_ms
+            .iter()
+            .zip(&compact.memory_used)
+            .map(|(dt, &memory_used)| {
+                timestamp_ms = timestamp_ms.saturating_add(*dt);
+                MemoryPoint { timestamp_ms, memory_used }
+            })
+            .collect();
+        Self { index: compact.index, points }
+    }
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -83,6 +136,23 @@ mod tests {
         let json = serde_json::to_string(&m).unwrap();
         assert_eq!(json, r#"{"type":"tick","seq":7,"samples":[]}"#);
         assert_eq!(serde_json::from_str::<ServerMessage>(&json).unwrap(), m);
+    }
+
+    #[test]
+    fn history_is_columnar_on_the_wire_and_reads_back() {
+        let history = DeviceHistory {
+            index: 2,
+            points: vec![
+                MemoryPoint { timestamp_ms: 1_000_000, memory_used: 5 },
+                MemoryPoint { timestamp_ms: 1_001_000, memory_used: 7 },
+                MemoryPoint { timestamp_ms: 1_002_500, memory_used: 9 },
+            ],
+        };
+        let json = serde_json::to_string(&history).unwrap();
+        assert_eq!(json, r#"{"index":2,"start_ms":1000000,"dt_ms":[0,1000,1500],"memory_used":[5,7,9]}"#);
+        assert_eq!(serde_json::from_str::<DeviceHistory>(&json).unwrap(), history);
+        let empty = DeviceHistory { index: 0, points: vec![] };
+        assert_eq!(serde_json::from_str::<DeviceHistory>(&serde_json::to_string(&empty).unwrap()).unwrap(), empty);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use super::MemoryRing;
 /// How much memory history a page gets when it connects.
 pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
 /// Most points per device in a snapshot, whatever the sampling period.
-pub const SNAPSHOT_POINTS: usize = 600;
+pub const SNAPSHOT_POINTS: usize = 300;
 /// Ticks a slow socket may fall behind before it is resynchronised with a snapshot.
 const FRAME_BACKLOG: usize = 64;
 /// XID errors kept per device.
