@@ -4,21 +4,24 @@
 
 use leptos::{logging, prelude::*, task::spawn_local};
 use serde_json::{Value, json};
-use shared::lab::{ExperimentInfo, LabStatus, Run, RunSummary, TrimOutcome};
+use shared::lab::{LabStatus, RunSummary, TrimOutcome};
 
 use super::{
     api::{ApiFailure, get_json, post_json},
     session::Session,
     telemetry::Telemetry,
 };
-use crate::state::lab::{LabState, RECENT_RUNS};
+use crate::state::{
+    lab::{LabState, RECENT_RUNS},
+    lab_wire::{ExperimentDoc, RunDoc},
+};
 
 /// The lab's state and the run the Lab view shows.
 #[derive(Debug, Clone, Copy)]
 pub struct Lab {
     pub state: RwSignal<LabState>,
     /// From `GET /api/lab/experiments`, in the server's order.
-    pub experiments: RwSignal<Vec<ExperimentInfo>>,
+    pub experiments: RwSignal<Vec<ExperimentDoc>>,
     /// The run whose result the Lab view shows.
     pub selected: RwSignal<Option<u64>>,
     /// Why the lab's state could not be loaded.
@@ -58,7 +61,7 @@ impl Lab {
             Err(failure) => return self.failed("the lab's status", &failure),
         }
         if self.experiments.with_untracked(Vec::is_empty) {
-            match get_json::<Vec<ExperimentInfo>>("/api/lab/experiments").await {
+            match get_json::<Vec<ExperimentDoc>>("/api/lab/experiments").await {
                 Ok(experiments) => self.experiments.set(experiments),
                 Err(failure) => self.failed("the experiments", &failure),
             }
@@ -76,11 +79,11 @@ impl Lab {
     }
 
     /// `POST /api/runs`: the queued run (with its plan), which the view then shows.
-    pub async fn submit(self, device: u32, params: Value, force: bool) -> Result<Run, ApiFailure> {
+    pub async fn submit(self, device: u32, params: Value, force: bool) -> Result<RunDoc, ApiFailure> {
         let body = json!({ "device": device, "params": params, "force": force });
-        let run: Run = post_json("/api/runs", Some(&body)).await?;
-        self.state.update(|s| s.upsert(run.summary.clone()));
-        self.selected.set(Some(run.summary.id));
+        let run: RunDoc = post_json("/api/runs", Some(&body)).await?;
+        self.state.update(|s| s.upsert(run.summary()));
+        self.selected.set(Some(run.id));
         Ok(run)
     }
 
@@ -100,6 +103,6 @@ impl Lab {
 }
 
 /// `GET /api/runs/{id}`.
-pub async fn fetch_run(id: u64) -> Result<Run, ApiFailure> {
+pub async fn fetch_run(id: u64) -> Result<RunDoc, ApiFailure> {
     get_json(&format!("/api/runs/{id}")).await
 }

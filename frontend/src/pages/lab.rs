@@ -26,10 +26,12 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
     });
     let simulated = Memo::new(move |_| lab.state.with(|s| s.status.as_ref().is_some_and(|s| s.simulated)));
     let gpus = Memo::new(move |_| state.with(|s| s.devices.len()));
-    let experiments = move || {
+    // The forms are built again only when the list changes, so edits survive lab events.
+    let experiments = Memo::new(move |_| {
         let gpus = gpus.get();
         lab.experiments.get().into_iter().filter(|e| offered(e.kind, gpus)).collect::<Vec<_>>()
-    };
+    });
+    let experiments = move || experiments.get();
     view! {
         <main class="lab-page">
             <Show when=move || lab.load_error.with(Option::is_some)>
@@ -55,9 +57,12 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                         <div class="lab-column">
                             <RunTarget state=state device=device force=force />
                             <div class="lab-forms">
-                                <For each=experiments key=|e| e.kind let:info>
-                                    <ExperimentForm info=info device=device force=force />
-                                </For>
+                                {move || {
+                                    experiments()
+                                        .into_iter()
+                                        .map(|info| view! { <ExperimentForm info=info device=device force=force /> })
+                                        .collect_view()
+                                }}
                             </div>
                         </div>
                         <div class="lab-column">

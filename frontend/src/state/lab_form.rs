@@ -7,7 +7,7 @@
 //! 400 message is shown as it is.
 
 use serde_json::{Map, Value, json};
-use shared::lab::{ExperimentKind, ExperimentParams};
+use shared::lab::ExperimentKind;
 
 const KIB: u64 = 1024;
 
@@ -61,12 +61,11 @@ impl Field {
     }
 }
 
-/// The form's fields for an experiment's defaults, sizes first, warm-up and repetitions last.
-pub fn fields(defaults: &ExperimentParams) -> Vec<Field> {
-    let Ok(Value::Object(object)) = serde_json::to_value(defaults) else {
+/// The form's fields for an experiment's defaults (its JSON), sizes first, warm-up and repetitions last.
+pub fn fields(kind: ExperimentKind, defaults: &Value) -> Vec<Field> {
+    let Value::Object(object) = defaults else {
         return Vec::new();
     };
-    let kind = defaults.kind();
     let mut fields: Vec<Field> = object
         .iter()
         .filter(|(name, _)| *name != "kind")
@@ -211,7 +210,7 @@ mod tests {
     use super::*;
 
     fn defaults(kind: ExperimentKind) -> (Vec<Field>, Vec<FieldValue>) {
-        let fields = fields(&kind.default_params());
+        let fields = fields(kind, &serde_json::to_value(kind.default_params()).unwrap());
         let values = fields.iter().map(|f| f.default.clone()).collect();
         (fields, values)
     }
@@ -222,7 +221,7 @@ mod tests {
             let (fields, values) = defaults(kind);
             assert!(!fields.is_empty(), "{kind:?}");
             let params = params(kind, &fields, &values).unwrap();
-            let parsed: ExperimentParams = serde_json::from_value(params).unwrap();
+            let parsed: shared::lab::ExperimentParams = serde_json::from_value(params).unwrap();
             assert_eq!(parsed, kind.default_params(), "{kind:?}");
         }
     }

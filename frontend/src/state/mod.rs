@@ -7,6 +7,7 @@
 pub mod history;
 pub mod lab;
 pub mod lab_form;
+pub mod lab_wire;
 
 use std::collections::VecDeque;
 

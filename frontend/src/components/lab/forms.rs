@@ -3,16 +3,14 @@
 //! server's refusal as it is, or the plan the server made for the queued run.
 
 use leptos::{ev, prelude::*, task::spawn_local};
-use shared::{
-    auth::Role,
-    lab::{ExperimentInfo, ExperimentKind},
-};
+use shared::{auth::Role, lab::ExperimentKind};
 
 use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
         DashboardState,
         lab_form::{self, Field, FieldKind, FieldValue},
+        lab_wire::ExperimentDoc,
     },
 };
 
@@ -31,11 +29,20 @@ pub fn RunTarget(state: ReadSignal<DashboardState>, device: RwSignal<u32>, force
                     on:change=move |ev| device.set(event_target_value(&ev).parse().unwrap_or(0))
                     prop:value=move || device.get().to_string()
                 >
-                    <For each=move || devices.get() key=|(index, _)| *index let:gpu>
-                        <option value=gpu.0.to_string() selected=move || device.get() == gpu.0>
-                            {format!("GPU {} — {}", gpu.0, gpu.1)}
-                        </option>
-                    </For>
+                    {move || {
+                        let chosen = device.get_untracked();
+                        devices
+                            .get()
+                            .into_iter()
+                            .map(|(index, name)| {
+                                view! {
+                                    <option value=index.to_string() selected=index == chosen>
+                                        {format!("GPU {index} — {name}")}
+                                    </option>
+                                }
+                            })
+                            .collect_view()
+                    }}
                 </select>
             </label>
             <label class="lab-force" title="Run even when other processes are computing on the GPU">
@@ -48,11 +55,11 @@ pub fn RunTarget(state: ReadSignal<DashboardState>, device: RwSignal<u32>, force
 
 /// `form.lab-form[data-kind]`: one experiment's parameters and its Run button.
 #[component]
-pub fn ExperimentForm(info: ExperimentInfo, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
+pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
     let lab = expect_context::<Lab>();
     let session = expect_context::<Session>();
     let kind = info.kind;
-    let fields = lab_form::fields(&info.defaults);
+    let fields = lab_form::fields(kind, &info.defaults);
     let values: Vec<RwSignal<FieldValue>> = fields.iter().map(|f| RwSignal::new(f.default.clone())).collect();
     let error = RwSignal::new(None::<String>);
     let plan = RwSignal::new(Vec::<String>::new());

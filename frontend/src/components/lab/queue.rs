@@ -13,7 +13,10 @@ use crate::{
 #[component]
 pub fn LabQueue() -> impl IntoView {
     let lab = expect_context::<Lab>();
-    let entries = Memo::new(move |_| lab.state.with(|s| s.queue().to_vec()));
+    // Without progress, so the rows are rebuilt only when runs come, go or move; progress updates each row in place.
+    let entries = Memo::new(move |_| {
+        lab.state.with(|s| s.queue().iter().map(|e| QueueEntry { progress: None, ..e.clone() }).collect::<Vec<_>>())
+    });
     let error = RwSignal::new(None::<String>);
     view! {
         <section id="lab-queue" class="lab-panel" aria-label="Queue">
@@ -40,9 +43,13 @@ pub fn LabQueue() -> impl IntoView {
                             </tr>
                         </thead>
                         <tbody>
-                            <For each=move || entries.get() key=|e| (e.run.id, e.run.status, e.position) let:entry>
-                                <QueueRow id=entry.run.id entry=entry error=error />
-                            </For>
+                            {move || {
+                                entries
+                                    .get()
+                                    .into_iter()
+                                    .map(|entry| view! { <QueueRow id=entry.run.id entry=entry error=error /> })
+                                    .collect_view()
+                            }}
                         </tbody>
                     </table>
                 </div>

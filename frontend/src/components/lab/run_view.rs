@@ -3,7 +3,7 @@
 //! links to the server's SVG and CSV.
 
 use leptos::{html, logging, prelude::*, task::spawn_local};
-use shared::lab::{ChartSpec, Run, RunResult, RunStatus};
+use shared::lab::{ChartSpec, RunResult, RunStatus};
 
 use super::{
     chart::{RunChart, SERIES_COLORS, span_kind},
@@ -19,6 +19,7 @@ use crate::{
         theme::Theme,
     },
     pages::Tab,
+    state::lab_wire::RunDoc,
 };
 
 /// The selected run, or a hint to pick one.
@@ -39,8 +40,8 @@ pub fn RunView(theme: ReadSignal<Theme>) -> impl IntoView {
 #[component]
 fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
     let lab = expect_context::<Lab>();
-    let run = RwSignal::new(None::<Run>);
-    let previous = RwSignal::new(None::<Run>);
+    let run = RwSignal::new(None::<RunDoc>);
+    let previous = RwSignal::new(None::<RunDoc>);
     let error = RwSignal::new(None::<String>);
     let status = Memo::new(move |_| lab.state.with(|s| s.run_status(id)));
     let generation = StoredValue::new(0u32);
@@ -57,7 +58,7 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
             match answer {
                 Ok(fetched) => {
                     let wanted = fetched.previous_id;
-                    let have = previous.try_with_untracked(|p| p.as_ref().map(|p| p.summary.id)).flatten();
+                    let have = previous.try_with_untracked(|p| p.as_ref().map(|p| p.id)).flatten();
                     if let Some(prev) = wanted.filter(|p| Some(*p) != have) {
                         match fetch_run(prev).await {
                             Ok(p) => drop(previous.try_set(Some(p))),
@@ -73,7 +74,7 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
     });
 
     let progress = Memo::new(move |_| lab.state.with(|s| s.queue_entry(id).and_then(|e| e.progress.clone())));
-    let summary = move || run.with(|r| r.as_ref().map(|r| r.summary.clone()));
+    let summary = move || run.with(|r| r.as_ref().map(|r| r.summary()));
     let live_status = move || status.get().or_else(|| summary().map(|s| s.status));
     let result = Memo::new(move |_| run.with(|r| r.as_ref().and_then(|r| r.result.clone())));
     let simulated = move || summary().is_some_and(|s| s.simulated);
@@ -121,8 +122,8 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
 }
 
 /// Who asked, when, and where it ran.
-fn run_facts(run: &Run) -> impl IntoView + use<> {
-    let s = &run.summary;
+fn run_facts(run: &RunDoc) -> impl IntoView + use<> {
+    let s = run;
     let env = &run.environment;
     let took = match (s.started_ms, s.finished_ms) {
         (Some(a), Some(b)) => {
@@ -146,7 +147,7 @@ fn run_facts(run: &Run) -> impl IntoView + use<> {
 fn RunResultView(
     id: u64,
     result: RunResult,
-    previous: RwSignal<Option<Run>>,
+    previous: RwSignal<Option<RunDoc>>,
     simulated: bool,
     theme: ReadSignal<Theme>,
 ) -> impl IntoView {
@@ -180,7 +181,7 @@ fn RunResultView(
     });
     let legend = legend(&result);
     let has_previous = move || previous.with(|p| p.as_ref().is_some_and(|p| p.result.is_some()));
-    let previous_id = move || previous.with(|p| p.as_ref().map(|p| p.summary.id).unwrap_or_default());
+    let previous_id = move || previous.with(|p| p.as_ref().map(|p| p.id).unwrap_or_default());
     let previous_median = move |name: &str| {
         previous.with(|p| {
             p.as_ref()

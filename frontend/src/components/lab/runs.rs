@@ -31,9 +31,7 @@ pub fn RecentRuns() -> impl IntoView {
                             </tr>
                         </thead>
                         <tbody>
-                            <For each=move || runs.get() key=|r| (r.id, r.status, r.passed) let:run>
-                                <RunRow run=run />
-                            </For>
+                            {move || runs.get().into_iter().map(|run| view! { <RunRow run=run /> }).collect_view()}
                         </tbody>
                     </table>
                 </div>
