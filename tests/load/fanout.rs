@@ -1,7 +1,7 @@
 //! `gpudash-load fanout`: a server, N viewers, a bounded run, one table.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -48,7 +48,7 @@ pub struct FanoutArgs {
     interval: Duration,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("'{s}' is not a duration such as 20s or 100ms: {e}"))
 }
 
@@ -74,7 +74,7 @@ pub async fn run(args: FanoutArgs) -> Result<String, String> {
         }));
     }
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let (mut server, addr) = start_server(&args).await?;
+    let (mut server, addr) = start_server(&args.server, args.gpus, args.interval).await?;
     let pid = server.id().ok_or("the server exited at once")?.to_string();
     let url = format!("ws://{addr}/ws");
     tokio::time::sleep(args.server_warmup).await;
@@ -126,11 +126,11 @@ pub async fn run(args: FanoutArgs) -> Result<String, String> {
 }
 
 /// Starts the server on a free loopback port and reads the address it logs.
-async fn start_server(args: &FanoutArgs) -> Result<(Child, String), String> {
-    let mut child = Command::new(&args.server)
-        .args(["--simulate", &args.gpus.to_string(), "--listen", "127.0.0.1:0", "--no-history"])
+pub async fn start_server(server: &Path, gpus: u32, interval: Duration) -> Result<(Child, String), String> {
+    let mut child = Command::new(server)
+        .args(["--simulate", &gpus.to_string(), "--listen", "127.0.0.1:0", "--no-history"])
         .arg("--interval")
-        .arg(format!("{}ms", args.interval.as_millis()))
+        .arg(format!("{}ms", interval.as_millis()))
         .env("GPUDASH_LOG", "warn,gpudash=info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -138,9 +138,7 @@ async fn start_server(args: &FanoutArgs) -> Result<(Child, String), String> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| {
-            format!("cannot start '{}': {e} (build it with `cargo build --release -p gpudash`)", {
-                args.server.display()
-            })
+            format!("cannot start '{}': {e} (build it with `cargo build --release -p gpudash`)", server.display())
         })?;
     let stderr = child.stderr.take().ok_or("no stderr from the server")?;
     let mut lines = BufReader::new(stderr).lines();

@@ -10,6 +10,7 @@ mod clients;
 mod encodings;
 mod fanout;
 mod procstat;
+mod soak;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -23,6 +24,8 @@ enum Command {
     Fanout(fanout::FanoutArgs),
     /// Bytes and CPU per tick: JSON full vs JSON delta vs MessagePack vs postcard.
     Encodings(encodings::EncodingArgs),
+    /// Viewers connecting and leaving for a long time; the server's memory over time.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +36,11 @@ fn main() -> ExitCode {
             .map_err(anyhow_like)
             .and_then(|rt| rt.block_on(fanout::run(args))),
         Command::Encodings(args) => encodings::run(&args),
+        Command::Soak(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow_like)
+            .and_then(|rt| rt.block_on(soak::run(args))),
     };
     match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
         Ok(()) => ExitCode::SUCCESS,
