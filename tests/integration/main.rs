@@ -8,6 +8,7 @@ mod api;
 mod bad_input;
 mod browser;
 mod browser_auth;
+mod browser_bridge;
 mod browser_lab;
 mod browser_telemetry;
 mod budgets;

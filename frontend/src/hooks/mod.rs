@@ -2,7 +2,9 @@
 //! the session, the lab, API calls and the theme.
 
 pub mod api;
+pub mod bridge;
 pub mod lab;
+pub mod poll;
 pub mod session;
 pub mod telemetry;
 pub mod theme;

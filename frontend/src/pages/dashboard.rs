@@ -5,6 +5,7 @@ use leptos::prelude::*;
 
 use crate::{
     components::{
+        bridge::BridgePanel,
         device_card::DeviceCard,
         history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
@@ -12,9 +13,11 @@ use crate::{
         usage::WhoUsesWhat,
     },
     hooks::{
+        bridge::use_bridge,
         telemetry::{ConnectionStatus, Telemetry},
         theme::Theme,
     },
+    pages::Tab,
 };
 
 /// Everything below the header. Shows a placeholder until the first snapshot.
@@ -27,6 +30,9 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let indices = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
     // Figures on screen are stale while the socket is down; say so by dimming them.
     let stale = move || telemetry.status.get() != ConnectionStatus::Live;
+    let tab = expect_context::<ReadSignal<Tab>>();
+    let bridge = use_bridge(Memo::new(move |_| tab.get() == Tab::Dashboard));
+    provide_context(bridge);
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {
@@ -49,6 +55,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                         </For>
                     </div>
                     <ProcessTables state=state indices=indices />
+                    <BridgePanel state=state bridge=bridge />
                     <HistorySection state=state indices=indices theme=theme />
                 </Show>
             </Show>

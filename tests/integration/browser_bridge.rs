@@ -1,0 +1,72 @@
+//! The PyTorch bridge panel in a real browser: a process attached by report
+//! shows allocated vs reserved vs NVML per GPU, its spans, the container caveat,
+//! and the empty_cache button (disabled when the process did not allow it).
+
+use fantoccini::Locator;
+use serde_json::json;
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::support::TestServer;
+
+/// A report as `gpudash.attach()` sends it.
+fn report(pid: u32, allow: bool, name: &str) -> serde_json::Value {
+    json!({
+        "version": 1,
+        "pid": pid,
+        "host": "node1",
+        "process_name": name,
+        "torch_version": "2.5.1",
+        "cuda_version": "12.4",
+        "allow_remote_empty_cache": allow,
+        "interval_s": 1.0,
+        "devices": [{
+            "device": 0, "allocated": 2_147_483_648u64, "allocated_peak": 3_221_225_472u64,
+            "reserved": 4_294_967_296u64, "reserved_peak": 4_294_967_296u64, "active": 2_147_483_648u64,
+            "inactive_split": 0, "alloc_retries": 0, "ooms": 0
+        }],
+        "spans": [{ "name": "forward", "device": 0, "start_ms": 1, "elapsed_ms": 12.5,
+                    "memory_delta": -1_048_576, "memory_peak": 3_221_225_472u64 }],
+    })
+}
+
+#[tokio::test]
+async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
+    let server = TestServer::simulated(2, 500).await;
+    let http = reqwest::Client::new();
+    for (pid, allow) in [(4242, false), (4343, true)] {
+        let answer = http
+            .post(server.url("/api/bridge/report"))
+            .json(&report(pid, allow, "python train.py --epochs 3 --batch-size 64 --data /datasets/imagenet/train"))
+            .send()
+            .await
+            .expect("server answers");
+        assert!(answer.status().is_success(), "report refused: {}", answer.status());
+    }
+    let url = server.url("/");
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.expect("webdriver answers");
+        c.wait().for_element(Locator::Css("section#pytorch-processes tr.bridge-row[data-pid='4242']")).await.unwrap();
+        let allocated = texts(&c, "tr.bridge-row[data-pid='4242'] .bridge-allocated").await;
+        assert_eq!(allocated, ["2.00 GiB"]);
+        assert_eq!(texts(&c, "tr.bridge-row[data-pid='4242'] .bridge-reserved").await, ["4.00 GiB"]);
+        // The simulator lists no such PID: NVML figures are n/a and the caveat says why.
+        assert_eq!(texts(&c, "tr.bridge-row[data-pid='4242'] .bridge-nvml").await, ["n/a"]);
+        let caveat = texts(&c, ".bridge-process[data-pid='4242'] .bridge-caveat").await;
+        assert!(caveat.iter().any(|t| t.contains("another PID namespace")), "caveat: {caveat:?}");
+        let spans = texts(&c, ".bridge-process[data-pid='4242'] table.span-table tr.span-row").await;
+        assert!(spans.iter().any(|t| t.contains("forward") && t.contains("12.5 ms")), "spans: {spans:?}");
+
+        let disabled = js(&c, "const b = document.querySelector(\".bridge-process[data-pid='4242'] button.bridge-empty-cache\"); return [b.disabled, b.title]").await;
+        assert_eq!(disabled, json!([true, "the process attached without allow_remote_empty_cache=True"]));
+        let button = ".bridge-process[data-pid='4343'] button.bridge-empty-cache";
+        assert_eq!(js(&c, &format!("return document.querySelector(\"{button}\").disabled")).await, json!(false));
+        c.find(Locator::Css(button)).await.unwrap().click().await.unwrap();
+        eventually(5, "requested…", || async {
+            let t = texts(&c, ".bridge-process[data-pid='4343'] .bridge-cache-result").await;
+            t.iter().any(|t| t == "requested…").then_some(())
+        })
+        .await;
+    })
+    .await;
+    server.stop().await;
+}
