@@ -238,6 +238,39 @@ async fn a_run_past_its_time_limit_is_stopped() {
 }
 
 #[tokio::test]
+async fn failing_runs_report_why_release_the_pool_and_leave_the_lab_usable() {
+    for (config, error) in [
+        (LabConfig::default(), Some("CUDA_ERROR_OUT_OF_MEMORY: out of memory (cuMemAllocAsync of 64.0 GiB)")),
+        (LabConfig::default(), Some("CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered")),
+        (LabConfig { time_limit: Duration::from_millis(400), ..LabConfig::default() }, None),
+    ] {
+        let slow = error.is_none();
+        let (server, probe) = lab_server(1, if slow { 40 } else { 5 }, config).await;
+        if let Some(error) = error {
+            probe.fail_next_run(0, error);
+        }
+        let (_, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": { "kind": "transfer" } })).await;
+        let run = finished(&server, run["id"].as_u64().expect("id")).await;
+        let why = run.summary.error.clone().expect("a failed run says why");
+        match error {
+            Some(error) => {
+                assert_eq!(run.summary.status, RunStatus::Failed);
+                assert_eq!(why, error);
+            }
+            None => assert_eq!(run.summary.status, RunStatus::TimedOut),
+        }
+        let lab: LabStatus = get_json(&server, "/api/lab").await;
+        let gpu = &lab.devices[0];
+        assert!(!gpu.context_open && gpu.pool_reserved == 0, "pool and context released after '{why}': {gpu:?}");
+        // The lab is usable: the next run on the same GPU succeeds.
+        let (_, next) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": { "kind": "latency" } })).await;
+        let next = finished(&server, next["id"].as_u64().expect("id")).await;
+        assert_eq!(next.summary.status, RunStatus::Succeeded, "after '{why}'");
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
 async fn empty_cache_and_idle_release_hand_memory_back() {
     let config = LabConfig { idle_release: Duration::from_millis(700), ..LabConfig::default() };
     let (server, _) = lab_server(1, 1, config).await;

@@ -45,6 +45,11 @@ pub trait DeviceProbe: Send + Sync {
     /// Processes computing on `device`, as NVML lists them (host PIDs).
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String>;
     fn peaks(&self, device: u32) -> LinkPeaks;
+    /// A failure the next run on `device` must end with (the simulator's fault injection).
+    fn injected_failure(&self, device: u32) -> Option<String> {
+        let _ = device;
+        None
+    }
 }
 
 /// The real probe: NVML, loaded at run time.
@@ -139,6 +144,7 @@ pub fn pcie_peak(generation: u32, width: u32) -> Option<f64> {
 pub struct SimulatedProbe {
     telemetry: OnceLock<Arc<Telemetry>>,
     processes: Mutex<HashMap<u32, Vec<ComputeProcess>>>,
+    failures: Mutex<HashMap<u32, String>>,
 }
 
 impl SimulatedProbe {
@@ -155,6 +161,12 @@ impl SimulatedProbe {
         let _ = self.telemetry.set(telemetry);
     }
 
+    /// Makes the next run on `device` fail with `error` (e.g. a CUDA out-of-memory), as a
+    /// real GPU would, with the pool holding memory at that moment.
+    pub fn fail_next_run(&self, device: u32, error: &str) {
+        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(device, error.to_owned());
+    }
+
     /// Pretends `processes` compute on `device` (tests of the busy-GPU guard).
     pub fn set_processes(&self, device: u32, processes: Vec<ComputeProcess>) {
         self.processes.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(device, processes);
@@ -162,6 +174,10 @@ impl SimulatedProbe {
 }
 
 impl DeviceProbe for SimulatedProbe {
+    fn injected_failure(&self, device: u32) -> Option<String> {
+        self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&device)
+    }
+
     fn memory(&self, device: u32) -> Option<DeviceMemory> {
         let Some(telemetry) = self.telemetry.get() else {
             return Some(DeviceMemory { used: 0, free: 140 << 30 });

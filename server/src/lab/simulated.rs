@@ -48,6 +48,12 @@ impl Executor for SimulatedExecutor {
 
     fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
         self.pool.get_or_insert_with(PoolUsage::default);
+        if let Some(error) = ctx.probe.injected_failure(ctx.device) {
+            // Fail mid-run with buffers still allocated, as a real out-of-memory or kernel fault would.
+            self.pool = Some(PoolUsage { reserved: footprint(params).device.max(1 << 30), used: 1 << 30 });
+            self.pace(ctx, 0.3, "running")?;
+            return Err(ExperimentError::Cuda(error));
+        }
         let result = match params {
             ExperimentParams::Memory(p) => self.memory(p, ctx)?,
             ExperimentParams::Transfer(p) => self.transfer(p, ctx, &ctx.probe.peaks(ctx.device))?,

@@ -228,8 +228,9 @@ fn run_started(
     if let Ok(result) = &mut outcome {
         result.notes.extend(shared.link_notes(&params));
     }
-    if matches!(outcome, Err(ExperimentError::Panicked(_))) {
-        // The executor's state is unknown after a panic: start from a fresh context next time.
+    if matches!(outcome, Err(ExperimentError::Panicked(_) | ExperimentError::Cuda(_) | ExperimentError::TimedOut(_))) {
+        // After a crash, a CUDA error (some are sticky and poison the context) or a run stopped
+        // mid-flight, the executor's state is unknown: free its context and pool, start fresh next time.
         let _ = guarded(|| executor.release());
     }
     shared.set_pool(device, guarded(|| executor.pool()).ok().flatten());
