@@ -42,7 +42,7 @@ fn tool(var: &str, default: &str) -> String {
 }
 
 /// Runs `test` with a fresh browser profile at `width`×`height`, closing the browser whatever happens.
-async fn with_browser<F, Fut>(width: u32, height: u32, test: F)
+pub(crate) async fn with_browser<F, Fut>(width: u32, height: u32, test: F)
 where
     F: FnOnce(Client) -> Fut,
     Fut: Future<Output = ()>,
@@ -89,7 +89,11 @@ where
 }
 
 /// Polls `check` until it returns `Some`, or fails with `what` after `secs`.
-async fn eventually<T, Fut: Future<Output = Option<T>>>(secs: u64, what: &str, mut check: impl FnMut() -> Fut) -> T {
+pub(crate) async fn eventually<T, Fut: Future<Output = Option<T>>>(
+    secs: u64,
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> T {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         if let Some(value) = check().await {
@@ -100,7 +104,7 @@ async fn eventually<T, Fut: Future<Output = Option<T>>>(secs: u64, what: &str, m
     }
 }
 
-async fn texts(client: &Client, css: &str) -> Vec<String> {
+pub(crate) async fn texts(client: &Client, css: &str) -> Vec<String> {
     let mut out = Vec::new();
     for element in client.find_all(Locator::Css(css)).await.unwrap_or_default() {
         out.push(element.text().await.unwrap_or_default());
@@ -108,7 +112,7 @@ async fn texts(client: &Client, css: &str) -> Vec<String> {
     out
 }
 
-async fn js(client: &Client, script: &str) -> serde_json::Value {
+pub(crate) async fn js(client: &Client, script: &str) -> serde_json::Value {
     client.execute(script, vec![]).await.expect("script runs")
 }
 
