@@ -1,13 +1,20 @@
 //! The root component: asks who the page talks as, starts the telemetry socket,
 //! the lab and the theme, and lays out the header and the current tab.
 
-use leptos::{ev, prelude::*};
+use leptos::{ev, prelude::*, task::spawn_local};
 use shared::auth::Role;
 
 use crate::{
     components::{header::Header, notices::AnonymousBanner},
     hooks::{lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
-    pages::{Tab, audit::AuditPage, dashboard::Dashboard, lab::LabPage, login::LoginRequired},
+    pages::{
+        Tab,
+        audit::AuditPage,
+        dashboard::Dashboard,
+        fleet::{FleetPage, fleet_configured},
+        lab::LabPage,
+        login::LoginRequired,
+    },
     state::lab::LabState,
 };
 
@@ -31,6 +38,19 @@ pub fn App() -> impl IntoView {
     let can_view = Memo::new(move |_| session.can_view());
     let exposed = move || session.me.with(|m| m.as_ref().is_some_and(|m| m.exposed_without_auth));
     let admin = Memo::new(move |_| session.allows(Role::Admin));
+    // The Fleet tab exists only where the server has a Prometheus to ask (503 otherwise).
+    let fleet_on = RwSignal::new(false);
+    provide_context(FleetTab(fleet_on.read_only()));
+    Effect::new(move |_| {
+        if can_view.get() == Some(true) {
+            spawn_local(async move {
+                let _ = fleet_on.try_set(fleet_configured().await);
+            });
+        }
+    });
+    let fleet_visited = Memo::new(move |was: Option<&bool>| {
+        was.copied().unwrap_or(false) || (tab.get() == Tab::Fleet && fleet_on.get())
+    });
     // Built at the first visit, then kept (hidden) so edited forms survive a look at the dashboard.
     let lab_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Lab);
     view! {
@@ -51,6 +71,11 @@ pub fn App() -> impl IntoView {
                         <LabPage telemetry=telemetry theme=theme.theme />
                     </div>
                 </Show>
+                <Show when=move || fleet_visited.get()>
+                    <div class="tab-panel" hidden=move || tab.get() != Tab::Fleet>
+                        <FleetPage />
+                    </div>
+                </Show>
                 <Show when=move || tab.get() == Tab::Audit && admin.get()>
                     <AuditPage />
                 </Show>
@@ -59,3 +84,7 @@ pub fn App() -> impl IntoView {
         }}
     }
 }
+
+/// Whether the server answers `/api/fleet` (the header shows `#tab-fleet` then).
+#[derive(Debug, Clone, Copy)]
+pub struct FleetTab(pub ReadSignal<bool>);

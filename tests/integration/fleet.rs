@@ -91,7 +91,7 @@ pub async fn start_prometheus(dir: &Path, targets: &[String], interval_s: u64) -
 }
 
 /// A simulated gpudash reporting `hostname`.
-async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfig>) -> TestServer {
+pub(crate) async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfig>) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         hostname: Some(hostname.to_owned()),

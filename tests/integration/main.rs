@@ -9,6 +9,7 @@ mod bad_input;
 mod browser;
 mod browser_auth;
 mod browser_bridge;
+mod browser_fleet;
 mod browser_lab;
 mod browser_telemetry;
 mod budgets;

@@ -62,6 +62,8 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
 #[component]
 fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
     let session = expect_context::<Session>();
+    let fleet = use_context::<crate::app::FleetTab>();
+    let fleet_on = move || fleet.is_some_and(|f| f.0.get());
     let button = move |which: Tab| {
         view! {
             <button
@@ -84,6 +86,9 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
         <nav class="tabs" role="tablist">
             {button(Tab::Dashboard)}
             {button(Tab::Lab)}
+            <Show when=fleet_on>
+                {button(Tab::Fleet)}
+            </Show>
             <Show when=move || session.allows(Role::Admin)>
                 {button(Tab::Audit)}
             </Show>

@@ -1,7 +1,8 @@
-//! Whole pages of the app: the dashboard, the GPU lab and (for admins) the audit log.
+//! Whole pages of the app: the dashboard, the GPU lab, the fleet and (for admins) the audit log.
 
 pub mod audit;
 pub mod dashboard;
+pub mod fleet;
 pub mod lab;
 pub mod login;
 
@@ -10,6 +11,7 @@ pub mod login;
 pub enum Tab {
     Dashboard,
     Lab,
+    Fleet,
     Audit,
 }
 
@@ -19,6 +21,7 @@ impl Tab {
         match self {
             Self::Dashboard => "dashboard",
             Self::Lab => "lab",
+            Self::Fleet => "fleet",
             Self::Audit => "audit",
         }
     }
@@ -27,6 +30,7 @@ impl Tab {
         match self {
             Self::Dashboard => "Dashboard",
             Self::Lab => "Lab",
+            Self::Fleet => "Fleet",
             Self::Audit => "Audit",
         }
     }
@@ -35,6 +39,7 @@ impl Tab {
     pub fn from_fragment(fragment: &str) -> Self {
         match fragment.trim_start_matches('#') {
             "lab" => Self::Lab,
+            "fleet" => Self::Fleet,
             "audit" => Self::Audit,
             _ => Self::Dashboard,
         }
@@ -47,7 +52,7 @@ mod tests {
 
     #[test]
     fn fragments_name_tabs() {
-        for tab in [Tab::Dashboard, Tab::Lab, Tab::Audit] {
+        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Audit] {
             assert_eq!(Tab::from_fragment(&format!("#{}", tab.key())), tab);
         }
         assert_eq!(Tab::from_fragment(""), Tab::Dashboard);

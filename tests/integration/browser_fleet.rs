@@ -1,0 +1,113 @@
+//! The Fleet tab in a real browser: Debian's Prometheus scraping three
+//! simulated gpudash instances, read by a fourth; every host and GPU listed,
+//! filters narrowing the rows, a stopped instance greyed as stale, and the
+//! time the page takes to render an answer.
+
+use std::time::Duration;
+
+use fantoccini::{Client, Locator};
+use gpudash::fleet::{FleetConfig, parse_prometheus_url};
+use serde_json::json;
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::fleet::{instance, start_prometheus};
+use crate::support::TestServer;
+
+/// `data-host` of every fleet row, in page order.
+async fn row_hosts(c: &Client) -> Vec<String> {
+    let hosts = js(c, "return [...document.querySelectorAll('tr.fleet-row')].map(r => r.dataset.host)").await;
+    serde_json::from_value(hosts).unwrap_or_default()
+}
+
+/// Empties a filter as a user would (WebDriver's clear sends no `input` event).
+async fn clear(c: &Client, css: &str) {
+    let script =
+        format!("const i = document.querySelector('{css}'); i.value = ''; i.dispatchEvent(new Event('input'))");
+    js(c, &script).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["fleet-a", "fleet-b", "fleet-c"];
+    let mut nodes = Vec::new();
+    for name in names {
+        nodes.push(instance(name, 2, None).await);
+    }
+    let targets: Vec<String> = nodes.iter().map(|n| n.running.addr().to_string()).collect();
+    let (_prometheus, prometheus_url) = start_prometheus(dir.path(), &targets, 1).await;
+    let config = FleetConfig {
+        cache: Duration::from_millis(300),
+        timeout: Duration::from_secs(2),
+        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
+    };
+    let viewer = instance("viewer", 1, Some(config)).await;
+    let url = viewer.url("/");
+    let dead = nodes.remove(1);
+    let dead_addr = dead.running.addr().to_string();
+    let dead = std::sync::Mutex::new(Some(dead));
+
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.expect("webdriver answers");
+        c.wait().for_element(Locator::Css("#tab-fleet")).await.expect("the Fleet tab shows").click().await.unwrap();
+        // All three hosts, two GPUs each (Prometheus needs a few scrapes first).
+        eventually(40, "three hosts with two GPUs each", || async {
+            let hosts = row_hosts(&c).await;
+            names.iter().all(|n| hosts.iter().filter(|h| h == n).count() == 2).then_some(())
+        })
+        .await;
+        let render_ms = js(&c, "return document.querySelector('#fleet-table').dataset.renderMs").await;
+        println!("fleet: table of 6 GPUs rendered in {render_ms} ms");
+        let links = js(&c, "return [...document.querySelectorAll('tr.fleet-row[data-host=fleet-a] .fleet-host a')].map(a => a.getAttribute('href'))").await;
+        let own = format!("http://{}/", targets[0]);
+        assert_eq!(links, json!([own, own]), "each host links to its own dashboard");
+
+        // A host filter narrows the rows in the page.
+        let filter = c.find(Locator::Css("#fleet-filter-host")).await.unwrap();
+        filter.send_keys("FLEET-C").await.unwrap();
+        eventually(5, "only fleet-c", || async {
+            let hosts = row_hosts(&c).await;
+            (hosts.len() == 2 && hosts.iter().all(|h| h == "fleet-c")).then_some(())
+        })
+        .await;
+        clear(&c, "#fleet-filter-host").await;
+        let model = c.find(Locator::Css("#fleet-filter-model")).await.unwrap();
+        model.send_keys("no such model").await.unwrap();
+        eventually(5, "no rows for an unknown model", || async { row_hosts(&c).await.is_empty().then_some(()) }).await;
+        clear(&c, "#fleet-filter-model").await;
+        eventually(5, "all rows back", || async { (row_hosts(&c).await.len() == 6).then_some(()) }).await;
+
+        // fleet-b stops: its rows turn stale within the staleness window, and stay listed.
+        let node = dead.lock().unwrap().take().expect("the node to stop");
+        node.stop().await;
+        eventually(20, "fleet-b rows stale", || async {
+            let stale = texts(&c, "tr.fleet-stale[data-host=fleet-b] .fleet-state").await;
+            (stale.len() == 2 && stale.iter().all(|t| t.starts_with("stale"))).then_some(())
+        })
+        .await;
+        let others = texts(&c, "tr.fleet-stale:not([data-host=fleet-b])").await;
+        assert!(others.is_empty(), "only fleet-b is stale: {others:?} ({dead_addr})");
+        let render_ms = js(&c, "return document.querySelector('#fleet-table').dataset.renderMs").await;
+        println!("fleet: latest answer rendered in {render_ms} ms");
+    })
+    .await;
+    viewer.stop().await;
+    for node in nodes {
+        node.stop().await;
+    }
+}
+
+/// Without `--fleet-prometheus`, the tab is not offered.
+#[tokio::test]
+async fn without_a_prometheus_there_is_no_fleet_tab() {
+    let server = TestServer::simulated(1, 500).await;
+    let url = server.url("/");
+    with_browser(1200, 800, |c| async move {
+        c.goto(&url).await.expect("webdriver answers");
+        c.wait().for_element(Locator::Css("#tab-lab")).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(texts(&c, "#tab-fleet").await.is_empty());
+    })
+    .await;
+    server.stop().await;
+}
