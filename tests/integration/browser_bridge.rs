@@ -1,6 +1,7 @@
 //! The PyTorch bridge panel in a real browser: a process attached by report
 //! shows allocated vs reserved vs NVML per GPU, its spans, the container caveat,
-//! and the empty_cache button (disabled when the process did not allow it).
+//! and the empty_cache button (disabled when the process did not allow it);
+//! and the Lab's GPU topology matrix.
 
 use fantoccini::Locator;
 use serde_json::json;
@@ -69,4 +70,31 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
     })
     .await;
     server.stop().await;
+}
+
+/// The Lab's topology matrix (issue 7): `topo -m` codes, P2P status on hover; one GPU says P2P needs two.
+#[tokio::test]
+async fn the_lab_shows_the_topology_matrix_or_why_p2p_is_missing() {
+    for gpus in [3, 1] {
+        let server = TestServer::simulated(gpus, 500).await;
+        let url = server.url("/#lab");
+        with_browser(1400, 1000, |c| async move {
+            c.goto(&url).await.expect("webdriver answers");
+            if gpus == 1 {
+                let note = c.wait().for_element(Locator::Css("#p2p-needs-two")).await.unwrap();
+                assert_eq!(note.text().await.unwrap(), "P2P needs two GPUs; this server has one");
+                return;
+            }
+            c.wait().for_element(Locator::Css("table#topology td[data-a='0'][data-b='1']")).await.unwrap();
+            let cells = js(&c, "return [...document.querySelectorAll('table#topology tbody tr')].map(r => [...r.querySelectorAll('td')].map(td => td.textContent))").await;
+            let cells: Vec<Vec<String>> = serde_json::from_value(cells).unwrap();
+            assert_eq!(cells.len(), 3);
+            assert!((0..3).all(|i| cells[i][i] == "X"), "{cells:?}");
+            assert!(cells.iter().flatten().filter(|c| *c != "X").all(|c| !c.is_empty()), "{cells:?}");
+            let title = js(&c, "return document.querySelector(\"table#topology td[data-a='0'][data-b='1']\").title").await;
+            assert!(title.as_str().is_some_and(|t| t.contains("P2P read")), "{title}");
+        })
+        .await;
+        server.stop().await;
+    }
 }

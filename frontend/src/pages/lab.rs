@@ -9,6 +9,7 @@ use crate::{
         queue::LabQueue,
         run_view::RunView,
         runs::RecentRuns,
+        topology::TopologyMatrix,
     },
     hooks::{lab::Lab, telemetry::Telemetry, theme::Theme},
 };
@@ -64,6 +65,7 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                                         .collect_view()
                                 }}
                             </div>
+                            <TopologyMatrix />
                         </div>
                         <div class="lab-column">
                             <LabQueue />

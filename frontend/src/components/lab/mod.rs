@@ -6,6 +6,7 @@ pub mod forms;
 pub mod queue;
 pub mod run_view;
 pub mod runs;
+pub mod topology;
 
 use shared::lab::RunStatus;
 
