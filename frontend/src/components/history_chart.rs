@@ -13,6 +13,7 @@ use crate::{
     hooks::{
         api::{HistoryQuery, fetch_history},
         theme::Theme,
+        visible::use_on_screen,
     },
     state::{
         DashboardState,
@@ -25,6 +26,28 @@ const GIB: f64 = (1u64 << 30) as f64;
 const MAX_POINTS: u32 = 1000;
 /// Live-only redraws are spaced at least this far apart (a week's chart gains nothing from 5 a second).
 const MIN_REDRAW_MS: f64 = 900.0;
+/// A bucket still filling (a long range's) is redrawn this often for its moving mean.
+const OPEN_BUCKET_REDRAW_MS: f64 = 5000.0;
+/// History charts redrawn for live samples in one tick, whatever the number of GPUs.
+const LIVE_DRAWS_PER_TICK: u32 = 2;
+
+thread_local! {
+    /// The tick (its sequence number) live redraws are counted for, and how many it has had.
+    static LIVE_SLOTS: std::cell::Cell<(u64, u32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// True when another history chart may redraw for tick `seq`.
+fn take_live_slot(seq: u64) -> bool {
+    LIVE_SLOTS.with(|slots| {
+        let (tick, used) = slots.get();
+        let used = if tick == seq { used } else { 0 };
+        if used >= LIVE_DRAWS_PER_TICK {
+            return false;
+        }
+        slots.set((seq, used + 1));
+        true
+    })
+}
 
 /// `canvas.history-chart[data-metric]` of GPU `index`.
 #[component]
@@ -97,8 +120,12 @@ pub fn HistoryChart(
     });
 
     let ceiling = Memo::new(move |_| state.with(|s| y_ceiling(s, index, metric)));
+    // Off screen (below the fold, or the dashboard tab hidden) the chart waits, then draws once shown.
+    let on_screen = use_on_screen(canvas_ref);
     let mut draws = 0u32;
-    let mut last_draw: Option<(DrawKey, f64)> = None;
+    // The last draw: what it showed, when, and the newest bucket's start then.
+    let mut last_draw: Option<(DrawKey, f64, Option<u64>)> = None;
+    let mut missed = false;
     Effect::new(move |_| {
         let key = DrawKey {
             range: range.get(),
@@ -108,17 +135,30 @@ pub fn HistoryChart(
             answers: answers.get(),
         };
         series.track();
+        if !on_screen.get() {
+            missed = true;
+            return;
+        }
         let Some(canvas) = canvas_ref.get() else {
             return;
         };
         let now = js_sys::Date::now();
-        if let Some((last, at)) = last_draw
+        let newest = series.with_untracked(|s| s.points().last().map(|p| p.t));
+        // Only live samples changed: redraw when a bucket closed (or the open one has been
+        // moving a while), and at most LIVE_DRAWS_PER_TICK charts per tick, so the 5 × GPUs
+        // charts take turns instead of all redrawing in the same tick.
+        if let Some((last, at, bucket)) = last_draw
             && last == key
-            && now - at < MIN_REDRAW_MS
+            && !missed
         {
-            return;
+            let elapsed = now - at;
+            let due = elapsed >= MIN_REDRAW_MS && (bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
+            if !due || !take_live_slot(state.with_untracked(|s| s.seq)) {
+                return;
+            }
         }
-        last_draw = Some((key, now));
+        missed = false;
+        last_draw = Some((key, now, newest));
         let drawn = series.with_untracked(|s| draw(&canvas, s, metric, key.range, key.ceiling, now));
         match drawn {
             Ok(points) => {

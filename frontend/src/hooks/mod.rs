@@ -8,3 +8,4 @@ pub mod poll;
 pub mod session;
 pub mod telemetry;
 pub mod theme;
+pub mod visible;
