@@ -1,5 +1,5 @@
 //! Frontend budgets, printed for docs/BENCHMARKS.md: the app's gzip download
-//! (printed against its 250 KiB target; asserted only against a 512 KiB ceiling
+//! (printed against its 250 KiB target; asserted only against a 768 KiB ceiling
 //! that catches a runaway dependency), and in Chromium the first render and
 //! the time each tick's redraw takes with 8 GPUs and an hour of 1 Hz history
 //! (printed, never asserted: timing belongs in figures, not pass/fail tests).
@@ -20,7 +20,7 @@ use crate::support::TestServer;
 /// The whole app (page, scripts, wasm, styles), gzip as served: the target, printed…
 const APP_BUDGET: usize = 250 * 1024;
 /// …and the ceiling past which a change has pulled in something it should not.
-const APP_CEILING: usize = 512 * 1024;
+const APP_CEILING: usize = 768 * 1024;
 const APP_FILES: [&str; 5] =
     ["/", "/assets/boot.js", "/assets/frontend.js", "/assets/frontend_bg.wasm", "/assets/style.css"];
 /// Ticks whose handling is timed.
