@@ -52,7 +52,7 @@ impl TimeChart<'_> {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let ratio = fit_to_css_box(canvas);
         let px = |css_px: f64| (css_px * ratio).round() as u32;
-        let palette = Palette::from_css(canvas);
+        let palette = Palette::cached(canvas);
         let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
         let root = backend.into_drawing_area();
         root.fill(&palette.background)?;
@@ -107,6 +107,7 @@ pub fn value_tick(value: f64, y_max: f64) -> String {
 }
 
 /// Colors of the chart, read from the page's CSS custom properties so they follow the theme.
+#[derive(Clone, Copy)]
 pub struct Palette {
     pub background: RGBColor,
     pub line: RGBColor,
@@ -115,7 +116,27 @@ pub struct Palette {
     pub text: RGBColor,
 }
 
+thread_local! {
+    /// The palette read for the `<html data-theme>` value it was read under: reading the
+    /// computed style at every draw forced a style recalculation in every tick.
+    static PALETTE: std::cell::Cell<Option<(Option<String>, Palette)>> = const { std::cell::Cell::new(None) };
+}
+
 impl Palette {
+    /// The page's palette, read again only when the theme changed.
+    pub fn cached(canvas: &HtmlCanvasElement) -> Self {
+        let theme = document().document_element().and_then(|html| html.get_attribute("data-theme"));
+        PALETTE.with(|cell| {
+            let cached = cell.take();
+            let palette = match cached {
+                Some((seen, palette)) if seen == theme => palette,
+                _ => Self::from_css(canvas),
+            };
+            cell.set(Some((theme, palette)));
+            palette
+        })
+    }
+
     pub fn from_css(canvas: &HtmlCanvasElement) -> Self {
         let style = window().get_computed_style(canvas).ok().flatten();
         let color = |name: &str, fallback: RGBColor| {
