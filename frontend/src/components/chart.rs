@@ -9,7 +9,7 @@ use leptos::{ev, prelude::*};
 use plotters::{
     chart::ChartBuilder,
     drawing::IntoDrawingArea,
-    element::Polygon,
+    element::{PathElement, Polygon},
     prelude::BindKeyPoints,
     series::LineSeries,
     style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
@@ -41,6 +41,8 @@ pub struct TimeChart<'a> {
     pub compact: bool,
     /// Opacity of the band's fill.
     pub band_opacity: f64,
+    /// Times (in the x range's unit) to mark with a short tick under the top edge, e.g. PyTorch spans.
+    pub markers: &'a [i64],
 }
 
 impl TimeChart<'_> {
@@ -96,6 +98,14 @@ impl TimeChart<'_> {
                 ShapeStyle::from(palette.line).stroke_width(px(line)),
             ))?;
         }
+        let marker = ShapeStyle::from(palette.text).stroke_width(px(1.0));
+        let (top, bottom) = (self.y_max, self.y_max * 0.92);
+        chart.draw_series(
+            self.markers
+                .iter()
+                .filter(|x| self.x_range.contains(x))
+                .map(|&x| PathElement::new(vec![(x, top), (x, bottom)], marker)),
+        )?;
         root.present()?;
         Ok(())
     }

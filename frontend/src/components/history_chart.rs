@@ -302,6 +302,7 @@ fn draw(
         y_desc: unit,
         y_labels: 4,
         compact: true,
+        markers: &[],
         band_opacity: 0.25,
     }
     .draw(canvas, &segments(&points, gap_ms))?;

@@ -1,17 +1,19 @@
 //! A device's memory used over the last five minutes, drawn with plotters on a `<canvas>`.
 
 use leptos::{html, logging, prelude::*};
+use shared::bridge::AttachedProcess;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::chart::{BandPoint, TimeChart, use_resize_counter},
-    hooks::theme::Theme,
+    hooks::{bridge::Bridge, theme::Theme},
     state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Memory used by GPU `index`; redrawn when its points, the theme or the window size change.
+/// Memory used by GPU `index`, with a tick where a PyTorch span began; redrawn when its points,
+/// those spans, the theme or the window size change.
 #[component]
 pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSignal<Theme>) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
@@ -19,6 +21,10 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     let revision =
         Memo::new(move |_| state.with(|s| s.device(index).map(|d| (d.memory_revision, d.info.memory_total))));
     let resized = use_resize_counter();
+    // Where attached PyTorch processes started spans on this GPU: ticks on the chart's top edge.
+    let bridge = use_context::<Bridge>();
+    let spans =
+        Memo::new(move |_| bridge.map(|b| b.processes.with(|list| span_starts(list, index))).unwrap_or_default());
 
     let mut draws = 0u32;
     Effect::new(move |_| {
@@ -27,12 +33,13 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
         let _ = revision.get();
         theme.track();
         resized.track();
+        spans.track();
         let Some(canvas) = canvas_ref.get() else {
             return;
         };
         let drawn = state.with_untracked(|s| {
             let device = s.device(index)?;
-            Some(draw(&canvas, &device.memory, device.info.memory_total))
+            spans.with_untracked(|spans| Some(draw(&canvas, &device.memory, device.info.memory_total, spans)))
         });
         match drawn {
             Some(Ok(())) => {
@@ -56,7 +63,25 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     }
 }
 
-fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> Result<(), Box<dyn std::error::Error>> {
+/// Start times (ms since the epoch) of the recent spans that ran on GPU `index`, oldest first.
+fn span_starts(processes: &[AttachedProcess], index: u32) -> Vec<u64> {
+    let mut starts: Vec<u64> = processes
+        .iter()
+        .flat_map(|p| {
+            p.recent_spans.iter().filter(|s| p.devices.iter().any(|d| d.torch.device == s.device && d.gpu == index))
+        })
+        .map(|s| s.start_ms)
+        .collect();
+    starts.sort_unstable();
+    starts
+}
+
+fn draw(
+    canvas: &HtmlCanvasElement,
+    memory: &MemoryRing,
+    memory_total: u64,
+    spans: &[u64],
+) -> Result<(), Box<dyn std::error::Error>> {
     let newest = memory.newest_ms().unwrap_or_default();
     let points: Vec<BandPoint> = memory
         .iter()
@@ -70,7 +95,9 @@ fn draw(canvas: &HtmlCanvasElement, memory: &MemoryRing, memory_total: u64) -> R
     let y_max =
         if memory_total > 0 { memory_total as f64 / GIB } else { points.iter().map(|p| p.high).fold(1.0, f64::max) };
     let window = HISTORY_WINDOW_MS as i64;
+    let markers: Vec<i64> = spans.iter().map(|&t| t as i64 - newest as i64).collect();
     TimeChart {
+        markers: &markers,
         x_range: -window..0,
         x_ticks: (0..=6).map(|k| -window + k * window / 6).collect(),
         x_label: &|x| format!("{}", x / 1000),
