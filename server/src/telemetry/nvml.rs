@@ -593,13 +593,17 @@ fn cuda_version(version: i32) -> String {
     format!("{}.{}", version / 1000, (version % 1000) / 10)
 }
 
-/// An error and its causes on one line: "a: b: c".
+/// An error and its causes on one line: "a: b: c", leaving out a cause the text already says
+/// (libloading's errors repeat their source in their own message).
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
         source = cause.source();
     }
     text
@@ -613,6 +617,24 @@ mod tests {
     fn cuda_versions_read_like_nvidia_smi() {
         assert_eq!(cuda_version(13000), "13.0");
         assert_eq!(cuda_version(12040), "12.4");
+    }
+
+    #[test]
+    fn error_chains_do_not_repeat_a_cause() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "load failed: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let error = Outer(std::io::Error::other("libnvidia-ml.so.1: cannot open"));
+        assert_eq!(error_chain(&error), "load failed: libnvidia-ml.so.1: cannot open");
     }
 
     #[test]
