@@ -42,7 +42,7 @@ fn build() -> Result<(), String> {
     println!("cargo:rerun-if-env-changed=GPUDASH_FRONTEND_WASM");
 
     // For server work while the frontend is mid-change: embed an already built wasm.
-    let wasm = match env::var_os("GPUDASH_FRONTEND_WASM") {
+    let wasm = match env::var_os("GPUDASH_FRONTEND_WASM").filter(|p| !p.is_empty()) {
         Some(prebuilt) => {
             println!("cargo:warning=embedding the prebuilt browser app {}", PathBuf::from(&prebuilt).display());
             PathBuf::from(prebuilt)

@@ -13,7 +13,7 @@ use shared::ServerMessage;
 use shared::lab::{LabEvent, LabStatus, Run, RunStatus, RunSummary, TrimOutcome};
 use tokio::net::TcpListener;
 
-use crate::support::{TestServer, connect, next_message};
+use crate::support::{TestServer, connect, finished, get_json, next_message};
 
 /// A server with `count` simulated GPUs whose lab sleeps `step` per experiment step.
 async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer, Arc<SimulatedProbe>) {
@@ -50,25 +50,6 @@ async fn post(server: &TestServer, path: &str, user: &str, body: &Value) -> (Sta
         .expect("request");
     let status = response.status();
     (status, response.json().await.expect("JSON body"))
-}
-
-async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
-    let response = reqwest::get(server.url(path)).await.expect("request");
-    assert_eq!(response.status(), StatusCode::OK, "{path}");
-    response.json().await.expect("JSON body")
-}
-
-/// Polls until the run has ended.
-async fn finished(server: &TestServer, id: u64) -> Run {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let run: Run = get_json(server, &format!("/api/runs/{id}")).await;
-        if run.summary.status.is_final() {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
 }
 
 fn small_transfer() -> Value {

@@ -12,7 +12,7 @@ use shared::lab::{ChartSpec, LabStatus, Run, RunStatus};
 use shared::topology::Topology;
 use tokio::net::TcpListener;
 
-use crate::support::TestServer;
+use crate::support::{TestServer, finished, get_json};
 
 /// `count` simulated GPUs (H200s up to three, then other models) whose lab sleeps `step_ms` per step.
 async fn server(count: u32, step_ms: u64) -> TestServer {
@@ -36,28 +36,10 @@ async fn post(server: &TestServer, path: &str, body: &Value) -> (StatusCode, Val
     (status, response.json().await.expect("JSON body"))
 }
 
-async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
-    let response = reqwest::get(server.url(path)).await.expect("request");
-    assert_eq!(response.status(), StatusCode::OK, "{path}");
-    response.json().await.expect("JSON body")
-}
-
 async fn submit(server: &TestServer, device: u32, params: Value) -> u64 {
     let (status, run) = post(server, "/api/runs", &json!({ "device": device, "params": params })).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{run}");
     run["id"].as_u64().expect("id")
-}
-
-async fn finished(server: &TestServer, id: u64) -> Run {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let run: Run = get_json(server, &format!("/api/runs/{id}")).await;
-        if run.summary.status.is_final() {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]

@@ -80,3 +80,23 @@ pub async fn next_message(socket: &mut Socket, secs: u64) -> ServerMessage {
         }
     }
 }
+
+/// `GET path` as JSON, failing the test unless it answers 200.
+pub async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
+    let response = reqwest::get(server.url(path)).await.expect("request");
+    assert_eq!(response.status(), reqwest::StatusCode::OK, "{path}");
+    response.json().await.expect("JSON body")
+}
+
+/// Polls a lab run until it has ended, failing the test after 30 s.
+pub async fn finished(server: &TestServer, id: u64) -> shared::lab::Run {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let run: shared::lab::Run = get_json(server, &format!("/api/runs/{id}")).await;
+        if run.summary.status.is_final() {
+            return run;
+        }
+        assert!(std::time::Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
