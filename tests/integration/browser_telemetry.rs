@@ -184,7 +184,8 @@ async fn a_lost_gpu_is_flagged_while_the_others_keep_updating() {
     let simulator = Simulator::new(3, 200).with_fault("lost:1@1s".parse().unwrap());
     let server = TestServer::with_source(Box::new(simulator), 200).await;
     let url = server.url("/");
-    with_browser(1280, 900, |c| async move {
+    // Tall enough that every card's memory chart is on screen, where charts draw.
+    with_browser(1280, 3000, |c| async move {
         c.goto(&url).await.unwrap();
         let lost = ".gpu-card.gpu-lost[data-index='1']";
         eventually(15, "GPU 1 marked lost", || async { (texts(&c, lost).await.len() == 1).then_some(()) }).await;
@@ -199,22 +200,63 @@ async fn a_lost_gpu_is_flagged_while_the_others_keep_updating() {
         assert!(!free.contains("GPU 1"), "a lost GPU is not free: {free}");
         assert_eq!(texts(&c, "#lost-gpus").await, ["Lost: GPU 1"]);
 
-        let draws = |c: Client| async move {
-            js(&c, "return [...document.querySelectorAll('canvas.mem-chart')].map(e => +e.getAttribute('data-draws'))")
-                .await
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
-                .unwrap_or_default()
-        };
-        let before = draws(c.clone()).await;
+        let before = memory_chart_draws(&c).await;
         let memory_before = texts(&c, ".gpu-card .mem-text").await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
-        let after = draws(c.clone()).await;
+        let after = memory_chart_draws(&c).await;
         let memory_after = texts(&c, ".gpu-card .mem-text").await;
         assert_eq!(after[1], before[1], "the lost GPU's chart stopped");
         assert!(after[0] > before[0] && after[2] > before[2], "the other charts keep drawing: {before:?} {after:?}");
         assert_eq!(memory_after[1], memory_before[1]);
         assert!(memory_after[0] != memory_before[0] || memory_after[2] != memory_before[2], "{memory_after:?}");
+    })
+    .await;
+    server.stop().await;
+}
+
+/// `data-draws` of each card's memory chart, by GPU.
+async fn memory_chart_draws(c: &Client) -> Vec<u64> {
+    js(c, "return [...document.querySelectorAll('canvas.mem-chart')].map(e => +e.getAttribute('data-draws'))")
+        .await
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn memory_charts_below_the_fold_wait_until_scrolled_to() {
+    let server = TestServer::simulated(8, 100).await;
+    let url = server.url("/");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        eventually(15, "eight cards with figures", || async {
+            let shown = texts(&c, ".gpu-card .gpu-util").await;
+            (shown.len() == 8 && shown.iter().all(|t| t.ends_with('%'))).then_some(())
+        })
+        .await;
+        let below = js(
+            &c,
+            "return document.querySelector('.gpu-card[data-index=\"7\"] canvas.mem-chart')\
+             .getBoundingClientRect().top > innerHeight",
+        )
+        .await;
+        assert_eq!(below, Value::Bool(true), "GPU 7's chart starts below the fold");
+        // A second of 10 Hz ticks: the chart below the fold has not drawn.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(memory_chart_draws(&c).await[7], 0, "an off-screen chart waits");
+
+        js(&c, "document.querySelector('.gpu-card[data-index=\"7\"] canvas.mem-chart').scrollIntoView(); return null")
+            .await;
+        let first = eventually(5, "GPU 7's chart drawn once on screen", || async {
+            let draws = memory_chart_draws(&c).await[7];
+            (draws > 0).then_some(draws)
+        })
+        .await;
+        // On screen it follows the samples: a 5-minute axis moves a pixel every ~0.5 s.
+        eventually(5, "GPU 7's chart redrawn as samples arrive", || async {
+            (memory_chart_draws(&c).await[7] > first + 1).then_some(())
+        })
+        .await;
     })
     .await;
     server.stop().await;

@@ -131,24 +131,38 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted.get(((q * (sorted.len().max(1) - 1) as f64).round()) as usize).copied().unwrap_or(f64::NAN)
 }
 
+/// The browser windows the redraw is timed in: a laptop's, where the cards below
+/// the fold wait to be scrolled to, and one tall enough that all eight cards
+/// (every memory chart) are on screen at once.
+const WINDOWS: [(u32, u32, &str); 2] =
+    [(1280, 900, "1280×900 window"), (1280, 6000, "1280×6000, every card on screen")];
+
 #[tokio::test]
 async fn chart_redraw_and_first_render_figures() {
     let dir = tempfile::tempdir().unwrap();
     an_hour_of_history(dir.path(), 8);
     let server = TestServer::with_history(8, 100, dir.path()).await;
-    let url = server.url("/");
-    with_browser(1280, 900, |c| async move {
+    let mut figures = String::from("\n| figure | value | target |\n| --- | --- | --- |\n");
+    for (width, height, window) in WINDOWS {
+        figures.push_str(&redraw_figures(&server.url("/"), width, height, window).await);
+    }
+    print_figures(&figures);
+    server.stop().await;
+}
+
+/// Table rows for one window: tick handling p50/p99/max, draws per tick, first draw and paint.
+async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> String {
+    let mut figures = String::new();
+    let out = &mut figures;
+    with_browser(width, height, |c| async move {
         c.issue_cmd(Cdp {
             method: "Page.addScriptToEvaluateOnNewDocument",
             params: serde_json::json!({ "source": PROBE }),
         })
         .await
         .expect("chromedriver passes DevTools commands");
-        c.goto(&url).await.unwrap();
-        eventually(15, "eight drawn memory charts", || async {
-            (texts(&c, ".gpu-card").await.len() == 8).then_some(())
-        })
-        .await;
+        c.goto(url).await.unwrap();
+        eventually(15, "eight GPU cards", || async { (texts(&c, ".gpu-card").await.len() == 8).then_some(()) }).await;
         let first_render = eventually(10, "the first chart draw", || async {
             js(&c, "return window.__gpudashProbe.firstDrawEnd || null").await.as_f64()
         })
@@ -172,27 +186,34 @@ async fn chart_redraw_and_first_render_figures() {
         })
         .await;
         let history_charts = texts(&c, "canvas.history-chart").await.len();
+        let on_screen = js(
+            &c,
+            "return [...document.querySelectorAll('canvas.mem-chart')].filter(k => { \
+             const r = k.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }).length",
+        )
+        .await;
 
         let mut tasks: Vec<f64> = timing["tasks"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
         tasks.truncate(TICKS);
         tasks.sort_by(f64::total_cmp);
         let draws: Vec<u64> = timing["draws"].as_array().unwrap().iter().filter_map(|v| v.as_u64()).collect();
         let mean_draws = draws.iter().take(TICKS).sum::<u64>() as f64 / TICKS as f64;
-        let mut figures = String::from("\n| figure | value | target |\n| --- | --- | --- |\n");
         let _ = writeln!(
-            figures,
-            "| tick handling incl. redraw, {TICKS} ticks, 8 GPUs, {history_charts} history charts on 1 h: \
+            out,
+            "| {window}: tick handling incl. redraw, {TICKS} ticks, 8 GPUs, {history_charts} history charts on 1 h: \
              p50 / p99 / max | {:.2} / {:.2} / {:.2} ms | p99 ≤ 8 ms |",
             quantile(&tasks, 0.5),
             quantile(&tasks, 0.99),
             tasks.last().copied().unwrap_or(f64::NAN)
         );
-        let _ = writeln!(figures, "| canvas draws per tick (mean) | {mean_draws:.1} | |");
-        let _ = writeln!(figures, "| first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
-        let _ = writeln!(figures, "| first contentful paint | {:.0} ms | |", paint.as_f64().unwrap_or(f64::NAN));
-        print_figures(&figures);
+        let _ = writeln!(
+            out,
+            "| {window}: canvas draws per tick (mean; memory charts on screen: {on_screen}) | {mean_draws:.1} | |"
+        );
+        let _ = writeln!(out, "| {window}: first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
+        let _ = writeln!(out, "| {window}: first contentful paint | {:.0} ms | |", paint.as_f64().unwrap_or(f64::NAN));
         assert_eq!(tasks.len(), TICKS, "every timed tick was counted");
     })
     .await;
-    server.stop().await;
+    figures
 }

@@ -111,6 +111,31 @@ impl TimeChart<'_> {
     }
 }
 
+/// Live redraws one tick allows a kind of chart, so that many charts take turns
+/// rather than all redrawing in the same tick (keep one in a `thread_local!`).
+pub struct DrawSlots {
+    per_tick: u32,
+    /// The tick (its sequence number) slots are counted for, and how many it has given.
+    used: std::cell::Cell<(u64, u32)>,
+}
+
+impl DrawSlots {
+    pub const fn new(per_tick: u32) -> Self {
+        Self { per_tick, used: std::cell::Cell::new((0, 0)) }
+    }
+
+    /// True when another chart may redraw for tick `seq`.
+    pub fn take(&self, seq: u64) -> bool {
+        let (tick, used) = self.used.get();
+        let used = if tick == seq { used } else { 0 };
+        if used >= self.per_tick {
+            return false;
+        }
+        self.used.set((seq, used + 1));
+        true
+    }
+}
+
 /// A y-axis label: whole numbers, with one decimal on short axes where ticks fall between.
 pub fn value_tick(value: f64, y_max: f64) -> String {
     if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
@@ -212,6 +237,14 @@ pub fn use_resize_counter() -> ReadSignal<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn draw_slots_are_counted_per_tick() {
+        let slots = DrawSlots::new(2);
+        assert!(slots.take(7) && slots.take(7));
+        assert!(!slots.take(7), "a third chart waits for the next tick");
+        assert!(slots.take(8), "a new tick has slots again");
+    }
 
     #[test]
     fn short_axes_get_a_decimal() {

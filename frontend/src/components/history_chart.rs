@@ -7,7 +7,7 @@ use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::{
-        chart::{BandPoint, TimeChart, use_resize_counter},
+        chart::{BandPoint, DrawSlots, TimeChart, use_resize_counter},
         format,
     },
     hooks::{
@@ -28,25 +28,9 @@ const MAX_POINTS: u32 = 1000;
 const MIN_REDRAW_MS: f64 = 900.0;
 /// A bucket still filling (a long range's) is redrawn this often for its moving mean.
 const OPEN_BUCKET_REDRAW_MS: f64 = 5000.0;
-/// History charts redrawn for live samples in one tick, whatever the number of GPUs.
-const LIVE_DRAWS_PER_TICK: u32 = 2;
-
 thread_local! {
-    /// The tick (its sequence number) live redraws are counted for, and how many it has had.
-    static LIVE_SLOTS: std::cell::Cell<(u64, u32)> = const { std::cell::Cell::new((0, 0)) };
-}
-
-/// True when another history chart may redraw for tick `seq`.
-fn take_live_slot(seq: u64) -> bool {
-    LIVE_SLOTS.with(|slots| {
-        let (tick, used) = slots.get();
-        let used = if tick == seq { used } else { 0 };
-        if used >= LIVE_DRAWS_PER_TICK {
-            return false;
-        }
-        slots.set((seq, used + 1));
-        true
-    })
+    /// History charts redrawn for live samples in one tick, whatever the number of GPUs.
+    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
 }
 
 /// `canvas.history-chart[data-metric]` of GPU `index`.
@@ -145,7 +129,7 @@ pub fn HistoryChart(
         let now = js_sys::Date::now();
         let newest = series.with_untracked(|s| s.points().last().map(|p| p.t));
         // Only live samples changed: redraw when a bucket closed (or the open one has been
-        // moving a while), and at most LIVE_DRAWS_PER_TICK charts per tick, so the 5 × GPUs
+        // moving a while), and at most LIVE_SLOTS charts per tick, so the 5 × GPUs
         // charts take turns instead of all redrawing in the same tick.
         if let Some((last, at, bucket)) = last_draw
             && last == key
@@ -153,7 +137,7 @@ pub fn HistoryChart(
         {
             let elapsed = now - at;
             let due = elapsed >= MIN_REDRAW_MS && (bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
-            if !due || !take_live_slot(state.with_untracked(|s| s.seq)) {
+            if !due || !LIVE_SLOTS.with(|slots| slots.take(state.with_untracked(|s| s.seq))) {
                 return;
             }
         }

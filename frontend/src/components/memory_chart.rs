@@ -5,15 +5,22 @@ use shared::bridge::AttachedProcess;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, TimeChart, use_resize_counter},
-    hooks::{bridge::Bridge, theme::Theme},
+    components::chart::{BandPoint, DrawSlots, TimeChart, use_resize_counter},
+    hooks::{bridge::Bridge, theme::Theme, visible::use_on_screen},
     state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// Memory used by GPU `index`, with a tick where a PyTorch span began; redrawn when its points,
-/// those spans, the theme or the window size change.
+thread_local! {
+    /// Memory charts redrawn for live samples in one tick, whatever the number of GPUs.
+    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
+}
+
+/// Memory used by GPU `index`, with a tick where a PyTorch span began. Redrawn at once when
+/// the theme, the window size, those spans or the device's total change; for new samples only
+/// once they have moved the line by a pixel, taking turns with the other cards' charts; and
+/// only while on screen (off screen it waits, and draws its latest points once scrolled to).
 #[component]
 pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSignal<Theme>) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
@@ -25,18 +32,42 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     let bridge = use_context::<Bridge>();
     let spans =
         Memo::new(move |_| bridge.map(|b| b.processes.with(|list| span_starts(list, index))).unwrap_or_default());
+    let on_screen = use_on_screen(canvas_ref);
 
     let mut draws = 0u32;
+    // The last draw: what besides live samples it showed, and when.
+    let mut last_draw: Option<(DrawKey, f64)> = None;
+    let mut missed = false;
     Effect::new(move |_| {
         // `get`, not `track`: tracking a memo does not run it, so it would
         // never subscribe to `state` and never change.
-        let _ = revision.get();
-        theme.track();
-        resized.track();
-        spans.track();
+        let total = revision.get().map(|(_, total)| total);
+        let key = DrawKey {
+            theme: theme.get(),
+            resized: resized.get(),
+            total,
+            spans: spans.with(|s| (s.len(), s.last().copied())),
+        };
+        if !on_screen.get() {
+            missed = true;
+            return;
+        }
         let Some(canvas) = canvas_ref.get() else {
             return;
         };
+        let now = js_sys::Date::now();
+        if let Some((last, at)) = last_draw
+            && last == key
+            && !missed
+        {
+            // Only samples changed: a 5-minute axis moves a pixel every few hundred ms.
+            let pixel_ms = HISTORY_WINDOW_MS as f64 / f64::from(canvas.width().max(1));
+            if now - at < pixel_ms || !LIVE_SLOTS.with(|slots| slots.take(state.with_untracked(|s| s.seq))) {
+                return;
+            }
+        }
+        missed = false;
+        last_draw = Some((key, now));
         let drawn = state.with_untracked(|s| {
             let device = s.device(index)?;
             spans.with_untracked(|spans| Some(draw(&canvas, &device.memory, device.info.memory_total, spans)))
@@ -61,6 +92,16 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
             aria-label=format!("Memory used by GPU {index} over the last 5 minutes")
         ></canvas>
     }
+}
+
+/// What, besides new samples, redraws a memory chart at once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DrawKey {
+    theme: Theme,
+    resized: u32,
+    total: Option<u64>,
+    /// How many span starts there are and the newest.
+    spans: (usize, Option<u64>),
 }
 
 /// Start times (ms since the epoch) of the recent spans that ran on GPU `index`, oldest first.

@@ -6,13 +6,14 @@ use send_wrapper::SendWrapper;
 use wasm_bindgen::{JsCast, prelude::Closure};
 use web_sys::{IntersectionObserver, IntersectionObserverEntry};
 
-/// True while `target` intersects the viewport; true until the observer first reports.
+/// True while `target` intersects the viewport; false until the observer first reports
+/// (it does once observing starts), always true where there is no IntersectionObserver.
 pub fn use_on_screen<E>(target: NodeRef<E>) -> ReadSignal<bool>
 where
     E: ElementType,
     E::Output: JsCast + Clone + 'static,
 {
-    let (on_screen, set_on_screen) = signal(true);
+    let (on_screen, set_on_screen) = signal(false);
     let callback = Closure::<dyn FnMut(js_sys::Array)>::new(move |entries: js_sys::Array| {
         // The latest entry wins when several queued up.
         if let Some(entry) = entries.iter().last().and_then(|e| e.dyn_into::<IntersectionObserverEntry>().ok()) {
@@ -20,6 +21,7 @@ where
         }
     });
     let Ok(observer) = IntersectionObserver::new(callback.as_ref().unchecked_ref()) else {
+        set_on_screen.set(true);
         return on_screen;
     };
     let kept = SendWrapper::new((observer.clone(), callback));
