@@ -5,7 +5,12 @@
 //! may send only what it changes. Bytes are `u64`, times ms since the epoch,
 //! durations `f64` milliseconds unless a field says otherwise.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::tagged::{leading_tag, rest};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -580,8 +585,9 @@ pub struct ExperimentInfo {
     pub defaults: ExperimentParams,
 }
 
-/// What the lab pushes over `/ws` inside `{"type":"lab", ...}`.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+/// What the lab pushes over `/ws` inside `{"type":"lab", ...}`, tagged by `"event"`
+/// right after: `{"type":"lab","event":"run",…}`. (Decoded tag first: see [`crate::tagged`].)
+#[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum LabEvent {
     /// The whole lab state: sent on connect, after a client fell behind, and whenever the queue changes.
@@ -592,6 +598,48 @@ pub enum LabEvent {
     Progress { id: u64, device: u32, progress: Progress },
     /// The lab's pool on a GPU was trimmed (empty_cache, or released after idling).
     Trimmed(TrimOutcome),
+}
+
+impl<'de> Deserialize<'de> for LabEvent {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Event {
+            Status,
+            Run,
+            Progress,
+            Trimmed,
+        }
+        #[derive(Deserialize)]
+        struct ProgressFields {
+            id: u64,
+            device: u32,
+            progress: Progress,
+        }
+        struct TagFirst;
+        impl<'de> Visitor<'de> for TagFirst {
+            type Value = LabEvent;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a lab event: an object whose first key is \"event\"")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LabEvent, A::Error> {
+                let event = leading_tag(&mut map, "event")?;
+                let rest = rest(map);
+                Ok(match event {
+                    Event::Status => LabEvent::Status(LabStatus::deserialize(rest)?),
+                    Event::Run => LabEvent::Run(RunSummary::deserialize(rest)?),
+                    Event::Progress => {
+                        let ProgressFields { id, device, progress } = ProgressFields::deserialize(rest)?;
+                        LabEvent::Progress { id, device, progress }
+                    }
+                    Event::Trimmed => LabEvent::Trimmed(TrimOutcome::deserialize(rest)?),
+                })
+            }
+        }
+        deserializer.deserialize_map(TagFirst)
+    }
 }
 
 #[cfg(test)]

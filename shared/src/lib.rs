@@ -11,6 +11,7 @@ pub mod health;
 pub mod history;
 pub mod lab;
 pub mod processes;
+mod tagged;
 pub mod telemetry;
 pub mod topology;
 pub mod units;
@@ -19,4 +20,4 @@ pub mod ws;
 pub use telemetry::{
     Clocks, ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint, PcieLink,
 };
-pub use ws::{ClientMessage, Details, DeviceHistory, ServerMessage, Tick};
+pub use ws::{ClientMessage, Details, DeviceHistory, ServerMessage, Snapshot, Tick};

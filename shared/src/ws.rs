@@ -5,10 +5,14 @@
 //! Ticks carry a sequence number so a client drops what it already has and a
 //! reconnect neither loses nor repeats points.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::health::DeviceHealth;
 use crate::processes::GpuProcess;
+use crate::tagged::{leading_tag, rest};
 use crate::telemetry::{DeviceInfo, DeviceSample, HostInfo, MemoryPoint};
 
 /// One sampling period's readings of every device.
@@ -86,23 +90,28 @@ impl From<CompactHistory> for DeviceHistory {
     }
 }
 
+/// Everything a fresh page needs. `seq` is the last tick it includes.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub host: HostInfo,
+    pub devices: Vec<DeviceInfo>,
+    pub latest: Vec<DeviceSample>,
+    pub history: Vec<DeviceHistory>,
+    /// Latest slow-loop readings, one per device that has one.
+    #[serde(default)]
+    pub health: Vec<DeviceHealth>,
+    /// Every GPU process right now.
+    #[serde(default)]
+    pub processes: Vec<GpuProcess>,
+}
+
+/// On the wire an object tagged by `"type"`, the tag first: `{"type":"tick","seq":7,…}`.
+/// (Decoded by hand, tag first: see [`crate::tagged`].)
+#[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ServerMessage {
-    /// Everything a fresh page needs. `seq` is the last tick it includes.
-    Snapshot {
-        seq: u64,
-        host: HostInfo,
-        devices: Vec<DeviceInfo>,
-        latest: Vec<DeviceSample>,
-        history: Vec<DeviceHistory>,
-        /// Latest slow-loop readings, one per device that has one.
-        #[serde(default)]
-        health: Vec<DeviceHealth>,
-        /// Every GPU process right now.
-        #[serde(default)]
-        processes: Vec<GpuProcess>,
-    },
+    Snapshot(Snapshot),
     Tick(Tick),
     /// Health and processes, sent when the slower loop has read them (every couple of seconds).
     Details(Details),
@@ -116,6 +125,47 @@ pub enum ServerMessage {
     Error {
         message: String,
     },
+}
+
+impl<'de> Deserialize<'de> for ServerMessage {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Type {
+            Snapshot,
+            Tick,
+            Details,
+            #[cfg(feature = "lab-events")]
+            Lab,
+            Error,
+        }
+        #[derive(Deserialize)]
+        struct ErrorFields {
+            message: String,
+        }
+        struct TagFirst;
+        impl<'de> Visitor<'de> for TagFirst {
+            type Value = ServerMessage;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a message: an object whose first key is \"type\"")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ServerMessage, A::Error> {
+                let kind = leading_tag(&mut map, "type")?;
+                let rest = rest(map);
+                Ok(match kind {
+                    Type::Snapshot => ServerMessage::Snapshot(Snapshot::deserialize(rest)?),
+                    Type::Tick => ServerMessage::Tick(Tick::deserialize(rest)?),
+                    Type::Details => ServerMessage::Details(Details::deserialize(rest)?),
+                    #[cfg(feature = "lab-events")]
+                    Type::Lab => ServerMessage::Lab(crate::lab::LabEvent::deserialize(rest)?),
+                    Type::Error => ServerMessage::Error { message: ErrorFields::deserialize(rest)?.message },
+                })
+            }
+        }
+        deserializer.deserialize_map(TagFirst)
+    }
 }
 
 /// What a browser may send. Anything else is answered with an error.
@@ -153,6 +203,47 @@ mod tests {
         assert_eq!(serde_json::from_str::<DeviceHistory>(&json).unwrap(), history);
         let empty = DeviceHistory { index: 0, points: vec![] };
         assert_eq!(serde_json::from_str::<DeviceHistory>(&serde_json::to_string(&empty).unwrap()).unwrap(), empty);
+    }
+
+    #[test]
+    fn messages_decode_tag_first_and_say_when_the_tag_is_elsewhere() {
+        let host = HostInfo {
+            hostname: "h".into(),
+            driver_version: None,
+            cuda_driver_version: None,
+            simulated: true,
+            gpu_error: None,
+            interval_ms: 100,
+            version: "0".into(),
+            history_path: None,
+        };
+        let snapshot = ServerMessage::Snapshot(Snapshot {
+            seq: 3,
+            host: host.clone(),
+            devices: vec![],
+            latest: vec![],
+            history: vec![DeviceHistory { index: 0, points: vec![MemoryPoint { timestamp_ms: 5, memory_used: 9 }] }],
+            health: vec![],
+            processes: vec![],
+        });
+        let error = ServerMessage::Error { message: "too fast".into() };
+        let details = ServerMessage::Details(Details::default());
+        for message in [snapshot, error, details] {
+            let json = serde_json::to_string(&message).unwrap();
+            assert!(json.starts_with(r#"{"type":"#), "{json}");
+            assert_eq!(serde_json::from_str::<ServerMessage>(&json).unwrap(), message);
+        }
+        // Fields left out take their defaults, as with serde's derive.
+        let host = serde_json::to_string(&host).unwrap();
+        let bare = format!(r#"{{"type":"snapshot","seq":1,"host":{host},"devices":[],"latest":[],"history":[]}}"#);
+        assert!(matches!(serde_json::from_str::<ServerMessage>(&bare), Ok(ServerMessage::Snapshot(s)) if s.seq == 1));
+
+        let late = serde_json::from_str::<ServerMessage>(r#"{"seq":7,"type":"tick","samples":[]}"#).unwrap_err();
+        assert!(late.to_string().contains(r#"expected "type" as the first key, found "seq""#), "{late}");
+        let unknown = serde_json::from_str::<ServerMessage>(r#"{"type":"reboot"}"#).unwrap_err();
+        assert!(unknown.to_string().contains("unknown variant `reboot`"), "{unknown}");
+        assert!(serde_json::from_str::<ServerMessage>("{}").unwrap_err().to_string().contains("missing field `type`"));
+        assert!(serde_json::from_str::<ServerMessage>("[1]").is_err());
     }
 
     #[test]

@@ -60,7 +60,7 @@ fn small_transfer() -> Value {
 async fn a_run_streams_progress_and_ends_with_a_chart_and_csv() {
     let (server, _) = lab_server(2, 10, LabConfig::default()).await;
     let mut socket = connect(&server.ws_url()).await;
-    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot(_)));
 
     let (status, body) = post(&server, "/api/runs", "alice", &json!({ "device": 1, "params": small_transfer() })).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{body}");

@@ -1,7 +1,7 @@
 //! The WebSocket: snapshot, ticks in order, resync, bad messages, shutdown.
 
 use futures_util::{SinkExt, StreamExt};
-use shared::ServerMessage;
+use shared::{ServerMessage, Snapshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
@@ -11,7 +11,7 @@ use crate::support::{TestServer, connect, next_message};
 async fn snapshot_first_then_one_tick_per_period_in_order() {
     let server = TestServer::simulated(2, 100).await;
     let mut socket = connect(&server.ws_url()).await;
-    let ServerMessage::Snapshot { seq, host, devices, .. } = next_message(&mut socket, 5).await else {
+    let ServerMessage::Snapshot(Snapshot { seq, host, devices, .. }) = next_message(&mut socket, 5).await else {
         panic!("the first message must be a snapshot")
     };
     assert!(host.simulated);
@@ -30,7 +30,7 @@ async fn a_reconnecting_client_gets_history_that_joins_its_ticks() {
     let server = TestServer::simulated(1, 100).await;
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     let mut socket = connect(&server.ws_url()).await;
-    let ServerMessage::Snapshot { seq, history, latest, .. } = next_message(&mut socket, 5).await else {
+    let ServerMessage::Snapshot(Snapshot { seq, history, latest, .. }) = next_message(&mut socket, 5).await else {
         panic!("snapshot first")
     };
     let points = &history[0].points;
@@ -47,10 +47,10 @@ async fn a_reconnecting_client_gets_history_that_joins_its_ticks() {
 async fn resync_and_bad_messages_are_answered() {
     let server = TestServer::simulated(1, 1000).await;
     let mut socket = connect(&server.ws_url()).await;
-    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot(_)));
 
     socket.send(Message::text(r#"{"type":"resync"}"#)).await.unwrap();
-    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot { .. }));
+    assert!(matches!(next_message(&mut socket, 5).await, ServerMessage::Snapshot(_)));
 
     for bad in [r#"{"type":"reboot"}"#, "not json", r#"{"type":"resync","extra":1}"#] {
         socket.send(Message::text(bad)).await.unwrap();
@@ -95,7 +95,7 @@ async fn an_oversized_message_closes_the_socket_and_the_server_stays_up() {
     .expect("closed in time");
     assert!(matches!(closed, Some(CloseCode::Size) | None), "{closed:?}");
     let mut fresh = connect(&server.ws_url()).await;
-    assert!(matches!(next_message(&mut fresh, 5).await, ServerMessage::Snapshot { .. }));
+    assert!(matches!(next_message(&mut fresh, 5).await, ServerMessage::Snapshot(_)));
     server.stop().await;
 }
 

@@ -9,7 +9,7 @@ use std::{
 
 use leptos::{logging, prelude::*};
 use send_wrapper::SendWrapper;
-use shared::{ClientMessage, Details, ServerMessage};
+use shared::{ClientMessage, Details, ServerMessage, Snapshot};
 use wasm_bindgen::{JsCast, prelude::Closure};
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
@@ -158,7 +158,7 @@ impl Link {
             }
         };
         match message {
-            ServerMessage::Snapshot { seq, host, devices, latest, history, health, processes } => {
+            ServerMessage::Snapshot(Snapshot { seq, host, devices, latest, history, health, processes }) => {
                 let details = Details { health, processes };
                 self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history, details));
                 self.set_status.set(ConnectionStatus::Live);

@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use shared::health::{DeviceHealth, XidEvent};
 use shared::processes::GpuProcess;
-use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Tick};
+use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Snapshot, Tick};
 use tokio::sync::broadcast;
 
 use super::MemoryRing;
@@ -167,7 +167,7 @@ impl Telemetry {
         if let Some(frame) = cached.as_ref().filter(|f| f.seq == Some(seq)) {
             return frame.clone();
         }
-        let message = self.read_live(|live| ServerMessage::Snapshot {
+        let snapshot = self.read_live(|live| Snapshot {
             seq: live.seq,
             host: self.host.clone(),
             devices: self.devices.clone(),
@@ -181,8 +181,7 @@ impl Telemetry {
             health: live.health.clone(),
             processes: live.processes.clone(),
         });
-        let ServerMessage::Snapshot { seq, .. } = &message else { unreachable!("built as a snapshot above") };
-        let frame = Frame { seq: Some(*seq), text: encode(&message) };
+        let frame = Frame { seq: Some(snapshot.seq), text: encode(&ServerMessage::Snapshot(snapshot)) };
         *cached = Some(frame.clone());
         frame
     }
@@ -231,7 +230,8 @@ mod tests {
         hub.publish(vec![sample(0, 10, 5)], 10);
         let first = hub.snapshot();
         assert_eq!(first.text.as_str().as_ptr(), hub.snapshot().text.as_str().as_ptr());
-        let ServerMessage::Snapshot { seq, history, .. } = serde_json::from_str(first.text.as_str()).unwrap() else {
+        let ServerMessage::Snapshot(Snapshot { seq, history, .. }) = serde_json::from_str(first.text.as_str()).unwrap()
+        else {
             panic!("not a snapshot")
         };
         assert_eq!(seq, 1);
