@@ -43,6 +43,8 @@ pub struct TimeChart<'a> {
     pub band_opacity: f64,
     /// Times (in the x range's unit) to mark with a short tick under the top edge, e.g. PyTorch spans.
     pub markers: &'a [i64],
+    /// The canvas's CSS box, `(width, height)`, as [`crate::hooks::visible::use_box_size`] last saw it.
+    pub box_size: (f64, f64),
 }
 
 impl TimeChart<'_> {
@@ -52,7 +54,7 @@ impl TimeChart<'_> {
         canvas: &HtmlCanvasElement,
         segments: &[&[BandPoint]],
     ) -> Result<(), Box<dyn std::error::Error>> {
-        let ratio = fit_to_css_box(canvas);
+        let ratio = fit_to_size(canvas, self.box_size);
         let px = |css_px: f64| (css_px * ratio).round() as u32;
         let palette = Palette::cached(canvas);
         let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
@@ -111,8 +113,20 @@ impl TimeChart<'_> {
     }
 }
 
-/// Live redraws one tick allows a kind of chart, so that many charts take turns
-/// rather than all redrawing in the same tick (keep one in a `thread_local!`).
+thread_local! {
+    /// Redraws for live samples one tick allows, memory and history charts together,
+    /// whatever the number of GPUs: a tick's work stays that of two draws.
+    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
+}
+
+/// True when another chart may redraw for live samples in tick `seq`; a chart told
+/// no tries again at the next tick.
+pub fn take_live_slot(seq: u64) -> bool {
+    LIVE_SLOTS.with(|slots| slots.take(seq))
+}
+
+/// Redraws one tick allows, so that many charts take turns rather than all
+/// redrawing in the same tick.
 pub struct DrawSlots {
     per_tick: u32,
     /// The tick (its sequence number) slots are counted for, and how many it has given.
@@ -207,15 +221,21 @@ pub fn parse_hex_color(value: &str) -> Option<RGBColor> {
     }
 }
 
-/// Sizes the canvas's pixel buffer to its CSS box times the device pixel ratio,
-/// so lines and text stay sharp; returns that ratio.
+/// Sizes the canvas's pixel buffer to its CSS box, read now (which makes the browser
+/// lay the page out if anything changed since), times the device pixel ratio.
 pub fn fit_to_css_box(canvas: &HtmlCanvasElement) -> f64 {
-    let ratio = window().device_pixel_ratio().max(1.0);
     let rect = canvas.get_bounding_client_rect();
+    fit_to_size(canvas, (rect.width(), rect.height()))
+}
+
+/// Sizes the canvas's pixel buffer to `css_size` times the device pixel ratio, so
+/// lines and text stay sharp; returns that ratio.
+pub fn fit_to_size(canvas: &HtmlCanvasElement, (css_width, css_height): (f64, f64)) -> f64 {
+    let ratio = window().device_pixel_ratio().max(1.0);
     // A canvas not laid out yet (hidden tab, detached) keeps its current size.
-    if rect.width() >= 1.0 && rect.height() >= 1.0 {
-        let width = (rect.width() * ratio).round() as u32;
-        let height = (rect.height() * ratio).round() as u32;
+    if css_width >= 1.0 && css_height >= 1.0 {
+        let width = (css_width * ratio).round() as u32;
+        let height = (css_height * ratio).round() as u32;
         if canvas.width() != width {
             canvas.set_width(width);
         }

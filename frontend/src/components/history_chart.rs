@@ -7,13 +7,13 @@ use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::{
-        chart::{BandPoint, DrawSlots, TimeChart, use_resize_counter},
+        chart::{BandPoint, TimeChart, take_live_slot},
         format,
     },
     hooks::{
         api::{HistoryQuery, fetch_history},
         theme::Theme,
-        visible::use_on_screen,
+        visible::{use_box_size, use_on_screen},
     },
     state::{
         DashboardState,
@@ -28,11 +28,6 @@ const MAX_POINTS: u32 = 1000;
 const MIN_REDRAW_MS: f64 = 900.0;
 /// A bucket still filling (a long range's) is redrawn this often for its moving mean.
 const OPEN_BUCKET_REDRAW_MS: f64 = 5000.0;
-thread_local! {
-    /// History charts redrawn for live samples in one tick, whatever the number of GPUs.
-    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
-}
-
 /// `canvas.history-chart[data-metric]` of GPU `index`.
 #[component]
 pub fn HistoryChart(
@@ -49,7 +44,7 @@ pub fn HistoryChart(
     // Counts answers, so an answer is drawn at once rather than waiting out the live throttle.
     let answers = RwSignal::new(0u32);
     let generation = StoredValue::new(0u64);
-    let resized = use_resize_counter();
+    let box_size = use_box_size(canvas_ref);
 
     // A fetch per range picked (and one at first); an answer for an older pick is dropped.
     Effect::new(move |_| {
@@ -114,7 +109,7 @@ pub fn HistoryChart(
         let key = DrawKey {
             range: range.get(),
             theme: theme.get(),
-            resized: resized.get(),
+            size: box_size.get(),
             ceiling: ceiling.get(),
             answers: answers.get(),
         };
@@ -123,13 +118,13 @@ pub fn HistoryChart(
             missed = true;
             return;
         }
-        let Some(canvas) = canvas_ref.get() else {
+        let (Some(canvas), Some(size)) = (canvas_ref.get(), key.size) else {
             return;
         };
         let now = js_sys::Date::now();
         let newest = series.with_untracked(|s| s.points().last().map(|p| p.t));
         // Only live samples changed: redraw when a bucket closed (or the open one has been
-        // moving a while), and at most LIVE_SLOTS charts per tick, so the 5 × GPUs
+        // moving a while), and only with one of the tick's live slots, so the 5 × GPUs
         // charts take turns instead of all redrawing in the same tick.
         if let Some((last, at, bucket)) = last_draw
             && last == key
@@ -137,13 +132,13 @@ pub fn HistoryChart(
         {
             let elapsed = now - at;
             let due = elapsed >= MIN_REDRAW_MS && (bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
-            if !due || !LIVE_SLOTS.with(|slots| slots.take(state.with_untracked(|s| s.seq))) {
+            if !due || !take_live_slot(state.with_untracked(|s| s.seq)) {
                 return;
             }
         }
         missed = false;
         last_draw = Some((key, now, newest));
-        let drawn = series.with_untracked(|s| draw(&canvas, s, metric, key.range, key.ceiling, now));
+        let drawn = series.with_untracked(|s| draw(&canvas, size, s, metric, key.range, key.ceiling, now));
         match drawn {
             Ok(points) => {
                 draws += 1;
@@ -181,7 +176,8 @@ pub fn HistoryChart(
 struct DrawKey {
     range: HistoryRange,
     theme: Theme,
-    resized: u32,
+    /// The canvas's CSS box.
+    size: Option<(f64, f64)>,
     ceiling: Option<f64>,
     answers: u32,
 }
@@ -255,6 +251,7 @@ fn segments(points: &[BandPoint], gap_ms: u64) -> Vec<&[BandPoint]> {
 /// Draws the chart; returns how many buckets it drew.
 fn draw(
     canvas: &HtmlCanvasElement,
+    box_size: (f64, f64),
     series: &HistorySeries,
     metric: Metric,
     range: HistoryRange,
@@ -268,8 +265,7 @@ fn draw(
     let visible = &series.points()[first..];
     let data_max = visible.iter().map(|p| p.max / divisor).fold(0.0, f64::max);
 
-    let css_width = canvas.get_bounding_client_rect().width();
-    let max_ticks = (css_width / 80.0).clamp(2.0, 8.0) as u64;
+    let max_ticks = (box_size.0 / 80.0).clamp(2.0, 8.0) as u64;
     let offset_ms = -js_sys::Date::new_0().get_timezone_offset() as i64 * 60_000;
     let (ticks, step) = time_ticks(from, to, max_ticks, offset_ms);
     let points: Vec<BandPoint> = visible
@@ -288,6 +284,7 @@ fn draw(
         compact: true,
         markers: &[],
         band_opacity: 0.25,
+        box_size,
     }
     .draw(canvas, &segments(&points, gap_ms))?;
     Ok(visible.len())

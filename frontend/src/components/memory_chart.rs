@@ -5,21 +5,20 @@ use shared::bridge::AttachedProcess;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, DrawSlots, TimeChart, use_resize_counter},
-    hooks::{bridge::Bridge, theme::Theme, visible::use_on_screen},
+    components::chart::{BandPoint, TimeChart, take_live_slot},
+    hooks::{
+        bridge::Bridge,
+        theme::Theme,
+        visible::{use_box_size, use_on_screen},
+    },
     state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
 };
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-thread_local! {
-    /// Memory charts redrawn for live samples in one tick, whatever the number of GPUs.
-    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
-}
-
 /// Memory used by GPU `index`, with a tick where a PyTorch span began. Redrawn at once when
 /// the theme, the window size, those spans or the device's total change; for new samples only
-/// once they have moved the line by a pixel, taking turns with the other cards' charts; and
+/// once they have moved the line by a pixel, taking turns with the other charts; and
 /// only while on screen (off screen it waits, and draws its latest points once scrolled to).
 #[component]
 pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSignal<Theme>) -> impl IntoView {
@@ -27,7 +26,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     // Only this device's revision: other GPUs' ticks do not redraw this chart.
     let revision =
         Memo::new(move |_| state.with(|s| s.device(index).map(|d| (d.memory_revision, d.info.memory_total))));
-    let resized = use_resize_counter();
+    let box_size = use_box_size(canvas_ref);
     // Where attached PyTorch processes started spans on this GPU: ticks on the chart's top edge.
     let bridge = use_context::<Bridge>();
     let spans =
@@ -44,7 +43,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
         let total = revision.get().map(|(_, total)| total);
         let key = DrawKey {
             theme: theme.get(),
-            resized: resized.get(),
+            size: box_size.get(),
             total,
             spans: spans.with(|s| (s.len(), s.last().copied())),
         };
@@ -52,7 +51,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
             missed = true;
             return;
         }
-        let Some(canvas) = canvas_ref.get() else {
+        let (Some(canvas), Some(size)) = (canvas_ref.get(), key.size) else {
             return;
         };
         let now = js_sys::Date::now();
@@ -62,7 +61,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
         {
             // Only samples changed: a 5-minute axis moves a pixel every few hundred ms.
             let pixel_ms = HISTORY_WINDOW_MS as f64 / f64::from(canvas.width().max(1));
-            if now - at < pixel_ms || !LIVE_SLOTS.with(|slots| slots.take(state.with_untracked(|s| s.seq))) {
+            if now - at < pixel_ms || !take_live_slot(state.with_untracked(|s| s.seq)) {
                 return;
             }
         }
@@ -70,7 +69,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
         last_draw = Some((key, now));
         let drawn = state.with_untracked(|s| {
             let device = s.device(index)?;
-            spans.with_untracked(|spans| Some(draw(&canvas, &device.memory, device.info.memory_total, spans)))
+            spans.with_untracked(|spans| Some(draw(&canvas, size, &device.memory, device.info.memory_total, spans)))
         });
         match drawn {
             Some(Ok(())) => {
@@ -98,7 +97,8 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct DrawKey {
     theme: Theme,
-    resized: u32,
+    /// The canvas's CSS box.
+    size: Option<(f64, f64)>,
     total: Option<u64>,
     /// How many span starts there are and the newest.
     spans: (usize, Option<u64>),
@@ -119,6 +119,7 @@ fn span_starts(processes: &[AttachedProcess], index: u32) -> Vec<u64> {
 
 fn draw(
     canvas: &HtmlCanvasElement,
+    box_size: (f64, f64),
     memory: &MemoryRing,
     memory_total: u64,
     spans: &[u64],
@@ -148,6 +149,7 @@ fn draw(
         y_labels: 5,
         compact: false,
         band_opacity: 0.18,
+        box_size,
     }
     .draw(canvas, &[&points])
 }
