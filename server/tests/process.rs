@@ -63,6 +63,8 @@ fn bad_flags_exit_2_with_what_is_allowed() {
         (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
         (&["--simulate", "2", "--simulate-fault", "melt:1@1s"][..], "lost:INDEX@DELAY"),
         (&["--lab-time-limit", "soon"][..], "lab-time-limit"),
+        (&["--lab-runs-kept", "3"][..], "use a whole number from 10 to 1000000"),
+        (&["--lab-runs-kept", "many"][..], "not a number of runs to keep"),
         (&["--bogus"][..], "unexpected argument"),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();

@@ -77,6 +77,7 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         time_limit: args.time_limit,
         idle_release: Duration::from_secs(3600),
         memory_margin: args.margin_mib.saturating_mul(1 << 20),
+        ..LabConfig::default()
     };
     let setup = match setup(args, config) {
         Ok(s) => s,

@@ -53,6 +53,10 @@ pub struct LabArgs {
     /// Device memory every lab run leaves free for other processes, in MiB.
     #[arg(long, env = "GPUDASH_LAB_MARGIN_MIB", default_value_t = 1024)]
     pub lab_margin_mib: u64,
+
+    /// Finished lab runs kept in the history database (10 to 1000000); older ones are deleted.
+    #[arg(long, env = "GPUDASH_LAB_RUNS_KEPT", value_name = "N", default_value_t = 10_000, value_parser = parse_runs_kept)]
+    pub lab_runs_kept: usize,
 }
 
 impl From<&LabArgs> for LabConfig {
@@ -61,7 +65,20 @@ impl From<&LabArgs> for LabConfig {
             time_limit: args.lab_time_limit,
             idle_release: args.lab_idle_release,
             memory_margin: args.lab_margin_mib.saturating_mul(1 << 20),
+            runs_kept: args.lab_runs_kept,
         }
+    }
+}
+
+fn parse_runs_kept(value: &str) -> Result<usize, String> {
+    let range = crate::lab::RUNS_KEPT;
+    match value.trim().parse::<usize>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{value}' is not a number of runs to keep; use a whole number from {} to {}",
+            range.start(),
+            range.end()
+        )),
     }
 }
 

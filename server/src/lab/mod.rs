@@ -54,11 +54,21 @@ pub struct LabConfig {
     pub idle_release: Duration,
     /// Device memory every run leaves free for others.
     pub memory_margin: u64,
+    /// Finished runs kept in the runs database (and in memory without one); older ones are deleted.
+    pub runs_kept: usize,
 }
+
+/// What `--lab-runs-kept` accepts.
+pub const RUNS_KEPT: std::ops::RangeInclusive<usize> = 10..=1_000_000;
 
 impl Default for LabConfig {
     fn default() -> Self {
-        Self { time_limit: Duration::from_secs(120), idle_release: Duration::from_secs(60), memory_margin: 1 << 30 }
+        Self {
+            time_limit: Duration::from_secs(120),
+            idle_release: Duration::from_secs(60),
+            memory_margin: 1 << 30,
+            runs_kept: 10_000,
+        }
     }
 }
 
@@ -89,14 +99,17 @@ impl LabOptions {
     }
 }
 
-/// The runs table in `db`, or memory when there is none or it cannot be opened (said in the log).
-fn run_store(db: Option<&std::path::Path>) -> Arc<dyn RunStore> {
-    let Some(path) = db else { return Arc::new(MemoryRunStore::default()) };
-    match crate::store::runs::SqliteRunStore::open(path, now_ms()) {
+/// The runs table in `db`, or memory when there is none or it cannot be opened (said in the log);
+/// either keeps the newest `kept` finished runs.
+fn run_store(db: Option<&std::path::Path>, kept: usize) -> Arc<dyn RunStore> {
+    // In memory (no history database) at most a thousand: runs carry their figures.
+    let in_memory = || Arc::new(MemoryRunStore::new(kept.min(1000)));
+    let Some(path) = db else { return in_memory() };
+    match crate::store::runs::SqliteRunStore::open(path, now_ms(), kept) {
         Ok(store) => Arc::new(store),
         Err(e) => {
             tracing::error!("{e}; lab runs are kept in memory only and are lost at a restart");
-            Arc::new(MemoryRunStore::default())
+            in_memory()
         }
     }
 }
@@ -177,12 +190,13 @@ impl LabSetup {
             let probe = options.simulated_probe.clone().unwrap_or_default();
             probe.attach(telemetry.clone());
             let step = options.simulated_step.unwrap_or(Duration::from_millis(20));
+            let kept = config.runs_kept;
             let mut setup = Self::simulated(config, host, devices, probe, step);
-            setup.store = run_store(options.runs_db.as_deref());
+            setup.store = run_store(options.runs_db.as_deref(), kept);
             setup.topology.clone_from(&options.topology);
             return setup;
         }
-        let store = run_store(options.runs_db.as_deref());
+        let store = run_store(options.runs_db.as_deref(), config.runs_kept);
         let unavailable = |reason: String, probe: Arc<dyn DeviceProbe>| Self {
             config: config.clone(),
             host: host.clone(),

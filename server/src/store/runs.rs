@@ -54,6 +54,8 @@ pub struct SqliteRunStore {
     conn: Mutex<Connection>,
     /// The last id handed out; ids are never reused, even for runs never saved.
     last_id: Mutex<u64>,
+    /// Finished runs kept; older ones are deleted when a run finishes.
+    kept: usize,
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(sql)")]
@@ -90,9 +92,10 @@ fn parse_status(name: &str) -> RunStatus {
 }
 
 impl SqliteRunStore {
-    /// Opens the runs table in the database at `path` (creating it), and marks runs a previous
-    /// server left queued or running as failed: nothing will finish them now.
-    pub fn open(path: &Path, now_ms: u64) -> Result<Self, StoreError> {
+    /// Opens the runs table in the database at `path` (creating it), marks runs a previous
+    /// server left queued or running as failed (nothing will finish them now), and keeps
+    /// the newest `kept` finished runs, then and whenever a run finishes.
+    pub fn open(path: &Path, now_ms: u64, kept: usize) -> Result<Self, StoreError> {
         let conn = Connection::open(path)
             .map_err(|e| StoreError(format!("cannot open '{}' for lab runs: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
@@ -114,10 +117,12 @@ impl SqliteRunStore {
         }
         let last: i64 =
             conn.query_row("SELECT COALESCE(MAX(id), 0) FROM lab_runs", [], |row| row.get(0)).map_err(sql)?;
+        prune(&conn, kept)?;
         Ok(Self {
             path: path.to_owned(),
             conn: Mutex::new(conn),
             last_id: Mutex::new(u64::try_from(last).unwrap_or(0)),
+            kept,
         })
     }
 
@@ -128,6 +133,22 @@ impl SqliteRunStore {
     fn conn(&self) -> MutexGuard<'_, Connection> {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Deletes finished runs past the newest `kept` (queued and running ones stay).
+fn prune(conn: &Connection, kept: usize) -> Result<(), StoreError> {
+    let deleted = conn
+        .execute(
+            "DELETE FROM lab_runs WHERE id IN (
+                 SELECT id FROM lab_runs WHERE status NOT IN ('queued', 'running')
+                 ORDER BY id DESC LIMIT -1 OFFSET ?1)",
+            params![i64::try_from(kept).unwrap_or(i64::MAX)],
+        )
+        .map_err(sql)?;
+    if deleted > 0 {
+        tracing::debug!(deleted, kept, "older lab runs deleted");
+    }
+    Ok(())
 }
 
 /// The summary columns of a row, as [`COLUMNS`] orders them.
@@ -192,6 +213,9 @@ impl RunStore for SqliteRunStore {
                 ],
             )
             .map_err(sql)?;
+        if !matches!(s.status, RunStatus::Queued | RunStatus::Running) {
+            prune(&self.conn(), self.kept)?;
+        }
         Ok(())
     }
 
@@ -260,7 +284,7 @@ mod tests {
     fn runs_survive_reopening_with_their_result_and_filters() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.db");
-        let store = SqliteRunStore::open(&path, 1).unwrap();
+        let store = SqliteRunStore::open(&path, 1, 100).unwrap();
         for id in 1..=3 {
             assert_eq!(store.next_id().unwrap(), id);
             let kind = if id == 2 { ExperimentKind::Latency } else { ExperimentKind::Transfer };
@@ -278,7 +302,7 @@ mod tests {
         store.save(&running).unwrap();
         drop(store);
 
-        let store = SqliteRunStore::open(&path, 99).unwrap();
+        let store = SqliteRunStore::open(&path, 99, 100).unwrap();
         assert_eq!(store.next_id().unwrap(), 5, "ids continue after a restart");
         let back = store.get(3).unwrap().unwrap();
         assert_eq!(back.environment.gpu_uuid, "GPU-3");
@@ -301,5 +325,30 @@ mod tests {
         };
         assert_eq!(store.list(&filter).unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), vec![1]);
         assert!(store.get(42).unwrap().is_none());
+    }
+
+    #[test]
+    fn only_the_newest_finished_runs_are_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        let store = SqliteRunStore::open(&path, 1, 100).unwrap();
+        let waiting = run(1, 0, ExperimentKind::Memory, RunStatus::Queued);
+        store.save(&waiting).unwrap();
+        for id in 2..=7 {
+            store.save(&run(id, 0, ExperimentKind::Transfer, RunStatus::Succeeded)).unwrap();
+        }
+        drop(store);
+        // Reopened with a smaller limit: trimmed at once (the queued run is marked failed first).
+        let store = SqliteRunStore::open(&path, 2, 3).unwrap();
+        let ids = |store: &SqliteRunStore| -> Vec<u64> {
+            store.list(&RunFilter::default()).unwrap().iter().map(|r| r.id).collect()
+        };
+        assert_eq!(ids(&store), vec![7, 6, 5]);
+        // A running run is never deleted; each finished one pushes the oldest out.
+        store.save(&run(8, 0, ExperimentKind::Latency, RunStatus::Running)).unwrap();
+        assert_eq!(ids(&store), vec![8, 7, 6, 5]);
+        store.save(&run(8, 0, ExperimentKind::Latency, RunStatus::Failed)).unwrap();
+        assert_eq!(ids(&store), vec![8, 7, 6]);
+        assert!(store.get(5).unwrap().is_none());
     }
 }
