@@ -158,6 +158,12 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
 
         // The transfer left the lab's pool holding memory on GPU 0: empty_cache hands it back.
         click(&c, "#tab-dashboard").await;
+        // The button is disabled while the lab's status still shows a run on GPU 0.
+        eventually(10, "empty_cache enabled", || async {
+            let enabled = js(&c, "const b = document.querySelector('.gpu-card[data-index=\"0\"] button.empty-cache'); return !!b && !b.disabled").await;
+            (enabled == serde_json::Value::Bool(true)).then_some(())
+        })
+        .await;
         click(&c, ".gpu-card[data-index=\"0\"] button.empty-cache").await;
         let released =
             eventually(10, "released", || first_text(&c, ".gpu-card[data-index=\"0\"] .empty-cache-result")).await;
