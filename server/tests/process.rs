@@ -65,6 +65,8 @@ fn bad_flags_exit_2_with_what_is_allowed() {
         (&["--lab-time-limit", "soon"][..], "lab-time-limit"),
         (&["--lab-runs-kept", "3"][..], "use a whole number from 10 to 1000000"),
         (&["--lab-runs-kept", "many"][..], "not a number of runs to keep"),
+        (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus <URL>"),
+        (&["--fleet-prometheus", "gopher://prom:70"][..], "use http://HOST:PORT or https://"),
         (&["--bogus"][..], "unexpected argument"),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
@@ -102,6 +104,18 @@ fn bad_auth_configuration_stops_startup_saying_what_is_wrong() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{file:?} {env:?}: {stderr}");
     }
+}
+
+#[test]
+fn an_unusable_fleet_ca_stops_startup_saying_why() {
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--no-history", "--listen", "127.0.0.1:0"])
+        .args(["--fleet-prometheus", "https://prom:9090", "--fleet-prometheus-ca", "/nonexistent/ca.pem"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot use '/nonexistent/ca.pem' as --fleet-prometheus-ca"), "{stderr}");
 }
 
 #[test]

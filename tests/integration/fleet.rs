@@ -1,8 +1,9 @@
 //! The fleet view through a real Prometheus: Debian's `/usr/bin/prometheus` on
 //! loopback scrapes three simulated gpudash instances, and a fourth gpudash
-//! reads the fleet through Prometheus's HTTP API.
+//! reads the fleet through Prometheus's HTTP API (plain, and over TLS with a
+//! private CA).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,43 @@ pub fn free_port() -> u16 {
 
 /// Starts Prometheus on loopback scraping `targets` every `interval_s`, and waits until it is ready.
 pub async fn start_prometheus(dir: &Path, targets: &[String], interval_s: u64) -> (ChildGuard, String) {
+    start_prometheus_with(dir, targets, interval_s, None).await
+}
+
+/// PEM files for a Prometheus served over TLS: a private CA, and a certificate it signed for 127.0.0.1.
+struct TlsFiles {
+    ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+impl TlsFiles {
+    fn generate(dir: &Path) -> Self {
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "gpudash test CA");
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
+            .expect("params")
+            .signed_by(&key, &ca)
+            .expect("certificate");
+        let files = Self { ca: dir.join("ca.pem"), cert: dir.join("cert.pem"), key: dir.join("key.pem") };
+        std::fs::write(&files.ca, ca.pem()).expect("write ca.pem");
+        std::fs::write(&files.cert, cert.pem()).expect("write cert.pem");
+        std::fs::write(&files.key, key.serialize_pem()).expect("write key.pem");
+        files
+    }
+}
+
+/// [`start_prometheus`], serving https with `tls` when given (Prometheus's `--web.config.file`).
+async fn start_prometheus_with(
+    dir: &Path,
+    targets: &[String],
+    interval_s: u64,
+    tls: Option<&TlsFiles>,
+) -> (ChildGuard, String) {
     let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
     let config = format!(
         "global:\n  scrape_interval: {interval_s}s\n  scrape_timeout: {interval_s}s\n\
@@ -66,20 +104,36 @@ pub async fn start_prometheus(dir: &Path, targets: &[String], interval_s: u64) -
     let port = free_port();
     let log = dir.join("prometheus.log");
     let out = std::fs::File::create(&log).expect("log file");
-    let child = Command::new(prometheus_binary())
+    let mut command = Command::new(prometheus_binary());
+    command
         .arg(format!("--config.file={}", config_path.display()))
         .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    let mut http = reqwest::Client::builder();
+    let scheme = if let Some(tls) = tls {
+        let web = dir.join("web.yml");
+        let config =
+            format!("tls_server_config:\n  cert_file: {}\n  key_file: {}\n", tls.cert.display(), tls.key.display());
+        std::fs::write(&web, config).expect("write web.yml");
+        command.arg(format!("--web.config.file={}", web.display()));
+        let ca = reqwest::Certificate::from_pem(&std::fs::read(&tls.ca).expect("ca.pem")).expect("a PEM CA");
+        http = http.add_root_certificate(ca);
+        "https"
+    } else {
+        "http"
+    };
+    let child = command
         .stdin(Stdio::null())
         .stdout(out.try_clone().expect("log file"))
         .stderr(out)
         .spawn()
         .expect("start prometheus");
     let guard = ChildGuard { child, log };
-    let base = format!("http://127.0.0.1:{port}");
+    let http = http.build().expect("a client");
+    let base = format!("{scheme}://127.0.0.1:{port}");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(r) = reqwest::get(format!("{base}/-/ready")).await
+        if let Ok(r) = http.get(format!("{base}/-/ready")).send().await
             && r.status().is_success()
         {
             break;
@@ -240,6 +294,40 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
     viewer.stop().await;
     for node in nodes {
         node.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_prometheus_is_read_with_its_private_ca_and_refused_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::generate(dir.path());
+    let node = instance("tls-node", 1, None).await;
+    let (_prometheus, prometheus_url) =
+        start_prometheus_with(dir.path(), &[node.running.addr().to_string()], SCRAPE_INTERVAL_S, Some(&tls)).await;
+    assert!(prometheus_url.starts_with("https://"));
+    let config = FleetConfig {
+        cache: Duration::from_millis(300),
+        timeout: Duration::from_secs(2),
+        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
+    };
+
+    let trusting =
+        instance("viewer-ca", 1, Some(FleetConfig { ca_file: Some(tls.ca.clone()), ..config.clone() })).await;
+    let fleet = fleet_until(&trusting.url("/api/fleet"), 30, "the node listed over https", |f| {
+        f.error.is_none() && f.nodes.iter().any(|n| n.hostname == "tls-node")
+    })
+    .await;
+    assert_eq!(fleet.gpus.iter().filter(|g| g.hostname == "tls-node").count(), 1);
+
+    // Without the CA, the system's CAs do not vouch for the certificate: the answer says what to pass.
+    let doubting = instance("viewer-no-ca", 1, Some(config)).await;
+    let fleet = fleet_until(&doubting.url("/api/fleet"), 10, "a TLS error", |f| f.error.is_some()).await;
+    let error = fleet.error.unwrap();
+    assert!(error.contains(&format!("the TLS connection to Prometheus at '{prometheus_url}/' failed")), "{error}");
+    assert!(error.contains("--fleet-prometheus-ca"), "{error}");
+
+    for server in [trusting, doubting, node] {
+        server.stop().await;
     }
 }
 

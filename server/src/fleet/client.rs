@@ -1,11 +1,12 @@
 //! A small client for Prometheus's HTTP API: instant PromQL queries
 //! (`GET /api/v1/query`), with a bearer token or basic auth, bounded by timeouts.
 //!
-//! Plain HTTP only (reqwest is built without TLS): an https Prometheus needs a
-//! TLS-terminating proxy in front of it, on the Prometheus side of the network.
+//! http, or https verified against the system's CAs plus any given with
+//! `--fleet-prometheus-ca` (rustls, through reqwest).
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -38,6 +39,13 @@ impl fmt::Debug for PrometheusAuth {
 pub enum PrometheusError {
     #[error("cannot reach Prometheus at '{url}': {reason}; is it running, and is --fleet-prometheus right?")]
     Unreachable { url: String, reason: String },
+    #[error(
+        "the TLS connection to Prometheus at '{url}' failed: {reason}; if its certificate comes from a \
+         private CA, pass that CA's PEM file with --fleet-prometheus-ca"
+    )]
+    Tls { url: String, reason: String },
+    #[error("cannot use '{path}' as --fleet-prometheus-ca: {reason}")]
+    Ca { path: String, reason: String },
     #[error("Prometheus at '{url}' did not answer within {} s", .after.as_secs_f64())]
     Timeout { url: String, after: Duration },
     #[error(
@@ -80,8 +88,14 @@ pub struct PrometheusClient {
 }
 
 impl PrometheusClient {
-    /// A client for the Prometheus at `base` (e.g. `http://prometheus:9090` or `http://host/prometheus/`).
-    pub fn new(base: &Url, auth: PrometheusAuth, timeout: Duration) -> Result<Self, PrometheusError> {
+    /// A client for the Prometheus at `base` (e.g. `http://prometheus:9090` or `https://host/prometheus/`),
+    /// trusting the CA certificates in the PEM file `ca` besides the system's.
+    pub fn new(
+        base: &Url,
+        auth: PrometheusAuth,
+        ca: Option<&Path>,
+        timeout: Duration,
+    ) -> Result<Self, PrometheusError> {
         let mut base = base.clone();
         if !base.path().ends_with('/') {
             let path = format!("{}/", base.path());
@@ -91,9 +105,16 @@ impl PrometheusClient {
             url: base.to_string(),
             reason: format!("cannot form the query URL: {e}"),
         })?;
-        let http = reqwest::Client::builder()
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
             .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(2)))
+            .connect_timeout(timeout.min(Duration::from_secs(2)));
+        if let Some(path) = ca {
+            for certificate in ca_certificates(path)? {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let http = builder
             .build()
             .map_err(|e| PrometheusError::Unreachable { url: base.to_string(), reason: innermost(&e) })?;
         Ok(Self { http, base, query_url, auth, timeout })
@@ -156,10 +177,36 @@ impl PrometheusClient {
         let url = self.base.to_string();
         if e.is_timeout() {
             PrometheusError::Timeout { url, after: self.timeout }
+        } else if let Some(tls) = tls_cause(e) {
+            PrometheusError::Tls { url, reason: tls.to_string() }
         } else {
             PrometheusError::Unreachable { url, reason: innermost(e) }
         }
     }
+}
+
+/// The certificates of a PEM file, or why it cannot be used.
+fn ca_certificates(path: &Path) -> Result<Vec<reqwest::Certificate>, PrometheusError> {
+    let error = |reason: String| PrometheusError::Ca { path: path.display().to_string(), reason };
+    let pem = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+    let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(innermost(&e)))?;
+    if certificates.is_empty() {
+        return Err(error("it holds no PEM certificate (-----BEGIN CERTIFICATE-----)".to_owned()));
+    }
+    Ok(certificates)
+}
+
+/// The rustls error under a transport error, if TLS is what failed. (An `io::Error`
+/// does not list the error it wraps as its source, so each one is looked into.)
+fn tls_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(tls);
+    }
+    let wrapped = e.downcast_ref::<std::io::Error>().and_then(std::io::Error::get_ref);
+    if let Some(found) = wrapped.and_then(|inner| tls_cause(inner)) {
+        return Some(found);
+    }
+    e.source().and_then(tls_cause)
 }
 
 /// The root cause of a transport error ("Connection refused (os error 111)"),
@@ -172,19 +219,15 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-/// `--fleet-prometheus`: an http URL with a host, no credentials, query or fragment.
+/// `--fleet-prometheus`: an http or https URL with a host, no credentials, query or fragment.
 pub fn parse_prometheus_url(value: &str) -> Result<Url, String> {
     let url = Url::parse(value.trim())
         .map_err(|e| format!("'{value}' is not a URL ({e}); use e.g. http://prometheus:9090"))?;
     match url.scheme() {
-        "http" => {}
-        "https" => {
-            return Err(format!(
-                "'{value}': https is not supported yet; reach Prometheus over http on a trusted network, \
-                 or through a local TLS-terminating proxy (e.g. http://127.0.0.1:9091 forwarding to it)"
-            ));
+        "http" | "https" => {}
+        other => {
+            return Err(format!("'{value}': scheme '{other}' is not supported; use http://HOST:PORT or https://"));
         }
-        other => return Err(format!("'{value}': scheme '{other}' is not supported; use http://HOST:PORT")),
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("'{value}' has no host; use e.g. http://prometheus:9090"));
@@ -228,12 +271,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_are_http_without_credentials() {
+    fn urls_are_http_or_https_without_credentials() {
         assert_eq!(parse_prometheus_url("http://prom:9090").unwrap().as_str(), "http://prom:9090/");
         assert!(parse_prometheus_url("http://127.0.0.1:9090/prometheus").is_ok());
+        assert!(parse_prometheus_url("https://prom.example:9090").is_ok());
         for (value, expected) in [
             ("prom:9090", "scheme 'prom'"),
-            ("https://prom:9090", "TLS-terminating proxy"),
+            ("ftp://prom:9090", "use http://HOST:PORT or https://"),
             ("http://ana:pw@prom:9090", "--fleet-prometheus-user"),
             ("http://prom:9090/?x=1", "base URL only"),
             ("not a url", "not a URL"),
@@ -253,8 +297,24 @@ mod tests {
     #[test]
     fn a_path_prefix_is_kept() {
         let url = parse_prometheus_url("http://host/prometheus").unwrap();
-        let client = PrometheusClient::new(&url, PrometheusAuth::None, Duration::from_secs(1)).unwrap();
+        let client = PrometheusClient::new(&url, PrometheusAuth::None, None, Duration::from_secs(1)).unwrap();
         assert_eq!(client.query_url.as_str(), "http://host/prometheus/api/v1/query");
+    }
+
+    #[test]
+    fn a_ca_file_must_hold_certificates() {
+        let url = parse_prometheus_url("https://prom:9090").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        for (path, expected) in [(dir.path().join("missing.pem"), "No such file"), (empty, "holds no PEM certificate")]
+        {
+            let err = PrometheusClient::new(&url, PrometheusAuth::None, Some(&path), Duration::from_secs(1))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("cannot use '{}' as --fleet-prometheus-ca", path.display())), "{err}");
+            assert!(err.contains(expected), "{err}");
+        }
     }
 
     #[tokio::test]
@@ -262,7 +322,7 @@ mod tests {
         // A port nobody listens on: bind one, then free it.
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}")).unwrap();
-        let client = PrometheusClient::new(&url, PrometheusAuth::None, Duration::from_secs(2)).unwrap();
+        let client = PrometheusClient::new(&url, PrometheusAuth::None, None, Duration::from_secs(2)).unwrap();
         let err = client.query("up", 0.0).await.unwrap_err().to_string();
         assert!(err.starts_with(&format!("cannot reach Prometheus at 'http://127.0.0.1:{port}/'")), "{err}");
     }

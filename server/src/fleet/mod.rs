@@ -29,7 +29,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// `--fleet-*` flags.
 #[derive(Args, Debug, Clone)]
 pub struct FleetArgs {
-    /// Show a Fleet page of every GPU host this Prometheus scrapes (http URL, e.g. http://prometheus:9090).
+    /// Show a Fleet page of every GPU host this Prometheus scrapes (e.g. http://prometheus:9090 or https://…).
     #[arg(long, env = "GPUDASH_FLEET_PROMETHEUS", value_name = "URL", value_parser = parse_prometheus_url)]
     pub fleet_prometheus: Option<Url>,
 
@@ -58,6 +58,11 @@ pub struct FleetArgs {
     #[arg(long, env = "GPUDASH_FLEET_PROMETHEUS_PASSWORD", hide_env_values = true, hide = true)]
     pub fleet_prometheus_password: Option<String>,
 
+    /// PEM certificate(s) of the CA that signed an https Prometheus's certificate, trusted besides the
+    /// system's CAs (for a private CA).
+    #[arg(long, env = "GPUDASH_FLEET_PROMETHEUS_CA", value_name = "FILE", requires = "fleet_prometheus")]
+    pub fleet_prometheus_ca: Option<std::path::PathBuf>,
+
     /// How long a node that stopped answering keeps its last figures on the Fleet page (1m to 24h).
     #[arg(long, env = "GPUDASH_FLEET_WINDOW", default_value = "10m", value_parser = parse_window)]
     pub fleet_window: Duration,
@@ -68,6 +73,8 @@ pub struct FleetArgs {
 pub struct FleetConfig {
     pub prometheus: Url,
     pub auth: PrometheusAuth,
+    /// Extra CA certificates (PEM file) to trust for an https Prometheus.
+    pub ca_file: Option<std::path::PathBuf>,
     /// The `last_over_time` window: how long a silent node stays listed (as stale).
     pub window: Duration,
     /// How long one answer is served before asking again.
@@ -82,6 +89,7 @@ impl FleetConfig {
         Self {
             prometheus,
             auth: PrometheusAuth::None,
+            ca_file: None,
             window: DEFAULT_WINDOW,
             cache: DEFAULT_CACHE,
             timeout: DEFAULT_TIMEOUT,
@@ -99,7 +107,7 @@ impl FleetConfig {
             (None, None) => PrometheusAuth::None,
         };
         let url = args.fleet_prometheus.clone()?;
-        Some(Self { auth, window: args.fleet_window, ..Self::new(url) })
+        Some(Self { auth, window: args.fleet_window, ca_file: args.fleet_prometheus_ca.clone(), ..Self::new(url) })
     }
 }
 
@@ -124,7 +132,8 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn new(config: FleetConfig) -> Result<Self, PrometheusError> {
-        let client = PrometheusClient::new(&config.prometheus, config.auth.clone(), config.timeout)?;
+        let client =
+            PrometheusClient::new(&config.prometheus, config.auth.clone(), config.ca_file.as_deref(), config.timeout)?;
         Ok(Self { client, config, cached: Mutex::new(None), refresh: tokio::sync::Mutex::new(()) })
     }
 

@@ -62,7 +62,7 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
     let _prometheus = KillOnDrop(child);
     let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}"))?;
     let client =
-        PrometheusClient::new(&url, PrometheusAuth::None, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+        PrometheusClient::new(&url, PrometheusAuth::None, None, Duration::from_secs(10)).map_err(|e| e.to_string())?;
 
     // Every target up, and every GPU's series in.
     let started = Instant::now();
