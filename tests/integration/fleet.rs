@@ -19,7 +19,7 @@ const SCRAPE_INTERVAL_S: u64 = 1;
 /// A child process killed (and reaped) when the test ends, passing or not.
 pub struct ChildGuard {
     child: Child,
-    log: std::path::PathBuf,
+    log: PathBuf,
 }
 
 impl ChildGuard {
