@@ -205,7 +205,9 @@ mod tests {
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
-            (&["--fleet-prometheus", "https://prom:9090"][..], "TLS-terminating proxy"),
+            (&["--fleet-prometheus", "ftp://prom:9090"][..], "use http://HOST:PORT or https://"),
+            (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
+            (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),
             (&["--fleet-prometheus-token", "t"][..], "--fleet-prometheus"),
             (&["--fleet-prometheus", "http://p:9090", "--fleet-prometheus-user", "ana"][..], "PASSWORD"),
         ] {
