@@ -114,39 +114,69 @@ impl TimeChart<'_> {
 }
 
 thread_local! {
-    /// Redraws for live samples one tick allows, memory and history charts together,
-    /// whatever the number of GPUs: a tick's work stays that of two draws.
-    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2) };
+    /// Redraws for live samples one tick allows, memory and history charts together, whatever
+    /// the number of GPUs: two, and a third for a chart that has waited too long.
+    static LIVE_SLOTS: DrawSlots = const { DrawSlots::new(2, 1) };
 }
 
-/// True when another chart may redraw for live samples in tick `seq`; a chart told
-/// no tries again at the next tick.
-pub fn take_live_slot(seq: u64) -> bool {
-    LIVE_SLOTS.with(|slots| slots.take(seq))
+/// How long a due chart waits before it may also take the tick's slot for late charts: when
+/// more charts are due than slots free up, none falls far behind.
+const MAX_WAIT_MS: f64 = 1000.0;
+
+/// One chart's place among the charts waiting for live redraws.
+#[derive(Debug, Default)]
+pub struct LiveTurn {
+    /// Since when the chart has been due and told to wait.
+    waiting_since: Option<f64>,
 }
 
-/// Redraws one tick allows, so that many charts take turns rather than all
-/// redrawing in the same tick.
+impl LiveTurn {
+    /// True when a chart that is due may redraw now, at `now_ms` in tick `seq`: with one of the
+    /// tick's slots, or, once it has waited [`MAX_WAIT_MS`], with the slot kept for late charts.
+    /// Told no, it asks again at the next tick.
+    pub fn take(&mut self, seq: u64, now_ms: f64) -> bool {
+        let since = *self.waiting_since.get_or_insert(now_ms);
+        let late = now_ms - since >= MAX_WAIT_MS;
+        let granted = LIVE_SLOTS.with(|slots| slots.take(seq, late));
+        if granted {
+            self.waiting_since = None;
+        }
+        granted
+    }
+
+    /// The chart drew for another reason (new data range, theme, size): it waits for nothing.
+    pub fn reset(&mut self) {
+        self.waiting_since = None;
+    }
+}
+
+/// Redraws one tick allows, so that many charts take turns rather than all redrawing in
+/// the same tick: `per_tick` for any chart, `late_per_tick` more for charts that waited long.
 pub struct DrawSlots {
     per_tick: u32,
-    /// The tick (its sequence number) slots are counted for, and how many it has given.
-    used: std::cell::Cell<(u64, u32)>,
+    late_per_tick: u32,
+    /// The tick (its sequence number) slots are counted for, and how many of each it has given.
+    used: std::cell::Cell<(u64, u32, u32)>,
 }
 
 impl DrawSlots {
-    pub const fn new(per_tick: u32) -> Self {
-        Self { per_tick, used: std::cell::Cell::new((0, 0)) }
+    pub const fn new(per_tick: u32, late_per_tick: u32) -> Self {
+        Self { per_tick, late_per_tick, used: std::cell::Cell::new((0, 0, 0)) }
     }
 
-    /// True when another chart may redraw for tick `seq`.
-    pub fn take(&self, seq: u64) -> bool {
-        let (tick, used) = self.used.get();
-        let used = if tick == seq { used } else { 0 };
-        if used >= self.per_tick {
-            return false;
+    /// True when another chart (`late` if it waited long) may redraw for tick `seq`.
+    pub fn take(&self, seq: u64, late: bool) -> bool {
+        let (tick, used, used_late) = self.used.get();
+        let (used, used_late) = if tick == seq { (used, used_late) } else { (0, 0) };
+        if used < self.per_tick {
+            self.used.set((seq, used + 1, used_late));
+            true
+        } else if late && used_late < self.late_per_tick {
+            self.used.set((seq, used, used_late + 1));
+            true
+        } else {
+            false
         }
-        self.used.set((seq, used + 1));
-        true
     }
 }
 
@@ -259,11 +289,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_chart_that_waited_a_second_takes_the_late_slot() {
+        let (mut first, mut second, mut waiting) = (LiveTurn::default(), LiveTurn::default(), LiveTurn::default());
+        // Every tick's two slots go to charts that ask first; the third waits...
+        for (tick, now) in [(100, 0.0), (101, 100.0), (102, 500.0), (103, 999.0)] {
+            assert!(first.take(tick, now) && second.take(tick, now));
+            assert!(!waiting.take(tick, now), "tick {tick}");
+        }
+        // ...until it has waited a second: then it draws, as the tick's one late chart.
+        assert!(first.take(104, 1000.0) && second.take(104, 1000.0));
+        assert!(waiting.take(104, 1000.0));
+        let mut another = LiveTurn::default();
+        assert!(!another.take(104, 1000.0), "a tick does three draws at most");
+    }
+
+    #[test]
     fn draw_slots_are_counted_per_tick() {
-        let slots = DrawSlots::new(2);
-        assert!(slots.take(7) && slots.take(7));
-        assert!(!slots.take(7), "a third chart waits for the next tick");
-        assert!(slots.take(8), "a new tick has slots again");
+        let slots = DrawSlots::new(2, 1);
+        assert!(slots.take(7, false) && slots.take(7, false));
+        assert!(!slots.take(7, false), "a third chart waits for the next tick");
+        assert!(slots.take(7, true) && !slots.take(7, true), "one late chart more");
+        assert!(slots.take(8, false), "a new tick has slots again");
     }
 
     #[test]

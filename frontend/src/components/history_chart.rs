@@ -7,7 +7,7 @@ use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::{
-        chart::{BandPoint, TimeChart, take_live_slot},
+        chart::{BandPoint, LiveTurn, TimeChart},
         format,
     },
     hooks::{
@@ -105,6 +105,7 @@ pub fn HistoryChart(
     // The last draw: what it showed, when, and the newest bucket's start then.
     let mut last_draw: Option<(DrawKey, f64, Option<u64>)> = None;
     let mut missed = false;
+    let mut turn = LiveTurn::default();
     Effect::new(move |_| {
         let key = DrawKey {
             range: range.get(),
@@ -132,11 +133,12 @@ pub fn HistoryChart(
         {
             let elapsed = now - at;
             let due = elapsed >= MIN_REDRAW_MS && (bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
-            if !due || !take_live_slot(state.with_untracked(|s| s.seq)) {
+            if !due || !turn.take(state.with_untracked(|s| s.seq), now) {
                 return;
             }
         }
         missed = false;
+        turn.reset();
         last_draw = Some((key, now, newest));
         let drawn = series.with_untracked(|s| draw(&canvas, size, s, metric, key.range, key.ceiling, now));
         match drawn {

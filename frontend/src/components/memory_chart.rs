@@ -5,7 +5,7 @@ use shared::bridge::AttachedProcess;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, TimeChart, take_live_slot},
+    components::chart::{BandPoint, LiveTurn, TimeChart},
     hooks::{
         bridge::Bridge,
         theme::Theme,
@@ -37,6 +37,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     // The last draw: what besides live samples it showed, and when.
     let mut last_draw: Option<(DrawKey, f64)> = None;
     let mut missed = false;
+    let mut turn = LiveTurn::default();
     Effect::new(move |_| {
         // `get`, not `track`: tracking a memo does not run it, so it would
         // never subscribe to `state` and never change.
@@ -61,11 +62,12 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
         {
             // Only samples changed: a 5-minute axis moves a pixel every few hundred ms.
             let pixel_ms = HISTORY_WINDOW_MS as f64 / f64::from(canvas.width().max(1));
-            if now - at < pixel_ms || !take_live_slot(state.with_untracked(|s| s.seq)) {
+            if now - at < pixel_ms || !turn.take(state.with_untracked(|s| s.seq), now) {
                 return;
             }
         }
         missed = false;
+        turn.reset();
         last_draw = Some((key, now));
         let drawn = state.with_untracked(|s| {
             let device = s.device(index)?;
