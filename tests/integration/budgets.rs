@@ -23,8 +23,10 @@ const APP_BUDGET: usize = 250 * 1024;
 const APP_CEILING: usize = 768 * 1024;
 const APP_FILES: [&str; 5] =
     ["/", "/assets/boot.js", "/assets/frontend.js", "/assets/frontend_bg.wasm", "/assets/style.css"];
-/// Ticks whose handling is timed.
+/// Ticks whose handling is timed, in batches: the issue's p99 is over 100 ticks, i.e. the
+/// second-worst one, so three batches show how much of a batch's p99 is the VM's noise.
 const TICKS: usize = 100;
+const BATCHES: usize = 3;
 
 #[expect(clippy::print_stdout, reason = "these tests exist to print figures")]
 fn print_figures(text: &str) {
@@ -187,9 +189,9 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> Str
         // Let the hour's answers arrive and draw before timing live ticks.
         tokio::time::sleep(Duration::from_secs(3)).await;
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
-        let timing = eventually(60, "100 timed ticks", || async {
+        let timing = eventually(90, "300 timed ticks", || async {
             let probe = js(&c, "const p = window.__gpudashProbe; return { tasks: p.tasks, draws: p.draws }").await;
-            (probe["tasks"].as_array().map_or(0, Vec::len) >= TICKS).then_some(probe)
+            (probe["tasks"].as_array().map_or(0, Vec::len) >= TICKS * BATCHES).then_some(probe)
         })
         .await;
         let history_charts = texts(&c, "canvas.history-chart").await.len();
@@ -200,18 +202,30 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> Str
         )
         .await;
 
-        let mut tasks: Vec<f64> = timing["tasks"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
-        tasks.truncate(TICKS);
-        tasks.sort_by(f64::total_cmp);
+        let tasks: Vec<f64> = timing["tasks"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
+        assert!(tasks.len() >= TICKS * BATCHES, "every timed tick was counted");
+        let batches: Vec<String> = tasks
+            .chunks(TICKS)
+            .take(BATCHES)
+            .map(|batch| {
+                let mut batch = batch.to_vec();
+                batch.sort_by(f64::total_cmp);
+                format!(
+                    "{:.2} / {:.2} / {:.2}",
+                    quantile(&batch, 0.5),
+                    quantile(&batch, 0.99),
+                    batch.last().copied().unwrap_or(f64::NAN)
+                )
+            })
+            .collect();
         let draws: Vec<u64> = timing["draws"].as_array().unwrap().iter().filter_map(|v| v.as_u64()).collect();
-        let mean_draws = draws.iter().take(TICKS).sum::<u64>() as f64 / TICKS as f64;
+        let counted = draws.len().min(TICKS * BATCHES);
+        let mean_draws = draws.iter().take(counted).sum::<u64>() as f64 / counted.max(1) as f64;
         let _ = writeln!(
             out,
-            "| {window}: tick handling incl. redraw, {TICKS} ticks, 8 GPUs, {history_charts} history charts on 1 h: \
-             p50 / p99 / max | {:.2} / {:.2} / {:.2} ms | p99 ≤ 8 ms |",
-            quantile(&tasks, 0.5),
-            quantile(&tasks, 0.99),
-            tasks.last().copied().unwrap_or(f64::NAN)
+            "| {window}: tick handling incl. redraw, 8 GPUs, {history_charts} history charts on 1 h: p50 / p99 / max \
+             of each of {BATCHES} batches of {TICKS} ticks | {} ms | p99 ≤ 8 ms |",
+            batches.join(" · ")
         );
         let _ = writeln!(
             out,
@@ -219,7 +233,6 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> Str
         );
         let _ = writeln!(out, "| {window}: first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
         let _ = writeln!(out, "| {window}: first contentful paint | {:.0} ms | |", paint.as_f64().unwrap_or(f64::NAN));
-        assert_eq!(tasks.len(), TICKS, "every timed tick was counted");
     })
     .await;
     figures
