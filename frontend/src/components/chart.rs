@@ -123,9 +123,52 @@ thread_local! {
 /// more charts are due than slots free up, none falls far behind.
 const MAX_WAIT_MS: f64 = 1000.0;
 
+/// When a live chart redraws: at once when what it shows besides live samples changed (its
+/// key: range, theme, size…) or it came back on screen; for new samples only once they are
+/// due and the tick gives it a turn.
+#[derive(Debug)]
+pub struct LivePacer<K> {
+    /// What the last draw showed besides live samples, and when.
+    last: Option<(K, f64)>,
+    /// The chart was off screen since its last draw.
+    missed: bool,
+    turn: LiveTurn,
+}
+
+impl<K> Default for LivePacer<K> {
+    fn default() -> Self {
+        Self { last: None, missed: false, turn: LiveTurn::default() }
+    }
+}
+
+impl<K: PartialEq> LivePacer<K> {
+    /// The chart is off screen and skips this change: it draws once shown again.
+    pub fn off_screen(&mut self) {
+        self.missed = true;
+    }
+
+    /// Whether to draw now, at `now_ms` in tick `seq`. `due` is asked, with the ms since the
+    /// last draw, only when nothing but live samples changed.
+    pub fn draw_now(&mut self, key: K, now_ms: f64, seq: u64, due: impl FnOnce(f64) -> bool) -> bool {
+        let samples_only = match &self.last {
+            Some((last, at)) if *last == key && !self.missed => Some(now_ms - at),
+            _ => None,
+        };
+        match samples_only {
+            Some(elapsed) if !due(elapsed) || !self.turn.take(seq, now_ms) => false,
+            _ => {
+                self.missed = false;
+                self.turn.reset();
+                self.last = Some((key, now_ms));
+                true
+            }
+        }
+    }
+}
+
 /// One chart's place among the charts waiting for live redraws.
 #[derive(Debug, Default)]
-pub struct LiveTurn {
+struct LiveTurn {
     /// Since when the chart has been due and told to wait.
     waiting_since: Option<f64>,
 }
@@ -134,7 +177,7 @@ impl LiveTurn {
     /// True when a chart that is due may redraw now, at `now_ms` in tick `seq`: with one of the
     /// tick's slots, or, once it has waited [`MAX_WAIT_MS`], with the slot kept for late charts.
     /// Told no, it asks again at the next tick.
-    pub fn take(&mut self, seq: u64, now_ms: f64) -> bool {
+    fn take(&mut self, seq: u64, now_ms: f64) -> bool {
         let since = *self.waiting_since.get_or_insert(now_ms);
         let late = now_ms - since >= MAX_WAIT_MS;
         let granted = LIVE_SLOTS.with(|slots| slots.take(seq, late));
@@ -145,7 +188,7 @@ impl LiveTurn {
     }
 
     /// The chart drew for another reason (new data range, theme, size): it waits for nothing.
-    pub fn reset(&mut self) {
+    fn reset(&mut self) {
         self.waiting_since = None;
     }
 }
@@ -301,6 +344,17 @@ mod tests {
         assert!(waiting.take(104, 1000.0));
         let mut another = LiveTurn::default();
         assert!(!another.take(104, 1000.0), "a tick does three draws at most");
+    }
+
+    #[test]
+    fn a_pacer_draws_changes_at_once_and_samples_when_due() {
+        let mut pacer = LivePacer::default();
+        assert!(pacer.draw_now("dark", 0.0, 1, |_| false), "the first draw");
+        assert!(!pacer.draw_now("dark", 100.0, 2, |elapsed| elapsed >= 500.0), "samples not due yet");
+        assert!(pacer.draw_now("light", 200.0, 3, |_| false), "a new theme draws at once");
+        assert!(pacer.draw_now("light", 700.0, 4, |elapsed| elapsed >= 500.0), "due samples draw");
+        pacer.off_screen();
+        assert!(pacer.draw_now("light", 710.0, 5, |_| false), "back on screen, it draws at once");
     }
 
     #[test]

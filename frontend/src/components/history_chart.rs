@@ -7,7 +7,7 @@ use web_sys::HtmlCanvasElement;
 
 use crate::{
     components::{
-        chart::{BandPoint, LiveTurn, TimeChart},
+        chart::{BandPoint, LivePacer, TimeChart},
         format,
     },
     hooks::{
@@ -102,10 +102,9 @@ pub fn HistoryChart(
     // Off screen (below the fold, or the dashboard tab hidden) the chart waits, then draws once shown.
     let on_screen = use_on_screen(canvas_ref);
     let mut draws = 0u32;
-    // The last draw: what it showed, when, and the newest bucket's start then.
-    let mut last_draw: Option<(DrawKey, f64, Option<u64>)> = None;
-    let mut missed = false;
-    let mut turn = LiveTurn::default();
+    let mut pacer = LivePacer::<DrawKey>::default();
+    // The newest bucket's start at the last draw.
+    let mut drawn_bucket: Option<u64> = None;
     Effect::new(move |_| {
         let key = DrawKey {
             range: range.get(),
@@ -116,7 +115,7 @@ pub fn HistoryChart(
         };
         series.track();
         if !on_screen.get() {
-            missed = true;
+            pacer.off_screen();
             return;
         }
         let (Some(canvas), Some(size)) = (canvas_ref.get(), key.size) else {
@@ -124,22 +123,14 @@ pub fn HistoryChart(
         };
         let now = js_sys::Date::now();
         let newest = series.with_untracked(|s| s.points().last().map(|p| p.t));
-        // Only live samples changed: redraw when a bucket closed (or the open one has been
-        // moving a while), and only with one of the tick's live slots, so the 5 × GPUs
-        // charts take turns instead of all redrawing in the same tick.
-        if let Some((last, at, bucket)) = last_draw
-            && last == key
-            && !missed
-        {
-            let elapsed = now - at;
-            let due = elapsed >= MIN_REDRAW_MS && (bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
-            if !due || !turn.take(state.with_untracked(|s| s.seq), now) {
-                return;
-            }
+        // New samples are due when a bucket closed (or the open one has been moving a while);
+        // the pacer then has the 5 × GPUs charts take turns instead of all redrawing in one tick.
+        let due =
+            |elapsed: f64| elapsed >= MIN_REDRAW_MS && (drawn_bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
+        if !pacer.draw_now(key, now, state.with_untracked(|s| s.seq), due) {
+            return;
         }
-        missed = false;
-        turn.reset();
-        last_draw = Some((key, now, newest));
+        drawn_bucket = newest;
         let drawn = series.with_untracked(|s| draw(&canvas, size, s, metric, key.range, key.ceiling, now));
         match drawn {
             Ok(points) => {

@@ -5,7 +5,7 @@ use shared::bridge::AttachedProcess;
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, LiveTurn, TimeChart},
+    components::chart::{BandPoint, LivePacer, TimeChart},
     hooks::{
         bridge::Bridge,
         theme::Theme,
@@ -34,10 +34,7 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
     let on_screen = use_on_screen(canvas_ref);
 
     let mut draws = 0u32;
-    // The last draw: what besides live samples it showed, and when.
-    let mut last_draw: Option<(DrawKey, f64)> = None;
-    let mut missed = false;
-    let mut turn = LiveTurn::default();
+    let mut pacer = LivePacer::<DrawKey>::default();
     Effect::new(move |_| {
         // `get`, not `track`: tracking a memo does not run it, so it would
         // never subscribe to `state` and never change.
@@ -49,26 +46,18 @@ pub fn MemoryChart(state: ReadSignal<DashboardState>, index: u32, theme: ReadSig
             spans: spans.with(|s| (s.len(), s.last().copied())),
         };
         if !on_screen.get() {
-            missed = true;
+            pacer.off_screen();
             return;
         }
         let (Some(canvas), Some(size)) = (canvas_ref.get(), key.size) else {
             return;
         };
-        let now = js_sys::Date::now();
-        if let Some((last, at)) = last_draw
-            && last == key
-            && !missed
-        {
-            // Only samples changed: a 5-minute axis moves a pixel every few hundred ms.
-            let pixel_ms = HISTORY_WINDOW_MS as f64 / f64::from(canvas.width().max(1));
-            if now - at < pixel_ms || !turn.take(state.with_untracked(|s| s.seq), now) {
-                return;
-            }
+        // New samples are due once they moved the line a pixel: a 5-minute axis does every few hundred ms.
+        let pixel_ms = HISTORY_WINDOW_MS as f64 / f64::from(canvas.width().max(1));
+        let seq = state.with_untracked(|s| s.seq);
+        if !pacer.draw_now(key, js_sys::Date::now(), seq, |elapsed| elapsed >= pixel_ms) {
+            return;
         }
-        missed = false;
-        turn.reset();
-        last_draw = Some((key, now));
         let drawn = state.with_untracked(|s| {
             let device = s.device(index)?;
             spans.with_untracked(|spans| Some(draw(&canvas, size, &device.memory, device.info.memory_total, spans)))
