@@ -6,11 +6,10 @@
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
-use gpudash::fleet::{FleetConfig, parse_prometheus_url};
 use serde_json::json;
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::fleet::{instance, start_prometheus};
+use crate::fleet::{instance, quick_fleet_config, start_prometheus};
 use crate::support::TestServer;
 
 /// `data-host` of every fleet row, in page order.
@@ -41,11 +40,7 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
     }
     let targets: Vec<String> = nodes.iter().map(|n| n.running.addr().to_string()).collect();
     let (_prometheus, prometheus_url) = start_prometheus(dir.path(), &targets, 1).await;
-    let config = FleetConfig {
-        cache: Duration::from_millis(300),
-        timeout: Duration::from_secs(2),
-        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
-    };
+    let config = quick_fleet_config(&prometheus_url);
     let viewer = instance("viewer", 1, Some(config)).await;
     let url = viewer.url("/");
     let dead = nodes.remove(1);

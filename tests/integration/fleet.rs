@@ -144,6 +144,15 @@ async fn start_prometheus_with(
     (guard, base)
 }
 
+/// The fleet view of the Prometheus at `url`, with a short cache and timeout for tests.
+pub(crate) fn quick_fleet_config(url: &str) -> FleetConfig {
+    FleetConfig {
+        cache: Duration::from_millis(300),
+        timeout: Duration::from_secs(2),
+        ..FleetConfig::new(parse_prometheus_url(url).expect("a Prometheus URL"))
+    }
+}
+
 /// A simulated gpudash reporting `hostname`.
 pub(crate) async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfig>) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
@@ -198,11 +207,7 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
     }
     let targets: Vec<String> = nodes.iter().map(|n| n.running.addr().to_string()).collect();
     let (mut prometheus, prometheus_url) = start_prometheus(dir.path(), &targets, SCRAPE_INTERVAL_S).await;
-    let fleet_config = FleetConfig {
-        cache: Duration::from_millis(300),
-        timeout: Duration::from_secs(2),
-        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
-    };
+    let fleet_config = quick_fleet_config(&prometheus_url);
     let viewer = instance("viewer", 1, Some(fleet_config)).await;
     let url = viewer.url("/api/fleet");
 
@@ -305,11 +310,7 @@ async fn an_https_prometheus_is_read_with_its_private_ca_and_refused_without() {
     let (_prometheus, prometheus_url) =
         start_prometheus_with(dir.path(), &[node.running.addr().to_string()], SCRAPE_INTERVAL_S, Some(&tls)).await;
     assert!(prometheus_url.starts_with("https://"));
-    let config = FleetConfig {
-        cache: Duration::from_millis(300),
-        timeout: Duration::from_secs(2),
-        ..FleetConfig::new(parse_prometheus_url(&prometheus_url).unwrap())
-    };
+    let config = quick_fleet_config(&prometheus_url);
 
     let trusting =
         instance("viewer-ca", 1, Some(FleetConfig { ca_file: Some(tls.ca.clone()), ..config.clone() })).await;
