@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpudash's whole test suite, from a fresh Debian machine with only Rust:
 # installs what the tests need (the wasm32 target, Chromium and ChromeDriver,
-# Prometheus for promtool, curl),
+# Prometheus for promtool, curl, nginx for the reverse-proxy test),
 # then runs formatting, lints, unit, integration and browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +17,7 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v curl >/dev/null || need+=(curl)
+[ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v python3 >/dev/null || need+=(python3)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then

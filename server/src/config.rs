@@ -67,6 +67,25 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
 
+    /// An address people open the dashboard at, e.g. https://gpu1.example.com behind a TLS proxy. Repeatable.
+    /// Its host name is accepted in Host headers and its origin in the cross-site check; https makes
+    /// session cookies `Secure` and `__Host-` prefixed. Needs tokens (or --allow-anonymous).
+    #[arg(long, env = "GPUDASH_PUBLIC_URL", value_name = "URL", value_delimiter = ',', value_parser = crate::web::site::PublicUrl::parse)]
+    pub public_url: Vec<crate::web::site::PublicUrl>,
+
+    /// A reverse proxy (IP or network, e.g. 127.0.0.1 or 10.0.0.0/8) whose X-Forwarded-For, -Proto and -Host
+    /// (or Forwarded) headers are believed, for client addresses in the audit log and login throttling. Repeatable.
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = crate::web::site::parse_trusted_proxy)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
+
+    /// How long a viewer's or operator's browser session lasts (5m to 30d).
+    #[arg(long, env = "GPUDASH_SESSION_LIFETIME", value_name = "DURATION", default_value = "12h", value_parser = parse_session)]
+    pub session_lifetime: Duration,
+
+    /// How long an admin's browser session lasts (5m to 30d).
+    #[arg(long, env = "GPUDASH_ADMIN_SESSION_LIFETIME", value_name = "DURATION", default_value = "2h", value_parser = parse_session)]
+    pub admin_session_lifetime: Duration,
+
     /// Host name to report (on the page, in /metrics' `Hostname` label) instead of the OS's, e.g. in containers.
     #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
     pub hostname: Option<String>,
@@ -101,6 +120,10 @@ pub struct Config {
     pub fleet: Option<crate::fleet::FleetConfig>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// Public URLs and trusted proxies (`tls` is set when the server starts).
+    pub site: crate::web::site::Site,
+    pub session_lifetime: Duration,
+    pub admin_session_lifetime: Duration,
 }
 
 impl From<Cli> for Config {
@@ -118,6 +141,13 @@ impl From<Cli> for Config {
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
+            site: crate::web::site::Site {
+                public: cli.public_url,
+                trusted_proxies: cli.trusted_proxy,
+                ..crate::web::site::Site::default()
+            },
+            session_lifetime: cli.session_lifetime,
+            admin_session_lifetime: cli.admin_session_lifetime,
             hostname: cli.hostname,
         }
     }
@@ -147,6 +177,17 @@ fn parse_retention(value: &str) -> Result<Duration, String> {
         return Err(format!("'{value}' is out of range; keep history from 10m to 10 years"));
     }
     Ok(keep)
+}
+
+fn parse_session(value: &str) -> Result<Duration, String> {
+    const MIN: Duration = Duration::from_secs(300);
+    const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
+    let lifetime = humantime::parse_duration(value.trim())
+        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 30m, 2h or 7d"))?;
+    if !(MIN..=MAX).contains(&lifetime) {
+        return Err(format!("'{value}' is out of range; a session lasts from 5m to 30d"));
+    }
+    Ok(lifetime)
 }
 
 fn parse_hostname(value: &str) -> Result<String, String> {
@@ -209,6 +250,11 @@ mod tests {
             (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
             (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),
             (&["--fleet-prometheus-token", "t"][..], "--fleet-prometheus"),
+            (&["--public-url", "gpu1.example.com"][..], "not a public URL"),
+            (&["--public-url", "https://gpu1/dashboard"][..], "root of its host"),
+            (&["--trusted-proxy", "proxy.local"][..], "not an IP address or network"),
+            (&["--session-lifetime", "1s"][..], "from 5m to 30d"),
+            (&["--admin-session-lifetime", "forever"][..], "not a duration"),
             (&["--fleet-prometheus", "http://p:9090", "--fleet-prometheus-user", "ana"][..], "PASSWORD"),
         ] {
             let err = parse(args).unwrap_err().to_string();

@@ -82,6 +82,10 @@ pub struct Options {
     pub fleet: Option<fleet::FleetConfig>,
     /// Serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Where the dashboard is served from (`--public-url`) and which proxies it trusts (`--trusted-proxy`).
+    pub site: web::site::Site,
+    /// `--allow-anonymous`: serve proxied or non-loopback requests without tokens.
+    pub allow_anonymous: bool,
 }
 
 impl Options {
@@ -96,6 +100,8 @@ impl Options {
             hostname: None,
             fleet: None,
             tls: None,
+            site: web::site::Site::default(),
+            allow_anonymous: false,
         }
     }
 }
@@ -150,6 +156,15 @@ pub async fn start_with(
     };
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut site = options.site;
+    site.tls = tls.is_some();
+    for name in [gethostname::gethostname().to_string_lossy().into_owned(), telemetry.host().hostname.clone()] {
+        let name = name.trim().to_ascii_lowercase();
+        if !name.is_empty() && !site.names.contains(&name) {
+            site.names.push(name);
+        }
+    }
+    tracing::info!("answering to the host names: {}", site.describe());
     let app = web::app(AppState {
         telemetry: telemetry.clone(),
         store: options.store,
@@ -159,7 +174,9 @@ pub async fn start_with(
         audit,
         bridge: Arc::default(),
         tls: tls.is_some(),
+        site: Arc::new(site),
         exposed_without_auth: options.exposed_without_auth,
+        allow_anonymous: options.allow_anonymous,
         fleet,
     });
     let mut stop = shutdown_rx;
@@ -212,15 +229,19 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     use anyhow::Context as _;
     let tokens = std::env::var("GPUDASH_TOKENS").ok();
     let auth = auth::AuthConfig::load(config.auth_file.as_deref(), tokens.as_deref())?;
-    let exposed = !config.listen.ip().is_loopback();
+    let mut auth = auth;
+    auth.session = config.session_lifetime;
+    auth.admin_session = config.admin_session_lifetime;
+    let exposed = !config.listen.ip().is_loopback() || !config.site.public.is_empty();
     if exposed && auth.tokens.is_empty() {
         if !config.allow_anonymous {
             anyhow::bail!(
-                "refusing to serve on {} without authentication: anyone who can reach it could run GPU experiments.\n\
+                "refusing to serve on {}{} without authentication: anyone who can reach it could run GPU experiments.\n\
                  Configure tokens (`gpudash token` prints one; put it in an auth file given with --auth-file, or in \
-                 GPUDASH_TOKENS=\"user:role:token\"), listen on 127.0.0.1 behind a reverse proxy that authenticates, \
-                 or pass --allow-anonymous if this network is trusted",
-                config.listen
+                 GPUDASH_TOKENS=\"user:role:token\"), or pass --allow-anonymous if this network is trusted or a \
+                 proxy in front authenticates everyone",
+                config.listen,
+                if config.site.public.is_empty() { String::new() } else { " and the public URLs given".to_owned() },
             );
         }
         tracing::warn!(
@@ -254,6 +275,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         exposed_without_auth: exposed && auth.tokens.is_empty(),
         auth,
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),
+        site: config.site.clone(),
+        allow_anonymous: config.allow_anonymous,
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
     };

@@ -53,11 +53,23 @@ fn cases() -> Vec<Case> {
         case(Method::GET, "/api/history?device=0&metric=gpu_util&from=1.5", S::BAD_REQUEST, "whole number"),
         case(Method::GET, "/api/history?device=0&metric=gpu_util&x=1", S::BAD_REQUEST, "unknown parameter 'x'"),
         case(Method::GET, "/api/history?device=%FF&metric=gpu_util", S::BAD_REQUEST, "whole number"),
+        case(Method::GET, "/api/history?device=0&metric=gpu_util&to=18446744073709551615", S::BAD_REQUEST, "year 9999"),
+        case(
+            Method::GET,
+            "/api/history?device=0&metric=gpu_util&from=9223372036854775808&to=18446744073709551615",
+            S::BAD_REQUEST,
+            "year 9999",
+        ),
+        Case {
+            headers: &[("host", "rebind.test:7070")],
+            ..case(Method::GET, "/api/devices", S::MISDIRECTED_REQUEST, "--public-url")
+        },
+        Case { headers: &[("host", "bad host")], ..case(Method::GET, "/api/devices", S::BAD_REQUEST, "Host header") },
         case(Method::GET, "/api/nope", S::NOT_FOUND, "the API has"),
         case(Method::GET, "/assets/%2e%2e/Cargo.toml", S::NOT_FOUND, "no page or file"),
         case(Method::GET, "/assets/frontend.js%00.png", S::NOT_FOUND, "no page or file"),
-        case(Method::PUT, "/api/devices", S::METHOD_NOT_ALLOWED, ""),
-        case(Method::DELETE, "/api/runs", S::METHOD_NOT_ALLOWED, ""),
+        case(Method::PUT, "/api/devices", S::METHOD_NOT_ALLOWED, "not allowed"),
+        case(Method::DELETE, "/api/runs", S::METHOD_NOT_ALLOWED, "not allowed"),
         post("/api/runs", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
         post(
             "/api/runs",
@@ -202,7 +214,7 @@ async fn raw_path_traversal_never_escapes_the_embedded_app() {
     for path in ["/assets/../../../../etc/passwd", "/../Cargo.toml", "/assets/..%2f..%2fetc%2fpasswd", "//etc/passwd"] {
         // A raw request: HTTP clients normalise `..` away before sending.
         let mut stream = tokio::net::TcpStream::connect(server.running.addr()).await.unwrap();
-        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.unwrap();
         let mut answer = String::new();
         let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut answer)).await;

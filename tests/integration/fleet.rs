@@ -12,7 +12,7 @@ use gpudash::telemetry::simulator::Simulator;
 use shared::fleet::{FleetResponse, NodeKind};
 use tokio::net::TcpListener;
 
-use crate::support::TestServer;
+use crate::support::{TestServer, TlsFiles};
 
 const SCRAPE_INTERVAL_S: u64 = 1;
 
@@ -58,33 +58,6 @@ pub fn free_port() -> u16 {
 /// Starts Prometheus on loopback scraping `targets` every `interval_s`, and waits until it is ready.
 pub async fn start_prometheus(dir: &Path, targets: &[String], interval_s: u64) -> (ChildGuard, String) {
     start_prometheus_with(dir, targets, interval_s, None).await
-}
-
-/// PEM files for a Prometheus served over TLS: a private CA, and a certificate it signed for 127.0.0.1.
-struct TlsFiles {
-    ca: PathBuf,
-    cert: PathBuf,
-    key: PathBuf,
-}
-
-impl TlsFiles {
-    fn generate(dir: &Path) -> Self {
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "gpudash test CA");
-        let ca_key = rcgen::KeyPair::generate().expect("CA key");
-        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
-        let key = rcgen::KeyPair::generate().expect("key");
-        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()])
-            .expect("params")
-            .signed_by(&key, &ca)
-            .expect("certificate");
-        let files = Self { ca: dir.join("ca.pem"), cert: dir.join("cert.pem"), key: dir.join("key.pem") };
-        std::fs::write(&files.ca, ca.pem()).expect("write ca.pem");
-        std::fs::write(&files.cert, cert.pem()).expect("write cert.pem");
-        std::fs::write(&files.key, key.serialize_pem()).expect("write key.pem");
-        files
-    }
 }
 
 /// [`start_prometheus`], serving https with `tls` when given (Prometheus's `--web.config.file`).
@@ -305,7 +278,7 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_https_prometheus_is_read_with_its_private_ca_and_refused_without() {
     let dir = tempfile::tempdir().unwrap();
-    let tls = TlsFiles::generate(dir.path());
+    let tls = TlsFiles::generate_for(&["127.0.0.1"], dir.path());
     let node = instance("tls-node", 1, None).await;
     let (_prometheus, prometheus_url) =
         start_prometheus_with(dir.path(), &[node.running.addr().to_string()], SCRAPE_INTERVAL_S, Some(&tls)).await;

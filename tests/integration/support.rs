@@ -1,5 +1,6 @@
 //! Starting a dashboard for a test, and small HTTP/WebSocket helpers.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -25,7 +26,7 @@ impl TestServer {
     }
 
     /// Simulated GPUs with history in `dir`.
-    pub async fn with_history(count: u32, interval_ms: u64, dir: &std::path::Path) -> Self {
+    pub async fn with_history(count: u32, interval_ms: u64, dir: &Path) -> Self {
         let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let options =
@@ -98,5 +99,33 @@ pub async fn finished(server: &TestServer, id: u64) -> shared::lab::Run {
         }
         assert!(std::time::Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
         tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// PEM files for a server speaking TLS: a private CA, and a certificate it signed for some names.
+pub struct TlsFiles {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl TlsFiles {
+    /// A CA and a certificate for `names` (host names or IP addresses), written into `dir`.
+    pub fn generate_for(names: &[&str], dir: &Path) -> Self {
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "gpudash test CA");
+        let ca_key = rcgen::KeyPair::generate().expect("CA key");
+        let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).expect("CA certificate");
+        let key = rcgen::KeyPair::generate().expect("key");
+        let cert = rcgen::CertificateParams::new(names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>())
+            .expect("params")
+            .signed_by(&key, &ca)
+            .expect("certificate");
+        let files = Self { ca: dir.join("ca.pem"), cert: dir.join("cert.pem"), key: dir.join("key.pem") };
+        std::fs::write(&files.ca, ca.pem()).expect("write ca.pem");
+        std::fs::write(&files.cert, cert.pem()).expect("write cert.pem");
+        std::fs::write(&files.key, key.serialize_pem()).expect("write key.pem");
+        files
     }
 }

@@ -12,13 +12,19 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use shared::auth::Role;
-pub use tokens::{AuthConfig, AuthError, TokenEntry, hash_token, hex as tokens_hex, new_token};
+pub use tokens::{
+    ADMIN_SESSION_LIFETIME, AuthConfig, AuthError, SESSION_LIFETIME, TokenEntry, hash_token, hex as tokens_hex,
+    new_token,
+};
 
-/// How long a browser session lasts.
-pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
-/// Failed logins from one address before it must wait a minute.
-const LOGIN_FAILURES_ALLOWED: u32 = 10;
-const LOGIN_LOCKOUT: Duration = Duration::from_secs(60);
+/// Failed token attempts (logins or Bearer headers) from one address before its
+/// further wrong tokens are answered 429 for a minute. A correct token always works.
+const FAILURES_ALLOWED: u32 = 10;
+const LOCKOUT: Duration = Duration::from_secs(60);
+/// Addresses whose failures are tracked at once; past that the oldest windows are dropped.
+const FAILURES_TRACKED: usize = 10_000;
+/// Sessions held at once; a login past that ends the session closest to expiry.
+const MAX_SESSIONS: usize = 100_000;
 
 /// The caller of a request, as the server trusts it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,18 +63,44 @@ pub enum Unauthorized {
     Required,
 }
 
+/// Why a token was not accepted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Refused {
+    #[error("invalid token")]
+    Invalid,
+    #[error("too many wrong tokens from your address; wait {0} s (a correct token is still accepted)")]
+    Throttled(u64),
+}
+
 struct Session {
     user: String,
     role: Role,
     expires: Instant,
 }
 
+/// A browser session as a request presents it: the key to check it again later
+/// (an open WebSocket closes when its session ends) and when it expires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionRef {
+    key: [u8; 32],
+    pub expires: Instant,
+}
+
 /// Tokens, sessions and the anonymous policy of one running server.
 pub struct Auth {
     config: AuthConfig,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
-    sessions: Mutex<HashMap<[u8; 32], Session>>,
+    sessions: Mutex<Sessions>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    /// Bumped whenever a session ends early (logout), so open WebSockets re-check theirs.
+    ended: tokio::sync::watch::Sender<u64>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    by_key: HashMap<[u8; 32], Session>,
+    /// Expired sessions are swept when the map grows past this, so a login costs O(1) amortized.
+    sweep_at: usize,
 }
 
 impl std::fmt::Debug for Auth {
@@ -79,7 +111,12 @@ impl std::fmt::Debug for Auth {
 
 impl Auth {
     pub fn new(config: AuthConfig) -> Self {
-        Self { config, sessions: Mutex::new(HashMap::new()), failures: Mutex::new(HashMap::new()) }
+        Self {
+            config,
+            sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
+            failures: Mutex::new(HashMap::new()),
+            ended: tokio::sync::watch::Sender::new(0),
+        }
     }
 
     /// True when tokens are configured (otherwise every caller is the single local user).
@@ -117,62 +154,101 @@ impl Auth {
         found
     }
 
-    /// Who sent a request with these credentials.
-    pub fn identify(&self, bearer: Option<&str>, session: Option<&str>) -> Result<Identity, Unauthorized> {
+    /// Who sent a request with these credentials, and the session it came with.
+    pub fn identify(
+        &self,
+        bearer: Option<&str>,
+        session: Option<&str>,
+    ) -> Result<(Identity, Option<SessionRef>), Unauthorized> {
         if let Some(token) = bearer {
-            return self.check_token(token).ok_or(Unauthorized::BadToken);
+            return self.check_token(token).map(|who| (who, None)).ok_or(Unauthorized::BadToken);
         }
         if let Some(id) = session {
             let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
             let mut sessions = lock(&self.sessions);
-            match sessions.get(&key) {
+            match sessions.by_key.get(&key) {
                 Some(s) if s.expires > Instant::now() => {
-                    return Ok(Identity { user: s.user.clone(), role: s.role, anonymous: false });
+                    let who = Identity { user: s.user.clone(), role: s.role, anonymous: false };
+                    return Ok((who, Some(SessionRef { key, expires: s.expires })));
                 }
                 Some(_) => {
-                    sessions.remove(&key);
+                    sessions.by_key.remove(&key);
                     return Err(Unauthorized::Expired);
                 }
                 // An unknown cookie (e.g. from before a restart) falls back to anonymous access if allowed.
-                None => return self.anonymous().ok_or(Unauthorized::Expired),
+                None => return self.anonymous().map(|who| (who, None)).ok_or(Unauthorized::Expired),
             }
         }
-        self.anonymous().ok_or(Unauthorized::Required)
+        self.anonymous().map(|who| (who, None)).ok_or(Unauthorized::Required)
     }
 
-    /// Trades a token for a session id (the cookie value), or says why not.
-    pub fn login(&self, token: &str, from: IpAddr) -> Result<(Identity, String), String> {
-        {
-            let mut failures = lock(&self.failures);
-            if let Some((count, since)) = failures.get(&from) {
-                if *count >= LOGIN_FAILURES_ALLOWED && since.elapsed() < LOGIN_LOCKOUT {
-                    return Err("too many failed logins from your address; wait a minute".to_owned());
-                }
-                if since.elapsed() >= LOGIN_LOCKOUT {
-                    failures.remove(&from);
-                }
+    /// Checks a token presented from `from`. A correct token is always accepted; wrong
+    /// ones count against the address, and past [`FAILURES_ALLOWED`] in a minute they
+    /// are answered [`Refused::Throttled`] (tokens are 256 bits: this is about load, not guessing).
+    pub fn check_token_from(&self, token: &str, from: IpAddr) -> Result<Identity, Refused> {
+        if let Some(identity) = self.check_token(token) {
+            return Ok(identity);
+        }
+        let mut failures = lock(&self.failures);
+        let now = Instant::now();
+        if failures.len() >= FAILURES_TRACKED && !failures.contains_key(&from) {
+            failures.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
+            if failures.len() >= FAILURES_TRACKED {
+                return Err(Refused::Invalid);
             }
         }
-        let Some(identity) = self.check_token(token) else {
-            let mut failures = lock(&self.failures);
-            let entry = failures.entry(from).or_insert((0, Instant::now()));
-            entry.0 += 1;
-            return Err("invalid token".to_owned());
-        };
+        let entry = failures.entry(from).or_insert((0, now));
+        if now.duration_since(entry.1) >= LOCKOUT {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
+        if entry.0 > FAILURES_ALLOWED {
+            let wait = LOCKOUT.saturating_sub(now.duration_since(entry.1)).as_secs().max(1);
+            return Err(Refused::Throttled(wait));
+        }
+        Err(Refused::Invalid)
+    }
+
+    /// Trades a token for a session id (the cookie value) that lasts `lifetime`, or says why not.
+    pub fn login(&self, token: &str, from: IpAddr) -> Result<(Identity, String, Duration), Refused> {
+        let identity = self.check_token_from(token, from)?;
+        let lifetime = self.config.session_lifetime(identity.role);
         let id = new_token();
         let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
         let mut sessions = lock(&self.sessions);
         let now = Instant::now();
-        sessions.retain(|_, s| s.expires > now);
+        if sessions.by_key.len() >= sessions.sweep_at {
+            sessions.by_key.retain(|_, s| s.expires > now);
+            if sessions.by_key.len() >= MAX_SESSIONS {
+                let oldest = sessions.by_key.iter().min_by_key(|(_, s)| s.expires).map(|(k, _)| *k);
+                if let Some(oldest) = oldest {
+                    sessions.by_key.remove(&oldest);
+                }
+            }
+            sessions.sweep_at = (2 * sessions.by_key.len()).clamp(1024, MAX_SESSIONS);
+        }
         sessions
-            .insert(key, Session { user: identity.user.clone(), role: identity.role, expires: now + SESSION_LIFETIME });
-        Ok((identity, id))
+            .by_key
+            .insert(key, Session { user: identity.user.clone(), role: identity.role, expires: now + lifetime });
+        Ok((identity, id, lifetime))
+    }
+
+    /// The session is still open (not logged out, not expired).
+    pub fn session_alive(&self, session: &SessionRef) -> bool {
+        session.expires > Instant::now() && lock(&self.sessions).by_key.contains_key(&session.key)
+    }
+
+    /// Changes whenever a session is ended early; WebSockets watch it.
+    pub fn session_ends(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.ended.subscribe()
     }
 
     /// Ends a session; unknown ids are ignored.
     pub fn logout(&self, session: &str) {
         let key: [u8; 32] = Sha256::digest(session.as_bytes()).into();
-        lock(&self.sessions).remove(&key);
+        if lock(&self.sessions).by_key.remove(&key).is_some() {
+            self.ended.send_modify(|generation| *generation += 1);
+        }
     }
 }
 
@@ -192,45 +268,70 @@ mod tests {
             ],
             open_viewing,
             open_metrics: true,
+            ..AuthConfig::default()
         })
     }
 
     #[test]
     fn without_tokens_the_local_user_may_do_everything() {
         let auth = Auth::new(AuthConfig::default());
-        let me = auth.identify(None, None).unwrap();
+        let (me, _) = auth.identify(None, None).unwrap();
         assert!(me.anonymous && me.role == Role::Admin);
     }
 
     #[test]
     fn tokens_map_to_their_roles_and_wrong_ones_are_refused() {
         let auth = auth(true);
-        assert_eq!(auth.identify(Some("ana-secret"), None).unwrap().role, Role::Operator);
-        assert_eq!(auth.identify(Some("root-secret"), None).unwrap().user, "root");
+        assert_eq!(auth.identify(Some("ana-secret"), None).unwrap().0.role, Role::Operator);
+        assert_eq!(auth.identify(Some("root-secret"), None).unwrap().0.user, "root");
         assert_eq!(auth.identify(Some("nope"), None), Err(Unauthorized::BadToken));
-        assert_eq!(auth.identify(None, None).unwrap().role, Role::Viewer);
+        assert_eq!(auth.identify(None, None).unwrap().0.role, Role::Viewer);
         assert_eq!(self::auth(false).identify(None, None), Err(Unauthorized::Required));
     }
 
     #[test]
     fn sessions_identify_until_logout() {
         let auth = auth(false);
-        let (who, id) = auth.login("ana-secret", "127.0.0.1".parse().unwrap()).unwrap();
-        assert_eq!(who.user, "ana");
-        assert_eq!(auth.identify(None, Some(&id)).unwrap().role, Role::Operator);
+        let (who, id, lifetime) = auth.login("ana-secret", "127.0.0.1".parse().unwrap()).unwrap();
+        assert_eq!((who.user.as_str(), lifetime), ("ana", SESSION_LIFETIME));
+        let (me, session) = auth.identify(None, Some(&id)).unwrap();
+        assert_eq!(me.role, Role::Operator);
+        let session = session.unwrap();
+        assert!(auth.session_alive(&session));
+        let ends = auth.session_ends();
         auth.logout(&id);
+        assert!(ends.has_changed().unwrap(), "open sockets are told");
+        assert!(!auth.session_alive(&session));
         assert_eq!(auth.identify(None, Some(&id)), Err(Unauthorized::Expired));
+        let (_, _, admin_lifetime) = auth.login("root-secret", "127.0.0.1".parse().unwrap()).unwrap();
+        assert_eq!(admin_lifetime, ADMIN_SESSION_LIFETIME, "admins get the shorter session");
     }
 
     #[test]
-    fn repeated_failed_logins_lock_the_address_out() {
+    fn wrong_tokens_are_throttled_but_a_correct_one_always_works() {
         let auth = auth(true);
-        let from: IpAddr = "10.0.0.9".parse().unwrap();
-        for _ in 0..LOGIN_FAILURES_ALLOWED {
-            assert_eq!(auth.login("guess", from).unwrap_err(), "invalid token");
+        let from: IpAddr = "127.0.0.1".parse().unwrap();
+        for _ in 0..FAILURES_ALLOWED {
+            assert_eq!(auth.login("guess", from).unwrap_err(), Refused::Invalid);
         }
-        assert!(auth.login("ana-secret", from).unwrap_err().contains("too many"));
-        assert!(auth.login("ana-secret", "10.0.0.10".parse().unwrap()).is_ok());
+        assert!(matches!(auth.login("guess", from).unwrap_err(), Refused::Throttled(_)));
+        assert!(matches!(auth.check_token_from("guess", from).unwrap_err(), Refused::Throttled(_)));
+        // Behind a proxy everyone shares an address: the admin still gets in.
+        assert!(auth.login("root-secret", from).is_ok());
+        assert!(auth.check_token_from("ana-secret", from).is_ok());
+        assert_eq!(auth.check_token_from("guess", "10.0.0.10".parse().unwrap()).unwrap_err(), Refused::Invalid);
+    }
+
+    #[test]
+    fn many_logins_do_not_rescan_every_session() {
+        let auth = auth(true);
+        let from: IpAddr = "127.0.0.1".parse().unwrap();
+        for _ in 0..5_000 {
+            auth.login("ana-secret", from).unwrap();
+        }
+        let sessions = lock(&auth.sessions);
+        assert_eq!(sessions.by_key.len(), 5_000);
+        assert!(sessions.sweep_at > 5_000, "the next sweep waits until the map doubles");
     }
 
     #[test]

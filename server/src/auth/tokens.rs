@@ -2,6 +2,7 @@
 //! `GPUDASH_TOKENS` environment variable (plain tokens, hashed on load).
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -23,11 +24,33 @@ pub struct AuthConfig {
     pub open_viewing: bool,
     /// `/metrics` is open to scrapers without a token.
     pub open_metrics: bool,
+    /// How long a browser session of a viewer or operator lasts (`--session-lifetime`).
+    pub session: Duration,
+    /// How long an admin's browser session lasts (`--admin-session-lifetime`).
+    pub admin_session: Duration,
 }
+
+/// Default browser session: a working day.
+pub const SESSION_LIFETIME: Duration = Duration::from_secs(12 * 3600);
+/// Default admin session: shorter, since an admin's cookie can cancel anyone's work and read the audit log.
+pub const ADMIN_SESSION_LIFETIME: Duration = Duration::from_secs(2 * 3600);
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { tokens: Vec::new(), open_viewing: true, open_metrics: true }
+        Self {
+            tokens: Vec::new(),
+            open_viewing: true,
+            open_metrics: true,
+            session: SESSION_LIFETIME,
+            admin_session: ADMIN_SESSION_LIFETIME,
+        }
+    }
+}
+
+impl AuthConfig {
+    /// How long a session of someone with `role` lasts.
+    pub fn session_lifetime(&self, role: Role) -> Duration {
+        if role == Role::Admin { self.admin_session } else { self.session }
     }
 }
 
@@ -121,6 +144,7 @@ impl AuthConfig {
             tokens,
             open_viewing: access("viewers", &file.viewers)?,
             open_metrics: access("metrics", &file.metrics)?,
+            ..Self::default()
         })
     }
 }

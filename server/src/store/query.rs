@@ -8,6 +8,8 @@ use super::schema::METRIC_COLUMNS;
 
 /// Most points one answer may hold.
 pub const MAX_POINTS: u32 = 10_000;
+/// Latest time a query may name: the last millisecond of year 9999, well inside SQLite's i64.
+pub const MAX_TIME_MS: u64 = 253_402_300_799_999;
 
 /// What to read: a validated `GET /api/history` request.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +24,13 @@ pub struct HistoryQuery {
 impl HistoryQuery {
     /// The range and point count make sense, or why not.
     pub fn validate(&self) -> Result<(), QueryError> {
+        for (name, value) in [("from", self.from), ("to", self.to)] {
+            if value > MAX_TIME_MS {
+                return Err(QueryError::Invalid(format!(
+                    "'{name}' ({value}) is past the year 9999; times are ms since the epoch, at most {MAX_TIME_MS}"
+                )));
+            }
+        }
         if self.from >= self.to {
             return Err(QueryError::Invalid(format!("'from' ({}) must be before 'to' ({})", self.from, self.to)));
         }
@@ -106,6 +115,9 @@ pub(super) fn run(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Buckets are counted from `from`, so there are never more than asked; say so in code too.
+    let mut points = points;
+    points.truncate(q.points as usize);
     Ok(Answer { bucket_ms: width, resolution: if used_minutes { Resolution::Minute } else { Resolution::Raw }, points })
 }
 
@@ -194,5 +206,11 @@ mod tests {
         assert!(err.contains("'from'") && err.contains("before"), "{err}");
         let err = store.history(&query(T0, T0 + 5, 0), T0).unwrap_err().to_string();
         assert!(err.contains("from 1 to 10000"), "{err}");
+        let err = store.history(&query(T0, u64::MAX, 10), T0).unwrap_err().to_string();
+        assert!(err.contains("'to'") && err.contains("year 9999"), "{err}");
+        let err = store.history(&query(u64::MAX - 1, u64::MAX, 10), T0).unwrap_err().to_string();
+        assert!(err.contains("'from'"), "{err}");
+        let answer = store.history(&query(0, MAX_TIME_MS, 7), T0).unwrap();
+        assert!(answer.points.len() <= 7, "{}", answer.points.len());
     }
 }

@@ -2,21 +2,28 @@
 //! cookie, or anonymous by policy), which paths need what, cross-site
 //! checks, and the login/logout/me/audit routes.
 
-use axum::Json;
+use std::net::SocketAddr;
+
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Deserialize;
 use shared::auth::{AuditEntry, LoginRequest, Me, Role};
 
 use super::tls::PeerAddr;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, site};
 use crate::audit::{Event, Outcome};
-use crate::auth::{Identity, SESSION_LIFETIME, Unauthorized};
+use crate::auth::{Identity, Refused, SessionRef, Unauthorized};
 
+/// The session cookie over plain HTTP.
 pub const SESSION_COOKIE: &str = "gpudash_session";
+/// The session cookie over HTTPS: the `__Host-` prefix binds it to this exact host,
+/// so another service on the same host name (a Jupyter on another port) cannot set or
+/// shadow it, and browsers refuse it without `Secure` and `Path=/`.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-gpudash_session";
 
 /// Paths anyone may load: the page itself, health, and the way to log in.
 fn is_public(path: &str) -> bool {
@@ -27,8 +34,10 @@ fn is_public(path: &str) -> bool {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub identity: Identity,
-    /// Client address, for the audit log.
+    /// Client address, for the audit log (behind a `--trusted-proxy`, the forwarded one).
     pub client: String,
+    /// The browser session the request came with, if any: a WebSocket closes when it ends.
+    pub session: Option<SessionRef>,
 }
 
 impl Caller {
@@ -57,67 +66,150 @@ fn action_name(action: &str) -> &str {
     }
 }
 
-/// Middleware: identifies the caller, applies the path policy and the cross-site checks.
+/// What the edge knows of a request before the handlers run (inserted by [`access`]).
+#[derive(Debug, Clone)]
+pub struct Edge {
+    pub site: site::Request,
+}
+
+/// Middleware: checks the Host, identifies the caller, applies the path policy and the cross-site checks.
 pub async fn access(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
-    let headers = request.headers();
-    if let Err(refusal) = same_origin(headers, request.method(), &path, state.tls) {
-        return refusal.into_response();
-    }
-    let client = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<PeerAddr>>()
-        .map_or_else(|| "unknown".to_owned(), |ConnectInfo(PeerAddr(addr))| addr.ip().to_string());
+        .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |ConnectInfo(PeerAddr(addr))| *addr);
+    let headers = request.headers();
+    let site = match state.site.check(peer, headers) {
+        Ok(site) => site,
+        Err(refusal) => return refusal.into_response(),
+    };
+    if let Err(refusal) = same_origin(&state.site, &site, headers, request.method(), &path) {
+        return refusal.into_response();
+    }
+    if let Err(refusal) = tokenless_behind_proxy(&state, &site) {
+        return refusal.into_response();
+    }
+    let client = site.client.to_string();
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
-    let session = cookie(headers, SESSION_COOKIE);
-    let identity = state.auth.identify(bearer, session.as_deref());
+    let session = session_cookie(headers);
+    let identified = match bearer {
+        // A wrong Bearer token counts against the address, like a wrong login; a right one always works.
+        Some(token) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
+            Ok(identity) => Ok((identity, None)),
+            Err(refused) => {
+                state.audit.record(&Event {
+                    user: "unknown",
+                    client: &client,
+                    action: "auth.bearer",
+                    target: &path,
+                    outcome: Outcome::Denied,
+                    detail: &refused.to_string(),
+                });
+                return refused_response(&refused, "invalid token; check the Authorization: Bearer header");
+            }
+        },
+        _ => state.auth.identify(bearer, session.as_deref()),
+    };
 
-    let allowed = match (&identity, path.as_str()) {
+    let allowed = match (&identified, path.as_str()) {
         (_, p) if is_public(p) => true,
         // Scrapers: open by policy, or any valid token (not a browser's anonymous access).
-        (Ok(who), "/metrics") => state.auth.config().open_metrics || !who.anonymous,
+        (Ok((who, _)), "/metrics") => state.auth.config().open_metrics || !who.anonymous,
         (Err(_), "/metrics") => state.auth.config().open_metrics && bearer.is_none(),
         (Ok(_), _) => true,
         (Err(_), _) => false,
     };
     if !allowed {
-        let message = match identity {
+        let message = match identified {
             Err(e) => e.to_string(),
             Ok(_) => "/metrics needs a token here: send Authorization: Bearer <token>".to_owned(),
         };
         return ApiError { status: StatusCode::UNAUTHORIZED, message }.into_response();
     }
-    if let Ok(identity) = identity {
-        request.extensions_mut().insert(Caller { identity, client });
+    if let Ok((identity, session)) = identified {
+        request.extensions_mut().insert(Caller { identity, client, session });
     }
-    next.run(request).await
+    let secure = site.secure;
+    request.extensions_mut().insert(Edge { site });
+    let mut response = next.run(request).await;
+    if secure && state.tls {
+        response.headers_mut().insert(header::STRICT_TRANSPORT_SECURITY, HeaderValue::from_static(HSTS));
+    }
+    response
+}
+
+/// Under `--tls-cert`: browsers keep to https for a year (a proxy that terminates TLS sets its own).
+const HSTS: &str = "max-age=31536000";
+
+fn refused_response(refused: &Refused, invalid: &str) -> Response {
+    match refused {
+        Refused::Invalid => ApiError { status: StatusCode::UNAUTHORIZED, message: invalid.to_owned() }.into_response(),
+        Refused::Throttled(_) => {
+            ApiError { status: StatusCode::TOO_MANY_REQUESTS, message: refused.to_string() }.into_response()
+        }
+    }
+}
+
+/// Without tokens every caller is the local admin; that holds only for someone on this
+/// machine. A request that came through a proxy, or names the server by something other
+/// than a loopback address, could come from anyone: refuse it unless `--allow-anonymous`.
+fn tokenless_behind_proxy(state: &AppState, site: &site::Request) -> Result<(), ApiError> {
+    if state.auth.enabled() || state.allow_anonymous || !(site.forwarded || !site.loopback_host) {
+        return Ok(());
+    }
+    Err(ApiError {
+        status: StatusCode::FORBIDDEN,
+        message: if site.forwarded {
+            "this dashboard has no tokens, and this request came through a proxy: everyone who reaches the proxy \
+             would be admin. Configure tokens (`gpudash token`, --auth-file), or pass --allow-anonymous if that is \
+             really meant"
+                .to_owned()
+        } else {
+            "this dashboard has no tokens, so only its local user (at http://127.0.0.1 or http://localhost) may use \
+             it. Configure tokens (`gpudash token`, --auth-file) to serve it under another name, or pass \
+             --allow-anonymous if that is really meant"
+                .to_owned()
+        },
+    })
 }
 
 /// Refuses cross-site WebSocket upgrades and state-changing requests whose
 /// browser-sent `Origin` is not this dashboard. Clients that send no Origin
 /// (scripts, the load tool) pass and are judged by their token like any API client.
-fn same_origin(headers: &HeaderMap, method: &Method, path: &str, tls: bool) -> Result<(), ApiError> {
+fn same_origin(
+    site: &site::Site,
+    request: &site::Request,
+    headers: &HeaderMap,
+    method: &Method,
+    path: &str,
+) -> Result<(), ApiError> {
     let checked = path == "/ws" || !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     let Some(origin) = headers.get(header::ORIGIN) else { return Ok(()) };
     if !checked {
         return Ok(());
     }
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-    let ours = format!("{}://{host}", if tls { "https" } else { "http" });
     let theirs = origin.to_str().unwrap_or("");
-    if host.is_empty() || !theirs.eq_ignore_ascii_case(&ours) {
+    if !site.is_own_origin(request, theirs) {
         return Err(ApiError {
             status: StatusCode::FORBIDDEN,
             message: format!(
-                "cross-site request refused: Origin '{theirs}' is not this dashboard ('{ours}'); behind a reverse proxy, forward the Host header"
+                "cross-site request refused: Origin '{theirs}' is not this dashboard ('{}'); behind a reverse proxy, \
+                 name the address people open with --public-url (e.g. --public-url https://gpu1.example.com)",
+                request.own_origin.as_deref().unwrap_or("no Host header"),
             ),
         });
     }
     Ok(())
+}
+
+/// The session id from either cookie name (the secure one first).
+fn session_cookie(headers: &HeaderMap) -> Option<String> {
+    cookie(headers, SECURE_SESSION_COOKIE).or_else(|| cookie(headers, SESSION_COOKIE))
 }
 
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -127,6 +219,15 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .find_map(|pair| pair.trim().strip_prefix(name)?.strip_prefix('=').map(str::to_owned))
+}
+
+/// `Set-Cookie` for a session (or, with `max_age` 0, for clearing it).
+fn session_set_cookie(secure: bool, value: &str, max_age: u64) -> String {
+    if secure {
+        format!("{SECURE_SESSION_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}; Secure")
+    } else {
+        format!("{SESSION_COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}")
+    }
 }
 
 fn me(state: &AppState, identity: Option<&Identity>) -> Me {
@@ -140,17 +241,18 @@ fn me(state: &AppState, identity: Option<&Identity>) -> Me {
 }
 
 /// `GET /api/me`: who the page is talking as, and whether it should offer a login.
-pub async fn whoami(State(state): State<AppState>, caller: Option<axum::Extension<Caller>>) -> Json<Me> {
+pub async fn whoami(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Me> {
     Json(me(&state, caller.as_ref().map(|c| &c.identity)))
 }
 
-/// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie.
+/// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie
+/// (`__Host-` prefixed and `Secure` when the page is served over https).
 pub async fn login(
     State(state): State<AppState>,
-    ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>,
+    Extension(edge): Extension<Edge>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let client = peer.ip().to_string();
+    let client = edge.site.client.to_string();
     let request: LoginRequest = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("invalid login ({e}); send {{\"token\": \"...\"}}")))?;
     if !state.auth.enabled() {
@@ -159,36 +261,46 @@ pub async fn login(
     let audit = |user: &str, outcome, detail: &str| {
         state.audit.record(&Event { user, client: &client, action: "login", target: "session", outcome, detail });
     };
-    match state.auth.login(&request.token, peer.ip()) {
-        Ok((identity, session)) => {
+    match state.auth.login(&request.token, edge.site.client) {
+        Ok((identity, session, lifetime)) => {
             audit(&identity.user, Outcome::Ok, identity.role.name());
-            let cookie = format!(
-                "{SESSION_COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}{}",
-                SESSION_LIFETIME.as_secs(),
-                if state.tls { "; Secure" } else { "" }
-            );
+            let cookie = session_set_cookie(edge.site.secure, &session, lifetime.as_secs());
             let mut response = Json(me(&state, Some(&identity))).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
             }
             Ok(response)
         }
-        Err(message) => {
-            audit("unknown", Outcome::Denied, &message);
-            Err(ApiError { status: StatusCode::UNAUTHORIZED, message })
+        Err(refused) => {
+            audit("unknown", Outcome::Denied, &refused.to_string());
+            Err(ApiError::from(refused))
         }
     }
 }
 
-/// `POST /api/logout`: ends the session and clears the cookie.
-pub async fn logout(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(session) = cookie(&headers, SESSION_COOKIE) {
+impl From<Refused> for ApiError {
+    fn from(refused: Refused) -> Self {
+        let status = match refused {
+            Refused::Invalid => StatusCode::UNAUTHORIZED,
+            Refused::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
+        };
+        ApiError { status, message: refused.to_string() }
+    }
+}
+
+/// `POST /api/logout`: ends the session (its open WebSockets close) and clears the cookie.
+pub async fn logout(State(state): State<AppState>, Extension(edge): Extension<Edge>, headers: HeaderMap) -> Response {
+    if let Some(session) = session_cookie(&headers) {
         state.auth.logout(&session);
     }
-    let clear = format!("{SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0");
     let mut response = StatusCode::NO_CONTENT.into_response();
-    if let Ok(value) = HeaderValue::from_str(&clear) {
-        response.headers_mut().insert(header::SET_COOKIE, value);
+    for secure in [false, true] {
+        if secure && !edge.site.secure {
+            continue;
+        }
+        if let Ok(value) = HeaderValue::from_str(&session_set_cookie(secure, "", 0)) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
     }
     response
 }
@@ -203,7 +315,7 @@ pub struct AuditQuery {
 /// `GET /api/audit?limit=100&before=ID`: admins only, newest first.
 pub async fn audit_log(
     State(state): State<AppState>,
-    axum::Extension(caller): axum::Extension<Caller>,
+    Extension(caller): Extension<Caller>,
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(format!("{e}; accepted: limit (1–1000), before")))?;
@@ -238,17 +350,45 @@ mod tests {
         h
     }
 
+    fn checked(site: &site::Site, h: &HeaderMap, method: &Method, path: &str) -> Result<(), ApiError> {
+        let request = site.check("127.0.0.1:40000".parse().unwrap(), h)?;
+        same_origin(site, &request, h, method, path)
+    }
+
     #[test]
     fn cross_site_websockets_and_posts_are_refused() {
+        let plain = site::Site { names: vec!["gpu1".into()], ..site::Site::default() };
         let foreign = headers(&[(header::HOST, "gpu1:7070"), (header::ORIGIN, "https://evil.example")]);
-        assert!(same_origin(&foreign, &Method::GET, "/ws", false).is_err());
-        assert!(same_origin(&foreign, &Method::POST, "/api/runs", false).is_err());
-        assert!(same_origin(&foreign, &Method::GET, "/api/devices", false).is_ok(), "reads are not state changes");
+        assert!(checked(&plain, &foreign, &Method::GET, "/ws").is_err());
+        assert!(checked(&plain, &foreign, &Method::POST, "/api/runs").is_err());
+        assert!(checked(&plain, &foreign, &Method::GET, "/api/devices").is_ok(), "reads are not state changes");
         let own = headers(&[(header::HOST, "gpu1:7070"), (header::ORIGIN, "http://gpu1:7070")]);
-        assert!(same_origin(&own, &Method::GET, "/ws", false).is_ok());
-        assert!(same_origin(&own, &Method::GET, "/ws", true).is_err(), "https page must come from https");
+        assert!(checked(&plain, &own, &Method::GET, "/ws").is_ok());
+        let tls = site::Site { tls: true, ..plain.clone() };
+        assert!(checked(&tls, &own, &Method::GET, "/ws").is_err(), "https page must come from https");
         let script = headers(&[(header::HOST, "gpu1:7070")]);
-        assert!(same_origin(&script, &Method::POST, "/api/runs", false).is_ok());
+        assert!(checked(&plain, &script, &Method::POST, "/api/runs").is_ok());
+    }
+
+    #[test]
+    fn a_tls_proxy_keeping_host_passes_with_its_public_url() {
+        let behind = headers(&[(header::HOST, "gpu1.example.com"), (header::ORIGIN, "https://gpu1.example.com")]);
+        let plain = site::Site::default();
+        assert!(checked(&plain, &behind, &Method::POST, "/api/login").is_err(), "unknown name");
+        let public = site::Site {
+            public: vec![site::PublicUrl::parse("https://gpu1.example.com").unwrap()],
+            ..site::Site::default()
+        };
+        assert!(checked(&public, &behind, &Method::POST, "/api/login").is_ok());
+    }
+
+    #[test]
+    fn session_cookies_take_the_host_prefix_over_https() {
+        assert!(session_set_cookie(true, "x", 60).starts_with("__Host-gpudash_session=x;"));
+        assert!(session_set_cookie(true, "x", 60).ends_with("; Secure"));
+        assert!(!session_set_cookie(false, "x", 60).contains("Secure"));
+        let h = headers(&[(header::COOKIE, "gpudash_session=old; __Host-gpudash_session=new")]);
+        assert_eq!(session_cookie(&h).as_deref(), Some("new"));
     }
 
     #[test]

@@ -9,6 +9,7 @@ mod fleet;
 mod history;
 mod lab;
 mod metrics;
+pub mod site;
 pub mod tls;
 mod topology;
 mod ws;
@@ -18,7 +19,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::http::{HeaderName, HeaderValue, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::watch;
 use tower_http::set_header::SetResponseHeaderLayer;
@@ -45,10 +47,14 @@ pub struct AppState {
     pub audit: crate::audit::Audit,
     /// Attached PyTorch processes.
     pub bridge: Arc<crate::bridge::Registry>,
-    /// Served over TLS (cookies get `Secure`, the expected Origin is https).
+    /// Served over TLS by gpudash itself (HSTS; the expected Origin is https).
     pub tls: bool,
+    /// The names, public URLs and trusted proxies requests are checked against.
+    pub site: Arc<site::Site>,
     /// Listening beyond loopback with no tokens (`--allow-anonymous`): the page warns.
     pub exposed_without_auth: bool,
+    /// `--allow-anonymous`: without tokens, proxied or non-loopback requests are still served.
+    pub allow_anonymous: bool,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
@@ -62,6 +68,34 @@ const MAX_BODY: usize = 64 * 1024;
 
 /// Plain HTTP requests get this long; WebSockets live on after their upgrade.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Errors made below the handlers (the body limit, the timeout, a wrong method) come as
+/// plain text or an empty body: say them in JSON like every other error.
+async fn json_errors(response: Response) -> Response {
+    let message = match response.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => format!("the request body is over the limit of {} KiB", MAX_BODY / 1024),
+        StatusCode::REQUEST_TIMEOUT => format!("the request took longer than {} s", REQUEST_TIMEOUT.as_secs()),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            "this method is not allowed on this path; the Allow header lists those that are".to_owned()
+        }
+        _ => return response,
+    };
+    let json =
+        response.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if json {
+        return response;
+    }
+    let (mut parts, _) = response.into_parts();
+    let mut fresh = ApiError { status: parts.status, message }.into_response();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::CONTENT_TYPE);
+    for (name, value) in fresh.headers_mut().drain() {
+        if let Some(name) = name {
+            parts.headers.insert(name, value);
+        }
+    }
+    Response::from_parts(parts, fresh.into_body())
+}
 
 /// All routes of the dashboard.
 pub fn app(state: AppState) -> Router {
@@ -95,7 +129,8 @@ pub fn app(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::access))
         .with_state(state)
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(TimeoutLayer::with_status_code(axum::http::StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(axum::middleware::map_response(json_errors))
         .layer(SetResponseHeaderLayer::overriding(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff")))
         .layer(SetResponseHeaderLayer::if_not_present(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP)))
         .layer(SetResponseHeaderLayer::overriding(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer")))

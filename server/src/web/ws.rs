@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
@@ -13,6 +14,8 @@ use shared::{ClientMessage, ServerMessage};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
+use super::auth::Caller;
+use crate::auth::SessionRef;
 use crate::telemetry::encode;
 
 /// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
@@ -26,11 +29,16 @@ const READ_BUFFER: usize = MAX_CLIENT_MESSAGE;
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// `GET /ws`: upgrades to the telemetry stream.
-pub async fn upgrade(ws: WebSocketUpgrade, State(state): State<AppState>) -> Response {
+pub async fn upgrade(
+    ws: WebSocketUpgrade,
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> Response {
+    let session = caller.and_then(|Extension(caller)| caller.session);
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| stream(socket, state))
+        .on_upgrade(move |socket| stream(socket, state, session))
 }
 
 /// Why a socket's loop ended.
@@ -39,11 +47,15 @@ enum End {
     Gone,
     /// The peer sent more than [`MESSAGES_PER_SECOND`] allows.
     Flood,
+    /// The peer sent a message larger than [`MAX_CLIENT_MESSAGE`].
+    TooBig,
+    /// The browser session the socket was opened with was logged out or expired.
+    SessionEnded,
     /// The server is stopping: say so before closing.
     Shutdown,
 }
 
-async fn stream(socket: WebSocket, state: AppState) {
+async fn stream(socket: WebSocket, state: AppState, session: Option<SessionRef>) {
     let (mut sink, mut incoming) = socket.split();
     // Subscribe before taking the snapshot, so no tick falls between the two.
     let mut ticks = state.telemetry.subscribe();
@@ -51,6 +63,9 @@ async fn stream(socket: WebSocket, state: AppState) {
     let mut lab_events = state.lab.subscribe();
     let mut shutdown = state.shutdown.clone();
     let mut budget = Budget::new();
+    let mut session_ends = state.auth.session_ends();
+    // A socket opened without a session (a token, or anonymous) never expires this way.
+    let expiry = session.map_or(far_future(), |s| tokio::time::Instant::from_std(s.expires));
     let end = async {
         let mut last_seq = send_snapshot(&mut sink, &state).await?;
         loop {
@@ -86,9 +101,16 @@ async fn stream(socket: WebSocket, state: AppState) {
                         send_error(&mut sink, "binary messages are not accepted; send JSON text such as {\"type\":\"resync\"}").await?;
                     }
                     Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                    Some(Err(e)) if is_too_big(&e) => return Err(End::TooBig),
                     Some(Ok(Message::Close(_)) | Err(_)) | None => return Err(End::Gone),
                 },
                 _ = shutdown.changed() => return Err(End::Shutdown),
+                Ok(()) = session_ends.changed() => {
+                    if session.is_some_and(|s| !state.auth.session_alive(&s)) {
+                        return Err(End::SessionEnded);
+                    }
+                }
+                () = tokio::time::sleep_until(expiry) => return Err(End::SessionEnded),
             }
         }
     };
@@ -99,11 +121,36 @@ async fn stream(socket: WebSocket, state: AppState) {
             code: close_code::POLICY,
             reason: format!("too many messages: at most {MESSAGES_PER_SECOND} per second").into(),
         }),
+        Err(End::TooBig) => Some(CloseFrame {
+            code: close_code::SIZE,
+            reason: format!("message too big: at most {MAX_CLIENT_MESSAGE} bytes").into(),
+        }),
+        Err(End::SessionEnded) => Some(CloseFrame {
+            code: close_code::POLICY,
+            reason: "your session ended (logged out or expired); log in again".into(),
+        }),
         Ok(()) | Err(End::Gone) => None,
     };
     if let Some(close) = close {
         let _ = tokio::time::timeout(SEND_TIMEOUT, sink.send(Message::Close(Some(close)))).await;
     }
+}
+
+/// Far enough ahead to never fire (tokio's own "far future" is about 30 years).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// The peer's message or frame exceeded the size limit (tungstenite's capacity error).
+fn is_too_big(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if matches!(e.downcast_ref::<tungstenite::Error>(), Some(tungstenite::Error::Capacity(_))) {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// A token bucket: [`MESSAGES_PER_SECOND`] refilled per second, twice that at most.

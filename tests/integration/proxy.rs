@@ -1,0 +1,178 @@
+//! The README's reverse-proxy setup, run for real: Debian's nginx with the README's own
+//! `nginx` block terminating TLS in front of gpudash started with `--public-url` and
+//! `--trusted-proxy`, as the README says. A login, a lab run, the WebSocket and a rebinding
+//! attempt go through it.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use gpudash::web::site::{PublicUrl, parse_trusted_proxy};
+use reqwest::StatusCode;
+use reqwest::header::{COOKIE, HOST, ORIGIN, SET_COOKIE};
+use rustls::pki_types::pem::PemObject;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::edge::server_with;
+use crate::security::{ADMIN, OPERATOR};
+use crate::support::TlsFiles;
+
+/// The name the README's example serves under; the test resolves it to 127.0.0.1.
+const NAME: &str = "gpu1.example.com";
+
+/// Stops nginx when the test ends, however it ends.
+struct Nginx(Child);
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The README's `nginx` code block, with the test's ports and certificate files.
+fn readme_block(upstream_port: u16, listen_port: u16, tls: &TlsFiles) -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
+    let start = readme.find("```nginx\n").expect("the README has an nginx example") + "```nginx\n".len();
+    let block = &readme[start..start + readme[start..].find("```").unwrap()];
+    for expected in
+        ["listen 443 ssl;", "proxy_pass http://127.0.0.1:7070;", "ssl_certificate     ", "ssl_certificate_key "]
+    {
+        assert!(block.contains(expected), "the README's nginx block changed shape: {expected} missing");
+    }
+    block
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{listen_port} ssl;"))
+        .replace("127.0.0.1:7070", &format!("127.0.0.1:{upstream_port}"))
+        .replace("/etc/ssl/gpu1.example.com.pem", tls.cert.to_str().unwrap())
+        .replace("/etc/ssl/gpu1.example.com.key", tls.key.to_str().unwrap())
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts nginx with `server_block`, returning once it accepts connections on `port`.
+fn start_nginx(dir: &Path, server_block: &str, port: u16) -> Nginx {
+    let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("nginx is not installed: `bash tests/run.sh` installs Debian's nginx (apt-get install nginx)");
+    let d = dir.display();
+    let config = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {d}/body;\n  proxy_temp_path {d}/proxy;\n  \
+         fastcgi_temp_path {d}/fastcgi;\n  uwsgi_temp_path {d}/uwsgi;\n  scgi_temp_path {d}/scgi;\n{server_block}\n}}\n"
+    );
+    let path = dir.join("nginx.conf");
+    std::fs::write(&path, config).unwrap();
+    let child = Command::new(binary)
+        .arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start nginx");
+    let nginx = Nginx(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+        assert!(Instant::now() < deadline, "nginx did not start listening on {port}: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    nginx
+}
+
+#[tokio::test]
+async fn the_readmes_tls_proxy_serves_logins_runs_and_the_live_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::generate_for(&[NAME], dir.path());
+    let port = free_port();
+    let public = format!("https://{NAME}:{port}");
+    let server = server_with(true, |o| {
+        o.site.public = vec![PublicUrl::parse(&public).unwrap()];
+        o.site.trusted_proxies = vec![parse_trusted_proxy("127.0.0.1").unwrap()];
+    })
+    .await;
+    let _nginx = start_nginx(dir.path(), &readme_block(server.running.addr().port(), port, &tls), port);
+
+    let ca = std::fs::read(&tls.ca).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .resolve(NAME, ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap();
+
+    // The browser's login: same-origin POST with the public Origin.
+    let login = client
+        .post(format!("{public}/api/login"))
+        .header(ORIGIN, &public)
+        .json(&json!({ "token": OPERATOR }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), StatusCode::OK, "{:?}", login.text().await);
+    let set_cookie = login.headers()[SET_COOKIE].to_str().unwrap().to_owned();
+    assert!(set_cookie.starts_with("__Host-gpudash_session=") && set_cookie.contains("Secure"), "{set_cookie}");
+    let session = set_cookie.split(';').next().unwrap().to_owned();
+
+    let run = client
+        .post(format!("{public}/api/runs"))
+        .header(ORIGIN, &public)
+        .header(COOKIE, &session)
+        .json(&json!({ "device": 0, "params": { "kind": "latency" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), StatusCode::ACCEPTED, "{:?}", run.text().await);
+
+    // A foreign page still cannot post through the proxy, and a rebound name is still refused.
+    let foreign = client
+        .post(format!("{public}/api/runs"))
+        .header(ORIGIN, "https://evil.example")
+        .header(COOKIE, &session)
+        .json(&json!({ "device": 0, "params": { "kind": "latency" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), StatusCode::FORBIDDEN);
+    let rebound = client.get(format!("{public}/api/devices")).header(HOST, "rebind.test").send().await.unwrap();
+    assert_eq!(rebound.status(), StatusCode::MISDIRECTED_REQUEST);
+
+    // The audit log has the client address nginx forwarded, not "unknown".
+    let log: Value =
+        client.get(format!("{public}/api/audit")).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
+    let start = log.as_array().unwrap().iter().find(|e| e["action"] == "experiment.start").expect("the run is audited");
+    assert_eq!(start["client"], "127.0.0.1");
+
+    // The live view: a WebSocket upgrade through nginx over TLS, with the session cookie and the page's Origin.
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut request = format!("wss://{NAME}:{port}/ws").into_client_request().unwrap();
+    request.headers_mut().insert("origin", public.parse().unwrap());
+    request.headers_mut().insert("cookie", session.parse().unwrap());
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let connector = tokio_tungstenite::Connector::Rustls(Arc::new(config));
+    let (mut socket, _) = tokio_tungstenite::client_async_tls_with_config(request, tcp, None, Some(connector))
+        .await
+        .expect("the WebSocket upgrades through the proxy");
+    let first = tokio::time::timeout(Duration::from_secs(10), socket.next()).await.expect("a snapshot in time");
+    assert!(matches!(first, Some(Ok(Message::Text(_)))), "{first:?}");
+    drop(socket);
+    server.stop().await;
+}
