@@ -61,6 +61,8 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     sampler: Sampler,
     lab: Arc<lab::Lab>,
+    /// Writes the audit log's counted denials and deletes its old entries; flushes at shutdown.
+    audit: JoinHandle<()>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -82,6 +84,8 @@ pub struct Options {
     pub fleet: Option<fleet::FleetConfig>,
     /// Serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// How long the audit log keeps an entry (`--audit-days`).
+    pub audit_retention: Duration,
 }
 
 impl Options {
@@ -96,6 +100,7 @@ impl Options {
             hostname: None,
             fleet: None,
             tls: None,
+            audit_retention: audit::DEFAULT_RETENTION,
         }
     }
 }
@@ -147,7 +152,8 @@ pub async fn start_with(
     let audit = match &options.store {
         Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
         None => audit::Audit::memory(),
-    };
+    }
+    .keeping(options.audit_retention);
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let app = web::app(AppState {
@@ -156,12 +162,13 @@ pub async fn start_with(
         shutdown: shutdown_rx.clone(),
         lab: lab.clone(),
         auth: Arc::new(auth::Auth::new(options.auth)),
-        audit,
+        audit: audit.clone(),
         bridge: Arc::default(),
         tls: tls.is_some(),
         exposed_without_auth: options.exposed_without_auth,
         fleet,
     });
+    let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let mut stop = shutdown_rx;
     let stopping = async move {
         let _ = stop.wait_for(|stopping| *stopping).await;
@@ -177,7 +184,7 @@ pub async fn start_with(
             tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
         }
     };
-    Ok(Running { addr, telemetry, shutdown, server, sampler, lab })
+    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit })
 }
 
 impl Running {
@@ -203,6 +210,7 @@ impl Running {
         let lab = self.lab.clone();
         let _ = tokio::task::spawn_blocking(move || lab.shutdown()).await;
         self.sampler.stop();
+        let _ = self.audit.await;
         served
     }
 }
@@ -256,6 +264,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
+        audit_retention: config.audit_retention,
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };
