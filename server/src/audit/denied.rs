@@ -92,7 +92,7 @@ impl DeniedWindows {
     }
 
     /// Windows open now.
-    pub fn len(&self) -> usize {
+    pub fn open_windows(&self) -> usize {
         self.windows.len()
     }
 }
@@ -127,7 +127,7 @@ mod tests {
             summaries[0].detail,
             "995 more denied login attempts from 10.0.0.9 within a minute (last: invalid token)"
         );
-        assert_eq!(windows.len(), 0);
+        assert_eq!(windows.open_windows(), 0);
     }
 
     #[test]
@@ -151,7 +151,7 @@ mod tests {
                 windows.note(&denial(client), 0);
             }
         }
-        assert_eq!(windows.len(), MAX_CLIENTS + 1, "bounded: one bucket for the clients past the limit");
+        assert_eq!(windows.open_windows(), MAX_CLIENTS + 1, "bounded: one bucket for the clients past the limit");
         let summaries = windows.close(0, true);
         let total: u64 = summaries.iter().map(|s| s.count).sum();
         let others = summaries.iter().find(|s| s.client == OTHER_CLIENTS).map(|s| s.count);
