@@ -46,6 +46,10 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_HISTORY_ROLLUP", default_value = "30d", value_parser = parse_retention)]
     pub history_rollup: Duration,
 
+    /// Days the audit log keeps an entry (1 to 3650); older entries are deleted at start and hourly.
+    #[arg(long, env = "GPUDASH_AUDIT_DAYS", value_name = "N", default_value = "180", value_parser = parse_audit_days)]
+    pub audit_days: u32,
+
     /// Keep no history on disk: live view only (the page says history is off).
     #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
     pub no_history: bool,
@@ -110,6 +114,8 @@ pub struct Config {
     /// Where history is kept; `None` with `--no-history`.
     pub data_dir: Option<PathBuf>,
     pub retention: crate::store::Retention,
+    /// How long the audit log keeps an entry (`--audit-days`).
+    pub audit_retention: Duration,
     /// The GPU lab's limits.
     pub lab: crate::lab::LabConfig,
     pub auth_file: Option<PathBuf>,
@@ -135,6 +141,7 @@ impl From<Cli> for Config {
             faults: cli.simulate_fault,
             data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
             retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
+            audit_retention: Duration::from_secs(u64::from(cli.audit_days) * 24 * 3600),
             lab: crate::lab::LabConfig::from(&cli.lab),
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
@@ -190,6 +197,13 @@ fn parse_session(value: &str) -> Result<Duration, String> {
     Ok(lifetime)
 }
 
+fn parse_audit_days(value: &str) -> Result<u32, String> {
+    match value.trim().parse::<u32>() {
+        Ok(days) if (1..=3650).contains(&days) => Ok(days),
+        _ => Err(format!("'{value}' is not a number of days from 1 to 3650; e.g. 180 keeps half a year")),
+    }
+}
+
 fn parse_hostname(value: &str) -> Result<String, String> {
     let name = value.trim();
     if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
@@ -219,6 +233,7 @@ mod tests {
         assert_eq!(cli.listen, "127.0.0.1:7070".parse().unwrap());
         assert_eq!(cli.interval, Duration::from_secs(1));
         assert_eq!(cli.simulate, None);
+        assert_eq!(Config::from(cli).audit_retention, Duration::from_secs(180 * 24 * 3600));
     }
 
     #[test]
@@ -246,6 +261,9 @@ mod tests {
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
+            (&["--audit-days", "0"][..], "from 1 to 3650"),
+            (&["--audit-days", "3651"][..], "from 1 to 3650"),
+            (&["--audit-days", "half a year"][..], "from 1 to 3650"),
             (&["--fleet-prometheus", "ftp://prom:9090"][..], "use http://HOST:PORT or https://"),
             (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
             (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),

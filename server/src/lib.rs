@@ -61,6 +61,8 @@ pub struct Running {
     server: JoinHandle<std::io::Result<()>>,
     sampler: Sampler,
     lab: Arc<lab::Lab>,
+    /// Writes the audit log's counted denials and deletes its old entries; flushes at shutdown.
+    audit: JoinHandle<()>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -86,6 +88,8 @@ pub struct Options {
     pub site: web::site::Site,
     /// `--allow-anonymous`: serve proxied or non-loopback requests without tokens.
     pub allow_anonymous: bool,
+    /// How long the audit log keeps an entry (`--audit-days`).
+    pub audit_retention: Duration,
 }
 
 impl Options {
@@ -102,6 +106,7 @@ impl Options {
             tls: None,
             site: web::site::Site::default(),
             allow_anonymous: false,
+            audit_retention: audit::DEFAULT_RETENTION,
         }
     }
 }
@@ -153,7 +158,8 @@ pub async fn start_with(
     let audit = match &options.store {
         Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
         None => audit::Audit::memory(),
-    };
+    }
+    .keeping(options.audit_retention);
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut site = options.site;
@@ -171,7 +177,7 @@ pub async fn start_with(
         shutdown: shutdown_rx.clone(),
         lab: lab.clone(),
         auth: Arc::new(auth::Auth::new(options.auth)),
-        audit,
+        audit: audit.clone(),
         bridge: Arc::default(),
         tls: tls.is_some(),
         site: Arc::new(site),
@@ -179,6 +185,7 @@ pub async fn start_with(
         allow_anonymous: options.allow_anonymous,
         fleet,
     });
+    let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let mut stop = shutdown_rx;
     let stopping = async move {
         let _ = stop.wait_for(|stopping| *stopping).await;
@@ -194,7 +201,7 @@ pub async fn start_with(
             tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
         }
     };
-    Ok(Running { addr, telemetry, shutdown, server, sampler, lab })
+    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit })
 }
 
 impl Running {
@@ -220,6 +227,7 @@ impl Running {
         let lab = self.lab.clone();
         let _ = tokio::task::spawn_blocking(move || lab.shutdown()).await;
         self.sampler.stop();
+        let _ = self.audit.await;
         served
     }
 }
@@ -279,6 +287,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         allow_anonymous: config.allow_anonymous,
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
+        audit_retention: config.audit_retention,
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

@@ -60,7 +60,133 @@ pub struct AuditEntry {
     pub action: String,
     /// What it acted on, e.g. "run 12" or "GPU 0".
     pub target: String,
-    /// "ok", "denied" or "failed".
-    pub outcome: String,
+    pub outcome: AuditOutcome,
     pub detail: String,
+}
+
+/// How an audited action ended.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditOutcome {
+    Ok,
+    Denied,
+    Failed,
+}
+
+impl AuditOutcome {
+    pub const ALL: [AuditOutcome; 3] = [AuditOutcome::Ok, AuditOutcome::Denied, AuditOutcome::Failed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AuditOutcome::Ok => "ok",
+            AuditOutcome::Denied => "denied",
+            AuditOutcome::Failed => "failed",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<AuditOutcome> {
+        Self::ALL.into_iter().find(|o| o.name() == name)
+    }
+}
+
+/// Most entries one `GET /api/audit` returns.
+pub const AUDIT_MAX_LIMIT: u32 = 1000;
+/// Entries returned when the query names no `limit`.
+pub const AUDIT_DEFAULT_LIMIT: u32 = 100;
+/// Longest `user` or `action` filter.
+const AUDIT_MAX_FILTER_LEN: usize = 100;
+
+/// Query of `GET /api/audit`: every field is optional and the filters combine
+/// (all must match). Entries come newest first.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    /// At most this many entries (1 to [`AUDIT_MAX_LIMIT`]; [`AUDIT_DEFAULT_LIMIT`] when absent).
+    pub limit: Option<u32>,
+    /// Only entries with a smaller id: the next page after the last id seen.
+    pub before: Option<u64>,
+    /// Only this user's entries (exact name, e.g. "ana", "anonymous", "unknown").
+    pub user: Option<String>,
+    /// Only this action (exact name, e.g. "login", "experiment.start").
+    pub action: Option<String>,
+    pub outcome: Option<AuditOutcome>,
+    /// Only entries at or after this time (ms since epoch).
+    pub from: Option<u64>,
+    /// Only entries at or before this time (ms since epoch).
+    pub to: Option<u64>,
+}
+
+impl AuditQuery {
+    /// The parameters, for error messages.
+    pub const PARAMETERS: &'static str = "limit (1 to 1000), before (an entry id), user, action, \
+        outcome (ok, denied or failed), from and to (ms since epoch)";
+
+    /// Says what is wrong with the query, if anything.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(limit) = self.limit
+            && !(1..=AUDIT_MAX_LIMIT).contains(&limit)
+        {
+            return Err(format!("'limit' must be from 1 to {AUDIT_MAX_LIMIT}, not {limit}"));
+        }
+        for (name, value) in [("user", &self.user), ("action", &self.action)] {
+            if let Some(value) = value
+                && (value.is_empty() || value.chars().count() > AUDIT_MAX_FILTER_LEN)
+            {
+                return Err(format!(
+                    "'{name}' must be 1 to {AUDIT_MAX_FILTER_LEN} characters; leave it out to see every {name}"
+                ));
+            }
+        }
+        if let (Some(from), Some(to)) = (self.from, self.to)
+            && from > to
+        {
+            return Err(format!("'from' ({from}) must not be after 'to' ({to})"));
+        }
+        Ok(())
+    }
+
+    /// The limit asked for, or the default.
+    pub fn limit(&self) -> u32 {
+        self.limit.unwrap_or(AUDIT_DEFAULT_LIMIT)
+    }
+
+    /// True when `entry` passes every filter but `limit` and `before`'s paging.
+    pub fn matches(&self, entry: &AuditEntry) -> bool {
+        self.before.is_none_or(|b| entry.id < b)
+            && self.user.as_ref().is_none_or(|u| *u == entry.user)
+            && self.action.as_ref().is_none_or(|a| *a == entry.action)
+            && self.outcome.is_none_or(|o| o == entry.outcome)
+            && self.from.is_none_or(|f| entry.timestamp_ms >= f)
+            && self.to.is_none_or(|t| entry.timestamp_ms <= t)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn audit_queries_say_what_is_wrong() {
+        assert_eq!(AuditQuery::default().validate(), Ok(()));
+        for (query, says) in [
+            (AuditQuery { limit: Some(0), ..AuditQuery::default() }, "from 1 to 1000"),
+            (AuditQuery { limit: Some(1001), ..AuditQuery::default() }, "from 1 to 1000"),
+            (AuditQuery { user: Some(String::new()), ..AuditQuery::default() }, "'user' must be 1 to 100"),
+            (AuditQuery { action: Some("x".repeat(101)), ..AuditQuery::default() }, "'action' must be 1 to 100"),
+            (AuditQuery { from: Some(9), to: Some(1), ..AuditQuery::default() }, "must not be after"),
+        ] {
+            let error = query.validate().unwrap_err();
+            assert!(error.contains(says), "{query:?}: {error}");
+        }
+    }
+
+    #[test]
+    fn audit_outcomes_travel_as_their_names() {
+        for outcome in AuditOutcome::ALL {
+            assert_eq!(serde_json::to_string(&outcome).unwrap(), format!("\"{}\"", outcome.name()));
+            assert_eq!(AuditOutcome::parse(outcome.name()), Some(outcome));
+        }
+        assert_eq!(AuditOutcome::parse("maybe"), None);
+    }
 }

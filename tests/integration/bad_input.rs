@@ -129,6 +129,13 @@ fn cases() -> Vec<Case> {
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),
         Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=0", S::BAD_REQUEST, "from 1 to 1000") },
         Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=-1", S::BAD_REQUEST, "accepted") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=1001", S::BAD_REQUEST, "from 1 to 1000") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?outcome=maybe", S::BAD_REQUEST, "`denied`") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?from=yesterday", S::BAD_REQUEST, "ms since epoch") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?from=9&to=1", S::BAD_REQUEST, "must not be after") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?user=", S::BAD_REQUEST, "'user' must be 1 to 100") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?colour=red", S::BAD_REQUEST, "unknown field") },
+        Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?before=-3", S::BAD_REQUEST, "accepted") },
         Case {
             token: Some("wrong-token-000000"),
             ..case(Method::GET, "/api/devices", S::UNAUTHORIZED, "invalid token")

@@ -123,6 +123,28 @@ async fn viewing_needs_a_token_and_each_role_sees_its_own_buttons() {
         assert!(rows.iter().any(|r| r.contains("login") && r.contains("denied")), "{rows:?}");
         let headers = texts(&c, "#audit-log thead th").await;
         assert_eq!(headers, ["TIME", "USER", "CLIENT", "ACTION", "TARGET", "OUTCOME", "DETAIL"]);
+
+        // Filters: only the denied entries, then only vera's successful ones.
+        let outcome = c.find(Locator::Css("select#audit-filter-outcome")).await.expect("the outcome filter");
+        outcome.select_by_value("denied").await.expect("webdriver answers");
+        eventually(10, "only denied entries", || async {
+            let outcomes = texts(&c, "#audit-log tbody .audit-outcome").await;
+            (!outcomes.is_empty() && outcomes.iter().all(|o| o.eq_ignore_ascii_case("denied"))).then_some(())
+        })
+        .await;
+        outcome.select_by_value("ok").await.expect("webdriver answers");
+        let user = c.find(Locator::Css("label.audit-filter input#audit-filter-user")).await.expect("the user filter");
+        user.send_keys("vera").await.expect("webdriver answers");
+        click(&c, "#audit-filters button[type=submit]").await;
+        eventually(10, "only vera's successful entries", || async {
+            let users = texts(&c, "#audit-log tbody .audit-user").await;
+            let outcomes = texts(&c, "#audit-log tbody .audit-outcome").await;
+            (!users.is_empty()
+                && users.iter().all(|u| u == "vera")
+                && outcomes.iter().all(|o| o.eq_ignore_ascii_case("ok")))
+            .then_some(())
+        })
+        .await;
     })
     .await;
     server.stop().await;

@@ -3,11 +3,15 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use gpudash::audit::Audit;
+use gpudash::audit::denied::ROWS_PER_WINDOW;
 use gpudash::auth::AuthConfig;
+use gpudash::store::{Retention, Store};
 use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, ORIGIN, SET_COOKIE};
 use serde_json::{Value, json};
+use shared::auth::{AuditOutcome, AuditQuery};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -22,13 +26,18 @@ pub const ADMIN: &str = "admin-token-0123456789";
 
 /// A team server: four users, viewing and metrics as `viewers`/`metrics` say.
 pub async fn team_server(viewers: &str, metrics: &str) -> TestServer {
+    team_server_with(viewers, metrics, None).await
+}
+
+/// A team server keeping history (and the audit log) in `store`.
+async fn team_server_with(viewers: &str, metrics: &str, store: Option<Store>) -> TestServer {
     let tokens =
         format!("vera:viewer:{VIEWER},omar:operator:{OPERATOR},olga:operator:{OTHER_OPERATOR},ada:admin:{ADMIN}");
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), format!("viewers = \"{viewers}\"\nmetrics = \"{metrics}\"\n")).unwrap();
     let auth = AuthConfig::load(Some(file.path()), Some(&tokens)).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let options = gpudash::Options { auth, ..gpudash::Options::new(Duration::from_millis(200)) };
+    let options = gpudash::Options { auth, store, ..gpudash::Options::new(Duration::from_millis(200)) };
     let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.unwrap();
     let base = format!("http://{}", running.addr());
     TestServer { running, base }
@@ -107,6 +116,57 @@ async fn roles_decide_who_may_run_cancel_and_read_the_audit_log() {
     }
     assert!(log[0]["client"].as_str().unwrap().starts_with("127.0.0.1"));
     server.stop().await;
+}
+
+#[tokio::test]
+async fn a_flood_of_denied_logins_writes_a_few_rows_and_a_count_while_real_logins_stay_findable() {
+    const FLOOD: u64 = 2000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), true, Retention::default()).unwrap();
+    let database = store.path().to_owned();
+    let server = team_server_with("token", "token", Some(store)).await;
+    let login = server.url("/api/login");
+    let client = reqwest::Client::new();
+    let ok = client.post(&login).json(&json!({ "token": OPERATOR })).send().await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+
+    // Wrong tokens and requests with no token at all, a few at a time.
+    futures_util::stream::iter(0..FLOOD)
+        .for_each_concurrent(8, |i| {
+            let request = client.post(&login).header("content-type", "application/json");
+            let request = if i % 2 == 0 { request.body(r#"{"token": "guess"}"#) } else { request.body("{}") };
+            async move {
+                let status = request.send().await.unwrap().status();
+                assert!(status.is_client_error(), "{status}");
+            }
+        })
+        .await;
+
+    // The real login is found among the denied ones by filtering.
+    let (status, found) = call("GET", &server.url("/api/audit?action=login&outcome=ok"), Some(ADMIN), None).await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    let users: Vec<&str> = found.as_array().unwrap().iter().map(|e| e["user"].as_str().unwrap()).collect();
+    assert_eq!(users, ["omar"]);
+    let (_, denied) = call("GET", &server.url("/api/audit?outcome=denied&limit=1000"), Some(ADMIN), None).await;
+    assert!(denied.as_array().unwrap().len() <= 2 * (ROWS_PER_WINDOW as usize + 1), "{denied}");
+
+    // Shutting down writes the count of the window still open.
+    server.stop().await;
+    let query = AuditQuery {
+        action: Some("login".to_owned()),
+        outcome: Some(AuditOutcome::Denied),
+        limit: Some(1000),
+        ..AuditQuery::default()
+    };
+    let rows = Audit::sqlite(&database).unwrap().list(&query).unwrap();
+    let counts: Vec<u64> = rows
+        .iter()
+        .filter_map(|r| r.detail.split_once(" more denied login attempts from 127.0.0.1")?.0.parse().ok())
+        .collect();
+    assert!(!counts.is_empty(), "no row counts the denials: {rows:?}");
+    assert!(rows.len() <= 2 * (ROWS_PER_WINDOW as usize + 1), "{} rows for {FLOOD} denials", rows.len());
+    let written = (rows.len() - counts.len()) as u64;
+    assert_eq!(written + counts.iter().sum::<u64>(), FLOOD, "every denial is a row or counted: {rows:?}");
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 
 mod api;
 mod assets;
+mod audit;
 pub mod auth;
 mod bridge;
 mod error;
@@ -122,7 +123,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/login", post(auth::login))
         .route("/api/logout", post(auth::logout))
         .route("/api/me", get(auth::whoami))
-        .route("/api/audit", get(auth::audit_log))
+        .route("/api/audit", get(audit::audit_log))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)

@@ -1,0 +1,401 @@
+//! The audit log: every state-changing action (experiment start/cancel,
+//! empty_cache, login success/failure) with who, when, from where and how it
+//! ended. Kept in the history database when there is one, else in memory.
+//! Denied authentication attempts are aggregated ([`denied`]) and entries
+//! older than the retention are deleted.
+
+pub mod denied;
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rusqlite::types::{FromSqlError, ValueRef};
+use rusqlite::{Connection, params};
+pub use shared::auth::AuditOutcome as Outcome;
+use shared::auth::{AuditEntry, AuditQuery};
+use tokio::sync::watch;
+
+use self::denied::{Denial, DeniedWindows, Summary};
+use crate::telemetry::now_ms;
+
+/// Entries kept when there is no database.
+const MEMORY_ENTRIES: usize = 10_000;
+/// How long entries are kept unless `--audit-days` says otherwise.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(180 * 24 * 3600);
+/// How often closed windows of denials are written as summaries.
+const FLUSH_EVERY: Duration = Duration::from_secs(10);
+/// How often entries past the retention are deleted (also once at start).
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// Longest detail stored for a denied attempt (the rest is cut).
+const MAX_DENIED_DETAIL: usize = 200;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts INTEGER NOT NULL,
+    user TEXT NOT NULL,
+    client TEXT NOT NULL,
+    action TEXT NOT NULL,
+    target TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);";
+
+/// What happened, before it gets an id and a time.
+#[derive(Debug, Clone)]
+pub struct Event<'a> {
+    pub user: &'a str,
+    pub client: &'a str,
+    pub action: &'a str,
+    pub target: &'a str,
+    pub outcome: Outcome,
+    pub detail: &'a str,
+}
+
+#[derive(Debug)]
+enum Backend {
+    Sqlite(Mutex<Connection>),
+    Memory(Mutex<(u64, VecDeque<AuditEntry>)>),
+}
+
+#[derive(Debug)]
+struct Shared {
+    backend: Backend,
+    denied: Mutex<DeniedWindows>,
+}
+
+/// A shared handle to the audit log.
+#[derive(Debug, Clone)]
+pub struct Audit {
+    shared: Arc<Shared>,
+    /// Entries older than this are deleted.
+    keep: Duration,
+}
+
+impl Audit {
+    /// The log inside the database file at `path`.
+    pub fn sqlite(path: &Path) -> rusqlite::Result<Self> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // The history database is in WAL mode; there NORMAL survives a crash of the process.
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Self::with(Backend::Sqlite(Mutex::new(conn))))
+    }
+
+    /// A log that lives as long as the process (with `--no-history`).
+    pub fn memory() -> Self {
+        Self::with(Backend::Memory(Mutex::new((0, VecDeque::new()))))
+    }
+
+    fn with(backend: Backend) -> Self {
+        Self { shared: Arc::new(Shared { backend, denied: Mutex::default() }), keep: DEFAULT_RETENTION }
+    }
+
+    /// The same log, keeping entries for `keep` (`--audit-days`) instead of 180 days.
+    pub fn keeping(self, keep: Duration) -> Self {
+        Self { keep, ..self }
+    }
+
+    /// Records an event; also logged, so nothing is lost if the database fails.
+    pub fn record(&self, event: &Event<'_>) {
+        self.insert(now_ms(), event);
+    }
+
+    /// Records a denied authentication attempt (`action` e.g. "login", "auth.bearer"),
+    /// aggregated: per client and action, the first denials of a minute are written
+    /// as rows, the rest are counted into one row when the minute closes.
+    pub fn record_denied(&self, user: &str, client: &str, action: &str, target: &str, detail: &str) {
+        self.record_denied_at(now_ms(), &Denial { user, client, action, target, detail });
+    }
+
+    fn record_denied_at(&self, now: u64, denial: &Denial<'_>) {
+        let (closed, write) = lock(&self.shared.denied).note(denial, now);
+        if let Some(summary) = closed {
+            self.insert_summary(now, &summary);
+        }
+        if write {
+            let detail = cut(denial.detail, MAX_DENIED_DETAIL);
+            let Denial { user, client, action, target, .. } = *denial;
+            self.insert(now, &Event { user, client, action, target, outcome: Outcome::Denied, detail });
+        }
+    }
+
+    /// Writes the summaries of windows of denials that have closed by `now`
+    /// (of every window with `all`, at shutdown).
+    pub fn flush_denied(&self, now: u64, all: bool) {
+        let summaries = lock(&self.shared.denied).close(now, all);
+        for summary in &summaries {
+            self.insert_summary(now, summary);
+        }
+    }
+
+    fn insert_summary(&self, now: u64, s: &Summary) {
+        let (user, client, action, target, detail) = (&s.user, &s.client, &s.action, &s.target, &s.detail);
+        self.insert(now, &Event { user, client, action, target, outcome: Outcome::Denied, detail });
+    }
+
+    fn insert(&self, ts: u64, event: &Event<'_>) {
+        tracing::info!(
+            target: "gpudash::audit",
+            user = event.user, client = event.client, action = event.action, target = event.target,
+            outcome = event.outcome.name(), "{}", event.detail
+        );
+        match &self.shared.backend {
+            Backend::Sqlite(conn) => {
+                if let Err(e) = lock(conn).execute(
+                    "INSERT INTO audit (ts, user, client, action, target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    params![ts as i64, event.user, event.client, event.action, event.target, event.outcome.name(), event.detail],
+                ) {
+                    tracing::error!("could not write the audit log: {e}");
+                }
+            }
+            Backend::Memory(log) => {
+                let mut log = lock(log);
+                log.0 += 1;
+                let entry = AuditEntry {
+                    id: log.0,
+                    timestamp_ms: ts,
+                    user: event.user.to_owned(),
+                    client: event.client.to_owned(),
+                    action: event.action.to_owned(),
+                    target: event.target.to_owned(),
+                    outcome: event.outcome,
+                    detail: event.detail.to_owned(),
+                };
+                log.1.push_back(entry);
+                if log.1.len() > MEMORY_ENTRIES {
+                    log.1.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Deletes the entries older than the retention; returns how many.
+    pub fn prune(&self, now: u64) -> rusqlite::Result<usize> {
+        let oldest = now.saturating_sub(u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX));
+        match &self.shared.backend {
+            Backend::Sqlite(conn) => lock(conn).execute("DELETE FROM audit WHERE ts < ?1", params![oldest as i64]),
+            Backend::Memory(log) => {
+                let mut log = lock(log);
+                let before = log.1.len();
+                log.1.retain(|e| e.timestamp_ms >= oldest);
+                Ok(before - log.1.len())
+            }
+        }
+    }
+
+    fn prune_logged(&self, now: u64) {
+        match self.prune(now) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!("deleted {n} audit entries older than the retention (--audit-days)"),
+            Err(e) => tracing::error!("could not delete old audit entries: {e}"),
+        }
+    }
+
+    /// The newest entries that pass `query`'s filters, newest first. `query` is
+    /// assumed valid ([`AuditQuery::validate`]).
+    pub fn list(&self, query: &AuditQuery) -> rusqlite::Result<Vec<AuditEntry>> {
+        match &self.shared.backend {
+            Backend::Sqlite(conn) => {
+                let conn = lock(conn);
+                let mut statement = conn.prepare_cached(
+                    "SELECT id, ts, user, client, action, target, outcome, detail FROM audit
+                     WHERE id < ?1 AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR action = ?3)
+                       AND (?4 IS NULL OR outcome = ?4) AND ts >= ?5 AND ts <= ?6
+                     ORDER BY id DESC LIMIT ?7",
+                )?;
+                let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+                let rows = statement.query_map(
+                    params![
+                        query.before.map_or(i64::MAX, as_i64),
+                        query.user,
+                        query.action,
+                        query.outcome.map(Outcome::name),
+                        query.from.map_or(0, as_i64),
+                        query.to.map_or(i64::MAX, as_i64),
+                        query.limit(),
+                    ],
+                    |r| {
+                        Ok(AuditEntry {
+                            id: r.get::<_, i64>(0)? as u64,
+                            timestamp_ms: r.get::<_, i64>(1)? as u64,
+                            user: r.get(2)?,
+                            client: r.get(3)?,
+                            action: r.get(4)?,
+                            target: r.get(5)?,
+                            outcome: outcome(r.get_ref(6)?).map_err(|e| {
+                                rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into())
+                            })?,
+                            detail: r.get(7)?,
+                        })
+                    },
+                )?;
+                rows.collect()
+            }
+            Backend::Memory(log) => {
+                let log = lock(log);
+                Ok(log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect())
+            }
+        }
+    }
+
+    /// Writes closed windows of denials every few seconds and deletes old entries
+    /// at start and hourly, until `stop` turns true; then writes every open window.
+    pub async fn maintain(self, mut stop: watch::Receiver<bool>) {
+        let mut flush = tokio::time::interval(FLUSH_EVERY);
+        let mut prune = tokio::time::interval(PRUNE_EVERY);
+        loop {
+            let prune_now = tokio::select! {
+                _ = flush.tick() => false,
+                _ = prune.tick() => true,
+                _ = stop.wait_for(|stopping| *stopping) => break,
+            };
+            let audit = self.clone();
+            // SQLite blocks: keep it off the runtime's workers.
+            let _ = tokio::task::spawn_blocking(move || {
+                if prune_now {
+                    audit.prune_logged(now_ms());
+                } else {
+                    audit.flush_denied(now_ms(), false);
+                }
+            })
+            .await;
+        }
+        let audit = self.clone();
+        let _ = tokio::task::spawn_blocking(move || audit.flush_denied(now_ms(), true)).await;
+    }
+}
+
+fn outcome(value: ValueRef<'_>) -> Result<Outcome, FromSqlError> {
+    let name = value.as_str()?;
+    Outcome::parse(name).ok_or_else(|| FromSqlError::Other(format!("unknown audit outcome '{name}'").into()))
+}
+
+/// `text` cut to at most `max` characters.
+fn cut(text: &str, max: usize) -> &str {
+    text.char_indices().nth(max).map_or(text, |(at, _)| &text[..at])
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::denied::{ROWS_PER_WINDOW, WINDOW_MS};
+    use super::*;
+
+    fn event(action: &str) -> Event<'_> {
+        Event { user: "ana", client: "127.0.0.1", action, target: "GPU 0", outcome: Outcome::Ok, detail: "" }
+    }
+
+    fn both(dir: &tempfile::TempDir) -> [Audit; 2] {
+        [Audit::sqlite(&dir.path().join("a.db")).unwrap(), Audit::memory()]
+    }
+
+    fn query() -> AuditQuery {
+        AuditQuery::default()
+    }
+
+    #[test]
+    fn both_backends_list_newest_first() {
+        let dir = tempfile::tempdir().unwrap();
+        for audit in both(&dir) {
+            audit.record(&event("login"));
+            audit.record(&event("empty_cache"));
+            let all = audit.list(&query()).unwrap();
+            assert_eq!(all.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["empty_cache", "login"]);
+            assert_eq!(audit.list(&AuditQuery { before: Some(all[0].id), ..query() }).unwrap().len(), 1);
+        }
+    }
+
+    #[test]
+    fn the_sqlite_log_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        Audit::sqlite(&path).unwrap().record(&event("login"));
+        assert_eq!(Audit::sqlite(&path).unwrap().list(&query()).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_flood_of_denials_writes_a_few_rows_and_one_exact_count() {
+        let dir = tempfile::tempdir().unwrap();
+        for audit in both(&dir) {
+            for i in 0..20_000 {
+                audit.record_denied_at(
+                    1_000 + i / 10,
+                    &Denial { user: "unknown", client: "10.0.0.9", action: "login", target: "session", detail: "x" },
+                );
+            }
+            audit.flush_denied(1_000 + WINDOW_MS, false);
+            let rows = audit.list(&AuditQuery { limit: Some(1000), ..query() }).unwrap();
+            assert_eq!(rows.len(), ROWS_PER_WINDOW as usize + 1, "{rows:?}");
+            assert!(rows.iter().all(|r| r.outcome == Outcome::Denied && r.client == "10.0.0.9"));
+            assert_eq!(
+                rows[0].detail, "19995 more denied login attempts from 10.0.0.9 within a minute (last: x)",
+                "the summary is the newest row"
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_counted_is_lost_at_shutdown() {
+        let audit = Audit::memory();
+        let denial =
+            Denial { user: "unknown", client: "::1", action: "auth.bearer", target: "/api/devices", detail: "x" };
+        for _ in 0..ROWS_PER_WINDOW + 3 {
+            audit.record_denied_at(0, &denial);
+        }
+        audit.flush_denied(1, false);
+        assert_eq!(audit.list(&query()).unwrap().len(), ROWS_PER_WINDOW as usize, "the window is still open");
+        audit.flush_denied(1, true);
+        let rows = audit.list(&query()).unwrap();
+        assert!(rows[0].detail.starts_with("3 more denied auth.bearer attempts from ::1"), "{rows:?}");
+        assert_eq!(rows[0].target, "/api/devices");
+    }
+
+    #[test]
+    fn denied_details_are_cut_to_a_bounded_length() {
+        let audit = Audit::memory();
+        let long = "é".repeat(5000);
+        audit.record_denied("unknown", "::1", "login", "session", &long);
+        assert_eq!(audit.list(&query()).unwrap()[0].detail.chars().count(), MAX_DENIED_DETAIL);
+    }
+
+    #[test]
+    fn entries_past_the_retention_are_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = 24 * 3600 * 1000;
+        for audit in both(&dir) {
+            let audit = audit.keeping(Duration::from_secs(2 * 24 * 3600));
+            let now = 100 * day;
+            audit.insert(now - 3 * day, &event("old"));
+            audit.insert(now - day, &event("recent"));
+            assert_eq!(audit.prune(now).unwrap(), 1);
+            let left = audit.list(&query()).unwrap();
+            assert_eq!(left.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["recent"]);
+        }
+    }
+
+    #[test]
+    fn filters_combine_in_both_backends() {
+        let dir = tempfile::tempdir().unwrap();
+        for audit in both(&dir) {
+            audit.insert(1_000, &event("login"));
+            audit.insert(2_000, &Event { user: "bob", outcome: Outcome::Denied, ..event("login") });
+            audit.insert(3_000, &Event { outcome: Outcome::Failed, ..event("experiment.start") });
+            audit.insert(4_000, &Event { user: "bob", ..event("experiment.start") });
+            let ids = |q: AuditQuery| audit.list(&q).unwrap().iter().map(|e| e.timestamp_ms).collect::<Vec<_>>();
+            assert_eq!(ids(AuditQuery { user: Some("bob".into()), ..query() }), [4_000, 2_000]);
+            assert_eq!(ids(AuditQuery { action: Some("login".into()), ..query() }), [2_000, 1_000]);
+            assert_eq!(ids(AuditQuery { outcome: Some(Outcome::Denied), ..query() }), [2_000]);
+            assert_eq!(ids(AuditQuery { outcome: Some(Outcome::Ok), user: Some("ana".into()), ..query() }), [1_000]);
+            assert_eq!(ids(AuditQuery { from: Some(2_000), to: Some(3_000), ..query() }), [3_000, 2_000]);
+            assert_eq!(ids(AuditQuery { limit: Some(1), action: Some("experiment.start".into()), ..query() }), [4_000]);
+            assert!(ids(AuditQuery { user: Some("nobody".into()), ..query() }).is_empty());
+        }
+    }
+}
