@@ -267,6 +267,8 @@ mod tests {
             (&["--fleet-prometheus", "ftp://prom:9090"][..], "use http://HOST:PORT or https://"),
             (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
             (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),
+            (&["--lab-queue-per-user", "0"][..], "runs per user; use a whole number from 1 to 1000"),
+            (&["--lab-queue-per-user", "1001"][..], "from 1 to 1000"),
             (&["--fleet-prometheus-token", "t"][..], "--fleet-prometheus"),
             (&["--public-url", "gpu1.example.com"][..], "not a public URL"),
             (&["--public-url", "https://gpu1/dashboard"][..], "root of its host"),

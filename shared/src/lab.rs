@@ -549,7 +549,13 @@ pub struct LabDevice {
     /// Bytes the lab's pool holds from the driver, and how many of them are in use.
     pub pool_reserved: u64,
     pub pool_used: u64,
+    /// Runs queued or running that occupy this GPU, whether [`LabStatus::queue`] lists them or not.
+    pub pending: u32,
 }
+
+/// Most waiting runs one [`LabStatus`] lists: the rest are only counted ([`LabStatus::unlisted`]), so a
+/// status event stays small however long the queue (`GET /api/runs?status=queued` lists every run).
+pub const QUEUE_LISTED: usize = 20;
 
 /// Body of `GET /api/lab`, and the WebSocket's `lab` snapshot.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -559,11 +565,23 @@ pub struct LabStatus {
     pub reason: Option<String>,
     pub simulated: bool,
     pub devices: Vec<LabDevice>,
-    /// Every queued and running run, all GPUs, in order.
+    /// Every running run and the first [`QUEUE_LISTED`] waiting ones (the next to start on each GPU
+    /// first), in order per GPU.
     pub queue: Vec<QueueEntry>,
+    /// Runs queued or running on all GPUs, listed in `queue` or not.
+    pub queue_total: u32,
+    /// Most runs one user may have queued or running at once (`--lab-queue-per-user`).
+    pub queue_per_user: u32,
     /// Hard limit on one run, ms; idle time after which the lab releases the GPU, ms.
     pub time_limit_ms: u64,
     pub idle_release_ms: u64,
+}
+
+impl LabStatus {
+    /// Runs queued that `queue` does not list ("… and 980 more").
+    pub fn unlisted(&self) -> u32 {
+        self.queue_total.saturating_sub(u32::try_from(self.queue.len()).unwrap_or(u32::MAX))
+    }
 }
 
 /// Body of `POST /api/lab/devices/{index}/empty_cache`.

@@ -89,9 +89,17 @@ impl LabState {
         self.queue_entry(id).map(|e| e.run.status).or_else(|| self.recent.iter().find(|r| r.id == id).map(|r| r.status))
     }
 
-    /// True while GPU `device` has runs queued or running (empty_cache is refused then).
+    /// True while GPU `device` has runs queued or running (empty_cache is refused then): the status counts
+    /// them, since its queue lists only the first.
     pub fn busy(&self, device: u32) -> bool {
-        self.queue().iter().any(|e| e.run.device == device || e.run.devices.contains(&device))
+        let counted = self.status.as_ref().and_then(|s| s.devices.iter().find(|d| d.index == device));
+        counted.is_some_and(|d| d.pending > 0)
+            || self.queue().iter().any(|e| e.run.device == device || e.run.devices.contains(&device))
+    }
+
+    /// Queued runs the status counts but does not list.
+    pub fn unlisted(&self) -> u32 {
+        self.status.as_ref().map_or(0, LabStatus::unlisted)
     }
 
     pub fn trim(&self, device: u32) -> Option<&TrimOutcome> {
@@ -132,6 +140,8 @@ mod tests {
             reason: None,
             simulated: true,
             devices: vec![],
+            queue_total: queue.len() as u32,
+            queue_per_user: 8,
             queue: queue
                 .into_iter()
                 .enumerate()
@@ -157,6 +167,26 @@ mod tests {
         assert_eq!(lab.run_status(7), Some(RunStatus::Succeeded));
         assert_eq!(lab.run_status(8), Some(RunStatus::Queued));
         assert_eq!(lab.run_status(9), None);
+    }
+
+    #[test]
+    fn a_long_queue_is_counted_beyond_the_runs_listed() {
+        let mut lab = LabState::default();
+        let mut long = status(vec![run(7, 0, RunStatus::Running)]);
+        long.queue_total = 1000;
+        long.devices = (0..2)
+            .map(|index| shared::lab::LabDevice {
+                index,
+                context_open: false,
+                pool_reserved: 0,
+                pool_used: 0,
+                pending: if index == 0 { 1 } else { 999 },
+            })
+            .collect();
+        lab.apply(LabEvent::Status(long));
+        assert_eq!(lab.unlisted(), 999);
+        assert!(lab.busy(1), "GPU 1's runs are counted though none is listed");
+        assert!(lab.busy(0));
     }
 
     #[test]

@@ -57,6 +57,14 @@ pub struct LabArgs {
     /// Finished lab runs kept in the history database (10 to 1000000); older ones are deleted.
     #[arg(long, env = "GPUDASH_LAB_RUNS_KEPT", value_name = "N", default_value_t = 10_000, value_parser = parse_runs_kept)]
     pub lab_runs_kept: usize,
+
+    /// Host memory (MemAvailable) every lab run leaves for the rest of the host, in MiB.
+    #[arg(long, env = "GPUDASH_LAB_HOST_MARGIN_MIB", default_value_t = 1024)]
+    pub lab_host_margin_mib: u64,
+
+    /// Most lab runs one user may have queued or running at once (1 to 1000); admins included.
+    #[arg(long, env = "GPUDASH_LAB_QUEUE_PER_USER", value_name = "N", default_value_t = 8, value_parser = parse_queue_per_user)]
+    pub lab_queue_per_user: usize,
 }
 
 impl From<&LabArgs> for LabConfig {
@@ -66,6 +74,8 @@ impl From<&LabArgs> for LabConfig {
             idle_release: args.lab_idle_release,
             memory_margin: args.lab_margin_mib.saturating_mul(1 << 20),
             runs_kept: args.lab_runs_kept,
+            host_margin: args.lab_host_margin_mib.saturating_mul(1 << 20),
+            queue_per_user: args.lab_queue_per_user,
         }
     }
 }
@@ -76,6 +86,18 @@ fn parse_runs_kept(value: &str) -> Result<usize, String> {
         Ok(n) if range.contains(&n) => Ok(n),
         _ => Err(format!(
             "'{value}' is not a number of runs to keep; use a whole number from {} to {}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+fn parse_queue_per_user(value: &str) -> Result<usize, String> {
+    let range = crate::lab::QUEUE_PER_USER;
+    match value.trim().parse::<usize>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "'{value}' is not a number of runs per user; use a whole number from {} to {}",
             range.start(),
             range.end()
         )),

@@ -21,6 +21,17 @@ pub struct DeviceMemory {
     pub free: u64,
 }
 
+/// The host's memory as `/proc/meminfo` says, bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostMemory {
+    pub total: u64,
+    /// `MemAvailable`: what can be allocated without swapping (page cache that can be dropped included).
+    pub available: u64,
+}
+
+/// What [`SimulatedProbe`] says the host has unless a test sets it: an H200 node's 2 TiB.
+const SIMULATED_HOST: HostMemory = HostMemory { total: 2 << 40, available: 1900 << 30 };
+
 /// A process with a CUDA context on a GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ComputeProcess {
@@ -45,6 +56,10 @@ pub trait DeviceProbe: Send + Sync {
     /// Processes computing on `device`, as NVML lists them (host PIDs).
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String>;
     fn peaks(&self, device: u32) -> LinkPeaks;
+    /// The host's memory (the runs' pinned and pageable buffers live there); `/proc/meminfo` unless simulated.
+    fn host_memory(&self) -> Result<HostMemory, String> {
+        read_meminfo()
+    }
     /// A failure the next run on `device` must end with (the simulator's fault injection).
     fn injected_failure(&self, device: u32) -> Option<String> {
         let _ = device;
@@ -124,6 +139,22 @@ impl DeviceProbe for NvmlProbe {
     }
 }
 
+/// The host's memory from `/proc/meminfo`.
+pub fn read_meminfo() -> Result<HostMemory, String> {
+    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| format!("cannot read /proc/meminfo: {e}"))?;
+    parse_meminfo(&text).ok_or_else(|| "/proc/meminfo has no MemTotal or MemAvailable line".to_owned())
+}
+
+/// `MemTotal` and `MemAvailable` of `/proc/meminfo`'s text (in kB there).
+pub fn parse_meminfo(text: &str) -> Option<HostMemory> {
+    let field = |name: &str| {
+        let line = text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?;
+        let kib: u64 = line.trim().trim_end_matches("kB").trim().parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some(HostMemory { total: field("MemTotal")?, available: field("MemAvailable")? })
+}
+
 /// One direction of a PCIe link, bytes per second, after line encoding.
 pub fn pcie_peak(generation: u32, width: u32) -> Option<f64> {
     let per_lane_gbit = match generation {
@@ -145,6 +176,7 @@ pub struct SimulatedProbe {
     telemetry: OnceLock<Arc<Telemetry>>,
     processes: Mutex<HashMap<u32, Vec<ComputeProcess>>>,
     failures: Mutex<HashMap<u32, String>>,
+    host: Mutex<Option<HostMemory>>,
 }
 
 impl SimulatedProbe {
@@ -165,6 +197,11 @@ impl SimulatedProbe {
     /// real GPU would, with the pool holding memory at that moment.
     pub fn fail_next_run(&self, device: u32, error: &str) {
         self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(device, error.to_owned());
+    }
+
+    /// Pretends the host has `memory` (tests of the host-memory guard); a 2 TiB host until then.
+    pub fn set_host_memory(&self, memory: HostMemory) {
+        *self.host.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(memory);
     }
 
     /// Pretends `processes` compute on `device` (tests of the busy-GPU guard).
@@ -189,6 +226,10 @@ impl DeviceProbe for SimulatedProbe {
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String> {
         let map = self.processes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(map.get(&device).cloned().unwrap_or_default())
+    }
+
+    fn host_memory(&self) -> Result<HostMemory, String> {
+        Ok(self.host.lock().unwrap_or_else(std::sync::PoisonError::into_inner).unwrap_or(SIMULATED_HOST))
     }
 
     fn peaks(&self, _device: u32) -> LinkPeaks {
@@ -234,6 +275,45 @@ pub fn check_memory(
         return Err(Refusal(format!("{line}: ask for less (smaller sizes or fewer blocks)")));
     }
     Ok(line)
+}
+
+/// Refuses when the run's host buffers (`footprint`'s page-locked and ordinary memory), on top of what the
+/// lab's other running runs planned (`others`), would leave less than `margin` of the host's `MemAvailable`.
+/// `None` for a run without host buffers.
+///
+/// `others` may already be allocated, and so already missing from `MemAvailable`: counting it again errs
+/// towards refusing, because page-locked memory cannot be swapped out and running short of it takes the
+/// whole host down, where a refused run only has to wait.
+pub fn check_host_memory(
+    footprint: &Footprint,
+    memory: Result<HostMemory, String>,
+    others: u64,
+    margin: u64,
+) -> Result<Option<String>, Refusal> {
+    let need = footprint.host_total();
+    if need == 0 {
+        return Ok(None);
+    }
+    let memory = memory.map_err(|e| Refusal(format!("{e}, so the lab will not allocate host memory")))?;
+    let line = format!(
+        "needs {} of page-locked and {} of ordinary host memory; the host has {} available (MemAvailable){}, \
+         and the lab keeps {} free",
+        format_bytes(footprint.pinned_host),
+        format_bytes(footprint.host),
+        format_bytes(memory.available),
+        if others > 0 {
+            format!(", of which other lab runs running now planned {}", format_bytes(others))
+        } else {
+            String::new()
+        },
+        format_bytes(margin),
+    );
+    if need.saturating_add(others).saturating_add(margin) > memory.available {
+        return Err(Refusal(format!(
+            "{line}: ask for less host memory (smaller sizes, or a smaller copy_bytes) or wait for other runs to end"
+        )));
+    }
+    Ok(Some(line))
 }
 
 /// Refuses when processes other than this one compute on the GPU, unless forced.
@@ -296,6 +376,32 @@ mod tests {
         // What the lab's pool caches is ours to reuse.
         assert!(check_memory(0, 9 * GIB + 1, mem, GIB, GIB).is_ok());
         assert!(check_memory(0, 1, None, 0, GIB).is_err());
+    }
+
+    #[test]
+    fn host_memory_guard_counts_the_other_running_runs_and_the_margin() {
+        let pinned = Footprint { device: 0, pinned_host: 4 * GIB, host: 0 };
+        let host = |available| Ok(HostMemory { total: 32 * GIB, available });
+        let note = check_host_memory(&pinned, host(6 * GIB), 0, GIB).unwrap().unwrap();
+        assert!(note.contains("needs 4.00 GiB of page-locked") && note.contains("6.00 GiB available"), "{note}");
+        // A second such run while the first runs: 4 + 4 + 1 > 6.
+        let err = check_host_memory(&pinned, host(6 * GIB), 4 * GIB, GIB).unwrap_err().0;
+        assert!(err.contains("other lab runs running now planned 4.00 GiB") && err.contains("smaller"), "{err}");
+        assert!(check_host_memory(&pinned, host(5 * GIB - 1), 0, GIB).is_err(), "the margin is kept");
+        assert!(check_host_memory(&pinned, Err("cannot read /proc/meminfo".into()), 0, GIB).is_err());
+        // No host buffers: nothing to check, even on a host that cannot say.
+        assert_eq!(check_host_memory(&Footprint::default(), Err("no /proc".into()), 0, GIB), Ok(None));
+    }
+
+    #[test]
+    fn meminfo_is_read_in_kib() {
+        let text = "MemTotal:       24641536 kB\nMemFree:          812344 kB\nMemAvailable:   10485760 kB\n";
+        assert_eq!(parse_meminfo(text), Some(HostMemory { total: 24_641_536 * 1024, available: 10 * GIB }));
+        assert_eq!(parse_meminfo("MemTotal: 1 kB\n"), None, "old kernels without MemAvailable");
+        if std::path::Path::new("/proc/meminfo").exists() {
+            let host = read_meminfo().unwrap();
+            assert!(host.available > 0 && host.available <= host.total, "{host:?}");
+        }
     }
 
     #[test]

@@ -56,10 +56,17 @@ pub struct LabConfig {
     pub memory_margin: u64,
     /// Finished runs kept in the runs database (and in memory without one); older ones are deleted.
     pub runs_kept: usize,
+    /// Host memory every run leaves available (`MemAvailable`) for the rest of the host.
+    pub host_margin: u64,
+    /// Most runs one user may have queued or running at once.
+    pub queue_per_user: usize,
 }
 
 /// What `--lab-runs-kept` accepts.
 pub const RUNS_KEPT: std::ops::RangeInclusive<usize> = 10..=1_000_000;
+
+/// What `--lab-queue-per-user` accepts.
+pub const QUEUE_PER_USER: std::ops::RangeInclusive<usize> = 1..=1000;
 
 impl Default for LabConfig {
     fn default() -> Self {
@@ -68,6 +75,8 @@ impl Default for LabConfig {
             idle_release: Duration::from_secs(60),
             memory_margin: 1 << 30,
             runs_kept: 10_000,
+            host_margin: 1 << 30,
+            queue_per_user: 8,
         }
     }
 }
@@ -129,6 +138,9 @@ pub enum LabError {
     NoRun(u64),
     #[error("{0}")]
     Conflict(String),
+    /// The user has as many runs queued or running as `--lab-queue-per-user` allows.
+    #[error("{0}")]
+    QueueFull(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -271,6 +283,8 @@ pub(crate) struct Shared {
     store: Arc<dyn RunStore>,
     topology: Option<Topology>,
     book: Mutex<QueueBook>,
+    /// Held from the per-user count to the push, so simultaneous submits cannot pass the limit together.
+    admission: Mutex<()>,
     pools: Mutex<Vec<LabDevice>>,
     events: broadcast::Sender<Utf8Bytes>,
 }
@@ -284,16 +298,40 @@ impl Shared {
         self.pools.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The status with a bounded queue ([`shared::lab::QUEUE_LISTED`] waiting runs at most).
     pub(crate) fn status(&self) -> LabStatus {
+        let book = self.book();
+        let queue = book.listed(shared::lab::QUEUE_LISTED);
+        let queue_total = count(book.total());
+        let pending: Vec<u32> = self.devices.iter().map(|d| count(book.pending_on(d.index))).collect();
+        drop(book);
+        let mut devices = self.pools().clone();
+        for (device, pending) in devices.iter_mut().zip(pending) {
+            device.pending = pending;
+        }
         LabStatus {
             available: self.availability.is_ok(),
             reason: self.availability.clone().err(),
             simulated: self.simulated,
-            devices: self.pools().clone(),
-            queue: self.book().entries(),
+            devices,
+            queue,
+            queue_total,
+            queue_per_user: count(self.config.queue_per_user),
             time_limit_ms: millis(self.config.time_limit),
             idle_release_ms: millis(self.config.idle_release),
         }
+    }
+
+    /// The host-memory guard for `run` against the runs running now; `book` is held so the check and
+    /// marking the run running are one step.
+    pub(crate) fn check_host(&self, book: &QueueBook, run: &Run) -> Result<Option<String>, guards::Refusal> {
+        let others = book.host_bytes_running(Some(run.summary.id));
+        guards::check_host_memory(
+            &plan::footprint(&run.params),
+            self.probe.host_memory(),
+            others,
+            self.config.host_margin,
+        )
     }
 
     pub(crate) fn emit(&self, event: LabEvent) {
@@ -347,6 +385,10 @@ impl Shared {
     }
 }
 
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -370,7 +412,7 @@ impl Lab {
         let pools = setup
             .devices
             .iter()
-            .map(|d| LabDevice { index: d.index, context_open: false, pool_reserved: 0, pool_used: 0 })
+            .map(|d| LabDevice { index: d.index, context_open: false, pool_reserved: 0, pool_used: 0, pending: 0 })
             .collect();
         let availability = setup.executors.as_ref().map(|_| ()).map_err(Clone::clone);
         let shared = Arc::new(Shared {
@@ -383,6 +425,7 @@ impl Lab {
             store: setup.store,
             topology: setup.topology,
             book: Mutex::default(),
+            admission: Mutex::default(),
             pools: Mutex::new(pools),
             events,
         });
@@ -445,6 +488,8 @@ impl Lab {
         let devices = self.involved(&mut request)?;
         plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         let run_plan = self.plan(&request, &devices)?;
+        let admission = shared.admission.lock().unwrap_or_else(PoisonError::into_inner);
+        self.check_queue_limit(requested_by)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
         let run = Run {
             summary: RunSummary {
@@ -493,6 +538,7 @@ impl Lab {
             return Err(LabError::Internal(format!("a lab worker of GPU {devices:?} has stopped")));
         }
         drop(book);
+        drop(admission);
         tracing::info!(
             id,
             device = request.device,
@@ -503,6 +549,19 @@ impl Lab {
         shared.emit(LabEvent::Run(run.summary.clone()));
         shared.emit_status();
         Ok(run)
+    }
+
+    /// 429 once `user` has `--lab-queue-per-user` runs queued or running; admins too (they can raise the limit).
+    fn check_queue_limit(&self, user: &str) -> Result<(), LabError> {
+        let limit = self.shared.config.queue_per_user;
+        let queued = self.shared.book().count_by(user);
+        if queued >= limit {
+            return Err(LabError::QueueFull(format!(
+                "'{user}' already has {queued} lab runs queued or running, the most one user may have \
+                 (--lab-queue-per-user {limit}); wait for one to end or cancel one"
+            )));
+        }
+        Ok(())
     }
 
     /// The GPUs a run occupies: its own, or for p2p every GPU of its pairs (filled in when the request
@@ -522,8 +581,8 @@ impl Lab {
         Ok(devices)
     }
 
-    /// The memory and process checks on every GPU the run occupies, said before the run is queued;
-    /// the worker checks again at start.
+    /// The memory and process checks on every GPU the run occupies and the host-memory check, said before
+    /// the run is queued; the worker checks again at start.
     fn plan(&self, request: &RunRequest, devices: &[u32]) -> Result<RunPlan, LabError> {
         let shared = &self.shared;
         let footprint = plan::footprint(&request.params);
@@ -552,13 +611,9 @@ impl Lab {
                 list.join(", ")
             ));
         }
-        if footprint.pinned_host + footprint.host > 0 {
-            notes.push(format!(
-                "needs {} of page-locked and {} of ordinary host memory",
-                shared::units::format_bytes(footprint.pinned_host),
-                shared::units::format_bytes(footprint.host)
-            ));
-        }
+        let others = shared.book().host_bytes_running(None);
+        let host = shared.probe.host_memory();
+        notes.extend(guards::check_host_memory(&footprint, host, others, shared.config.host_margin).map_err(refused)?);
         let limit = millis(shared.config.time_limit);
         notes.push(format!("stops at the time limit of {} s", limit / 1000));
         Ok(RunPlan {

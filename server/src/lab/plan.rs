@@ -26,6 +26,13 @@ pub struct Footprint {
     pub host: u64,
 }
 
+impl Footprint {
+    /// Host memory of both kinds: what the host-memory guard counts.
+    pub fn host_total(&self) -> u64 {
+        self.pinned_host.saturating_add(self.host)
+    }
+}
+
 fn range<T: PartialOrd + std::fmt::Display + Copy>(
     name: &str,
     value: T,

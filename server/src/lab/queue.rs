@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicBool;
 use shared::lab::{QueueEntry, Run, RunStatus};
 
 use super::gang::Gate;
+use super::plan::footprint;
 
 /// A run that has not ended, and the flag that cancels it.
 #[derive(Debug, Clone)]
@@ -55,6 +56,37 @@ impl QueueBook {
         self.active.iter().filter(|a| a.run.summary.device == device || a.run.summary.devices.contains(&device)).count()
     }
 
+    /// Runs queued or running in all.
+    pub fn total(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Runs `user` has queued or running.
+    pub fn count_by(&self, user: &str) -> usize {
+        self.active.iter().filter(|a| a.run.summary.requested_by == user).count()
+    }
+
+    /// Host memory (page-locked and ordinary) the running runs other than `except` planned.
+    pub fn host_bytes_running(&self, except: Option<u64>) -> u64 {
+        self.active
+            .iter()
+            .filter(|a| a.run.summary.status == RunStatus::Running && Some(a.run.summary.id) != except)
+            .map(|a| footprint(&a.run.params).host_total())
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The queue as a status lists it: every running run and at most `waiting` waiting ones, the next
+    /// to start on each GPU first (every GPU's position 1, then every GPU's 2, …), in order per GPU.
+    pub fn listed(&self, waiting: usize) -> Vec<QueueEntry> {
+        let (mut listed, mut queued): (Vec<QueueEntry>, Vec<QueueEntry>) =
+            self.entries().into_iter().partition(|e| e.position == 0);
+        queued.sort_by_key(|e| (e.position, e.run.device));
+        queued.truncate(waiting);
+        listed.append(&mut queued);
+        listed.sort_by_key(|e| (e.run.device, e.position));
+        listed
+    }
+
     /// The queue as shown: per GPU, the running run at position 0, then the waiting ones from 1.
     pub fn entries(&self) -> Vec<QueueEntry> {
         let mut next_position = std::collections::HashMap::<u32, u32>::new();
@@ -100,5 +132,33 @@ mod tests {
         assert_eq!(book.pending_on(1), 2, "a p2p run occupies both of its GPUs");
         book.remove(1);
         assert_eq!(book.entries()[0].position, 1);
+    }
+
+    #[test]
+    fn a_long_queue_lists_the_running_runs_and_the_next_to_start_on_each_gpu() {
+        let mut book = QueueBook::default();
+        book.push(run(1, 0, ExperimentKind::Latency, RunStatus::Running), None);
+        for id in 2..=100 {
+            book.push(run(id, 0, ExperimentKind::Latency, RunStatus::Queued), None);
+        }
+        book.push(run(101, 1, ExperimentKind::Latency, RunStatus::Queued), None);
+        let shown: Vec<(u64, u32, u32)> = book.listed(3).iter().map(|e| (e.run.id, e.run.device, e.position)).collect();
+        assert_eq!(shown, vec![(1, 0, 0), (2, 0, 1), (3, 0, 2), (101, 1, 1)], "GPU 1's next run is not crowded out");
+        assert_eq!(book.total(), 101);
+        assert_eq!(book.listed(1000).len(), 101);
+    }
+
+    #[test]
+    fn runs_are_counted_per_user_and_running_ones_hold_host_memory() {
+        let mut book = QueueBook::default();
+        book.push(run(1, 0, ExperimentKind::Streams, RunStatus::Running), None);
+        let mut queued = run(2, 1, ExperimentKind::Streams, RunStatus::Queued);
+        queued.summary.requested_by = "bob".into();
+        book.push(queued, None);
+        let held = footprint(&ExperimentKind::Streams.default_params()).host_total();
+        assert!(held > 0);
+        assert_eq!(book.host_bytes_running(Some(2)), held, "only running runs hold host memory");
+        assert_eq!(book.host_bytes_running(Some(1)), 0, "a run does not count itself");
+        assert_eq!((book.count_by("bob"), book.count_by("nobody")), (1, 0));
     }
 }

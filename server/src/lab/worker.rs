@@ -203,8 +203,19 @@ fn run_started(
         return;
     }
     run.summary.status = RunStatus::Running;
-    if let Some(active) = shared.book().get_mut(id) {
-        active.run = run.clone();
+    // The host check and marking the run running under one lock: runs starting at once on two GPUs
+    // cannot both count on the same free host memory.
+    let host = {
+        let mut book = shared.book();
+        let host = shared.check_host(&book, &run);
+        if let (Ok(_), Some(active)) = (&host, book.get_mut(id)) {
+            active.run = run.clone();
+        }
+        host
+    };
+    if let Err(refusal) = host {
+        finish(shared, run, Err(format!("refused at start: {refusal}")), RunStatus::Failed);
+        return;
     }
     shared.save(&run);
     shared.emit(LabEvent::Run(run.summary.clone()));

@@ -28,6 +28,7 @@ impl From<LabError> for ApiError {
             LabError::NoDevice(_) | LabError::NoRun(_) => StatusCode::NOT_FOUND,
             LabError::Invalid(_) => StatusCode::BAD_REQUEST,
             LabError::Refused(_) | LabError::Conflict(_) => StatusCode::CONFLICT,
+            LabError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
             LabError::Internal(_) => {
                 tracing::error!("lab: {e}");
                 StatusCode::INTERNAL_SERVER_ERROR
@@ -49,7 +50,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-/// `GET /api/lab`: availability, the lab's hold on each GPU, and the queue.
+/// `GET /api/lab`: availability, the lab's hold on each GPU, and the queue (its first runs, and counts).
 pub async fn status(State(state): State<AppState>) -> Json<LabStatus> {
     Json(state.lab.status())
 }

@@ -1,5 +1,6 @@
-//! `#lab-queue`: every queued and running run, as every viewer sees it, with
-//! its progress and a Cancel button for those the caller may cancel.
+//! `#lab-queue`: the running runs and the next ones to start, as every viewer
+//! sees them ("… and K more" beyond those the status lists), with progress and
+//! a Cancel button for those the caller may cancel.
 
 use leptos::{prelude::*, task::spawn_local};
 use shared::lab::{QueueEntry, RunStatus};
@@ -17,6 +18,7 @@ pub fn LabQueue() -> impl IntoView {
     let entries = Memo::new(move |_| {
         lab.state.with(|s| s.queue().iter().map(|e| QueueEntry { progress: None, ..e.clone() }).collect::<Vec<_>>())
     });
+    let unlisted = Memo::new(move |_| lab.state.with(|s| s.unlisted()));
     let error = RwSignal::new(None::<String>);
     view! {
         <section id="lab-queue" class="lab-panel" aria-label="Queue">
@@ -53,6 +55,12 @@ pub fn LabQueue() -> impl IntoView {
                         </tbody>
                     </table>
                 </div>
+                <Show when=move || { unlisted.get() > 0 }>
+                    <p class="queue-more">
+                        {move || format!("… and {} more queued", unlisted.get())}
+                        " (" <a href="/api/runs?status=queued" target="_blank">"list them all"</a> ")"
+                    </p>
+                </Show>
             </Show>
         </section>
     }
