@@ -71,6 +71,11 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
     pub hostname: Option<String>,
 
+    /// Most connections served at once (WebSockets included); past it the connection idle longest
+    /// is closed [default: 4096, or what the open-file limit allows].
+    #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
+    pub max_connections: Option<usize>,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
 
@@ -101,6 +106,8 @@ pub struct Config {
     pub fleet: Option<crate::fleet::FleetConfig>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// `--max-connections`; `None` derives it from the open-file limit.
+    pub max_connections: Option<usize>,
 }
 
 impl From<Cli> for Config {
@@ -119,6 +126,7 @@ impl From<Cli> for Config {
             tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
             hostname: cli.hostname,
+            max_connections: cli.max_connections,
         }
     }
 }
@@ -155,6 +163,16 @@ fn parse_hostname(value: &str) -> Result<String, String> {
         return Err(format!("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07"));
     }
     Ok(name.to_owned())
+}
+
+/// Most connections `--max-connections` accepts.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
+fn parse_max_connections(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (16..=MAX_CONNECTIONS).contains(&n) => Ok(n),
+        _ => Err(format!("'{value}' is not a number of connections from 16 to {MAX_CONNECTIONS}")),
+    }
 }
 
 fn parse_simulate(value: &str) -> Result<u32, String> {
@@ -205,6 +223,8 @@ mod tests {
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
+            (&["--max-connections", "0"][..], "from 16 to 1000000"),
+            (&["--max-connections", "many"][..], "from 16 to 1000000"),
             (&["--fleet-prometheus", "ftp://prom:9090"][..], "use http://HOST:PORT or https://"),
             (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
             (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),

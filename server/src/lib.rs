@@ -82,6 +82,8 @@ pub struct Options {
     pub fleet: Option<fleet::FleetConfig>,
     /// Serve HTTPS with this PEM certificate chain and private key.
     pub tls: Option<(std::path::PathBuf, std::path::PathBuf)>,
+    /// The connection limit and request-head timeout (`--max-connections`).
+    pub connections: web::serve::ConnectionLimits,
 }
 
 impl Options {
@@ -96,6 +98,7 @@ impl Options {
             hostname: None,
             fleet: None,
             tls: None,
+            connections: web::serve::ConnectionLimits::default(),
         }
     }
 }
@@ -162,21 +165,7 @@ pub async fn start_with(
         exposed_without_auth: options.exposed_without_auth,
         fleet,
     });
-    let mut stop = shutdown_rx;
-    let stopping = async move {
-        let _ = stop.wait_for(|stopping| *stopping).await;
-    };
-    let server = match tls {
-        Some(acceptor) => {
-            let listener = web::tls::TlsListener::new(listener, acceptor)?;
-            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
-            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
-        }
-        None => {
-            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
-            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
-        }
-    };
+    let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
     Ok(Running { addr, telemetry, shutdown, server, sampler, lab })
 }
 
@@ -228,6 +217,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             config.listen
         );
     }
+    let open_files = web::serve::raise_open_file_limit();
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
     // Loading NVML blocks (it opens the driver): keep it off the runtime's workers.
@@ -256,6 +246,10 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
+        connections: web::serve::ConnectionLimits {
+            max: web::serve::max_connections(config.max_connections, open_files),
+            ..web::serve::ConnectionLimits::default()
+        },
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

@@ -9,6 +9,7 @@ mod fleet;
 mod history;
 mod lab;
 mod metrics;
+pub mod serve;
 pub mod tls;
 mod topology;
 mod ws;
