@@ -3,11 +3,14 @@
 //! connections holds the server at its `--max-connections` limit.
 //!
 //! Each of the three phases starts its own `gpudash --simulate`, so memory freed by one
-//! phase (and kept by the allocator) does not hide the next phase's cost.
+//! phase (and kept by the allocator) does not hide the next phase's cost. Idle connections
+//! are measured within the server's 10 s request-head timeout, which then closes them.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -92,18 +95,18 @@ pub async fn run(args: ConnectionArgs) -> Result<String, String> {
     for _ in 0..flood_size {
         held.push_back(TcpStream::connect(&addr).await.map_err(|e| format!("connect: {e}"))?);
     }
-    let at_limit = settle(&pid, Some(before.fds + u64::from(args.limit))).await?;
+    // Not `before + limit`: the server may lower its limit to what its open-file limit allows.
+    let at_limit = settle(&pid, None).await?;
+    let opened = Arc::new(AtomicU64::new(0));
     let flooding = tokio::spawn({
-        let addr = addr.clone();
+        let (addr, opened) = (addr.clone(), opened.clone());
         async move {
-            let mut opened = 0u64;
             while let Ok(stream) = TcpStream::connect(&addr).await {
                 held.push_back(stream);
                 held.pop_front();
-                opened += 1;
+                opened.fetch_add(1, Ordering::Relaxed);
                 tokio::task::yield_now().await;
             }
-            opened
         }
     });
     let started = Instant::now();
@@ -118,7 +121,7 @@ pub async fn run(args: ConnectionArgs) -> Result<String, String> {
     let probing = started.elapsed();
     let during = procstat_fds(&pid);
     flooding.abort();
-    let opened = flooding.await.unwrap_or(0);
+    let opened = opened.load(Ordering::Relaxed);
     stop(server).await;
     latencies.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
