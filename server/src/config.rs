@@ -94,6 +94,11 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
     pub hostname: Option<String>,
 
+    /// Most connections served at once (WebSockets included); past it the connection idle longest
+    /// is closed [default: 4096, or what the open-file limit allows].
+    #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
+    pub max_connections: Option<usize>,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
 
@@ -130,6 +135,8 @@ pub struct Config {
     pub site: crate::web::site::Site,
     pub session_lifetime: Duration,
     pub admin_session_lifetime: Duration,
+    /// `--max-connections`; `None` derives it from the open-file limit.
+    pub max_connections: Option<usize>,
 }
 
 impl From<Cli> for Config {
@@ -156,6 +163,7 @@ impl From<Cli> for Config {
             session_lifetime: cli.session_lifetime,
             admin_session_lifetime: cli.admin_session_lifetime,
             hostname: cli.hostname,
+            max_connections: cli.max_connections,
         }
     }
 }
@@ -212,6 +220,16 @@ fn parse_hostname(value: &str) -> Result<String, String> {
     Ok(name.to_owned())
 }
 
+/// Most connections `--max-connections` accepts.
+pub const MAX_CONNECTIONS: usize = 1_000_000;
+
+fn parse_max_connections(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (16..=MAX_CONNECTIONS).contains(&n) => Ok(n),
+        _ => Err(format!("'{value}' is not a number of connections from 16 to {MAX_CONNECTIONS}")),
+    }
+}
+
 fn parse_simulate(value: &str) -> Result<u32, String> {
     match value.trim().parse::<u32>() {
         Ok(n) if (1..=MAX_SIMULATED).contains(&n) => Ok(n),
@@ -264,6 +282,8 @@ mod tests {
             (&["--audit-days", "0"][..], "from 1 to 3650"),
             (&["--audit-days", "3651"][..], "from 1 to 3650"),
             (&["--audit-days", "half a year"][..], "from 1 to 3650"),
+            (&["--max-connections", "0"][..], "from 16 to 1000000"),
+            (&["--max-connections", "many"][..], "from 16 to 1000000"),
             (&["--fleet-prometheus", "ftp://prom:9090"][..], "use http://HOST:PORT or https://"),
             (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus"),
             (&["--lab-runs-kept", "0"][..], "from 10 to 1000000"),

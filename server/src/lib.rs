@@ -90,6 +90,8 @@ pub struct Options {
     pub allow_anonymous: bool,
     /// How long the audit log keeps an entry (`--audit-days`).
     pub audit_retention: Duration,
+    /// The connection limit and request-head timeout (`--max-connections`).
+    pub connections: web::serve::ConnectionLimits,
 }
 
 impl Options {
@@ -107,6 +109,7 @@ impl Options {
             site: web::site::Site::default(),
             allow_anonymous: false,
             audit_retention: audit::DEFAULT_RETENTION,
+            connections: web::serve::ConnectionLimits::default(),
         }
     }
 }
@@ -186,21 +189,7 @@ pub async fn start_with(
         fleet,
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
-    let mut stop = shutdown_rx;
-    let stopping = async move {
-        let _ = stop.wait_for(|stopping| *stopping).await;
-    };
-    let server = match tls {
-        Some(acceptor) => {
-            let listener = web::tls::TlsListener::new(listener, acceptor)?;
-            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
-            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
-        }
-        None => {
-            let service = app.into_make_service_with_connect_info::<web::tls::PeerAddr>();
-            tokio::spawn(async move { axum::serve(listener, service).with_graceful_shutdown(stopping).await })
-        }
-    };
+    let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
     Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit })
 }
 
@@ -257,6 +246,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             config.listen
         );
     }
+    let open_files = web::serve::raise_open_file_limit();
     let listener =
         TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
     // Loading NVML blocks (it opens the driver): keep it off the runtime's workers.
@@ -288,6 +278,10 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         hostname: config.hostname.clone(),
         fleet: config.fleet.clone(),
         audit_retention: config.audit_retention,
+        connections: web::serve::ConnectionLimits {
+            max: web::serve::max_connections(config.max_connections, open_files),
+            ..web::serve::ConnectionLimits::default()
+        },
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

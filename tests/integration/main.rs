@@ -13,6 +13,7 @@ mod browser_fleet;
 mod browser_lab;
 mod browser_telemetry;
 mod budgets;
+mod connections;
 mod edge;
 mod fleet;
 mod history;

@@ -127,10 +127,21 @@ pub async fn run(args: FanoutArgs) -> Result<String, String> {
 
 /// Starts the server on a free loopback port and reads the address it logs.
 pub async fn start_server(server: &Path, gpus: u32, interval: Duration) -> Result<(Child, String), String> {
+    start_server_with(server, gpus, interval, &[]).await
+}
+
+/// [`start_server`] with `extra` flags.
+pub async fn start_server_with(
+    server: &Path,
+    gpus: u32,
+    interval: Duration,
+    extra: &[&str],
+) -> Result<(Child, String), String> {
     let mut child = Command::new(server)
         .args(["--simulate", &gpus.to_string(), "--listen", "127.0.0.1:0", "--no-history"])
         .arg("--interval")
         .arg(format!("{}ms", interval.as_millis()))
+        .args(extra)
         .env("GPUDASH_LOG", "warn,gpudash=info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

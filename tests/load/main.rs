@@ -1,12 +1,16 @@
 //! `gpudash-load`: how the live fan-out holds up with many viewers, and what
 //! each wire encoding of a tick would weigh.
 //!
+//! `gpudash-load connections` measures what an idle connection and a WebSocket
+//! cost the server, and `/healthz` at the connection limit.
+//!
 //! `gpudash-load fanout` starts `gpudash --simulate` on loopback, opens N
 //! WebSockets, and reports tick delay, throughput and the server's CPU and
 //! memory; `gpudash-load encodings` compares tick encodings. Commands and
 //! results: docs/BENCHMARKS.md, "Live fan-out".
 
 mod clients;
+mod connections;
 mod encodings;
 mod fanout;
 mod procstat;
@@ -26,6 +30,8 @@ enum Command {
     Encodings(encodings::EncodingArgs),
     /// Viewers connecting and leaving for a long time; the server's memory over time.
     Soak(soak::SoakArgs),
+    /// RSS and open files per idle connection and per WebSocket; `/healthz` at --max-connections.
+    Connections(connections::ConnectionArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +47,11 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow_like)
             .and_then(|rt| rt.block_on(soak::run(args))),
+        Command::Connections(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow_like)
+            .and_then(|rt| rt.block_on(connections::run(args))),
     };
     match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ mod fleet;
 mod history;
 mod lab;
 mod metrics;
+pub mod serve;
 pub mod site;
 pub mod tls;
 mod topology;

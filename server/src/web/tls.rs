@@ -1,20 +1,16 @@
 //! Optional TLS from PEM certificate and key files (rustls, ring provider).
 //!
-//! Handshakes run in their own tasks, so a slow or hostile client never
-//! holds up the others; finished connections are handed to axum through a
-//! [`Listener`].
+//! Handshakes run in each connection's own task (see [`super::serve`]), so a
+//! slow or hostile client never holds up the others.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::connect_info::Connected;
-use axum::serve::{IncomingStream, Listener};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -24,18 +20,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The client's address, for the audit log and login throttling, over plain TCP or TLS.
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub SocketAddr);
-
-impl Connected<IncomingStream<'_, TcpListener>> for PeerAddr {
-    fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        Self(*stream.remote_addr())
-    }
-}
-
-impl Connected<IncomingStream<'_, TlsListener>> for PeerAddr {
-    fn connect_info(stream: IncomingStream<'_, TlsListener>) -> Self {
-        Self(*stream.remote_addr())
-    }
-}
 
 /// Reads the certificate chain and private key, saying which file is wrong and why.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
@@ -60,61 +44,18 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
-/// Accepted TLS connections, handshakes done.
-#[derive(Debug)]
-pub struct TlsListener {
-    local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-}
-
-impl TlsListener {
-    /// Starts accepting on `listener`; handshakes run concurrently.
-    pub fn new(listener: TcpListener, acceptor: TlsAcceptor) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
-        let (done, ready) = mpsc::channel(64);
-        tokio::spawn(async move {
-            loop {
-                let (tcp, peer) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                if done.is_closed() {
-                    return;
-                }
-                let (acceptor, handed) = (acceptor.clone(), done.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-                        Ok(Ok(stream)) => {
-                            let _ = handed.send((stream, peer)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%peer, "TLS handshake failed: {e}"),
-                        Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                    }
-                });
-            }
-        });
-        Ok(Self { local, ready })
-    }
-}
-
-impl Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(connection) => connection,
-            // The accept task only ends when this listener is gone.
-            None => std::future::pending().await,
+/// The TLS stream once the handshake is done; `None` (logged) if it failed or took too long.
+pub async fn handshake(acceptor: &TlsAcceptor, tcp: TcpStream, peer: SocketAddr) -> Option<TlsStream<TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, "TLS handshake failed: {e}");
+            None
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        Err(_) => {
+            tracing::debug!(%peer, "TLS handshake timed out");
+            None
+        }
     }
 }
 

@@ -1,0 +1,510 @@
+//! The accept loop: every TCP (or TLS) connection served by hyper with a
+//! request-head timeout, under a connection limit that closes the connection
+//! idle longest to make room, so a flood of idle sockets cannot lock anyone out.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::ConnectInfo;
+use axum::http::{Request, StatusCode};
+use bytes::Bytes;
+use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use super::tls::{self, PeerAddr};
+
+/// Connections served at once when `--max-connections` is not given (and open files allow).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// A connection must send a complete request head within this long of opening, or of its
+/// previous response: a trickling client (slowloris) and an idle keep-alive both close then.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Open files kept for everything but connections: the database, NVML, the lab, logs.
+const RESERVED_FILES: u64 = 128;
+/// After the shutdown signal, requests in flight get this long to finish.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// At most one warning about the limit, or about failing accepts, this often.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// How many connections are served at once, and how long a request head may take.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionLimits {
+    /// Open connections (plain, TLS and WebSockets alike); past it the one idle longest is closed.
+    pub max: usize,
+    /// See [`HEADER_TIMEOUT`].
+    pub header_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self { max: DEFAULT_MAX_CONNECTIONS, header_timeout: HEADER_TIMEOUT }
+    }
+}
+
+/// Raises the soft open-file limit (`RLIMIT_NOFILE`) to the hard one; returns it, or `None` if unknown.
+pub fn raise_open_file_limit() -> Option<u64> {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => {
+            tracing::info!("open-file limit (RLIMIT_NOFILE): {limit}");
+            Some(limit)
+        }
+        Err(e) => {
+            tracing::warn!("cannot read or raise the open-file limit (RLIMIT_NOFILE): {e}");
+            None
+        }
+    }
+}
+
+/// The connection limit: `requested` (or the default), lowered to what `open_files` leaves for connections.
+pub fn max_connections(requested: Option<usize>, open_files: Option<u64>) -> usize {
+    let wanted = requested.unwrap_or(DEFAULT_MAX_CONNECTIONS);
+    let Some(open_files) = open_files else { return wanted };
+    let room = usize::try_from(open_files.saturating_sub(RESERVED_FILES)).unwrap_or(usize::MAX).max(1);
+    if wanted > room && requested.is_some() {
+        tracing::warn!(
+            "--max-connections {wanted} needs more open files than RLIMIT_NOFILE {open_files} allows; serving at \
+             most {room} connections. Raise the limit (LimitNOFILE= in the systemd unit, `ulimit -n`)"
+        );
+    }
+    wanted.min(room)
+}
+
+/// Serves `app` on `listener` (through `tls` when given) until `stop` turns `true`, then lets
+/// requests in flight finish for up to [`SHUTDOWN_GRACE`].
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    app: Router,
+    limits: ConnectionLimits,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let shared = Arc::new(Shared {
+        app,
+        registry: Arc::new(Registry::new(limits.max)),
+        header_timeout: limits.header_timeout,
+        stop: stop.clone(),
+    });
+    let mut connections = JoinSet::new();
+    let mut last_accept_warning: Option<Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|stopping| *stopping) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => accepted,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors (EMFILE) or the like: back off rather than spin.
+                if last_accept_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                    tracing::warn!("cannot accept connections: {e}; lower --max-connections or raise LimitNOFILE");
+                    last_accept_warning = Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some(slot) = shared.registry.admit() else { continue };
+        let shared = shared.clone();
+        match &tls {
+            None => connections.spawn(serve_connection(tcp, slot, peer, shared)),
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                connections.spawn(async move {
+                    let (closed, mut stop) = (slot.close.clone(), shared.stop.clone());
+                    let stream = tokio::select! {
+                        stream = tls::handshake(&acceptor, tcp, peer) => stream,
+                        () = closed.notified() => None,
+                        _ = stop.wait_for(|stopping| *stopping) => None,
+                    };
+                    if let Some(stream) = stream {
+                        serve_connection(stream, slot, peer, shared).await;
+                    }
+                })
+            }
+        };
+    }
+    drop(listener);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async { while connections.join_next().await.is_some() {} });
+    if drained.await.is_err() {
+        tracing::warn!("{} connection(s) still busy after {SHUTDOWN_GRACE:?}; closing them", connections.len());
+    }
+    Ok(())
+}
+
+/// What every connection's task needs.
+struct Shared {
+    app: Router,
+    registry: Arc<Registry>,
+    header_timeout: Duration,
+    stop: watch::Receiver<bool>,
+}
+
+/// Serves HTTP/1.1 (and upgrades to WebSockets) on `io` until the client leaves, the
+/// registry closes it to make room, or the server stops.
+async fn serve_connection<I>(io: I, slot: Slot, peer: SocketAddr, shared: Arc<Shared>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let (id, closed) = (slot.id, slot.close.clone());
+    let router = TowerToHyperService::new(shared.app.clone());
+    let registry = shared.registry.clone();
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(PeerAddr(peer)));
+        let busy = Busy::start(registry.clone(), id);
+        let response = hyper::service::Service::call(&router, request);
+        async move {
+            let response = response.await?;
+            if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+                busy.registry.set(busy.id, State::Upgraded);
+            }
+            Ok::<_, Infallible>(response.map(|body| BusyBody { body, _busy: busy }))
+        }
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(shared.header_timeout)
+        .serve_connection(TokioIo::new(Held { io, _slot: slot }), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let mut stop = shared.stop.clone();
+    tokio::select! {
+        served = connection.as_mut() => {
+            if let Err(e) = served {
+                tracing::debug!(%peer, "connection closed: {e}");
+            }
+            return;
+        }
+        // Dropping the connection closes the socket.
+        () = closed.notified() => return,
+        _ = stop.wait_for(|stopping| *stopping) => connection.as_mut().graceful_shutdown(),
+    }
+    let _ = connection.await;
+}
+
+/// What an open connection is doing, for choosing which one to close at the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Waiting for a request head since then (or in its TLS handshake).
+    Idle(Instant),
+    /// Serving this many requests (their responses not yet fully sent).
+    Busy(u32),
+    /// A WebSocket: never closed to make room.
+    Upgraded,
+    /// Chosen to make room; its task is closing it.
+    Closing,
+}
+
+/// Every open connection and what it is doing.
+#[derive(Debug)]
+struct Registry {
+    max: usize,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    next_id: u64,
+    open: HashMap<u64, (State, Arc<Notify>)>,
+    /// Closed or refused at the limit since the last warning.
+    closed: u64,
+    refused: u64,
+    last_warning: Option<Instant>,
+}
+
+impl Registry {
+    fn new(max: usize) -> Self {
+        Self { max, inner: Mutex::default() }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A slot for a new connection; at the limit, the connection idle longest is told to close
+    /// first, and with none idle the new one is refused (`None`: dropping the socket closes it).
+    fn admit(self: &Arc<Self>) -> Option<Slot> {
+        let mut inner = self.lock();
+        if inner.open.len() >= self.max {
+            let idle_longest = inner
+                .open
+                .iter()
+                .filter_map(|(id, (state, _))| match state {
+                    State::Idle(since) => Some((*since, *id)),
+                    _ => None,
+                })
+                .min();
+            let admitted = match idle_longest.and_then(|(_, id)| inner.open.get_mut(&id)) {
+                Some((state, close)) => {
+                    *state = State::Closing;
+                    close.notify_one();
+                    inner.closed += 1;
+                    true
+                }
+                None => {
+                    inner.refused += 1;
+                    false
+                }
+            };
+            self.warn_at_limit(&mut inner);
+            if !admitted {
+                return None;
+            }
+        }
+        let id = inner.next_id;
+        inner.next_id += 1;
+        let close = Arc::new(Notify::new());
+        inner.open.insert(id, (State::Idle(Instant::now()), close.clone()));
+        Some(Slot { id, close, registry: self.clone() })
+    }
+
+    /// One line per [`WARN_EVERY`], however many connections hit the limit.
+    fn warn_at_limit(&self, inner: &mut Inner) {
+        if inner.last_warning.is_some_and(|at| at.elapsed() < WARN_EVERY) {
+            return;
+        }
+        tracing::warn!(
+            "connection limit reached: {} open (--max-connections {}); closed {} idle connection(s) and refused {} \
+             since the last warning. If these are real clients, raise --max-connections (GPUDASH_MAX_CONNECTIONS)",
+            inner.open.len(),
+            self.max,
+            inner.closed,
+            inner.refused,
+        );
+        inner.closed = 0;
+        inner.refused = 0;
+        inner.last_warning = Some(Instant::now());
+    }
+
+    fn set(&self, id: u64, state: State) {
+        if let Some((current, _)) = self.lock().open.get_mut(&id) {
+            *current = state;
+        }
+    }
+
+    /// Applies `change` to a connection's state, unless it is closing or a WebSocket.
+    fn update(&self, id: u64, change: impl FnOnce(State) -> State) {
+        if let Some((current, _)) = self.lock().open.get_mut(&id)
+            && !matches!(current, State::Upgraded | State::Closing)
+        {
+            *current = change(*current);
+        }
+    }
+
+    #[cfg(test)]
+    fn state(&self, id: u64) -> Option<State> {
+        self.lock().open.get(&id).map(|(state, _)| *state)
+    }
+}
+
+/// A connection's place in the [`Registry`], given back when its socket closes.
+#[derive(Debug)]
+struct Slot {
+    id: u64,
+    /// Notified when the registry closes this connection to make room.
+    close: Arc<Notify>,
+    registry: Arc<Registry>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.registry.lock().open.remove(&self.id);
+    }
+}
+
+/// A request being served: the connection is busy until the response body is sent (or dropped).
+#[derive(Debug)]
+struct Busy {
+    registry: Arc<Registry>,
+    id: u64,
+}
+
+impl Busy {
+    fn start(registry: Arc<Registry>, id: u64) -> Self {
+        registry.update(id, |state| match state {
+            State::Busy(n) => State::Busy(n + 1),
+            _ => State::Busy(1),
+        });
+        Self { registry, id }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.registry.update(self.id, |state| match state {
+            State::Busy(n) if n > 1 => State::Busy(n - 1),
+            _ => State::Idle(Instant::now()),
+        });
+    }
+}
+
+/// A response body that keeps its connection marked busy until it is sent.
+struct BusyBody {
+    body: axum::body::Body,
+    _busy: Busy,
+}
+
+impl HttpBody for BusyBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A socket holding its [`Slot`]: the slot outlives the HTTP connection when the socket
+/// becomes a WebSocket, so WebSockets count against the limit until they close.
+struct Held<I> {
+    io: I,
+    _slot: Slot,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Held<I> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Held<I> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_the_limit_the_connection_idle_longest_closes_and_websockets_stay() {
+        let registry = Arc::new(Registry::new(3));
+        let websocket = registry.admit().unwrap();
+        registry.set(websocket.id, State::Upgraded);
+        let oldest = registry.admit().unwrap();
+        let busy = registry.admit().unwrap();
+        let request = Busy::start(registry.clone(), busy.id);
+
+        let newcomer = registry.admit().expect("room made by closing an idle connection");
+        assert_eq!(registry.state(oldest.id), Some(State::Closing));
+        assert_eq!(registry.state(websocket.id), Some(State::Upgraded));
+        assert_eq!(registry.state(busy.id), Some(State::Busy(1)));
+        drop(oldest);
+
+        // The newcomer is idle now: it goes next, then nothing is left to close.
+        let another = registry.admit().unwrap();
+        assert_eq!(registry.state(newcomer.id), Some(State::Closing));
+        drop(newcomer);
+        let second_request = Busy::start(registry.clone(), another.id);
+        assert!(registry.admit().is_none(), "a WebSocket and two busy connections: refused");
+
+        // A request that has been answered leaves its connection idle, so closable again.
+        drop(request);
+        assert!(matches!(registry.state(busy.id), Some(State::Idle(_))));
+        assert!(registry.admit().is_some());
+        assert_eq!(registry.state(busy.id), Some(State::Closing));
+        assert_eq!(registry.state(another.id), Some(State::Busy(1)));
+        drop(second_request);
+    }
+
+    #[test]
+    fn the_limit_leaves_room_for_other_files() {
+        assert_eq!(max_connections(None, None), DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(max_connections(None, Some(1024)), 1024 - 128);
+        assert_eq!(max_connections(Some(100), Some(1024)), 100);
+        assert_eq!(max_connections(Some(5000), Some(1024)), 896);
+        assert_eq!(max_connections(None, Some(1 << 20)), DEFAULT_MAX_CONNECTIONS);
+        assert_eq!(max_connections(None, Some(10)), 1);
+    }
+
+    /// Over TLS: handshakes in the connection's task, the client's address reaches handlers, and
+    /// a connection stuck before its handshake is closed to make room.
+    #[tokio::test]
+    async fn tls_connections_are_served_and_counted() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::net::TcpStream;
+
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let acceptor = tls::acceptor(&cert, &key).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(certified.cert.der().clone()).unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(client));
+
+        let app = Router::new().route(
+            "/peer",
+            axum::routing::get(|ConnectInfo(PeerAddr(peer)): ConnectInfo<PeerAddr>| async move { peer.to_string() }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopping) = watch::channel(false);
+        let limits = ConnectionLimits { max: 2, header_timeout: HEADER_TIMEOUT };
+        let server = tokio::spawn(serve(listener, Some(acceptor), app, limits, stopping));
+
+        // Two connections that never start their handshake fill the limit.
+        let mut stuck = [TcpStream::connect(addr).await.unwrap(), TcpStream::connect(addr).await.unwrap()];
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let me = tcp.local_addr().unwrap();
+        let server_name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut stream = connector.connect(server_name, tcp).await.expect("handshake once the oldest made room");
+        stream.write_all(b"GET /peer HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer).await;
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.ends_with(&me.to_string()), "{answer}");
+        let mut buf = [0u8; 16];
+        assert!(matches!(stuck[0].read(&mut buf).await, Ok(0) | Err(_)), "the oldest stuck handshake was kept");
+
+        stop.send(true).unwrap();
+        let served = tokio::time::timeout(Duration::from_secs(15), server).await.expect("stops in time");
+        assert!(served.unwrap().is_ok());
+        drop(stuck);
+    }
+}
