@@ -132,8 +132,10 @@ pub async fn start_with(
     if let Some(name) = &options.hostname {
         host.hostname.clone_from(name);
     }
-    host.history_path = options.store.as_ref().map(|s| s.path().display().to_string());
-    let telemetry = Arc::new(Telemetry::new(host, source.devices()));
+    host.history = options.store.is_some();
+    let auth = Arc::new(auth::Auth::new(options.auth));
+    let telemetry =
+        Arc::new(Telemetry::new(host, source.devices()).with_redacted_frames(auth.admits_anonymous_viewers()));
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
     let (source, topology) = tokio::task::spawn_blocking(move || {
@@ -179,7 +181,7 @@ pub async fn start_with(
         store: options.store,
         shutdown: shutdown_rx.clone(),
         lab: lab.clone(),
-        auth: Arc::new(auth::Auth::new(options.auth)),
+        auth,
         audit: audit.clone(),
         bridge: Arc::default(),
         tls: tls.is_some(),

@@ -34,6 +34,44 @@ pub struct GpuProcess {
     pub started_ms: Option<u64>,
     /// Short container id when the cgroup path names one.
     pub container: Option<String>,
+    /// True when the server left out who runs the process and what (see [`GpuProcess::redact`]):
+    /// `user`, `name`, `command` and `container` are then unknown to the viewer, not absent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+impl GpuProcess {
+    /// Leaves out what names a person or their work: user, executable, command line
+    /// (it can hold secrets) and container. What remains says that a GPU is busy and
+    /// how much it holds: the view of an anonymous visitor to a server with tokens.
+    /// The PID stays: it keeps rows and metric series apart and names no one.
+    pub fn redact(&mut self) {
+        // Every field is listed, so a new one cannot be added without deciding whether it names someone.
+        let GpuProcess {
+            device: _,
+            pid: _,
+            kind: _,
+            used_memory: _,
+            sm_util: _,
+            sm_util_seen_ms: _,
+            started_ms: _,
+            user,
+            name,
+            command,
+            container,
+            redacted,
+        } = self;
+        *user = None;
+        *name = None;
+        *command = None;
+        *container = None;
+        *redacted = true;
+    }
+}
+
+/// [`GpuProcess::redact`] applied to every process.
+pub fn redact_all(processes: &mut [GpuProcess]) {
+    processes.iter_mut().for_each(GpuProcess::redact);
 }
 
 /// One user's share of the machine's GPUs.
@@ -49,9 +87,10 @@ pub struct UserUsage {
 }
 
 /// Sums processes per user, biggest memory first: the "who uses what" overview.
+/// Redacted processes count for no one: who uses them is what was left out.
 pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
     let mut users: Vec<UserUsage> = Vec::new();
-    for p in processes {
+    for p in processes.iter().filter(|p| !p.redacted) {
         let name = p.user.clone().unwrap_or_else(|| "unknown".to_owned());
         let entry = match users.iter().position(|u| u.user == name) {
             Some(i) => &mut users[i],
@@ -98,6 +137,7 @@ mod tests {
             command: None,
             started_ms: None,
             container: None,
+            redacted: false,
         }
     }
 
@@ -113,6 +153,40 @@ mod tests {
         assert_eq!(usage[1].devices, [0, 1]);
         assert_eq!(usage[1].memory, 15);
         assert_eq!(usage[1].processes, 2);
+    }
+
+    #[test]
+    fn redaction_leaves_load_and_drops_who_and_what() {
+        let mut p = GpuProcess {
+            name: Some("python3".into()),
+            command: Some("python3 serve.py --api-key=s3cret".into()),
+            container: Some("c0ffee123456".into()),
+            started_ms: Some(7),
+            ..process(1, Some("ana"), 40)
+        };
+        let kept = p.clone();
+        redact_all(std::slice::from_mut(&mut p));
+        assert_eq!((p.user, p.name, p.command, p.container), (None, None, None, None));
+        assert!(p.redacted);
+        assert_eq!((p.device, p.pid, p.used_memory, p.started_ms), (kept.device, kept.pid, Some(40), Some(7)));
+    }
+
+    #[test]
+    fn redacted_flag_is_on_the_wire_only_when_set() {
+        let mut p = process(0, Some("ana"), 1);
+        assert!(!serde_json::to_string(&p).unwrap().contains("redacted"));
+        p.redact();
+        let json = serde_json::to_string(&p).unwrap();
+        assert!(json.contains("\"redacted\":true") && !json.contains("ana"), "{json}");
+        assert_eq!(serde_json::from_str::<GpuProcess>(&json).unwrap(), p);
+    }
+
+    #[test]
+    fn redacted_processes_count_for_no_user() {
+        let mut hidden = process(0, Some("bo"), 50);
+        hidden.redact();
+        let usage = usage_by_user(&[hidden, process(1, Some("ana"), 10)]);
+        assert_eq!(usage.iter().map(|u| u.user.as_str()).collect::<Vec<_>>(), ["ana"]);
     }
 
     #[test]

@@ -18,9 +18,10 @@ pub struct HostInfo {
     pub interval_ms: u64,
     /// gpudash version that serves this.
     pub version: String,
-    /// The history database file, or `None` when history is off.
+    /// True when the server records history (`/api/history` answers). The
+    /// database's path stays in the server's log: it is nothing a viewer needs.
     #[serde(default)]
-    pub history_path: Option<String>,
+    pub history: bool,
 }
 
 /// CUDA compute capability, e.g. 9.0 for Hopper.

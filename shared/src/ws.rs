@@ -215,7 +215,7 @@ mod tests {
             gpu_error: None,
             interval_ms: 100,
             version: "0".into(),
-            history_path: None,
+            history: false,
         };
         let snapshot = ServerMessage::Snapshot(Snapshot {
             seq: 3,

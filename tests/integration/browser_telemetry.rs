@@ -50,6 +50,7 @@ impl GpuSource for CrowdedSimulator {
             command: user.map(|_| "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x".to_owned()),
             started_ms: user.map(|_| timestamp_ms - 2 * 3_600_000),
             container: None,
+            redacted: false,
         };
         details.processes.push(extra(900_001, Some("zoe"), 3));
         details.processes.push(extra(HIDDEN_PID, None, 1));

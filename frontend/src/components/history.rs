@@ -19,7 +19,7 @@ pub fn HistorySection(
     indices: Memo<Vec<u32>>,
     theme: ReadSignal<Theme>,
 ) -> impl IntoView {
-    let history_on = Memo::new(move |_| state.with(|s| s.host.as_ref().is_some_and(|h| h.history_path.is_some())));
+    let history_on = Memo::new(move |_| state.with(|s| s.host.as_ref().is_some_and(|h| h.history)));
     let (range, set_range) = signal(HistoryRange::FiveMinutes);
 
     view! {

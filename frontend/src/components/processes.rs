@@ -16,6 +16,11 @@ use crate::{
 /// Command lines longer than this are cut in the table (the full one is the cell's tooltip).
 const COMMAND_CHARS: usize = 40;
 
+/// What a cell the server left out says (a blank or "?" would read as unknown to the server too).
+const REDACTED: &str = "sign in to see";
+/// The tooltip of such a cell.
+const REDACTED_TITLE: &str = "Who runs what is shown to signed-in viewers";
+
 /// A column the table can be sorted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Column {
@@ -197,6 +202,9 @@ fn SortHeader(column: Column, order: RwSignal<SortOrder>) -> impl IntoView {
 
 #[component]
 fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
+    if process.redacted {
+        return view! { <RedactedRow process=process now_ms=now_ms /> }.into_any();
+    }
     let command = process.command.clone().or_else(|| process.name.clone());
     let container = process.container.clone();
     let short = command.as_deref().map_or_else(|| "?".to_owned(), |c| shorten(c, COMMAND_CHARS));
@@ -212,6 +220,24 @@ fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
             <td class="container" title=container>
                 {process.container.unwrap_or_else(|| "—".to_owned())}
             </td>
+        </tr>
+    }
+    .into_any()
+}
+
+/// A row whose user, command and container the server left out (an anonymous viewer of a server with tokens).
+#[component]
+fn RedactedRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
+    let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
+    view! {
+        <tr class="process-row redacted" data-pid=process.pid>
+            <td class="pid">{process.pid}</td>
+            <td class="user redacted" title=REDACTED_TITLE>{REDACTED}</td>
+            <td class="command redacted" title=REDACTED_TITLE>{REDACTED}</td>
+            <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
+            <td class="sm">{or_na(process.sm_util, percent)}</td>
+            <td class="runtime">{runtime}</td>
+            <td class="container redacted" title=REDACTED_TITLE>{REDACTED}</td>
         </tr>
     }
 }
@@ -235,6 +261,7 @@ mod tests {
             command: None,
             started_ms,
             container: None,
+            redacted: false,
         }
     }
 

@@ -9,6 +9,8 @@ use crate::{components::format, state::DashboardState};
 #[component]
 pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
     let users = Memo::new(move |_| state.with(|s| usage_by_user(&s.processes)));
+    // The server left out who runs them: say so, rather than "no processes".
+    let hidden = Memo::new(move |_| state.with(|s| s.processes.iter().any(|p| p.redacted)));
     let free = Memo::new(move |_| state.with(DashboardState::free_devices));
     let lost = Memo::new(move |_| {
         state.with(|s| {
@@ -20,9 +22,16 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
         <section id="who-uses-what" class="section usage" aria-labelledby="usage-title">
             <h2 id="usage-title" class="section-title">"Who uses what"</h2>
             <div class="usage-body">
+                <Show when=move || hidden.get()>
+                    <p id="usage-hidden" class="usage-nobody">
+                        "Sign in to see who uses which GPU."
+                    </p>
+                </Show>
                 <Show
                     when=move || !users.with(Vec::is_empty)
-                    fallback=|| view! { <p class="usage-nobody">"No GPU processes right now."</p> }
+                    fallback=move || {
+                        (!hidden.get()).then(|| view! { <p class="usage-nobody">"No GPU processes right now."</p> })
+                    }
                 >
                     <div class="table-scroll">
                         <table class="usage-table">

@@ -205,7 +205,7 @@ mod tests {
             gpu_error: None,
             interval_ms: 1000,
             version: "0.1.0".to_owned(),
-            history_path: None,
+            history: false,
         }
     }
 
@@ -242,6 +242,7 @@ mod tests {
             command: None,
             started_ms: None,
             container: None,
+            redacted: false,
         }
     }
 

@@ -141,6 +141,19 @@ impl Auth {
         Some(Identity { user: "anonymous".to_owned(), role, anonymous: true })
     }
 
+    /// Whether `caller` may see who runs what (user names, command lines, containers):
+    /// anyone signed in may; an anonymous caller (or an unidentified scraper, `None`)
+    /// only when no tokens are configured, as it is then the machine's own user.
+    pub fn shows_people_to(&self, caller: Option<&Identity>) -> bool {
+        !self.enabled() || caller.is_some_and(|who| !who.anonymous)
+    }
+
+    /// True when anonymous viewers may connect while tokens exist: the live
+    /// stream then needs a second, redacted encoding of what names people.
+    pub fn admits_anonymous_viewers(&self) -> bool {
+        self.enabled() && self.config.open_viewing
+    }
+
     /// Looks a presented token up among the configured hashes, touching every entry
     /// so the time taken says nothing about which (or whether one) matched.
     pub fn check_token(&self, token: &str) -> Option<Identity> {
@@ -332,6 +345,20 @@ mod tests {
         let sessions = lock(&auth.sessions);
         assert_eq!(sessions.by_key.len(), 5_000);
         assert!(sessions.sweep_at > 5_000, "the next sweep waits until the map doubles");
+    }
+
+    #[test]
+    fn only_signed_in_callers_see_people_when_tokens_exist() {
+        let team = auth(true);
+        let anonymous = team.identify(None, None).unwrap();
+        let ana = team.identify(Some("ana-secret"), None).unwrap();
+        assert!(!team.shows_people_to(Some(&anonymous)) && !team.shows_people_to(None));
+        assert!(team.shows_people_to(Some(&ana)));
+        assert!(team.admits_anonymous_viewers() && !auth(false).admits_anonymous_viewers());
+        let workstation = Auth::new(AuthConfig::default());
+        let me = workstation.identify(None, None).unwrap();
+        assert!(workstation.shows_people_to(Some(&me)) && workstation.shows_people_to(None));
+        assert!(!workstation.admits_anonymous_viewers(), "no tokens: nobody needs a redacted view");
     }
 
     #[test]

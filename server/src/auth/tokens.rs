@@ -68,7 +68,7 @@ pub enum AuthError {
 ///
 /// ```toml
 /// viewers = "open"    # or "token": viewing needs a token too
-/// metrics = "open"    # or "token": scrapers send a bearer token
+/// metrics = "open"    # or "token": scrapers send a bearer token; left out, as `viewers`
 ///
 /// [[token]]
 /// user = "ana"
@@ -80,8 +80,9 @@ pub enum AuthError {
 struct File {
     #[serde(default = "open")]
     viewers: String,
-    #[serde(default = "open")]
-    metrics: String,
+    /// `None`: as `viewers`, so closing the page to strangers closes `/metrics` too.
+    #[serde(default)]
+    metrics: Option<String>,
     #[serde(default)]
     token: Vec<FileToken>,
 }
@@ -143,7 +144,7 @@ impl AuthConfig {
         Ok(Self {
             tokens,
             open_viewing: access("viewers", &file.viewers)?,
-            open_metrics: access("metrics", &file.metrics)?,
+            open_metrics: access("metrics", file.metrics.as_deref().unwrap_or(&file.viewers))?,
             ..Self::default()
         })
     }
@@ -221,10 +222,24 @@ mod tests {
         let file =
             write(&format!("viewers = \"token\"\n[[token]]\nuser = \"ana\"\nrole = \"admin\"\nsha256 = \"{hash}\"\n"));
         let config = AuthConfig::load(Some(file.path()), Some("bo:viewer:0123456789abcdef0123")).unwrap();
-        assert!(!config.open_viewing && config.open_metrics);
+        assert!(!config.open_viewing && !config.open_metrics, "metrics follow viewers unless told otherwise");
         assert_eq!(config.tokens.len(), 2);
         assert_eq!(config.tokens[0].sha256, hash_token("a-long-enough-token"));
         assert_eq!(config.tokens[1].role, Role::Viewer);
+    }
+
+    #[test]
+    fn metrics_default_to_the_viewers_policy_and_can_differ() {
+        let policy = |text: &str| {
+            let config = AuthConfig::load(Some(write(text).path()), None).unwrap();
+            (config.open_viewing, config.open_metrics)
+        };
+        assert_eq!(policy(""), (true, true));
+        assert_eq!(policy("viewers = \"token\""), (false, false));
+        assert_eq!(policy("viewers = \"token\"\nmetrics = \"open\""), (false, true));
+        assert_eq!(policy("viewers = \"open\"\nmetrics = \"token\""), (true, false));
+        let err = AuthConfig::load(Some(write("metrics = \"maybe\"").path()), None).unwrap_err().to_string();
+        assert!(err.contains("'metrics' is 'maybe'"), "{err}");
     }
 
     #[test]

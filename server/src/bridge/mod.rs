@@ -295,6 +295,7 @@ mod tests {
             command: None,
             started_ms: None,
             container: None,
+            redacted: false,
         }
     }
 

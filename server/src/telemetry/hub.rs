@@ -1,5 +1,9 @@
 //! The hub between the sampler thread and every viewer: latest readings,
 //! recent history, and ticks serialized once and shared by all sockets.
+//!
+//! What names people (process users, command lines, containers) is encoded a
+//! second time, redacted, for anonymous viewers of a server with tokens: once
+//! per message, and only when such viewers may connect, never per socket.
 
 use std::sync::{Mutex, RwLock};
 
@@ -7,7 +11,7 @@ use axum::extract::ws::Utf8Bytes;
 use std::collections::VecDeque;
 
 use shared::health::{DeviceHealth, XidEvent};
-use shared::processes::GpuProcess;
+use shared::processes::{GpuProcess, redact_all};
 use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Snapshot, Tick};
 use tokio::sync::broadcast;
 
@@ -22,12 +26,37 @@ const FRAME_BACKLOG: usize = 64;
 /// XID errors kept per device.
 const XIDS_KEPT: usize = 16;
 
+/// How much of who runs what a viewer may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visibility {
+    /// Everything: a signed-in viewer, or anyone on a server without tokens.
+    Full,
+    /// Processes without user, executable, command line or container
+    /// ([`GpuProcess::redact`]): an anonymous viewer of a server with tokens.
+    Redacted,
+}
+
 /// A serialized message, ready to send on any number of sockets.
 #[derive(Debug, Clone)]
 pub struct Frame {
     /// For a tick or snapshot, the last tick it covers; `None` for other messages.
     pub seq: Option<u64>,
+    /// The message for [`Visibility::Full`].
     pub text: Utf8Bytes,
+    /// The message for [`Visibility::Redacted`]: the same bytes when it names nobody
+    /// (ticks), a redacted encoding otherwise; `None` when there is none (a hub that
+    /// admits no anonymous viewers makes none), and such a viewer then gets nothing.
+    pub redacted: Option<Utf8Bytes>,
+}
+
+impl Frame {
+    /// The bytes a viewer may get, or `None` when this frame has nothing for them.
+    pub fn text_for(&self, visibility: Visibility) -> Option<&Utf8Bytes> {
+        match visibility {
+            Visibility::Full => Some(&self.text),
+            Visibility::Redacted => self.redacted.as_ref(),
+        }
+    }
 }
 
 /// Shared state of the live path. Locks are held for copies only, never across `.await`.
@@ -36,8 +65,11 @@ pub struct Telemetry {
     host: HostInfo,
     devices: Vec<DeviceInfo>,
     live: RwLock<Live>,
-    /// The snapshot of the current tick, serialized at most once per tick.
+    /// The snapshot of the current tick, serialized at most once per tick and visibility.
     snapshot: Mutex<Option<Frame>>,
+    redacted_snapshot: Mutex<Option<Frame>>,
+    /// Anonymous viewers may connect while tokens exist: details get a redacted encoding too.
+    redacting: bool,
     ticks: broadcast::Sender<Frame>,
 }
 
@@ -69,8 +101,18 @@ impl Telemetry {
                 xids: VecDeque::new(),
             }),
             snapshot: Mutex::new(None),
+            redacted_snapshot: Mutex::new(None),
+            redacting: false,
             ticks,
         }
+    }
+
+    /// With `yes`, every message that names people is also encoded redacted
+    /// (see [`Frame::redacted`]): for a server whose anonymous viewers may connect while tokens exist.
+    #[must_use]
+    pub fn with_redacted_frames(mut self, yes: bool) -> Self {
+        self.redacting = yes;
+        self
     }
 
     pub fn host(&self) -> &HostInfo {
@@ -118,8 +160,8 @@ impl Telemetry {
             live.seq
         };
         let text = encode(&ServerMessage::Tick(Tick { seq, samples }));
-        // No receivers is normal: nobody has the page open.
-        let _ = self.ticks.send(Frame { seq: Some(seq), text });
+        // No receivers is normal: nobody has the page open. Samples name nobody: everyone gets the same bytes.
+        let _ = self.ticks.send(Frame { seq: Some(seq), redacted: Some(text.clone()), text });
     }
 
     /// Records the slow loop's readings and sends them, serialized once, to every subscriber.
@@ -133,7 +175,12 @@ impl Telemetry {
             live.processes.clone_from(&details.processes);
         }
         self.invalidate_snapshot();
-        let _ = self.ticks.send(Frame { seq: None, text: encode(&ServerMessage::Details(details)) });
+        let redacted = self.redacting.then(|| {
+            let mut redacted = details.clone();
+            redact_all(&mut redacted.processes);
+            encode(&ServerMessage::Details(redacted))
+        });
+        let _ = self.ticks.send(Frame { seq: None, text: encode(&ServerMessage::Details(details)), redacted });
     }
 
     /// Keeps an XID error for the health view (the newest few per device).
@@ -156,18 +203,26 @@ impl Telemetry {
     }
 
     fn invalidate_snapshot(&self) {
-        *self.snapshot.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        for cache in [&self.snapshot, &self.redacted_snapshot] {
+            *cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
+        }
     }
 
     /// Everything a page needs to start, as of the newest tick; serialized
-    /// once per tick however many sockets connect during it.
-    pub fn snapshot(&self) -> Frame {
-        let mut cached = self.snapshot.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// once per tick and visibility however many sockets connect during it.
+    /// Encoded on demand, so a redacted one costs nothing until an anonymous viewer asks.
+    /// The frame's `text` is what `visibility` may see (a redacted frame has no other bytes).
+    pub fn snapshot(&self, visibility: Visibility) -> Frame {
+        let cache = match visibility {
+            Visibility::Full => &self.snapshot,
+            Visibility::Redacted => &self.redacted_snapshot,
+        };
+        let mut cached = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (seq, _) = self.last_tick();
         if let Some(frame) = cached.as_ref().filter(|f| f.seq == Some(seq)) {
             return frame.clone();
         }
-        let snapshot = self.read_live(|live| Snapshot {
+        let mut snapshot = self.read_live(|live| Snapshot {
             seq: live.seq,
             host: self.host.clone(),
             devices: self.devices.clone(),
@@ -181,7 +236,15 @@ impl Telemetry {
             health: live.health.clone(),
             processes: live.processes.clone(),
         });
-        let frame = Frame { seq: Some(snapshot.seq), text: encode(&ServerMessage::Snapshot(snapshot)) };
+        let seq = Some(snapshot.seq);
+        let frame = match visibility {
+            Visibility::Full => Frame { seq, text: encode(&ServerMessage::Snapshot(snapshot)), redacted: None },
+            Visibility::Redacted => {
+                redact_all(&mut snapshot.processes);
+                let text = encode(&ServerMessage::Snapshot(snapshot));
+                Frame { seq, text: text.clone(), redacted: Some(text) }
+            }
+        };
         *cached = Some(frame.clone());
         frame
     }
@@ -228,8 +291,8 @@ mod tests {
     fn snapshot_carries_history_and_is_cached_per_tick() {
         let hub = hub(1);
         hub.publish(vec![sample(0, 10, 5)], 10);
-        let first = hub.snapshot();
-        assert_eq!(first.text.as_str().as_ptr(), hub.snapshot().text.as_str().as_ptr());
+        let first = hub.snapshot(Visibility::Full);
+        assert_eq!(first.text.as_str().as_ptr(), hub.snapshot(Visibility::Full).text.as_str().as_ptr());
         let ServerMessage::Snapshot(Snapshot { seq, history, .. }) = serde_json::from_str(first.text.as_str()).unwrap()
         else {
             panic!("not a snapshot")
@@ -237,14 +300,14 @@ mod tests {
         assert_eq!(seq, 1);
         assert_eq!(history[0].points, vec![MemoryPoint { timestamp_ms: 10, memory_used: 5 }]);
         hub.publish(vec![sample(0, 20, 6)], 20);
-        assert_eq!(hub.snapshot().seq, Some(2));
+        assert_eq!(hub.snapshot(Visibility::Full).seq, Some(2));
     }
 
     #[test]
     fn details_carry_recent_xids_and_refresh_the_snapshot() {
         let hub = hub(2);
         hub.publish(vec![sample(0, 10, 5)], 10);
-        let before = hub.snapshot();
+        let before = hub.snapshot(Visibility::Full);
         for code in 0..20 {
             hub.record_xid(XidEvent { device: 1, timestamp_ms: code, code, meaning: "m".into() });
         }
@@ -262,7 +325,65 @@ mod tests {
         assert_eq!(details.health[1].xids.len(), XIDS_KEPT);
         assert_eq!(details.health[1].xids.last().unwrap().code, 19, "newest kept");
         assert_eq!(rx.try_recv().unwrap().seq, None, "details are not ticks");
-        assert_ne!(before.text.as_str().as_ptr(), hub.snapshot().text.as_str().as_ptr(), "snapshot rebuilt");
+        assert_ne!(
+            before.text.as_str().as_ptr(),
+            hub.snapshot(Visibility::Full).text.as_str().as_ptr(),
+            "snapshot rebuilt"
+        );
+    }
+
+    fn with_a_process(hub: &Telemetry) -> broadcast::Receiver<Frame> {
+        hub.publish(vec![sample(0, 10, 5)], 10);
+        let rx = hub.subscribe();
+        let process = GpuProcess {
+            device: 0,
+            pid: 4242,
+            kind: shared::processes::ProcessKind::Compute,
+            used_memory: Some(5),
+            sm_util: None,
+            sm_util_seen_ms: None,
+            user: Some("ana".into()),
+            name: Some("python3".into()),
+            command: Some("python3 serve.py --api-key=s3cret".into()),
+            started_ms: None,
+            container: Some("c0ffee123456".into()),
+            redacted: false,
+        };
+        hub.publish_details(Details { health: vec![], processes: vec![process] });
+        rx
+    }
+
+    fn names_someone(text: &str) -> bool {
+        ["ana", "python3", "s3cret", "c0ffee"].iter().any(|word| text.contains(word))
+    }
+
+    #[test]
+    fn anonymous_viewers_get_redacted_details_and_snapshots_encoded_once() {
+        let hub = hub(1).with_redacted_frames(true);
+        let mut rx = with_a_process(&hub);
+        let details = rx.try_recv().unwrap();
+        assert!(names_someone(&details.text), "signed-in viewers see who runs what");
+        let redacted = details.text_for(Visibility::Redacted).unwrap();
+        assert!(!names_someone(redacted) && redacted.contains("4242"), "{redacted}");
+
+        let (full, anonymous) = (hub.snapshot(Visibility::Full), hub.snapshot(Visibility::Redacted));
+        assert!(names_someone(&full.text) && full.text_for(Visibility::Redacted).is_none());
+        let text = anonymous.text_for(Visibility::Redacted).unwrap();
+        assert!(!names_someone(text) && text.contains("\"redacted\":true"), "{text}");
+        let again = hub.snapshot(Visibility::Redacted);
+        assert_eq!(again.text.as_str().as_ptr(), anonymous.text.as_str().as_ptr(), "cached per tick");
+
+        hub.publish(vec![sample(0, 20, 6)], 20);
+        let tick = rx.try_recv().unwrap();
+        let (a, b) = (tick.text_for(Visibility::Full).unwrap(), tick.text_for(Visibility::Redacted).unwrap());
+        assert_eq!(a.as_str().as_ptr(), b.as_str().as_ptr(), "ticks name nobody: one encoding for all");
+    }
+
+    #[test]
+    fn a_hub_without_anonymous_viewers_encodes_details_once_and_gives_them_nothing() {
+        let hub = hub(1);
+        let mut rx = with_a_process(&hub);
+        assert!(rx.try_recv().unwrap().text_for(Visibility::Redacted).is_none());
     }
 
     #[test]

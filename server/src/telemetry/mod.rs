@@ -10,7 +10,7 @@ pub mod simulator;
 pub mod topology;
 
 pub use history::MemoryRing;
-pub use hub::{Frame, Telemetry, encode};
+pub use hub::{Frame, Telemetry, Visibility, encode};
 pub use sampler::Sampler;
 
 use shared::health::XidEvent;
@@ -78,7 +78,7 @@ impl NoGpus {
                 gpu_error: Some(reason),
                 interval_ms,
                 version: env!("CARGO_PKG_VERSION").to_owned(),
-                history_path: None,
+                history: false,
             },
         }
     }

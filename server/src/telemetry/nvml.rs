@@ -94,7 +94,7 @@ impl NvmlSource {
             gpu_error: (devices.is_empty()).then(|| "NVML found no NVIDIA GPU on this machine".to_owned()),
             interval_ms,
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            history_path: None,
+            history: false,
         };
         let source = Self {
             nvml: Arc::new(nvml),
@@ -343,6 +343,7 @@ impl NvmlSource {
                     command: proc.command,
                     started_ms: proc.started_ms,
                     container: proc.container,
+                    redacted: false,
                 });
             }
         }

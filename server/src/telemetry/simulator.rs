@@ -221,7 +221,7 @@ impl GpuSource for Simulator {
             gpu_error: None,
             interval_ms: self.interval_ms,
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            history_path: None,
+            history: false,
         }
     }
 
@@ -454,6 +454,7 @@ impl SimGpu {
             command: Some(job.command.clone()),
             started_ms: Some(job.started_ms),
             container: job.container.clone(),
+            redacted: false,
         }]
     }
 }

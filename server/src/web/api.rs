@@ -1,21 +1,38 @@
 //! JSON endpoints: devices and health.
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
 use serde::Serialize;
-use shared::processes::{GpuProcess, UserUsage, usage_by_user};
+use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
 use shared::{Device, DevicesResponse};
 
+use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::telemetry::now_ms;
+use crate::telemetry::{Visibility, now_ms};
+
+/// What `caller` may see of who runs what (see [`crate::auth::Auth::shows_people_to`]);
+/// `None` is a request the access layer let through unidentified (an open `/metrics`).
+pub fn visibility(state: &AppState, caller: Option<&Caller>) -> Visibility {
+    if state.auth.shows_people_to(caller.map(|c| &c.identity)) { Visibility::Full } else { Visibility::Redacted }
+}
+
+/// The current processes, redacted unless `visibility` is full.
+pub fn processes_for(state: &AppState, visibility: Visibility) -> Vec<GpuProcess> {
+    let mut processes = state.telemetry.details().processes;
+    if visibility == Visibility::Redacted {
+        redact_all(&mut processes);
+    }
+    processes
+}
 
 /// `GET /api/devices`: static facts and the newest reading of every GPU.
-pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
+pub async fn devices(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<DevicesResponse> {
     let telemetry = &state.telemetry;
     let latest = telemetry.latest();
     let details = telemetry.details();
+    let processes = processes_for(&state, visibility(&state, caller.as_deref()));
     let devices = telemetry
         .devices()
         .iter()
@@ -23,7 +40,7 @@ pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
             info: info.clone(),
             latest: latest.iter().find(|s| s.index == info.index).cloned(),
             health: details.health.iter().find(|h| h.index == info.index).cloned(),
-            processes: details.processes.iter().filter(|p| p.device == info.index).cloned().collect(),
+            processes: processes.iter().filter(|p| p.device == info.index).cloned().collect(),
         })
         .collect();
     Json(DevicesResponse { host: telemetry.host().clone(), devices })
@@ -34,16 +51,16 @@ pub async fn devices(State(state): State<AppState>) -> Json<DevicesResponse> {
 pub struct ProcessesResponse {
     pub simulated: bool,
     pub processes: Vec<GpuProcess>,
-    /// Per user: GPUs and memory held, biggest first.
+    /// Per user: GPUs and memory held, biggest first; empty for a viewer who may not see who.
     pub users: Vec<UserUsage>,
     /// GPUs no process holds, by index.
     pub free_devices: Vec<u32>,
 }
 
 /// `GET /api/processes`: every GPU process, and who uses what.
-pub async fn processes(State(state): State<AppState>) -> Json<ProcessesResponse> {
+pub async fn processes(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<ProcessesResponse> {
     let telemetry = &state.telemetry;
-    let processes = telemetry.details().processes;
+    let processes = processes_for(&state, visibility(&state, caller.as_deref()));
     let lost: Vec<u32> = telemetry.latest().iter().filter(|s| s.lost.is_some()).map(|s| s.index).collect();
     let free_devices = telemetry
         .devices()

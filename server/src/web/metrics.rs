@@ -6,9 +6,15 @@
 //! OpenMetrics and appends `_total` to counters, which would rename
 //! dcgm-exporter's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` and break the very
 //! dashboards this endpoint exists for.
+//!
+//! Per-process series carry `user` and `command` labels only for a scraper
+//! that may see who runs what: with tokens configured and `metrics = "open"`,
+//! an unauthenticated scrape gets them without those labels (`pid` stays, so
+//! series stay apart), as anonymous viewers of the page do.
 
 use std::fmt::Write as _;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -17,6 +23,8 @@ use shared::processes::GpuProcess;
 use shared::{DeviceInfo, DeviceSample};
 
 use super::AppState;
+use super::api::{processes_for, visibility};
+use super::auth::Caller;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const MIB: f64 = 1024.0 * 1024.0;
@@ -34,16 +42,17 @@ const CLOCK_EVENTS: [&str; 9] = [
     "display_clock_setting",
 ];
 
-pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> impl IntoResponse {
     let telemetry = &state.telemetry;
     let details = telemetry.details();
+    let processes = processes_for(&state, visibility(&state, caller.as_deref()));
     let text = render(
         &telemetry.host().hostname,
         telemetry.host().simulated,
         telemetry.devices(),
         &telemetry.latest(),
         &details.health,
-        &details.processes,
+        &processes,
     );
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
@@ -246,6 +255,9 @@ pub fn render(
     let process_labels = |p: &GpuProcess| {
         let device =
             devices.iter().find(|d| d.index == p.device).map(|d| device_labels(d, hostname)).unwrap_or_default();
+        if p.redacted {
+            return format!("{device},pid=\"{}\"", p.pid);
+        }
         format!(
             "{device},pid=\"{}\",user=\"{}\",command=\"{}\"",
             p.pid,
@@ -345,6 +357,22 @@ mod tests {
         assert!(text.contains("gpudash_simulated{Hostname=\"node-7\"} 1\n"));
         assert!(text.lines().any(|l| l.starts_with("gpudash_process_memory_bytes{gpu=\"0\"") && l.contains("user=\"")));
         assert_eq!(text.matches("gpudash_clock_event_active{gpu=\"1\"").count(), CLOCK_EVENTS.len());
+    }
+
+    #[test]
+    fn redacted_processes_export_load_without_user_or_command() {
+        let sim = Simulator::new(2, 1000);
+        let latest = sim.sample(1_000);
+        let mut processes = sim.details(1_000).processes;
+        let user = processes[0].user.clone().unwrap();
+        shared::processes::redact_all(&mut processes);
+        let text = render("h", true, &sim.devices(), &latest, &[], &processes);
+        let line = text.lines().find(|l| l.starts_with("gpudash_process_memory_bytes{")).unwrap();
+        assert!(line.contains(&format!("pid=\"{}\"}}", processes[0].pid)), "{line}");
+        assert!(
+            !text.contains("user=") && !text.contains("command=") && !text.contains(&format!("\"{user}\"")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -2,6 +2,9 @@
 //!
 //! A socket that falls behind skips ticks and gets a fresh snapshot; it never
 //! slows the sampler or the other sockets.
+//!
+//! An anonymous viewer of a server with tokens gets the redacted encoding of
+//! each message (see [`Visibility`]), decided once, when the socket opens.
 
 use std::time::{Duration, Instant};
 
@@ -14,9 +17,10 @@ use shared::{ClientMessage, ServerMessage};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
+use super::api::visibility;
 use super::auth::Caller;
 use crate::auth::SessionRef;
-use crate::telemetry::encode;
+use crate::telemetry::{Visibility, encode};
 
 /// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
 const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
@@ -34,11 +38,12 @@ pub async fn upgrade(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
 ) -> Response {
+    let visibility = visibility(&state, caller.as_deref());
     let session = caller.and_then(|Extension(caller)| caller.session);
     ws.max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| stream(socket, state, session))
+        .on_upgrade(move |socket| stream(socket, state, visibility, session))
 }
 
 /// Why a socket's loop ended.
@@ -55,7 +60,7 @@ enum End {
     Shutdown,
 }
 
-async fn stream(socket: WebSocket, state: AppState, session: Option<SessionRef>) {
+async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, session: Option<SessionRef>) {
     let (mut sink, mut incoming) = socket.split();
     // Subscribe before taking the snapshot, so no tick falls between the two.
     let mut ticks = state.telemetry.subscribe();
@@ -67,19 +72,21 @@ async fn stream(socket: WebSocket, state: AppState, session: Option<SessionRef>)
     // A socket opened without a session (a token, or anonymous) never expires this way.
     let expiry = session.map_or(far_future(), |s| tokio::time::Instant::from_std(s.expires));
     let end = async {
-        let mut last_seq = send_snapshot(&mut sink, &state).await?;
+        let mut last_seq = send_snapshot(&mut sink, &state, visibility).await?;
         loop {
             tokio::select! {
                 tick = ticks.recv() => match tick {
                     // A tick the snapshot already covered.
                     Ok(frame) if frame.seq.is_some_and(|seq| seq <= last_seq) => {}
                     Ok(frame) => {
-                        send(&mut sink, Message::Text(frame.text)).await?;
+                        if let Some(text) = frame.text_for(visibility) {
+                            send(&mut sink, Message::Text(text.clone())).await?;
+                        }
                         last_seq = frame.seq.unwrap_or(last_seq);
                     }
                     Err(RecvError::Lagged(skipped)) => {
                         tracing::debug!(skipped, "slow WebSocket client resynchronised");
-                        last_seq = send_snapshot(&mut sink, &state).await?;
+                        last_seq = send_snapshot(&mut sink, &state, visibility).await?;
                     }
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
@@ -92,7 +99,7 @@ async fn stream(socket: WebSocket, state: AppState, session: Option<SessionRef>)
                 message = incoming.next() => match message {
                     Some(Ok(_)) if !budget.take() => return Err(End::Flood),
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
-                        Ok(ClientMessage::Resync {}) => last_seq = send_snapshot(&mut sink, &state).await?,
+                        Ok(ClientMessage::Resync {}) => last_seq = send_snapshot(&mut sink, &state, visibility).await?,
                         Err(e) => send_error(&mut sink, &format!(
                             "unrecognised message ({e}); the accepted message is {{\"type\":\"resync\"}}"
                         )).await?,
@@ -187,8 +194,8 @@ async fn send(sink: &mut Sink, message: Message) -> Result<(), End> {
     }
 }
 
-async fn send_snapshot(sink: &mut Sink, state: &AppState) -> Result<u64, End> {
-    let frame = state.telemetry.snapshot();
+async fn send_snapshot(sink: &mut Sink, state: &AppState, visibility: Visibility) -> Result<u64, End> {
+    let frame = state.telemetry.snapshot(visibility);
     send(sink, Message::Text(frame.text)).await?;
     Ok(frame.seq.unwrap_or(0))
 }
