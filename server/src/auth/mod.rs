@@ -350,13 +350,13 @@ mod tests {
     #[test]
     fn only_signed_in_callers_see_people_when_tokens_exist() {
         let team = auth(true);
-        let anonymous = team.identify(None, None).unwrap();
-        let ana = team.identify(Some("ana-secret"), None).unwrap();
+        let anonymous = team.identify(None, None).unwrap().0;
+        let ana = team.identify(Some("ana-secret"), None).unwrap().0;
         assert!(!team.shows_people_to(Some(&anonymous)) && !team.shows_people_to(None));
         assert!(team.shows_people_to(Some(&ana)));
         assert!(team.admits_anonymous_viewers() && !auth(false).admits_anonymous_viewers());
         let workstation = Auth::new(AuthConfig::default());
-        let me = workstation.identify(None, None).unwrap();
+        let me = workstation.identify(None, None).unwrap().0;
         assert!(workstation.shows_people_to(Some(&me)) && workstation.shows_people_to(None));
         assert!(!workstation.admits_anonymous_viewers(), "no tokens: nobody needs a redacted view");
     }
