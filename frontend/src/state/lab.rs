@@ -57,7 +57,15 @@ impl LabState {
     pub fn upsert(&mut self, run: RunSummary) {
         if let Some(status) = &mut self.status {
             if run.status.is_final() {
+                let listed = status.queue.len();
                 status.queue.retain(|e| e.run.id != run.id);
+                if status.queue.len() < listed {
+                    // Counted too: keep "… and K more" and busy GPUs right until the next status.
+                    status.queue_total = status.queue_total.saturating_sub(1);
+                    for device in status.devices.iter_mut().filter(|d| run.devices.contains(&d.index)) {
+                        device.pending = device.pending.saturating_sub(1);
+                    }
+                }
             } else if let Some(entry) = status.queue.iter_mut().find(|e| e.run.id == run.id) {
                 entry.run = run.clone();
             }
@@ -187,6 +195,10 @@ mod tests {
         assert_eq!(lab.unlisted(), 999);
         assert!(lab.busy(1), "GPU 1's runs are counted though none is listed");
         assert!(lab.busy(0));
+        // The listed run ends: it leaves the counts too, not only the list.
+        lab.apply(LabEvent::Run(run(7, 0, RunStatus::Succeeded)));
+        assert_eq!(lab.unlisted(), 999);
+        assert!(!lab.busy(0));
     }
 
     #[test]
