@@ -6,6 +6,7 @@
 
 mod api;
 mod bad_input;
+mod bridge;
 mod browser;
 mod browser_auth;
 mod browser_bridge;

@@ -3,9 +3,11 @@
 //!
 //! `gpudash-load fanout` starts `gpudash --simulate` on loopback, opens N
 //! WebSockets, and reports tick delay, throughput and the server's CPU and
-//! memory; `gpudash-load encodings` compares tick encodings. Commands and
-//! results: docs/BENCHMARKS.md, "Live fan-out".
+//! memory; `gpudash-load encodings` compares tick encodings;
+//! `gpudash-load bridge-flood` floods the PyTorch bridge. Commands and
+//! results: docs/BENCHMARKS.md, "Live fan-out" and "Bridge flood".
 
+mod bridge_flood;
 mod clients;
 mod encodings;
 mod fanout;
@@ -26,6 +28,8 @@ enum Command {
     Encodings(encodings::EncodingArgs),
     /// Viewers connecting and leaving for a long time; the server's memory over time.
     Soak(soak::SoakArgs),
+    /// Many ~60 KB bridge reports with new PIDs while viewers read the list; peak memory and list size.
+    BridgeFlood(bridge_flood::BridgeFloodArgs),
 }
 
 fn main() -> ExitCode {
@@ -41,6 +45,11 @@ fn main() -> ExitCode {
             .build()
             .map_err(anyhow_like)
             .and_then(|rt| rt.block_on(soak::run(args))),
+        Command::BridgeFlood(args) => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(anyhow_like)
+            .and_then(|rt| rt.block_on(bridge_flood::run(args))),
     };
     match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
         Ok(()) => ExitCode::SUCCESS,
