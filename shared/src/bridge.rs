@@ -122,6 +122,9 @@ pub struct EmptyCacheState {
     pub requested_ms: u64,
     pub done_ms: Option<u64>,
     pub released_bytes: Option<u64>,
+    /// Not delivered: the process's latest report withdrew its consent (`allow_remote_empty_cache`).
+    #[serde(default)]
+    pub refused: bool,
 }
 
 /// An attached PyTorch process as `GET /api/bridge` lists it.
@@ -137,15 +140,17 @@ pub struct AttachedProcess {
     pub allow_remote_empty_cache: bool,
     pub first_seen_ms: u64,
     pub last_seen_ms: u64,
-    /// No report for three intervals: kept, but marked.
+    /// No report for three intervals: kept, but marked (and dropped once silent for the server's expiry time).
     pub stale: bool,
     /// NVML lists this PID: false usually means the process runs in another PID namespace (a container).
     pub pid_matched: bool,
     /// The user NVML's process table shows for the PID.
     pub user: Option<String>,
     pub devices: Vec<AttachedDevice>,
+    /// Per span name (a bounded number of names per process).
     pub spans: Vec<SpanSummary>,
-    /// The newest spans, oldest first (for annotations on the memory chart).
+    /// The newest spans, oldest first (for annotations on the memory chart): a few in
+    /// `GET /api/bridge`, more in `GET /api/bridge/{id}`.
     pub recent_spans: Vec<Span>,
     pub empty_cache: Option<EmptyCacheState>,
 }

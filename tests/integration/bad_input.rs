@@ -124,6 +124,20 @@ fn cases() -> Vec<Case> {
         case(Method::GET, "/api/runs?kind=warp", S::BAD_REQUEST, "not an experiment"),
         case(Method::GET, "/api/runs?colour=red", S::BAD_REQUEST, "accepted"),
         case(Method::POST, "/api/lab/devices/9/empty_cache", S::NOT_FOUND, "9"),
+        case(Method::GET, "/api/bridge/abc", S::BAD_REQUEST, "parse"),
+        case(Method::GET, "/api/bridge/999999", S::NOT_FOUND, "999999"),
+        case(Method::POST, "/api/bridge/999999/empty_cache", S::NOT_FOUND, "999999"),
+        post("/api/bridge/report", "{\"version\": 1}", S::BAD_REQUEST, "invalid report"),
+        post(
+            "/api/bridge/report",
+            concat!(
+                "{\"version\": 1, \"pid\": 7, \"host\": \"h\", \"process_name\": \"p\", \"cuda_version\": null,",
+                " \"torch_version\": \"00000000000000000000000000000000000000000000000000000000000000000\",",
+                " \"allow_remote_empty_cache\": false, \"interval_s\": 1, \"devices\": []}"
+            ),
+            S::BAD_REQUEST,
+            "at most 64 characters",
+        ),
         post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "invalid login"),
         post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),

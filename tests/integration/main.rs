@@ -7,6 +7,7 @@
 mod anonymous;
 mod api;
 mod bad_input;
+mod bridge;
 mod browser;
 mod browser_auth;
 mod browser_bridge;

@@ -6,9 +6,11 @@
 //!
 //! `gpudash-load fanout` starts `gpudash --simulate` on loopback, opens N
 //! WebSockets, and reports tick delay, throughput and the server's CPU and
-//! memory; `gpudash-load encodings` compares tick encodings. Commands and
-//! results: docs/BENCHMARKS.md, "Live fan-out".
+//! memory; `gpudash-load encodings` compares tick encodings;
+//! `gpudash-load bridge-flood` floods the PyTorch bridge. Commands and
+//! results: docs/BENCHMARKS.md, "Live fan-out" and "Bridge flood".
 
+mod bridge_flood;
 mod clients;
 mod connections;
 mod encodings;
@@ -32,26 +34,17 @@ enum Command {
     Soak(soak::SoakArgs),
     /// RSS and open files per idle connection and per WebSocket; `/healthz` at --max-connections.
     Connections(connections::ConnectionArgs),
+    /// Many ~60 KB bridge reports with new PIDs while viewers read the list; peak memory and list size.
+    BridgeFlood(bridge_flood::BridgeFloodArgs),
 }
 
 fn main() -> ExitCode {
     let outcome = match Command::parse() {
-        Command::Fanout(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow_like)
-            .and_then(|rt| rt.block_on(fanout::run(args))),
+        Command::Fanout(args) => block_on(fanout::run(args)),
         Command::Encodings(args) => encodings::run(&args),
-        Command::Soak(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow_like)
-            .and_then(|rt| rt.block_on(soak::run(args))),
-        Command::Connections(args) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .map_err(anyhow_like)
-            .and_then(|rt| rt.block_on(connections::run(args))),
+        Command::Soak(args) => block_on(soak::run(args)),
+        Command::Connections(args) => block_on(connections::run(args)),
+        Command::BridgeFlood(args) => block_on(bridge_flood::run(args)),
     };
     match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -60,6 +53,11 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs one async tool on a multi-threaded runtime.
+fn block_on(tool: impl Future<Output = Result<String, String>>) -> Result<String, String> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(anyhow_like)?.block_on(tool)
 }
 
 /// Errors of this tool are messages for the person running it.

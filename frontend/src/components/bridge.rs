@@ -242,9 +242,10 @@ fn BridgeEmptyCache(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> i
     }
 }
 
-/// "requested…" until the process reports back, then what it released.
+/// "requested…" until the process reports back, then what it released (or that it withdrew consent).
 fn cache_text(state: EmptyCacheState) -> String {
     match state.done_ms {
+        _ if state.refused => "not delivered: the process withdrew its consent".to_owned(),
         None => "requested…".to_owned(),
         Some(_) => format!("released {}", format_bytes(state.released_bytes.unwrap_or(0))),
     }
@@ -289,8 +290,10 @@ mod tests {
         assert!(signed_bytes(1 << 30).starts_with('+'));
         assert_eq!(millis(0.4242), "0.42 ms");
         assert_eq!(millis(1500.0), "1.50 s");
-        let done = EmptyCacheState { id: 1, requested_ms: 1, done_ms: Some(2), released_bytes: Some(1 << 30) };
+        let done =
+            EmptyCacheState { id: 1, requested_ms: 1, done_ms: Some(2), released_bytes: Some(1 << 30), refused: false };
         assert_eq!(cache_text(done), format!("released {}", format_bytes(1 << 30)));
         assert_eq!(cache_text(EmptyCacheState { done_ms: None, ..done }), "requested…");
+        assert!(cache_text(EmptyCacheState { refused: true, ..done }).contains("withdrew its consent"));
     }
 }

@@ -2,24 +2,33 @@
 //! allocator's figures and their spans; the registry joins them with NVML's
 //! process rows and carries remote `empty_cache` requests back to them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use shared::DeviceInfo;
-use shared::bridge::{
-    AttachedDevice, AttachedProcess, Command, EmptyCacheState, Report, ReportAnswer, Span, SpanSummary,
-};
+use shared::bridge::{AttachedDevice, AttachedProcess, Command, EmptyCacheState, Report, ReportAnswer};
 use shared::processes::GpuProcess;
 
-/// Spans kept per process for the summaries.
-const SPANS_KEPT: usize = 2_000;
-/// Newest spans handed to the page for chart annotations.
-const RECENT_SPANS: usize = 50;
-/// Limits of one report, so a confused client cannot bloat the server.
-pub const MAX_DEVICES: usize = 64;
-pub const MAX_SPANS_PER_REPORT: usize = 500;
-const MAX_NAME: usize = 200;
-const MAX_PROCESS_NAME: usize = 1_000;
+mod spans;
+mod validate;
+
+use spans::SpanLog;
+use validate::validate;
+
+/// Newest spans per process in `GET /api/bridge` (for chart annotations).
+const RECENT_SPANS_LISTED: usize = 20;
+/// Newest spans per process in `GET /api/bridge/{id}`.
+const RECENT_SPANS_DETAILED: usize = 200;
+/// Attached processes one token user may have at once (on a server without tokens, everyone is one user).
+pub const MAX_PER_USER: usize = 32;
+/// Attached processes the server keeps at once, whoever reported them.
+pub const MAX_TOTAL: usize = 256;
+/// A process with no report for this long (or ten of its intervals, if longer) is dropped...
+pub const EXPIRE_AFTER_MS: u64 = 10 * 60 * 1000;
+/// ...but never later than this.
+pub const EXPIRE_AFTER_MAX_MS: u64 = 60 * 60 * 1000;
+/// Refused reports for someone else's process are audited at most this often per process.
+const REFUSAL_AUDIT_EVERY_MS: u64 = 60_000;
 
 /// Why a report or request was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -34,17 +43,61 @@ pub enum BridgeError {
     NotAllowed(u32),
     #[error("process {0} is stale (no report for a while): it would not see the request")]
     Stale(u32),
+    /// `audit`: this refusal should go to the audit log (not every retry does).
+    #[error(
+        "process {pid} on '{host}' was attached by '{owner}': only they may report for it (an entry with no report for 10 minutes expires)"
+    )]
+    NotOwner { pid: u32, host: String, owner: String, audit: bool },
+    #[error(
+        "'{user}' already has {MAX_PER_USER} attached processes, the most one user may have; a process that stops reporting is dropped after 10 minutes"
+    )]
+    TooManyForUser { user: String },
+    #[error(
+        "the server already keeps {MAX_TOTAL} attached processes, the most it holds; a process that stops reporting is dropped after 10 minutes"
+    )]
+    TooMany,
+}
+
+/// What a report changed that belongs in the audit log (periodic reports themselves do not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// The first report of a process.
+    Attached { process_name: String, allow_remote_empty_cache: bool },
+    /// `allow_remote_empty_cache` changed.
+    ConsentChanged { allow: bool },
+    /// A queued empty_cache was handed to the process.
+    Delivered { command: u64 },
+    /// A queued empty_cache was not handed over: the report withdrew consent.
+    Withheld { command: u64 },
+    /// The process reported what a delivered empty_cache did.
+    Done { command: u64, ok: bool, released_bytes: u64 },
+}
+
+/// An accepted report: the answer for the client, and what to audit.
+#[derive(Debug)]
+pub struct Accepted {
+    /// The server's id of the process.
+    pub id: u64,
+    pub answer: ReportAnswer,
+    pub notices: Vec<Notice>,
 }
 
 #[derive(Debug)]
 struct Attached {
     id: u64,
+    /// The token user whose first report created the entry; only they may report for it.
+    owner: String,
+    /// The latest report without its spans and results (what the page shows).
     report: Report,
     first_seen_ms: u64,
     last_seen_ms: u64,
-    spans: VecDeque<Span>,
-    pending: Vec<Command>,
+    spans: SpanLog,
+    /// An empty_cache waiting for the next report.
+    pending: Option<u64>,
+    /// An empty_cache handed to the process whose result has not come back.
+    delivered: Option<u64>,
     empty_cache: Option<EmptyCacheState>,
+    refusal_audited_ms: Option<u64>,
 }
 
 /// Every attached process, by (host, pid).
@@ -59,48 +112,127 @@ struct Inner {
     processes: HashMap<(String, u32), Attached>,
 }
 
+impl Inner {
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn expire(&mut self, now_ms: u64) {
+        self.processes.retain(|_, p| {
+            let keep = now_ms.saturating_sub(p.last_seen_ms) <= expiry_ms(p.report.interval_s);
+            if !keep {
+                tracing::info!(pid = p.report.pid, host = %p.report.host, "PyTorch process expired (no report)");
+            }
+            keep
+        });
+    }
+
+    /// Refuses a new entry for `owner` past either cap.
+    fn check_caps(&self, owner: &str) -> Result<(), BridgeError> {
+        if self.processes.len() >= MAX_TOTAL {
+            return Err(BridgeError::TooMany);
+        }
+        if self.processes.values().filter(|p| p.owner == owner).count() >= MAX_PER_USER {
+            return Err(BridgeError::TooManyForUser { user: owner.to_owned() });
+        }
+        Ok(())
+    }
+}
+
 impl Registry {
-    /// Takes a report and returns the commands waiting for that process.
-    pub fn report(&self, report: Report, now_ms: u64) -> Result<ReportAnswer, BridgeError> {
+    /// Takes `owner`'s report and returns the commands waiting for that process.
+    pub fn report(&self, owner: &str, report: Report, now_ms: u64) -> Result<Accepted, BridgeError> {
         validate(&report)?;
         let mut inner = self.lock();
+        inner.expire(now_ms);
         let key = (report.host.clone(), report.pid);
-        let next_id = inner.next_id + 1;
-        let entry = inner.processes.entry(key).or_insert_with(|| Attached {
-            id: next_id,
-            report: report.clone(),
-            first_seen_ms: now_ms,
-            last_seen_ms: now_ms,
-            spans: VecDeque::new(),
-            pending: Vec::new(),
-            empty_cache: None,
-        });
-        if entry.id == next_id {
-            tracing::info!(pid = report.pid, host = %report.host, "PyTorch process attached: {}", report.process_name);
-        }
-        let fresh_id = entry.id;
-        for result in &report.command_results {
-            if let Some(state) = entry.empty_cache.as_mut().filter(|s| s.id == result.id) {
-                state.done_ms = Some(now_ms);
-                state.released_bytes = Some(if result.ok { result.released_bytes } else { 0 });
+        let mut notices = Vec::new();
+        match inner.processes.get_mut(&key) {
+            Some(entry) if entry.owner != owner => {
+                let audit =
+                    entry.refusal_audited_ms.is_none_or(|last| now_ms.saturating_sub(last) >= REFUSAL_AUDIT_EVERY_MS);
+                if audit {
+                    entry.refusal_audited_ms = Some(now_ms);
+                }
+                return Err(BridgeError::NotOwner {
+                    pid: report.pid,
+                    host: report.host,
+                    owner: entry.owner.clone(),
+                    audit,
+                });
+            }
+            Some(entry) => {
+                if entry.report.allow_remote_empty_cache != report.allow_remote_empty_cache {
+                    notices.push(Notice::ConsentChanged { allow: report.allow_remote_empty_cache });
+                }
+            }
+            None => {
+                inner.check_caps(owner)?;
+                let id = inner.take_id();
+                tracing::info!(pid = report.pid, host = %report.host, owner, "PyTorch process attached: {}", report.process_name);
+                notices.push(Notice::Attached {
+                    process_name: report.process_name.clone(),
+                    allow_remote_empty_cache: report.allow_remote_empty_cache,
+                });
+                let entry = Attached {
+                    id,
+                    owner: owner.to_owned(),
+                    report: Report { spans: Vec::new(), command_results: Vec::new(), ..report.clone() },
+                    first_seen_ms: now_ms,
+                    last_seen_ms: now_ms,
+                    spans: SpanLog::default(),
+                    pending: None,
+                    delivered: None,
+                    empty_cache: None,
+                    refusal_audited_ms: None,
+                };
+                inner.processes.insert(key.clone(), entry);
             }
         }
-        entry.spans.extend(report.spans.iter().cloned());
-        while entry.spans.len() > SPANS_KEPT {
-            entry.spans.pop_front();
+        let Some(entry) = inner.processes.get_mut(&key) else {
+            return Err(BridgeError::Invalid("the process vanished while its report was stored".to_owned()));
+        };
+        // Only the result of the command this entry was handed counts.
+        for result in &report.command_results {
+            if entry.delivered != Some(result.id) {
+                continue;
+            }
+            entry.delivered = None;
+            let released_bytes = if result.ok { result.released_bytes } else { 0 };
+            if let Some(state) = entry.empty_cache.as_mut().filter(|s| s.id == result.id) {
+                state.done_ms = Some(now_ms);
+                state.released_bytes = Some(released_bytes);
+            }
+            notices.push(Notice::Done { command: result.id, ok: result.ok, released_bytes });
+        }
+        for span in &report.spans {
+            entry.spans.push(span);
+        }
+        // Consent is checked again here: the process may have withdrawn it since the request.
+        let mut commands = Vec::new();
+        if let Some(command) = entry.pending.take() {
+            if report.allow_remote_empty_cache {
+                entry.delivered = Some(command);
+                commands.push(Command::EmptyCache { id: command });
+                notices.push(Notice::Delivered { command });
+            } else {
+                if let Some(state) = entry.empty_cache.as_mut().filter(|s| s.id == command) {
+                    state.refused = true;
+                    state.done_ms = Some(now_ms);
+                }
+                notices.push(Notice::Withheld { command });
+            }
         }
         entry.last_seen_ms = now_ms;
         entry.report = Report { spans: Vec::new(), command_results: Vec::new(), ..report };
-        let commands = std::mem::take(&mut entry.pending);
-        if fresh_id == next_id {
-            inner.next_id = next_id;
-        }
-        Ok(ReportAnswer { commands })
+        Ok(Accepted { id: entry.id, answer: ReportAnswer { commands }, notices })
     }
 
     /// Queues an empty_cache for process `id`; it runs at the client's next report.
     pub fn request_empty_cache(&self, id: u64, now_ms: u64) -> Result<EmptyCacheState, BridgeError> {
         let mut inner = self.lock();
+        inner.expire(now_ms);
         let command_id = inner.next_id + 1;
         let process = inner.processes.values_mut().find(|p| p.id == id).ok_or(BridgeError::NoProcess(id))?;
         if !process.report.allow_remote_empty_cache {
@@ -109,8 +241,14 @@ impl Registry {
         if is_stale(process, now_ms) {
             return Err(BridgeError::Stale(process.report.pid));
         }
-        let state = EmptyCacheState { id: command_id, requested_ms: now_ms, done_ms: None, released_bytes: None };
-        process.pending.push(Command::EmptyCache { id: command_id });
+        let state = EmptyCacheState {
+            id: command_id,
+            requested_ms: now_ms,
+            done_ms: None,
+            released_bytes: None,
+            refused: false,
+        };
+        process.pending = Some(command_id);
         process.empty_cache = Some(state);
         inner.next_id = command_id;
         Ok(state)
@@ -118,10 +256,26 @@ impl Registry {
 
     /// Every attached process joined with NVML's rows for its PID, newest first.
     pub fn list(&self, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64) -> Vec<AttachedProcess> {
-        let inner = self.lock();
-        let mut out: Vec<AttachedProcess> = inner.processes.values().map(|p| view(p, devices, nvml, now_ms)).collect();
+        let mut inner = self.lock();
+        inner.expire(now_ms);
+        let mut out: Vec<AttachedProcess> =
+            inner.processes.values().map(|p| view(p, devices, nvml, now_ms, RECENT_SPANS_LISTED)).collect();
         out.sort_by(|a, b| b.last_seen_ms.cmp(&a.last_seen_ms).then(a.pid.cmp(&b.pid)));
         out
+    }
+
+    /// One attached process with more of its recent spans.
+    pub fn detail(
+        &self,
+        id: u64,
+        devices: &[DeviceInfo],
+        nvml: &[GpuProcess],
+        now_ms: u64,
+    ) -> Result<AttachedProcess, BridgeError> {
+        let mut inner = self.lock();
+        inner.expire(now_ms);
+        let process = inner.processes.values().find(|p| p.id == id).ok_or(BridgeError::NoProcess(id))?;
+        Ok(view(process, devices, nvml, now_ms, RECENT_SPANS_DETAILED))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -129,12 +283,20 @@ impl Registry {
     }
 }
 
-fn is_stale(process: &Attached, now_ms: u64) -> bool {
-    let interval_ms = (process.report.interval_s * 1000.0) as u64;
-    now_ms.saturating_sub(process.last_seen_ms) > (3 * interval_ms).max(5_000)
+fn interval_ms(interval_s: f64) -> u64 {
+    (interval_s * 1000.0) as u64
 }
 
-fn view(p: &Attached, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64) -> AttachedProcess {
+fn is_stale(process: &Attached, now_ms: u64) -> bool {
+    now_ms.saturating_sub(process.last_seen_ms) > (3 * interval_ms(process.report.interval_s)).max(5_000)
+}
+
+/// How long a silent process is kept: ten intervals, at least [`EXPIRE_AFTER_MS`], at most [`EXPIRE_AFTER_MAX_MS`].
+fn expiry_ms(interval_s: f64) -> u64 {
+    (10 * interval_ms(interval_s)).clamp(EXPIRE_AFTER_MS, EXPIRE_AFTER_MAX_MS)
+}
+
+fn view(p: &Attached, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64, recent: usize) -> AttachedProcess {
     let rows: Vec<&GpuProcess> = nvml.iter().filter(|row| row.pid == p.report.pid).collect();
     let attached = p
         .report
@@ -169,78 +331,15 @@ fn view(p: &Attached, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64) 
         pid_matched: !rows.is_empty(),
         user: rows.first().and_then(|row| row.user.clone()),
         devices: attached,
-        spans: summarize(&p.spans),
-        recent_spans: p.spans.iter().skip(p.spans.len().saturating_sub(RECENT_SPANS)).cloned().collect(),
+        spans: p.spans.summaries(),
+        recent_spans: p.spans.recent(recent),
         empty_cache: p.empty_cache,
     }
 }
 
-/// Count, p50/p99 time, last memory delta and highest peak per span name.
-fn summarize(spans: &VecDeque<Span>) -> Vec<SpanSummary> {
-    let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    names
-        .into_iter()
-        .map(|name| {
-            let of_name: Vec<&Span> = spans.iter().filter(|s| s.name == name).collect();
-            let mut times: Vec<f64> = of_name.iter().map(|s| s.elapsed_ms).collect();
-            times.sort_by(f64::total_cmp);
-            let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
-            SpanSummary {
-                name: name.to_owned(),
-                count: of_name.len() as u64,
-                p50_ms: pick(0.5),
-                p99_ms: pick(0.99),
-                last_memory_delta: of_name.last().map_or(0, |s| s.memory_delta),
-                max_memory_peak: of_name.iter().map(|s| s.memory_peak).max().unwrap_or(0),
-            }
-        })
-        .collect()
-}
-
-fn validate(report: &Report) -> Result<(), BridgeError> {
-    let bad = |m: String| Err(BridgeError::Invalid(m));
-    if report.version != 1 {
-        return bad(format!("protocol version {} is not supported; this server speaks version 1", report.version));
-    }
-    if report.pid == 0 {
-        return bad("'pid' must be a process id, not 0".to_owned());
-    }
-    if report.host.is_empty() || report.host.len() > 255 {
-        return bad("'host' must be 1 to 255 characters".to_owned());
-    }
-    if report.process_name.len() > MAX_PROCESS_NAME {
-        return bad(format!("'process_name' is longer than {MAX_PROCESS_NAME} characters"));
-    }
-    if !(report.interval_s.is_finite() && (0.1..=3600.0).contains(&report.interval_s)) {
-        return bad(format!("'interval_s' must be from 0.1 to 3600, not {}", report.interval_s));
-    }
-    if report.devices.len() > MAX_DEVICES {
-        return bad(format!("at most {MAX_DEVICES} devices per report, not {}", report.devices.len()));
-    }
-    if report.spans.len() > MAX_SPANS_PER_REPORT {
-        return bad(format!("at most {MAX_SPANS_PER_REPORT} spans per report, not {}", report.spans.len()));
-    }
-    for d in &report.devices {
-        if d.allocated > d.reserved && d.reserved > 0 {
-            return bad(format!("device {}: allocated ({}) exceeds reserved ({})", d.device, d.allocated, d.reserved));
-        }
-    }
-    for s in &report.spans {
-        if s.name.is_empty() || s.name.len() > MAX_NAME {
-            return bad(format!("span names must be 1 to {MAX_NAME} characters"));
-        }
-        if !(s.elapsed_ms.is_finite() && s.elapsed_ms >= 0.0) {
-            return bad(format!("span '{}': elapsed_ms must be a finite number ≥ 0", s.name));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
-    use shared::bridge::{CommandResult, TorchMemory};
+    use shared::bridge::{CommandResult, Span, TorchMemory};
 
     use super::*;
 
@@ -302,7 +401,7 @@ mod tests {
     #[test]
     fn reports_join_nvml_by_pid_and_uuid() {
         let registry = Registry::default();
-        registry.report(report(42, false), 1_000).unwrap();
+        registry.report("ana", report(42, false), 1_000).unwrap();
         let devices = [device(0, "GPU-x"), device(3, "GPU-a")];
         let list = registry.list(&devices, &[nvml_row(42, 3, 900)], 1_500);
         let p = &list[0];
@@ -317,7 +416,7 @@ mod tests {
     #[test]
     fn silent_processes_turn_stale_but_stay() {
         let registry = Registry::default();
-        registry.report(report(7, false), 0).unwrap();
+        registry.report("ana", report(7, false), 0).unwrap();
         assert!(!registry.list(&[], &[], 4_000)[0].stale);
         let later = registry.list(&[], &[], 6_000);
         assert_eq!(later.len(), 1);
@@ -327,44 +426,25 @@ mod tests {
     #[test]
     fn empty_cache_needs_consent_and_round_trips() {
         let registry = Registry::default();
-        registry.report(report(1, false), 0).unwrap();
-        registry.report(Report { host: "other".into(), ..report(2, true) }, 0).unwrap();
+        registry.report("ana", report(1, false), 0).unwrap();
+        registry.report("ana", Report { host: "other".into(), ..report(2, true) }, 0).unwrap();
         let list = registry.list(&[], &[], 0);
         let (refuses, allows) =
             (list.iter().find(|p| p.pid == 1).unwrap().id, list.iter().find(|p| p.pid == 2).unwrap().id);
         assert_eq!(registry.request_empty_cache(refuses, 10), Err(BridgeError::NotAllowed(1)));
         assert_eq!(registry.request_empty_cache(999, 10), Err(BridgeError::NoProcess(999)));
         let state = registry.request_empty_cache(allows, 10).unwrap();
-        let answer = registry.report(Report { host: "other".into(), ..report(2, true) }, 20).unwrap();
+        let answer = registry.report("ana", Report { host: "other".into(), ..report(2, true) }, 20).unwrap().answer;
         assert_eq!(answer.commands, vec![Command::EmptyCache { id: state.id }]);
         let done = Report {
             host: "other".into(),
             command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 300 }],
             ..report(2, true)
         };
-        assert!(registry.report(done, 30).unwrap().commands.is_empty());
+        assert!(registry.report("ana", done, 30).unwrap().answer.commands.is_empty());
         let after = registry.list(&[], &[], 30);
         let process = after.iter().find(|p| p.pid == 2).unwrap();
         assert_eq!(process.empty_cache.unwrap().released_bytes, Some(300));
-    }
-
-    #[test]
-    fn spans_summarize_per_name() {
-        let registry = Registry::default();
-        let spans = (1..=100)
-            .map(|i| Span {
-                name: "step".into(),
-                device: 0,
-                start_ms: i,
-                elapsed_ms: f64::from(i as u32),
-                memory_delta: 5,
-                memory_peak: i,
-            })
-            .collect();
-        registry.report(Report { spans, ..report(3, false) }, 0).unwrap();
-        let summary = &registry.list(&[], &[], 0)[0].spans[0];
-        assert_eq!((summary.count, summary.p50_ms, summary.p99_ms), (100, 51.0, 99.0));
-        assert_eq!(summary.max_memory_peak, 100);
     }
 
     #[test]
@@ -375,10 +455,112 @@ mod tests {
             (Report { pid: 0, ..report(1, false) }, "'pid'"),
             (Report { interval_s: f64::NAN, ..report(1, false) }, "'interval_s'"),
             (Report { host: String::new(), ..report(1, false) }, "'host'"),
+            (Report { torch_version: "9".repeat(65), ..report(1, false) }, "'torch_version'"),
+            (Report { devices: vec![TorchMemory::default(); 17], ..report(1, false) }, "at most 16 devices"),
         ] {
-            let err = registry.report(report, 0).unwrap_err().to_string();
+            let err = registry.report("ana", report, 0).unwrap_err().to_string();
             assert!(err.contains(expected), "{err}");
         }
         assert!(registry.list(&[], &[], 0).is_empty(), "nothing stored");
+    }
+
+    #[test]
+    fn silent_processes_expire_after_ten_minutes_or_ten_intervals() {
+        let registry = Registry::default();
+        registry.report("ana", report(7, false), 0).unwrap();
+        registry.report("ana", Report { interval_s: 600.0, ..report(8, false) }, 0).unwrap();
+        assert_eq!(registry.list(&[], &[], EXPIRE_AFTER_MS).len(), 2);
+        let pids: Vec<u32> = registry.list(&[], &[], EXPIRE_AFTER_MS + 1).iter().map(|p| p.pid).collect();
+        assert_eq!(pids, [8], "ten 600 s intervals are longer than 10 minutes, but capped at an hour");
+        assert!(registry.list(&[], &[], EXPIRE_AFTER_MAX_MS + 1).is_empty());
+    }
+
+    #[test]
+    fn caps_per_user_and_in_total_refuse_new_processes_only() {
+        let registry = Registry::default();
+        for pid in 1..=MAX_PER_USER as u32 {
+            registry.report("ana", report(pid, false), 0).unwrap();
+        }
+        let refused = registry.report("ana", report(1_000, false), 0).unwrap_err();
+        assert_eq!(refused, BridgeError::TooManyForUser { user: "ana".into() });
+        assert!(refused.to_string().contains("32 attached processes"), "{refused}");
+        registry.report("ana", report(1, false), 1).expect("a known process keeps reporting");
+        let mut user = 0;
+        while registry.list(&[], &[], 1).len() < MAX_TOTAL {
+            user += 1;
+            for pid in 1..=MAX_PER_USER as u32 {
+                registry.report(&format!("user{user}"), report(pid + 100 * user, false), 1).unwrap();
+            }
+        }
+        assert_eq!(registry.report("newcomer", report(99_999, false), 1).unwrap_err(), BridgeError::TooMany);
+        // Once the flood goes silent, it expires and makes room again.
+        registry.report("newcomer", report(99_999, false), 2 + EXPIRE_AFTER_MS).expect("room after expiry");
+    }
+
+    #[test]
+    fn another_users_report_for_the_same_process_is_refused_and_changes_nothing() {
+        let registry = Registry::default();
+        let first = registry.report("ana", report(5, false), 0).unwrap();
+        assert!(matches!(first.notices[..], [Notice::Attached { .. }]));
+        let spoof = Report { allow_remote_empty_cache: true, ..report(5, true) };
+        let refused = registry.report("eve", spoof.clone(), 10).unwrap_err();
+        assert!(matches!(&refused, BridgeError::NotOwner { owner, audit: true, .. } if owner == "ana"), "{refused:?}");
+        assert!(refused.to_string().contains("attached by 'ana'"), "{refused}");
+        let again = registry.report("eve", spoof, 20).unwrap_err();
+        assert!(matches!(again, BridgeError::NotOwner { audit: false, .. }), "retries are not audited each time");
+        let listed = &registry.list(&[], &[], 30)[0];
+        assert!(!listed.allow_remote_empty_cache, "the spoofed consent was not stored");
+        assert_eq!(registry.request_empty_cache(first.id, 30), Err(BridgeError::NotAllowed(5)));
+    }
+
+    #[test]
+    fn consent_is_checked_again_at_delivery_and_results_need_a_delivered_command() {
+        let registry = Registry::default();
+        let id = registry.report("ana", report(9, true), 0).unwrap().id;
+        let state = registry.request_empty_cache(id, 10).unwrap();
+        let early = Report {
+            command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 1 << 40 }],
+            ..report(9, false)
+        };
+        let withdrawn = registry.report("ana", early, 20).unwrap();
+        assert!(withdrawn.answer.commands.is_empty(), "consent withdrawn: not delivered");
+        assert_eq!(
+            withdrawn.notices,
+            [Notice::ConsentChanged { allow: false }, Notice::Withheld { command: state.id }]
+        );
+        let after = registry.list(&[], &[], 20)[0].empty_cache.unwrap();
+        assert!(after.refused && after.released_bytes.is_none(), "an undelivered command takes no result: {after:?}");
+
+        registry.report("ana", report(9, true), 30).unwrap();
+        let state = registry.request_empty_cache(id, 40).unwrap();
+        let delivered = registry.report("ana", report(9, true), 50).unwrap();
+        assert_eq!(delivered.notices, [Notice::Delivered { command: state.id }]);
+        let done = Report {
+            command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 300 }],
+            ..report(9, true)
+        };
+        let notices = registry.report("ana", done.clone(), 60).unwrap().notices;
+        assert_eq!(notices, [Notice::Done { command: state.id, ok: true, released_bytes: 300 }]);
+        assert!(registry.report("ana", done, 70).unwrap().notices.is_empty(), "a result counts once");
+    }
+
+    #[test]
+    fn the_list_keeps_only_a_few_recent_spans_and_the_detail_more() {
+        let registry = Registry::default();
+        let spans: Vec<Span> = (0..300)
+            .map(|i| Span {
+                name: "step".into(),
+                device: 0,
+                start_ms: i,
+                elapsed_ms: 1.0,
+                memory_delta: 0,
+                memory_peak: 0,
+            })
+            .collect();
+        let id = registry.report("ana", Report { spans, ..report(3, false) }, 0).unwrap().id;
+        let listed = &registry.list(&[], &[], 0)[0];
+        assert_eq!((listed.recent_spans.len(), listed.spans[0].count), (RECENT_SPANS_LISTED, 300));
+        assert_eq!(registry.detail(id, &[], &[], 0).unwrap().recent_spans.len(), RECENT_SPANS_DETAILED);
+        assert_eq!(registry.detail(id + 1, &[], &[], 0), Err(BridgeError::NoProcess(id + 1)));
     }
 }

@@ -12,7 +12,7 @@ use shared::bridge::{AttachedProcess, Report, ReportAnswer};
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::Outcome;
-use crate::bridge::BridgeError;
+use crate::bridge::{Accepted, BridgeError, Notice};
 use crate::telemetry::now_ms;
 
 impl From<BridgeError> for ApiError {
@@ -21,13 +21,16 @@ impl From<BridgeError> for ApiError {
             BridgeError::Invalid(_) => StatusCode::BAD_REQUEST,
             BridgeError::NoProcess(_) => StatusCode::NOT_FOUND,
             BridgeError::NotAllowed(_) | BridgeError::Stale(_) => StatusCode::CONFLICT,
+            BridgeError::NotOwner { .. } => StatusCode::FORBIDDEN,
+            BridgeError::TooManyForUser { .. } | BridgeError::TooMany => StatusCode::TOO_MANY_REQUESTS,
         };
         ApiError { status, message: e.to_string() }
     }
 }
 
 /// `POST /api/bridge/report`: one report from `gpudash.attach()`; answers with pending commands.
-/// Reporting changes what the team sees, so it takes the operator role when tokens are configured.
+/// Reporting changes what the team sees, so it takes the operator role when tokens are configured;
+/// a process belongs to the user whose report attached it.
 pub async fn report(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -40,13 +43,86 @@ pub async fn report(
     let report: Report = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("invalid report ({e}); see the bridge section of the README for the format"))
     })?;
-    Ok(Json(state.bridge.report(report, now_ms())?))
+    let (pid, host) = (report.pid, report.host.clone());
+    match state.bridge.report(&caller.identity.user, report, now_ms()) {
+        Ok(accepted) => {
+            audit_notices(&state, &caller, &accepted, pid, &host);
+            Ok(Json(accepted.answer))
+        }
+        Err(e) => {
+            if let BridgeError::NotOwner { audit: true, .. } = &e {
+                let target = format!("PyTorch process {pid} on {host}");
+                caller.audit(&state, "bridge.report", &target, Outcome::Denied, &e.to_string());
+            }
+            Err(e.into())
+        }
+    }
 }
 
-/// `GET /api/bridge`: attached processes, allocated vs reserved vs NVML, spans.
-pub async fn list(State(state): State<AppState>) -> Json<Vec<AttachedProcess>> {
+/// Audits what a report changed: an attach, a consent change, a command handed over or done.
+fn audit_notices(state: &AppState, caller: &Caller, accepted: &Accepted, pid: u32, host: &str) {
+    let target = format!("PyTorch process {} (pid {pid} on {host})", accepted.id);
+    for notice in &accepted.notices {
+        let (action, outcome, detail) = match notice {
+            Notice::Attached { process_name, allow_remote_empty_cache } => (
+                "bridge.attach",
+                Outcome::Ok,
+                format!("{process_name} (allow_remote_empty_cache: {allow_remote_empty_cache})"),
+            ),
+            Notice::ConsentChanged { allow } => {
+                ("bridge.consent", Outcome::Ok, format!("allow_remote_empty_cache: {allow}"))
+            }
+            Notice::Delivered { command } => {
+                ("bridge.empty_cache", Outcome::Ok, format!("command {command} delivered"))
+            }
+            Notice::Withheld { command } => (
+                "bridge.empty_cache",
+                Outcome::Denied,
+                format!("command {command} not delivered: the process withdrew its consent"),
+            ),
+            Notice::Done { command, ok, released_bytes } => (
+                "bridge.empty_cache",
+                if *ok { Outcome::Ok } else { Outcome::Failed },
+                format!("command {command} done: released {released_bytes} bytes"),
+            ),
+        };
+        caller.audit(state, action, &target, outcome, &detail);
+    }
+}
+
+/// Command lines, user names and spans are not for anonymous visitors once tokens exist
+/// (`viewers = "open"` shows them the GPU figures only).
+fn require_signed_in(state: &AppState, caller: &Caller) -> Result<(), ApiError> {
+    if state.auth.enabled() && caller.identity.anonymous {
+        return Err(ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            message: "PyTorch processes (command lines, users, spans) need a signed-in viewer: log in with a token; \
+                      anonymous visitors see GPU figures only"
+                .to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// `GET /api/bridge`: attached processes, allocated vs reserved vs NVML, span summaries, a few recent spans.
+pub async fn list(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Vec<AttachedProcess>>, ApiError> {
+    require_signed_in(&state, &caller)?;
     let details = state.telemetry.details();
-    Json(state.bridge.list(state.telemetry.devices(), &details.processes, now_ms()))
+    Ok(Json(state.bridge.list(state.telemetry.devices(), &details.processes, now_ms())))
+}
+
+/// `GET /api/bridge/{id}`: one attached process with more of its recent spans.
+pub async fn detail(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<u64>,
+) -> Result<Json<AttachedProcess>, ApiError> {
+    require_signed_in(&state, &caller)?;
+    let details = state.telemetry.details();
+    Ok(Json(state.bridge.detail(id, state.telemetry.devices(), &details.processes, now_ms())?))
 }
 
 /// `POST /api/bridge/{id}/empty_cache`: asks the process to call `torch.cuda.empty_cache()`.

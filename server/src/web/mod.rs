@@ -120,6 +120,7 @@ pub fn app(state: AppState) -> Router {
         .route("/ws", get(ws::upgrade))
         .route("/api/bridge", get(bridge::list))
         .route("/api/bridge/report", post(bridge::report))
+        .route("/api/bridge/{id}", get(bridge::detail))
         .route("/api/bridge/{id}/empty_cache", post(bridge::empty_cache))
         .route("/api/login", post(auth::login))
         .route("/api/logout", post(auth::logout))
