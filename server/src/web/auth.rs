@@ -152,7 +152,8 @@ fn refused_response(refused: &Refused, invalid: &str) -> Response {
 /// machine. A request that came through a proxy, or names the server by something other
 /// than a loopback address, could come from anyone: refuse it unless `--allow-anonymous`.
 fn tokenless_behind_proxy(state: &AppState, site: &site::Request) -> Result<(), ApiError> {
-    if state.auth.enabled() || state.allow_anonymous || !(site.forwarded || !site.loopback_host) {
+    let only_local = !site.forwarded && site.loopback_host;
+    if state.auth.enabled() || state.allow_anonymous || only_local {
         return Ok(());
     }
     Err(ApiError {

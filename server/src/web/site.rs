@@ -216,7 +216,7 @@ impl Site {
         // An IP literal is safe: a rebinding page's Host carries its own name, never our address.
         authority.ip().is_some()
             || authority.is_loopback()
-            || self.names.iter().any(|name| *name == authority.host)
+            || self.names.contains(&authority.host)
             || self.public.iter().any(|url| url.host == authority.host)
     }
 
