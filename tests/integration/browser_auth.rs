@@ -158,9 +158,21 @@ async fn where_viewing_is_open_anyone_sees_the_cards_and_may_log_in() {
         c.goto(&url).await.unwrap();
         cards_appear(&c).await;
         assert_eq!(count(&c, "button.empty-cache").await, 0, "anonymous viewers cannot act");
+        // GPU 0 runs a job from the start: anonymous viewers see the row, not who runs what.
+        eventually(10, "a redacted process row", || async {
+            (texts(&c, ".process-table[data-index='0'] td.user").await == ["sign in to see"]).then_some(())
+        })
+        .await;
+        assert_eq!(first_text(&c, "#usage-hidden").await.as_deref(), Some("Sign in to see who uses which GPU."));
         click(&c, "#login-open").await;
         log_in(&c, OPERATOR).await;
         eventually(10, "#whoami", || async { first_text(&c, "#whoami").await.filter(|t| t.contains("omar")) }).await;
+        eventually(10, "the user of GPU 0's job after login", || async {
+            let users = texts(&c, ".process-table[data-index='0'] td.user").await;
+            (users.len() == 1 && users[0] != "sign in to see" && users[0] != "?").then_some(())
+        })
+        .await;
+        assert_eq!(count(&c, "#usage-hidden").await, 0);
         eventually(10, "empty_cache after login", || async {
             (count(&c, "button.empty-cache").await == 2).then_some(())
         })
