@@ -62,7 +62,7 @@ async fn idle_connections_past_the_limit_are_closed_oldest_first_and_healthz_ans
     healthz_answers(&server).await;
     // The newest are still served: a request on one of them is answered.
     let newest = idle.last_mut().unwrap();
-    newest.write_all(b"GET /healthz HTTP/1.1\r\nHost: gpudash\r\nConnection: close\r\n\r\n").await.unwrap();
+    newest.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").await.unwrap();
     let mut answer = String::new();
     tokio::time::timeout(Duration::from_secs(5), newest.read_to_string(&mut answer))
         .await
@@ -76,7 +76,7 @@ async fn idle_connections_past_the_limit_are_closed_oldest_first_and_healthz_ans
 async fn a_trickling_request_head_and_an_idle_keep_alive_are_closed_after_the_header_timeout() {
     let server = limited_server(64, Duration::from_secs(1)).await;
     let mut trickling = TcpStream::connect(server.running.addr()).await.unwrap();
-    trickling.write_all(b"GET /healthz HTTP/1.1\r\nHost: gpudash\r\n").await.unwrap();
+    trickling.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n").await.unwrap();
     let (mut reader, mut writer) = trickling.split();
     let trickle = async {
         // One header byte every 100 ms: each read is "progress", the head never completes.
@@ -98,7 +98,7 @@ async fn a_trickling_request_head_and_an_idle_keep_alive_are_closed_after_the_he
     assert!(closed, "a head trickled for 30 s was still being read");
 
     let mut keep_alive = TcpStream::connect(server.running.addr()).await.unwrap();
-    keep_alive.write_all(b"GET /healthz HTTP/1.1\r\nHost: gpudash\r\n\r\n").await.unwrap();
+    keep_alive.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").await.unwrap();
     let mut buf = [0u8; 1024];
     let n = keep_alive.read(&mut buf).await.unwrap();
     assert!(buf[..n].starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&buf[..n]));

@@ -126,20 +126,19 @@ async fn bad_pairs_are_refused_with_what_is_wrong() {
 
 #[tokio::test]
 async fn a_p2p_run_waits_for_and_holds_both_gpus() {
-    let server = server(2, 40).await;
+    // Steps of 300 ms: the busy run outlasts the next requests even when each takes 100 ms on a loaded machine.
+    let server = server(2, 300).await;
     // GPU 1 is busy; the p2p run on GPU 0 waits for it, and what comes after waits for the p2p run.
     let busy = submit(&server, 1, json!({ "kind": "latency" })).await;
-    tokio::time::sleep(Duration::from_millis(60)).await;
     let p2p = submit(&server, 0, json!({ "kind": "p2p", "repetitions": 2 })).await;
-    let after_on_0 = submit(&server, 0, json!({ "kind": "latency" })).await;
-    let after_on_1 = submit(&server, 1, json!({ "kind": "latency" })).await;
-
     let lab: LabStatus = get_json(&server, "/api/lab").await;
     let queued = lab.queue.iter().find(|e| e.run.id == p2p).expect("p2p in the queue");
     assert_eq!(queued.run.status, RunStatus::Queued, "GPU 1 is not free yet");
     assert_eq!(queued.run.devices, vec![0, 1]);
     let (status, body) = post(&server, "/api/lab/devices/1/empty_cache", &json!({})).await;
     assert_eq!(status, StatusCode::CONFLICT, "the p2p run counts on GPU 1 too: {body}");
+    let after_on_0 = submit(&server, 0, json!({ "kind": "latency" })).await;
+    let after_on_1 = submit(&server, 1, json!({ "kind": "latency" })).await;
 
     let busy = finished(&server, busy).await;
     let p2p = finished(&server, p2p).await;

@@ -209,7 +209,7 @@ async fn healthz(addr: &str) -> Result<Duration, String> {
     let probe = async {
         let mut stream = TcpStream::connect(addr).await.map_err(|e| format!("connect: {e}"))?;
         stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: gpudash\r\nConnection: close\r\n\r\n")
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .await
             .map_err(|e| format!("write: {e}"))?;
         let mut answer = Vec::new();
