@@ -605,6 +605,16 @@ pub struct ExperimentInfo {
 
 /// What the lab pushes over `/ws` inside `{"type":"lab", ...}`, tagged by `"event"`
 /// right after: `{"type":"lab","event":"run",…}`. (Decoded tag first: see [`crate::tagged`].)
+/// What an anonymous visitor of a dashboard with tokens sees instead of who asked for a run.
+pub const HIDDEN_REQUESTER: &str = "sign in to see";
+
+impl RunSummary {
+    /// Leaves out who asked for the run (for an anonymous visitor when tokens exist).
+    pub fn hide_requester(&mut self) {
+        HIDDEN_REQUESTER.clone_into(&mut self.requested_by);
+    }
+}
+
 #[derive(Serialize, Debug, Clone, PartialEq)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum LabEvent {
@@ -616,6 +626,23 @@ pub enum LabEvent {
     Progress { id: u64, device: u32, progress: Progress },
     /// The lab's pool on a GPU was trimmed (empty_cache, or released after idling).
     Trimmed(TrimOutcome),
+}
+
+impl LabEvent {
+    /// Leaves out who asked for the runs it names; false when it names nobody.
+    pub fn hide_people(&mut self) -> bool {
+        match self {
+            LabEvent::Status(status) => {
+                status.queue.iter_mut().for_each(|entry| entry.run.hide_requester());
+                !status.queue.is_empty()
+            }
+            LabEvent::Run(summary) => {
+                summary.hide_requester();
+                true
+            }
+            LabEvent::Progress { .. } | LabEvent::Trimmed(_) => false,
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for LabEvent {

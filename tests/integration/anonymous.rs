@@ -229,3 +229,77 @@ async fn a_server_without_tokens_shows_its_local_user_everything() {
     assert!(snapshot.contains(WITNESS_SECRET) && details.contains(WITNESS_CONTAINER), "{snapshot}\n{details}");
     server.stop().await;
 }
+
+/// Lab messages on `socket` until a `run` event arrives, as JSON values.
+async fn lab_messages_until_a_run(socket: &mut Socket) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    loop {
+        assert!(std::time::Instant::now() < deadline, "no lab run event within 20 s: {seen:?}");
+        let message = serde_json::to_value(next_message(socket, 10).await).unwrap();
+        if message["type"] == "lab" {
+            let is_run = message["event"] == "run";
+            seen.push(message);
+            if is_run {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Every `requested_by` anywhere in `value`.
+fn requesters(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, inner) in map {
+                match (key.as_str(), inner) {
+                    ("requested_by", Value::String(who)) => out.push(who.clone()),
+                    _ => requesters(inner, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| requesters(item, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn lab_runs_name_who_asked_only_to_signed_in_viewers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(Some("viewers = \"open\"\n"), dir.path()).await;
+    let (mut anonymous, _) = tokio_tungstenite::connect_async(server.ws_url()).await.unwrap();
+    let mut request = server.ws_url().into_client_request().unwrap();
+    request.headers_mut().insert("authorization", format!("Bearer {VIEWER}").parse().unwrap());
+    let (mut signed_in, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+
+    let submitted = reqwest::Client::new()
+        .post(server.url("/api/runs"))
+        .bearer_auth(ADMIN)
+        .json(&serde_json::json!({ "device": 0, "params": { "kind": "latency" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(submitted.status(), StatusCode::ACCEPTED);
+    let id = submitted.json::<Value>().await.unwrap()["id"].as_u64().unwrap();
+
+    let hidden = shared::lab::HIDDEN_REQUESTER.to_owned();
+    let mut names = Vec::new();
+    requesters(&Value::Array(lab_messages_until_a_run(&mut anonymous).await), &mut names);
+    assert!(!names.is_empty() && names.iter().all(|who| *who == hidden), "anonymous socket: {names:?}");
+    let mut names = Vec::new();
+    requesters(&Value::Array(lab_messages_until_a_run(&mut signed_in).await), &mut names);
+    assert!(names.iter().any(|who| who == "ada"), "signed-in socket: {names:?}");
+
+    for path in ["/api/runs".to_owned(), format!("/api/runs/{id}"), "/api/lab".to_owned()] {
+        let (status, body) = get(&server, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        let mut names = Vec::new();
+        requesters(&serde_json::from_str(&body).unwrap(), &mut names);
+        assert!(names.iter().all(|who| *who == hidden), "{path}: {body}");
+        let (_, body) = get(&server, &path, Some(VIEWER)).await;
+        assert!(!body.contains(&hidden), "{path} signed in: {body}");
+    }
+    let (_, runs) = get(&server, "/api/runs", None).await;
+    assert!(runs.contains(&hidden), "the run is listed, its requester hidden: {runs}");
+    server.stop().await;
+}

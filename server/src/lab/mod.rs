@@ -40,7 +40,7 @@ use self::executor::Executor;
 use self::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
 use self::queue::QueueBook;
 use self::store::{MemoryRunStore, RunFilter, RunStore};
-use crate::telemetry::{Telemetry, encode, now_ms};
+use crate::telemetry::{Telemetry, Visibility, encode, now_ms};
 
 /// Events a slow socket may fall behind before it gets a fresh status.
 const EVENT_BACKLOG: usize = 256;
@@ -286,7 +286,33 @@ pub(crate) struct Shared {
     /// Held from the per-user count to the push, so simultaneous submits cannot pass the limit together.
     admission: Mutex<()>,
     pools: Mutex<Vec<LabDevice>>,
-    events: broadcast::Sender<Utf8Bytes>,
+    events: broadcast::Sender<LabFrame>,
+}
+
+/// A lab event serialized for sockets: as is, and without the people it names
+/// ([`LabEvent::hide_people`]) for anonymous visitors when tokens exist. Each is
+/// encoded once per event; events that name nobody share one buffer.
+#[derive(Debug, Clone)]
+pub struct LabFrame {
+    full: Utf8Bytes,
+    redacted: Utf8Bytes,
+}
+
+impl LabFrame {
+    fn new(event: LabEvent) -> Self {
+        let mut hidden = event.clone();
+        let full = encode(&ServerMessage::Lab(event));
+        let redacted = if hidden.hide_people() { encode(&ServerMessage::Lab(hidden)) } else { full.clone() };
+        Self { full, redacted }
+    }
+
+    /// The bytes a viewer with `visibility` gets.
+    pub fn text_for(&self, visibility: Visibility) -> Utf8Bytes {
+        match visibility {
+            Visibility::Full => self.full.clone(),
+            Visibility::Redacted => self.redacted.clone(),
+        }
+    }
 }
 
 impl Shared {
@@ -336,7 +362,7 @@ impl Shared {
 
     pub(crate) fn emit(&self, event: LabEvent) {
         // Nobody listening is normal.
-        let _ = self.events.send(encode(&ServerMessage::Lab(event)));
+        let _ = self.events.send(LabFrame::new(event));
     }
 
     pub(crate) fn emit_status(&self) {
@@ -454,13 +480,13 @@ impl Lab {
     }
 
     /// Lab events, each a serialized `ServerMessage::Lab`.
-    pub fn subscribe(&self) -> broadcast::Receiver<Utf8Bytes> {
+    pub fn subscribe(&self) -> broadcast::Receiver<LabFrame> {
         self.shared.events.subscribe()
     }
 
     /// The current status as a WebSocket frame, to resynchronise a client that fell behind.
-    pub fn status_frame(&self) -> Utf8Bytes {
-        encode(&ServerMessage::Lab(LabEvent::Status(self.status())))
+    pub fn status_frame(&self, visibility: Visibility) -> Utf8Bytes {
+        LabFrame::new(LabEvent::Status(self.status())).text_for(visibility)
     }
 
     /// The experiments with their defaults, for the page's forms.

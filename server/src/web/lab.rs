@@ -12,11 +12,13 @@ use shared::lab::{ExperimentInfo, ExperimentKind, LabStatus, Run, RunRequest, Ru
 
 use shared::auth::Role;
 
+use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::Outcome;
 use crate::lab::store::RunFilter;
 use crate::lab::{Lab, LabError, svg, table};
+use crate::telemetry::Visibility;
 
 /// Most runs one list returns.
 const MAX_LIST: usize = 500;
@@ -51,8 +53,12 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// `GET /api/lab`: availability, the lab's hold on each GPU, and the queue (its first runs, and counts).
-pub async fn status(State(state): State<AppState>) -> Json<LabStatus> {
-    Json(state.lab.status())
+pub async fn status(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<LabStatus> {
+    let mut status = state.lab.status();
+    if visibility(&state, caller.as_deref()) == Visibility::Redacted {
+        status.queue.iter_mut().for_each(|entry| entry.run.hide_requester());
+    }
+    Json(status)
 }
 
 /// `GET /api/lab/experiments`: every experiment with its default parameters.
@@ -108,6 +114,7 @@ pub struct ListQuery {
 /// `GET /api/runs?device=0&kind=transfer&status=succeeded&before=42&limit=50`: newest first.
 pub async fn list(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Vec<RunSummary>>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError {
@@ -128,12 +135,24 @@ pub async fn list(
         before: q.before,
         limit: q.limit.unwrap_or(100).clamp(1, MAX_LIST),
     };
-    blocking(&state, move |lab| lab.list(&filter)).await.map(Json)
+    let mut runs = blocking(&state, move |lab| lab.list(&filter)).await?;
+    if visibility(&state, caller.as_deref()) == Visibility::Redacted {
+        runs.iter_mut().for_each(RunSummary::hide_requester);
+    }
+    Ok(Json(runs))
 }
 
 /// `GET /api/runs/{id}`: the run with its result and `previous_id`.
-pub async fn get(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Json<Run>, ApiError> {
-    blocking(&state, move |lab| lab.get(id)).await.map(Json)
+pub async fn get(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    Path(id): Path<u64>,
+) -> Result<Json<Run>, ApiError> {
+    let mut run = blocking(&state, move |lab| lab.get(id)).await?;
+    if visibility(&state, caller.as_deref()) == Visibility::Redacted {
+        run.summary.hide_requester();
+    }
+    Ok(Json(run))
 }
 
 /// `POST /api/runs/{id}/cancel`.

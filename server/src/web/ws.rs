@@ -91,9 +91,9 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 lab = lab_events.recv() => match lab {
-                    Ok(text) => send(&mut sink, Message::Text(text)).await?,
+                    Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
                     // Fell behind on lab events: the current lab status replaces what was missed.
-                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(state.lab.status_frame())).await?,
+                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(state.lab.status_frame(visibility))).await?,
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 message = incoming.next() => match message {
