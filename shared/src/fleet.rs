@@ -31,6 +31,17 @@ pub struct FleetResponse {
     pub choices: FleetChoices,
 }
 
+impl FleetResponse {
+    /// Leaves out who holds each GPU (for an anonymous visitor when tokens exist): the
+    /// shares stay, their names read [`crate::lab::HIDDEN_REQUESTER`], and the user picker is empty.
+    pub fn hide_people(&mut self) {
+        for user in self.gpus.iter_mut().filter_map(|gpu| gpu.users.as_mut()).flatten() {
+            crate::lab::HIDDEN_REQUESTER.clone_into(&mut user.user);
+        }
+        self.choices.users.clear();
+    }
+}
+
 /// One scraped node (a Prometheus `instance`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct FleetNode {
@@ -183,6 +194,26 @@ mod tests {
             lost: false,
             simulated: false,
         }
+    }
+
+    #[test]
+    fn hiding_people_keeps_the_shares_and_drops_the_names() {
+        let mut fleet = FleetResponse {
+            prometheus: String::new(),
+            queried_ms: 0,
+            query_ms: 0,
+            error: None,
+            window_ms: 0,
+            nodes: Vec::new(),
+            gpus: vec![gpu("node-a", "H200", Some(&["ana", "bo"]), false), gpu("node-b", "H200", None, true)],
+            summary: FleetSummary::default(),
+            choices: FleetChoices { users: vec!["ana".into(), "bo".into()], ..FleetChoices::default() },
+        };
+        fleet.hide_people();
+        let users = fleet.gpus[0].users.as_ref().unwrap();
+        assert_eq!(users.len(), 2);
+        assert!(users.iter().all(|u| u.user == crate::lab::HIDDEN_REQUESTER));
+        assert!(fleet.gpus[1].users.is_none() && fleet.choices.users.is_empty());
     }
 
     #[test]

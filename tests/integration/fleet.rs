@@ -12,6 +12,7 @@ use gpudash::telemetry::simulator::Simulator;
 use shared::fleet::{FleetResponse, NodeKind};
 use tokio::net::TcpListener;
 
+use crate::security::VIEWER;
 use crate::support::{TestServer, TlsFiles};
 
 const SCRAPE_INTERVAL_S: u64 = 1;
@@ -243,6 +244,30 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
     let by_user: FleetResponse = reqwest::get(format!("{url}?user={user}")).await.unwrap().json().await.unwrap();
     assert!(!by_user.gpus.is_empty());
     assert!(by_user.gpus.iter().all(|g| g.users.iter().flatten().any(|u| u.user == user)));
+
+    // A team dashboard with tokens: anonymous visitors see who holds how much, not who.
+    let team = {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let auth = gpudash::auth::AuthConfig::load(None, Some(&format!("vera:viewer:{VIEWER}"))).unwrap();
+        let fleet = Some(quick_fleet_config(&prometheus_url));
+        let options = gpudash::Options { auth, fleet, ..gpudash::Options::new(Duration::from_millis(200)) };
+        let running = gpudash::start_with(listener, Box::new(Simulator::new(1, 200)), options).await.unwrap();
+        TestServer { base: format!("http://{}", running.addr()), running }
+    };
+    let team_url = team.url("/api/fleet");
+    let hidden = fleet_until(&team_url, 30, "the fleet with its holders", |f| {
+        f.gpus.iter().any(|g| g.users.as_ref().is_some_and(|u| !u.is_empty()))
+    })
+    .await;
+    let holders: Vec<&str> =
+        hidden.gpus.iter().flat_map(|g| g.users.iter().flatten()).map(|u| u.user.as_str()).collect();
+    assert!(holders.iter().all(|u| *u == shared::lab::HIDDEN_REQUESTER), "{holders:?}");
+    assert!(hidden.choices.users.is_empty(), "{:?}", hidden.choices);
+    assert_eq!(reqwest::get(format!("{team_url}?user={user}")).await.unwrap().status(), 401);
+    let named: FleetResponse =
+        reqwest::Client::new().get(&team_url).bearer_auth(VIEWER).send().await.unwrap().json().await.unwrap();
+    assert!(named.choices.users.contains(&user), "{:?}", named.choices);
+    team.stop().await;
 
     // One instance dies: stale within a few scrape intervals, still listed with its last figures.
     let dead = nodes.remove(1);
