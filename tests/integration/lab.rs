@@ -336,7 +336,16 @@ async fn one_run_per_gpu_a_shared_queue_and_cancel() {
         ids.push(run["id"].as_u64().expect("id"));
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let lab: LabStatus = get_json(&server, "/api/lab").await;
+    // Signed in: anonymous visitors of a dashboard with tokens do not see who asked.
+    let lab: LabStatus = reqwest::Client::new()
+        .get(server.url("/api/lab"))
+        .bearer_auth("alice-token-for-tests")
+        .send()
+        .await
+        .expect("request")
+        .json()
+        .await
+        .expect("JSON body");
     assert!(lab.available && lab.simulated);
     let queue: Vec<(u64, u32, u32, &str)> =
         lab.queue.iter().map(|e| (e.run.id, e.run.device, e.position, e.run.requested_by.as_str())).collect();
