@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::security::{ADMIN, OPERATOR, OTHER_OPERATOR, VIEWER, team_server};
-use crate::support::TestServer;
+use crate::support::{TestServer, audit_triples};
 
 /// A report as `gpudash.attach()` sends it.
 fn report(pid: u32, allow: bool, reserved: u64) -> Value {
@@ -153,18 +153,7 @@ async fn another_operators_report_for_a_process_is_refused_and_commands_stay_wit
 /// The audit log as (user, action, outcome), newest first.
 async fn audit_log(server: &TestServer) -> (StatusCode, Vec<(String, String, String)>) {
     let (status, body) = get(server, "/api/audit?limit=1000", Some(ADMIN)).await;
-    let log: Vec<Value> = serde_json::from_slice(&body).unwrap();
-    let entries = log
-        .iter()
-        .map(|e| {
-            (
-                e["user"].as_str().unwrap().into(),
-                e["action"].as_str().unwrap().into(),
-                e["outcome"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
-    (status, entries)
+    (status, audit_triples(&serde_json::from_slice(&body).unwrap()))
 }
 
 #[tokio::test]

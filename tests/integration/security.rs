@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::support::TestServer;
+use crate::support::{TestServer, audit_triples};
 
 pub const VIEWER: &str = "viewer-token-0123456789";
 pub const OPERATOR: &str = "operator-token-0123456789";
@@ -92,18 +92,7 @@ async fn roles_decide_who_may_run_cancel_and_read_the_audit_log() {
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, log) = call("GET", &server.url("/api/audit"), Some(ADMIN), None).await;
     assert_eq!(status, StatusCode::OK);
-    let actions: Vec<(String, String, String)> = log
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["user"].as_str().unwrap().into(),
-                e["action"].as_str().unwrap().into(),
-                e["outcome"].as_str().unwrap().into(),
-            )
-        })
-        .collect();
+    let actions = audit_triples(&log);
     for expected in [
         ("anonymous", "experiment.start", "denied"),
         ("vera", "experiment.start", "denied"),

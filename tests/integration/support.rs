@@ -129,3 +129,9 @@ impl TlsFiles {
         files
     }
 }
+
+/// An audit log answer (`GET /api/audit`) as (user, action, outcome), in its order.
+pub fn audit_triples(log: &serde_json::Value) -> Vec<(String, String, String)> {
+    let text = |e: &serde_json::Value, key: &str| e[key].as_str().unwrap().to_owned();
+    log.as_array().unwrap().iter().map(|e| (text(e, "user"), text(e, "action"), text(e, "outcome"))).collect()
+}
