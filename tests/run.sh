@@ -30,6 +30,8 @@ fi
 step "format"
 cargo fmt --all -- --check
 
+# Under clippy, server/build.rs embeds an empty app instead of building the wasm; the test build
+# below builds it (once) for real.
 step "clippy (server, shared, tests; then the browser app on wasm32)"
 cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
 cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every GPU check in one call, for the device tool's machine (2×H200 is best: p2p needs two GPUs).
 # Build here, then carry the release binaries:
-#   cargo build --release
+#   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
 #   run(command="bash tests/gpu/all.sh", carry=["target/release/gpudash", "target/release/gpudash-bench"],
 #       kind="nvidia-h200-x2", timeout_s=600)
 # Each part's log lands in $OUT (the device tool's output folder), the summary is printed last.

@@ -4,7 +4,6 @@
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
 
-#[path = "gpudash-bench/fleet.rs"]
 mod fleet;
 
 use std::process::ExitCode;
