@@ -3,7 +3,7 @@
 //!
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
-//! ([`worker`]) through an [`executor::Executor`]: cudarc on hardware,
+//! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
 //! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a [`store::RunStore`];
 //! events go out pre-serialized on a broadcast channel the WebSocket forwards.
 
@@ -182,7 +182,7 @@ pub struct LabSetup {
 
 impl LabSetup {
     /// The lab for what the telemetry shows: simulated GPUs get the simulated executor
-    /// (fast enough for tests), real ones cudarc when its libraries load.
+    /// (fast enough for tests), real ones the CUDA executor when its libraries load.
     pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions) -> Self {
         let config = options.config.clone();
         let info = telemetry.host();
@@ -262,7 +262,7 @@ impl LabSetup {
     }
 }
 
-/// cudarc executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
+/// CUDA executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
 /// every GPU's UUID too, for the p2p experiment.
 pub fn cuda_executors(devices: &[LabGpu]) -> ExecutorFactory {
     let uuids: Vec<(u32, String)> = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();

@@ -1,6 +1,6 @@
 //! The p2p experiment's pure parts: which pairs a request means, and the
 //! timings of every ordered pair turned into heatmaps, figures and notes.
-//! Shared by the cudarc and the simulated executor.
+//! Shared by the CUDA and the simulated executor.
 
 use shared::lab::{ChartSpec, Check, Figure, GpuPair, Matrix, P2pParams, RunResult, Stats};
 
