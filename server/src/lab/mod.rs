@@ -37,7 +37,7 @@ use shared::topology::Topology;
 use tokio::sync::{broadcast, oneshot};
 
 use self::executor::Executor;
-use self::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
+use self::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use self::queue::QueueBook;
 use self::store::{MemoryRunStore, RunFilter, RunStore};
 use crate::telemetry::{Telemetry, Visibility, encode, now_ms};
@@ -198,6 +198,7 @@ impl LabSetup {
             .iter()
             .map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() })
             .collect();
+        let topology = telemetry.topology().cloned();
         if simulated {
             let probe = options.simulated_probe.clone().unwrap_or_default();
             probe.attach(telemetry.clone());
@@ -205,7 +206,7 @@ impl LabSetup {
             let kept = config.runs_kept;
             let mut setup = Self::simulated(config, host, devices, probe, step);
             setup.store = run_store(options.runs_db.as_deref(), kept);
-            setup.topology.clone_from(&options.topology);
+            setup.topology = topology;
             return setup;
         }
         let store = run_store(options.runs_db.as_deref(), config.runs_kept);
@@ -217,12 +218,14 @@ impl LabSetup {
             store: store.clone(),
             executors: Err(reason),
             simulated: false,
-            topology: options.topology.clone(),
+            topology: topology.clone(),
         };
-        let probe: Arc<dyn DeviceProbe> = match NvmlProbe::open() {
-            Ok(p) => Arc::new(p),
-            Err(e) => return unavailable(e, Arc::new(SimulatedProbe::new(None))),
+        // Telemetry's own NVML handle: the lab opens none of its own.
+        let Some(query) = telemetry.device_query() else {
+            let reason = gpu_error.unwrap_or_else(|| "the GPUs cannot be read (no NVML)".into());
+            return unavailable(reason, Arc::new(SimulatedProbe::new(None)));
         };
+        let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(query, telemetry.devices()));
         if devices.is_empty() {
             return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
         }
@@ -235,7 +238,7 @@ impl LabSetup {
                 probe,
                 store,
                 simulated: false,
-                topology: options.topology.clone(),
+                topology,
             },
             Err(reason) => unavailable(reason, probe),
         }

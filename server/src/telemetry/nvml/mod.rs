@@ -9,6 +9,7 @@ mod health;
 mod info;
 mod processes;
 mod profile;
+mod query;
 mod xid;
 
 use std::collections::{HashMap, HashSet};
@@ -23,8 +24,9 @@ use shared::{Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
 pub use self::info::clock_event_names;
 use self::info::{pstate_number, read_info};
+pub use self::query::NvmlQuery;
 use super::procfs::ProcReader;
-use super::{GpuSource, XidSink};
+use super::{DeviceQuery, GpuSource, XidSink};
 
 /// A lost GPU is probed again this often; probing a lost GPU can be slow.
 const LOST_RETRY: Duration = Duration::from_secs(30);
@@ -105,6 +107,11 @@ impl NvmlSource {
             }
         }
         Ok(source)
+    }
+
+    /// On-demand readings over this source's NVML handle (it outlives the source).
+    pub fn query(&self) -> NvmlQuery {
+        NvmlQuery::new(self.nvml.clone())
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
@@ -245,6 +252,10 @@ impl GpuSource for NvmlSource {
 
     fn topology(&self) -> Option<shared::topology::Topology> {
         Some(super::topology::read(&self.nvml, &self.devices))
+    }
+
+    fn device_query(&self) -> Option<Arc<dyn DeviceQuery>> {
+        Some(Arc::new(self.query()))
     }
 }
 
