@@ -598,8 +598,10 @@ impl Lab {
     fn involved(&self, request: &mut RunRequest) -> Result<Vec<u32>, LabError> {
         let ExperimentParams::P2p(p) = &mut request.params else { return Ok(vec![request.device]) };
         let gpus: Vec<u32> = self.shared.devices.iter().map(|d| d.index).collect();
-        p2p::resolve_pairs(p, &gpus)
-            .map_err(|e| if gpus.len() < 2 { LabError::Conflict(e) } else { LabError::Invalid(e) })?;
+        p2p::resolve_pairs(p, &gpus).map_err(|e| match e {
+            p2p::PairsError::TooFewGpus(_) => LabError::Conflict(e.to_string()),
+            p2p::PairsError::SameGpu(_) | p2p::PairsError::UnknownGpu(_) => LabError::Invalid(e.to_string()),
+        })?;
         let devices = p.devices();
         if !devices.contains(&request.device) {
             return Err(LabError::Invalid(format!(
