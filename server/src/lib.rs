@@ -134,9 +134,6 @@ pub async fn start_with(
     }
     host.history = options.store.is_some();
     let auth = Arc::new(auth::Auth::new(options.auth));
-    let telemetry =
-        Arc::new(Telemetry::new(host, source.devices()).with_redacted_frames(auth.admits_anonymous_viewers()));
-    let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
     let (source, topology) = tokio::task::spawn_blocking(move || {
         let topology = source.topology();
@@ -144,6 +141,12 @@ pub async fn start_with(
     })
     .await
     .map_err(std::io::Error::other)?;
+    let telemetry = Arc::new(
+        Telemetry::new(host, source.devices())
+            .with_redacted_frames(auth.admits_anonymous_viewers())
+            .with_hardware(topology, source.device_query()),
+    );
+    let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
     let sampler = Sampler::spawn(source, telemetry.clone(), recorder, options.interval)?;
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
@@ -151,7 +154,7 @@ pub async fn start_with(
     }
     // Opening the lab may load NVML: keep it off the runtime's workers.
     let lab = {
-        let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path), topology);
+        let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path), None);
         let telemetry = telemetry.clone();
         let setup = tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options));
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))

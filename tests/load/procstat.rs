@@ -2,8 +2,7 @@
 
 use std::time::Instant;
 
-/// Clock ticks per second of `utime`/`stime` in `/proc/PID/stat` (USER_HZ, 100 on Linux).
-const USER_HZ: f64 = 100.0;
+use gpudash::telemetry::procfs::{clock_ticks_per_second, parse_pid_stat};
 
 /// One reading of a process: CPU seconds so far and resident memory.
 #[derive(Debug, Clone, Copy)]
@@ -21,12 +20,8 @@ pub struct Reading {
 pub fn read(pid: &str) -> Option<Reading> {
     let at = Instant::now();
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields are counted after the last ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    // Fields 14 and 15 of the whole line (utime, stime) are the 12th and 13th after the name.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
+    let stat = parse_pid_stat(&stat)?;
+    let cpu_s = (stat.utime + stat.stime) as f64 / clock_ticks_per_second() as f64;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = |key: &str| {
         status
@@ -36,7 +31,7 @@ pub fn read(pid: &str) -> Option<Reading> {
             .and_then(|n| n.parse::<u64>().ok())
             .map_or(0, |n| n * 1024)
     };
-    Some(Reading { at, cpu_s: (utime + stime) / USER_HZ, rss: kib("VmRSS:"), rss_peak: kib("VmHWM:") })
+    Some(Reading { at, cpu_s, rss: kib("VmRSS:"), rss_peak: kib("VmHWM:") })
 }
 
 /// What a series of readings says: CPU as a percentage of one core, memory in bytes.

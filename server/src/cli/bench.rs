@@ -8,10 +8,11 @@ use std::time::Duration;
 use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
-use crate::lab::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
+use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use crate::lab::store::MemoryRunStore;
 use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors, table};
-use crate::telemetry::hostname;
+use crate::telemetry::nvml::NvmlSource;
+use crate::telemetry::{GpuSource, hostname};
 
 /// Flags of `gpudash bench`.
 #[derive(Args, Debug, Clone)]
@@ -154,21 +155,22 @@ fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
         return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
     }
     cuda::availability().map_err(|e| format!("needs CUDA to run experiments: {e}"))?;
-    let probe = NvmlProbe::open().map_err(|e| format!("needs an NVIDIA GPU and driver: {e}"))?;
-    let count = probe.device_count();
-    if probe.identity(args.device).is_none() {
+    let source = NvmlSource::open(1000).map_err(|e| format!("needs an NVIDIA GPU and driver: {e}"))?;
+    let gpus = source.devices();
+    let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
+    if !gpus.iter().any(|d| d.index == args.device) {
         return Err(format!(
             "no GPU {} (NVML sees {count}); pick one with --device 0..{}",
             args.device,
             count.saturating_sub(1)
         ));
     }
-    host.driver_version = probe.driver_version();
-    host.cuda_driver_version = probe.cuda_driver_version();
+    host.driver_version = source.host().driver_version;
+    host.cuda_driver_version = source.host().cuda_driver_version;
     // Every GPU, so p2p can pair them; the others run only what --device's runs involve.
     let devices: Vec<LabGpu> =
-        (0..count).filter_map(|index| probe.identity(index).map(|(name, uuid)| LabGpu { index, name, uuid })).collect();
-    let probe: Arc<dyn DeviceProbe> = Arc::new(probe);
+        gpus.iter().map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() }).collect();
+    let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(Arc::new(source.query()), &gpus));
     Ok(LabSetup {
         config,
         host,

@@ -1,5 +1,5 @@
 //! The seam between the lab's engine and the hardware: an [`Executor`] runs
-//! experiments on one GPU. [`crate::lab::cuda::CudaExecutor`] uses cudarc;
+//! experiments on one GPU. [`crate::lab::cuda::CudaExecutor`] runs them through CUDA;
 //! [`crate::lab::simulated::SimulatedExecutor`] stands in for it in CI.
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,25 +1,18 @@
 //! Shared-server manners: what the lab checks before it touches a GPU.
 //!
 //! The checks are pure functions over a [`DeviceProbe`] reading, so CI tests
-//! them with [`SimulatedProbe`]; on hardware [`NvmlProbe`] reads NVML.
+//! them with [`SimulatedProbe`]; on hardware [`HardwareProbe`] asks telemetry,
+//! which reads the GPUs over the one NVML handle the server has.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use nvml_wrapper::Nvml;
-use nvml_wrapper::enum_wrappers::device::Clock;
-use nvml_wrapper::enums::device::UsedGpuMemory;
 use shared::units::format_bytes;
+use shared::{DeviceInfo, PcieLink};
 
 use super::plan::{CONTEXT_OVERHEAD, Footprint};
-use crate::telemetry::Telemetry;
-
-/// A device's memory as NVML sees it, all processes included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceMemory {
-    pub used: u64,
-    pub free: u64,
-}
+pub use crate::telemetry::{ComputeProcess, DeviceMemory, QueryError};
+use crate::telemetry::{DeviceQuery, Telemetry};
 
 /// The host's memory as `/proc/meminfo` says, bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,15 +22,18 @@ pub struct HostMemory {
     pub available: u64,
 }
 
+/// Why the host's memory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum MeminfoError {
+    #[error("cannot read /proc/meminfo: {0}")]
+    Read(#[from] std::io::Error),
+    /// Kernels before 3.14 have no `MemAvailable`.
+    #[error("/proc/meminfo has no MemTotal or MemAvailable line")]
+    Incomplete,
+}
+
 /// What [`SimulatedProbe`] says the host has unless a test sets it: an H200 node's 2 TiB.
 const SIMULATED_HOST: HostMemory = HostMemory { total: 2 << 40, available: 1900 << 30 };
-
-/// A process with a CUDA context on a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ComputeProcess {
-    pub pid: u32,
-    pub used_bytes: Option<u64>,
-}
 
 /// Theoretical peaks drawn as reference lines, bytes per second.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -50,14 +46,32 @@ pub struct LinkPeaks {
     pub hbm: Option<f64>,
 }
 
+impl LinkPeaks {
+    /// The peaks of a PCIe link (its maximum generation and width) and of device memory
+    /// (`bus_bits` wide at `memory_mhz`, double data rate).
+    pub fn new(pcie: Option<PcieLink>, bus_bits: Option<u32>, memory_mhz: Option<u32>) -> Self {
+        let pcie = pcie.and_then(|link| Some((link.bandwidth_bytes_per_s()?, link)));
+        Self {
+            pcie: pcie.map(|(bytes, _)| bytes),
+            pcie_label: pcie.map(|(_, link)| format!("PCIe Gen{} x{}", link.generation, link.width)),
+            hbm: bus_bits.zip(memory_mhz).map(|(bits, mhz)| f64::from(bits) / 8.0 * f64::from(mhz) * 1e6 * 2.0),
+        }
+    }
+
+    /// The peaks of a device from the facts telemetry read at start.
+    pub fn of(device: &DeviceInfo) -> Self {
+        Self::new(device.pcie_max, device.memory_bus_width, device.max_clocks.memory_mhz)
+    }
+}
+
 /// Reads the facts the guards and the experiments need. Blocking: call off the async runtime.
 pub trait DeviceProbe: Send + Sync {
     fn memory(&self, device: u32) -> Option<DeviceMemory>;
     /// Processes computing on `device`, as NVML lists them (host PIDs).
-    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String>;
+    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError>;
     fn peaks(&self, device: u32) -> LinkPeaks;
     /// The host's memory (the runs' pinned and pageable buffers live there); `/proc/meminfo` unless simulated.
-    fn host_memory(&self) -> Result<HostMemory, String> {
+    fn host_memory(&self) -> Result<HostMemory, MeminfoError> {
         read_meminfo()
     }
     /// A failure the next run on `device` must end with (the simulator's fault injection).
@@ -67,82 +81,37 @@ pub trait DeviceProbe: Send + Sync {
     }
 }
 
-/// The real probe: NVML, loaded at run time.
-pub struct NvmlProbe {
-    nvml: Nvml,
+/// The probe on real GPUs: memory and processes asked of telemetry as the guards need them
+/// (on the caller's thread, never the async runtime's), peaks from the devices' static facts.
+#[derive(Debug)]
+pub struct HardwareProbe {
+    query: Arc<dyn DeviceQuery>,
+    peaks: HashMap<u32, LinkPeaks>,
 }
 
-impl std::fmt::Debug for NvmlProbe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("NvmlProbe")
-    }
-}
-
-impl NvmlProbe {
-    pub fn open() -> Result<Self, String> {
-        Nvml::init().map(|nvml| Self { nvml }).map_err(|e| format!("NVML did not load: {e}"))
-    }
-
-    /// The driver version, e.g. "580.159.04".
-    pub fn driver_version(&self) -> Option<String> {
-        self.nvml.sys_driver_version().ok()
-    }
-
-    /// The CUDA version the driver supports, e.g. "13.0".
-    pub fn cuda_driver_version(&self) -> Option<String> {
-        self.nvml.sys_cuda_driver_version().ok().map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
-    }
-
-    /// Name and UUID of a device.
-    pub fn identity(&self, device: u32) -> Option<(String, String)> {
-        let d = self.nvml.device_by_index(device).ok()?;
-        Some((d.name().ok()?, d.uuid().unwrap_or_default()))
-    }
-
-    pub fn device_count(&self) -> u32 {
-        self.nvml.device_count().unwrap_or(0)
+impl HardwareProbe {
+    pub fn new(query: Arc<dyn DeviceQuery>, devices: &[DeviceInfo]) -> Self {
+        Self { query, peaks: devices.iter().map(|d| (d.index, LinkPeaks::of(d))).collect() }
     }
 }
 
-impl DeviceProbe for NvmlProbe {
+impl DeviceProbe for HardwareProbe {
     fn memory(&self, device: u32) -> Option<DeviceMemory> {
-        let m = self.nvml.device_by_index(device).ok()?.memory_info().ok()?;
-        Some(DeviceMemory { used: m.used, free: m.free })
+        self.query.memory(device)
     }
 
-    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String> {
-        let d = self.nvml.device_by_index(device).map_err(|e| e.to_string())?;
-        let list = d.running_compute_processes().map_err(|e| format!("NVML cannot list processes: {e}"))?;
-        Ok(list
-            .into_iter()
-            .map(|p| ComputeProcess {
-                pid: p.pid,
-                used_bytes: match p.used_gpu_memory {
-                    UsedGpuMemory::Used(b) => Some(b),
-                    UsedGpuMemory::Unavailable => None,
-                },
-            })
-            .collect())
+    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
+        self.query.compute_processes(device)
     }
 
     fn peaks(&self, device: u32) -> LinkPeaks {
-        let Ok(d) = self.nvml.device_by_index(device) else { return LinkPeaks::default() };
-        let pcie = match (d.max_pcie_link_gen(), d.max_pcie_link_width()) {
-            (Ok(generation), Ok(width)) => pcie_peak(generation, width).map(|b| (b, generation, width)),
-            _ => None,
-        };
-        let hbm = match (d.memory_bus_width(), d.max_clock_info(Clock::Memory)) {
-            (Ok(bits), Ok(mhz)) => Some(f64::from(bits) / 8.0 * f64::from(mhz) * 1e6 * 2.0),
-            _ => None,
-        };
-        LinkPeaks { pcie: pcie.map(|p| p.0), pcie_label: pcie.map(|(_, g, w)| format!("PCIe Gen{g} x{w}")), hbm }
+        self.peaks.get(&device).cloned().unwrap_or_default()
     }
 }
 
 /// The host's memory from `/proc/meminfo`.
-pub fn read_meminfo() -> Result<HostMemory, String> {
-    let text = std::fs::read_to_string("/proc/meminfo").map_err(|e| format!("cannot read /proc/meminfo: {e}"))?;
-    parse_meminfo(&text).ok_or_else(|| "/proc/meminfo has no MemTotal or MemAvailable line".to_owned())
+pub fn read_meminfo() -> Result<HostMemory, MeminfoError> {
+    parse_meminfo(&std::fs::read_to_string("/proc/meminfo")?).ok_or(MeminfoError::Incomplete)
 }
 
 /// `MemTotal` and `MemAvailable` of `/proc/meminfo`'s text (in kB there).
@@ -153,20 +122,6 @@ pub fn parse_meminfo(text: &str) -> Option<HostMemory> {
         kib.checked_mul(1024)
     };
     Some(HostMemory { total: field("MemTotal")?, available: field("MemAvailable")? })
-}
-
-/// One direction of a PCIe link, bytes per second, after line encoding.
-pub fn pcie_peak(generation: u32, width: u32) -> Option<f64> {
-    let per_lane_gbit = match generation {
-        1 => 2.5 * 0.8,
-        2 => 5.0 * 0.8,
-        3 => 8.0 * 128.0 / 130.0,
-        4 => 16.0 * 128.0 / 130.0,
-        5 => 32.0 * 128.0 / 130.0,
-        6 => 64.0 * 242.0 / 256.0,
-        _ => return None,
-    };
-    Some(per_lane_gbit * 1e9 / 8.0 * f64::from(width))
 }
 
 /// The simulator's probe: memory from the telemetry hub, processes as a test sets them,
@@ -223,21 +178,17 @@ impl DeviceProbe for SimulatedProbe {
         Some(DeviceMemory { used: sample.memory_used?, free: sample.memory_free? })
     }
 
-    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, String> {
+    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
         let map = self.processes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         Ok(map.get(&device).cloned().unwrap_or_default())
     }
 
-    fn host_memory(&self) -> Result<HostMemory, String> {
+    fn host_memory(&self) -> Result<HostMemory, MeminfoError> {
         Ok(self.host.lock().unwrap_or_else(std::sync::PoisonError::into_inner).unwrap_or(SIMULATED_HOST))
     }
 
     fn peaks(&self, _device: u32) -> LinkPeaks {
-        LinkPeaks {
-            pcie: pcie_peak(5, 16),
-            pcie_label: Some("PCIe Gen5 x16".to_owned()),
-            hbm: Some(6016.0 / 8.0 * 3201e6 * 2.0),
-        }
+        LinkPeaks::new(Some(PcieLink { generation: 5, width: 16 }), Some(6016), Some(3201))
     }
 }
 
@@ -286,7 +237,7 @@ pub fn check_memory(
 /// whole host down, where a refused run only has to wait.
 pub fn check_host_memory(
     footprint: &Footprint,
-    memory: Result<HostMemory, String>,
+    memory: Result<HostMemory, MeminfoError>,
     others: u64,
     margin: u64,
 ) -> Result<Option<String>, Refusal> {
@@ -323,7 +274,7 @@ pub fn check_host_memory(
 /// the lab itself.
 pub fn check_processes(
     device: u32,
-    processes: Result<Vec<ComputeProcess>, String>,
+    processes: Result<Vec<ComputeProcess>, QueryError>,
     own_pid: u32,
     lab_context_open: bool,
     force: bool,
@@ -388,9 +339,14 @@ mod tests {
         let err = check_host_memory(&pinned, host(6 * GIB), 4 * GIB, GIB).unwrap_err().0;
         assert!(err.contains("other lab runs running now planned 4.00 GiB") && err.contains("smaller"), "{err}");
         assert!(check_host_memory(&pinned, host(5 * GIB - 1), 0, GIB).is_err(), "the margin is kept");
-        assert!(check_host_memory(&pinned, Err("cannot read /proc/meminfo".into()), 0, GIB).is_err());
+        let unreadable = || Err(MeminfoError::Read(std::io::Error::from(std::io::ErrorKind::NotFound)));
+        let err = check_host_memory(&pinned, unreadable(), 0, GIB).unwrap_err().0;
+        assert!(
+            err.starts_with("cannot read /proc/meminfo: ") && err.contains("will not allocate host memory"),
+            "{err}"
+        );
         // No host buffers: nothing to check, even on a host that cannot say.
-        assert_eq!(check_host_memory(&Footprint::default(), Err("no /proc".into()), 0, GIB), Ok(None));
+        assert_eq!(check_host_memory(&Footprint::default(), unreadable(), 0, GIB), Ok(None));
     }
 
     #[test]
@@ -423,11 +379,51 @@ mod tests {
         assert!(check_processes(0, hidden(), 7, false, false).is_err());
     }
 
+    fn device(index: u32) -> DeviceInfo {
+        DeviceInfo {
+            index,
+            name: "NVIDIA H200".into(),
+            uuid: String::new(),
+            pci_bus_id: String::new(),
+            compute_capability: None,
+            memory_total: 141 * GIB,
+            simulated: false,
+            max_clocks: shared::Clocks { memory_mhz: Some(3201), ..shared::Clocks::default() },
+            pcie_max: Some(PcieLink { generation: 5, width: 16 }),
+            memory_bus_width: Some(6144),
+            nvlink_links: 18,
+        }
+    }
+
     #[test]
-    fn pcie_peaks_match_the_spec() {
-        let gen5 = pcie_peak(5, 16).unwrap();
-        assert!((gen5 / 1e9 - 63.0).abs() < 0.1, "{gen5}");
-        assert!((pcie_peak(4, 16).unwrap() / 1e9 - 31.5).abs() < 0.1);
-        assert_eq!(pcie_peak(9, 16), None);
+    fn peaks_come_from_the_device_facts() {
+        let h200 = device(0);
+        let peaks = LinkPeaks::of(&h200);
+        assert!((peaks.pcie.unwrap() / 1e9 - 63.0).abs() < 0.1, "{peaks:?}");
+        assert_eq!(peaks.pcie_label.as_deref(), Some("PCIe Gen5 x16"));
+        assert!((peaks.hbm.unwrap() / 1e12 - 4.917).abs() < 0.001, "{peaks:?}");
+        // A generation the spec does not know, and a device that does not say: no lines rather than wrong ones.
+        let unknown = LinkPeaks::new(Some(PcieLink { generation: 9, width: 16 }), None, Some(3201));
+        assert_eq!(unknown, LinkPeaks::default());
+    }
+
+    #[test]
+    fn the_hardware_probe_asks_telemetry_and_says_why_it_cannot_list() {
+        #[derive(Debug)]
+        struct Gone;
+        impl DeviceQuery for Gone {
+            fn memory(&self, _: u32) -> Option<DeviceMemory> {
+                None
+            }
+            fn compute_processes(&self, _: u32) -> Result<Vec<ComputeProcess>, QueryError> {
+                Err(QueryError::Processes("Insufficient Permissions".into()))
+            }
+        }
+        let probe = HardwareProbe::new(Arc::new(Gone), &[device(1)]);
+        assert_eq!(probe.memory(1), None);
+        let err = check_processes(1, probe.compute_processes(1), 7, false, false).unwrap_err().0;
+        assert_eq!(err, "NVML cannot list processes: Insufficient Permissions; pass force to run without the check");
+        assert_eq!(probe.peaks(1), LinkPeaks::of(&device(1)));
+        assert_eq!(probe.peaks(5), LinkPeaks::default(), "an unknown GPU has no peaks");
     }
 }

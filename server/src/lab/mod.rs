@@ -3,7 +3,7 @@
 //!
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
-//! ([`worker`]) through an [`executor::Executor`]: cudarc on hardware,
+//! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
 //! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a [`store::RunStore`];
 //! events go out pre-serialized on a broadcast channel the WebSocket forwards.
 
@@ -37,7 +37,7 @@ use shared::topology::Topology;
 use tokio::sync::{broadcast, oneshot};
 
 use self::executor::Executor;
-use self::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
+use self::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use self::queue::QueueBook;
 use self::store::{MemoryRunStore, RunFilter, RunStore};
 use crate::telemetry::{Telemetry, Visibility, encode, now_ms};
@@ -182,7 +182,7 @@ pub struct LabSetup {
 
 impl LabSetup {
     /// The lab for what the telemetry shows: simulated GPUs get the simulated executor
-    /// (fast enough for tests), real ones cudarc when its libraries load.
+    /// (fast enough for tests), real ones the CUDA executor when its libraries load.
     pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions) -> Self {
         let config = options.config.clone();
         let info = telemetry.host();
@@ -198,6 +198,7 @@ impl LabSetup {
             .iter()
             .map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() })
             .collect();
+        let topology = telemetry.topology().cloned();
         if simulated {
             let probe = options.simulated_probe.clone().unwrap_or_default();
             probe.attach(telemetry.clone());
@@ -205,7 +206,7 @@ impl LabSetup {
             let kept = config.runs_kept;
             let mut setup = Self::simulated(config, host, devices, probe, step);
             setup.store = run_store(options.runs_db.as_deref(), kept);
-            setup.topology.clone_from(&options.topology);
+            setup.topology = topology;
             return setup;
         }
         let store = run_store(options.runs_db.as_deref(), config.runs_kept);
@@ -217,12 +218,14 @@ impl LabSetup {
             store: store.clone(),
             executors: Err(reason),
             simulated: false,
-            topology: options.topology.clone(),
+            topology: topology.clone(),
         };
-        let probe: Arc<dyn DeviceProbe> = match NvmlProbe::open() {
-            Ok(p) => Arc::new(p),
-            Err(e) => return unavailable(e, Arc::new(SimulatedProbe::new(None))),
+        // Telemetry's own NVML handle: the lab opens none of its own.
+        let Some(query) = telemetry.device_query() else {
+            let reason = gpu_error.unwrap_or_else(|| "the GPUs cannot be read (no NVML)".into());
+            return unavailable(reason, Arc::new(SimulatedProbe::new(None)));
         };
+        let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(query, telemetry.devices()));
         if devices.is_empty() {
             return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
         }
@@ -235,7 +238,7 @@ impl LabSetup {
                 probe,
                 store,
                 simulated: false,
-                topology: options.topology.clone(),
+                topology,
             },
             Err(reason) => unavailable(reason, probe),
         }
@@ -262,7 +265,7 @@ impl LabSetup {
     }
 }
 
-/// cudarc executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
+/// CUDA executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
 /// every GPU's UUID too, for the p2p experiment.
 pub fn cuda_executors(devices: &[LabGpu]) -> ExecutorFactory {
     let uuids: Vec<(u32, String)> = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
@@ -595,8 +598,10 @@ impl Lab {
     fn involved(&self, request: &mut RunRequest) -> Result<Vec<u32>, LabError> {
         let ExperimentParams::P2p(p) = &mut request.params else { return Ok(vec![request.device]) };
         let gpus: Vec<u32> = self.shared.devices.iter().map(|d| d.index).collect();
-        p2p::resolve_pairs(p, &gpus)
-            .map_err(|e| if gpus.len() < 2 { LabError::Conflict(e) } else { LabError::Invalid(e) })?;
+        p2p::resolve_pairs(p, &gpus).map_err(|e| match e {
+            p2p::PairsError::TooFewGpus(_) => LabError::Conflict(e.to_string()),
+            p2p::PairsError::SameGpu(_) | p2p::PairsError::UnknownGpu(_) => LabError::Invalid(e.to_string()),
+        })?;
         let devices = p.devices();
         if !devices.contains(&request.device) {
             return Err(LabError::Invalid(format!(

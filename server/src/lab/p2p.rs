@@ -1,6 +1,6 @@
 //! The p2p experiment's pure parts: which pairs a request means, and the
 //! timings of every ordered pair turned into heatmaps, figures and notes.
-//! Shared by the cudarc and the simulated executor.
+//! Shared by the CUDA and the simulated executor.
 
 use shared::lab::{ChartSpec, Check, Figure, GpuPair, Matrix, P2pParams, RunResult, Stats};
 
@@ -46,14 +46,28 @@ pub struct P2pMeasurements {
     pub checks: Vec<Check>,
 }
 
+/// Why a p2p request's pairs cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PairsError {
+    /// The server has fewer than two GPUs: no request can fix that (409, not 400).
+    #[error("P2P needs two GPUs; this server has {}", count_in_words(.0))]
+    TooFewGpus(usize),
+    #[error("'pairs' must join two different GPUs, got {0} and {0}")]
+    SameGpu(u32),
+    #[error("'pairs' names GPU {0}, which this server does not have")]
+    UnknownGpu(u32),
+}
+
+/// "one" for a lone GPU (reads better in the sentence), digits otherwise.
+fn count_in_words(count: &usize) -> String {
+    if *count == 1 { "one".to_owned() } else { count.to_string() }
+}
+
 /// Fills in every pair of `gpus` when the request names none, and checks the ones it names.
 /// Pairs come out with `a < b`, each once, in order.
-pub fn resolve_pairs(params: &mut P2pParams, gpus: &[u32]) -> Result<(), String> {
+pub fn resolve_pairs(params: &mut P2pParams, gpus: &[u32]) -> Result<(), PairsError> {
     if gpus.len() < 2 {
-        return Err(format!(
-            "P2P needs two GPUs; this server has {}",
-            if gpus.len() == 1 { "one".to_owned() } else { gpus.len().to_string() }
-        ));
+        return Err(PairsError::TooFewGpus(gpus.len()));
     }
     let mut pairs = Vec::new();
     if params.pairs.is_empty() {
@@ -65,10 +79,10 @@ pub fn resolve_pairs(params: &mut P2pParams, gpus: &[u32]) -> Result<(), String>
     } else {
         for pair in &params.pairs {
             if pair.a == pair.b {
-                return Err(format!("'pairs' must join two different GPUs, got {} and {}", pair.a, pair.b));
+                return Err(PairsError::SameGpu(pair.a));
             }
             if let Some(missing) = [pair.a, pair.b].into_iter().find(|d| !gpus.contains(d)) {
-                return Err(format!("'pairs' names GPU {missing}, which this server does not have"));
+                return Err(PairsError::UnknownGpu(missing));
             }
             let pair = GpuPair { a: pair.a.min(pair.b), b: pair.a.max(pair.b) };
             if !pairs.contains(&pair) {
@@ -179,15 +193,22 @@ mod tests {
         resolve_pairs(&mut p, &[0, 1, 2]).unwrap();
         assert_eq!(p.pairs, vec![GpuPair { a: 0, b: 1 }, GpuPair { a: 0, b: 2 }, GpuPair { a: 1, b: 2 }]);
         let mut one = P2pParams::default();
-        assert_eq!(resolve_pairs(&mut one, &[0]).unwrap_err(), "P2P needs two GPUs; this server has one");
+        assert_eq!(resolve_pairs(&mut one, &[0]).unwrap_err().to_string(), "P2P needs two GPUs; this server has one");
+        assert_eq!(resolve_pairs(&mut one, &[]).unwrap_err().to_string(), "P2P needs two GPUs; this server has 0");
         let mut named =
             P2pParams { pairs: vec![GpuPair { a: 1, b: 0 }, GpuPair { a: 0, b: 1 }], ..P2pParams::default() };
         resolve_pairs(&mut named, &[0, 1]).unwrap();
         assert_eq!(named.pairs, vec![GpuPair { a: 0, b: 1 }]);
         let mut bad = P2pParams { pairs: vec![GpuPair { a: 0, b: 3 }], ..P2pParams::default() };
-        assert!(resolve_pairs(&mut bad, &[0, 1]).unwrap_err().contains("GPU 3"));
+        assert_eq!(
+            resolve_pairs(&mut bad, &[0, 1]).unwrap_err().to_string(),
+            "'pairs' names GPU 3, which this server does not have"
+        );
         let mut same = P2pParams { pairs: vec![GpuPair { a: 1, b: 1 }], ..P2pParams::default() };
-        assert!(resolve_pairs(&mut same, &[0, 1]).unwrap_err().contains("two different GPUs"));
+        assert_eq!(
+            resolve_pairs(&mut same, &[0, 1]).unwrap_err().to_string(),
+            "'pairs' must join two different GPUs, got 1 and 1"
+        );
     }
 
     #[test]

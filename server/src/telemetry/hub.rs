@@ -5,17 +5,18 @@
 //! second time, redacted, for anonymous viewers of a server with tokens: once
 //! per message, and only when such viewers may connect, never per socket.
 
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use axum::extract::ws::Utf8Bytes;
 use std::collections::VecDeque;
 
 use shared::health::{DeviceHealth, XidEvent};
 use shared::processes::{GpuProcess, redact_all};
+use shared::topology::Topology;
 use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Snapshot, Tick};
 use tokio::sync::broadcast;
 
-use super::MemoryRing;
+use super::{DeviceQuery, MemoryRing};
 
 /// How much memory history a page gets when it connects.
 pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
@@ -64,6 +65,10 @@ impl Frame {
 pub struct Telemetry {
     host: HostInfo,
     devices: Vec<DeviceInfo>,
+    /// How the GPUs connect, read from the source once at start.
+    topology: Option<Topology>,
+    /// The source's live readings on demand, for the lab's guards.
+    query: Option<Arc<dyn DeviceQuery>>,
     live: RwLock<Live>,
     /// The snapshot of the current tick, serialized at most once per tick and visibility.
     snapshot: Mutex<Option<Frame>>,
@@ -91,6 +96,8 @@ impl Telemetry {
         Self {
             host,
             devices,
+            topology: None,
+            query: None,
             live: RwLock::new(Live {
                 seq: 0,
                 latest: Vec::new(),
@@ -113,6 +120,26 @@ impl Telemetry {
     pub fn with_redacted_frames(mut self, yes: bool) -> Self {
         self.redacting = yes;
         self
+    }
+
+    /// With what the source says once at start besides its devices: how the GPUs connect
+    /// ([`super::GpuSource::topology`]) and its on-demand readings ([`super::GpuSource::device_query`]).
+    #[must_use]
+    pub fn with_hardware(mut self, topology: Option<Topology>, query: Option<Arc<dyn DeviceQuery>>) -> Self {
+        self.topology = topology;
+        self.query = query;
+        self
+    }
+
+    /// How the GPUs connect, read at start; `None` where the source cannot say (no NVML).
+    pub fn topology(&self) -> Option<&Topology> {
+        self.topology.as_ref()
+    }
+
+    /// Live readings on demand, over the source's own hardware handle; `None` without hardware.
+    /// Blocking when called: off the async runtime.
+    pub fn device_query(&self) -> Option<Arc<dyn DeviceQuery>> {
+        self.query.clone()
     }
 
     pub fn host(&self) -> &HostInfo {

@@ -5,12 +5,14 @@ mod history;
 mod hub;
 pub mod nvml;
 pub mod procfs;
+mod query;
 mod sampler;
 pub mod simulator;
 pub mod topology;
 
 pub use history::MemoryRing;
 pub use hub::{Frame, Telemetry, Visibility, encode};
+pub use query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
 pub use sampler::Sampler;
 
 use shared::health::XidEvent;
@@ -45,6 +47,11 @@ pub trait GpuSource: Send + Sync + 'static {
     }
     /// How the GPUs connect (NVLink, PCIe, peer-to-peer status), read once at start. Blocking.
     fn topology(&self) -> Option<shared::topology::Topology> {
+        None
+    }
+    /// Live readings on demand (the lab's guards), sharing the source's hardware handle;
+    /// `None` where the source has no hardware to ask (the simulator, no driver).
+    fn device_query(&self) -> Option<std::sync::Arc<dyn DeviceQuery>> {
         None
     }
 }

@@ -1,4 +1,5 @@
-//! What /proc says about a GPU process: owner, command, start time, container.
+//! What /proc says about a GPU process: owner, command, start time, container;
+//! and the one parser of `/proc/<pid>/stat` in the tree (the load tests use it too).
 //!
 //! Four small files per process are read by hand rather than through the
 //! `procfs` crate, which would bring far more than these few lines need.
@@ -16,21 +17,46 @@ pub struct ProcInfo {
     pub container: Option<String>,
 }
 
-/// Clock ticks per second in /proc/<pid>/stat: USER_HZ, 100 on every Linux architecture NVIDIA supports.
-const USER_HZ: u64 = 100;
+/// Clock ticks per second of the times in `/proc/<pid>/stat` (USER_HZ, `sysconf(_SC_CLK_TCK)`),
+/// as the kernel tells every process at start; 100 on the architectures NVIDIA supports, never 0.
+pub fn clock_ticks_per_second() -> u64 {
+    rustix::param::clock_ticks_per_second().max(1)
+}
+
+/// The fields of `/proc/<pid>/stat` gpudash reads; times in clock ticks ([`clock_ticks_per_second`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PidStat<'a> {
+    /// The executable name (field 2, between the parentheses).
+    pub comm: &'a str,
+    /// CPU time in user mode (field 14).
+    pub utime: u64,
+    /// CPU time in kernel mode (field 15).
+    pub stime: u64,
+    /// When the process started, after boot (field 22).
+    pub starttime: u64,
+}
+
+/// Parses one `/proc/<pid>/stat` line; `None` when it is cut short or not one.
+pub fn parse_pid_stat(stat: &str) -> Option<PidStat<'_>> {
+    // Fields after the command start at field 3 (state): field N is the (N - 3)th of them.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3)?.parse().ok();
+    Some(PidStat { comm: comm(stat)?, utime: field(14)?, stime: field(15)?, starttime: field(22)? })
+}
 
 /// Reads processes under a /proc root (the real one, or a fixture in tests).
 #[derive(Debug, Clone)]
 pub struct ProcReader {
     root: PathBuf,
     boot_ms: Option<u64>,
+    ticks_per_s: u64,
 }
 
 impl ProcReader {
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let root = root.into();
         let boot_ms = std::fs::read_to_string(root.join("stat")).ok().and_then(|s| boot_time_ms(&s));
-        Self { root, boot_ms }
+        Self { root, boot_ms, ticks_per_s: clock_ticks_per_second() }
     }
 
     pub fn read(&self, pid: u32) -> ProcInfo {
@@ -42,7 +68,10 @@ impl ProcReader {
             user: status.as_deref().and_then(uid).map(user_name),
             name: stat.as_deref().and_then(comm).map(str::to_owned),
             command: read("cmdline").and_then(|b| command_line(&b)),
-            started_ms: stat.as_deref().and_then(start_ticks).and_then(|t| Some(self.boot_ms? + t * 1000 / USER_HZ)),
+            started_ms: stat
+                .as_deref()
+                .and_then(parse_pid_stat)
+                .and_then(|s| Some(self.boot_ms? + s.starttime * 1000 / self.ticks_per_s)),
             container: read("cgroup").and_then(|b| container_id(&String::from_utf8_lossy(&b))),
         }
     }
@@ -73,12 +102,6 @@ fn comm(stat: &str) -> Option<&str> {
     stat.get(open + 1..close)
 }
 
-/// Field 22 of /proc/<pid>/stat: start time in clock ticks after boot.
-fn start_ticks(stat: &str) -> Option<u64> {
-    // Fields after the command start at field 3 (state), so starttime is the 20th of them.
-    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().nth(19)?.parse().ok()
-}
-
 fn command_line(raw: &[u8]) -> Option<String> {
     let parts: Vec<String> =
         raw.split(|&b| b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
@@ -104,7 +127,11 @@ mod tests {
     #[test]
     fn parses_stat_status_and_cmdline() {
         assert_eq!(comm(STAT), Some("python3 (train)"));
-        assert_eq!(start_ticks(STAT), Some(123_456));
+        assert_eq!(
+            parse_pid_stat(STAT),
+            Some(PidStat { comm: "python3 (train)", utime: 50, stime: 10, starttime: 123_456 })
+        );
+        assert_eq!(parse_pid_stat("4242 (python3) S 1 4242"), None, "cut short");
         assert_eq!(uid("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n"), Some(1001));
         assert_eq!(command_line(b"python3\0train.py\0--bs\x0032\0"), Some("python3 train.py --bs 32".to_owned()));
         assert_eq!(command_line(b""), None);
@@ -123,6 +150,16 @@ mod tests {
             assert_eq!(container_id(&cgroup).as_deref(), Some("3f4e1d2c5b6a"), "{cgroup}");
         }
         assert_eq!(container_id("0::/user.slice/user-1000.slice/session-2.scope\n"), None);
+    }
+
+    #[test]
+    fn clock_ticks_come_from_the_kernel() {
+        // USER_HZ is 100 on x86-64 and arm64; what matters is that it is read, not assumed.
+        let hz = clock_ticks_per_second();
+        assert!((1..=10_000).contains(&hz), "{hz}");
+        if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))) {
+            assert_eq!(hz, 100);
+        }
     }
 
     #[test]

@@ -10,74 +10,14 @@ use shared::health::{DeviceHealth, EccCounts, NvLinkState, RemappedRows, Retired
 use shared::processes::{GpuProcess, ProcessKind};
 use shared::{Clocks, ComputeCapability, Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
+mod faults;
+mod models;
+
+pub use self::faults::{Fault, FaultError};
+use self::models::{COMMANDS, MODELS, USERS};
 use super::{GpuSource, XidSink};
 
 const MIB: u64 = 1 << 20;
-
-/// A model the simulator imitates: what `nvidia-smi` would say about it.
-struct Model {
-    name: &'static str,
-    memory_total: u64,
-    power_limit_mw: u32,
-    idle_power_mw: u32,
-    max_sm_clock_mhz: u32,
-    mem_clock_mhz: u32,
-    capability: (u32, u32),
-    pcie_gen: u32,
-    bus_width: u32,
-    nvlinks: u32,
-}
-
-const MODELS: [Model; 4] = [
-    Model {
-        name: "NVIDIA H200",
-        memory_total: 143_771 * MIB,
-        power_limit_mw: 700_000,
-        idle_power_mw: 75_000,
-        max_sm_clock_mhz: 1980,
-        mem_clock_mhz: 3201,
-        capability: (9, 0),
-        pcie_gen: 5,
-        bus_width: 6144,
-        nvlinks: 18,
-    },
-    Model {
-        name: "NVIDIA H100 80GB HBM3",
-        memory_total: 81_559 * MIB,
-        power_limit_mw: 700_000,
-        idle_power_mw: 70_000,
-        max_sm_clock_mhz: 1980,
-        mem_clock_mhz: 2619,
-        capability: (9, 0),
-        pcie_gen: 5,
-        bus_width: 5120,
-        nvlinks: 18,
-    },
-    Model {
-        name: "NVIDIA A100-SXM4-80GB",
-        memory_total: 81_920 * MIB,
-        power_limit_mw: 400_000,
-        idle_power_mw: 60_000,
-        max_sm_clock_mhz: 1410,
-        mem_clock_mhz: 1593,
-        capability: (8, 0),
-        pcie_gen: 4,
-        bus_width: 5120,
-        nvlinks: 12,
-    },
-    Model {
-        name: "NVIDIA L40S",
-        memory_total: 46_068 * MIB,
-        power_limit_mw: 350_000,
-        idle_power_mw: 35_000,
-        max_sm_clock_mhz: 2520,
-        mem_clock_mhz: 9001,
-        capability: (8, 9),
-        pcie_gen: 4,
-        bus_width: 384,
-        nvlinks: 0,
-    },
-];
 
 /// What a simulated GPU is doing.
 #[derive(Debug, Clone, Copy)]
@@ -116,27 +56,6 @@ struct SimGpu {
     power_mw: u32,
 }
 
-/// A fault the simulator injects, for tests and demos of how gpudash copes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
-    /// GPU `device` stops answering `after_ms` after the first sample (like XID 79, fallen off the bus).
-    Lost { device: u32, after_ms: u64 },
-}
-
-impl std::str::FromStr for Fault {
-    type Err = String;
-
-    /// `lost:INDEX@DELAY`, e.g. `lost:1@30s`.
-    fn from_str(text: &str) -> Result<Self, String> {
-        let usage = || format!("'{text}' is not a fault; the simulator knows lost:INDEX@DELAY, e.g. lost:1@30s");
-        let rest = text.trim().strip_prefix("lost:").ok_or_else(usage)?;
-        let (device, delay) = rest.split_once('@').ok_or_else(usage)?;
-        let device = device.parse().map_err(|_| usage())?;
-        let after = humantime::parse_duration(delay).map_err(|_| usage())?;
-        Ok(Fault::Lost { device, after_ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX) })
-    }
-}
-
 #[derive(Debug)]
 struct SimState {
     gpus: Vec<SimGpu>,
@@ -157,15 +76,6 @@ pub struct Simulator {
 
 /// Memory a CUDA context holds on a GPU nobody computes on (a desktop, persistence daemon).
 const IDLE_MEMORY: f64 = 512.0 * MIB as f64;
-
-const USERS: [&str; 5] = ["ana", "bo", "chen", "dana", "eli"];
-const COMMANDS: [&str; 5] = [
-    "python train.py --model llama-3-8b --batch-size 16 --bf16 --grad-accum 4",
-    "torchrun --nproc_per_node 1 finetune.py --config configs/lora.yaml",
-    "python -m vllm.entrypoints.openai.api_server --model mistral-7b --gpu-memory-utilization 0.9",
-    "python bench_attention.py --seq-len 8192 --heads 32",
-    "/opt/conda/bin/python3 -m ipykernel_launcher -f /root/.local/share/jupyter/runtime/kernel-4f2a.json",
-];
 
 impl Simulator {
     pub fn new(count: u32, interval_ms: u64) -> Self {
@@ -202,12 +112,7 @@ impl Simulator {
 
     /// Why `device` is lost at `now_ms`, if a fault says so.
     fn lost(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<String> {
-        self.faults.iter().find_map(|fault| match *fault {
-            Fault::Lost { device: d, after_ms } if d == device && now_ms >= first_ms.saturating_add(after_ms) => {
-                Some(format!("GPU {device} is lost: GPU is lost (simulated fault)"))
-            }
-            Fault::Lost { .. } => None,
-        })
+        self.faults.iter().find_map(|fault| fault.lost_reason(device, first_ms, now_ms))
     }
 }
 
@@ -526,14 +431,6 @@ mod tests {
         let xids = std::mem::take(&mut *sim.xids.lock().unwrap());
         assert_eq!(xids.len(), 1);
         assert_eq!((xids[0].device, xids[0].code), (1, 79));
-    }
-
-    #[test]
-    fn faults_parse_or_say_the_syntax() {
-        assert_eq!("lost:3@1m".parse::<Fault>(), Ok(Fault::Lost { device: 3, after_ms: 60_000 }));
-        for bad in ["lost", "lost:x@1s", "lost:1@soon", "melt:1@1s"] {
-            assert!(bad.parse::<Fault>().unwrap_err().contains("lost:INDEX@DELAY"), "{bad}");
-        }
     }
 
     #[test]

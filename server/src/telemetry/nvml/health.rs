@@ -1,0 +1,107 @@
+//! The slow loop's health reading of one GPU: persistence, MIG, ECC, retired
+//! pages, remapped rows, BAR1, NVLink state, PCIe traffic and energy.
+
+use nvml_wrapper::Device;
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, PcieUtilCounter, RetirementCause};
+use nvml_wrapper::structs::device::FieldId;
+use nvml_wrapper::sys_exports::field_id::{
+    NVML_FI_DEV_REMAPPED_COR, NVML_FI_DEV_REMAPPED_FAILURE, NVML_FI_DEV_REMAPPED_PENDING, NVML_FI_DEV_REMAPPED_UNC,
+};
+use shared::DeviceInfo;
+use shared::health::{DeviceHealth, EccCounts, MigInstance, NvLinkState, RemappedRows, RetiredPages};
+
+use super::NvmlSource;
+use super::info::{as_u64, compute_mode_name};
+
+impl NvmlSource {
+    pub(super) fn health(&self, info: &DeviceInfo, timestamp_ms: u64) -> Option<DeviceHealth> {
+        let index = info.index;
+        let device = self.handle(index).ok()?;
+        self.refresh_slow_fields(index, &device);
+        let mut h = DeviceHealth { index, timestamp_ms, ..DeviceHealth::default() };
+        h.persistence_mode = self.field(index, "persistence", device.is_in_persistent_mode());
+        h.compute_mode =
+            self.field(index, "compute mode", device.compute_mode()).map(|m| compute_mode_name(&m).to_owned());
+        if let Some(mig) = self.field(index, "MIG mode", device.mig_mode()) {
+            h.mig_enabled = Some(mig.current == 1);
+            h.mig_pending = Some(mig.pending == 1);
+            if mig.current == 1 {
+                h.mig_instances = self.mig_instances(&device, index);
+            }
+        }
+        if let Some(ecc) = self.field(index, "ECC mode", device.is_ecc_enabled()) {
+            h.ecc_enabled = Some(ecc.currently_enabled);
+            let count = |kind, counter| self.field(index, "ECC counts", device.total_ecc_errors(kind, counter));
+            h.ecc_volatile = EccCounts {
+                corrected: count(MemoryError::Corrected, EccCounter::Volatile),
+                uncorrected: count(MemoryError::Uncorrected, EccCounter::Volatile),
+            };
+            h.ecc_aggregate = EccCounts {
+                corrected: count(MemoryError::Corrected, EccCounter::Aggregate),
+                uncorrected: count(MemoryError::Uncorrected, EccCounter::Aggregate),
+            };
+        }
+        let pages = |cause| self.field(index, "retired pages", device.retired_pages(cause)).map(|p| p.len() as u64);
+        h.retired_pages = RetiredPages {
+            single_bit: pages(RetirementCause::MultipleSingleBitEccErrors),
+            double_bit: pages(RetirementCause::DoubleBitEccError),
+            pending: self.field(index, "retired pages pending", device.are_pages_pending_retired()),
+        };
+        h.remapped_rows = self.remapped_rows(&device, index);
+        if let Some(bar1) = self.field(index, "BAR1", device.bar1_memory_info()) {
+            h.bar1_total = Some(bar1.total);
+            h.bar1_used = Some(bar1.used);
+        }
+        h.nvlinks = (0..info.nvlink_links)
+            .filter_map(|link| {
+                let active = self.field(index, "NVLink state", device.link_wrapper_for(link).is_active())?;
+                Some(NvLinkState { link, active })
+            })
+            .collect();
+        // Each blocks for NVML's 20 ms sampling window: this is why the slow loop exists.
+        let kb_per_s = |counter| self.field(index, "PCIe throughput", device.pcie_throughput(counter));
+        h.pcie_tx_bytes_per_s = kb_per_s(PcieUtilCounter::Send).map(|kb| u64::from(kb) * 1024);
+        h.pcie_rx_bytes_per_s = kb_per_s(PcieUtilCounter::Receive).map(|kb| u64::from(kb) * 1024);
+        h.pcie_replays = self.field(index, "PCIe replays", device.pcie_replay_counter()).map(u64::from);
+        h.energy_mj = self.field(index, "energy", device.total_energy_consumption());
+        Some(h)
+    }
+
+    fn mig_instances(&self, device: &Device<'_>, index: u32) -> Vec<MigInstance> {
+        let count = self.field(index, "MIG count", device.mig_device_count()).unwrap_or(0);
+        (0..count)
+            .filter_map(|i| {
+                let mig = device.mig_device_by_index(i).ok()?;
+                let memory = mig.memory_info().ok();
+                Some(MigInstance {
+                    index: i,
+                    uuid: mig.uuid().unwrap_or_default(),
+                    name: mig.name().unwrap_or_else(|_| "MIG instance".to_owned()),
+                    memory_total: memory.as_ref().map(|m| m.total),
+                    memory_used: memory.as_ref().map(|m| m.used),
+                })
+            })
+            .collect()
+    }
+
+    fn remapped_rows(&self, device: &Device<'_>, index: u32) -> RemappedRows {
+        let ids = [
+            NVML_FI_DEV_REMAPPED_COR,
+            NVML_FI_DEV_REMAPPED_UNC,
+            NVML_FI_DEV_REMAPPED_PENDING,
+            NVML_FI_DEV_REMAPPED_FAILURE,
+        ]
+        .map(FieldId);
+        let Some(values) = self.field(index, "remapped rows", device.field_values_for(&ids)) else {
+            return RemappedRows::default();
+        };
+        let value =
+            |i: usize| values.get(i).and_then(|v| v.as_ref().ok()).and_then(|v| v.value.as_ref().ok()).and_then(as_u64);
+        RemappedRows {
+            correctable: value(0),
+            uncorrectable: value(1),
+            pending: value(2).map(|v| v != 0),
+            failed: value(3).map(|v| v != 0),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! The real source: NVIDIA's management library through `nvml-wrapper`.
+//!
+//! `libnvidia-ml.so.1` is loaded at run time, so the same binary starts on a
+//! machine without the driver and says why it shows no GPUs. Unsupported
+//! fields are `None`; a GPU that answers "lost" is marked lost while the
+//! others keep being sampled.
+
+mod health;
+mod info;
+mod processes;
+mod profile;
+mod query;
+mod xid;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use shared::{Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
+
+pub use self::info::clock_event_names;
+use self::info::{pstate_number, read_info};
+pub use self::query::NvmlQuery;
+use super::procfs::ProcReader;
+use super::{DeviceQuery, GpuSource, XidSink};
+
+/// A lost GPU is probed again this often; probing a lost GPU can be slow.
+const LOST_RETRY: Duration = Duration::from_secs(30);
+
+/// GPUs read through NVML.
+pub struct NvmlSource {
+    nvml: Arc<Nvml>,
+    host: HostInfo,
+    devices: Vec<DeviceInfo>,
+    fans: HashMap<u32, u32>,
+    /// Fields that already failed with an unexpected error, so each is logged once.
+    reported: Mutex<HashSet<(u32, &'static str)>>,
+    /// GPUs that answered "lost", with the reason and when they were last probed.
+    lost: Mutex<HashMap<u32, (String, Instant)>>,
+    /// Per GPU, the NVML timestamp of the last process-utilization sample seen.
+    last_process_sample: Mutex<HashMap<u32, u64>>,
+    /// Fields too slow for the fast loop, refreshed by the slow one.
+    slow_fields: Mutex<HashMap<u32, SlowFields>>,
+    proc: ProcReader,
+}
+
+/// Readings that change rarely and cost too much per call for the fast loop.
+#[derive(Debug, Clone, Copy, Default)]
+struct SlowFields {
+    power_limit_mw: Option<u32>,
+    pcie_width: Option<u32>,
+}
+
+impl std::fmt::Debug for NvmlSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlSource").field("devices", &self.devices.len()).finish_non_exhaustive()
+    }
+}
+
+impl NvmlSource {
+    /// Loads NVML and reads every device's static facts.
+    ///
+    /// Fails with the loader's message when there is no usable driver.
+    pub fn open(interval_ms: u64) -> Result<Self, String> {
+        let nvml = Nvml::init().map_err(|e| error_chain(&e))?;
+        let count = nvml.device_count().map_err(|e| format!("NVML could not count GPUs: {}", error_chain(&e)))?;
+        let mut devices = Vec::new();
+        let mut fans = HashMap::new();
+        for index in 0..count {
+            match read_info(&nvml, index) {
+                Ok((info, fan_count)) => {
+                    fans.insert(index, fan_count);
+                    devices.push(info);
+                }
+                // A GPU that cannot even be named is left out, the others are shown.
+                Err(e) => tracing::warn!(index, "skipping GPU: {}", error_chain(&e)),
+            }
+        }
+        let host = HostInfo {
+            hostname: super::hostname(),
+            driver_version: nvml.sys_driver_version().ok(),
+            cuda_driver_version: nvml.sys_cuda_driver_version().ok().map(cuda_version),
+            simulated: false,
+            gpu_error: (devices.is_empty()).then(|| "NVML found no NVIDIA GPU on this machine".to_owned()),
+            interval_ms,
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            history: false,
+        };
+        let source = Self {
+            nvml: Arc::new(nvml),
+            host,
+            devices,
+            fans,
+            reported: Mutex::new(HashSet::new()),
+            lost: Mutex::new(HashMap::new()),
+            last_process_sample: Mutex::new(HashMap::new()),
+            slow_fields: Mutex::new(HashMap::new()),
+            proc: ProcReader::new("/proc"),
+        };
+        for info in &source.devices {
+            if let Ok(device) = source.nvml.device_by_index(info.index) {
+                source.refresh_slow_fields(info.index, &device);
+            }
+        }
+        Ok(source)
+    }
+
+    /// On-demand readings over this source's NVML handle (it outlives the source).
+    pub fn query(&self) -> NvmlQuery {
+        NvmlQuery::new(self.nvml.clone())
+    }
+
+    /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
+    fn field<T>(&self, index: u32, name: &'static str, result: Result<T, NvmlError>) -> Option<T> {
+        match result {
+            Ok(value) => Some(value),
+            Err(NvmlError::NotSupported | NvmlError::NoPermission) => None,
+            Err(e) => {
+                if lock(&self.reported).insert((index, name)) {
+                    tracing::warn!(index, field = name, "NVML read failed: {}", error_chain(&e));
+                }
+                None
+            }
+        }
+    }
+
+    /// The device's handle, unless it is lost (then `Err` carries the reason).
+    fn handle(&self, index: u32) -> Result<Device<'_>, String> {
+        if let Some((reason, probed)) = lock(&self.lost).get(&index)
+            && probed.elapsed() < LOST_RETRY
+        {
+            return Err(reason.clone());
+        }
+        self.nvml.device_by_index(index).map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| error_chain(&e)))
+    }
+
+    /// Marks the GPU lost when `error` says so, and returns why.
+    fn check_lost(&self, index: u32, error: &NvmlError) -> Option<String> {
+        if !is_lost(error) {
+            return None;
+        }
+        let reason = format!("GPU {index} is lost: {}", error_chain(error));
+        let mut lost = lock(&self.lost);
+        if !lost.contains_key(&index) {
+            tracing::error!("{reason}; the other GPUs keep being sampled");
+        }
+        lost.insert(index, (reason.clone(), Instant::now()));
+        Some(reason)
+    }
+
+    /// Clears the lost mark of a GPU that answered.
+    fn answered(&self, index: u32) {
+        let mut lost = lock(&self.lost);
+        if lost.remove(&index).is_some() {
+            tracing::warn!(index, "GPU answers again");
+        }
+    }
+
+    fn sample_device(&self, index: u32, timestamp_ms: u64) -> DeviceSample {
+        let mut s = DeviceSample { index, timestamp_ms, ..DeviceSample::default() };
+        let device = match self.handle(index) {
+            Ok(device) => device,
+            Err(reason) => {
+                s.lost = Some(reason);
+                return s;
+            }
+        };
+        // Memory first: it is the reading that tells a lost GPU from a live one.
+        match device.memory_info() {
+            Ok(m) => {
+                self.answered(index);
+                s.memory_used = Some(m.used);
+                s.memory_free = Some(m.free);
+            }
+            Err(e) => {
+                if let Some(reason) = self.check_lost(index, &e) {
+                    s.lost = Some(reason);
+                    return s;
+                }
+                let _ = self.field::<()>(index, "memory", Err(e));
+            }
+        }
+        if let Some(u) = self.field(index, "utilization", device.utilization_rates()) {
+            s.gpu_util = Some(u.gpu);
+            s.mem_util = Some(u.memory);
+        }
+        s.temperature_c = self.field(index, "temperature", device.temperature(TemperatureSensor::Gpu));
+        s.power_draw_mw = self.field(index, "power draw", device.power_usage());
+        let slow = lock(&self.slow_fields).get(&index).copied().unwrap_or_default();
+        s.power_limit_mw = slow.power_limit_mw;
+        s.enforced_power_limit_mw = self.field(index, "enforced power limit", device.enforced_power_limit());
+        s.sm_clock_mhz = self.field(index, "SM clock", device.clock_info(Clock::SM));
+        s.mem_clock_mhz = self.field(index, "memory clock", device.clock_info(Clock::Memory));
+        s.graphics_clock_mhz = self.field(index, "graphics clock", device.clock_info(Clock::Graphics));
+        s.pstate = self.field(index, "P-state", device.performance_state()).and_then(|p| pstate_number(&p));
+        s.clock_events = self.field(index, "clock events", device.current_throttle_reasons()).map(clock_event_names);
+        let fans = self.fans.get(&index).copied().unwrap_or(0);
+        if fans > 0 {
+            s.fan_speeds = (0..fans).map(|fan| self.field(index, "fan speed", device.fan_speed(fan))).collect();
+        }
+        s.encoder_util = self.field(index, "encoder", device.encoder_utilization()).map(|u| u.utilization);
+        s.decoder_util = self.field(index, "decoder", device.decoder_utilization()).map(|u| u.utilization);
+        let generation = self.field(index, "PCIe generation", device.current_pcie_link_gen());
+        s.pcie_link = generation.zip(slow.pcie_width).map(|(generation, width)| PcieLink { generation, width });
+        s
+    }
+
+    /// Two fast-path fields cost 30–180 µs per call on an H200 (`gpudash-bench
+    /// sampler --per-call`) and rarely change: the slow loop reads them, the fast one serves them.
+    fn refresh_slow_fields(&self, index: u32, device: &Device<'_>) {
+        let fields = SlowFields {
+            power_limit_mw: self.field(index, "power limit", device.power_management_limit()),
+            pcie_width: self.field(index, "PCIe width", device.current_pcie_link_width()),
+        };
+        lock(&self.slow_fields).insert(index, fields);
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn host(&self) -> HostInfo {
+        self.host.clone()
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        self.devices.clone()
+    }
+
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+        self.devices.iter().map(|d| self.sample_device(d.index, timestamp_ms)).collect()
+    }
+
+    fn details(&self, timestamp_ms: u64) -> Details {
+        Details {
+            health: self.devices.iter().filter_map(|d| self.health(d, timestamp_ms)).collect(),
+            processes: self.devices.iter().flat_map(|d| self.processes(d)).collect(),
+        }
+    }
+
+    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        let nvml = self.nvml.clone();
+        let indexes: Vec<u32> = self.devices.iter().map(|d| d.index).collect();
+        std::thread::Builder::new()
+            .name("gpudash-xid".into())
+            .spawn(move || xid::watch_xids(&nvml, &indexes, &sink, &stop))
+            .map_err(|e| tracing::warn!("cannot start the XID watcher: {e}"))
+            .ok()
+    }
+
+    fn topology(&self) -> Option<shared::topology::Topology> {
+        Some(super::topology::read(&self.nvml, &self.devices))
+    }
+
+    fn device_query(&self) -> Option<Arc<dyn DeviceQuery>> {
+        Some(Arc::new(self.query()))
+    }
+}
+
+fn is_lost(error: &NvmlError) -> bool {
+    matches!(error, NvmlError::GpuLost | NvmlError::Unknown)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// NVML's CUDA version number (e.g. 13000) as "13.0".
+fn cuda_version(version: i32) -> String {
+    format!("{}.{}", version / 1000, (version % 1000) / 10)
+}
+
+/// An error and its causes on one line: "a: b: c", leaving out a cause the text already says
+/// (libloading's errors repeat their source in their own message).
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use nvml_wrapper::bitmasks::device::ThrottleReasons;
+
+    use super::*;
+
+    #[test]
+    fn cuda_versions_read_like_nvidia_smi() {
+        assert_eq!(cuda_version(13000), "13.0");
+        assert_eq!(cuda_version(12040), "12.4");
+    }
+
+    #[test]
+    fn error_chains_do_not_repeat_a_cause() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "load failed: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let error = Outer(std::io::Error::other("libnvidia-ml.so.1: cannot open"));
+        assert_eq!(error_chain(&error), "load failed: libnvidia-ml.so.1: cannot open");
+    }
+
+    #[test]
+    fn clock_events_decode_to_names() {
+        let names = clock_event_names(ThrottleReasons::GPU_IDLE | ThrottleReasons::SW_POWER_CAP);
+        assert_eq!(names, ["idle", "sw_power_cap"]);
+        assert!(clock_event_names(ThrottleReasons::NONE).is_empty());
+    }
+
+    #[test]
+    fn without_a_driver_the_error_names_the_library() {
+        // CI machines have no NVIDIA driver: opening must fail with the loader's words, not panic.
+        if std::path::Path::new("/proc/driver/nvidia").exists() {
+            return;
+        }
+        let err = NvmlSource::open(1000).unwrap_err();
+        assert!(err.contains("libnvidia-ml"), "{err}");
+    }
+}

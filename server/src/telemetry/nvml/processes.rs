@@ -1,0 +1,70 @@
+//! Who computes on each GPU: NVML's process lists joined with `/proc` (user,
+//! command, container) and the per-process SM use since the last look.
+
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use shared::DeviceInfo;
+use shared::processes::{GpuProcess, ProcessKind};
+
+use super::{NvmlSource, lock};
+
+impl NvmlSource {
+    pub(super) fn processes(&self, info: &DeviceInfo) -> Vec<GpuProcess> {
+        let index = info.index;
+        let Ok(device) = self.handle(index) else { return Vec::new() };
+        let mut rows: Vec<GpuProcess> = Vec::new();
+        let lists = [
+            (ProcessKind::Compute, self.field(index, "compute processes", device.running_compute_processes())),
+            (ProcessKind::Graphics, self.field(index, "graphics processes", device.running_graphics_processes())),
+        ];
+        for (kind, list) in lists {
+            for p in list.unwrap_or_default() {
+                let used = match p.used_gpu_memory {
+                    UsedGpuMemory::Used(bytes) => Some(bytes),
+                    UsedGpuMemory::Unavailable => None,
+                };
+                if let Some(row) = rows.iter_mut().find(|r| r.pid == p.pid) {
+                    row.kind = ProcessKind::Both;
+                    row.used_memory = row.used_memory.max(used);
+                    continue;
+                }
+                let proc = self.proc.read(p.pid);
+                rows.push(GpuProcess {
+                    device: index,
+                    pid: p.pid,
+                    kind,
+                    used_memory: used,
+                    sm_util: None,
+                    sm_util_seen_ms: None,
+                    user: proc.user,
+                    name: proc.name.or_else(|| self.nvml.sys_process_name(p.pid, 64).ok()),
+                    command: proc.command,
+                    started_ms: proc.started_ms,
+                    container: proc.container,
+                    redacted: false,
+                });
+            }
+        }
+        // Per-process SM use since the last look; NVML stamps samples in µs.
+        let since = lock(&self.last_process_sample).get(&index).copied();
+        // NotFound means "no new samples since `since`": nothing ran, not an error.
+        let utilization = match device.process_utilization_stats(since) {
+            Err(NvmlError::NotFound) => Ok(Vec::new()),
+            other => other,
+        };
+        if let Some(samples) = self.field(index, "process utilization", utilization) {
+            let newest = samples.iter().map(|s| s.timestamp).max();
+            for sample in samples {
+                if let Some(row) = rows.iter_mut().find(|r| r.pid == sample.pid) {
+                    row.sm_util = Some(sample.sm_util);
+                    row.sm_util_seen_ms = Some(sample.timestamp / 1000);
+                }
+            }
+            if let Some(newest) = newest {
+                lock(&self.last_process_sample).insert(index, newest);
+            }
+        }
+        rows.sort_by(|a, b| b.used_memory.cmp(&a.used_memory).then(a.pid.cmp(&b.pid)));
+        rows
+    }
+}
