@@ -17,7 +17,7 @@ use crate::{
     },
     state::{
         DashboardState,
-        history::{HistoryRange, HistorySeries, sample_value},
+        history::{HistoryRange, HistorySeries},
     },
 };
 
@@ -85,7 +85,7 @@ pub fn HistoryChart(
     let live = Memo::new(move |_| {
         state.with(|s| {
             let latest = s.device(index)?.latest.as_ref()?;
-            Some((latest.timestamp_ms, sample_value(latest, metric)?))
+            Some((latest.timestamp_ms, metric.value(latest)?))
         })
     });
     Effect::new(move |_| {

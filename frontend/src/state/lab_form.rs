@@ -7,7 +7,7 @@
 //! 400 message is shown as it is.
 
 use serde_json::{Map, Value, json};
-use shared::lab::ExperimentKind;
+use shared::{lab::ExperimentKind, units::exact_bytes};
 
 const KIB: u64 = 1024;
 
@@ -92,7 +92,7 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
         Value::Number(n) => {
             let n = n.as_u64()?;
             if bytes {
-                (FieldKind::Bytes, FieldValue::Text(bytes_text(n)))
+                (FieldKind::Bytes, FieldValue::Text(exact_bytes(n)))
             } else {
                 (FieldKind::Count, FieldValue::Text(n.to_string()))
             }
@@ -112,7 +112,7 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
         }
         Value::Array(items) => {
             let numbers: Vec<u64> = items.iter().map(Value::as_u64).collect::<Option<_>>()?;
-            let format = |n: &u64| if bytes { bytes_text(*n) } else { n.to_string() };
+            let format = |n: &u64| if bytes { exact_bytes(*n) } else { n.to_string() };
             let text = numbers.iter().map(format).collect::<Vec<_>>().join(", ");
             (if bytes { FieldKind::BytesList } else { FieldKind::CountList }, FieldValue::Text(text))
         }
@@ -195,16 +195,6 @@ fn pairs(label: &str, text: &str) -> Result<Value, String> {
     Ok(Value::Array(out))
 }
 
-/// Bytes in the largest binary unit that divides them: "4 KiB", "1 GiB", "1000".
-pub fn bytes_text(bytes: u64) -> String {
-    for (unit, name) in [(KIB * KIB * KIB, "GiB"), (KIB * KIB, "MiB"), (KIB, "KiB")] {
-        if bytes >= unit && bytes.is_multiple_of(unit) {
-            return format!("{} {name}", bytes / unit);
-        }
-    }
-    bytes.to_string()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,7 +245,7 @@ mod tests {
         assert!(byte_size("size", "1.3 B").is_err());
         assert!(byte_size("size", "12 parsecs").is_err());
         assert_eq!(byte_size("size", "2G"), Ok(2 << 30));
-        assert_eq!(bytes_text(1000), "1000");
+        assert_eq!(exact_bytes(1000), "1000");
     }
 
     #[test]

@@ -15,10 +15,8 @@ use shared::processes::{GpuProcess, redact_all};
 use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Snapshot, Tick};
 use tokio::sync::broadcast;
 
-use super::MemoryRing;
+use super::history::{HISTORY_WINDOW_MS, MemoryRing};
 
-/// How much memory history a page gets when it connects.
-pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
 /// Most points per device in a snapshot, whatever the sampling period.
 pub const SNAPSHOT_POINTS: usize = 300;
 /// Ticks a slow socket may fall behind before it is resynchronised with a snapshot.
