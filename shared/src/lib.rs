@@ -12,6 +12,7 @@ pub mod fleet;
 pub mod health;
 pub mod history;
 pub mod lab;
+pub mod lab_view;
 pub mod processes;
 pub mod ring;
 mod tagged;

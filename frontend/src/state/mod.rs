@@ -7,7 +7,6 @@
 pub mod history;
 pub mod lab;
 pub mod lab_form;
-pub mod lab_wire;
 
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,

@@ -5,6 +5,7 @@
 use leptos::{html, logging, prelude::*, task::spawn_local};
 use shared::{
     lab::{ChartSpec, RunResult, RunStatus},
+    lab_view::RunDoc,
     units::three_digits,
 };
 
@@ -22,7 +23,6 @@ use crate::{
         theme::Theme,
     },
     pages::Tab,
-    state::lab_wire::RunDoc,
 };
 
 /// The selected run, or a hint to pick one.
