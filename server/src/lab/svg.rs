@@ -49,9 +49,8 @@ fn draw(root: &Area<'_>, run: &Run, previous: Option<&Run>) -> Result<(), DrawEr
         previous_id: previous.map(|(id, _)| id),
         simulated: run.summary.simulated,
         title: Some(&title),
-        legend: true,
     };
-    chart.draw(root, &look)
+    chart.draw_with_legend(root, &look)
 }
 
 #[cfg(test)]

@@ -28,7 +28,9 @@ use crate::units::{exact_bytes, three_digits};
 type Area<DB> = DrawingArea<DB, Shift>;
 
 impl RunChart<'_> {
-    pub(super) fn lines<DB: DrawingBackend>(
+    /// Curves; with `LEGEND`, named in a legend (a constant, so the page's wasm,
+    /// which never draws one, has no legend code: about 5.6 KB).
+    pub(super) fn lines<DB: DrawingBackend, const LEGEND: bool>(
         &self,
         root: &Area<DB>,
         look: &Look,
@@ -73,7 +75,7 @@ impl RunChart<'_> {
             for series in &previous.series {
                 let color = series_color(self.series_index(&series.name));
                 let style = ShapeStyle::from(color.mix(0.35)).stroke_width(look.px(1.0));
-                let label = self.legend.then(|| match self.previous_id {
+                let label = LEGEND.then(|| match self.previous_id {
                     Some(id) => format!("{} (run {id})", series.name),
                     None => format!("{} (previous run)", series.name),
                 });
@@ -89,11 +91,11 @@ impl RunChart<'_> {
                 chart.polygon(&band, color.mix(0.15).filled())?;
             }
             let line = on_axes(&series.points);
-            let label = self.legend.then(|| series.name.clone());
+            let label = LEGEND.then(|| series.name.clone());
             chart.labelled_path(&line, ShapeStyle::from(color).stroke_width(look.px(2.0)), label)?;
             chart.dots(&line, look.px(2.5), color.filled())?;
         }
-        if self.legend && !result.series.is_empty() {
+        if LEGEND && !result.series.is_empty() {
             chart.legend(look)?;
         }
         Ok(())

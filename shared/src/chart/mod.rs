@@ -42,8 +42,6 @@ pub struct RunChart<'a> {
     pub simulated: bool,
     /// A caption over the chart (the page has its own heading and leaves it out).
     pub title: Option<&'a str>,
-    /// Names the curves in a legend drawn on the chart (the page lists them beside it).
-    pub legend: bool,
 }
 
 /// Why a chart could not be drawn: the backend's error, as text.
@@ -68,8 +66,26 @@ impl<E: std::error::Error + Send + Sync> From<DrawingAreaErrorKind<E>> for DrawE
 const SIMULATED_COLOR: &str = "#d29922";
 
 impl RunChart<'_> {
-    /// Draws the chart on `root`, filling it, and presents it.
+    /// Draws the chart on `root`, filling it, and presents it. The curves are not
+    /// named on the chart: the page lists them beside it.
     pub fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>, look: &Look) -> Result<(), DrawError> {
+        self.draw_as::<DB, false>(root, look)
+    }
+
+    /// [`draw`](Self::draw), with a legend naming the curves (and the previous run's).
+    pub fn draw_with_legend<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        look: &Look,
+    ) -> Result<(), DrawError> {
+        self.draw_as::<DB, true>(root, look)
+    }
+
+    fn draw_as<DB: DrawingBackend, const LEGEND: bool>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        look: &Look,
+    ) -> Result<(), DrawError> {
         root.fill(&look.palette.background)?;
         let titled;
         let area = match self.title {
@@ -81,7 +97,7 @@ impl RunChart<'_> {
         };
         match &self.result.chart {
             ChartSpec::Lines { x_label, y_label, log_x, log_y } => {
-                self.lines(area, look, (x_label, y_label), (*log_x, *log_y))?;
+                self.lines::<DB, LEGEND>(area, look, (x_label, y_label), (*log_x, *log_y))?;
             }
             ChartSpec::Bars { y_label } => self.bars(area, look, y_label)?,
             ChartSpec::Gantt => self.gantt(area, look)?,

@@ -22,7 +22,7 @@ pub fn draw(
     let scale = fit_to_css_box(canvas);
     let look = Look { scale, width: f64::from(canvas.width()) / scale, palette: css_palette(canvas) };
     let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
-    let chart = RunChart { result, previous, previous_id: None, simulated, title: None, legend: false };
+    let chart = RunChart { result, previous, previous_id: None, simulated, title: None };
     chart.draw(&backend.into_drawing_area(), &look)?;
     Ok(())
 }
