@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::DeviceSample;
+
 /// A gauge kept in the history database.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
@@ -73,6 +75,21 @@ impl Metric {
     pub fn from_name(name: &str) -> Option<Metric> {
         Metric::ALL.into_iter().find(|m| m.name() == name)
     }
+
+    /// A sample's value of this metric in its [`unit`](Self::unit): what the server
+    /// stores and `/api/history` answers, and what the page merges in from live ticks.
+    pub fn value(self, sample: &DeviceSample) -> Option<f64> {
+        let value = match self {
+            Metric::MemoryUsed => return sample.memory_used.map(|b| b as f64),
+            Metric::GpuUtil => sample.gpu_util,
+            Metric::MemUtil => sample.mem_util,
+            Metric::PowerDraw => return sample.power_draw_mw.map(|mw| f64::from(mw) / 1000.0),
+            Metric::Temperature => sample.temperature_c,
+            Metric::SmClock => sample.sm_clock_mhz,
+            Metric::MemClock => sample.mem_clock_mhz,
+        };
+        value.map(f64::from)
+    }
 }
 
 /// One bucket of a downsampled series: the extremes survive, so spikes show.
@@ -123,5 +140,21 @@ mod tests {
             assert_eq!(serde_json::to_string(&metric).unwrap(), format!("\"{}\"", metric.name()));
         }
         assert_eq!(Metric::from_name("fan"), None);
+    }
+
+    #[test]
+    fn values_are_in_the_metric_units() {
+        let sample = DeviceSample {
+            memory_used: Some(1 << 30),
+            power_draw_mw: Some(312_500),
+            temperature_c: Some(61),
+            sm_clock_mhz: Some(1980),
+            ..Default::default()
+        };
+        assert_eq!(Metric::MemoryUsed.value(&sample), Some(f64::from(1u32 << 30)));
+        assert_eq!(Metric::PowerDraw.value(&sample), Some(312.5));
+        assert_eq!(Metric::Temperature.value(&sample), Some(61.0));
+        assert_eq!(Metric::SmClock.value(&sample), Some(1980.0));
+        assert_eq!(Metric::GpuUtil.value(&sample), None);
     }
 }

@@ -6,17 +6,22 @@
 
 pub mod auth;
 pub mod bridge;
+#[cfg(feature = "chart")]
+pub mod chart;
 pub mod fleet;
 pub mod health;
 pub mod history;
 pub mod lab;
+pub mod lab_view;
 pub mod processes;
+pub mod ring;
 mod tagged;
 pub mod telemetry;
 pub mod topology;
 pub mod units;
 pub mod ws;
 
+pub use ring::{HISTORY_WINDOW_MS, MemoryRing};
 pub use telemetry::{
     Clocks, ComputeCapability, Device, DeviceInfo, DeviceSample, DevicesResponse, HostInfo, MemoryPoint, PcieLink,
 };

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::DeviceSample;
+
 /// Whether a process uses the GPU for compute (CUDA), graphics, or both.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -110,6 +112,21 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
     users
 }
 
+/// GPUs no process holds, in the order given, each with its latest reading: a
+/// GPU that stopped answering (its reading says `lost`) is never free.
+pub fn free_devices<'a>(
+    devices: impl IntoIterator<Item = (u32, Option<&'a DeviceSample>)>,
+    processes: &[GpuProcess],
+) -> Vec<u32> {
+    devices
+        .into_iter()
+        .filter(|(index, latest)| {
+            latest.is_none_or(|s| s.lost.is_none()) && !processes.iter().any(|p| p.device == *index)
+        })
+        .map(|(index, _)| index)
+        .collect()
+}
+
 /// A command line cut to `max` characters for a table cell, with an ellipsis.
 pub fn shorten(command: &str, max: usize) -> String {
     if command.chars().count() <= max {
@@ -169,6 +186,15 @@ mod tests {
         assert_eq!((p.user, p.name, p.command, p.container), (None, None, None, None));
         assert!(p.redacted);
         assert_eq!((p.device, p.pid, p.used_memory, p.started_ms), (kept.device, kept.pid, Some(40), Some(7)));
+    }
+
+    #[test]
+    fn free_means_answering_and_held_by_no_process() {
+        let lost = DeviceSample { index: 2, lost: Some("fell off the bus".into()), ..Default::default() };
+        let fine = DeviceSample { index: 1, ..Default::default() };
+        let devices = [(0, None), (1, Some(&fine)), (2, Some(&lost)), (3, None)];
+        assert_eq!(free_devices(devices, &[process(3, Some("ana"), 1)]), [0, 1]);
+        assert_eq!(free_devices(devices, &[]), [0, 1, 3]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use shared::{
     auth::Role,
     bridge::{AttachedDevice, AttachedProcess, EmptyCacheState, SpanSummary},
     processes::shorten,
-    units::{format_bytes, or_na},
+    units::{format_bytes, or_na, three_digits},
 };
 
 use crate::{
@@ -260,15 +260,9 @@ fn signed_bytes(delta: i64) -> String {
     }
 }
 
-/// A span's GPU time: "0.42 ms", "12.3 ms", "1.50 s".
+/// A span's GPU time: "0.424 ms", "12.3 ms", "1.50 s".
 fn millis(ms: f64) -> String {
-    if ms >= 1000.0 {
-        format!("{:.2} s", ms / 1000.0)
-    } else if ms >= 10.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.2} ms")
-    }
+    if ms >= 1000.0 { format!("{} s", three_digits(ms / 1000.0)) } else { format!("{} ms", three_digits(ms)) }
 }
 
 #[cfg(test)]
@@ -288,7 +282,7 @@ mod tests {
     fn figures_read_signed_and_timed() {
         assert_eq!(signed_bytes(-(512 << 20)), format!("−{}", format_bytes(512 << 20)));
         assert!(signed_bytes(1 << 30).starts_with('+'));
-        assert_eq!(millis(0.4242), "0.42 ms");
+        assert_eq!(millis(0.4242), "0.424 ms");
         assert_eq!(millis(1500.0), "1.50 s");
         let done =
             EmptyCacheState { id: 1, requested_ms: 1, done_ms: Some(2), released_bytes: Some(1 << 30), refused: false };

@@ -15,6 +15,7 @@ use plotters::{
     style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
 };
 use plotters_canvas::CanvasBackend;
+use shared::chart::{Palette, parse_hex_color};
 use web_sys::HtmlCanvasElement;
 
 /// A point of a banded line: the band spans `low..high`, the line runs through `mid`.
@@ -56,7 +57,7 @@ impl TimeChart<'_> {
     ) -> Result<(), Box<dyn std::error::Error>> {
         let ratio = fit_to_size(canvas, self.box_size);
         let px = |css_px: f64| (css_px * ratio).round() as u32;
-        let palette = Palette::cached(canvas);
+        let palette = cached_palette(canvas);
         let backend = CanvasBackend::with_canvas_object(canvas.clone()).ok_or("the canvas has no 2d context")?;
         let root = backend.into_drawing_area();
         root.fill(&palette.background)?;
@@ -228,69 +229,43 @@ pub fn value_tick(value: f64, y_max: f64) -> String {
     if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
 }
 
-/// Colors of the chart, read from the page's CSS custom properties so they follow the theme.
-#[derive(Clone, Copy)]
-pub struct Palette {
-    pub background: RGBColor,
-    pub line: RGBColor,
-    pub grid: RGBColor,
-    pub axis: RGBColor,
-    pub text: RGBColor,
-}
-
 thread_local! {
     /// The palette read for the `<html data-theme>` value it was read under: reading the
     /// computed style at every draw forced a style recalculation in every tick.
     static PALETTE: std::cell::Cell<Option<(Option<String>, Palette)>> = const { std::cell::Cell::new(None) };
 }
 
-impl Palette {
-    /// The page's palette, read again only when the theme changed.
-    pub fn cached(canvas: &HtmlCanvasElement) -> Self {
-        let theme = document().document_element().and_then(|html| html.get_attribute("data-theme"));
-        PALETTE.with(|cell| {
-            let cached = cell.take();
-            let palette = match cached {
-                Some((seen, palette)) if seen == theme => palette,
-                _ => Self::from_css(canvas),
-            };
-            cell.set(Some((theme, palette)));
-            palette
-        })
-    }
-
-    pub fn from_css(canvas: &HtmlCanvasElement) -> Self {
-        let style = window().get_computed_style(canvas).ok().flatten();
-        let color = |name: &str, fallback: RGBColor| {
-            style
-                .as_ref()
-                .and_then(|style| style.get_property_value(name).ok())
-                .and_then(|value| parse_hex_color(&value))
-                .unwrap_or(fallback)
+/// The page's palette, read again only when the theme changed.
+pub fn cached_palette(canvas: &HtmlCanvasElement) -> Palette {
+    let theme = document().document_element().and_then(|html| html.get_attribute("data-theme"));
+    PALETTE.with(|cell| {
+        let cached = cell.take();
+        let palette = match cached {
+            Some((seen, palette)) if seen == theme => palette,
+            _ => css_palette(canvas),
         };
-        // Fallbacks are mid-tones that read on dark and light backgrounds alike.
-        Self {
-            background: color("--chart-bg", RGBColor(128, 128, 128)),
-            line: color("--accent", RGBColor(61, 139, 253)),
-            grid: color("--chart-grid", RGBColor(110, 110, 110)),
-            axis: color("--chart-axis", RGBColor(140, 140, 140)),
-            text: color("--text-muted", RGBColor(150, 150, 150)),
-        }
-    }
+        cell.set(Some((theme, palette)));
+        palette
+    })
 }
 
-/// Parses `#rgb` or `#rrggbb` (what main.css uses for its chart colors).
-pub fn parse_hex_color(value: &str) -> Option<RGBColor> {
-    let hex = value.trim().strip_prefix('#')?;
-    let channel = |at: usize, len: usize| {
-        let digits = hex.get(at..at + len)?;
-        let value = u8::from_str_radix(digits, 16).ok()?;
-        Some(if len == 1 { value * 17 } else { value })
+/// The chart colors of the page's CSS custom properties, so they follow the theme.
+pub fn css_palette(canvas: &HtmlCanvasElement) -> Palette {
+    let style = window().get_computed_style(canvas).ok().flatten();
+    let color = |name: &str, fallback: RGBColor| {
+        style
+            .as_ref()
+            .and_then(|style| style.get_property_value(name).ok())
+            .and_then(|value| parse_hex_color(&value))
+            .unwrap_or(fallback)
     };
-    match hex.len() {
-        3 => Some(RGBColor(channel(0, 1)?, channel(1, 1)?, channel(2, 1)?)),
-        6 => Some(RGBColor(channel(0, 2)?, channel(2, 2)?, channel(4, 2)?)),
-        _ => None,
+    // Fallbacks are mid-tones that read on dark and light backgrounds alike.
+    Palette {
+        background: color("--chart-bg", RGBColor(128, 128, 128)),
+        line: color("--accent", RGBColor(61, 139, 253)),
+        grid: color("--chart-grid", RGBColor(110, 110, 110)),
+        axis: color("--chart-axis", RGBColor(140, 140, 140)),
+        text: color("--text-muted", RGBColor(150, 150, 150)),
     }
 }
 
@@ -370,13 +345,5 @@ mod tests {
     fn short_axes_get_a_decimal() {
         assert_eq!(value_tick(2.5, 4.0), "2.5");
         assert_eq!(value_tick(40.0, 140.0), "40");
-    }
-
-    #[test]
-    fn hex_colors_parse_in_short_and_long_form() {
-        assert_eq!(parse_hex_color(" #3d8bfd"), Some(RGBColor(0x3d, 0x8b, 0xfd)));
-        assert_eq!(parse_hex_color("#fff"), Some(RGBColor(255, 255, 255)));
-        assert_eq!(parse_hex_color("rgb(1, 2, 3)"), None);
-        assert_eq!(parse_hex_color("#12345"), None);
     }
 }

@@ -3,7 +3,7 @@
 
 use shared::{
     PcieLink,
-    units::{format_bytes, or_na},
+    units::{format_bytes, or_na, three_digits},
 };
 
 /// The "n/a" of `shared::units`, for a value with nothing to show.
@@ -61,16 +61,7 @@ pub fn rate(bytes_per_s: u64) -> String {
 
 /// Energy from millijoules: kWh, the unit on an electricity bill, with three significant digits.
 pub fn energy(millijoules: u64) -> String {
-    let kwh = millijoules as f64 / 3.6e9;
-    if kwh >= 100.0 {
-        format!("{kwh:.0} kWh")
-    } else if kwh >= 10.0 {
-        format!("{kwh:.1} kWh")
-    } else if kwh >= 1.0 {
-        format!("{kwh:.2} kWh")
-    } else {
-        format!("{kwh:.3} kWh")
-    }
+    format!("{} kWh", three_digits(millijoules as f64 / 3.6e9))
 }
 
 /// A running time as people say it: "42s", "13m", "2h 13m", "3d 4h".

@@ -1,33 +1,26 @@
 //! One history chart: a device's metric over the picked range, fetched from
-//! `/api/history` and kept moving with the live samples; min–max band and average line.
+//! `/api/history` and kept moving with the live samples ([`use_history_series`]);
+//! min–max band and average line ([`super::history_plot`]).
 
-use leptos::{html, logging, prelude::*, task::spawn_local};
+use leptos::{html, logging, prelude::*};
 use shared::history::Metric;
-use web_sys::HtmlCanvasElement;
 
+use super::history_plot::{display_unit, draw, y_ceiling};
 use crate::{
-    components::{
-        chart::{BandPoint, LivePacer, TimeChart},
-        format,
-    },
+    components::chart::LivePacer,
     hooks::{
-        api::{HistoryQuery, fetch_history},
+        history::{HistoryFeed, use_history_series},
         theme::Theme,
         visible::{use_box_size, use_on_screen},
     },
-    state::{
-        DashboardState,
-        history::{HistoryRange, HistorySeries, sample_value},
-    },
+    state::{DashboardState, history::HistoryRange},
 };
 
-const GIB: f64 = (1u64 << 30) as f64;
-/// At most this many buckets per chart, whatever the canvas width.
-const MAX_POINTS: u32 = 1000;
 /// Live-only redraws are spaced at least this far apart (a week's chart gains nothing from 5 a second).
 const MIN_REDRAW_MS: f64 = 900.0;
 /// A bucket still filling (a long range's) is redrawn this often for its moving mean.
 const OPEN_BUCKET_REDRAW_MS: f64 = 5000.0;
+
 /// `canvas.history-chart[data-metric]` of GPU `index`.
 #[component]
 pub fn HistoryChart(
@@ -38,65 +31,8 @@ pub fn HistoryChart(
     theme: ReadSignal<Theme>,
 ) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
-    // Until the first answer, a bucket per second of live samples.
-    let series = RwSignal::new(HistorySeries::live(1000));
-    let error = RwSignal::new(None::<String>);
-    // Counts answers, so an answer is drawn at once rather than waiting out the live throttle.
-    let answers = RwSignal::new(0u32);
-    let generation = StoredValue::new(0u64);
     let box_size = use_box_size(canvas_ref);
-
-    // A fetch per range picked (and one at first); an answer for an older pick is dropped.
-    Effect::new(move |_| {
-        let range = range.get();
-        let Some(canvas) = canvas_ref.get() else {
-            return;
-        };
-        let width = canvas.get_bounding_client_rect().width().round();
-        let points = if width >= 1.0 { (width as u32).min(MAX_POINTS) } else { 300 };
-        let to_ms = js_sys::Date::now() as u64;
-        let query =
-            HistoryQuery { device: index, metric, from_ms: to_ms.saturating_sub(range.millis()), to_ms, points };
-        generation.update_value(|g| *g += 1);
-        let mine = generation.get_value();
-        series.update(HistorySeries::begin_fetch);
-        spawn_local(async move {
-            let answer = fetch_history(query).await;
-            if generation.try_get_value() != Some(mine) {
-                return;
-            }
-            match answer {
-                Ok(answer) => {
-                    series.try_update(|s| s.finish_fetch(answer.bucket_ms, answer.points));
-                    error.try_set(None);
-                    answers.try_update(|n| *n += 1);
-                }
-                Err(message) => {
-                    logging::warn!("gpudash: history of GPU {index} {}: {message}", metric.name());
-                    series.try_update(HistorySeries::abandon_fetch);
-                    error.try_set(Some(message));
-                    answers.try_update(|n| *n += 1);
-                }
-            }
-        });
-    });
-
-    // The live tail: each new sample joins the newest bucket or opens the next.
-    let live = Memo::new(move |_| {
-        state.with(|s| {
-            let latest = s.device(index)?.latest.as_ref()?;
-            Some((latest.timestamp_ms, sample_value(latest, metric)?))
-        })
-    });
-    Effect::new(move |_| {
-        if let Some((t, value)) = live.get() {
-            let from = (js_sys::Date::now() as u64).saturating_sub(range.get_untracked().millis());
-            series.update(|s| {
-                s.push(t, value);
-                s.trim_before(from);
-            });
-        }
-    });
+    let HistoryFeed { series, error, answers } = use_history_series(state, index, metric, range, canvas_ref);
 
     let ceiling = Memo::new(move |_| state.with(|s| y_ceiling(s, index, metric)));
     // Off screen (below the fold, or the dashboard tab hidden) the chart waits, then draws once shown.
@@ -173,145 +109,4 @@ struct DrawKey {
     size: Option<(f64, f64)>,
     ceiling: Option<f64>,
     answers: u32,
-}
-
-/// The unit a metric is drawn in and what divides the API's values into it.
-fn display_unit(metric: Metric) -> (&'static str, f64) {
-    match metric {
-        Metric::MemoryUsed => ("GiB", GIB),
-        other => (other.unit(), 1.0),
-    }
-}
-
-/// The top of the y axis in display units, where the device says what its most is.
-fn y_ceiling(state: &DashboardState, index: u32, metric: Metric) -> Option<f64> {
-    let device = state.device(index)?;
-    let latest = device.latest.as_ref();
-    match metric {
-        Metric::MemoryUsed => (device.info.memory_total > 0).then(|| device.info.memory_total as f64 / GIB),
-        Metric::GpuUtil | Metric::MemUtil => Some(100.0),
-        Metric::PowerDraw => latest?.power_limit_mw.map(|mw| f64::from(mw) / 1000.0),
-        Metric::Temperature => Some(100.0),
-        Metric::SmClock => device.info.max_clocks.sm_mhz.map(f64::from),
-        Metric::MemClock => device.info.max_clocks.memory_mhz.map(f64::from),
-    }
-}
-
-/// Steps the time axis may take, in ms: round minutes, hours and days.
-const TIME_STEPS: [u64; 14] = [
-    15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 10_800_000,
-    21_600_000, 43_200_000, 86_400_000,
-];
-
-/// Tick times between `from` and `to` at the smallest round step that gives at
-/// most `max_ticks`, aligned on the local clock (`offset_ms` east of UTC); and that step.
-fn time_ticks(from: u64, to: u64, max_ticks: u64, offset_ms: i64) -> (Vec<u64>, u64) {
-    let span = to.saturating_sub(from);
-    let step = TIME_STEPS.into_iter().find(|step| span / step <= max_ticks.max(1)).unwrap_or(86_400_000);
-    let local = |t: u64| t as i64 + offset_ms;
-    let first = local(from).div_euclid(step as i64) * step as i64 + step as i64 - offset_ms;
-    let ticks = (0..).map(|k| first + k * step as i64).take_while(|&t| t <= to as i64).map(|t| t as u64).collect();
-    (ticks, step)
-}
-
-/// A tick's label: seconds on short steps, the weekday on day steps.
-fn time_label(ms: f64, step: u64) -> String {
-    if step < 60_000 {
-        format::time_of_day(ms, true)
-    } else if step >= 43_200_000 {
-        format::day_and_time(ms)
-    } else {
-        format::time_of_day(ms, false)
-    }
-}
-
-/// Splits points where buckets are missing (the server was down), so no line bridges the gap.
-fn segments(points: &[BandPoint], gap_ms: u64) -> Vec<&[BandPoint]> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for i in 1..points.len() {
-        if (points[i].x - points[i - 1].x) as u64 > gap_ms {
-            out.push(&points[start..i]);
-            start = i;
-        }
-    }
-    if start < points.len() {
-        out.push(&points[start..]);
-    }
-    out
-}
-
-/// Draws the chart; returns how many buckets it drew.
-fn draw(
-    canvas: &HtmlCanvasElement,
-    box_size: (f64, f64),
-    series: &HistorySeries,
-    metric: Metric,
-    range: HistoryRange,
-    ceiling: Option<f64>,
-    now_ms: f64,
-) -> Result<usize, Box<dyn std::error::Error>> {
-    let (unit, divisor) = display_unit(metric);
-    let to = now_ms.max(series.points().last().map_or(0.0, |p| p.t as f64)) as u64;
-    let from = to.saturating_sub(range.millis());
-    let first = series.points().partition_point(|p| p.t < from);
-    let visible = &series.points()[first..];
-    let data_max = visible.iter().map(|p| p.max / divisor).fold(0.0, f64::max);
-
-    let max_ticks = (box_size.0 / 80.0).clamp(2.0, 8.0) as u64;
-    let offset_ms = -js_sys::Date::new_0().get_timezone_offset() as i64 * 60_000;
-    let (ticks, step) = time_ticks(from, to, max_ticks, offset_ms);
-    let points: Vec<BandPoint> = visible
-        .iter()
-        .map(|p| BandPoint { x: p.t as i64, low: p.min / divisor, mid: p.avg / divisor, high: p.max / divisor })
-        .collect();
-    let gap_ms = (series.bucket_ms() * 3).max(5_000);
-    TimeChart {
-        x_range: from as i64..to as i64,
-        x_ticks: ticks.into_iter().map(|t| t as i64).collect(),
-        x_label: &|x| time_label(x as f64, step),
-        x_desc: None,
-        y_max: ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0),
-        y_desc: unit,
-        y_labels: 4,
-        compact: true,
-        markers: &[],
-        band_opacity: 0.25,
-        box_size,
-    }
-    .draw(canvas, &segments(&points, gap_ms))?;
-    Ok(visible.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn point(x: i64) -> BandPoint {
-        BandPoint { x, low: 0.0, mid: 0.0, high: 0.0 }
-    }
-
-    #[test]
-    fn ticks_fall_on_round_local_times() {
-        // One hour from 10:07 UTC: every 15 minutes at most 4 ticks, on the quarter hour.
-        let from = 10 * 3_600_000 + 7 * 60_000;
-        let (ticks, step) = time_ticks(from, from + 3_600_000, 4, 0);
-        assert_eq!(step, 900_000);
-        assert_eq!(
-            ticks,
-            [10 * 3_600_000 + 900_000, 10 * 3_600_000 + 1_800_000, 10 * 3_600_000 + 2_700_000, 11 * 3_600_000]
-        );
-        // Half an hour east of UTC, hour ticks land on local hours.
-        let (ticks, _) = time_ticks(0, 3 * 3_600_000, 3, 1_800_000);
-        assert_eq!(ticks, [1_800_000, 5_400_000, 9_000_000]);
-    }
-
-    #[test]
-    fn gaps_split_the_series() {
-        let points = [point(0), point(1000), point(9000), point(10_000)];
-        let parts = segments(&points, 5000);
-        assert_eq!(parts.len(), 2);
-        assert_eq!(parts[1], [point(9000), point(10_000)]);
-        assert!(segments(&[], 5000).is_empty());
-    }
 }

@@ -28,7 +28,7 @@ pub fn LoginForm(#[prop(optional)] on_done: Option<Callback<()>>) -> impl IntoVi
                         done.run(());
                     }
                 }
-                Err(message) => drop(error.try_set(Some(message))),
+                Err(failure) => drop(error.try_set(Some(failure.message))),
             }
             busy.try_set(false);
         });

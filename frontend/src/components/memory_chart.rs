@@ -1,7 +1,7 @@
 //! A device's memory used over the last five minutes, drawn with plotters on a `<canvas>`.
 
 use leptos::{html, logging, prelude::*};
-use shared::bridge::AttachedProcess;
+use shared::{HISTORY_WINDOW_MS, MemoryRing, bridge::AttachedProcess};
 use web_sys::HtmlCanvasElement;
 
 use crate::{
@@ -11,7 +11,7 @@ use crate::{
         theme::Theme,
         visible::{use_box_size, use_on_screen},
     },
-    state::{DashboardState, HISTORY_WINDOW_MS, MemoryRing},
+    state::DashboardState,
 };
 
 const GIB: f64 = (1u64 << 30) as f64;

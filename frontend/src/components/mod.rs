@@ -10,6 +10,7 @@ pub mod header;
 pub mod health;
 pub mod history;
 pub mod history_chart;
+pub mod history_plot;
 pub mod lab;
 pub mod login;
 pub mod memory_chart;

@@ -10,7 +10,8 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, RequestInit, Response};
 
 /// A call that did not succeed: the HTTP status (0 when no answer came) and what the server said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
 pub struct ApiFailure {
     pub status: u16,
     pub message: String,
@@ -37,12 +38,12 @@ pub struct HistoryQuery {
     pub points: u32,
 }
 
-/// `GET /api/history`; the error is the server's own message when it sent one.
-pub async fn fetch_history(query: HistoryQuery) -> Result<HistoryResponse, String> {
+/// `GET /api/history`; the failure carries the server's own message when it sent one.
+pub async fn fetch_history(query: HistoryQuery) -> Result<HistoryResponse, ApiFailure> {
     let HistoryQuery { device, metric, from_ms, to_ms, points } = query;
     let url =
         format!("/api/history?device={device}&metric={}&from={from_ms}&to={to_ms}&points={points}", metric.name());
-    get_json(&url).await.map_err(|e| e.message)
+    get_json(&url).await
 }
 
 /// `GET url`, its JSON answer.

@@ -4,7 +4,10 @@
 
 use leptos::{logging, prelude::*, task::spawn_local};
 use serde_json::{Value, json};
-use shared::lab::{LabStatus, RunSummary, TrimOutcome};
+use shared::{
+    lab::{LabStatus, RunSummary, TrimOutcome},
+    lab_view::RunDoc,
+};
 
 use super::{
     api::{ApiFailure, get_json, post_json},
@@ -13,7 +16,7 @@ use super::{
 };
 use crate::state::{
     lab::{LabState, RECENT_RUNS},
-    lab_wire::{ExperimentDoc, RunDoc},
+    lab_form::ExperimentDoc,
 };
 
 /// The lab's state and the run the Lab view shows.

@@ -1,8 +1,9 @@
 //! Hooks that own the page's connections to the outside: the telemetry socket,
-//! the session, the lab, API calls and the theme.
+//! the session, the lab, history fetches, API calls and the theme.
 
 pub mod api;
 pub mod bridge;
+pub mod history;
 pub mod lab;
 pub mod poll;
 pub mod session;

@@ -39,16 +39,13 @@ impl Session {
     }
 
     /// Trades a token for a session cookie; on success the page reloads its state as the new user.
-    pub async fn login(self, token: String) -> Result<(), String> {
+    /// A failure carries the server's message (a 401: the token is not known).
+    pub async fn login(self, token: String) -> Result<(), ApiFailure> {
         let body = serde_json::json!({ "token": token });
-        match post_json::<Me>("/api/login", Some(&body)).await {
-            Ok(me) => {
-                self.set_me.set(Some(me));
-                self.set_epoch.update(|e| *e += 1);
-                Ok(())
-            }
-            Err(failure) => Err(failure.message),
-        }
+        let me = post_json::<Me>("/api/login", Some(&body)).await?;
+        self.set_me.set(Some(me));
+        self.set_epoch.update(|e| *e += 1);
+        Ok(())
     }
 
     /// Ends the session and asks the server who the page is now.

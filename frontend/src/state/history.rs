@@ -1,10 +1,7 @@
 //! The history charts' data: the range picked, and each chart's series, the
 //! buckets `/api/history` answered followed by the live tail merged in from ticks.
 
-use shared::{
-    DeviceSample,
-    history::{HistoryPoint, Metric},
-};
+use shared::history::{HistoryPoint, Metric};
 
 /// The time ranges the history section offers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,21 +39,6 @@ impl HistoryRange {
 /// The metrics charted for every GPU, in the order shown.
 pub const CHARTED: [Metric; 5] =
     [Metric::MemoryUsed, Metric::GpuUtil, Metric::PowerDraw, Metric::Temperature, Metric::SmClock];
-
-/// A live sample's value of `metric`, in the unit `/api/history` answers in
-/// (bytes, %, W, °C, MHz).
-pub fn sample_value(sample: &DeviceSample, metric: Metric) -> Option<f64> {
-    let value = match metric {
-        Metric::MemoryUsed => return sample.memory_used.map(|b| b as f64),
-        Metric::GpuUtil => sample.gpu_util,
-        Metric::MemUtil => sample.mem_util,
-        Metric::PowerDraw => return sample.power_draw_mw.map(|mw| f64::from(mw) / 1000.0),
-        Metric::Temperature => sample.temperature_c,
-        Metric::SmClock => sample.sm_clock_mhz,
-        Metric::MemClock => sample.mem_clock_mhz,
-    };
-    value.map(f64::from)
-}
 
 /// One chart's points, oldest first, on a grid of `bucket_ms`-wide buckets.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -185,11 +167,7 @@ mod tests {
     }
 
     #[test]
-    fn live_values_use_the_history_units() {
-        let sample = DeviceSample { memory_used: Some(1 << 30), power_draw_mw: Some(312_500), ..Default::default() };
-        assert_eq!(sample_value(&sample, Metric::MemoryUsed), Some(f64::from(1u32 << 30)));
-        assert_eq!(sample_value(&sample, Metric::PowerDraw), Some(312.5));
-        assert_eq!(sample_value(&sample, Metric::GpuUtil), None);
+    fn ranges_read_as_their_buttons() {
         assert_eq!(HistoryRange::ALL.map(HistoryRange::key), ["5m", "1h", "24h", "7d"]);
     }
 }

@@ -6,10 +6,37 @@
 //! byte sizes, at least one choice); ranges are the server's to judge, and its
 //! 400 message is shown as it is.
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use shared::lab::ExperimentKind;
+use shared::{lab::ExperimentKind, units::exact_bytes};
 
 const KIB: u64 = 1024;
+
+/// What the reader must fix in a form, naming the field by its label.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormError {
+    #[error("'{label}' must be a whole number, not '{text}'")]
+    NotACount { label: String, text: String },
+    #[error("'{label}' must be a size in bytes like 256 MiB, not '{text}'")]
+    NotASize { label: String, text: String },
+    #[error("'{label}' must list GPU pairs like 0-1, 1-2, not '{text}'")]
+    NotAPair { label: String, text: String },
+    #[error("'{label}' needs at least one value")]
+    Empty { label: String },
+    #[error("'{label}': pick at least one")]
+    NoneChosen { label: String },
+}
+
+/// An experiment of `GET /api/lab/experiments` (`shared::lab::ExperimentInfo`), its
+/// defaults kept as JSON for the form: typed, they would bring every experiment's
+/// parameter deserializer into the wasm (see `shared::lab_view::RunDoc` for the measure).
+#[derive(Deserialize, Debug, Clone, PartialEq)]
+pub struct ExperimentDoc {
+    pub kind: ExperimentKind,
+    pub title: String,
+    pub description: String,
+    pub defaults: Value,
+}
 
 /// What sort of input a parameter gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,7 +119,7 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
         Value::Number(n) => {
             let n = n.as_u64()?;
             if bytes {
-                (FieldKind::Bytes, FieldValue::Text(bytes_text(n)))
+                (FieldKind::Bytes, FieldValue::Text(exact_bytes(n)))
             } else {
                 (FieldKind::Count, FieldValue::Text(n.to_string()))
             }
@@ -112,7 +139,7 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
         }
         Value::Array(items) => {
             let numbers: Vec<u64> = items.iter().map(Value::as_u64).collect::<Option<_>>()?;
-            let format = |n: &u64| if bytes { bytes_text(*n) } else { n.to_string() };
+            let format = |n: &u64| if bytes { exact_bytes(*n) } else { n.to_string() };
             let text = numbers.iter().map(format).collect::<Vec<_>>().join(", ");
             (if bytes { FieldKind::BytesList } else { FieldKind::CountList }, FieldValue::Text(text))
         }
@@ -122,7 +149,7 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
 }
 
 /// The `params` of a run request from the form, or what the reader must fix.
-pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, String> {
+pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, FormError> {
     let mut object = Map::new();
     object.insert("kind".into(), Value::from(kind.name()));
     for (field, value) in fields.iter().zip(values) {
@@ -135,7 +162,7 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
             (FieldKind::Choices(choices), FieldValue::Chosen(chosen)) => {
                 let picked: Vec<&String> = choices.iter().zip(chosen).filter(|(_, on)| **on).map(|(c, _)| c).collect();
                 if picked.is_empty() {
-                    return Err(format!("'{label}': pick at least one"));
+                    return Err(FormError::NoneChosen { label });
                 }
                 json!(picked)
             }
@@ -147,15 +174,15 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
     Ok(Value::Object(object))
 }
 
-fn count(label: &str, text: &str) -> Result<u64, String> {
+fn count(label: &str, text: &str) -> Result<u64, FormError> {
     let text = text.trim();
-    text.parse().map_err(|_| format!("'{label}' must be a whole number, not '{text}'"))
+    text.parse().map_err(|_| FormError::NotACount { label: label.to_owned(), text: text.to_owned() })
 }
 
 /// "256 MiB", "1.5 GiB", "4k" or a plain number of bytes.
-pub fn byte_size(label: &str, text: &str) -> Result<u64, String> {
+pub fn byte_size(label: &str, text: &str) -> Result<u64, FormError> {
     let text = text.trim();
-    let bad = || format!("'{label}' must be a size in bytes like 256 MiB, not '{text}'");
+    let bad = || FormError::NotASize { label: label.to_owned(), text: text.to_owned() };
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
     let (number, unit) = text.split_at(split);
     let number: f64 = number.parse().map_err(|_| bad())?;
@@ -174,35 +201,25 @@ pub fn byte_size(label: &str, text: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-fn list(label: &str, text: &str, item: fn(&str, &str) -> Result<u64, String>) -> Result<Vec<u64>, String> {
+fn list(label: &str, text: &str, item: fn(&str, &str) -> Result<u64, FormError>) -> Result<Vec<u64>, FormError> {
     let items: Vec<u64> =
         text.split(',').map(str::trim).filter(|s| !s.is_empty()).map(|s| item(label, s)).collect::<Result<_, _>>()?;
     if items.is_empty() {
-        return Err(format!("'{label}' needs at least one value"));
+        return Err(FormError::Empty { label: label.to_owned() });
     }
     Ok(items)
 }
 
-fn pairs(label: &str, text: &str) -> Result<Value, String> {
+fn pairs(label: &str, text: &str) -> Result<Value, FormError> {
     let mut out = Vec::new();
     for pair in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let bad = || format!("'{label}' must list GPU pairs like 0-1, 1-2, not '{pair}'");
+        let bad = || FormError::NotAPair { label: label.to_owned(), text: pair.to_owned() };
         let (a, b) = pair.split_once('-').ok_or_else(bad)?;
         let a: u32 = a.trim().parse().map_err(|_| bad())?;
         let b: u32 = b.trim().parse().map_err(|_| bad())?;
         out.push(json!({ "a": a, "b": b }));
     }
     Ok(Value::Array(out))
-}
-
-/// Bytes in the largest binary unit that divides them: "4 KiB", "1 GiB", "1000".
-pub fn bytes_text(bytes: u64) -> String {
-    for (unit, name) in [(KIB * KIB * KIB, "GiB"), (KIB * KIB, "MiB"), (KIB, "KiB")] {
-        if bytes >= unit && bytes.is_multiple_of(unit) {
-            return format!("{} {name}", bytes / unit);
-        }
-    }
-    bytes.to_string()
 }
 
 #[cfg(test)]
@@ -241,7 +258,9 @@ mod tests {
         assert_eq!(p["sizes"], json!([4096, 1_572_864]));
         assert_eq!(p["copies"], json!(["h2d_pinned"]));
         values[0] = FieldValue::Chosen(vec![false; 5]);
-        assert_eq!(params(ExperimentKind::Transfer, &fields, &values).unwrap_err(), "'copies': pick at least one");
+        let error = params(ExperimentKind::Transfer, &fields, &values).unwrap_err();
+        assert_eq!(error, FormError::NoneChosen { label: "copies".into() });
+        assert_eq!(error.to_string(), "'copies': pick at least one");
     }
 
     #[test]
@@ -249,13 +268,25 @@ mod tests {
         let (fields, mut values) = defaults(ExperimentKind::Latency);
         values[1] = FieldValue::Text("lots".into());
         assert_eq!(
-            params(ExperimentKind::Latency, &fields, &values).unwrap_err(),
+            params(ExperimentKind::Latency, &fields, &values).unwrap_err().to_string(),
             "'repetitions' must be a whole number, not 'lots'"
         );
         assert!(byte_size("size", "1.3 B").is_err());
         assert!(byte_size("size", "12 parsecs").is_err());
         assert_eq!(byte_size("size", "2G"), Ok(2 << 30));
-        assert_eq!(bytes_text(1000), "1000");
+        assert_eq!(exact_bytes(1000), "1000");
+    }
+
+    #[test]
+    fn the_servers_experiments_read_as_docs() {
+        let info = shared::lab::ExperimentInfo {
+            kind: ExperimentKind::Memory,
+            title: "Memory".into(),
+            description: "pools".into(),
+            defaults: ExperimentKind::Memory.default_params(),
+        };
+        let doc: ExperimentDoc = serde_json::from_str(&serde_json::to_string(&info).unwrap()).unwrap();
+        assert_eq!(doc.defaults["blocks"], 8);
     }
 
     #[test]

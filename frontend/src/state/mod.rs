@@ -1,63 +1,18 @@
 //! What the page knows about the host and its GPUs, rebuilt from snapshots and ticks.
 //!
 //! Pure data with no browser types, so the rules (a snapshot replaces, a tick
-//! appends, duplicates are dropped, charts keep five minutes, details replace
-//! health and processes) are tested here.
+//! appends, duplicates are dropped, details replace health and processes) are
+//! tested here; the charts' five minutes are `shared::MemoryRing`'s.
 
 pub mod history;
 pub mod lab;
 pub mod lab_form;
-pub mod lab_wire;
-
-use std::collections::VecDeque;
 
 use shared::{
-    Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, Tick, health::DeviceHealth,
-    processes::GpuProcess,
+    Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,
+    health::DeviceHealth,
+    processes::{GpuProcess, free_devices},
 };
-
-/// How much memory history a chart shows, in milliseconds.
-pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
-
-/// Memory-used points of one device, oldest first, no older than
-/// [`HISTORY_WINDOW_MS`] before the newest.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct MemoryRing {
-    points: VecDeque<MemoryPoint>,
-}
-
-impl MemoryRing {
-    /// A ring holding the tail of `points` (oldest first) that fits the window.
-    pub fn from_points(points: impl IntoIterator<Item = MemoryPoint>) -> Self {
-        let mut ring = Self::default();
-        for point in points {
-            ring.push(point);
-        }
-        ring
-    }
-
-    /// Appends a point and forgets what fell out of the window. A point older
-    /// than the newest is dropped: the chart's x axis is time, so order matters.
-    pub fn push(&mut self, point: MemoryPoint) {
-        if self.newest_ms().is_some_and(|newest| point.timestamp_ms < newest) {
-            return;
-        }
-        self.points.push_back(point);
-        let cutoff = point.timestamp_ms.saturating_sub(HISTORY_WINDOW_MS);
-        while self.points.front().is_some_and(|p| p.timestamp_ms < cutoff) {
-            self.points.pop_front();
-        }
-    }
-
-    /// Timestamp of the newest point, the chart's "0 seconds ago".
-    pub fn newest_ms(&self) -> Option<u64> {
-        self.points.back().map(|p| p.timestamp_ms)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &MemoryPoint> {
-        self.points.iter()
-    }
-}
 
 /// One GPU as the page shows it.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,13 +127,9 @@ impl DashboardState {
         self.processes.iter().filter(move |p| p.device == index)
     }
 
-    /// GPUs no process holds, ascending; a lost GPU is never free.
+    /// GPUs no process holds, in the server's order: the rule of [`free_devices`].
     pub fn free_devices(&self) -> Vec<u32> {
-        self.devices
-            .iter()
-            .map(|d| d.info.index)
-            .filter(|&i| self.lost_reason(i).is_none() && self.processes_on(i).next().is_none())
-            .collect()
+        free_devices(self.devices.iter().map(|d| (d.info.index, d.latest.as_ref())), &self.processes)
     }
 }
 
@@ -250,16 +201,6 @@ mod tests {
         let history = vec![DeviceHistory { index: 0, points: vec![point(10, 1), point(11, 2)] }];
         let details = Details { health: vec![], processes: vec![process(1, 5)] };
         state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history, details);
-    }
-
-    #[test]
-    fn ring_keeps_five_minutes_before_the_newest_point() {
-        let mut ring = MemoryRing::from_points((0..=400).map(|s| point(s, s)));
-        assert_eq!(ring.newest_ms(), Some(400_000));
-        assert_eq!(ring.iter().next(), Some(&point(100, 100)));
-        assert_eq!(ring.iter().count(), 301);
-        ring.push(point(399, 0));
-        assert_eq!(ring.iter().count(), 301, "a point older than the newest is dropped");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, params};
 use shared::DeviceSample;
+use shared::history::Metric;
 
 use super::schema::{self, METRIC_COLUMNS};
 use super::{Retention, StoreError};
@@ -203,18 +204,9 @@ fn insert(conn: &mut Connection, ticks: &[Vec<DeviceSample>]) -> rusqlite::Resul
     Ok(newest)
 }
 
-/// A sample's values in the order of [`METRIC_COLUMNS`], in each metric's unit.
+/// A sample's values in the order of [`METRIC_COLUMNS`] (that of [`Metric::ALL`]), in each metric's unit.
 pub fn metric_values(sample: &DeviceSample) -> [Option<f64>; 7] {
-    let f = |v: Option<u32>| v.map(f64::from);
-    [
-        sample.memory_used.map(|v| v as f64),
-        f(sample.gpu_util),
-        f(sample.mem_util),
-        sample.power_draw_mw.map(|mw| f64::from(mw) / 1000.0),
-        f(sample.temperature_c),
-        f(sample.sm_clock_mhz),
-        f(sample.mem_clock_mhz),
-    ]
+    Metric::ALL.map(|metric| metric.value(sample))
 }
 
 fn rollup(conn: &Connection, from_ms: u64, until_ms: u64) -> rusqlite::Result<usize> {

@@ -16,10 +16,9 @@ use shared::topology::Topology;
 use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, ServerMessage, Snapshot, Tick};
 use tokio::sync::broadcast;
 
-use super::{DeviceQuery, MemoryRing};
+use super::DeviceQuery;
+use super::history::{HISTORY_WINDOW_MS, MemoryRing};
 
-/// How much memory history a page gets when it connects.
-pub const HISTORY_WINDOW_MS: u64 = 5 * 60 * 1000;
 /// Most points per device in a snapshot, whatever the sampling period.
 pub const SNAPSHOT_POINTS: usize = 300;
 /// Ticks a slow socket may fall behind before it is resynchronised with a snapshot.

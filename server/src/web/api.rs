@@ -5,7 +5,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
-use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
+use shared::processes::{GpuProcess, UserUsage, free_devices, redact_all, usage_by_user};
 use shared::{Device, DevicesResponse};
 
 use super::auth::Caller;
@@ -61,13 +61,9 @@ pub struct ProcessesResponse {
 pub async fn processes(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<ProcessesResponse> {
     let telemetry = &state.telemetry;
     let processes = processes_for(&state, visibility(&state, caller.as_deref()));
-    let lost: Vec<u32> = telemetry.latest().iter().filter(|s| s.lost.is_some()).map(|s| s.index).collect();
-    let free_devices = telemetry
-        .devices()
-        .iter()
-        .map(|d| d.index)
-        .filter(|i| !lost.contains(i) && !processes.iter().any(|p| p.device == *i))
-        .collect();
+    let latest = telemetry.latest();
+    let devices = telemetry.devices().iter().map(|d| (d.index, latest.iter().find(|s| s.index == d.index)));
+    let free_devices = free_devices(devices, &processes);
     Json(ProcessesResponse {
         simulated: telemetry.host().simulated,
         users: usage_by_user(&processes),

@@ -9,8 +9,7 @@ use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
         DashboardState,
-        lab_form::{self, Field, FieldKind, FieldValue},
-        lab_wire::ExperimentDoc,
+        lab_form::{self, ExperimentDoc, Field, FieldKind, FieldValue},
     },
 };
 
@@ -74,8 +73,8 @@ pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSigna
             let current: Vec<FieldValue> = values.iter().map(|v| v.get_untracked()).collect();
             let params = match lab_form::params(kind, &fields, &current) {
                 Ok(params) => params,
-                Err(message) => {
-                    error.set(Some(message));
+                Err(fault) => {
+                    error.set(Some(fault.to_string()));
                     plan.set(Vec::new());
                     return;
                 }

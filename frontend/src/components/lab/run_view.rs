@@ -3,10 +3,14 @@
 //! links to the server's SVG and CSV.
 
 use leptos::{html, logging, prelude::*, task::spawn_local};
-use shared::lab::{ChartSpec, RunResult, RunStatus};
+use shared::{
+    lab::{ChartSpec, RunResult, RunStatus},
+    lab_view::RunDoc,
+    units::three_digits,
+};
 
 use super::{
-    chart::{RunChart, SERIES_COLORS, span_kind},
+    chart::{self, SERIES_COLORS, span_kind},
     status_class, status_label,
 };
 use crate::{
@@ -19,7 +23,6 @@ use crate::{
         theme::Theme,
     },
     pages::Tab,
-    state::lab_wire::RunDoc,
 };
 
 /// The selected run, or a hint to pick one.
@@ -169,7 +172,7 @@ fn RunResultView(
         let Some(canvas) = canvas_ref.get() else { return };
         let outcome = previous.with(|p| {
             let previous = p.as_ref().and_then(|p| p.result.as_ref());
-            drawn.with_value(|result| RunChart { result, previous, simulated }.draw(&canvas))
+            drawn.with_value(|result| chart::draw(&canvas, result, previous, simulated))
         });
         match outcome {
             Ok(()) => {
@@ -234,12 +237,12 @@ fn RunResultView(
                             view! {
                                 <tr class="lab-figure">
                                     <td>{f.name}</td>
-                                    <td class="num">{super::chart::number(f.stats.median)}</td>
-                                    <td class="num">{super::chart::number(f.stats.min)}</td>
-                                    <td class="num">{super::chart::number(f.stats.max)}</td>
+                                    <td class="num">{three_digits(f.stats.median)}</td>
+                                    <td class="num">{three_digits(f.stats.min)}</td>
+                                    <td class="num">{three_digits(f.stats.max)}</td>
                                     <td class="num">{f.stats.n}</td>
                                     <td>{f.unit}</td>
-                                    <td class="num">{move || previous_median(&name).map(super::chart::number).unwrap_or_default()}</td>
+                                    <td class="num">{move || previous_median(&name).map(three_digits).unwrap_or_default()}</td>
                                 </tr>
                             }
                         }).collect_view()}

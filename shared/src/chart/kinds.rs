@@ -1,0 +1,274 @@
+//! The chart kinds a [`ChartSpec`](crate::lab::ChartSpec) names: curves with
+//! reference lines, bars with min–max whiskers, a per-stream timeline, and
+//! P2P heatmaps. Each lays out its [`Axes`] and draws through a [`Plot`].
+
+use plotters::{
+    coord::Shift,
+    drawing::DrawingArea,
+    element::Text,
+    prelude::DrawingBackend,
+    style::{
+        Color, ShapeStyle,
+        text_anchor::{HPos, Pos, VPos},
+    },
+};
+
+use super::{
+    DrawError, Look, RunChart,
+    axes::{
+        Axes, bounds, decade_ticks, from_axis, label_area, linear_ticks, lines_bounds, log_ticks_at, row_label,
+        shorten, snap, tick_count, to_axis,
+    },
+    plot::Plot,
+    series_color,
+};
+use crate::lab::Matrix;
+use crate::units::{exact_bytes, three_digits};
+
+type Area<DB> = DrawingArea<DB, Shift>;
+
+impl RunChart<'_> {
+    /// Curves; with `LEGEND`, named in a legend (a constant, so the page's wasm,
+    /// which never draws one, has no legend code: about 5.6 KB).
+    pub(super) fn lines<DB: DrawingBackend, const LEGEND: bool>(
+        &self,
+        root: &Area<DB>,
+        look: &Look,
+        (x_desc, y_desc): (&str, &str),
+        (log_x, log_y): (bool, bool),
+    ) -> Result<(), DrawError> {
+        let result = self.result;
+        let (x, y) = lines_bounds(result, self.previous, (log_x, log_y));
+        let max_x_ticks = tick_count(look.width, 10.0);
+        let measured: Vec<f64> = std::iter::once(result)
+            .chain(self.previous)
+            .flat_map(|r| r.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)))
+            .collect();
+        let x_ticks = if log_x {
+            log_ticks_at(measured.iter().copied(), x.clone(), max_x_ticks)
+        } else {
+            linear_ticks(x.start, x.end, max_x_ticks)
+        };
+        let y_ticks = if log_y { decade_ticks(y.start, y.end) } else { linear_ticks(y.start, y.end, 6) };
+        let bytes = x_desc.contains("bytes");
+        let x_label = |t: f64| {
+            let v = if log_x { snap(from_axis(t, true), &measured) } else { t };
+            if bytes { exact_bytes(v.round() as u64) } else { three_digits(v) }
+        };
+        let y_label = |t: f64| three_digits(from_axis(t, log_y));
+        let (x_lo, x_hi) = (x.start, x.end);
+        let axes = Axes { x, x_ticks, x_label: &x_label, x_desc, y, y_ticks, y_label: &y_label, y_desc, y_area: 52.0 };
+        let mut chart = Plot::frame(root, look, &axes)?;
+        let on_axes = |points: &[crate::lab::Point]| -> Vec<(f64, f64)> {
+            points.iter().map(|p| (to_axis(p.x, log_x), to_axis(p.y.median, log_y))).collect()
+        };
+
+        for reference in &result.references {
+            let y = to_axis(reference.value, log_y);
+            let style = ShapeStyle::from(look.palette.text.mix(0.8)).stroke_width(look.px(1.0));
+            chart.path(&[(x_lo, y), (x_hi, y)], style)?;
+            let text = format!("{} {} {}", reference.name, three_digits(reference.value), result.unit);
+            let font = look.font(10.5).color(&look.palette.text).pos(Pos::new(HPos::Left, VPos::Bottom));
+            chart.text(text, (x_lo, y), &font)?;
+        }
+        if let Some(previous) = self.previous {
+            for series in &previous.series {
+                let color = series_color(self.series_index(&series.name));
+                let style = ShapeStyle::from(color.mix(0.35)).stroke_width(look.px(1.0));
+                let label = LEGEND.then(|| match self.previous_id {
+                    Some(id) => format!("{} (run {id})", series.name),
+                    None => format!("{} (previous run)", series.name),
+                });
+                chart.labelled_path(&on_axes(&series.points), style, label)?;
+            }
+        }
+        for (i, series) in result.series.iter().enumerate() {
+            let color = series_color(i);
+            if series.points.iter().any(|p| p.y.max > p.y.min) {
+                let mut band: Vec<(f64, f64)> =
+                    series.points.iter().map(|p| (to_axis(p.x, log_x), to_axis(p.y.max, log_y))).collect();
+                band.extend(series.points.iter().rev().map(|p| (to_axis(p.x, log_x), to_axis(p.y.min, log_y))));
+                chart.polygon(&band, color.mix(0.15).filled())?;
+            }
+            let line = on_axes(&series.points);
+            let label = LEGEND.then(|| series.name.clone());
+            chart.labelled_path(&line, ShapeStyle::from(color).stroke_width(look.px(2.0)), label)?;
+            chart.dots(&line, look.px(2.5), color.filled())?;
+        }
+        if LEGEND && !result.series.is_empty() {
+            chart.legend(look)?;
+        }
+        Ok(())
+    }
+
+    /// The color index of a series by name, so the previous run's curves match this run's.
+    fn series_index(&self, name: &str) -> usize {
+        self.result.series.iter().position(|s| s.name == name).unwrap_or(0)
+    }
+
+    pub(super) fn bars<DB: DrawingBackend>(&self, root: &Area<DB>, look: &Look, unit: &str) -> Result<(), DrawError> {
+        let figures = &self.result.figures;
+        let n = figures.len().max(1);
+        let row = |i: usize| (n - 1 - i) as f64;
+        let previous =
+            |name: &str| self.previous.and_then(|p| p.figures.iter().find(|f| f.name == name)).map(|f| f.stats.median);
+        let x_hi =
+            figures.iter().flat_map(|f| [Some(f.stats.max), previous(&f.name)]).flatten().fold(0.0, f64::max).max(1e-9)
+                * 1.15;
+        let names: Vec<String> = figures.iter().map(|f| shorten(&f.name, 30)).collect();
+        let y_label = |t: f64| row_label(&names, t);
+        let axes = Axes {
+            x: 0.0..x_hi,
+            x_ticks: linear_ticks(0.0, x_hi, tick_count(look.width, 8.0)),
+            x_label: &three_digits,
+            x_desc: unit,
+            y: -0.5..n as f64 - 0.5,
+            y_ticks: (0..n).map(|i| i as f64).collect(),
+            y_label: &y_label,
+            y_desc: "",
+            y_area: label_area(&names, look.width),
+        };
+        let mut chart = Plot::frame(root, look, &axes)?;
+        let color = look.palette.line;
+        let whisker = ShapeStyle::from(look.palette.text).stroke_width(look.px(1.5));
+        for (i, figure) in figures.iter().enumerate() {
+            let (y, s) = (row(i), figure.stats);
+            chart.rect((0.0, y - 0.3), (s.median, y + 0.3), color.mix(0.75).filled())?;
+            chart.path(&[(s.min, y), (s.max, y)], whisker)?;
+            chart.path(&[(s.min, y - 0.15), (s.min, y + 0.15)], whisker)?;
+            chart.path(&[(s.max, y - 0.15), (s.max, y + 0.15)], whisker)?;
+            if let Some(before) = previous(&figure.name) {
+                let style = ShapeStyle::from(look.palette.text.mix(0.5)).stroke_width(look.px(2.0));
+                chart.path(&[(before, y - 0.4), (before, y + 0.4)], style)?;
+            }
+            let font = look.font(10.5).color(&look.palette.text).pos(Pos::new(HPos::Left, VPos::Center));
+            let text = format!(" {} {}", three_digits(s.median), figure.unit);
+            chart.text(text, (s.max, y), &font)?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn gantt<DB: DrawingBackend>(&self, root: &Area<DB>, look: &Look) -> Result<(), DrawError> {
+        let spans = &self.result.timeline;
+        let mut rows: Vec<(&str, u32)> = Vec::new();
+        let mut kinds: Vec<&str> = Vec::new();
+        for span in spans {
+            if !rows.contains(&(span.phase.as_str(), span.stream)) {
+                rows.push((span.phase.as_str(), span.stream));
+            }
+            if !kinds.contains(&span_kind(&span.label)) {
+                kinds.push(span_kind(&span.label));
+            }
+        }
+        let n = rows.len().max(1);
+        let names: Vec<String> =
+            rows.iter().map(|(phase, stream)| format!("{} · s{stream}", shorten(phase, 26))).collect();
+        let y_label = |t: f64| row_label(&names, t);
+        let x_hi = spans.iter().map(|s| s.end_ms).fold(0.0, f64::max).max(1e-6) * 1.02;
+        let axes = Axes {
+            x: 0.0..x_hi,
+            x_ticks: linear_ticks(0.0, x_hi, tick_count(look.width, 10.0)),
+            x_label: &three_digits,
+            x_desc: "ms from the phase's start",
+            y: -0.5..n as f64 - 0.5,
+            y_ticks: (0..n).map(|i| i as f64).collect(),
+            y_label: &y_label,
+            y_desc: "",
+            y_area: label_area(&names, look.width),
+        };
+        let mut chart = Plot::frame(root, look, &axes)?;
+        for span in spans {
+            let Some(row) = rows.iter().position(|r| *r == (span.phase.as_str(), span.stream)) else { continue };
+            let y = (n - 1 - row) as f64;
+            let color = series_color(kinds.iter().position(|k| *k == span_kind(&span.label)).unwrap_or(0));
+            let end = span.end_ms.max(span.start_ms + x_hi * 0.002);
+            chart.rect((span.start_ms, y - 0.35), (end, y + 0.35), color.mix(0.85).filled())?;
+        }
+        Ok(())
+    }
+}
+
+/// The kind of a timeline bar, for its color: "kernel 3" → "kernel".
+pub fn span_kind(label: &str) -> &str {
+    label.trim_end_matches(|c: char| c.is_ascii_digit() || c == ' ' || c == '#')
+}
+
+/// One heatmap per matrix, two side by side on a wide chart.
+pub(super) fn heatmaps<DB: DrawingBackend>(
+    root: &Area<DB>,
+    look: &Look,
+    matrices: &[Matrix],
+    descs: (&str, &str),
+) -> Result<(), DrawError> {
+    if matrices.is_empty() {
+        return Ok(());
+    }
+    let columns = if look.width < 700.0 { 1 } else { matrices.len().min(2) };
+    let rows = matrices.len().div_ceil(columns);
+    let areas = root.split_evenly((rows, columns));
+    for (matrix, area) in matrices.iter().zip(&areas) {
+        heatmap(area, look, matrix, descs)?;
+    }
+    Ok(())
+}
+
+/// A GPU × GPU grid, each cell colored within its matrix (darker is better) and labelled.
+fn heatmap<DB: DrawingBackend>(
+    area: &Area<DB>,
+    look: &Look,
+    matrix: &Matrix,
+    (row_desc, col_desc): (&str, &str),
+) -> Result<(), DrawError> {
+    let n = matrix.devices.len().max(1);
+    let gpus: Vec<String> = matrix.devices.iter().map(|d| format!("GPU {d}")).collect();
+    let x_label =
+        |t: f64| usize::try_from(t.round() as i64).ok().and_then(|i| gpus.get(i).cloned()).unwrap_or_default();
+    let y_label = |t: f64| row_label(&gpus, t);
+    let ticks: Vec<f64> = (0..n).map(|i| i as f64).collect();
+    let axes = Axes {
+        x: -0.5..n as f64 - 0.5,
+        x_ticks: ticks.clone(),
+        x_label: &x_label,
+        x_desc: col_desc,
+        y: -0.5..n as f64 - 0.5,
+        y_ticks: ticks,
+        y_label: &y_label,
+        y_desc: row_desc,
+        y_area: 64.0,
+    };
+    let caption = format!("{} ({})", matrix.name, matrix.unit);
+    let font = look.font(11.5).color(&look.palette.text);
+    area.draw(&Text::new(caption, (look.px(8.0) as i32, look.px(4.0) as i32), font))?;
+    let inner = area.margin(look.px(18.0), 0, 0, 0);
+    let mut chart = Plot::frame(&inner, look, &axes)?;
+    let (lo, hi) = bounds(matrix.cells.iter().flatten().flatten().copied());
+    let style = look.font(11.0).color(&look.palette.text).pos(Pos::new(HPos::Center, VPos::Center));
+    for (r, cells) in matrix.cells.iter().enumerate() {
+        let y = (n - 1 - r) as f64;
+        for (c, cell) in cells.iter().enumerate() {
+            let x = c as f64;
+            let (fill, text) = match cell {
+                Some(v) => {
+                    let t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
+                    let t = if matrix.higher_is_better { t } else { 1.0 - t };
+                    (look.palette.line.mix(0.15 + 0.75 * t), three_digits(*v))
+                }
+                None => (look.palette.grid.mix(0.25), "—".to_owned()),
+            };
+            chart.rect((x - 0.48, y - 0.48), (x + 0.48, y + 0.48), fill.filled())?;
+            chart.text(text, (x, y), &style)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn span_kinds_drop_their_numbers() {
+        assert_eq!(span_kind("kernel 3"), "kernel");
+        assert_eq!(span_kind("copy"), "copy");
+    }
+}
