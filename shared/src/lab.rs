@@ -47,6 +47,15 @@ impl ExperimentKind {
         Self::ALL.into_iter().find(|k| k.name() == name.trim().to_ascii_lowercase())
     }
 
+    /// Every experiment's name for a message: "memory, transfer, …, latency or p2p".
+    pub fn names() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+            _ => names.join(""),
+        }
+    }
+
     /// The parameters this experiment runs with when the client sends none.
     pub fn default_params(self) -> ExperimentParams {
         match self {
@@ -59,6 +68,27 @@ impl ExperimentKind {
         }
     }
 }
+
+impl std::str::FromStr for ExperimentKind {
+    type Err = UnknownExperiment;
+
+    /// [`ExperimentKind::parse`], with an error that lists the experiments.
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::parse(name).ok_or_else(|| UnknownExperiment(name.to_owned()))
+    }
+}
+
+/// A name that is no experiment: "'fft' is not an experiment; use memory, … or p2p".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownExperiment(pub String);
+
+impl fmt::Display for UnknownExperiment {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "'{}' is not an experiment; use {}", self.0, ExperimentKind::names())
+    }
+}
+
+impl std::error::Error for UnknownExperiment {}
 
 /// What to run, tagged by `"kind"`: `{"kind":"transfer","sizes":[4096,1048576]}`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -320,6 +350,34 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    pub const ALL: [Self; 6] =
+        [Self::Queued, Self::Running, Self::Succeeded, Self::Failed, Self::Cancelled, Self::TimedOut];
+
+    /// The name in JSON, URLs and the runs table: "queued", "timed_out".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::TimedOut => "timed_out",
+        }
+    }
+
+    /// The status named `name` as [`RunStatus::as_str`] spells it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// How the status reads to a person: "queued", "timed out".
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::TimedOut => "timed out",
+            other => other.as_str(),
+        }
+    }
+
     /// True once the run can no longer change.
     pub fn is_final(self) -> bool {
         !matches!(self, Self::Queued | Self::Running)
@@ -714,6 +772,30 @@ mod tests {
             assert_eq!(kind.default_params().kind(), kind);
         }
         assert_eq!(ExperimentKind::parse("fft"), None);
+    }
+
+    #[test]
+    fn experiment_names_are_serdes() {
+        for kind in ExperimentKind::ALL {
+            assert_eq!(serde_json::to_value(kind).unwrap(), serde_json::Value::from(kind.name()));
+            assert_eq!(kind.name().parse::<ExperimentKind>(), Ok(kind));
+        }
+        assert_eq!(ExperimentKind::names(), "memory, transfer, streams, precision, latency or p2p");
+        let err = "fft".parse::<ExperimentKind>().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "'fft' is not an experiment; use memory, transfer, streams, precision, latency or p2p"
+        );
+    }
+
+    #[test]
+    fn run_status_names_are_serdes() {
+        for status in RunStatus::ALL {
+            assert_eq!(serde_json::to_value(status).unwrap(), serde_json::Value::from(status.as_str()));
+            assert_eq!(RunStatus::parse(status.as_str()), Some(status));
+            assert_eq!(status.label(), status.as_str().replace('_', " "));
+        }
+        assert_eq!(RunStatus::parse("done"), None);
     }
 
     #[test]

@@ -660,10 +660,9 @@ impl Lab {
         let Some(active) = book.get(id) else {
             drop(book);
             return match shared.store.get(id).map_err(|e| LabError::Internal(e.to_string()))? {
-                Some(run) => Err(LabError::Conflict(format!(
-                    "run {id} already ended ({})",
-                    serde_json::to_value(run.summary.status).map(|v| v.to_string()).unwrap_or_default()
-                ))),
+                Some(run) => {
+                    Err(LabError::Conflict(format!("run {id} already ended (\"{}\")", run.summary.status.as_str())))
+                }
                 None => Err(LabError::NoRun(id)),
             };
         };

@@ -34,7 +34,7 @@ type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 fn draw(root: &Area<'_>, title: &str, run: &Run, previous: Option<(u64, &RunResult)>) -> Result<(), String> {
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let Some(result) = &run.result else {
-        let status = serde_json::to_value(run.summary.status).map(|v| v.to_string()).unwrap_or_default();
+        let status = format!("\"{}\"", run.summary.status.as_str());
         let text = format!("{title}: no result ({status})");
         root.draw(&Text::new(text, (20, 40), ("sans-serif", 20))).map_err(|e| e.to_string())?;
         return Ok(());

@@ -76,19 +76,8 @@ fn parse<T: serde::de::DeserializeOwned>(text: Option<&str>) -> Result<T, StoreE
     serde_json::from_str(text.unwrap_or("null")).map_err(json_err)
 }
 
-fn status_name(status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Queued => "queued",
-        RunStatus::Running => "running",
-        RunStatus::Succeeded => "succeeded",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-        RunStatus::TimedOut => "timed_out",
-    }
-}
-
 fn parse_status(name: &str) -> RunStatus {
-    serde_json::from_value(serde_json::Value::String(name.to_owned())).unwrap_or(RunStatus::Failed)
+    RunStatus::parse(name).unwrap_or(RunStatus::Failed)
 }
 
 impl SqliteRunStore {
@@ -196,7 +185,7 @@ impl RunStore for SqliteRunStore {
                     s.device,
                     text(&s.devices)?,
                     s.kind.name(),
-                    status_name(s.status),
+                    s.status.as_str(),
                     s.requested_by,
                     ms(s.submitted_ms),
                     s.started_ms.map(ms),
@@ -256,7 +245,7 @@ impl RunStore for SqliteRunStore {
         }
         if let Some(status) = filter.status {
             clauses.push("status = ?");
-            values.push(Value::Text(status_name(status).to_owned()));
+            values.push(Value::Text(status.as_str().to_owned()));
         }
         if let Some(before) = filter.before {
             clauses.push("id < ?");
