@@ -9,8 +9,8 @@ use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
 use crate::lab::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
-use crate::lab::store::MemoryRunStore;
 use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors, table};
+use crate::store::runs::MemoryRunStore;
 use crate::telemetry::hostname;
 
 /// Flags of `gpudash bench`.

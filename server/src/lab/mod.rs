@@ -4,7 +4,7 @@
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
 //! ([`worker`]) through an [`executor::Executor`]: cudarc on hardware,
-//! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a [`store::RunStore`];
+//! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a [`RunStore`];
 //! events go out pre-serialized on a broadcast channel the WebSocket forwards.
 
 pub mod cuda;
@@ -17,7 +17,6 @@ pub mod queue;
 pub mod report;
 pub mod simulated;
 pub mod stats;
-pub mod store;
 pub mod svg;
 pub mod table;
 mod worker;
@@ -39,7 +38,7 @@ use tokio::sync::{broadcast, oneshot};
 use self::executor::Executor;
 use self::guards::{DeviceProbe, NvmlProbe, SimulatedProbe};
 use self::queue::QueueBook;
-use self::store::{MemoryRunStore, RunFilter, RunStore};
+use crate::store::runs::{MemoryRunStore, RunFilter, RunStore, SqliteRunStore};
 use crate::telemetry::{Telemetry, Visibility, encode, now_ms};
 
 /// Events a slow socket may fall behind before it gets a fresh status.
@@ -114,7 +113,7 @@ fn run_store(db: Option<&std::path::Path>, kept: usize) -> Arc<dyn RunStore> {
     // In memory (no history database) at most a thousand: runs carry their figures.
     let in_memory = || Arc::new(MemoryRunStore::new(kept.min(1000)));
     let Some(path) = db else { return in_memory() };
-    match crate::store::runs::SqliteRunStore::open(path, now_ms(), kept) {
+    match SqliteRunStore::open(path, now_ms(), kept) {
         Ok(store) => Arc::new(store),
         Err(e) => {
             tracing::error!("{e}; lab runs are kept in memory only and are lost at a restart");

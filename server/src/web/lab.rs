@@ -16,8 +16,8 @@ use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::Outcome;
-use crate::lab::store::RunFilter;
 use crate::lab::{Lab, LabError, svg, table};
+use crate::store::runs::RunFilter;
 use crate::telemetry::Visibility;
 
 /// Most runs one list returns.
