@@ -180,6 +180,7 @@ pub async fn start_with(
         telemetry: telemetry.clone(),
         store: options.store,
         shutdown: shutdown_rx.clone(),
+        lab_frames: web::LabFrames::relay(&lab),
         lab: lab.clone(),
         auth,
         audit: audit.clone(),
