@@ -35,7 +35,8 @@ use shared::lab::ExperimentKind;
 
 pub use self::api::Lab;
 pub use self::setup::{
-    ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, cuda_executors,
+    ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, SimulatedLab,
+    cuda_executors,
 };
 pub(crate) use self::state::Shared;
 

@@ -54,14 +54,20 @@ impl Default for LabConfig {
 #[derive(Debug, Clone, Default)]
 pub struct LabOptions {
     pub config: LabConfig,
-    /// Simulated GPUs only: the probe to read (tests make GPUs look busy on it).
-    pub simulated_probe: Option<Arc<SimulatedProbe>>,
-    /// Simulated GPUs only: how long each experiment step sleeps (default 20 ms).
-    pub simulated_step: Option<Duration>,
     /// The SQLite database runs are kept in (the history database); `None` keeps them in memory.
     pub runs_db: Option<PathBuf>,
     /// How the GPUs connect, as the telemetry source read it at start (`GET /api/topology`).
     pub topology: Option<Topology>,
+}
+
+/// Test hooks of a lab on simulated GPUs; ignored on real ones. The default is what
+/// `--simulate` serves: a fresh probe and 20 ms steps.
+#[derive(Debug, Clone, Default)]
+pub struct SimulatedLab {
+    /// The probe to read (tests make GPUs look busy on it).
+    pub probe: Option<Arc<SimulatedProbe>>,
+    /// How long each experiment step sleeps (default 20 ms).
+    pub step: Option<Duration>,
 }
 
 impl LabOptions {
@@ -130,7 +136,7 @@ pub struct LabSetup {
 impl LabSetup {
     /// The lab for what the telemetry shows: simulated GPUs get the simulated executor
     /// (fast enough for tests), real ones cudarc when its libraries load.
-    pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions) -> Self {
+    pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions, simulated_lab: &SimulatedLab) -> Self {
         let config = options.config.clone();
         let info = telemetry.host();
         let simulated = info.simulated;
@@ -146,9 +152,9 @@ impl LabSetup {
             .map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() })
             .collect();
         if simulated {
-            let probe = options.simulated_probe.clone().unwrap_or_default();
+            let probe = simulated_lab.probe.clone().unwrap_or_default();
             probe.attach(telemetry.clone());
-            let step = options.simulated_step.unwrap_or(Duration::from_millis(20));
+            let step = simulated_lab.step.unwrap_or(Duration::from_millis(20));
             let kept = config.runs_kept;
             let mut setup = Self::simulated(config, host, devices, probe, step);
             setup.store = run_store(options.runs_db.as_deref(), kept);
