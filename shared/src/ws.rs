@@ -153,7 +153,7 @@ impl<'de> Deserialize<'de> for ServerMessage {
                     Type::Snapshot => ServerMessage::Snapshot(Snapshot::deserialize(rest)?),
                     Type::Tick => ServerMessage::Tick(Tick::deserialize(rest)?),
                     Type::Details => ServerMessage::Details(Details::deserialize(rest)?),
-                            Type::Lab => ServerMessage::Lab(crate::lab::LabEvent::deserialize(rest)?),
+                    Type::Lab => ServerMessage::Lab(crate::lab::LabEvent::deserialize(rest)?),
                     Type::Error => ServerMessage::Error { message: ErrorFields::deserialize(rest)?.message },
                 })
             }
