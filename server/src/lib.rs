@@ -72,8 +72,10 @@ pub struct Options {
     pub interval: Duration,
     /// History database; `None` keeps no history.
     pub store: Option<Store>,
-    /// The GPU lab's limits (and, for simulated GPUs, its test hooks).
+    /// The GPU lab's limits.
     pub lab: lab::LabOptions,
+    /// Test hooks of the lab on simulated GPUs (its probe, the length of a step); ignored on real ones.
+    pub simulated_lab: lab::SimulatedLab,
     /// Tokens and access policy; the default (no tokens) lets every caller do everything.
     pub auth: auth::AuthConfig,
     /// Listening beyond loopback with no tokens, as `--allow-anonymous` permits: the page warns.
@@ -101,6 +103,7 @@ impl Options {
             interval,
             store: None,
             lab: lab::LabOptions::default(),
+            simulated_lab: lab::SimulatedLab::default(),
             auth: auth::AuthConfig::default(),
             exposed_without_auth: false,
             hostname: None,
@@ -154,9 +157,10 @@ pub async fn start_with(
     }
     // Opening the lab may load NVML: keep it off the runtime's workers.
     let lab = {
-        let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path), None);
-        let telemetry = telemetry.clone();
-        let setup = tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options));
+        let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path));
+        let (telemetry, simulated) = (telemetry.clone(), options.simulated_lab.clone());
+        let setup =
+            tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options, &simulated));
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
     };
     let tls = match &options.tls {
@@ -183,6 +187,7 @@ pub async fn start_with(
         telemetry: telemetry.clone(),
         store: options.store,
         shutdown: shutdown_rx.clone(),
+        lab_frames: web::LabFrames::relay(&lab),
         lab: lab.clone(),
         auth,
         audit: audit.clone(),
@@ -275,6 +280,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
+        simulated_lab: lab::SimulatedLab::default(),
         exposed_without_auth: exposed && auth.tokens.is_empty(),
         auth,
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),

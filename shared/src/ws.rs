@@ -116,10 +116,6 @@ pub enum ServerMessage {
     /// Health and processes, sent when the slower loop has read them (every couple of seconds).
     Details(Details),
     /// The GPU lab: queue, progress and finished runs (see [`crate::lab::LabEvent`]).
-    ///
-    /// Behind the `lab-events` feature until the page matches on it: a client
-    /// built without it logs and skips these messages.
-    #[cfg(feature = "lab-events")]
     Lab(crate::lab::LabEvent),
     /// The client sent something the server does not accept.
     Error {
@@ -135,7 +131,6 @@ impl<'de> Deserialize<'de> for ServerMessage {
             Snapshot,
             Tick,
             Details,
-            #[cfg(feature = "lab-events")]
             Lab,
             Error,
         }
@@ -158,7 +153,6 @@ impl<'de> Deserialize<'de> for ServerMessage {
                     Type::Snapshot => ServerMessage::Snapshot(Snapshot::deserialize(rest)?),
                     Type::Tick => ServerMessage::Tick(Tick::deserialize(rest)?),
                     Type::Details => ServerMessage::Details(Details::deserialize(rest)?),
-                    #[cfg(feature = "lab-events")]
                     Type::Lab => ServerMessage::Lab(crate::lab::LabEvent::deserialize(rest)?),
                     Type::Error => ServerMessage::Error { message: ErrorFields::deserialize(rest)?.message },
                 })

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
-use gpudash::lab::LabOptions;
+use gpudash::lab::SimulatedLab;
 use gpudash::telemetry::NoGpus;
 use gpudash::telemetry::simulator::Simulator;
 use tokio::net::TcpListener;
@@ -17,7 +17,7 @@ use crate::support::TestServer;
 async fn lab_server(count: u32, step_ms: u64) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
-        lab: LabOptions { simulated_step: Some(Duration::from_millis(step_ms)), ..LabOptions::default() },
+        simulated_lab: SimulatedLab { step: Some(Duration::from_millis(step_ms)), ..SimulatedLab::default() },
         ..gpudash::Options::new(Duration::from_millis(500))
     };
     let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 500)), options).await.expect("start");

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gpudash::lab::guards::{ComputeProcess, HostMemory, SimulatedProbe};
-use gpudash::lab::{LabConfig, LabOptions};
+use gpudash::lab::{LabConfig, LabOptions, SimulatedLab};
 use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -22,12 +22,8 @@ async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer,
     let probe = Arc::new(SimulatedProbe::default());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
-        lab: LabOptions {
-            config,
-            simulated_probe: Some(probe.clone()),
-            simulated_step: Some(Duration::from_millis(step_ms)),
-            ..LabOptions::default()
-        },
+        lab: LabOptions { config, ..LabOptions::default() },
+        simulated_lab: SimulatedLab { probe: Some(probe.clone()), step: Some(Duration::from_millis(step_ms)) },
         auth: lab_tokens(),
         ..gpudash::Options::new(Duration::from_millis(200))
     };

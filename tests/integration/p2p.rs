@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpudash::lab::{LabConfig, LabOptions};
+use gpudash::lab::SimulatedLab;
 use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -18,11 +18,7 @@ use crate::support::{TestServer, finished, get_json};
 async fn server(count: u32, step_ms: u64) -> TestServer {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
-        lab: LabOptions {
-            config: LabConfig::default(),
-            simulated_step: Some(Duration::from_millis(step_ms)),
-            ..LabOptions::default()
-        },
+        simulated_lab: SimulatedLab { step: Some(Duration::from_millis(step_ms)), ..SimulatedLab::default() },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
     let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");

@@ -9,8 +9,8 @@ use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
-use crate::lab::store::MemoryRunStore;
 use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors, table};
+use crate::store::runs::MemoryRunStore;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::{GpuSource, hostname};
 
@@ -23,7 +23,7 @@ pub struct BenchArgs {
 
     /// Experiments to run, in order: memory, transfer, streams, precision, latency, p2p
     /// [default: all but p2p, which needs two GPUs].
-    #[arg(value_name = "EXPERIMENT", value_parser = parse_kind)]
+    #[arg(value_name = "EXPERIMENT", value_parser = str::parse::<ExperimentKind>)]
     pub experiments: Vec<ExperimentKind>,
 
     /// Print the runs as a JSON array (the same shape as GET /api/runs/{id}) instead of a table.
@@ -49,12 +49,6 @@ pub struct BenchArgs {
     /// Use the simulated executor: no GPU needed, every figure made up and labelled so.
     #[arg(long)]
     pub simulate: bool,
-}
-
-fn parse_kind(value: &str) -> Result<ExperimentKind, String> {
-    ExperimentKind::parse(value).ok_or_else(|| {
-        format!("'{value}' is not an experiment; use memory, transfer, streams, precision, latency or p2p")
-    })
 }
 
 /// Runs the experiments; non-zero when one could not run, failed, or a check failed.

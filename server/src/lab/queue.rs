@@ -113,7 +113,7 @@ impl QueueBook {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::lab::store::tests::run;
+    use crate::store::runs::tests::run;
     use shared::lab::ExperimentKind;
 
     #[test]

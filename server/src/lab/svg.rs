@@ -35,7 +35,7 @@ fn draw(root: &Area<'_>, run: &Run, previous: Option<&Run>) -> Result<(), DrawEr
     let look = Look { scale: 1.0, width: f64::from(SIZE.0), palette: Palette::LIGHT };
     let Some(result) = &run.result else {
         root.fill(&look.palette.background)?;
-        let status = serde_json::to_value(run.summary.status).map(|v| v.to_string()).unwrap_or_default();
+        let status = format!("\"{}\"", run.summary.status.as_str());
         let simulated = if run.summary.simulated { " — SIMULATED" } else { "" };
         let text = format!("{title}{simulated}: no result ({status})");
         root.draw(&Text::new(text, (20, 40), ("sans-serif", 20)))?;

@@ -16,8 +16,8 @@ use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::Outcome;
-use crate::lab::store::RunFilter;
 use crate::lab::{Lab, LabError, svg, table};
+use crate::store::runs::RunFilter;
 use crate::telemetry::Visibility;
 
 /// Most runs one list returns.
@@ -123,10 +123,10 @@ pub async fn list(
     })?;
     let kind = match q.kind.as_deref() {
         None => None,
-        Some(name) => Some(ExperimentKind::parse(name).ok_or_else(|| ApiError {
-            status: StatusCode::BAD_REQUEST,
-            message: format!("'{name}' is not an experiment; use memory, transfer, streams, precision or latency"),
-        })?),
+        Some(name) => Some(
+            name.parse::<ExperimentKind>()
+                .map_err(|e| ApiError { status: StatusCode::BAD_REQUEST, message: e.to_string() })?,
+        ),
     };
     let filter = RunFilter {
         device: q.device,

@@ -30,6 +30,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
+pub use ws::LabFrames;
 
 use crate::store::Store;
 use crate::telemetry::Telemetry;
@@ -44,6 +45,8 @@ pub struct AppState {
     pub shutdown: watch::Receiver<bool>,
     /// The GPU lab (experiments, queue, runs).
     pub lab: Arc<crate::lab::Lab>,
+    /// The lab's events encoded for sockets, once each.
+    pub lab_frames: LabFrames,
     /// Tokens, sessions and the anonymous policy.
     pub auth: Arc<crate::auth::Auth>,
     pub audit: crate::audit::Audit,

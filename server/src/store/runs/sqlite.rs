@@ -1,5 +1,5 @@
 //! The GPU lab's runs in the history database: one row per run, kept across
-//! restarts, behind the lab's [`RunStore`] trait.
+//! restarts, behind the [`RunStore`] trait.
 //!
 //! The table lives in the same SQLite file as the samples (WAL lets this
 //! connection write beside the recorder's). What the list filters on is in
@@ -14,7 +14,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use shared::lab::{ExperimentKind, Run, RunStatus, RunSummary};
 
-use crate::lab::store::{RunFilter, RunStore, StoreError};
+use super::{RunFilter, RunStore, RunStoreError};
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS lab_runs (
@@ -59,49 +59,38 @@ pub struct SqliteRunStore {
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(sql)")]
-fn sql(e: rusqlite::Error) -> StoreError {
-    StoreError(format!("the runs table: {e}"))
+fn sql(e: rusqlite::Error) -> RunStoreError {
+    RunStoreError(format!("the runs table: {e}"))
 }
 
 #[expect(clippy::needless_pass_by_value, reason = "called as map_err(json_err)")]
-fn json_err(e: serde_json::Error) -> StoreError {
-    StoreError(format!("a stored run is not valid JSON: {e}"))
+fn json_err(e: serde_json::Error) -> RunStoreError {
+    RunStoreError(format!("a stored run is not valid JSON: {e}"))
 }
 
-fn text<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+fn text<T: serde::Serialize>(value: &T) -> Result<String, RunStoreError> {
     serde_json::to_string(value).map_err(json_err)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(text: Option<&str>) -> Result<T, StoreError> {
+fn parse<T: serde::de::DeserializeOwned>(text: Option<&str>) -> Result<T, RunStoreError> {
     serde_json::from_str(text.unwrap_or("null")).map_err(json_err)
 }
 
-fn status_name(status: RunStatus) -> &'static str {
-    match status {
-        RunStatus::Queued => "queued",
-        RunStatus::Running => "running",
-        RunStatus::Succeeded => "succeeded",
-        RunStatus::Failed => "failed",
-        RunStatus::Cancelled => "cancelled",
-        RunStatus::TimedOut => "timed_out",
-    }
-}
-
 fn parse_status(name: &str) -> RunStatus {
-    serde_json::from_value(serde_json::Value::String(name.to_owned())).unwrap_or(RunStatus::Failed)
+    RunStatus::parse(name).unwrap_or(RunStatus::Failed)
 }
 
 impl SqliteRunStore {
     /// Opens the runs table in the database at `path` (creating it), marks runs a previous
     /// server left queued or running as failed (nothing will finish them now), and keeps
     /// the newest `kept` finished runs, then and whenever a run finishes.
-    pub fn open(path: &Path, now_ms: u64, kept: usize) -> Result<Self, StoreError> {
+    pub fn open(path: &Path, now_ms: u64, kept: usize) -> Result<Self, RunStoreError> {
         let conn = Connection::open(path)
-            .map_err(|e| StoreError(format!("cannot open '{}' for lab runs: {e}", path.display())))?;
+            .map_err(|e| RunStoreError(format!("cannot open '{}' for lab runs: {e}", path.display())))?;
         conn.busy_timeout(Duration::from_secs(5)).map_err(sql)?;
         let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0)).map_err(sql)?;
         if !mode.eq_ignore_ascii_case("wal") {
-            return Err(StoreError(format!("'{}' is in journal mode '{mode}', WAL is needed", path.display())));
+            return Err(RunStoreError(format!("'{}' is in journal mode '{mode}', WAL is needed", path.display())));
         }
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
         conn.execute_batch(SCHEMA).map_err(sql)?;
@@ -136,7 +125,7 @@ impl SqliteRunStore {
 }
 
 /// Deletes finished runs past the newest `kept` (queued and running ones stay).
-fn prune(conn: &Connection, kept: usize) -> Result<(), StoreError> {
+fn prune(conn: &Connection, kept: usize) -> Result<(), RunStoreError> {
     let deleted = conn
         .execute(
             "DELETE FROM lab_runs WHERE id IN (
@@ -174,13 +163,13 @@ fn summary(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
 }
 
 impl RunStore for SqliteRunStore {
-    fn next_id(&self) -> Result<u64, StoreError> {
+    fn next_id(&self) -> Result<u64, RunStoreError> {
         let mut last = self.last_id.lock().unwrap_or_else(PoisonError::into_inner);
         *last += 1;
         Ok(*last)
     }
 
-    fn save(&self, run: &Run) -> Result<(), StoreError> {
+    fn save(&self, run: &Run) -> Result<(), RunStoreError> {
         let s = &run.summary;
         let result = run.result.as_ref().map(text).transpose()?;
         let progress = run.progress.as_ref().map(text).transpose()?;
@@ -196,7 +185,7 @@ impl RunStore for SqliteRunStore {
                     s.device,
                     text(&s.devices)?,
                     s.kind.name(),
-                    status_name(s.status),
+                    s.status.as_str(),
                     s.requested_by,
                     ms(s.submitted_ms),
                     s.started_ms.map(ms),
@@ -219,7 +208,7 @@ impl RunStore for SqliteRunStore {
         Ok(())
     }
 
-    fn get(&self, id: u64) -> Result<Option<Run>, StoreError> {
+    fn get(&self, id: u64) -> Result<Option<Run>, RunStoreError> {
         let conn = self.conn();
         let query =
             format!("SELECT {COLUMNS}, force, params, plan, environment, progress, result FROM lab_runs WHERE id = ?1");
@@ -243,7 +232,7 @@ impl RunStore for SqliteRunStore {
         }))
     }
 
-    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, RunStoreError> {
         let mut clauses = Vec::new();
         let mut values: Vec<Value> = Vec::new();
         if let Some(device) = filter.device {
@@ -256,7 +245,7 @@ impl RunStore for SqliteRunStore {
         }
         if let Some(status) = filter.status {
             clauses.push("status = ?");
-            values.push(Value::Text(status_name(status).to_owned()));
+            values.push(Value::Text(status.as_str().to_owned()));
         }
         if let Some(before) = filter.before {
             clauses.push("id < ?");
@@ -276,9 +265,29 @@ impl RunStore for SqliteRunStore {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::super::tests::run;
     use super::*;
-    use crate::lab::store::tests::run;
-    use shared::lab::Check;
+    use shared::lab::{ChartSpec, Check, Figure, RunResult, Stats};
+
+    /// A latency-like result with one figure and one check.
+    fn result() -> RunResult {
+        RunResult {
+            chart: ChartSpec::Bars { y_label: "µs".into() },
+            unit: "µs".into(),
+            series: Vec::new(),
+            references: Vec::new(),
+            figures: vec![Figure {
+                name: "launch".into(),
+                unit: "µs".into(),
+                stats: Stats { median: 4.1, min: 4.0, max: 4.2, n: 2 },
+            }],
+            checks: vec![Check { name: "c".into(), passed: true, detail: "d".into() }],
+            memory_steps: Vec::new(),
+            timeline: Vec::new(),
+            matrices: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
 
     #[test]
     fn runs_survive_reopening_with_their_result_and_filters() {
@@ -291,9 +300,7 @@ mod tests {
             let mut r = run(id, u32::try_from(id % 2).unwrap(), kind, RunStatus::Succeeded);
             r.summary.passed = Some(true);
             r.environment.gpu_uuid = format!("GPU-{id}");
-            let mut result = crate::lab::report::latency(&[("launch", vec![4.0, 4.2])]);
-            result.checks.push(Check { name: "c".into(), passed: true, detail: "d".into() });
-            r.result = Some(result);
+            r.result = Some(result());
             store.save(&r).unwrap();
         }
         let mut running = run(4, 0, ExperimentKind::Memory, RunStatus::Running);
@@ -306,7 +313,7 @@ mod tests {
         assert_eq!(store.next_id().unwrap(), 5, "ids continue after a restart");
         let back = store.get(3).unwrap().unwrap();
         assert_eq!(back.environment.gpu_uuid, "GPU-3");
-        assert_eq!(back.result.unwrap().checks[0].name, "c");
+        assert_eq!(back.result, Some(result()));
         assert_eq!(back.summary.passed, Some(true));
         let interrupted = store.get(4).unwrap().unwrap();
         assert_eq!(interrupted.summary.status, RunStatus::Failed);

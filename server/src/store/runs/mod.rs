@@ -1,16 +1,22 @@
-//! Where runs are kept: a [`RunStore`] trait. Servers with history keep runs in
-//! SQLite ([`crate::store::runs::SqliteRunStore`]); `--no-history` and
-//! `gpudash bench` use the in-memory store here.
+//! Where the GPU lab's runs are kept: a [`RunStore`] trait over the wire's
+//! [`Run`]. Servers with history keep runs in SQLite ([`SqliteRunStore`]);
+//! `--no-history` and `gpudash bench` use the in-memory store here.
+//!
+//! Storage knows no lab: everything here is in terms of `shared::lab` types.
+
+mod sqlite;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use shared::lab::{ExperimentKind, Run, RunStatus, RunSummary};
 
-/// A store that failed; the message says what to fix (disk full, permissions).
+pub use sqlite::{INTERRUPTED, SqliteRunStore};
+
+/// A run store that failed; the message says what to fix (disk full, permissions).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("run store: {0}")]
-pub struct StoreError(pub String);
+pub struct RunStoreError(pub String);
 
 /// Which runs to list, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -37,11 +43,11 @@ impl RunFilter {
 /// Blocking: called from worker threads and `spawn_blocking`.
 pub trait RunStore: Send + Sync {
     /// A fresh id, larger than any stored.
-    fn next_id(&self) -> Result<u64, StoreError>;
+    fn next_id(&self) -> Result<u64, RunStoreError>;
     /// Inserts or replaces the run with this id.
-    fn save(&self, run: &Run) -> Result<(), StoreError>;
-    fn get(&self, id: u64) -> Result<Option<Run>, StoreError>;
-    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError>;
+    fn save(&self, run: &Run) -> Result<(), RunStoreError>;
+    fn get(&self, id: u64) -> Result<Option<Run>, RunStoreError>;
+    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, RunStoreError>;
 }
 
 /// Runs in memory, the newest `capacity` kept; lost when the server stops.
@@ -68,13 +74,13 @@ impl Default for MemoryRunStore {
 }
 
 impl RunStore for MemoryRunStore {
-    fn next_id(&self) -> Result<u64, StoreError> {
+    fn next_id(&self) -> Result<u64, RunStoreError> {
         let mut runs = self.lock();
         runs.0 += 1;
         Ok(runs.0)
     }
 
-    fn save(&self, run: &Run) -> Result<(), StoreError> {
+    fn save(&self, run: &Run) -> Result<(), RunStoreError> {
         let mut runs = self.lock();
         runs.1.insert(run.summary.id, run.clone());
         while runs.1.len() > self.capacity {
@@ -83,11 +89,11 @@ impl RunStore for MemoryRunStore {
         Ok(())
     }
 
-    fn get(&self, id: u64) -> Result<Option<Run>, StoreError> {
+    fn get(&self, id: u64) -> Result<Option<Run>, RunStoreError> {
         Ok(self.lock().1.get(&id).cloned())
     }
 
-    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, StoreError> {
+    fn list(&self, filter: &RunFilter) -> Result<Vec<RunSummary>, RunStoreError> {
         let runs = self.lock();
         let limit = if filter.limit == 0 { usize::MAX } else { filter.limit };
         Ok(runs.1.values().rev().filter(|r| filter.matches(r)).take(limit).map(|r| r.summary.clone()).collect())
@@ -100,6 +106,7 @@ pub(crate) mod tests {
     use super::*;
     use shared::lab::{RunEnvironment, RunPlan};
 
+    /// A run with default parameters and no result, as the wire types make it.
     pub(crate) fn run(id: u64, device: u32, kind: ExperimentKind, status: RunStatus) -> Run {
         Run {
             summary: RunSummary {

@@ -1,0 +1,185 @@
+//! The lab's API against the simulated executor: what `submit` refuses, the
+//! per-user queue limit, cancel, get and list, and the events it publishes.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, LatencyParams, Run, RunRequest, RunStatus};
+use tokio::sync::broadcast::error::TryRecvError;
+
+use super::guards::SimulatedProbe;
+use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup};
+use crate::store::runs::RunFilter;
+
+/// Long enough for a run to stay running while a test acts on the queue behind it.
+const SLOW: u64 = 200;
+const FAST: u64 = 1;
+
+fn setup(devices: u32, step_ms: u64, config: LabConfig) -> LabSetup {
+    let gpus = (0..devices)
+        .map(|index| LabGpu { index, name: format!("Simulated GPU {index}"), uuid: format!("GPU-{index}") })
+        .collect();
+    let host = LabHost { hostname: "test-host".into(), ..LabHost::default() };
+    let probe = Arc::new(SimulatedProbe::new(None));
+    LabSetup::simulated(config, host, gpus, probe, Duration::from_millis(step_ms))
+}
+
+fn lab(devices: u32, step_ms: u64) -> Lab {
+    Lab::start(setup(devices, step_ms, LabConfig::default()))
+}
+
+fn request(device: u32, kind: ExperimentKind) -> RunRequest {
+    RunRequest { device, params: kind.default_params(), force: false }
+}
+
+/// Polls `get(id)` until `done` holds for the run, for at most ten seconds.
+fn wait_for(lab: &Lab, id: u64, done: impl Fn(&Run) -> bool) -> Run {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let run = lab.get(id).unwrap();
+        if done(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} stayed {:?}", run.summary.status);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn ended(lab: &Lab, id: u64) -> Run {
+    wait_for(lab, id, |r| r.summary.status.is_final())
+}
+
+#[test]
+fn submit_refuses_bad_requests_before_queueing() {
+    let lab = lab(1, FAST);
+    assert_eq!(lab.submit(request(7, ExperimentKind::Latency), "alice"), Err(LabError::NoDevice(7)));
+    let few = RunRequest {
+        params: ExperimentParams::Latency(LatencyParams { repetitions: 1, ..LatencyParams::default() }),
+        ..request(0, ExperimentKind::Latency)
+    };
+    let Err(LabError::Invalid(message)) = lab.submit(few, "alice") else { panic!("1 repetition accepted") };
+    assert!(message.contains("repetitions"), "{message}");
+    let Err(LabError::Conflict(message)) = lab.submit(request(0, ExperimentKind::P2p), "alice") else {
+        panic!("p2p accepted on one GPU")
+    };
+    assert_eq!(message, "P2P needs two GPUs; this server has one");
+    assert_eq!(lab.status().queue_total, 0, "nothing was queued");
+    assert!(lab.list(&RunFilter::default()).unwrap().is_empty(), "nothing was stored");
+    lab.shutdown();
+}
+
+#[test]
+fn an_unavailable_lab_says_why() {
+    let mut setup = setup(1, FAST, LabConfig::default());
+    setup.executors = Err("libcuda.so not found".into());
+    let lab = Lab::start(setup);
+    let status = lab.status();
+    assert!(!status.available);
+    assert_eq!(status.reason.as_deref(), Some("libcuda.so not found"));
+    let err = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap_err();
+    assert_eq!(err.to_string(), "the GPU lab is unavailable: libcuda.so not found");
+    lab.shutdown();
+}
+
+#[test]
+fn one_user_may_queue_only_so_many_runs() {
+    let config = LabConfig { queue_per_user: 2, ..LabConfig::default() };
+    let lab = Lab::start(setup(1, SLOW, config));
+    for _ in 0..2 {
+        lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap();
+    }
+    let Err(LabError::QueueFull(message)) = lab.submit(request(0, ExperimentKind::Latency), "alice") else {
+        panic!("a third run accepted")
+    };
+    assert!(message.starts_with("'alice' already has 2 lab runs queued or running"), "{message}");
+    assert!(message.contains("--lab-queue-per-user 2"), "{message}");
+    lab.submit(request(0, ExperimentKind::Latency), "bob").expect("another user's run");
+    assert_eq!(lab.status().queue_total, 3);
+    assert_eq!(lab.status().queue_per_user, 2);
+    lab.shutdown();
+}
+
+#[test]
+fn cancel_stops_queued_and_running_runs() {
+    let lab = lab(1, SLOW);
+    let first = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    let second = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    wait_for(&lab, first, |r| r.summary.status == RunStatus::Running);
+
+    let queued = lab.cancel(second).unwrap();
+    assert_eq!(queued.status, RunStatus::Cancelled);
+    assert_eq!(queued.error.as_deref(), Some("cancelled before it started"));
+    assert_eq!(lab.cancel(second), Err(LabError::Conflict(format!("run {second} already ended (\"cancelled\")"))));
+    assert_eq!(lab.cancel(99), Err(LabError::NoRun(99)));
+
+    assert_eq!(lab.cancel(first).unwrap().status, RunStatus::Running, "it stops at its next check");
+    assert_eq!(ended(&lab, first).summary.status, RunStatus::Cancelled);
+    assert_eq!(lab.status().queue_total, 0);
+    lab.shutdown();
+}
+
+#[test]
+fn get_and_list_find_runs_and_their_predecessor() {
+    let lab = lab(2, FAST);
+    let mut ids = Vec::new();
+    for (device, kind) in [(0, ExperimentKind::Latency), (0, ExperimentKind::Memory), (1, ExperimentKind::Latency)] {
+        let id = lab.submit(request(device, kind), "alice").unwrap().summary.id;
+        assert_eq!(ended(&lab, id).summary.status, RunStatus::Succeeded);
+        ids.push(id);
+    }
+    let all: Vec<u64> = lab.list(&RunFilter::default()).unwrap().iter().map(|r| r.id).collect();
+    assert_eq!(all, ids.iter().rev().copied().collect::<Vec<_>>(), "newest first");
+    let on_one = lab.list(&RunFilter { device: Some(1), ..RunFilter::default() }).unwrap();
+    assert_eq!(on_one.iter().map(|r| r.id).collect::<Vec<_>>(), vec![ids[2]]);
+
+    let run = lab.get(ids[2]).unwrap();
+    assert!(run.result.is_some(), "a finished run has its result");
+    assert_eq!(run.environment.gpu_uuid, "GPU-1");
+    assert_eq!(run.environment.hostname, "test-host");
+    assert_eq!(run.previous_id, None, "no earlier latency run on GPU 1");
+    let again = lab.submit(request(1, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    ended(&lab, again);
+    assert_eq!(lab.get(again).unwrap().previous_id, Some(ids[2]));
+    assert_eq!(lab.get(42), Err(LabError::NoRun(42)));
+    lab.shutdown();
+}
+
+#[test]
+fn a_run_publishes_queued_running_and_ended_events() {
+    let lab = lab(1, FAST);
+    let mut events = lab.subscribe();
+    let id = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut statuses = Vec::new();
+    let mut saw_status = false;
+    while !statuses.last().is_some_and(|s: &RunStatus| s.is_final()) {
+        match events.try_recv() {
+            Ok(LabEvent::Run(summary)) => {
+                assert_eq!((summary.id, summary.requested_by.as_str()), (id, "alice"));
+                statuses.push(summary.status);
+            }
+            Ok(LabEvent::Status(_)) => saw_status = true,
+            Ok(_) => {}
+            Err(TryRecvError::Empty) => {
+                assert!(Instant::now() < deadline, "no end event; got {statuses:?}");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(statuses, vec![RunStatus::Queued, RunStatus::Running, RunStatus::Succeeded]);
+    assert!(saw_status, "every queue change sends the status");
+    lab.shutdown();
+}
+
+#[test]
+fn every_experiment_is_described_with_its_defaults() {
+    let experiments = Lab::experiments();
+    assert_eq!(experiments.iter().map(|e| e.kind).collect::<Vec<_>>(), ExperimentKind::ALL.to_vec());
+    for e in experiments {
+        assert_eq!(e.defaults.kind(), e.kind);
+        assert!(!e.title.is_empty() && !e.description.is_empty());
+    }
+}

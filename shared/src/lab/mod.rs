@@ -1,0 +1,24 @@
+//! The GPU lab's wire types: experiment parameters, runs, results and the
+//! events pushed over `/ws` while experiments queue and run.
+//!
+//! Every parameter struct deserializes from `{}` to its defaults, so a client
+//! may send only what it changes. Bytes are `u64`, times ms since the epoch,
+//! durations `f64` milliseconds unless a field says otherwise.
+//!
+//! By topic: [`params`] (requests and parameters), [`results`] (runs and what
+//! they measured), [`events`] (status, queue and WebSocket events); every type
+//! is re-exported here, so `shared::lab::X` names each.
+
+pub mod events;
+pub mod params;
+pub mod results;
+
+pub use events::{ExperimentInfo, LabDevice, LabEvent, LabStatus, QUEUE_LISTED, QueueEntry, TrimOutcome};
+pub use params::{
+    CopyKind, Dtype, ExperimentKind, ExperimentParams, GpuPair, LatencyParams, MemoryParams, P2pParams,
+    PrecisionParams, RunRequest, StreamsParams, TransferParams, UnknownExperiment,
+};
+pub use results::{
+    ChartSpec, Check, Figure, HIDDEN_REQUESTER, Matrix, MemoryStep, Point, Progress, ReferenceLine, Run,
+    RunEnvironment, RunPlan, RunResult, RunStatus, RunSummary, Series, Stats, TimelineSpan,
+};
