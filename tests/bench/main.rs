@@ -94,7 +94,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[allow(clippy::print_stdout)]
 fn per_call_costs(iterations: u32) -> Result<(), String> {
-    let source = NvmlSource::open(100)?;
+    let source = NvmlSource::open(100).map_err(|e| e.to_string())?;
     println!("NVML call costs on GPU 0, mean of {iterations} calls:");
     for (name, micros) in source.profile_calls(0, iterations) {
         println!("  {name:<28} {micros:>8.1} µs");
@@ -106,7 +106,7 @@ fn per_call_costs(iterations: u32) -> Result<(), String> {
 fn sampler(simulate: Option<u32>, samples: u32) -> Result<(), String> {
     let source: Box<dyn GpuSource> = match simulate {
         Some(n) => Box::new(Simulator::new(n, 100)),
-        None => Box::new(NvmlSource::open(100)?),
+        None => Box::new(NvmlSource::open(100).map_err(|e| e.to_string())?),
     };
     let gpus = source.devices().len().max(1) as u32;
     let kind = if simulate.is_some() { "simulator" } else { "NVML" };

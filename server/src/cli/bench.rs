@@ -138,7 +138,18 @@ fn wait(lab: &Lab, id: u64, quiet: bool) -> Option<Run> {
     }
 }
 
-fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
+/// Why `gpudash bench` cannot run on this machine.
+#[derive(Debug, thiserror::Error)]
+enum SetupError {
+    #[error("needs CUDA to run experiments: {0}")]
+    Cuda(#[from] cuda::MissingLibraries),
+    #[error("needs an NVIDIA GPU and driver: {0}")]
+    Driver(#[from] crate::telemetry::nvml::OpenError),
+    #[error("no GPU {device} (NVML sees {count}); pick one with --device 0..{}", .count.saturating_sub(1))]
+    NoDevice { device: u32, count: u32 },
+}
+
+fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, SetupError> {
     let mut host = LabHost { hostname: hostname(), ..LabHost::default() };
     if args.simulate {
         // Two GPUs at least, so p2p runs too.
@@ -148,16 +159,12 @@ fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, String> {
         let probe = Arc::new(SimulatedProbe::new(None));
         return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
     }
-    cuda::availability().map_err(|e| format!("needs CUDA to run experiments: {e}"))?;
-    let source = NvmlSource::open(1000).map_err(|e| format!("needs an NVIDIA GPU and driver: {e}"))?;
+    cuda::availability()?;
+    let source = NvmlSource::open(1000)?;
     let gpus = source.devices();
     let count = u32::try_from(gpus.len()).unwrap_or(u32::MAX);
     if !gpus.iter().any(|d| d.index == args.device) {
-        return Err(format!(
-            "no GPU {} (NVML sees {count}); pick one with --device 0..{}",
-            args.device,
-            count.saturating_sub(1)
-        ));
+        return Err(SetupError::NoDevice { device: args.device, count });
     }
     host.driver_version = source.host().driver_version;
     host.cuda_driver_version = source.host().cuda_driver_version;

@@ -22,6 +22,9 @@ pub enum ExperimentError {
     /// The experiment itself panicked (a bug, or a missing library).
     #[error("the experiment crashed: {0}")]
     Panicked(String),
+    /// A guard that passed at submission failed when the run's turn came (the GPU or host got busier).
+    #[error("refused at start: {0}")]
+    RefusedAtStart(String),
 }
 
 /// The lab's memory pool on one GPU.

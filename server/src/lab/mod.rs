@@ -36,7 +36,7 @@ use shared::lab::ExperimentKind;
 pub use self::api::Lab;
 pub use self::setup::{
     ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, SimulatedLab,
-    cuda_executors,
+    Unavailable, cuda_executors,
 };
 pub(crate) use self::state::Shared;
 
@@ -44,7 +44,7 @@ pub(crate) use self::state::Shared;
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LabError {
     #[error("the GPU lab is unavailable: {0}")]
-    Unavailable(String),
+    Unavailable(#[from] Unavailable),
     #[error("no GPU {0}; GET /api/lab lists the GPUs")]
     NoDevice(u32),
     #[error("invalid parameters: {0}")]

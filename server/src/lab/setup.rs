@@ -115,6 +115,20 @@ pub struct LabHost {
 /// Makes the executor of one GPU, on that GPU's worker thread.
 pub type ExecutorFactory = Arc<dyn Fn(u32) -> Box<dyn Executor> + Send + Sync>;
 
+/// Why a lab cannot run experiments; said by `GET /api/lab` and every refused request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unavailable {
+    /// The telemetry's own words on the driver (e.g. "NVIDIA driver not available: …").
+    #[error("{0}")]
+    Driver(String),
+    #[error("the GPUs cannot be read (no NVML)")]
+    NoNvml,
+    #[error("no GPU")]
+    NoGpu,
+    #[error(transparent)]
+    Cuda(#[from] cuda::MissingLibraries),
+}
+
 /// Everything a lab is built from: pass edges in, so tests choose each.
 pub struct LabSetup {
     pub config: LabConfig,
@@ -123,7 +137,7 @@ pub struct LabSetup {
     pub probe: Arc<dyn DeviceProbe>,
     pub store: Arc<dyn RunStore>,
     /// The executors, or why there are none (e.g. "libcuda.so not found").
-    pub executors: Result<ExecutorFactory, String>,
+    pub executors: Result<ExecutorFactory, Unavailable>,
     pub simulated: bool,
     /// How the GPUs connect; `None` where the source cannot say.
     pub topology: Option<Topology>,
@@ -159,7 +173,7 @@ impl LabSetup {
             return setup;
         }
         let store = run_store(options.runs_db.as_deref(), config.runs_kept);
-        let unavailable = |reason: String, probe: Arc<dyn DeviceProbe>| Self {
+        let unavailable = |reason: Unavailable, probe: Arc<dyn DeviceProbe>| Self {
             config: config.clone(),
             host: host.clone(),
             devices: devices.clone(),
@@ -171,12 +185,12 @@ impl LabSetup {
         };
         // Telemetry's own NVML handle: the lab opens none of its own.
         let Some(query) = telemetry.device_query() else {
-            let reason = gpu_error.unwrap_or_else(|| "the GPUs cannot be read (no NVML)".into());
+            let reason = gpu_error.map_or(Unavailable::NoNvml, Unavailable::Driver);
             return unavailable(reason, Arc::new(SimulatedProbe::new(None)));
         };
         let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(query, telemetry.devices()));
         if devices.is_empty() {
-            return unavailable(gpu_error.unwrap_or_else(|| "no GPU".into()), probe);
+            return unavailable(gpu_error.map_or(Unavailable::NoGpu, Unavailable::Driver), probe);
         }
         match cuda::availability() {
             Ok(()) => Self {
@@ -189,7 +203,7 @@ impl LabSetup {
                 simulated: false,
                 topology,
             },
-            Err(reason) => unavailable(reason, probe),
+            Err(missing) => unavailable(Unavailable::Cuda(missing), probe),
         }
     }
 

@@ -10,7 +10,7 @@ use tokio::sync::broadcast;
 
 use super::guards::{self, DeviceProbe};
 use super::queue::QueueBook;
-use super::setup::{LabConfig, LabGpu, LabHost};
+use super::setup::{LabConfig, LabGpu, LabHost, Unavailable};
 use super::{executor, plan};
 use crate::store::runs::RunStore;
 
@@ -21,7 +21,7 @@ const EVENT_BACKLOG: usize = 256;
 pub(crate) struct Shared {
     pub(super) config: LabConfig,
     /// Whether experiments can run here, or why not (e.g. "libcuda.so not found").
-    pub(super) availability: Result<(), String>,
+    pub(super) availability: Result<(), Unavailable>,
     pub(super) simulated: bool,
     pub(super) host: LabHost,
     pub(super) devices: Vec<LabGpu>,
@@ -41,7 +41,7 @@ impl Shared {
     #[expect(clippy::too_many_arguments, reason = "the parts of a LabSetup, each needed")]
     pub(super) fn new(
         config: LabConfig,
-        availability: Result<(), String>,
+        availability: Result<(), Unavailable>,
         simulated: bool,
         host: LabHost,
         devices: Vec<LabGpu>,
@@ -95,7 +95,7 @@ impl Shared {
         }
         LabStatus {
             available: self.availability.is_ok(),
-            reason: self.availability.clone().err(),
+            reason: self.availability.as_ref().err().map(ToString::to_string),
             simulated: self.simulated,
             devices,
             queue,

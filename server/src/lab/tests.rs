@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, LatencyParams, Run, RunRequest, RunStatus};
 use tokio::sync::broadcast::error::TryRecvError;
 
+use super::cuda::MissingLibraries;
 use super::guards::SimulatedProbe;
-use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup};
+use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup, Unavailable};
 use crate::store::runs::RunFilter;
 
 /// Long enough for a run to stay running while a test acts on the queue behind it.
@@ -73,13 +74,17 @@ fn submit_refuses_bad_requests_before_queueing() {
 #[test]
 fn an_unavailable_lab_says_why() {
     let mut setup = setup(1, FAST, LabConfig::default());
-    setup.executors = Err("libcuda.so not found".into());
+    let missing = MissingLibraries { missing: vec!["libcuda (the NVIDIA driver) not found (tried libcuda.so)".into()] };
+    setup.executors = Err(missing.into());
     let lab = Lab::start(setup);
     let status = lab.status();
     assert!(!status.available);
-    assert_eq!(status.reason.as_deref(), Some("libcuda.so not found"));
+    let reason =
+        "libcuda (the NVIDIA driver) not found (tried libcuda.so); install them or add their folder to LD_LIBRARY_PATH";
+    assert_eq!(status.reason.as_deref(), Some(reason));
     let err = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap_err();
-    assert_eq!(err.to_string(), "the GPU lab is unavailable: libcuda.so not found");
+    assert!(matches!(err, LabError::Unavailable(Unavailable::Cuda(_))), "{err:?}");
+    assert_eq!(err.to_string(), format!("the GPU lab is unavailable: {reason}"));
     lab.shutdown();
 }
 

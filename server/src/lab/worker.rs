@@ -199,7 +199,7 @@ fn run_started(
 
     run.summary.started_ms = Some(now_ms());
     if let Some(refusal) = refusal {
-        finish(shared, run, Err(format!("refused at start: {refusal}")), RunStatus::Failed);
+        finish(shared, run, Err(ExperimentError::RefusedAtStart(refusal.to_string())), RunStatus::Failed);
         return;
     }
     run.summary.status = RunStatus::Running;
@@ -214,7 +214,7 @@ fn run_started(
         host
     };
     if let Err(refusal) = host {
-        finish(shared, run, Err(format!("refused at start: {refusal}")), RunStatus::Failed);
+        finish(shared, run, Err(ExperimentError::RefusedAtStart(refusal.to_string())), RunStatus::Failed);
         return;
     }
     shared.save(&run);
@@ -251,13 +251,13 @@ fn run_started(
         Err(ExperimentError::TimedOut(_)) => RunStatus::TimedOut,
         Err(_) => RunStatus::Failed,
     };
-    finish(shared, run, outcome.map_err(|e| e.to_string()), status);
+    finish(shared, run, outcome, status);
 }
 
 fn finish(
     shared: &Shared,
     mut run: shared::lab::Run,
-    outcome: Result<shared::lab::RunResult, String>,
+    outcome: Result<shared::lab::RunResult, ExperimentError>,
     status: RunStatus,
 ) {
     let id = run.summary.id;
@@ -268,7 +268,7 @@ fn finish(
             run.summary.passed = result.passed();
             run.result = Some(result);
         }
-        Err(error) => run.summary.error = Some(error),
+        Err(error) => run.summary.error = Some(error.to_string()),
     }
     if let Some(active) = shared.book().get(id) {
         run.progress = active.run.progress.clone();

@@ -33,8 +33,16 @@ extern "C" __global__ void spin_kernel(long long cycles) {
 }
 "#;
 
+/// The CUDA libraries the lab needs that could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}; install them or add their folder to LD_LIBRARY_PATH", .missing.join(", "))]
+pub struct MissingLibraries {
+    /// Each library, with the file name tried first.
+    pub missing: Vec<String>,
+}
+
 /// Ok when libcuda, libcublas, libcublasLt and libnvrtc can be loaded; otherwise what is missing.
-pub fn availability() -> Result<(), String> {
+pub fn availability() -> Result<(), MissingLibraries> {
     // SAFETY: each check only tries to dlopen the library; no CUDA function is called.
     let present = unsafe {
         [
@@ -52,11 +60,7 @@ pub fn availability() -> Result<(), String> {
             format!("{what} not found (tried {})", tried.first().map_or("", String::as_str))
         })
         .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{}; install them or add their folder to LD_LIBRARY_PATH", missing.join(", ")))
-    }
+    if missing.is_empty() { Ok(()) } else { Err(MissingLibraries { missing }) }
 }
 
 /// A CUDA error as an experiment error naming the step.
@@ -309,7 +313,7 @@ mod tests {
         if std::path::Path::new("/proc/driver/nvidia").exists() {
             return;
         }
-        let reason = availability().unwrap_err();
+        let reason = availability().unwrap_err().to_string();
         assert!(reason.contains("libcuda") && reason.contains("LD_LIBRARY_PATH"), "{reason}");
     }
 }

@@ -61,13 +61,23 @@ impl std::fmt::Debug for NvmlSource {
     }
 }
 
+/// Why NVML cannot be read; each message carries NVML's own words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The library did not load or initialise (no driver, or a mismatched one).
+    #[error("{0}")]
+    Load(String),
+    #[error("NVML could not count GPUs: {0}")]
+    Count(String),
+}
+
 impl NvmlSource {
     /// Loads NVML and reads every device's static facts.
     ///
     /// Fails with the loader's message when there is no usable driver.
-    pub fn open(interval_ms: u64) -> Result<Self, String> {
-        let nvml = Nvml::init().map_err(|e| error_chain(&e))?;
-        let count = nvml.device_count().map_err(|e| format!("NVML could not count GPUs: {}", error_chain(&e)))?;
+    pub fn open(interval_ms: u64) -> Result<Self, OpenError> {
+        let nvml = Nvml::init().map_err(|e| OpenError::Load(error_chain(&e)))?;
+        let count = nvml.device_count().map_err(|e| OpenError::Count(error_chain(&e)))?;
         let mut devices = Vec::new();
         let mut fans = HashMap::new();
         for index in 0..count {
@@ -331,7 +341,7 @@ mod tests {
         if std::path::Path::new("/proc/driver/nvidia").exists() {
             return;
         }
-        let err = NvmlSource::open(1000).unwrap_err();
+        let err = NvmlSource::open(1000).unwrap_err().to_string();
         assert!(err.contains("libnvidia-ml"), "{err}");
     }
 }
