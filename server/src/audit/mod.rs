@@ -4,6 +4,7 @@
 //! Denied authentication attempts are aggregated ([`denied`]) and entries
 //! older than the retention are deleted.
 
+mod action;
 pub mod denied;
 
 use std::collections::VecDeque;
@@ -14,6 +15,8 @@ use std::time::Duration;
 use rusqlite::types::{FromSqlError, ValueRef};
 use rusqlite::{Connection, params};
 pub use shared::auth::AuditOutcome as Outcome;
+
+pub use self::action::Action;
 use shared::auth::{AuditEntry, AuditQuery};
 use tokio::sync::watch;
 
@@ -48,7 +51,7 @@ CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);";
 pub struct Event<'a> {
     pub user: &'a str,
     pub client: &'a str,
-    pub action: &'a str,
+    pub action: Action,
     pub target: &'a str,
     pub outcome: Outcome,
     pub detail: &'a str,
@@ -104,10 +107,10 @@ impl Audit {
         self.insert(now_ms(), event);
     }
 
-    /// Records a denied authentication attempt (`action` e.g. "login", "auth.bearer"),
+    /// Records a denied authentication attempt ([`Action::Login`], [`Action::AuthBearer`]),
     /// aggregated: per client and action, the first denials of a minute are written
     /// as rows, the rest are counted into one row when the minute closes.
-    pub fn record_denied(&self, user: &str, client: &str, action: &str, target: &str, detail: &str) {
+    pub fn record_denied(&self, user: &str, client: &str, action: Action, target: &str, detail: &str) {
         self.record_denied_at(now_ms(), &Denial { user, client, action, target, detail });
     }
 
@@ -133,21 +136,21 @@ impl Audit {
     }
 
     fn insert_summary(&self, now: u64, s: &Summary) {
-        let (user, client, action, target, detail) = (&s.user, &s.client, &s.action, &s.target, &s.detail);
+        let (user, client, action, target, detail) = (&s.user, &s.client, s.action, &s.target, &s.detail);
         self.insert(now, &Event { user, client, action, target, outcome: Outcome::Denied, detail });
     }
 
     fn insert(&self, ts: u64, event: &Event<'_>) {
         tracing::info!(
             target: "gpudash::audit",
-            user = event.user, client = event.client, action = event.action, target = event.target,
+            user = event.user, client = event.client, action = event.action.id(), target = event.target,
             outcome = event.outcome.name(), "{}", event.detail
         );
         match &self.shared.backend {
             Backend::Sqlite(conn) => {
                 if let Err(e) = lock(conn).execute(
                     "INSERT INTO audit (ts, user, client, action, target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![ts as i64, event.user, event.client, event.action, event.target, event.outcome.name(), event.detail],
+                    params![ts as i64, event.user, event.client, event.action.id(), event.target, event.outcome.name(), event.detail],
                 ) {
                     tracing::error!("could not write the audit log: {e}");
                 }
@@ -160,7 +163,7 @@ impl Audit {
                     timestamp_ms: ts,
                     user: event.user.to_owned(),
                     client: event.client.to_owned(),
-                    action: event.action.to_owned(),
+                    action: event.action.id().to_owned(),
                     target: event.target.to_owned(),
                     outcome: event.outcome,
                     detail: event.detail.to_owned(),
@@ -288,7 +291,7 @@ mod tests {
     use super::denied::{ROWS_PER_WINDOW, WINDOW_MS};
     use super::*;
 
-    fn event(action: &str) -> Event<'_> {
+    fn event(action: Action) -> Event<'static> {
         Event { user: "ana", client: "127.0.0.1", action, target: "GPU 0", outcome: Outcome::Ok, detail: "" }
     }
 
@@ -304,8 +307,8 @@ mod tests {
     fn both_backends_list_newest_first() {
         let dir = tempfile::tempdir().unwrap();
         for audit in both(&dir) {
-            audit.record(&event("login"));
-            audit.record(&event("empty_cache"));
+            audit.record(&event(Action::Login));
+            audit.record(&event(Action::EmptyCache));
             let all = audit.list(&query()).unwrap();
             assert_eq!(all.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["empty_cache", "login"]);
             assert_eq!(audit.list(&AuditQuery { before: Some(all[0].id), ..query() }).unwrap().len(), 1);
@@ -316,7 +319,7 @@ mod tests {
     fn the_sqlite_log_survives_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        Audit::sqlite(&path).unwrap().record(&event("login"));
+        Audit::sqlite(&path).unwrap().record(&event(Action::Login));
         assert_eq!(Audit::sqlite(&path).unwrap().list(&query()).unwrap().len(), 1);
     }
 
@@ -327,7 +330,13 @@ mod tests {
             for i in 0..20_000 {
                 audit.record_denied_at(
                     1_000 + i / 10,
-                    &Denial { user: "unknown", client: "10.0.0.9", action: "login", target: "session", detail: "x" },
+                    &Denial {
+                        user: "unknown",
+                        client: "10.0.0.9",
+                        action: Action::Login,
+                        target: "session",
+                        detail: "x",
+                    },
                 );
             }
             audit.flush_denied(1_000 + WINDOW_MS, false);
@@ -345,7 +354,7 @@ mod tests {
     fn nothing_counted_is_lost_at_shutdown() {
         let audit = Audit::memory();
         let denial =
-            Denial { user: "unknown", client: "::1", action: "auth.bearer", target: "/api/devices", detail: "x" };
+            Denial { user: "unknown", client: "::1", action: Action::AuthBearer, target: "/api/devices", detail: "x" };
         for _ in 0..ROWS_PER_WINDOW + 3 {
             audit.record_denied_at(0, &denial);
         }
@@ -361,7 +370,7 @@ mod tests {
     fn denied_details_are_cut_to_a_bounded_length() {
         let audit = Audit::memory();
         let long = "é".repeat(5000);
-        audit.record_denied("unknown", "::1", "login", "session", &long);
+        audit.record_denied("unknown", "::1", Action::Login, "session", &long);
         assert_eq!(audit.list(&query()).unwrap()[0].detail.chars().count(), MAX_DENIED_DETAIL);
     }
 
@@ -372,11 +381,11 @@ mod tests {
         for audit in both(&dir) {
             let audit = audit.keeping(Duration::from_secs(2 * 24 * 3600));
             let now = 100 * day;
-            audit.insert(now - 3 * day, &event("old"));
-            audit.insert(now - day, &event("recent"));
+            audit.insert(now - 3 * day, &event(Action::Login));
+            audit.insert(now - day, &event(Action::EmptyCache));
             assert_eq!(audit.prune(now).unwrap(), 1);
             let left = audit.list(&query()).unwrap();
-            assert_eq!(left.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["recent"]);
+            assert_eq!(left.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["empty_cache"]);
         }
     }
 
@@ -384,10 +393,10 @@ mod tests {
     fn filters_combine_in_both_backends() {
         let dir = tempfile::tempdir().unwrap();
         for audit in both(&dir) {
-            audit.insert(1_000, &event("login"));
-            audit.insert(2_000, &Event { user: "bob", outcome: Outcome::Denied, ..event("login") });
-            audit.insert(3_000, &Event { outcome: Outcome::Failed, ..event("experiment.start") });
-            audit.insert(4_000, &Event { user: "bob", ..event("experiment.start") });
+            audit.insert(1_000, &event(Action::Login));
+            audit.insert(2_000, &Event { user: "bob", outcome: Outcome::Denied, ..event(Action::Login) });
+            audit.insert(3_000, &Event { outcome: Outcome::Failed, ..event(Action::ExperimentStart) });
+            audit.insert(4_000, &Event { user: "bob", ..event(Action::ExperimentStart) });
             let ids = |q: AuditQuery| audit.list(&q).unwrap().iter().map(|e| e.timestamp_ms).collect::<Vec<_>>();
             assert_eq!(ids(AuditQuery { user: Some("bob".into()), ..query() }), [4_000, 2_000]);
             assert_eq!(ids(AuditQuery { action: Some("login".into()), ..query() }), [2_000, 1_000]);
