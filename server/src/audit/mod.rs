@@ -1,6 +1,7 @@
 //! The audit log: every state-changing action (experiment start/cancel,
 //! empty_cache, login success/failure) with who, when, from where and how it
-//! ended. Kept in the history database when there is one, else in memory.
+//! ended. Kept in the history database when there is one (written on the
+//! store's audit thread, so recording never blocks a handler), else in memory.
 //! Denied authentication attempts are aggregated ([`denied`]) and entries
 //! older than the retention are deleted.
 
@@ -12,15 +13,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::types::{FromSqlError, ValueRef};
-use rusqlite::{Connection, params};
 pub use shared::auth::AuditOutcome as Outcome;
-
-pub use self::action::Action;
 use shared::auth::{AuditEntry, AuditQuery};
 use tokio::sync::watch;
 
+pub use self::action::Action;
 use self::denied::{Denial, DeniedWindows, Summary};
+use crate::store::audit::{AuditRow, AuditStore, AuditStoreError};
 use crate::telemetry::now_ms;
 
 /// Entries kept when there is no database.
@@ -33,18 +32,6 @@ const FLUSH_EVERY: Duration = Duration::from_secs(10);
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Longest detail stored for a denied attempt (the rest is cut).
 const MAX_DENIED_DETAIL: usize = 200;
-
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts INTEGER NOT NULL,
-    user TEXT NOT NULL,
-    client TEXT NOT NULL,
-    action TEXT NOT NULL,
-    target TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);";
 
 /// What happened, before it gets an id and a time.
 #[derive(Debug, Clone)]
@@ -59,7 +46,8 @@ pub struct Event<'a> {
 
 #[derive(Debug)]
 enum Backend {
-    Sqlite(Mutex<Connection>),
+    /// The history database's audit table, written on its own thread.
+    Sqlite(AuditStore),
     Memory(Mutex<(u64, VecDeque<AuditEntry>)>),
 }
 
@@ -79,13 +67,8 @@ pub struct Audit {
 
 impl Audit {
     /// The log inside the database file at `path`.
-    pub fn sqlite(path: &Path) -> rusqlite::Result<Self> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        // The history database is in WAL mode; there NORMAL survives a crash of the process.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Self::with(Backend::Sqlite(Mutex::new(conn))))
+    pub fn sqlite(path: &Path) -> Result<Self, AuditStoreError> {
+        Ok(Self::with(Backend::Sqlite(AuditStore::open(path)?)))
     }
 
     /// A log that lives as long as the process (with `--no-history`).
@@ -147,14 +130,15 @@ impl Audit {
             outcome = event.outcome.name(), "{}", event.detail
         );
         match &self.shared.backend {
-            Backend::Sqlite(conn) => {
-                if let Err(e) = lock(conn).execute(
-                    "INSERT INTO audit (ts, user, client, action, target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![ts as i64, event.user, event.client, event.action.id(), event.target, event.outcome.name(), event.detail],
-                ) {
-                    tracing::error!("could not write the audit log: {e}");
-                }
-            }
+            Backend::Sqlite(store) => store.insert(AuditRow {
+                timestamp_ms: ts,
+                user: event.user.to_owned(),
+                client: event.client.to_owned(),
+                action: event.action.id(),
+                target: event.target.to_owned(),
+                outcome: event.outcome,
+                detail: event.detail.to_owned(),
+            }),
             Backend::Memory(log) => {
                 let mut log = lock(log);
                 log.0 += 1;
@@ -176,11 +160,11 @@ impl Audit {
         }
     }
 
-    /// Deletes the entries older than the retention; returns how many.
-    pub fn prune(&self, now: u64) -> rusqlite::Result<usize> {
+    /// Deletes the entries older than the retention; returns how many (blocking).
+    pub fn prune(&self, now: u64) -> Result<usize, AuditStoreError> {
         let oldest = now.saturating_sub(u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX));
         match &self.shared.backend {
-            Backend::Sqlite(conn) => lock(conn).execute("DELETE FROM audit WHERE ts < ?1", params![oldest as i64]),
+            Backend::Sqlite(store) => store.prune(oldest),
             Backend::Memory(log) => {
                 let mut log = lock(log);
                 let before = log.1.len();
@@ -198,46 +182,12 @@ impl Audit {
         }
     }
 
-    /// The newest entries that pass `query`'s filters, newest first. `query` is
-    /// assumed valid ([`AuditQuery::validate`]).
-    pub fn list(&self, query: &AuditQuery) -> rusqlite::Result<Vec<AuditEntry>> {
+    /// The newest entries that pass `query`'s filters, newest first (blocking: call
+    /// from `spawn_blocking`). `query` is assumed valid ([`AuditQuery::validate`]).
+    /// Sees every entry recorded before the call.
+    pub fn list(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, AuditStoreError> {
         match &self.shared.backend {
-            Backend::Sqlite(conn) => {
-                let conn = lock(conn);
-                let mut statement = conn.prepare_cached(
-                    "SELECT id, ts, user, client, action, target, outcome, detail FROM audit
-                     WHERE id < ?1 AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR action = ?3)
-                       AND (?4 IS NULL OR outcome = ?4) AND ts >= ?5 AND ts <= ?6
-                     ORDER BY id DESC LIMIT ?7",
-                )?;
-                let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-                let rows = statement.query_map(
-                    params![
-                        query.before.map_or(i64::MAX, as_i64),
-                        query.user,
-                        query.action,
-                        query.outcome.map(Outcome::name),
-                        query.from.map_or(0, as_i64),
-                        query.to.map_or(i64::MAX, as_i64),
-                        query.limit(),
-                    ],
-                    |r| {
-                        Ok(AuditEntry {
-                            id: r.get::<_, i64>(0)? as u64,
-                            timestamp_ms: r.get::<_, i64>(1)? as u64,
-                            user: r.get(2)?,
-                            client: r.get(3)?,
-                            action: r.get(4)?,
-                            target: r.get(5)?,
-                            outcome: outcome(r.get_ref(6)?).map_err(|e| {
-                                rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into())
-                            })?,
-                            detail: r.get(7)?,
-                        })
-                    },
-                )?;
-                rows.collect()
-            }
+            Backend::Sqlite(store) => store.list(query),
             Backend::Memory(log) => {
                 let log = lock(log);
                 Ok(log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect())
@@ -268,13 +218,21 @@ impl Audit {
             .await;
         }
         let audit = self.clone();
-        let _ = tokio::task::spawn_blocking(move || audit.flush_denied(now_ms(), true)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            audit.flush_denied(now_ms(), true);
+            audit.sync();
+        })
+        .await;
     }
-}
 
-fn outcome(value: ValueRef<'_>) -> Result<Outcome, FromSqlError> {
-    let name = value.as_str()?;
-    Outcome::parse(name).ok_or_else(|| FromSqlError::Other(format!("unknown audit outcome '{name}'").into()))
+    /// Waits until every entry recorded so far is written (blocking).
+    fn sync(&self) {
+        if let Backend::Sqlite(store) = &self.shared.backend
+            && let Err(e) = store.sync()
+        {
+            tracing::error!("could not finish writing the audit log: {e}");
+        }
+    }
 }
 
 /// `text` cut to at most `max` characters.
