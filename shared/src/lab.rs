@@ -337,7 +337,7 @@ pub struct RunSummary {
     pub devices: Vec<u32>,
     pub kind: ExperimentKind,
     pub status: RunStatus,
-    /// Who asked for it (the `X-Gpudash-User` header, or "anonymous").
+    /// Who asked for it: the caller's token user, or "anonymous".
     pub requested_by: String,
     pub submitted_ms: u64,
     pub started_ms: Option<u64>,
