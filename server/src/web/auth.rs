@@ -54,7 +54,8 @@ impl Caller {
         doing: &str,
         target: &str,
     ) -> Result<(), ApiError> {
-        self.identity.require(role, doing).map_err(|message| {
+        self.identity.require(role, doing).map_err(|refused| {
+            let message = refused.to_string();
             self.audit(state, action, target, Outcome::Denied, &message);
             ApiError { status: StatusCode::FORBIDDEN, message }
         })

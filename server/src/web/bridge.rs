@@ -39,7 +39,7 @@ pub async fn report(
     caller
         .identity
         .require(Role::Operator, Action::BridgeReport.doing())
-        .map_err(|message| ApiError { status: StatusCode::FORBIDDEN, message })?;
+        .map_err(|refused| ApiError { status: StatusCode::FORBIDDEN, message: refused.to_string() })?;
     let report: Report = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("invalid report ({e}); see the bridge section of the README for the format"))
     })?;
