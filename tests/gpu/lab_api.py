@@ -4,14 +4,20 @@
 Usage: python3 tests/gpu/lab_api.py http://127.0.0.1:7071 OUT_DIR
 One run per experiment (small parameters), polled until it ends; chart.svg and
 results.csv saved to OUT_DIR; then the empty_cache button. Exits 1 on any failure.
+On a server with tokens, set GPUDASH_TOKEN to an operator's token (sent as
+Authorization: Bearer); without tokens the runs are requested by "anonymous".
 """
 import json
+import os
 import sys
 import time
 import urllib.error
 import urllib.request
 
 BASE, OUT = sys.argv[1].rstrip("/"), sys.argv[2]
+HEADERS = {"Content-Type": "application/json"}
+if os.environ.get("GPUDASH_TOKEN"):
+    HEADERS["Authorization"] = "Bearer " + os.environ["GPUDASH_TOKEN"]
 RUNS = [
     {"kind": "memory", "block_bytes": 268435456, "blocks": 4, "repetitions": 5},
     {"kind": "transfer", "sizes": [4096, 1048576, 67108864], "repetitions": 5},
@@ -25,8 +31,7 @@ RUNS = [
 
 def call(method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(BASE + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json", "X-Gpudash-User": "gpu-suite"})
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=HEADERS)
     try:
         with urllib.request.urlopen(req, timeout=60) as r:
             raw = r.read()

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use super::Action;
+
 /// How long one client's window of denials lasts.
 pub const WINDOW_MS: u64 = 60_000;
 /// Denials written as their own rows per client, action and window.
@@ -18,7 +20,7 @@ pub const OTHER_CLIENTS: &str = "other clients";
 pub struct Denial<'a> {
     pub user: &'a str,
     pub client: &'a str,
-    pub action: &'a str,
+    pub action: Action,
     pub target: &'a str,
     pub detail: &'a str,
 }
@@ -28,7 +30,7 @@ pub struct Denial<'a> {
 pub struct Summary {
     pub user: String,
     pub client: String,
-    pub action: String,
+    pub action: Action,
     pub target: String,
     pub detail: String,
     /// How many denials it counts.
@@ -48,14 +50,14 @@ struct Window {
 /// plus one shared bucket per action.
 #[derive(Debug, Default)]
 pub struct DeniedWindows {
-    windows: HashMap<(String, String), Window>,
+    windows: HashMap<(String, Action), Window>,
 }
 
 impl DeniedWindows {
     /// Notes a denial at `now_ms`. Returns the summary of this client's window
     /// if it had closed, and whether the denial should be written as its own row.
     pub fn note(&mut self, denial: &Denial<'_>, now_ms: u64) -> (Option<Summary>, bool) {
-        let mut key = (denial.client.to_owned(), denial.action.to_owned());
+        let mut key = (denial.client.to_owned(), denial.action);
         if self.windows.len() >= MAX_CLIENTS && !self.windows.contains_key(&key) {
             key.0 = OTHER_CLIENTS.to_owned();
         }
@@ -97,7 +99,7 @@ impl DeniedWindows {
     }
 }
 
-fn summary((client, action): (String, String), window: Window) -> Option<Summary> {
+fn summary((client, action): (String, Action), window: Window) -> Option<Summary> {
     (window.counted > 0).then(|| {
         let (user, target, last) = window.last;
         let count = window.counted;
@@ -111,7 +113,7 @@ mod tests {
     use super::*;
 
     fn denial(client: &str) -> Denial<'_> {
-        Denial { user: "unknown", client, action: "login", target: "session", detail: "invalid token" }
+        Denial { user: "unknown", client, action: Action::Login, target: "session", detail: "invalid token" }
     }
 
     #[test]

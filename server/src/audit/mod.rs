@@ -1,9 +1,11 @@
 //! The audit log: every state-changing action (experiment start/cancel,
 //! empty_cache, login success/failure) with who, when, from where and how it
-//! ended. Kept in the history database when there is one, else in memory.
+//! ended. Kept in the history database when there is one (written on the
+//! store's audit thread, so recording never blocks a handler), else in memory.
 //! Denied authentication attempts are aggregated ([`denied`]) and entries
 //! older than the retention are deleted.
 
+mod action;
 pub mod denied;
 
 use std::collections::VecDeque;
@@ -11,13 +13,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::types::{FromSqlError, ValueRef};
-use rusqlite::{Connection, params};
 pub use shared::auth::AuditOutcome as Outcome;
 use shared::auth::{AuditEntry, AuditQuery};
 use tokio::sync::watch;
 
+pub use self::action::Action;
 use self::denied::{Denial, DeniedWindows, Summary};
+use crate::store::audit::{AuditRow, AuditStore, AuditStoreError};
 use crate::telemetry::now_ms;
 
 /// Entries kept when there is no database.
@@ -31,24 +33,12 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// Longest detail stored for a denied attempt (the rest is cut).
 const MAX_DENIED_DETAIL: usize = 200;
 
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ts INTEGER NOT NULL,
-    user TEXT NOT NULL,
-    client TEXT NOT NULL,
-    action TEXT NOT NULL,
-    target TEXT NOT NULL,
-    outcome TEXT NOT NULL,
-    detail TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);";
-
 /// What happened, before it gets an id and a time.
 #[derive(Debug, Clone)]
 pub struct Event<'a> {
     pub user: &'a str,
     pub client: &'a str,
-    pub action: &'a str,
+    pub action: Action,
     pub target: &'a str,
     pub outcome: Outcome,
     pub detail: &'a str,
@@ -56,7 +46,8 @@ pub struct Event<'a> {
 
 #[derive(Debug)]
 enum Backend {
-    Sqlite(Mutex<Connection>),
+    /// The history database's audit table, written on its own thread.
+    Sqlite(AuditStore),
     Memory(Mutex<(u64, VecDeque<AuditEntry>)>),
 }
 
@@ -76,13 +67,8 @@ pub struct Audit {
 
 impl Audit {
     /// The log inside the database file at `path`.
-    pub fn sqlite(path: &Path) -> rusqlite::Result<Self> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        // The history database is in WAL mode; there NORMAL survives a crash of the process.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.execute_batch(SCHEMA)?;
-        Ok(Self::with(Backend::Sqlite(Mutex::new(conn))))
+    pub fn sqlite(path: &Path) -> Result<Self, AuditStoreError> {
+        Ok(Self::with(Backend::Sqlite(AuditStore::open(path)?)))
     }
 
     /// A log that lives as long as the process (with `--no-history`).
@@ -104,10 +90,10 @@ impl Audit {
         self.insert(now_ms(), event);
     }
 
-    /// Records a denied authentication attempt (`action` e.g. "login", "auth.bearer"),
+    /// Records a denied authentication attempt ([`Action::Login`], [`Action::AuthBearer`]),
     /// aggregated: per client and action, the first denials of a minute are written
     /// as rows, the rest are counted into one row when the minute closes.
-    pub fn record_denied(&self, user: &str, client: &str, action: &str, target: &str, detail: &str) {
+    pub fn record_denied(&self, user: &str, client: &str, action: Action, target: &str, detail: &str) {
         self.record_denied_at(now_ms(), &Denial { user, client, action, target, detail });
     }
 
@@ -133,25 +119,26 @@ impl Audit {
     }
 
     fn insert_summary(&self, now: u64, s: &Summary) {
-        let (user, client, action, target, detail) = (&s.user, &s.client, &s.action, &s.target, &s.detail);
+        let (user, client, action, target, detail) = (&s.user, &s.client, s.action, &s.target, &s.detail);
         self.insert(now, &Event { user, client, action, target, outcome: Outcome::Denied, detail });
     }
 
     fn insert(&self, ts: u64, event: &Event<'_>) {
         tracing::info!(
             target: "gpudash::audit",
-            user = event.user, client = event.client, action = event.action, target = event.target,
+            user = event.user, client = event.client, action = event.action.id(), target = event.target,
             outcome = event.outcome.name(), "{}", event.detail
         );
         match &self.shared.backend {
-            Backend::Sqlite(conn) => {
-                if let Err(e) = lock(conn).execute(
-                    "INSERT INTO audit (ts, user, client, action, target, outcome, detail) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                    params![ts as i64, event.user, event.client, event.action, event.target, event.outcome.name(), event.detail],
-                ) {
-                    tracing::error!("could not write the audit log: {e}");
-                }
-            }
+            Backend::Sqlite(store) => store.insert(AuditRow {
+                timestamp_ms: ts,
+                user: event.user.to_owned(),
+                client: event.client.to_owned(),
+                action: event.action.id(),
+                target: event.target.to_owned(),
+                outcome: event.outcome,
+                detail: event.detail.to_owned(),
+            }),
             Backend::Memory(log) => {
                 let mut log = lock(log);
                 log.0 += 1;
@@ -160,7 +147,7 @@ impl Audit {
                     timestamp_ms: ts,
                     user: event.user.to_owned(),
                     client: event.client.to_owned(),
-                    action: event.action.to_owned(),
+                    action: event.action.id().to_owned(),
                     target: event.target.to_owned(),
                     outcome: event.outcome,
                     detail: event.detail.to_owned(),
@@ -173,11 +160,11 @@ impl Audit {
         }
     }
 
-    /// Deletes the entries older than the retention; returns how many.
-    pub fn prune(&self, now: u64) -> rusqlite::Result<usize> {
+    /// Deletes the entries older than the retention; returns how many (blocking).
+    pub fn prune(&self, now: u64) -> Result<usize, AuditStoreError> {
         let oldest = now.saturating_sub(u64::try_from(self.keep.as_millis()).unwrap_or(u64::MAX));
         match &self.shared.backend {
-            Backend::Sqlite(conn) => lock(conn).execute("DELETE FROM audit WHERE ts < ?1", params![oldest as i64]),
+            Backend::Sqlite(store) => store.prune(oldest),
             Backend::Memory(log) => {
                 let mut log = lock(log);
                 let before = log.1.len();
@@ -195,46 +182,12 @@ impl Audit {
         }
     }
 
-    /// The newest entries that pass `query`'s filters, newest first. `query` is
-    /// assumed valid ([`AuditQuery::validate`]).
-    pub fn list(&self, query: &AuditQuery) -> rusqlite::Result<Vec<AuditEntry>> {
+    /// The newest entries that pass `query`'s filters, newest first (blocking: call
+    /// from `spawn_blocking`). `query` is assumed valid ([`AuditQuery::validate`]).
+    /// Sees every entry recorded before the call.
+    pub fn list(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, AuditStoreError> {
         match &self.shared.backend {
-            Backend::Sqlite(conn) => {
-                let conn = lock(conn);
-                let mut statement = conn.prepare_cached(
-                    "SELECT id, ts, user, client, action, target, outcome, detail FROM audit
-                     WHERE id < ?1 AND (?2 IS NULL OR user = ?2) AND (?3 IS NULL OR action = ?3)
-                       AND (?4 IS NULL OR outcome = ?4) AND ts >= ?5 AND ts <= ?6
-                     ORDER BY id DESC LIMIT ?7",
-                )?;
-                let as_i64 = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-                let rows = statement.query_map(
-                    params![
-                        query.before.map_or(i64::MAX, as_i64),
-                        query.user,
-                        query.action,
-                        query.outcome.map(Outcome::name),
-                        query.from.map_or(0, as_i64),
-                        query.to.map_or(i64::MAX, as_i64),
-                        query.limit(),
-                    ],
-                    |r| {
-                        Ok(AuditEntry {
-                            id: r.get::<_, i64>(0)? as u64,
-                            timestamp_ms: r.get::<_, i64>(1)? as u64,
-                            user: r.get(2)?,
-                            client: r.get(3)?,
-                            action: r.get(4)?,
-                            target: r.get(5)?,
-                            outcome: outcome(r.get_ref(6)?).map_err(|e| {
-                                rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into())
-                            })?,
-                            detail: r.get(7)?,
-                        })
-                    },
-                )?;
-                rows.collect()
-            }
+            Backend::Sqlite(store) => store.list(query),
             Backend::Memory(log) => {
                 let log = lock(log);
                 Ok(log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect())
@@ -265,13 +218,21 @@ impl Audit {
             .await;
         }
         let audit = self.clone();
-        let _ = tokio::task::spawn_blocking(move || audit.flush_denied(now_ms(), true)).await;
+        let _ = tokio::task::spawn_blocking(move || {
+            audit.flush_denied(now_ms(), true);
+            audit.sync();
+        })
+        .await;
     }
-}
 
-fn outcome(value: ValueRef<'_>) -> Result<Outcome, FromSqlError> {
-    let name = value.as_str()?;
-    Outcome::parse(name).ok_or_else(|| FromSqlError::Other(format!("unknown audit outcome '{name}'").into()))
+    /// Waits until every entry recorded so far is written (blocking).
+    fn sync(&self) {
+        if let Backend::Sqlite(store) = &self.shared.backend
+            && let Err(e) = store.sync()
+        {
+            tracing::error!("could not finish writing the audit log: {e}");
+        }
+    }
 }
 
 /// `text` cut to at most `max` characters.
@@ -288,7 +249,7 @@ mod tests {
     use super::denied::{ROWS_PER_WINDOW, WINDOW_MS};
     use super::*;
 
-    fn event(action: &str) -> Event<'_> {
+    fn event(action: Action) -> Event<'static> {
         Event { user: "ana", client: "127.0.0.1", action, target: "GPU 0", outcome: Outcome::Ok, detail: "" }
     }
 
@@ -304,8 +265,8 @@ mod tests {
     fn both_backends_list_newest_first() {
         let dir = tempfile::tempdir().unwrap();
         for audit in both(&dir) {
-            audit.record(&event("login"));
-            audit.record(&event("empty_cache"));
+            audit.record(&event(Action::Login));
+            audit.record(&event(Action::EmptyCache));
             let all = audit.list(&query()).unwrap();
             assert_eq!(all.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["empty_cache", "login"]);
             assert_eq!(audit.list(&AuditQuery { before: Some(all[0].id), ..query() }).unwrap().len(), 1);
@@ -316,7 +277,7 @@ mod tests {
     fn the_sqlite_log_survives_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.db");
-        Audit::sqlite(&path).unwrap().record(&event("login"));
+        Audit::sqlite(&path).unwrap().record(&event(Action::Login));
         assert_eq!(Audit::sqlite(&path).unwrap().list(&query()).unwrap().len(), 1);
     }
 
@@ -327,7 +288,13 @@ mod tests {
             for i in 0..20_000 {
                 audit.record_denied_at(
                     1_000 + i / 10,
-                    &Denial { user: "unknown", client: "10.0.0.9", action: "login", target: "session", detail: "x" },
+                    &Denial {
+                        user: "unknown",
+                        client: "10.0.0.9",
+                        action: Action::Login,
+                        target: "session",
+                        detail: "x",
+                    },
                 );
             }
             audit.flush_denied(1_000 + WINDOW_MS, false);
@@ -345,7 +312,7 @@ mod tests {
     fn nothing_counted_is_lost_at_shutdown() {
         let audit = Audit::memory();
         let denial =
-            Denial { user: "unknown", client: "::1", action: "auth.bearer", target: "/api/devices", detail: "x" };
+            Denial { user: "unknown", client: "::1", action: Action::AuthBearer, target: "/api/devices", detail: "x" };
         for _ in 0..ROWS_PER_WINDOW + 3 {
             audit.record_denied_at(0, &denial);
         }
@@ -361,7 +328,7 @@ mod tests {
     fn denied_details_are_cut_to_a_bounded_length() {
         let audit = Audit::memory();
         let long = "é".repeat(5000);
-        audit.record_denied("unknown", "::1", "login", "session", &long);
+        audit.record_denied("unknown", "::1", Action::Login, "session", &long);
         assert_eq!(audit.list(&query()).unwrap()[0].detail.chars().count(), MAX_DENIED_DETAIL);
     }
 
@@ -372,11 +339,11 @@ mod tests {
         for audit in both(&dir) {
             let audit = audit.keeping(Duration::from_secs(2 * 24 * 3600));
             let now = 100 * day;
-            audit.insert(now - 3 * day, &event("old"));
-            audit.insert(now - day, &event("recent"));
+            audit.insert(now - 3 * day, &event(Action::Login));
+            audit.insert(now - day, &event(Action::EmptyCache));
             assert_eq!(audit.prune(now).unwrap(), 1);
             let left = audit.list(&query()).unwrap();
-            assert_eq!(left.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["recent"]);
+            assert_eq!(left.iter().map(|e| e.action.as_str()).collect::<Vec<_>>(), ["empty_cache"]);
         }
     }
 
@@ -384,10 +351,10 @@ mod tests {
     fn filters_combine_in_both_backends() {
         let dir = tempfile::tempdir().unwrap();
         for audit in both(&dir) {
-            audit.insert(1_000, &event("login"));
-            audit.insert(2_000, &Event { user: "bob", outcome: Outcome::Denied, ..event("login") });
-            audit.insert(3_000, &Event { outcome: Outcome::Failed, ..event("experiment.start") });
-            audit.insert(4_000, &Event { user: "bob", ..event("experiment.start") });
+            audit.insert(1_000, &event(Action::Login));
+            audit.insert(2_000, &Event { user: "bob", outcome: Outcome::Denied, ..event(Action::Login) });
+            audit.insert(3_000, &Event { outcome: Outcome::Failed, ..event(Action::ExperimentStart) });
+            audit.insert(4_000, &Event { user: "bob", ..event(Action::ExperimentStart) });
             let ids = |q: AuditQuery| audit.list(&q).unwrap().iter().map(|e| e.timestamp_ms).collect::<Vec<_>>();
             assert_eq!(ids(AuditQuery { user: Some("bob".into()), ..query() }), [4_000, 2_000]);
             assert_eq!(ids(AuditQuery { action: Some("login".into()), ..query() }), [2_000, 1_000]);

@@ -37,19 +37,30 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The caller's role allows `needed`, or a 403 message saying what it takes.
-    pub fn require(&self, needed: Role, action: &str) -> Result<(), String> {
+    /// The caller's role allows `needed`, or why not (the web layer answers 403).
+    pub fn require(&self, needed: Role, action: &str) -> Result<(), Forbidden> {
         if self.role >= needed {
-            Ok(())
-        } else {
-            Err(format!(
-                "{action} needs the {} role; {} has {}",
-                needed.name(),
-                if self.anonymous { "an anonymous visitor".to_owned() } else { format!("'{}'", self.user) },
-                self.role.name()
-            ))
+            return Ok(());
         }
+        Err(Forbidden {
+            action: action.to_owned(),
+            needed,
+            who: if self.anonymous { "an anonymous visitor".to_owned() } else { format!("'{}'", self.user) },
+            has: self.role,
+        })
     }
+}
+
+/// A caller's role is below what an action takes.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+#[error("{action} needs the {} role; {who} has {}", needed.name(), has.name())]
+pub struct Forbidden {
+    /// What was refused, e.g. "running an experiment".
+    pub action: String,
+    pub needed: Role,
+    /// The caller as the message names them: "'ana'" or "an anonymous visitor".
+    pub who: String,
+    pub has: Role,
 }
 
 /// Why a request could not be identified; the web layer answers 401.
@@ -365,7 +376,8 @@ mod tests {
     fn require_says_what_is_missing() {
         let viewer = Identity { user: "bo".into(), role: Role::Viewer, anonymous: false };
         let err = viewer.require(Role::Operator, "running an experiment").unwrap_err();
-        assert_eq!(err, "running an experiment needs the operator role; 'bo' has viewer");
+        assert_eq!(err.to_string(), "running an experiment needs the operator role; 'bo' has viewer");
+        assert_eq!((err.needed, err.has), (Role::Operator, Role::Viewer));
         assert!(viewer.require(Role::Viewer, "x").is_ok());
     }
 }

@@ -6,13 +6,14 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use shared::DeviceInfo;
-use shared::bridge::{AttachedDevice, AttachedProcess, Command, EmptyCacheState, Report, ReportAnswer};
+use shared::bridge::{AttachedProcess, EmptyCacheState, Report, ReportAnswer};
 use shared::processes::GpuProcess;
 
+mod attached;
 mod spans;
 mod validate;
 
-use spans::SpanLog;
+use attached::Attached;
 use validate::validate;
 
 /// Newest spans per process in `GET /api/bridge` (for chart annotations).
@@ -82,24 +83,6 @@ pub struct Accepted {
     pub notices: Vec<Notice>,
 }
 
-#[derive(Debug)]
-struct Attached {
-    id: u64,
-    /// The token user whose first report created the entry; only they may report for it.
-    owner: String,
-    /// The latest report without its spans and results (what the page shows).
-    report: Report,
-    first_seen_ms: u64,
-    last_seen_ms: u64,
-    spans: SpanLog,
-    /// An empty_cache waiting for the next report.
-    pending: Option<u64>,
-    /// An empty_cache handed to the process whose result has not come back.
-    delivered: Option<u64>,
-    empty_cache: Option<EmptyCacheState>,
-    refusal_audited_ms: Option<u64>,
-}
-
 /// Every attached process, by (host, pid).
 #[derive(Debug, Default)]
 pub struct Registry {
@@ -120,7 +103,7 @@ impl Inner {
 
     fn expire(&mut self, now_ms: u64) {
         self.processes.retain(|_, p| {
-            let keep = now_ms.saturating_sub(p.last_seen_ms) <= expiry_ms(p.report.interval_s);
+            let keep = !p.is_expired(now_ms);
             if !keep {
                 tracing::info!(pid = p.report.pid, host = %p.report.host, "PyTorch process expired (no report)");
             }
@@ -175,57 +158,14 @@ impl Registry {
                     process_name: report.process_name.clone(),
                     allow_remote_empty_cache: report.allow_remote_empty_cache,
                 });
-                let entry = Attached {
-                    id,
-                    owner: owner.to_owned(),
-                    report: Report { spans: Vec::new(), command_results: Vec::new(), ..report.clone() },
-                    first_seen_ms: now_ms,
-                    last_seen_ms: now_ms,
-                    spans: SpanLog::default(),
-                    pending: None,
-                    delivered: None,
-                    empty_cache: None,
-                    refusal_audited_ms: None,
-                };
+                let entry = Attached::new(id, owner, &report, now_ms);
                 inner.processes.insert(key.clone(), entry);
             }
         }
         let Some(entry) = inner.processes.get_mut(&key) else {
             return Err(BridgeError::Invalid("the process vanished while its report was stored".to_owned()));
         };
-        // Only the result of the command this entry was handed counts.
-        for result in &report.command_results {
-            if entry.delivered != Some(result.id) {
-                continue;
-            }
-            entry.delivered = None;
-            let released_bytes = if result.ok { result.released_bytes } else { 0 };
-            if let Some(state) = entry.empty_cache.as_mut().filter(|s| s.id == result.id) {
-                state.done_ms = Some(now_ms);
-                state.released_bytes = Some(released_bytes);
-            }
-            notices.push(Notice::Done { command: result.id, ok: result.ok, released_bytes });
-        }
-        for span in &report.spans {
-            entry.spans.push(span);
-        }
-        // Consent is checked again here: the process may have withdrawn it since the request.
-        let mut commands = Vec::new();
-        if let Some(command) = entry.pending.take() {
-            if report.allow_remote_empty_cache {
-                entry.delivered = Some(command);
-                commands.push(Command::EmptyCache { id: command });
-                notices.push(Notice::Delivered { command });
-            } else {
-                if let Some(state) = entry.empty_cache.as_mut().filter(|s| s.id == command) {
-                    state.refused = true;
-                    state.done_ms = Some(now_ms);
-                }
-                notices.push(Notice::Withheld { command });
-            }
-        }
-        entry.last_seen_ms = now_ms;
-        entry.report = Report { spans: Vec::new(), command_results: Vec::new(), ..report };
+        let commands = entry.take(report, now_ms, &mut notices);
         Ok(Accepted { id: entry.id, answer: ReportAnswer { commands }, notices })
     }
 
@@ -238,7 +178,7 @@ impl Registry {
         if !process.report.allow_remote_empty_cache {
             return Err(BridgeError::NotAllowed(process.report.pid));
         }
-        if is_stale(process, now_ms) {
+        if process.is_stale(now_ms) {
             return Err(BridgeError::Stale(process.report.pid));
         }
         let state = EmptyCacheState {
@@ -259,7 +199,7 @@ impl Registry {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let mut out: Vec<AttachedProcess> =
-            inner.processes.values().map(|p| view(p, devices, nvml, now_ms, RECENT_SPANS_LISTED)).collect();
+            inner.processes.values().map(|p| p.view(devices, nvml, now_ms, RECENT_SPANS_LISTED)).collect();
         out.sort_by(|a, b| b.last_seen_ms.cmp(&a.last_seen_ms).then(a.pid.cmp(&b.pid)));
         out
     }
@@ -275,7 +215,7 @@ impl Registry {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let process = inner.processes.values().find(|p| p.id == id).ok_or(BridgeError::NoProcess(id))?;
-        Ok(view(process, devices, nvml, now_ms, RECENT_SPANS_DETAILED))
+        Ok(process.view(devices, nvml, now_ms, RECENT_SPANS_DETAILED))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -283,63 +223,9 @@ impl Registry {
     }
 }
 
-fn interval_ms(interval_s: f64) -> u64 {
-    (interval_s * 1000.0) as u64
-}
-
-fn is_stale(process: &Attached, now_ms: u64) -> bool {
-    now_ms.saturating_sub(process.last_seen_ms) > (3 * interval_ms(process.report.interval_s)).max(5_000)
-}
-
-/// How long a silent process is kept: ten intervals, at least [`EXPIRE_AFTER_MS`], at most [`EXPIRE_AFTER_MAX_MS`].
-fn expiry_ms(interval_s: f64) -> u64 {
-    (10 * interval_ms(interval_s)).clamp(EXPIRE_AFTER_MS, EXPIRE_AFTER_MAX_MS)
-}
-
-fn view(p: &Attached, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64, recent: usize) -> AttachedProcess {
-    let rows: Vec<&GpuProcess> = nvml.iter().filter(|row| row.pid == p.report.pid).collect();
-    let attached = p
-        .report
-        .devices
-        .iter()
-        .map(|torch| {
-            let gpu = torch
-                .uuid
-                .as_ref()
-                .and_then(|uuid| devices.iter().find(|d| &d.uuid == uuid))
-                .map_or(torch.device, |d| d.index);
-            let nvml_used = rows.iter().find(|row| row.device == gpu).and_then(|row| row.used_memory);
-            AttachedDevice {
-                torch: torch.clone(),
-                gpu,
-                nvml_used,
-                overhead: nvml_used.map(|used| used.saturating_sub(torch.reserved)),
-            }
-        })
-        .collect();
-    AttachedProcess {
-        id: p.id,
-        pid: p.report.pid,
-        host: p.report.host.clone(),
-        process_name: p.report.process_name.clone(),
-        torch_version: p.report.torch_version.clone(),
-        cuda_version: p.report.cuda_version.clone(),
-        allow_remote_empty_cache: p.report.allow_remote_empty_cache,
-        first_seen_ms: p.first_seen_ms,
-        last_seen_ms: p.last_seen_ms,
-        stale: is_stale(p, now_ms),
-        pid_matched: !rows.is_empty(),
-        user: rows.first().and_then(|row| row.user.clone()),
-        devices: attached,
-        spans: p.spans.summaries(),
-        recent_spans: p.spans.recent(recent),
-        empty_cache: p.empty_cache,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use shared::bridge::{CommandResult, Span, TorchMemory};
+    use shared::bridge::{Command, CommandResult, Span, TorchMemory};
 
     use super::*;
 

@@ -105,129 +105,78 @@ fn by_instance(series: &[Series]) -> HashMap<&str, &Series> {
     series.iter().filter_map(|s| Some((s.label("instance")?, s))).collect()
 }
 
-/// Joins the answers into the fleet.
-pub fn join(answers: &Answers) -> FleetView {
-    let empty = Vec::new();
-    let get = |q: Query| answers.get(&q).unwrap_or(&empty);
-    let up = by_instance(get(Query::Up));
-    let last_seen = by_instance(get(Query::LastSeen));
-    let info = by_instance(get(Query::Info));
-    let simulated = by_instance(get(Query::Simulated));
-    let present = by_gpu(get(Query::Present));
-    let metrics: Vec<(Query, HashMap<GpuKey, Vec<&Series>>)> = [
-        Query::FbUsed,
-        Query::GpuUtil,
-        Query::Temperature,
-        Query::Power,
-        Query::FbFree,
-        Query::FbReserved,
-        Query::Lost,
-    ]
-    .into_iter()
-    .map(|q| (q, by_gpu(get(q))))
-    .collect();
+/// Per-process memory and process count, per user, per GPU.
+type ProcessesByGpu = HashMap<GpuKey, BTreeMap<String, (u64, u32)>>;
 
-    // The current label set of a GPU, when its series are live: it decides between
-    // series whose labels changed within the window (e.g. a pod label came or went).
-    let current = |key: &GpuKey| present.get(key).and_then(|s| s.first()).map(|s| &s.labels);
-    let pick = |q: Query, key: &GpuKey| -> Option<&Series> {
-        let candidates = metrics.iter().find(|(m, _)| *m == q)?.1.get(key)?;
-        current(key)
-            .and_then(|labels| candidates.iter().find(|s| &s.labels == labels))
-            .or_else(|| candidates.last())
-            .copied()
-    };
-    let mut processes: HashMap<GpuKey, BTreeMap<String, (u64, u32)>> = HashMap::new();
-    for (key, series) in by_gpu(get(Query::Processes)) {
-        let users = processes.entry(key).or_default();
-        for s in series {
-            let entry = users.entry(s.label("user").unwrap_or("unknown").to_owned()).or_default();
-            entry.0 += s.value.max(0.0) as u64;
-            entry.1 += 1;
+/// The metrics read per GPU.
+const GPU_METRICS: [Query; 7] =
+    [Query::FbUsed, Query::GpuUtil, Query::Temperature, Query::Power, Query::FbFree, Query::FbReserved, Query::Lost];
+
+/// The answers indexed by instance or by (instance, gpu), for the join.
+struct Indexed<'a> {
+    up: HashMap<&'a str, &'a Series>,
+    last_seen: HashMap<&'a str, &'a Series>,
+    info: HashMap<&'a str, &'a Series>,
+    simulated: HashMap<&'a str, &'a Series>,
+    present: HashMap<GpuKey, Vec<&'a Series>>,
+    metrics: HashMap<Query, HashMap<GpuKey, Vec<&'a Series>>>,
+    processes: ProcessesByGpu,
+}
+
+impl<'a> Indexed<'a> {
+    fn new(answers: &'a Answers) -> Self {
+        let get = |q: Query| answers.get(&q).map_or(&[][..], Vec::as_slice);
+        Indexed {
+            up: by_instance(get(Query::Up)),
+            last_seen: by_instance(get(Query::LastSeen)),
+            info: by_instance(get(Query::Info)),
+            simulated: by_instance(get(Query::Simulated)),
+            present: by_gpu(get(Query::Present)),
+            metrics: GPU_METRICS.into_iter().map(|q| (q, by_gpu(get(q)))).collect(),
+            processes: processes_by_gpu(get(Query::Processes)),
         }
     }
 
-    let keys: BTreeSet<GpuKey> = metrics.iter().flat_map(|(_, m)| m.keys().cloned()).collect();
+    /// Every GPU with a series of any metric.
+    fn keys(&self) -> BTreeSet<GpuKey> {
+        self.metrics.values().flat_map(|m| m.keys().cloned()).collect()
+    }
+
+    /// The current label set of a GPU, when its series are live: it decides between
+    /// series whose labels changed within the window (e.g. a pod label came or went).
+    fn current(&self, key: &GpuKey) -> Option<&'a BTreeMap<String, String>> {
+        self.present.get(key).and_then(|s| s.first()).map(|s| &s.labels)
+    }
+
+    /// A GPU's series of one metric: the one with the current labels, else the latest.
+    fn pick(&self, q: Query, key: &GpuKey) -> Option<&'a Series> {
+        let candidates = self.metrics.get(&q)?.get(key)?;
+        self.current(key)
+            .and_then(|labels| candidates.iter().find(|s| &s.labels == labels))
+            .or_else(|| candidates.last())
+            .copied()
+    }
+
+    fn value(&self, q: Query, key: &GpuKey) -> Option<f64> {
+        self.pick(q, key).map(|s| s.value)
+    }
+
+    /// A MiB gauge as bytes.
+    fn bytes(&self, q: Query, key: &GpuKey) -> Option<u64> {
+        self.value(q, key).map(|v| (v.max(0.0) * MIB) as u64)
+    }
+}
+
+/// Joins the answers into the fleet.
+pub fn join(answers: &Answers) -> FleetView {
+    let index = Indexed::new(answers);
+    let keys = index.keys();
     let mut instances: BTreeSet<String> = keys.iter().map(|(i, _)| i.clone()).collect();
-    instances.extend(info.keys().map(|i| (*i).to_owned()));
+    instances.extend(index.info.keys().map(|i| (*i).to_owned()));
 
-    let mut nodes: Vec<FleetNode> = instances
-        .iter()
-        .map(|instance| {
-            let info = info.get(instance.as_str()).copied();
-            let any_series = keys.iter().find(|(i, _)| i == instance).and_then(|k| pick(Query::FbUsed, k));
-            let hostname = info
-                .and_then(|s| s.label("Hostname"))
-                .or_else(|| any_series.and_then(|s| s.label("Hostname").or_else(|| s.label("hostname"))))
-                .map_or_else(|| host_of(instance).to_owned(), str::to_owned);
-            let up_now = up.get(instance.as_str()).map(|s| s.value >= 1.0);
-            let has_gpus = keys.iter().any(|(i, _)| i == instance);
-            let any_present = present.keys().any(|(i, _)| i == instance);
-            FleetNode {
-                instance: instance.clone(),
-                job: info.or(any_series).and_then(|s| s.label("job")).unwrap_or_default().to_owned(),
-                hostname,
-                kind: if info.is_some() { NodeKind::Gpudash } else { NodeKind::DcgmExporter },
-                version: info.and_then(|s| s.label("version")).map(str::to_owned),
-                url: info.map(|_| format!("http://{instance}/")),
-                simulated: simulated.get(instance.as_str()).is_some_and(|s| s.value >= 1.0),
-                up: up_now,
-                stale: up_now != Some(true) || (has_gpus && !any_present),
-                last_seen_ms: last_seen.get(instance.as_str()).map(|s| (s.value * 1000.0) as u64),
-                gpus: 0,
-                free_gpus: 0,
-            }
-        })
-        .collect();
+    let mut nodes: Vec<FleetNode> = instances.iter().map(|instance| node(&index, &keys, instance)).collect();
     let node_of: HashMap<String, usize> = nodes.iter().enumerate().map(|(i, n)| (n.instance.clone(), i)).collect();
-
-    let mut gpus: Vec<FleetGpu> = keys
-        .iter()
-        .map(|key| {
-            let node = &nodes[node_of[&key.0]];
-            let labels = current(key).or_else(|| {
-                [Query::FbUsed, Query::GpuUtil, Query::Temperature, Query::Power, Query::Lost]
-                    .into_iter()
-                    .find_map(|q| pick(q, key))
-                    .map(|s| &s.labels)
-            });
-            let label = |name: &str| labels.and_then(|l| l.get(name)).filter(|v| !v.is_empty()).cloned();
-            let value = |q: Query| pick(q, key).map(|s| s.value);
-            let mib = |q: Query| value(q).map(|v| (v.max(0.0) * MIB) as u64);
-            let lost = value(Query::Lost).is_some_and(|v| v >= 1.0);
-            let stale = node.stale || (!lost && !present.contains_key(key));
-            let memory_used = mib(Query::FbUsed);
-            let memory_total = match (memory_used, mib(Query::FbFree)) {
-                (Some(used), Some(free)) => Some(used + free + mib(Query::FbReserved).unwrap_or(0)),
-                _ => None,
-            };
-            let users = users_of(node, key, &processes, stale, labels);
-            let gpu_util = value(Query::GpuUtil);
-            let free = !stale
-                && !lost
-                && match &users {
-                    Some(users) => users.is_empty(),
-                    None => idle(memory_used, memory_total, gpu_util),
-                };
-            FleetGpu {
-                instance: key.0.clone(),
-                hostname: node.hostname.clone(),
-                gpu: key.1,
-                uuid: label("UUID"),
-                model: label("modelName"),
-                gpu_util,
-                memory_used,
-                memory_total,
-                temperature_c: value(Query::Temperature),
-                power_w: value(Query::Power),
-                users,
-                free,
-                stale,
-                lost,
-                simulated: node.simulated,
-            }
-        })
-        .collect();
+    let mut gpus: Vec<FleetGpu> = keys.iter().map(|key| gpu(&index, &nodes[node_of[&key.0]], key)).collect();
     gpus.sort_by(|a, b| {
         let group = |g: &FleetGpu| if g.stale || g.lost { 2 } else { u8::from(!g.free) };
         (group(a), &a.hostname, &a.instance, a.gpu).cmp(&(group(b), &b.hostname, &b.instance, b.gpu))
@@ -238,20 +187,108 @@ pub fn join(answers: &Answers) -> FleetView {
         node.free_gpus += u32::from(gpu.free);
     }
     nodes.sort_by(|a, b| (&a.hostname, &a.instance).cmp(&(&b.hostname, &b.instance)));
-
     let summary = FleetSummary {
         nodes: nodes.len() as u32,
         stale_nodes: nodes.iter().filter(|n| n.stale).count() as u32,
         gpus: gpus.len() as u32,
         free_gpus: gpus.iter().filter(|g| g.free).count() as u32,
     };
+    let choices = choices(&nodes, &gpus);
+    FleetView { nodes, gpus, summary, choices }
+}
+
+/// Sums per-process memory into users, per GPU.
+fn processes_by_gpu(series: &[Series]) -> ProcessesByGpu {
+    let mut processes = ProcessesByGpu::new();
+    for (key, series) in by_gpu(series) {
+        let users = processes.entry(key).or_default();
+        for s in series {
+            let entry = users.entry(s.label("user").unwrap_or("unknown").to_owned()).or_default();
+            entry.0 += s.value.max(0.0) as u64;
+            entry.1 += 1;
+        }
+    }
+    processes
+}
+
+/// One scrape target, before its GPUs are counted.
+fn node(index: &Indexed<'_>, keys: &BTreeSet<GpuKey>, instance: &str) -> FleetNode {
+    let info = index.info.get(instance).copied();
+    let any_series = keys.iter().find(|(i, _)| i == instance).and_then(|k| index.pick(Query::FbUsed, k));
+    let hostname = info
+        .and_then(|s| s.label("Hostname"))
+        .or_else(|| any_series.and_then(|s| s.label("Hostname").or_else(|| s.label("hostname"))))
+        .map_or_else(|| host_of(instance).to_owned(), str::to_owned);
+    let up_now = index.up.get(instance).map(|s| s.value >= 1.0);
+    let has_gpus = keys.iter().any(|(i, _)| i == instance);
+    let any_present = index.present.keys().any(|(i, _)| i == instance);
+    FleetNode {
+        instance: instance.to_owned(),
+        job: info.or(any_series).and_then(|s| s.label("job")).unwrap_or_default().to_owned(),
+        hostname,
+        kind: if info.is_some() { NodeKind::Gpudash } else { NodeKind::DcgmExporter },
+        version: info.and_then(|s| s.label("version")).map(str::to_owned),
+        url: info.map(|_| format!("http://{instance}/")),
+        simulated: index.simulated.get(instance).is_some_and(|s| s.value >= 1.0),
+        up: up_now,
+        stale: up_now != Some(true) || (has_gpus && !any_present),
+        last_seen_ms: index.last_seen.get(instance).map(|s| (s.value * 1000.0) as u64),
+        gpus: 0,
+        free_gpus: 0,
+    }
+}
+
+/// One GPU of `node`, with its figures, users and whether it is free.
+fn gpu(index: &Indexed<'_>, node: &FleetNode, key: &GpuKey) -> FleetGpu {
+    let labels = index.current(key).or_else(|| {
+        [Query::FbUsed, Query::GpuUtil, Query::Temperature, Query::Power, Query::Lost]
+            .into_iter()
+            .find_map(|q| index.pick(q, key))
+            .map(|s| &s.labels)
+    });
+    let label = |name: &str| labels.and_then(|l| l.get(name)).filter(|v| !v.is_empty()).cloned();
+    let lost = index.value(Query::Lost, key).is_some_and(|v| v >= 1.0);
+    let stale = node.stale || (!lost && !index.present.contains_key(key));
+    let memory_used = index.bytes(Query::FbUsed, key);
+    let memory_total = match (memory_used, index.bytes(Query::FbFree, key)) {
+        (Some(used), Some(free)) => Some(used + free + index.bytes(Query::FbReserved, key).unwrap_or(0)),
+        _ => None,
+    };
+    let users = users_of(node, key, &index.processes, stale, labels);
+    let gpu_util = index.value(Query::GpuUtil, key);
+    let free = !stale
+        && !lost
+        && match &users {
+            Some(users) => users.is_empty(),
+            None => idle(memory_used, memory_total, gpu_util),
+        };
+    FleetGpu {
+        instance: key.0.clone(),
+        hostname: node.hostname.clone(),
+        gpu: key.1,
+        uuid: label("UUID"),
+        model: label("modelName"),
+        gpu_util,
+        memory_used,
+        memory_total,
+        temperature_c: index.value(Query::Temperature, key),
+        power_w: index.value(Query::Power, key),
+        users,
+        free,
+        stale,
+        lost,
+        simulated: node.simulated,
+    }
+}
+
+/// The values the page's filters offer, sorted and without repeats.
+fn choices(nodes: &[FleetNode], gpus: &[FleetGpu]) -> FleetChoices {
     let sorted = |values: BTreeSet<String>| values.into_iter().collect::<Vec<_>>();
-    let choices = FleetChoices {
+    FleetChoices {
         hosts: sorted(nodes.iter().map(|n| n.hostname.clone()).collect()),
         models: sorted(gpus.iter().filter_map(|g| g.model.clone()).collect()),
         users: sorted(gpus.iter().flat_map(|g| g.users.iter().flatten().map(|u| u.user.clone())).collect()),
-    };
-    FleetView { nodes, gpus, summary, choices }
+    }
 }
 
 /// Who holds a GPU: gpudash's per-process series; for dcgm-exporter on Kubernetes,
@@ -259,7 +296,7 @@ pub fn join(answers: &Answers) -> FleetView {
 fn users_of(
     node: &FleetNode,
     key: &GpuKey,
-    processes: &HashMap<GpuKey, BTreeMap<String, (u64, u32)>>,
+    processes: &ProcessesByGpu,
     stale: bool,
     labels: Option<&BTreeMap<String, String>>,
 ) -> Option<Vec<FleetUser>> {
@@ -410,6 +447,26 @@ mod tests {
         assert_eq!(d.users.as_ref().unwrap()[0].user, "ml/train-0");
         assert_eq!(d.memory_used, Some(70_000 * 1024 * 1024), "the live series wins over the one that ended");
         assert!(!d.free);
+    }
+
+    #[test]
+    fn processes_sum_per_user_per_gpu() {
+        let mut labels = gpu_labels("a:7070", "0", "node-a");
+        labels.push(("user", "ana"));
+        let mut other = gpu_labels("a:7070", "0", "node-a");
+        other.push(("user", "bo"));
+        let sums = processes_by_gpu(&[series(&labels, 1e9), series(&labels, 2e9), series(&other, -5.0)]);
+        let users = &sums[&("a:7070".to_owned(), 0)];
+        assert_eq!(users["ana"], (3_000_000_000, 2));
+        assert_eq!(users["bo"], (0, 1), "a negative reading counts as no memory");
+    }
+
+    #[test]
+    fn an_idle_gpu_needs_all_three_figures() {
+        assert!(idle(Some(0), Some(100), Some(0.0)));
+        assert!(!idle(Some(2), Some(100), Some(0.0)), "2% of memory used is not free");
+        assert!(!idle(Some(0), Some(100), Some(1.0)));
+        assert!(!idle(None, Some(100), Some(0.0)), "unknown figures are not free");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use shared::auth::{AuditEntry, AuditQuery, Role};
 
 use super::auth::Caller;
 use super::{ApiError, AppState};
+use crate::audit::Action;
 
 /// `GET /api/audit?limit=&before=&user=&action=&outcome=&from=&to=`: admins only.
 pub async fn audit_log(
@@ -16,7 +17,7 @@ pub async fn audit_log(
 ) -> Result<Json<Vec<AuditEntry>>, ApiError> {
     let Query(query) =
         query.map_err(|e| ApiError::bad_request(format!("{}; accepted: {}", e.body_text(), AuditQuery::PARAMETERS)))?;
-    caller.require(&state, Role::Admin, "reading the audit log", "audit")?;
+    caller.require(&state, Role::Admin, Action::AuditRead, "audit")?;
     query.validate().map_err(ApiError::bad_request)?;
     let audit = state.audit.clone();
     tokio::task::spawn_blocking(move || audit.list(&query))

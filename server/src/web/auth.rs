@@ -14,7 +14,7 @@ use shared::auth::{LoginRequest, Me, Role};
 
 use super::tls::PeerAddr;
 use super::{ApiError, AppState, site};
-use crate::audit::{Event, Outcome};
+use crate::audit::{Action, Event, Outcome};
 use crate::auth::{Identity, Refused, SessionRef, Unauthorized};
 
 /// The session cookie over plain HTTP.
@@ -41,27 +41,28 @@ pub struct Caller {
 
 impl Caller {
     /// Refuses with 403 (and audits the refusal) unless the caller has `role`.
-    pub fn require(&self, state: &AppState, role: Role, action: &str, target: &str) -> Result<(), ApiError> {
-        self.identity.require(role, action).map_err(|message| {
-            self.audit(state, action_name(action), target, Outcome::Denied, &message);
+    pub fn require(&self, state: &AppState, role: Role, action: Action, target: &str) -> Result<(), ApiError> {
+        self.require_to(state, role, action, action.doing(), target)
+    }
+
+    /// [`Caller::require`] with the refusal naming the action as `doing` ("cancelling someone else's run").
+    pub fn require_to(
+        &self,
+        state: &AppState,
+        role: Role,
+        action: Action,
+        doing: &str,
+        target: &str,
+    ) -> Result<(), ApiError> {
+        self.identity.require(role, doing).map_err(|refused| {
+            let message = refused.to_string();
+            self.audit(state, action, target, Outcome::Denied, &message);
             ApiError { status: StatusCode::FORBIDDEN, message }
         })
     }
 
-    pub fn audit(&self, state: &AppState, action: &str, target: &str, outcome: Outcome, detail: &str) {
+    pub fn audit(&self, state: &AppState, action: Action, target: &str, outcome: Outcome, detail: &str) {
         state.audit.record(&Event { user: &self.identity.user, client: &self.client, action, target, outcome, detail });
-    }
-}
-
-/// Short action names for the log, from the phrases used in messages.
-fn action_name(action: &str) -> &str {
-    match action {
-        "running an experiment" => "experiment.start",
-        "cancelling a run" | "cancelling someone else's run" => "experiment.cancel",
-        "emptying the lab's cache" => "empty_cache",
-        "emptying a process's cache" => "bridge.empty_cache",
-        "reading the audit log" => "audit.read",
-        other => other,
     }
 }
 
@@ -102,7 +103,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
             Ok(identity) => Ok((identity, None)),
             Err(refused) => {
                 // Aggregated per client and minute, like denied logins.
-                state.audit.record_denied("unknown", &client, "auth.bearer", &path, &refused.to_string());
+                state.audit.record_denied("unknown", &client, Action::AuthBearer, &path, &refused.to_string());
                 return refused_response(&refused, "invalid token; check the Authorization: Bearer header");
             }
         },
@@ -249,7 +250,7 @@ pub async fn login(
     let client = edge.site.client.to_string();
     let request: LoginRequest = serde_json::from_slice(&body).map_err(|e| {
         if state.auth.enabled() {
-            state.audit.record_denied("unknown", &client, "login", "session", "no token in the request");
+            state.audit.record_denied("unknown", &client, Action::Login, "session", "no token in the request");
         }
         ApiError::bad_request(format!("invalid login ({e}); send {{\"token\": \"...\"}}"))
     })?;
@@ -257,7 +258,7 @@ pub async fn login(
         return Err(ApiError::bad_request("this server has no tokens configured: everyone is already let in"));
     }
     let audit = |user: &str, outcome, detail: &str| {
-        state.audit.record(&Event { user, client: &client, action: "login", target: "session", outcome, detail });
+        state.audit.record(&Event { user, client: &client, action: Action::Login, target: "session", outcome, detail });
     };
     match state.auth.login(&request.token, edge.site.client) {
         Ok((identity, session, lifetime)) => {
@@ -271,7 +272,7 @@ pub async fn login(
         }
         Err(refused) => {
             // Aggregated: a flood of wrong tokens cannot flood the log.
-            state.audit.record_denied("unknown", &client, "login", "session", &refused.to_string());
+            state.audit.record_denied("unknown", &client, Action::Login, "session", &refused.to_string());
             Err(ApiError::from(refused))
         }
     }

@@ -11,7 +11,7 @@ use shared::bridge::{AttachedProcess, Report, ReportAnswer};
 
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::audit::Outcome;
+use crate::audit::{Action, Outcome};
 use crate::bridge::{Accepted, BridgeError, Notice};
 use crate::telemetry::now_ms;
 
@@ -38,8 +38,8 @@ pub async fn report(
 ) -> Result<Json<ReportAnswer>, ApiError> {
     caller
         .identity
-        .require(Role::Operator, "reporting a PyTorch process")
-        .map_err(|message| ApiError { status: StatusCode::FORBIDDEN, message })?;
+        .require(Role::Operator, Action::BridgeReport.doing())
+        .map_err(|refused| ApiError { status: StatusCode::FORBIDDEN, message: refused.to_string() })?;
     let report: Report = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!("invalid report ({e}); see the bridge section of the README for the format"))
     })?;
@@ -52,7 +52,7 @@ pub async fn report(
         Err(e) => {
             if let BridgeError::NotOwner { audit: true, .. } = &e {
                 let target = format!("PyTorch process {pid} on {host}");
-                caller.audit(&state, "bridge.report", &target, Outcome::Denied, &e.to_string());
+                caller.audit(&state, Action::BridgeReport, &target, Outcome::Denied, &e.to_string());
             }
             Err(e.into())
         }
@@ -65,23 +65,23 @@ fn audit_notices(state: &AppState, caller: &Caller, accepted: &Accepted, pid: u3
     for notice in &accepted.notices {
         let (action, outcome, detail) = match notice {
             Notice::Attached { process_name, allow_remote_empty_cache } => (
-                "bridge.attach",
+                Action::BridgeAttach,
                 Outcome::Ok,
                 format!("{process_name} (allow_remote_empty_cache: {allow_remote_empty_cache})"),
             ),
             Notice::ConsentChanged { allow } => {
-                ("bridge.consent", Outcome::Ok, format!("allow_remote_empty_cache: {allow}"))
+                (Action::BridgeConsent, Outcome::Ok, format!("allow_remote_empty_cache: {allow}"))
             }
             Notice::Delivered { command } => {
-                ("bridge.empty_cache", Outcome::Ok, format!("command {command} delivered"))
+                (Action::BridgeEmptyCache, Outcome::Ok, format!("command {command} delivered"))
             }
             Notice::Withheld { command } => (
-                "bridge.empty_cache",
+                Action::BridgeEmptyCache,
                 Outcome::Denied,
                 format!("command {command} not delivered: the process withdrew its consent"),
             ),
             Notice::Done { command, ok, released_bytes } => (
-                "bridge.empty_cache",
+                Action::BridgeEmptyCache,
                 if *ok { Outcome::Ok } else { Outcome::Failed },
                 format!("command {command} done: released {released_bytes} bytes"),
             ),
@@ -132,14 +132,14 @@ pub async fn empty_cache(
     Path(id): Path<u64>,
 ) -> Result<Response, ApiError> {
     let target = format!("PyTorch process {id}");
-    caller.require(&state, Role::Operator, "emptying a process's cache", &target)?;
+    caller.require(&state, Role::Operator, Action::BridgeEmptyCache, &target)?;
     match state.bridge.request_empty_cache(id, now_ms()) {
         Ok(pending) => {
-            caller.audit(&state, "bridge.empty_cache", &target, Outcome::Ok, "requested");
+            caller.audit(&state, Action::BridgeEmptyCache, &target, Outcome::Ok, "requested");
             Ok((StatusCode::ACCEPTED, Json(pending)).into_response())
         }
         Err(e) => {
-            caller.audit(&state, "bridge.empty_cache", &target, Outcome::Failed, &e.to_string());
+            caller.audit(&state, Action::BridgeEmptyCache, &target, Outcome::Failed, &e.to_string());
             Err(e.into())
         }
     }

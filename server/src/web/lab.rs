@@ -15,7 +15,7 @@ use shared::auth::Role;
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::audit::Outcome;
+use crate::audit::{Action, Outcome};
 use crate::lab::{Lab, LabError, svg, table};
 use crate::store::runs::RunFilter;
 use crate::telemetry::Visibility;
@@ -72,7 +72,7 @@ pub async fn submit(
     Extension(caller): Extension<Caller>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    caller.require(&state, Role::Operator, "running an experiment", "lab")?;
+    caller.require(&state, Role::Operator, Action::ExperimentStart, "lab")?;
     let who = caller.identity.user.clone();
     let request: RunRequest = serde_json::from_slice(&body).map_err(|e| ApiError {
         status: StatusCode::BAD_REQUEST,
@@ -86,7 +86,7 @@ pub async fn submit(
         Ok(run) => {
             caller.audit(
                 &state,
-                "experiment.start",
+                Action::ExperimentStart,
                 &format!("run {}", run.summary.id),
                 Outcome::Ok,
                 &format!("{target}: {what}"),
@@ -94,7 +94,7 @@ pub async fn submit(
             Ok((StatusCode::ACCEPTED, Json(run)).into_response())
         }
         Err(e) => {
-            caller.audit(&state, "experiment.start", &target, Outcome::Failed, &e.message);
+            caller.audit(&state, Action::ExperimentStart, &target, Outcome::Failed, &e.message);
             Err(e)
         }
     }
@@ -162,17 +162,17 @@ pub async fn cancel(
     Path(id): Path<u64>,
 ) -> Result<Json<RunSummary>, ApiError> {
     let target = format!("run {id}");
-    caller.require(&state, Role::Operator, "cancelling a run", &target)?;
+    caller.require(&state, Role::Operator, Action::ExperimentCancel, &target)?;
     let run = blocking(&state, move |lab| lab.get(id)).await?;
     if run.summary.requested_by != caller.identity.user {
-        caller.require(&state, Role::Admin, "cancelling someone else's run", &target)?;
+        caller.require_to(&state, Role::Admin, Action::ExperimentCancel, "cancelling someone else's run", &target)?;
     }
     let result = blocking(&state, move |lab| lab.cancel(id)).await;
     let (outcome, detail) = match &result {
         Ok(_) => (Outcome::Ok, format!("requested by {}", run.summary.requested_by)),
         Err(e) => (Outcome::Failed, e.message.clone()),
     };
-    caller.audit(&state, "experiment.cancel", &target, outcome, &detail);
+    caller.audit(&state, Action::ExperimentCancel, &target, outcome, &detail);
     result.map(Json)
 }
 
@@ -208,17 +208,17 @@ pub async fn empty_cache(
     Path(index): Path<u32>,
 ) -> Result<Json<TrimOutcome>, ApiError> {
     let target = format!("GPU {index}");
-    caller.require(&state, Role::Operator, "emptying the lab's cache", &target)?;
+    caller.require(&state, Role::Operator, Action::EmptyCache, &target)?;
     let result = state.lab.empty_cache(index).await.map_err(ApiError::from);
     match &result {
         Ok(trim) => caller.audit(
             &state,
-            "empty_cache",
+            Action::EmptyCache,
             &target,
             Outcome::Ok,
             &format!("released {} bytes", trim.released_bytes),
         ),
-        Err(e) => caller.audit(&state, "empty_cache", &target, Outcome::Failed, &e.message),
+        Err(e) => caller.audit(&state, Action::EmptyCache, &target, Outcome::Failed, &e.message),
     }
     result.map(Json)
 }

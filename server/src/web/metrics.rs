@@ -57,11 +57,178 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
+/// Whether a series only grows (Prometheus `counter`) or goes up and down (`gauge`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Gauge,
+    Counter,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Gauge => "gauge",
+            Kind::Counter => "counter",
+        }
+    }
+}
+
+/// Where a per-GPU series reads its value; `None` leaves that GPU out of the family.
+#[derive(Clone, Copy)]
+enum Read {
+    /// From the latest sample (the device is passed for figures derived from its totals).
+    Sample(fn(&DeviceInfo, &DeviceSample) -> Option<f64>),
+    /// From the slow-path health readings.
+    Health(fn(&DeviceHealth) -> Option<f64>),
+}
+
+/// One per-GPU metric family: its name, type, help text and value.
+struct DeviceMetric {
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: Read,
+}
+
+const fn gauge(
+    name: &'static str,
+    help: &'static str,
+    read: fn(&DeviceInfo, &DeviceSample) -> Option<f64>,
+) -> DeviceMetric {
+    DeviceMetric { name, kind: Kind::Gauge, help, read: Read::Sample(read) }
+}
+
+const fn health(
+    name: &'static str,
+    kind: Kind,
+    help: &'static str,
+    read: fn(&DeviceHealth) -> Option<f64>,
+) -> DeviceMetric {
+    DeviceMetric { name, kind, help, read: Read::Health(read) }
+}
+
+/// The per-GPU families, in exposition order: dcgm-exporter's first, then `gpudash_*`.
+const DEVICE_METRICS: &[DeviceMetric] = &[
+    gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", |_, s| s.gpu_util.map(f64::from)),
+    gauge("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", |_, s| s.mem_util.map(f64::from)),
+    gauge("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", |_, s| s.encoder_util.map(f64::from)),
+    gauge("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", |_, s| s.decoder_util.map(f64::from)),
+    gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", |_, s| s.memory_used.map(mib)),
+    gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", |_, s| s.memory_free.map(mib)),
+    gauge("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", |d, s| {
+        d.memory_total.checked_sub(s.memory_used? + s.memory_free?).map(mib)
+    }),
+    gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", |_, s| s.temperature_c.map(f64::from)),
+    gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", |_, s| s.power_draw_mw.map(watts)),
+    gauge("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", |_, s| s.power_limit_mw.map(watts)),
+    gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", |_, s| s.sm_clock_mhz.map(f64::from)),
+    gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", |_, s| s.mem_clock_mhz.map(f64::from)),
+    gauge("DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", |_, s| s.pstate.map(f64::from)),
+    gauge("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in 0-100%).", |_, s| {
+        s.fan_speeds.as_ref()?.first().copied().map(f64::from)
+    }),
+    gauge("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation.", |_, s| {
+        s.pcie_link.map(|l| f64::from(l.generation))
+    }),
+    gauge("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", |_, s| s.pcie_link.map(|l| f64::from(l.width))),
+    health(
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        Kind::Counter,
+        "Total energy consumption since boot (in mJ).",
+        |h| count(h.energy_mj),
+    ),
+    health("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind::Counter, "Total number of PCIe retries.", |h| {
+        count(h.pcie_replays)
+    }),
+    health("DCGM_FI_DEV_XID_ERRORS", Kind::Gauge, "Value of the last XID error encountered.", |h| {
+        Some(h.xids.last().map_or(0.0, |x| x.code as f64))
+    }),
+    health("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind::Counter, "Total number of single-bit volatile ECC errors.", |h| {
+        count(h.ecc_volatile.corrected)
+    }),
+    health("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind::Counter, "Total number of double-bit volatile ECC errors.", |h| {
+        count(h.ecc_volatile.uncorrected)
+    }),
+    health("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind::Counter, "Total number of single-bit persistent ECC errors.", |h| {
+        count(h.ecc_aggregate.corrected)
+    }),
+    health("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind::Counter, "Total number of double-bit persistent ECC errors.", |h| {
+        count(h.ecc_aggregate.uncorrected)
+    }),
+    health("DCGM_FI_DEV_RETIRED_SBE", Kind::Counter, "Total number of retired pages due to single-bit errors.", |h| {
+        count(h.retired_pages.single_bit)
+    }),
+    health("DCGM_FI_DEV_RETIRED_DBE", Kind::Counter, "Total number of retired pages due to double-bit errors.", |h| {
+        count(h.retired_pages.double_bit)
+    }),
+    health("DCGM_FI_DEV_RETIRED_PENDING", Kind::Gauge, "Total number of pages pending retirement.", |h| {
+        h.retired_pages.pending.map(f64::from)
+    }),
+    health(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        Kind::Counter,
+        "Number of remapped rows for correctable errors.",
+        |h| count(h.remapped_rows.correctable),
+    ),
+    health(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        Kind::Counter,
+        "Number of remapped rows for uncorrectable errors.",
+        |h| count(h.remapped_rows.uncorrectable),
+    ),
+    health("DCGM_FI_DEV_ROW_REMAP_FAILURE", Kind::Gauge, "Whether remapping of rows has failed.", |h| {
+        h.remapped_rows.failed.map(f64::from)
+    }),
+    health("DCGM_FI_DEV_BAR1_USED", Kind::Gauge, "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
+    health(
+        "gpudash_pcie_tx_bytes_per_second",
+        Kind::Gauge,
+        "PCIe transmit throughput over NVML's 20 ms window.",
+        |h| count(h.pcie_tx_bytes_per_s),
+    ),
+    health("gpudash_pcie_rx_bytes_per_second", Kind::Gauge, "PCIe receive throughput over NVML's 20 ms window.", |h| {
+        count(h.pcie_rx_bytes_per_s)
+    }),
+    health("gpudash_nvlink_active_links", Kind::Gauge, "NVLink links up.", |h| {
+        (!h.nvlinks.is_empty()).then(|| h.nvlinks.iter().filter(|l| l.active).count() as f64)
+    }),
+];
+
+/// One per-process metric family.
+struct ProcessMetric {
+    name: &'static str,
+    help: &'static str,
+    read: fn(&GpuProcess) -> Option<f64>,
+}
+
+const PROCESS_METRICS: &[ProcessMetric] = &[
+    ProcessMetric {
+        name: "gpudash_process_memory_bytes",
+        help: "Device memory held by a process.",
+        read: |p| p.used_memory.map(|b| b as f64),
+    },
+    ProcessMetric {
+        name: "gpudash_process_sm_utilization",
+        help: "Percent of SM time a process used over the last window.",
+        read: |p| p.sm_util.map(f64::from),
+    },
+];
+
 /// One device's readings, joined for rendering.
 struct Gpu<'a> {
+    info: &'a DeviceInfo,
     labels: String,
     sample: Option<&'a DeviceSample>,
     health: Option<&'a DeviceHealth>,
+}
+
+impl Gpu<'_> {
+    fn read(&self, read: Read) -> Option<f64> {
+        match read {
+            Read::Sample(value) => value(self.info, self.sample?),
+            Read::Health(value) => value(self.health?),
+        }
+    }
 }
 
 /// The whole exposition for the current readings.
@@ -76,162 +243,21 @@ pub fn render(
     let gpus: Vec<Gpu<'_>> = devices
         .iter()
         .map(|d| Gpu {
+            info: d,
             labels: device_labels(d, hostname),
             sample: latest.iter().find(|s| s.index == d.index && s.lost.is_none()),
             health: health.iter().find(|h| h.index == d.index),
         })
         .collect();
     let mut out = Exposition::default();
-
-    let gauge = |out: &mut Exposition, name: &str, help: &str, value: &dyn Fn(&DeviceSample) -> Option<f64>| {
-        out.family(name, help, "gauge", gpus.iter().filter_map(|g| Some((g.labels.clone(), value(g.sample?)?))));
-    };
-    gauge(&mut out, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", &|s| s.gpu_util.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", &|s| s.mem_util.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", &|s| s.encoder_util.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", &|s| s.decoder_util.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", &|s| {
-        s.memory_used.map(|b| (b as f64 / MIB).round())
-    });
-    gauge(&mut out, "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", &|s| {
-        s.memory_free.map(|b| (b as f64 / MIB).round())
-    });
-    let totals: Vec<u64> = devices.iter().map(|d| d.memory_total).collect();
-    out.family(
-        "DCGM_FI_DEV_FB_RESERVED",
-        "Framebuffer memory reserved (in MiB).",
-        "gauge",
-        gpus.iter().zip(&totals).filter_map(|(g, total)| {
-            let s = g.sample?;
-            let reserved = total.checked_sub(s.memory_used? + s.memory_free?)?;
-            Some((g.labels.clone(), (reserved as f64 / MIB).round()))
-        }),
-    );
-    gauge(&mut out, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", &|s| s.temperature_c.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", &|s| s.power_draw_mw.map(watts));
-    gauge(&mut out, "DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", &|s| s.power_limit_mw.map(watts));
-    gauge(&mut out, "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", &|s| s.sm_clock_mhz.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", &|s| s.mem_clock_mhz.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", &|s| s.pstate.map(f64::from));
-    gauge(&mut out, "DCGM_FI_DEV_FAN_SPEED", "Fan speed (in 0-100%).", &|s| {
-        s.fan_speeds.as_ref()?.first().copied().map(f64::from)
-    });
-    gauge(&mut out, "DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation.", &|s| {
-        s.pcie_link.map(|l| f64::from(l.generation))
-    });
-    gauge(&mut out, "DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", &|s| {
-        s.pcie_link.map(|l| f64::from(l.width))
-    });
-
-    let health_metric =
-        |out: &mut Exposition, name: &str, help: &str, kind: &str, value: &dyn Fn(&DeviceHealth) -> Option<f64>| {
-            out.family(name, help, kind, gpus.iter().filter_map(|g| Some((g.labels.clone(), value(g.health?)?))));
-        };
-    let count = |v: Option<u64>| v.map(|v| v as f64);
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "Total energy consumption since boot (in mJ).",
-        "counter",
-        &|h| count(h.energy_mj),
-    );
-    health_metric(&mut out, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", "counter", &|h| {
-        count(h.pcie_replays)
-    });
-    health_metric(&mut out, "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge", &|h| {
-        Some(h.xids.last().map_or(0.0, |x| x.code as f64))
-    });
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "Total number of single-bit volatile ECC errors.",
-        "counter",
-        &|h| count(h.ecc_volatile.corrected),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "Total number of double-bit volatile ECC errors.",
-        "counter",
-        &|h| count(h.ecc_volatile.uncorrected),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        "Total number of single-bit persistent ECC errors.",
-        "counter",
-        &|h| count(h.ecc_aggregate.corrected),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-        "Total number of double-bit persistent ECC errors.",
-        "counter",
-        &|h| count(h.ecc_aggregate.uncorrected),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_RETIRED_SBE",
-        "Total number of retired pages due to single-bit errors.",
-        "counter",
-        &|h| count(h.retired_pages.single_bit),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_RETIRED_DBE",
-        "Total number of retired pages due to double-bit errors.",
-        "counter",
-        &|h| count(h.retired_pages.double_bit),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_RETIRED_PENDING",
-        "Total number of pages pending retirement.",
-        "gauge",
-        &|h| h.retired_pages.pending.map(f64::from),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "Number of remapped rows for correctable errors.",
-        "counter",
-        &|h| count(h.remapped_rows.correctable),
-    );
-    health_metric(
-        &mut out,
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        "Number of remapped rows for uncorrectable errors.",
-        "counter",
-        &|h| count(h.remapped_rows.uncorrectable),
-    );
-    health_metric(&mut out, "DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed.", "gauge", &|h| {
-        h.remapped_rows.failed.map(f64::from)
-    });
-    health_metric(&mut out, "DCGM_FI_DEV_BAR1_USED", "Used BAR1 (in MiB).", "gauge", &|h| {
-        h.bar1_used.map(|b| (b as f64 / MIB).round())
-    });
-
-    health_metric(
-        &mut out,
-        "gpudash_pcie_tx_bytes_per_second",
-        "PCIe transmit throughput over NVML's 20 ms window.",
-        "gauge",
-        &|h| count(h.pcie_tx_bytes_per_s),
-    );
-    health_metric(
-        &mut out,
-        "gpudash_pcie_rx_bytes_per_second",
-        "PCIe receive throughput over NVML's 20 ms window.",
-        "gauge",
-        &|h| count(h.pcie_rx_bytes_per_s),
-    );
-    health_metric(&mut out, "gpudash_nvlink_active_links", "NVLink links up.", "gauge", &|h| {
-        (!h.nvlinks.is_empty()).then(|| h.nvlinks.iter().filter(|l| l.active).count() as f64)
-    });
+    for metric in DEVICE_METRICS {
+        let samples = gpus.iter().filter_map(|g| Some((g.labels.clone(), g.read(metric.read)?)));
+        out.family(metric.name, metric.help, metric.kind, samples);
+    }
     out.family(
         "gpudash_clock_event_active",
         "1 while the clock-event (throttle) reason holds clocks down.",
-        "gauge",
+        Kind::Gauge,
         gpus.iter().filter_map(|g| g.sample?.clock_events.as_ref().map(|active| (g, active))).flat_map(
             |(g, active)| {
                 CLOCK_EVENTS.iter().map(move |reason| {
@@ -246,50 +272,52 @@ pub fn render(
     out.family(
         "gpudash_device_lost",
         "1 when the GPU stopped answering (lost, fallen off the bus).",
-        "gauge",
-        devices.iter().map(|d| {
-            let lost = latest.iter().any(|s| s.index == d.index && s.lost.is_some());
-            (device_labels(d, hostname), f64::from(u8::from(lost)))
+        Kind::Gauge,
+        gpus.iter().map(|g| {
+            let lost = latest.iter().any(|s| s.index == g.info.index && s.lost.is_some());
+            (g.labels.clone(), f64::from(u8::from(lost)))
         }),
     );
-    let process_labels = |p: &GpuProcess| {
-        let device =
-            devices.iter().find(|d| d.index == p.device).map(|d| device_labels(d, hostname)).unwrap_or_default();
-        if p.redacted {
-            return format!("{device},pid=\"{}\"", p.pid);
-        }
-        format!(
-            "{device},pid=\"{}\",user=\"{}\",command=\"{}\"",
-            p.pid,
-            escape(p.user.as_deref().unwrap_or("unknown")),
-            escape(p.name.as_deref().unwrap_or("unknown"))
-        )
-    };
-    out.family(
-        "gpudash_process_memory_bytes",
-        "Device memory held by a process.",
-        "gauge",
-        processes.iter().filter_map(|p| Some((process_labels(p), p.used_memory? as f64))),
-    );
-    out.family(
-        "gpudash_process_sm_utilization",
-        "Percent of SM time a process used over the last window.",
-        "gauge",
-        processes.iter().filter_map(|p| Some((process_labels(p), f64::from(p.sm_util?)))),
-    );
+    for metric in PROCESS_METRICS {
+        let samples = processes.iter().filter_map(|p| Some((process_labels(p, &gpus), (metric.read)(p)?)));
+        out.family(metric.name, metric.help, Kind::Gauge, samples);
+    }
+    let host = format!("Hostname=\"{}\"", escape(hostname));
     out.family(
         "gpudash_simulated",
         "1 when every figure on this instance comes from the simulator, not hardware.",
-        "gauge",
-        std::iter::once((format!("Hostname=\"{}\"", escape(hostname)), f64::from(u8::from(simulated)))),
+        Kind::Gauge,
+        std::iter::once((host.clone(), f64::from(u8::from(simulated)))),
     );
     out.family(
         "gpudash_info",
         "gpudash version serving these metrics.",
-        "gauge",
-        std::iter::once((format!("Hostname=\"{}\",version=\"{}\"", escape(hostname), env!("CARGO_PKG_VERSION")), 1.0)),
+        Kind::Gauge,
+        std::iter::once((format!("{host},version=\"{}\"", env!("CARGO_PKG_VERSION")), 1.0)),
     );
     out.text
+}
+
+/// A process's labels: its GPU's, its pid, and who runs what unless redacted.
+fn process_labels(p: &GpuProcess, gpus: &[Gpu<'_>]) -> String {
+    let device = gpus.iter().find(|g| g.info.index == p.device).map(|g| g.labels.as_str()).unwrap_or_default();
+    if p.redacted {
+        return format!("{device},pid=\"{}\"", p.pid);
+    }
+    format!(
+        "{device},pid=\"{}\",user=\"{}\",command=\"{}\"",
+        p.pid,
+        escape(p.user.as_deref().unwrap_or("unknown")),
+        escape(p.name.as_deref().unwrap_or("unknown"))
+    )
+}
+
+fn mib(bytes: u64) -> f64 {
+    (bytes as f64 / MIB).round()
+}
+
+fn count(value: Option<u64>) -> Option<f64> {
+    value.map(|v| v as f64)
 }
 
 /// dcgm-exporter's label set for one GPU.
@@ -321,12 +349,12 @@ struct Exposition {
 
 impl Exposition {
     /// One metric family; families without samples are left out.
-    fn family(&mut self, name: &str, help: &str, kind: &str, samples: impl Iterator<Item = (String, f64)>) {
+    fn family(&mut self, name: &str, help: &str, kind: Kind, samples: impl Iterator<Item = (String, f64)>) {
         let mut samples = samples.peekable();
         if samples.peek().is_none() {
             return;
         }
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {}", kind.as_str());
         for (labels, value) in samples {
             let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
         }
@@ -388,5 +416,26 @@ mod tests {
         assert!(!text.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\""));
         assert!(text.contains("DCGM_FI_DEV_GPU_UTIL{gpu=\"1\""));
         assert!(text.lines().any(|l| l.starts_with("gpudash_device_lost{gpu=\"0\"") && l.ends_with(" 1")));
+    }
+
+    #[test]
+    fn every_family_name_is_unique_and_help_is_set() {
+        let mut names: Vec<&str> =
+            DEVICE_METRICS.iter().map(|m| m.name).chain(PROCESS_METRICS.iter().map(|m| m.name)).collect();
+        assert!(DEVICE_METRICS.iter().all(|m| !m.help.is_empty()));
+        let total = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), total);
+    }
+
+    #[test]
+    fn reserved_memory_is_what_used_and_free_leave_out() {
+        let device = DeviceInfo { memory_total: 10 * MIB as u64, ..Simulator::new(1, 1000).devices().remove(0) };
+        let sample =
+            DeviceSample { memory_used: Some(6 * MIB as u64), memory_free: Some(3 * MIB as u64), ..Default::default() };
+        let reserved = DEVICE_METRICS.iter().find(|m| m.name == "DCGM_FI_DEV_FB_RESERVED").unwrap();
+        let Read::Sample(read) = reserved.read else { panic!("reserved memory reads the sample") };
+        assert_eq!(read(&device, &sample), Some(1.0));
     }
 }

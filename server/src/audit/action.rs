@@ -1,0 +1,98 @@
+//! What an audit entry records someone doing. Stored and sent by its id
+//! ("experiment.start"), which the page and `GET /api/audit?action=` filter on.
+
+/// An action the audit log records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A login with a token (denied ones are aggregated).
+    Login,
+    /// A request with a wrong `Authorization: Bearer` token (aggregated).
+    AuthBearer,
+    ExperimentStart,
+    ExperimentCancel,
+    /// Trimming the lab's memory pool on a GPU.
+    EmptyCache,
+    AuditRead,
+    /// A report for a PyTorch process someone else attached.
+    BridgeReport,
+    /// A PyTorch process's first report.
+    BridgeAttach,
+    /// A PyTorch process changed `allow_remote_empty_cache`.
+    BridgeConsent,
+    /// A remote `empty_cache` requested, handed over, withheld or done.
+    BridgeEmptyCache,
+}
+
+impl Action {
+    pub const ALL: [Self; 10] = [
+        Self::Login,
+        Self::AuthBearer,
+        Self::ExperimentStart,
+        Self::ExperimentCancel,
+        Self::EmptyCache,
+        Self::AuditRead,
+        Self::BridgeReport,
+        Self::BridgeAttach,
+        Self::BridgeConsent,
+        Self::BridgeEmptyCache,
+    ];
+
+    /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
+    pub const fn id(self) -> &'static str {
+        match self {
+            Self::Login => "login",
+            Self::AuthBearer => "auth.bearer",
+            Self::ExperimentStart => "experiment.start",
+            Self::ExperimentCancel => "experiment.cancel",
+            Self::EmptyCache => "empty_cache",
+            Self::AuditRead => "audit.read",
+            Self::BridgeReport => "bridge.report",
+            Self::BridgeAttach => "bridge.attach",
+            Self::BridgeConsent => "bridge.consent",
+            Self::BridgeEmptyCache => "bridge.empty_cache",
+        }
+    }
+
+    /// How a refusal names the action: "{doing} needs the operator role".
+    pub const fn doing(self) -> &'static str {
+        match self {
+            Self::Login => "logging in",
+            Self::AuthBearer => "sending a token",
+            Self::ExperimentStart => "running an experiment",
+            Self::ExperimentCancel => "cancelling a run",
+            Self::EmptyCache => "emptying the lab's cache",
+            Self::AuditRead => "reading the audit log",
+            Self::BridgeReport => "reporting a PyTorch process",
+            Self::BridgeAttach => "attaching a PyTorch process",
+            Self::BridgeConsent => "changing a PyTorch process's consent",
+            Self::BridgeEmptyCache => "emptying a process's cache",
+        }
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_dotted_lowercase() {
+        let mut ids: Vec<&str> = Action::ALL.iter().map(|a| a.id()).collect();
+        assert!(ids.iter().all(|id| id.chars().all(|c| c.is_ascii_lowercase() || c == '.' || c == '_')));
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), Action::ALL.len());
+    }
+
+    #[test]
+    fn the_ids_stored_before_the_enum_are_kept() {
+        assert_eq!(Action::ExperimentStart.id(), "experiment.start");
+        assert_eq!(Action::BridgeEmptyCache.id(), "bridge.empty_cache");
+        assert_eq!(Action::ExperimentCancel.doing(), "cancelling a run");
+    }
+}
