@@ -137,7 +137,7 @@ impl AuthConfig {
                 let sha256 = parse_hex(&t.sha256).ok_or_else(|| {
                     bad(format!("user '{}': sha256 must be 64 hex digits (run `gpudash token`)", t.user))
                 })?;
-                valid_user(&t.user).map_err(bad)?;
+                valid_user(&t.user).map_err(|e| bad(e.to_string()))?;
                 Ok(TokenEntry { user: t.user, role, sha256 })
             })
             .collect::<Result<_, AuthError>>()?;
@@ -158,7 +158,7 @@ fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, String> {
             let (Some(user), Some(role), Some(token)) = (parts.next(), parts.next(), parts.next()) else {
                 return Err("each entry is user:role:token, entries separated by commas".to_owned());
             };
-            valid_user(user)?;
+            valid_user(user).map_err(|e| e.to_string())?;
             let role = Role::parse(role)
                 .ok_or_else(|| format!("role '{role}' of '{user}'; roles are viewer, operator, admin"))?;
             if token.len() < 16 {
@@ -171,9 +171,14 @@ fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, String> {
         .collect()
 }
 
-fn valid_user(user: &str) -> Result<(), String> {
+/// A user name outside what tokens, sessions and the audit log accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user name '{0}' must be 1–64 letters, digits or . _ - @")]
+pub struct BadUserName(pub String);
+
+fn valid_user(user: &str) -> Result<(), BadUserName> {
     if user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)) {
-        return Err(format!("user name '{user}' must be 1–64 letters, digits or . _ - @"));
+        return Err(BadUserName(user.to_owned()));
     }
     Ok(())
 }
@@ -275,5 +280,14 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert_ne!(a, b);
         assert_eq!(parse_hex(&a).map(|h| hex(&h)), Some(a));
+    }
+
+    #[test]
+    fn bad_user_names_keep_their_message() {
+        assert_eq!(valid_user("ana.b-c@x_1"), Ok(()));
+        assert_eq!(
+            valid_user("a b").unwrap_err().to_string(),
+            "user name 'a b' must be 1–64 letters, digits or . _ - @"
+        );
     }
 }
