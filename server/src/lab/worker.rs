@@ -199,7 +199,7 @@ fn run_started(
 
     run.summary.started_ms = Some(now_ms());
     if let Some(refusal) = refusal {
-        finish(shared, run, Err(ExperimentError::RefusedAtStart(refusal.to_string())), RunStatus::Failed);
+        finish(shared, run, Err(ExperimentError::RefusedAtStart(refusal)), RunStatus::Failed);
         return;
     }
     run.summary.status = RunStatus::Running;
