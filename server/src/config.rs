@@ -168,54 +168,93 @@ impl From<Cli> for Config {
     }
 }
 
-fn parse_listen(value: &str) -> Result<SocketAddr, String> {
-    value.trim().parse().map_err(|_| {
-        format!("'{value}' is not an address and port; use IP:PORT, e.g. 127.0.0.1:7070, 0.0.0.0:7070 or [::1]:0")
-    })
+/// Why a flag's value was refused; each message says what is allowed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("'{value}' is not an address and port; use IP:PORT, e.g. 127.0.0.1:7070, 0.0.0.0:7070 or [::1]:0")]
+    NotAnAddress { value: String },
+    /// Not something humantime reads; `examples` are what this flag usually gets.
+    #[error("'{value}' is not a duration ({reason}); use e.g. {examples}")]
+    NotADuration { value: String, reason: humantime::DurationError, examples: &'static str },
+    /// A duration outside the flag's range; `allowed` says the range.
+    #[error("'{value}' is out of range; {allowed}")]
+    OutOfRange { value: String, allowed: &'static str },
+    #[error("'{value}' is too short; use at least {least}")]
+    TooShort { value: String, least: &'static str },
+    /// Not a whole number within `min..=max` of `what` (connections, GPUs).
+    #[error("'{value}' is not a number of {what} from {min} to {max}")]
+    NotACount { value: String, what: &'static str, min: usize, max: usize },
+    /// Like [`Self::NotACount`], for the lab's limits.
+    #[error("'{value}' is not a number of {what}; use a whole number from {min} to {max}")]
+    NotAWholeNumber { value: String, what: &'static str, min: usize, max: usize },
+    #[error("'{value}' is not a number of days from 1 to 3650; e.g. 180 keeps half a year")]
+    NotAuditDays { value: String },
+    #[error("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07")]
+    NotAHostName { value: String },
 }
 
-fn parse_interval(value: &str) -> Result<Duration, String> {
-    let interval = humantime::parse_duration(value.trim())
-        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 200ms, 1s or 2.5s"))?;
-    if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
-        return Err(format!("'{value}' is out of range; the interval must be between 100ms and 60s"));
+/// A duration flag's value within `range`: `examples` for what to write, `allowed` says the range.
+pub(crate) fn parse_duration_within(
+    value: &str,
+    range: std::ops::RangeInclusive<Duration>,
+    examples: &'static str,
+    allowed: &'static str,
+) -> Result<Duration, ConfigError> {
+    let duration = humantime::parse_duration(value.trim()).map_err(|reason| ConfigError::NotADuration {
+        value: value.to_owned(),
+        reason,
+        examples,
+    })?;
+    if !range.contains(&duration) {
+        return Err(ConfigError::OutOfRange { value: value.to_owned(), allowed });
     }
-    Ok(interval)
+    Ok(duration)
 }
 
-fn parse_retention(value: &str) -> Result<Duration, String> {
+/// A whole number of `what` within `range`.
+fn parse_count(value: &str, what: &'static str, range: std::ops::RangeInclusive<usize>) -> Result<usize, ConfigError> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(ConfigError::NotACount { value: value.to_owned(), what, min: *range.start(), max: *range.end() }),
+    }
+}
+
+fn parse_listen(value: &str) -> Result<SocketAddr, ConfigError> {
+    value.trim().parse().map_err(|_| ConfigError::NotAnAddress { value: value.to_owned() })
+}
+
+fn parse_interval(value: &str) -> Result<Duration, ConfigError> {
+    parse_duration_within(
+        value,
+        MIN_INTERVAL..=MAX_INTERVAL,
+        "200ms, 1s or 2.5s",
+        "the interval must be between 100ms and 60s",
+    )
+}
+
+fn parse_retention(value: &str) -> Result<Duration, ConfigError> {
     const MIN: Duration = Duration::from_secs(600);
     const MAX: Duration = Duration::from_secs(10 * 366 * 24 * 3600);
-    let keep = humantime::parse_duration(value.trim())
-        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 48h, 7d or 30d"))?;
-    if !(MIN..=MAX).contains(&keep) {
-        return Err(format!("'{value}' is out of range; keep history from 10m to 10 years"));
-    }
-    Ok(keep)
+    parse_duration_within(value, MIN..=MAX, "48h, 7d or 30d", "keep history from 10m to 10 years")
 }
 
-fn parse_session(value: &str) -> Result<Duration, String> {
+fn parse_session(value: &str) -> Result<Duration, ConfigError> {
     const MIN: Duration = Duration::from_secs(300);
     const MAX: Duration = Duration::from_secs(30 * 24 * 3600);
-    let lifetime = humantime::parse_duration(value.trim())
-        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 30m, 2h or 7d"))?;
-    if !(MIN..=MAX).contains(&lifetime) {
-        return Err(format!("'{value}' is out of range; a session lasts from 5m to 30d"));
-    }
-    Ok(lifetime)
+    parse_duration_within(value, MIN..=MAX, "30m, 2h or 7d", "a session lasts from 5m to 30d")
 }
 
-fn parse_audit_days(value: &str) -> Result<u32, String> {
+fn parse_audit_days(value: &str) -> Result<u32, ConfigError> {
     match value.trim().parse::<u32>() {
         Ok(days) if (1..=3650).contains(&days) => Ok(days),
-        _ => Err(format!("'{value}' is not a number of days from 1 to 3650; e.g. 180 keeps half a year")),
+        _ => Err(ConfigError::NotAuditDays { value: value.to_owned() }),
     }
 }
 
-fn parse_hostname(value: &str) -> Result<String, String> {
+fn parse_hostname(value: &str) -> Result<String, ConfigError> {
     let name = value.trim();
     if name.is_empty() || name.len() > 253 || name.chars().any(|c| c.is_control() || c.is_whitespace()) {
-        return Err(format!("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07"));
+        return Err(ConfigError::NotAHostName { value: value.to_owned() });
     }
     Ok(name.to_owned())
 }
@@ -223,18 +262,14 @@ fn parse_hostname(value: &str) -> Result<String, String> {
 /// Most connections `--max-connections` accepts.
 pub const MAX_CONNECTIONS: usize = 1_000_000;
 
-fn parse_max_connections(value: &str) -> Result<usize, String> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if (16..=MAX_CONNECTIONS).contains(&n) => Ok(n),
-        _ => Err(format!("'{value}' is not a number of connections from 16 to {MAX_CONNECTIONS}")),
-    }
+fn parse_max_connections(value: &str) -> Result<usize, ConfigError> {
+    parse_count(value, "connections", 16..=MAX_CONNECTIONS)
 }
 
-fn parse_simulate(value: &str) -> Result<u32, String> {
-    match value.trim().parse::<u32>() {
-        Ok(n) if (1..=MAX_SIMULATED).contains(&n) => Ok(n),
-        _ => Err(format!("'{value}' is not a number of GPUs from 1 to {MAX_SIMULATED}")),
-    }
+fn parse_simulate(value: &str) -> Result<u32, ConfigError> {
+    let most = MAX_SIMULATED as usize;
+    // At most MAX_SIMULATED (64), so it fits.
+    parse_count(value, "GPUs", 1..=most).map(|n| n as u32)
 }
 
 #[cfg(test)]
@@ -300,5 +335,19 @@ mod tests {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");
         }
+    }
+
+    #[test]
+    fn refusals_keep_their_messages() {
+        assert_eq!(
+            parse_interval("50ms").unwrap_err().to_string(),
+            "'50ms' is out of range; the interval must be between 100ms and 60s"
+        );
+        assert_eq!(
+            parse_simulate("65").unwrap_err(),
+            ConfigError::NotACount { value: "65".into(), what: "GPUs", min: 1, max: 64 }
+        );
+        assert_eq!(parse_simulate("65").unwrap_err().to_string(), "'65' is not a number of GPUs from 1 to 64");
+        assert!(matches!(parse_session("soon"), Err(ConfigError::NotADuration { examples: "30m, 2h or 7d", .. })));
     }
 }

@@ -116,31 +116,41 @@ pub struct AuditQuery {
     pub to: Option<u64>,
 }
 
+/// What is wrong with an [`AuditQuery`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuditQueryError {
+    #[error("'limit' must be from 1 to {max}, not {0}", max = AUDIT_MAX_LIMIT)]
+    Limit(u32),
+    /// `name` is `user` or `action`.
+    #[error("'{name}' must be 1 to {max} characters; leave it out to see every {name}", max = AUDIT_MAX_FILTER_LEN)]
+    FilterLength { name: &'static str },
+    #[error("'from' ({from}) must not be after 'to' ({to})")]
+    Reversed { from: u64, to: u64 },
+}
+
 impl AuditQuery {
     /// The parameters, for error messages.
     pub const PARAMETERS: &'static str = "limit (1 to 1000), before (an entry id), user, action, \
         outcome (ok, denied or failed), from and to (ms since epoch)";
 
     /// Says what is wrong with the query, if anything.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), AuditQueryError> {
         if let Some(limit) = self.limit
             && !(1..=AUDIT_MAX_LIMIT).contains(&limit)
         {
-            return Err(format!("'limit' must be from 1 to {AUDIT_MAX_LIMIT}, not {limit}"));
+            return Err(AuditQueryError::Limit(limit));
         }
         for (name, value) in [("user", &self.user), ("action", &self.action)] {
             if let Some(value) = value
                 && (value.is_empty() || value.chars().count() > AUDIT_MAX_FILTER_LEN)
             {
-                return Err(format!(
-                    "'{name}' must be 1 to {AUDIT_MAX_FILTER_LEN} characters; leave it out to see every {name}"
-                ));
+                return Err(AuditQueryError::FilterLength { name });
             }
         }
         if let (Some(from), Some(to)) = (self.from, self.to)
             && from > to
         {
-            return Err(format!("'from' ({from}) must not be after 'to' ({to})"));
+            return Err(AuditQueryError::Reversed { from, to });
         }
         Ok(())
     }
@@ -176,9 +186,17 @@ mod tests {
             (AuditQuery { action: Some("x".repeat(101)), ..AuditQuery::default() }, "'action' must be 1 to 100"),
             (AuditQuery { from: Some(9), to: Some(1), ..AuditQuery::default() }, "must not be after"),
         ] {
-            let error = query.validate().unwrap_err();
+            let error = query.validate().unwrap_err().to_string();
             assert!(error.contains(says), "{query:?}: {error}");
         }
+        let reversed = AuditQuery { from: Some(9), to: Some(1), ..AuditQuery::default() };
+        assert_eq!(reversed.validate(), Err(AuditQueryError::Reversed { from: 9, to: 1 }));
+        assert_eq!(reversed.validate().unwrap_err().to_string(), "'from' (9) must not be after 'to' (1)");
+        let empty = AuditQuery { user: Some(String::new()), ..AuditQuery::default() };
+        assert_eq!(
+            empty.validate().unwrap_err().to_string(),
+            "'user' must be 1 to 100 characters; leave it out to see every user"
+        );
     }
 
     #[test]

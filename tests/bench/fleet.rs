@@ -60,7 +60,7 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
         .spawn()
         .map_err(|e| format!("cannot start '{prometheus}': {e}"))?;
     let _prometheus = KillOnDrop(child);
-    let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}"))?;
+    let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
     let client =
         PrometheusClient::new(&url, PrometheusAuth::None, None, Duration::from_secs(10)).map_err(|e| e.to_string())?;
 

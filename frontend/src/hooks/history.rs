@@ -5,7 +5,7 @@
 use leptos::{html, logging, prelude::*, task::spawn_local};
 use shared::history::Metric;
 
-use super::api::{HistoryQuery, fetch_history};
+use super::api::{ApiFailure, HistoryQuery, fetch_history};
 use crate::state::{
     DashboardState,
     history::{HistoryRange, HistorySeries},
@@ -55,7 +55,7 @@ pub fn use_history_series(
         spawn_local(async move {
             let answer = fetch_history(query).await;
             if generation.try_get_value() == Some(mine) {
-                feed.settle(answer.map_err(|failure| failure.message), index, metric);
+                feed.settle(answer, index, metric);
             }
         });
     });
@@ -81,16 +81,16 @@ pub fn use_history_series(
 
 impl HistoryFeed {
     /// Takes a fetch's answer, or keeps the points and shows why there is none.
-    fn settle(self, answer: Result<shared::history::HistoryResponse, String>, index: u32, metric: Metric) {
+    fn settle(self, answer: Result<shared::history::HistoryResponse, ApiFailure>, index: u32, metric: Metric) {
         match answer {
             Ok(answer) => {
                 self.series.try_update(|s| s.finish_fetch(answer.bucket_ms, answer.points));
                 self.error.try_set(None);
             }
-            Err(message) => {
-                logging::warn!("gpudash: history of GPU {index} {}: {message}", metric.name());
+            Err(failure) => {
+                logging::warn!("gpudash: history of GPU {index} {}: {failure}", metric.name());
                 self.series.try_update(HistorySeries::abandon_fetch);
-                self.error.try_set(Some(message));
+                self.error.try_set(Some(failure.message));
             }
         }
         self.answers.try_update(|n| *n += 1);

@@ -61,7 +61,23 @@ pub enum AuthError {
     #[error("auth file '{path}': {message}")]
     File { path: String, message: String },
     #[error("GPUDASH_TOKENS: {0}")]
-    Env(String),
+    Env(EnvTokenError),
+}
+
+/// What is wrong with `GPUDASH_TOKENS` (or with the tokens all together).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvTokenError {
+    #[error("each entry is user:role:token, entries separated by commas")]
+    Shape,
+    #[error(transparent)]
+    User(#[from] BadUserName),
+    #[error("role '{role}' of '{user}'; roles are viewer, operator, admin")]
+    Role { user: String, role: String },
+    #[error("the token of '{user}' is shorter than 16 characters; `gpudash token` makes a good one")]
+    ShortToken { user: String },
+    /// Two entries, from the file or the environment, for one user.
+    #[error("user '{0}' has two tokens; give each user one")]
+    TwoTokens(String),
 }
 
 /// The file format:
@@ -112,7 +128,7 @@ impl AuthConfig {
         let mut users: Vec<&str> = config.tokens.iter().map(|t| t.user.as_str()).collect();
         users.sort_unstable();
         if let Some(w) = users.windows(2).find(|w| w[0] == w[1]) {
-            return Err(AuthError::Env(format!("user '{}' has two tokens; give each user one", w[0])));
+            return Err(AuthError::Env(EnvTokenError::TwoTokens(w[0].to_owned())));
         }
         Ok(config)
     }
@@ -137,7 +153,7 @@ impl AuthConfig {
                 let sha256 = parse_hex(&t.sha256).ok_or_else(|| {
                     bad(format!("user '{}': sha256 must be 64 hex digits (run `gpudash token`)", t.user))
                 })?;
-                valid_user(&t.user).map_err(bad)?;
+                valid_user(&t.user).map_err(|e| bad(e.to_string()))?;
                 Ok(TokenEntry { user: t.user, role, sha256 })
             })
             .collect::<Result<_, AuthError>>()?;
@@ -151,29 +167,32 @@ impl AuthConfig {
 }
 
 /// `user:role:token[,user:role:token…]`.
-fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, String> {
+fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, EnvTokenError> {
     spec.split(',')
         .map(|item| {
             let mut parts = item.trim().splitn(3, ':');
             let (Some(user), Some(role), Some(token)) = (parts.next(), parts.next(), parts.next()) else {
-                return Err("each entry is user:role:token, entries separated by commas".to_owned());
+                return Err(EnvTokenError::Shape);
             };
             valid_user(user)?;
             let role = Role::parse(role)
-                .ok_or_else(|| format!("role '{role}' of '{user}'; roles are viewer, operator, admin"))?;
+                .ok_or_else(|| EnvTokenError::Role { user: user.to_owned(), role: role.to_owned() })?;
             if token.len() < 16 {
-                return Err(format!(
-                    "the token of '{user}' is shorter than 16 characters; `gpudash token` makes a good one"
-                ));
+                return Err(EnvTokenError::ShortToken { user: user.to_owned() });
             }
             Ok(TokenEntry { user: user.to_owned(), role, sha256: hash_token(token) })
         })
         .collect()
 }
 
-fn valid_user(user: &str) -> Result<(), String> {
+/// A user name outside what tokens, sessions and the audit log accept.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("user name '{0}' must be 1–64 letters, digits or . _ - @")]
+pub struct BadUserName(pub String);
+
+fn valid_user(user: &str) -> Result<(), BadUserName> {
     if user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)) {
-        return Err(format!("user name '{user}' must be 1–64 letters, digits or . _ - @"));
+        return Err(BadUserName(user.to_owned()));
     }
     Ok(())
 }
@@ -275,5 +294,20 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert_ne!(a, b);
         assert_eq!(parse_hex(&a).map(|h| hex(&h)), Some(a));
+    }
+
+    #[test]
+    fn bad_user_names_keep_their_message() {
+        assert_eq!(valid_user("ana.b-c@x_1"), Ok(()));
+        assert_eq!(
+            valid_user("a b").unwrap_err().to_string(),
+            "user name 'a b' must be 1–64 letters, digits or . _ - @"
+        );
+        assert_eq!(parse_env("a b:admin:0123456789abcdef"), Err(EnvTokenError::User(BadUserName("a b".into()))));
+        let err = AuthConfig::load(None, Some("ana:admin:short")).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "GPUDASH_TOKENS: the token of 'ana' is shorter than 16 characters; `gpudash token` makes a good one"
+        );
     }
 }

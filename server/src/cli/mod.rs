@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
+use crate::config::ConfigError;
 use crate::lab::LabConfig;
 
 /// What `gpudash` does instead of serving.
@@ -80,35 +81,50 @@ impl From<&LabArgs> for LabConfig {
     }
 }
 
-fn parse_runs_kept(value: &str) -> Result<usize, String> {
-    let range = crate::lab::RUNS_KEPT;
+fn parse_runs_kept(value: &str) -> Result<usize, ConfigError> {
+    parse_whole_number(value, "runs to keep", crate::lab::RUNS_KEPT)
+}
+
+fn parse_queue_per_user(value: &str) -> Result<usize, ConfigError> {
+    parse_whole_number(value, "runs per user", crate::lab::QUEUE_PER_USER)
+}
+
+fn parse_whole_number(
+    value: &str,
+    what: &'static str,
+    range: std::ops::RangeInclusive<usize>,
+) -> Result<usize, ConfigError> {
     match value.trim().parse::<usize>() {
         Ok(n) if range.contains(&n) => Ok(n),
-        _ => Err(format!(
-            "'{value}' is not a number of runs to keep; use a whole number from {} to {}",
-            range.start(),
-            range.end()
-        )),
+        _ => {
+            Err(ConfigError::NotAWholeNumber { value: value.to_owned(), what, min: *range.start(), max: *range.end() })
+        }
     }
 }
 
-fn parse_queue_per_user(value: &str) -> Result<usize, String> {
-    let range = crate::lab::QUEUE_PER_USER;
-    match value.trim().parse::<usize>() {
-        Ok(n) if range.contains(&n) => Ok(n),
-        _ => Err(format!(
-            "'{value}' is not a number of runs per user; use a whole number from {} to {}",
-            range.start(),
-            range.end()
-        )),
-    }
-}
-
-fn parse_duration(value: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(value.trim())
-        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 30s, 2m or 1h"))?;
+fn parse_duration(value: &str) -> Result<Duration, ConfigError> {
+    let d = humantime::parse_duration(value.trim()).map_err(|reason| ConfigError::NotADuration {
+        value: value.to_owned(),
+        reason,
+        examples: "30s, 2m or 1h",
+    })?;
     if d < Duration::from_secs(1) {
-        return Err(format!("'{value}' is too short; use at least 1s"));
+        return Err(ConfigError::TooShort { value: value.to_owned(), least: "1s" });
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lab_flag_refusals_keep_their_messages() {
+        assert_eq!(parse_duration("10ms").unwrap_err().to_string(), "'10ms' is too short; use at least 1s");
+        assert_eq!(
+            parse_queue_per_user("0").unwrap_err().to_string(),
+            "'0' is not a number of runs per user; use a whole number from 1 to 1000"
+        );
+        assert!(matches!(parse_runs_kept("x"), Err(ConfigError::NotAWholeNumber { what: "runs to keep", .. })));
+    }
 }

@@ -219,27 +219,40 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
+/// Why a `--fleet-prometheus` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrometheusUrlError {
+    #[error("'{value}' is not a URL ({reason}); use e.g. http://prometheus:9090")]
+    NotAUrl { value: String, reason: url::ParseError },
+    #[error("'{value}': scheme '{scheme}' is not supported; use http://HOST:PORT or https://")]
+    Scheme { value: String, scheme: String },
+    #[error("'{value}' has no host; use e.g. http://prometheus:9090")]
+    NoHost { value: String },
+    #[error(
+        "'{value}' carries credentials; pass them with --fleet-prometheus-user and \
+         GPUDASH_FLEET_PROMETHEUS_PASSWORD (or --fleet-prometheus-token) instead"
+    )]
+    Credentials { value: String },
+    #[error("'{value}' has a query or fragment; give Prometheus's base URL only")]
+    QueryOrFragment { value: String },
+}
+
 /// `--fleet-prometheus`: an http or https URL with a host, no credentials, query or fragment.
-pub fn parse_prometheus_url(value: &str) -> Result<Url, String> {
-    let url = Url::parse(value.trim())
-        .map_err(|e| format!("'{value}' is not a URL ({e}); use e.g. http://prometheus:9090"))?;
+pub fn parse_prometheus_url(value: &str) -> Result<Url, PrometheusUrlError> {
+    let url =
+        Url::parse(value.trim()).map_err(|reason| PrometheusUrlError::NotAUrl { value: value.to_owned(), reason })?;
     match url.scheme() {
         "http" | "https" => {}
-        other => {
-            return Err(format!("'{value}': scheme '{other}' is not supported; use http://HOST:PORT or https://"));
-        }
+        other => return Err(PrometheusUrlError::Scheme { value: value.to_owned(), scheme: other.to_owned() }),
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("'{value}' has no host; use e.g. http://prometheus:9090"));
+        return Err(PrometheusUrlError::NoHost { value: value.to_owned() });
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(format!(
-            "'{value}' carries credentials; pass them with --fleet-prometheus-user and \
-             GPUDASH_FLEET_PROMETHEUS_PASSWORD (or --fleet-prometheus-token) instead"
-        ));
+        return Err(PrometheusUrlError::Credentials { value: value.to_owned() });
     }
     if url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("'{value}' has a query or fragment; give Prometheus's base URL only"));
+        return Err(PrometheusUrlError::QueryOrFragment { value: value.to_owned() });
     }
     Ok(url)
 }
@@ -282,9 +295,18 @@ mod tests {
             ("http://prom:9090/?x=1", "base URL only"),
             ("not a url", "not a URL"),
         ] {
-            let err = parse_prometheus_url(value).unwrap_err();
+            let err = parse_prometheus_url(value).unwrap_err().to_string();
             assert!(err.contains(expected), "{value}: {err}");
         }
+        assert_eq!(
+            parse_prometheus_url("ftp://prom:9090").unwrap_err().to_string(),
+            "'ftp://prom:9090': scheme 'ftp' is not supported; use http://HOST:PORT or https://"
+        );
+        assert_eq!(
+            parse_prometheus_url("http://ana:pw@prom:9090").unwrap_err().to_string(),
+            "'http://ana:pw@prom:9090' carries credentials; pass them with --fleet-prometheus-user and \
+             GPUDASH_FLEET_PROMETHEUS_PASSWORD (or --fleet-prometheus-token) instead"
+        );
     }
 
     #[test]

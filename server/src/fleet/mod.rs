@@ -16,7 +16,7 @@ use clap::Args;
 use reqwest::Url;
 use shared::fleet::{FleetFilter, FleetResponse};
 
-pub use client::{PrometheusAuth, PrometheusClient, PrometheusError, parse_prometheus_url};
+pub use client::{PrometheusAuth, PrometheusClient, PrometheusError, PrometheusUrlError, parse_prometheus_url};
 use model::{Answers, FleetView, Query};
 
 /// How long a silent node's last figures stay on the page by default.
@@ -111,13 +111,13 @@ impl FleetConfig {
     }
 }
 
-fn parse_window(value: &str) -> Result<Duration, String> {
-    let window = humantime::parse_duration(value.trim())
-        .map_err(|e| format!("'{value}' is not a duration ({e}); use e.g. 10m or 1h"))?;
-    if !(Duration::from_secs(60)..=Duration::from_secs(86_400)).contains(&window) {
-        return Err(format!("'{value}' is out of range; the fleet window must be between 1m and 24h"));
-    }
-    Ok(window)
+fn parse_window(value: &str) -> Result<Duration, crate::config::ConfigError> {
+    crate::config::parse_duration_within(
+        value,
+        Duration::from_secs(60)..=Duration::from_secs(86_400),
+        "10m or 1h",
+        "the fleet window must be between 1m and 24h",
+    )
 }
 
 /// The fleet, as a Prometheus server sees it, with a short cache.
@@ -234,7 +234,10 @@ mod tests {
     #[test]
     fn windows_are_bounded() {
         assert_eq!(parse_window("10m"), Ok(Duration::from_secs(600)));
-        assert!(parse_window("10s").unwrap_err().contains("between 1m and 24h"));
-        assert!(parse_window("soon").unwrap_err().contains("not a duration"));
+        assert_eq!(
+            parse_window("10s").unwrap_err().to_string(),
+            "'10s' is out of range; the fleet window must be between 1m and 24h"
+        );
+        assert!(parse_window("soon").unwrap_err().to_string().contains("not a duration"));
     }
 }

@@ -18,7 +18,7 @@ pub async fn audit_log(
     let Query(query) =
         query.map_err(|e| ApiError::bad_request(format!("{}; accepted: {}", e.body_text(), AuditQuery::PARAMETERS)))?;
     caller.require(&state, Role::Admin, Action::AuditRead, "audit")?;
-    query.validate().map_err(ApiError::bad_request)?;
+    query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     let audit = state.audit.clone();
     tokio::task::spawn_blocking(move || audit.list(&query))
         .await

@@ -23,27 +23,23 @@ pub struct PublicUrl {
 
 impl PublicUrl {
     /// Parses `https://gpu1.example.com` or `http://gpu1:7070`; the page lives at the root.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let wrong = |why: &str| {
-            format!(
-                "'{text}' is not a public URL ({why}); use the address people open, e.g. https://gpu1.example.com or http://gpu1:7070"
-            )
-        };
-        let url = url::Url::parse(text.trim()).map_err(|e| wrong(&e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Self, SiteError> {
+        let wrong = |why: PublicUrlFault| SiteError::NotAPublicUrl { value: text.to_owned(), why };
+        let url = url::Url::parse(text.trim()).map_err(|e| wrong(PublicUrlFault::Unparsable(e)))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err(wrong("the scheme must be http or https"));
+            return Err(wrong(PublicUrlFault::Scheme));
         }
         if !url.username().is_empty() || url.password().is_some() {
-            return Err(wrong("no user name or password belongs in it"));
+            return Err(wrong(PublicUrlFault::Credentials));
         }
         if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
-            return Err(wrong("gpudash is served at the root of its host name, without a path"));
+            return Err(wrong(PublicUrlFault::Path));
         }
         let host = match url.host() {
             Some(url::Host::Domain(name)) => name.to_ascii_lowercase(),
             Some(url::Host::Ipv4(ip)) => ip.to_string(),
             Some(url::Host::Ipv6(ip)) => format!("[{ip}]"),
-            None => return Err(wrong("it names no host")),
+            None => return Err(wrong(PublicUrlFault::NoHost)),
         };
         Ok(Self { scheme: url.scheme().to_owned(), host, port: url.port() })
     }
@@ -67,12 +63,38 @@ impl PublicUrl {
     }
 }
 
+/// Why a `--public-url` or `--trusted-proxy` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SiteError {
+    #[error(
+        "'{value}' is not a public URL ({why}); use the address people open, e.g. https://gpu1.example.com or http://gpu1:7070"
+    )]
+    NotAPublicUrl { value: String, why: PublicUrlFault },
+    #[error("'{value}' is not an IP address or network; use e.g. 127.0.0.1, ::1 or 10.0.0.0/8")]
+    NotAProxy { value: String },
+}
+
+/// What is wrong with a `--public-url`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PublicUrlFault {
+    #[error("{0}")]
+    Unparsable(url::ParseError),
+    #[error("the scheme must be http or https")]
+    Scheme,
+    #[error("no user name or password belongs in it")]
+    Credentials,
+    #[error("gpudash is served at the root of its host name, without a path")]
+    Path,
+    #[error("it names no host")]
+    NoHost,
+}
+
 /// A trusted proxy's address or network, from `--trusted-proxy`.
-pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
+pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, SiteError> {
     let text = text.trim();
     text.parse::<IpNet>()
         .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("'{text}' is not an IP address or network; use e.g. 127.0.0.1, ::1 or 10.0.0.0/8"))
+        .map_err(|_| SiteError::NotAProxy { value: text.to_owned() })
 }
 
 /// The names and proxies of one running dashboard.
@@ -351,11 +373,23 @@ mod tests {
             ("https://ana:pw@gpu1", "no user name"),
             ("not a url", "not a public URL"),
         ] {
-            let err = PublicUrl::parse(bad).unwrap_err();
+            let err = PublicUrl::parse(bad).unwrap_err().to_string();
             assert!(err.contains(expected), "{bad}: {err}");
         }
+        assert_eq!(
+            PublicUrl::parse("https://gpu1/dash").unwrap_err().to_string(),
+            "'https://gpu1/dash' is not a public URL (gpudash is served at the root of its host name, without a path); \
+             use the address people open, e.g. https://gpu1.example.com or http://gpu1:7070"
+        );
+        assert!(matches!(
+            PublicUrl::parse("ftp://gpu1"),
+            Err(SiteError::NotAPublicUrl { why: PublicUrlFault::Scheme, .. })
+        ));
         assert!(parse_trusted_proxy("10.0.0.0/8").is_ok());
         assert!(parse_trusted_proxy("::1").is_ok());
-        assert!(parse_trusted_proxy("proxy.local").unwrap_err().contains("not an IP address"));
+        assert_eq!(
+            parse_trusted_proxy(" proxy.local").unwrap_err().to_string(),
+            "'proxy.local' is not an IP address or network; use e.g. 127.0.0.1, ::1 or 10.0.0.0/8"
+        );
     }
 }

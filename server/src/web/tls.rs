@@ -4,11 +4,11 @@
 //! slow or hostile client never holds up the others.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::pem::{Error as PemError, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
@@ -21,24 +21,40 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub SocketAddr);
 
+/// Why TLS cannot be set up from the given files; the message names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read TLS certificate '{}': {reason}", .path.display())]
+    ReadCertificate { path: PathBuf, reason: PemError },
+    #[error("TLS certificate '{}' is not valid PEM: {reason}", .path.display())]
+    InvalidPem { path: PathBuf, reason: PemError },
+    #[error("TLS certificate '{}' holds no certificate", .path.display())]
+    NoCertificate { path: PathBuf },
+    #[error("cannot read a private key from '{}': {reason}", .path.display())]
+    ReadKey { path: PathBuf, reason: PemError },
+    #[error("TLS setup failed: {0}")]
+    Setup(rustls::Error),
+    #[error("the TLS certificate and key do not fit together: {0}")]
+    Mismatch(rustls::Error),
+}
+
 /// Reads the certificate chain and private key, saying which file is wrong and why.
-pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, String> {
+pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("cannot read TLS certificate '{}': {e}", cert.display()))?
+        .map_err(|reason| TlsError::ReadCertificate { path: cert.to_owned(), reason })?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("TLS certificate '{}' is not valid PEM: {e}", cert.display()))?;
+        .map_err(|reason| TlsError::InvalidPem { path: cert.to_owned(), reason })?;
     if certs.is_empty() {
-        return Err(format!("TLS certificate '{}' holds no certificate", cert.display()));
+        return Err(TlsError::NoCertificate { path: cert.to_owned() });
     }
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("cannot read a private key from '{}': {e}", key.display()))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|reason| TlsError::ReadKey { path: key.to_owned(), reason })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS setup failed: {e}"))?
+        .map_err(TlsError::Setup)?
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the TLS certificate and key do not fit together: {e}"))?;
+        .map_err(TlsError::Mismatch)?;
     let mut config = config;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
@@ -68,9 +84,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let junk = dir.path().join("junk.pem");
         std::fs::write(&junk, "not pem").unwrap();
-        let err = acceptor(Path::new("/nonexistent/cert.pem"), &junk).err().unwrap();
+        let err = acceptor(Path::new("/nonexistent/cert.pem"), &junk).err().unwrap().to_string();
         assert!(err.contains("/nonexistent/cert.pem"), "{err}");
         let err = acceptor(&junk, &junk).err().unwrap();
-        assert!(err.contains("junk.pem") && err.contains("no certificate"), "{err}");
+        assert!(matches!(err, TlsError::NoCertificate { .. }), "{err}");
+        assert_eq!(err.to_string(), format!("TLS certificate '{}' holds no certificate", junk.display()));
     }
 }
