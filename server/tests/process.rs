@@ -40,6 +40,18 @@ fn spawn_logged(args: &[&str], scheme: &str) -> (Child, String) {
     panic!("gpudash did not log its address");
 }
 
+/// Polls `check` every 100 ms until it returns `Some`, failing with `what` after `secs`.
+fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn get(url: &str) -> String {
     // A blocking HTTP GET without extra dependencies: curl is everywhere this test runs.
     let out = Command::new("curl").args(["-sf", url]).output().expect("curl");
@@ -145,9 +157,14 @@ fn history_survives_kill_9_up_to_two_seconds_before() {
     let data = dir.path().to_str().unwrap();
     let args = ["--simulate", "2", "--interval", "100ms", "--listen", "127.0.0.1:0", "--data-dir", data];
     let (mut child, url) = spawn(&args);
-    std::thread::sleep(Duration::from_millis(3_000));
+    eventually(20, "25 samples of GPU 0 on disk", || {
+        let history = get(&format!("{url}/api/history?device=0&metric=memory_used&points=10000"));
+        let history: serde_json::Value = serde_json::from_str(&history).ok()?;
+        (history["points"].as_array()?.len() >= 25).then_some(())
+    });
     let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).unwrap();
     let last_seen = devices["devices"][0]["latest"]["timestamp_ms"].as_u64().unwrap();
+    // Not a wait: samples keep coming for 300 ms after `last_seen`, then the kill lands mid-batch.
     std::thread::sleep(Duration::from_millis(300));
     // SIGKILL: no shutdown code runs.
     child.kill().unwrap();
@@ -203,9 +220,15 @@ fn sigterm_drains_and_exits_zero_with_history_flushed() {
     let data = dir.path().to_str().unwrap();
     let (child, url) =
         spawn(&["--simulate", "1", "--interval", "100ms", "--listen", "127.0.0.1:0", "--data-dir", data]);
-    std::thread::sleep(Duration::from_millis(1_500));
-    let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).unwrap();
-    let last_seen = devices["devices"][0]["latest"]["timestamp_ms"].as_u64().unwrap();
+    // A second of samples: some written in batches already, the newest still pending at the signal.
+    let first = eventually(10, "a first sample", || {
+        let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).ok()?;
+        devices["devices"][0]["latest"]["timestamp_ms"].as_u64()
+    });
+    let last_seen = eventually(10, "a second of samples", || {
+        let devices: serde_json::Value = serde_json::from_str(&get(&format!("{url}/api/devices"))).ok()?;
+        devices["devices"][0]["latest"]["timestamp_ms"].as_u64().filter(|&t| t >= first + 1_000)
+    });
     let status = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(status.success());
     let mut child = child;

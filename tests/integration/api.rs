@@ -5,13 +5,16 @@ use reqwest::StatusCode;
 use reqwest::header::{ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
 use shared::DevicesResponse;
 
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually};
 
 #[tokio::test]
 async fn devices_are_listed_and_labelled_simulated() {
     let server = TestServer::simulated(3, 100).await;
-    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-    let body: DevicesResponse = reqwest::get(server.url("/api/devices")).await.unwrap().json().await.unwrap();
+    let body: DevicesResponse = eventually(10, "a reading of every GPU", || async {
+        let body: DevicesResponse = reqwest::get(server.url("/api/devices")).await.ok()?.json().await.ok()?;
+        body.devices.iter().all(|d| d.latest.is_some()).then_some(body)
+    })
+    .await;
     assert!(body.host.simulated);
     assert_eq!(body.host.interval_ms, 100);
     assert_eq!(body.devices.len(), 3);
@@ -40,10 +43,14 @@ async fn without_a_driver_the_api_says_why() {
 #[tokio::test]
 async fn health_reports_fresh_samples() {
     let server = TestServer::simulated(1, 100).await;
-    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
-    let response = reqwest::get(server.url("/healthz")).await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: serde_json::Value = response.json().await.unwrap();
+    let body: serde_json::Value = eventually(10, "/healthz answering 200", || async {
+        let response = reqwest::get(server.url("/healthz")).await.ok()?;
+        if response.status() != StatusCode::OK {
+            return None;
+        }
+        response.json().await.ok()
+    })
+    .await;
     assert_eq!(body["status"], "ok");
     assert!(body["last_sample_age_ms"].as_u64().unwrap() < 5_000);
     server.stop().await;

@@ -15,6 +15,7 @@ use shared::DevicesResponse;
 use shared::units::format_bytes;
 
 use crate::support::TestServer;
+pub(crate) use crate::support::eventually;
 
 /// One browser at a time: two Chromiums on two cores make every test slow.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -85,22 +86,6 @@ where
     let _ = driver.kill().await;
     if let Err(panic) = outcome {
         std::panic::resume_unwind(panic);
-    }
-}
-
-/// Polls `check` until it returns `Some`, or fails with `what` after `secs`.
-pub(crate) async fn eventually<T, Fut: Future<Output = Option<T>>>(
-    secs: u64,
-    what: &str,
-    mut check: impl FnMut() -> Fut,
-) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -221,6 +206,7 @@ async fn the_page_reconnects_after_a_server_restart() {
     let restarter = tokio::spawn(async move {
         stopped_rx.await.unwrap();
         server.stop().await;
+        // Not a wait for a state: the server stays down a while, so the page must notice and retry.
         tokio::time::sleep(Duration::from_millis(700)).await;
         let again = TestServer::on(&addr, Box::new(Simulator::new(1, 200)), 200).await;
         let _ = back_tx.send(again);

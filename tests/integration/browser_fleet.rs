@@ -105,6 +105,7 @@ async fn without_a_prometheus_there_is_no_fleet_tab() {
     with_browser(1200, 800, |c| async move {
         c.goto(&url).await.expect("webdriver answers");
         c.wait().for_element(Locator::Css("#tab-lab")).await.unwrap();
+        // Showing that something does not appear: give it time to, then look.
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(texts(&c, "#tab-fleet").await.is_empty());
     })

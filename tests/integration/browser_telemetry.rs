@@ -291,6 +291,12 @@ async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_history(2, 200, dir.path()).await;
     let url = server.url("/");
+    let stored = server.url("/api/history?device=0&metric=memory_used&points=1000");
+    // The last minute at one point per 60 ms: every sample is a point of its own.
+    let stored = move || {
+        let now = gpudash::telemetry::now_ms();
+        format!("{stored}&from={}&to={now}", now - 60_000)
+    };
     with_browser(1280, 2200, |c| async move {
         c.goto(&url).await.unwrap();
         eventually(15, "the range picker", || async { (texts(&c, "#range-picker button").await.len() == 4).then_some(()) })
@@ -303,7 +309,11 @@ async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
         .await;
         assert_eq!(metrics, serde_json::json!(["memory_used", "gpu_util", "power_draw", "temperature", "sm_clock"]));
         // Let the store take a few seconds of samples, then ask for the last hour.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        eventually(15, "a few seconds of samples in the store", || async {
+            let body: shared::history::HistoryResponse = reqwest::get(stored()).await.ok()?.json().await.ok()?;
+            (body.points.len() >= 10).then_some(())
+        })
+        .await;
         c.find(Locator::Css("#range-picker button[data-range='1h']")).await.unwrap().click().await.unwrap();
         assert_eq!(texts(&c, "#range-picker button.active").await, ["1h"]);
         eventually(10, "an hour-long /api/history request per chart", || async {

@@ -7,7 +7,6 @@
 //! `cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1`
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use fantoccini::Locator;
 use gpudash::store::{Retention, Store};
@@ -187,7 +186,21 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> Str
         .await;
         hour.click().await.unwrap();
         // Let the hour's answers arrive and draw before timing live ticks.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        eventually(15, "every chart's hour-long answer, and the charts on screen drawn", || async {
+            let done = js(
+                &c,
+                "const charts = [...document.querySelectorAll('canvas.history-chart')]; \
+                 const hours = performance.getEntriesByType('resource').map(e => new URL(e.name)) \
+                 .filter(u => u.pathname === '/api/history' \
+                     && +u.searchParams.get('to') - +u.searchParams.get('from') === 3600000).length; \
+                 return charts.length > 0 && hours >= charts.length && charts \
+                     .filter(k => k.getBoundingClientRect().top < innerHeight) \
+                     .every(k => +k.getAttribute('data-points') > 0)",
+            )
+            .await;
+            (done == serde_json::Value::Bool(true)).then_some(())
+        })
+        .await;
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
         let timing = eventually(90, "300 timed ticks", || async {
             let probe = js(&c, "const p = window.__gpudashProbe; return { tasks: p.tasks, draws: p.draws }").await;

@@ -1,18 +1,24 @@
 //! `GET /api/history` against a real SQLite database in a temporary directory.
 
-use std::time::Duration;
-
 use reqwest::StatusCode;
 use shared::history::{HistoryResponse, Metric, Resolution};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually};
 
 #[tokio::test]
 async fn recent_history_comes_back_downsampled_within_the_points_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let server = TestServer::with_history(2, 100, dir.path()).await;
-    // The recorder flushes every 500 ms: after 2 s there are ~20 samples per GPU on disk.
-    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    // The recorder flushes every 500 ms: wait until two seconds of samples are on disk.
+    eventually(15, "two seconds of samples on disk", || async {
+        // The last minute at one point per 60 ms: every 100 ms sample is a point of its own.
+        let now = gpudash::telemetry::now_ms();
+        let url =
+            server.url(&format!("/api/history?device=0&metric=power_draw&from={}&to={now}&points=1000", now - 60_000));
+        let body: HistoryResponse = reqwest::get(&url).await.ok()?.json().await.ok()?;
+        (body.points.len() >= 20).then_some(())
+    })
+    .await;
     let url = server.url("/api/history?device=1&metric=memory_used&points=5");
     let body: HistoryResponse = reqwest::get(&url).await.unwrap().json().await.unwrap();
     assert_eq!(body.device, 1);

@@ -15,7 +15,7 @@ use shared::lab::{
 };
 use tokio::net::TcpListener;
 
-use crate::support::{TestServer, connect, finished, get_json, next_message};
+use crate::support::{TestServer, connect, eventually, finished, get_json, next_message};
 
 /// A server with `count` simulated GPUs whose lab sleeps `step` per experiment step.
 async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer, Arc<SimulatedProbe>) {
@@ -331,17 +331,21 @@ async fn one_run_per_gpu_a_shared_queue_and_cancel() {
         assert_eq!(status, StatusCode::ACCEPTED, "{run}");
         ids.push(run["id"].as_u64().expect("id"));
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
     // Signed in: anonymous visitors of a dashboard with tokens do not see who asked.
-    let lab: LabStatus = reqwest::Client::new()
-        .get(server.url("/api/lab"))
-        .bearer_auth("alice-token-for-tests")
-        .send()
-        .await
-        .expect("request")
-        .json()
-        .await
-        .expect("JSON body");
+    let lab: LabStatus = eventually(10, "alice's and dave's runs started", || async {
+        let lab: LabStatus = reqwest::Client::new()
+            .get(server.url("/api/lab"))
+            .bearer_auth("alice-token-for-tests")
+            .send()
+            .await
+            .ok()?
+            .json()
+            .await
+            .ok()?;
+        let running = |id: u64| lab.queue.iter().any(|e| e.run.id == id && e.run.status == RunStatus::Running);
+        (running(ids[0]) && running(ids[3])).then_some(lab)
+    })
+    .await;
     assert!(lab.available && lab.simulated);
     let queue: Vec<(u64, u32, u32, &str)> =
         lab.queue.iter().map(|e| (e.run.id, e.run.device, e.position, e.run.requested_by.as_str())).collect();
@@ -428,10 +432,12 @@ async fn empty_cache_and_idle_release_hand_memory_back() {
     assert!(trimmed.released_bytes >= 128 << 20, "{trimmed:?}");
     assert_eq!(trimmed.reserved_after, 0);
 
-    // Nobody experimenting: the lab lets go of the GPU.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
-    let lab: LabStatus = get_json(&server, "/api/lab").await;
-    assert!(!lab.devices[0].context_open, "{:?}", lab.devices);
+    // Nobody experimenting: the lab lets go of the GPU (after 0.7 s idle).
+    eventually(10, "the idle lab releasing its context", || async {
+        let lab: LabStatus = get_json(&server, "/api/lab").await;
+        (!lab.devices[0].context_open).then_some(())
+    })
+    .await;
     let (status, _) = post(&server, "/api/lab/devices/5/empty_cache", "a", &json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     server.stop().await;

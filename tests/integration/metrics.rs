@@ -3,7 +3,7 @@
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually};
 
 fn promtool() -> String {
     let path = std::env::var("PROMTOOL").unwrap_or_else(|_| "/usr/bin/promtool".to_owned());
@@ -17,8 +17,12 @@ fn promtool() -> String {
 #[tokio::test]
 async fn metrics_pass_promtool_and_carry_dcgm_names() {
     let server = TestServer::simulated(2, 100).await;
-    // Let the slow loop publish health and processes once.
-    tokio::time::sleep(std::time::Duration::from_millis(2_300)).await;
+    // Health and processes come from the slow loop: wait for its first round.
+    eventually(10, "the slow loop's process series", || async {
+        let text = reqwest::get(server.url("/metrics")).await.ok()?.text().await.ok()?;
+        text.contains("\ngpudash_process_memory_bytes{").then_some(())
+    })
+    .await;
     let response = reqwest::get(server.url("/metrics")).await.unwrap();
     assert_eq!(response.headers()["content-type"], "text/plain; version=0.0.4; charset=utf-8");
     let text = response.text().await.unwrap();

@@ -12,7 +12,7 @@ use shared::lab::{ChartSpec, LabStatus, Run, RunStatus};
 use shared::topology::Topology;
 use tokio::net::TcpListener;
 
-use crate::support::{TestServer, finished, get_json};
+use crate::support::{TestServer, eventually, finished, get_json};
 
 /// `count` simulated GPUs (H200s up to three, then other models) whose lab sleeps `step_ms` per step.
 async fn server(count: u32, step_ms: u64) -> TestServer {
@@ -155,7 +155,11 @@ async fn cancelling_a_waiting_p2p_run_frees_the_gpus_it_held() {
     let busy = submit(&server, 0, json!({ "kind": "transfer" })).await;
     let p2p = submit(&server, 0, json!({ "kind": "p2p" })).await;
     let on_1 = submit(&server, 1, json!({ "kind": "latency" })).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    eventually(10, "GPU 0's first run started", || async {
+        let lab: LabStatus = get_json(&server, "/api/lab").await;
+        lab.queue.iter().any(|e| e.run.id == busy && e.run.status == RunStatus::Running).then_some(())
+    })
+    .await;
     let (status, body) = post(&server, &format!("/api/runs/{p2p}/cancel"), &json!({})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["status"], "cancelled");

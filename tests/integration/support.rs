@@ -82,6 +82,23 @@ pub async fn next_message(socket: &mut Socket, secs: u64) -> ServerMessage {
     }
 }
 
+/// Polls `check` every 100 ms until it returns `Some`, or fails with `what` after `secs`:
+/// the one way a test waits for a state (never a fixed sleep).
+pub async fn eventually<T, Fut: Future<Output = Option<T>>>(
+    secs: u64,
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> T {
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// `GET path` as JSON, failing the test unless it answers 200.
 pub async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
     let response = reqwest::get(server.url(path)).await.expect("request");

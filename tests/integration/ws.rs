@@ -5,7 +5,7 @@ use shared::{ServerMessage, Snapshot};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
-use crate::support::{TestServer, connect, next_message};
+use crate::support::{TestServer, connect, eventually, next_message};
 
 #[tokio::test]
 async fn snapshot_first_then_one_tick_per_period_in_order() {
@@ -28,13 +28,16 @@ async fn snapshot_first_then_one_tick_per_period_in_order() {
 #[tokio::test]
 async fn a_reconnecting_client_gets_history_that_joins_its_ticks() {
     let server = TestServer::simulated(1, 100).await;
-    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
-    let mut socket = connect(&server.ws_url()).await;
-    let ServerMessage::Snapshot(Snapshot { seq, history, latest, .. }) = next_message(&mut socket, 5).await else {
-        panic!("snapshot first")
-    };
+    // Reconnect until the server has half a second of history to hand over.
+    let (mut socket, seq, history, latest) = eventually(10, "a snapshot with five points of history", || async {
+        let mut socket = connect(&server.ws_url()).await;
+        let ServerMessage::Snapshot(Snapshot { seq, history, latest, .. }) = next_message(&mut socket, 5).await else {
+            panic!("snapshot first")
+        };
+        (history[0].points.len() >= 5).then_some((socket, seq, history, latest))
+    })
+    .await;
     let points = &history[0].points;
-    assert!(points.len() >= 5, "history of the last minutes: {}", points.len());
     assert!(points.windows(2).all(|w| w[0].timestamp_ms < w[1].timestamp_ms));
     assert_eq!(points.last().unwrap().timestamp_ms, latest[0].timestamp_ms, "history ends at the latest sample");
     let ServerMessage::Tick(tick) = next_message(&mut socket, 5).await else { panic!("tick") };
