@@ -29,7 +29,8 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
     pub simulate: Option<u32>,
 
-    /// Inject a fault into the simulator, e.g. "lost:1@30s" (GPU 1 falls off the bus after 30 s). Repeatable.
+    /// Inject a fault into the simulator: "lost:1@30s" (GPU 1 falls off the bus after 30 s) or
+    /// "wrong-result:0" (GPU 0's lab runs observe wrong results, so their checks fail). Repeatable.
     #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
     pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
 

@@ -280,7 +280,11 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
-        simulated_lab: lab::SimulatedLab::default(),
+        // The lab's part of --simulate-fault (wrong-result); the simulator injects the rest.
+        simulated_lab: lab::SimulatedLab {
+            probe: Some(Arc::new(lab::guards::SimulatedProbe::with_faults(&config.faults))),
+            ..lab::SimulatedLab::default()
+        },
         exposed_without_auth: exposed && auth.tokens.is_empty(),
         auth,
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),

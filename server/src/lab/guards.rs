@@ -4,7 +4,7 @@
 //! them with [`SimulatedProbe`]; on hardware [`HardwareProbe`] asks telemetry,
 //! which reads the GPUs over the one NVML handle the server has.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use shared::units::format_bytes;
@@ -12,6 +12,7 @@ use shared::{DeviceInfo, PcieLink};
 
 use super::plan::{CONTEXT_OVERHEAD, Footprint};
 pub use crate::telemetry::{ComputeProcess, DeviceMemory, QueryError};
+use crate::telemetry::simulator::Fault;
 use crate::telemetry::{DeviceQuery, Telemetry};
 
 /// The host's memory as `/proc/meminfo` says, bytes.
@@ -79,6 +80,12 @@ pub trait DeviceProbe: Send + Sync {
         let _ = device;
         None
     }
+    /// Whether runs on `device` must observe wrong results (the simulator's `wrong-result` fault), so
+    /// their correctness checks can be seen to fail.
+    fn wrong_results(&self, device: u32) -> bool {
+        let _ = device;
+        false
+    }
 }
 
 /// The probe on real GPUs: memory and processes asked of telemetry as the guards need them
@@ -131,6 +138,8 @@ pub struct SimulatedProbe {
     telemetry: OnceLock<Arc<Telemetry>>,
     processes: Mutex<HashMap<u32, Vec<ComputeProcess>>>,
     failures: Mutex<HashMap<u32, String>>,
+    /// GPUs whose runs observe wrong results.
+    wrong: Mutex<HashSet<u32>>,
     host: Mutex<Option<HostMemory>>,
 }
 
@@ -146,6 +155,20 @@ impl SimulatedProbe {
     /// Reads memory from `telemetry` from now on (the first call wins).
     pub fn attach(&self, telemetry: Arc<Telemetry>) {
         let _ = self.telemetry.set(telemetry);
+    }
+
+    /// A probe injecting the lab's part of `faults` (`--simulate-fault`): `wrong-result:INDEX`.
+    pub fn with_faults(faults: &[Fault]) -> Self {
+        let probe = Self::default();
+        for device in faults.iter().filter_map(Fault::wrong_result_device) {
+            probe.give_wrong_results(device);
+        }
+        probe
+    }
+
+    /// Makes every later run on `device` observe wrong results, as a faulty GPU would.
+    pub fn give_wrong_results(&self, device: u32) {
+        self.wrong.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(device);
     }
 
     /// Makes the next run on `device` fail with `error` (e.g. a CUDA out-of-memory), as a
@@ -168,6 +191,10 @@ impl SimulatedProbe {
 impl DeviceProbe for SimulatedProbe {
     fn injected_failure(&self, device: u32) -> Option<String> {
         self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&device)
+    }
+
+    fn wrong_results(&self, device: u32) -> bool {
+        self.wrong.lock().unwrap_or_else(std::sync::PoisonError::into_inner).contains(&device)
     }
 
     fn memory(&self, device: u32) -> Option<DeviceMemory> {

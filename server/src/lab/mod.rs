@@ -13,6 +13,7 @@
 //! and the API share) and `api` ([`Lab`]).
 
 mod api;
+pub mod checks;
 pub mod cuda;
 pub mod executor;
 pub mod gang;

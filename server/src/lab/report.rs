@@ -7,6 +7,7 @@ use shared::lab::{
 };
 use shared::units::format_bytes;
 
+use super::checks::{self, GemmErrors, StreamsOutputs};
 use super::guards::LinkPeaks;
 use super::stats::{rates, summarize};
 
@@ -66,15 +67,7 @@ pub fn memory(m: MemoryMeasurements) -> RunResult {
     ];
     r.figures.extend(figure("allocation served from the pool", "µs", summarize(&m.pooled_us)));
     r.figures.extend(figure("fresh allocation from the driver", "µs", summarize(&m.fresh_us)));
-    let before_trim = m.steps.iter().rev().nth(1).map(|s| s.reserved);
-    let after_trim = m.steps.last().map(|s| s.reserved);
-    if let (Some(before), Some(after)) = (before_trim, after_trim) {
-        r.checks.push(Check {
-            name: "empty_cache returns the cached memory".into(),
-            passed: after < before || before == 0,
-            detail: format!("reserved {} → {}", format_bytes(before), format_bytes(after)),
-        });
-    }
+    r.checks.extend(checks::memory(&m.steps));
     r.notes.push(
         "Blocks come from the driver's stream-ordered pool (cuMemAllocAsync); freed blocks stay reserved until \
          empty_cache trims the pool, like PyTorch's caching allocator."
@@ -148,6 +141,8 @@ pub struct StreamsMeasurements {
     pub kernels_many_streams_ms: Vec<f64>,
     /// The last round's spans.
     pub timeline: Vec<TimelineSpan>,
+    /// What the last round's copy, GEMM and kernels produced; `None` fails the run (nothing verified).
+    pub outputs: Option<StreamsOutputs>,
 }
 
 pub fn streams(m: StreamsMeasurements) -> RunResult {
@@ -177,7 +172,19 @@ pub fn streams(m: StreamsMeasurements) -> RunResult {
         r.figures.extend(figure("concurrent kernels gain", "×", Some(one(one_stream.median / many.median))));
         r.figures.extend(figure("ideal concurrent kernels gain", "×", Some(one(f64::from(k)))));
     }
-    r.notes.push("Bars are CUDA events recorded around each operation in the last timed round.".into());
+    match &m.outputs {
+        Some(outputs) => r.checks.extend(checks::streams(outputs)),
+        None => r.checks.push(Check {
+            name: "the outputs were verified".into(),
+            passed: false,
+            detail: "the executor read back no outputs of the copy, the GEMM or the kernels".into(),
+        }),
+    }
+    r.notes.push(
+        "Both kernel arms are timed the same way: CUDA events around the whole batch, no host round trip inside. \
+         Bars are CUDA events recorded around each operation in the last timed round."
+            .into(),
+    );
     r.timeline = m.timeline;
     r
 }
@@ -225,9 +232,8 @@ pub struct GemmSample {
     pub dtype: Dtype,
     pub size: u32,
     pub times_ms: Vec<f64>,
-    /// `max |gpu - host| / sqrt(k)` over the checked tile.
-    pub error: f64,
-    pub tile: u32,
+    /// The output's sampled rows and columns compared with the host.
+    pub errors: GemmErrors,
 }
 
 pub fn precision(samples: &[GemmSample]) -> RunResult {
@@ -252,16 +258,8 @@ pub fn precision(samples: &[GemmSample]) -> RunResult {
                 points.push(Point { x: f64::from(s.size), y });
                 r.figures.extend(figure(&format!("{} {}", dtype.name(), s.size), "TFLOP/s", Some(y)));
             }
-            let tolerance = dtype.tolerance();
-            r.checks.push(Check {
-                name: format!("{} {} matches the host", dtype.name(), s.size),
-                passed: s.error.is_finite() && s.error <= tolerance,
-                detail: format!(
-                    "{t}×{t} tile: max error/sqrt(k) {:.2e} (tolerance {tolerance:.0e})",
-                    s.error,
-                    t = s.tile
-                ),
-            });
+            let name = format!("{} {} matches the host", dtype.name(), s.size);
+            r.checks.push(checks::gemm(name, &s.errors, dtype.tolerance()));
         }
         r.series.push(Series { name: dtype.name().to_owned(), points });
     }
@@ -307,11 +305,37 @@ mod tests {
 
     #[test]
     fn precision_checks_use_the_tolerance_of_each_type() {
-        let s = |dtype, error| GemmSample { dtype, size: 1024, times_ms: vec![1.0], error, tile: 16 };
+        let compared = 2 * 16 * 1024 - 256;
+        let s = |dtype, worst: f64| GemmSample {
+            dtype,
+            size: 1024,
+            times_ms: vec![1.0],
+            errors: GemmErrors { worst: worst * 32.0, at: (1023, 7), compared, order: 1024 },
+        };
         let r = precision(&[s(Dtype::Fp32, 1e-6), s(Dtype::Bf16, 0.5)]);
+        assert!(r.checks[1].detail.contains("row 1023, column 7"), "{:?}", r.checks[1]);
         assert_eq!(r.passed(), Some(false));
         assert!(r.checks[0].passed && !r.checks[1].passed);
         assert!((r.figures[0].stats.median - 2.147).abs() < 0.01, "{:?}", r.figures[0]);
+    }
+
+    fn good_outputs() -> StreamsOutputs {
+        let n = 256;
+        StreamsOutputs {
+            copied: checks::PatternCompare { compared: 4096, differ: 0, first: None },
+            gemm: GemmErrors { worst: 1e-6, at: (0, 0), compared: (2 * 16 * n - 256) as u64, order: n },
+            spun: vec![1000; 16],
+            cycles: 1000,
+            launched: 16,
+        }
+    }
+
+    #[test]
+    fn streams_without_outputs_fail() {
+        let m = StreamsMeasurements { copy_ms: vec![1.0], kernels: 8, ..Default::default() };
+        let r = streams(m);
+        assert_eq!(r.passed(), Some(false));
+        assert_eq!(r.checks[0].name, "the outputs were verified");
     }
 
     #[test]
@@ -325,6 +349,7 @@ mod tests {
             kernels_one_stream_ms: vec![4.0],
             kernels_many_streams_ms: vec![0.55],
             timeline: vec![],
+            outputs: Some(good_outputs()),
         };
         assert_eq!(streams(m.clone()).passed(), Some(true));
         assert_eq!(streams(StreamsMeasurements { overlapped_ms: vec![26.0], ..m }).passed(), Some(false));
@@ -339,6 +364,7 @@ mod tests {
             serial_ms: vec![3.93],
             overlapped_ms: vec![2.81],
             kernels: 8,
+            outputs: Some(good_outputs()),
             ..Default::default()
         };
         let r = streams(m.clone());

@@ -1,14 +1,20 @@
 //! An executor without a GPU: figures from a model of an H200 on PCIe Gen5,
 //! with jitter, paced by sleeps so progress, the queue and cancel can be seen
 //! and tested. Every run it makes is labelled simulated.
+//!
+//! Its correctness checks run the real check code ([`checks`]) on small model buffers and
+//! matrices, really written and compared: right unless the probe says the GPU gives wrong
+//! results (`--simulate-fault wrong-result:INDEX`), then each experiment observes a fault of its
+//! kind, so tests can show every check failing on one.
 
 use std::time::Duration;
 
 use shared::lab::{
-    Check, CopyKind, ExperimentParams, LatencyParams, MemoryParams, MemoryStep, P2pParams, PrecisionParams, RunResult,
+    CopyKind, ExperimentParams, LatencyParams, MemoryParams, MemoryStep, P2pParams, PrecisionParams, RunResult,
     StreamsParams, TimelineSpan, TransferParams,
 };
 
+use super::checks::{self, CopyVerification, GemmErrors, GemmSampler, PatternCompare, StreamsOutputs};
 use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 use super::guards::LinkPeaks;
 use super::p2p::{self, LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample};
@@ -34,6 +40,45 @@ impl SimulatedExecutor {
         std::thread::sleep(self.step);
         ctx.check()
     }
+}
+
+/// Bytes of a model buffer the simulated executor copies and compares (its figures are a model).
+const MODEL_BYTES: u64 = 64 << 10;
+
+/// A model copy of `bytes` carrying the pattern of `seed`, really written and compared by the
+/// check code; `wrong` flips a bit of its last byte, as a faulty copy would.
+fn model_copy(seed: u64, bytes: u64, wrong: bool) -> PatternCompare {
+    let mut dst = vec![0u8; usize::try_from(bytes.min(MODEL_BYTES)).unwrap_or(0)];
+    checks::fill_pattern(&mut dst, seed, 0);
+    if let Some(last) = dst.last_mut().filter(|_| wrong) {
+        *last ^= 1;
+    }
+    checks::compare_pattern(&dst, seed, 0)
+}
+
+/// A model GEMM of order min(size, 64) on random data, compared by the GPU's sampler; `wrong` spoils
+/// one element of the last row, away from the first rows and columns.
+fn model_gemm(size: u32, wrong: bool) -> GemmErrors {
+    let n = (size as usize).clamp(1, 64);
+    let mut rng = fastrand::Rng::with_seed(u64::from(size));
+    let mut matrix = || (0..n * n).map(|_| rng.f64() * 2.0 - 1.0).collect::<Vec<f64>>();
+    let (a, b) = (matrix(), matrix());
+    let mut c = vec![0.0; n * n];
+    for j in 0..n {
+        for l in 0..n {
+            for i in 0..n {
+                c[i + j * n] += a[i + l * n] * b[l + j * n];
+            }
+        }
+    }
+    if wrong {
+        c[(n - 1) + (n / 2) * n] += 1.0;
+    }
+    let mut sampler = GemmSampler::new(n, |i| a[i]);
+    for (k, chunk) in c.chunks(8 * n).enumerate() {
+        sampler.columns(8 * k, chunk, |i| a[i], |i| b[i]);
+    }
+    sampler.errors
 }
 
 /// `n` samples around `value`, ±2%.
@@ -88,6 +133,8 @@ impl Executor for SimulatedExecutor {
 
 impl SimulatedExecutor {
     fn memory(&mut self, p: &MemoryParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+        // A faulty pool caches nothing: what is freed is gone at once.
+        let caches = !ctx.probe.wrong_results(ctx.device);
         let base = ctx.probe.memory(ctx.device).map_or(0, |m| m.used) + CONTEXT_OVERHEAD;
         let mut steps = Vec::new();
         let (mut allocated, mut reserved) = (0u64, 0u64);
@@ -107,11 +154,12 @@ impl SimulatedExecutor {
         }
         let freed = (0..p.blocks).filter(|i| i % p.free_every == p.free_every - 1).count() as u64;
         allocated -= freed * p.block_bytes;
+        reserved = if caches { reserved } else { allocated };
         steps.push(step(format!("free {freed} blocks"), allocated, reserved));
         self.pace(ctx, (total - 4.0) / total, "timing pool-served vs fresh allocations")?;
         let pooled_us = jitter(3.0, p.repetitions);
         let fresh_us = jitter(40.0 + p.block_bytes as f64 / 1e9 * 120.0, p.repetitions);
-        steps.push(step("free all".into(), 0, reserved));
+        steps.push(step("free all".into(), 0, if caches { reserved } else { 0 }));
         self.pace(ctx, (total - 2.0) / total, "empty_cache")?;
         steps.push(step("empty_cache".into(), 0, 0));
         Ok(report::memory(MemoryMeasurements { steps, pooled_us, fresh_us }))
@@ -124,6 +172,8 @@ impl SimulatedExecutor {
         peaks: &LinkPeaks,
     ) -> Result<RunResult, ExperimentError> {
         let mut samples = Vec::new();
+        let mut verified = Vec::new();
+        let wrong = ctx.probe.wrong_results(ctx.device);
         let total = (p.copies.len() * p.sizes.len()) as f64;
         for (i, &copy) in p.copies.iter().enumerate() {
             let (gbps, latency_us) = match copy {
@@ -137,13 +187,20 @@ impl SimulatedExecutor {
                 let moved = if copy == CopyKind::D2d { 2 * bytes } else { bytes } as f64;
                 let ms = latency_us / 1e3 + moved / (gbps * 1e9) * 1e3;
                 samples.push(TransferSample { copy, bytes, times_ms: jitter(ms, p.repetitions) });
+                // A faulty GPU spoils one size of each kind.
+                let spoilt = wrong && j == p.sizes.len() / 2;
+                let compare = model_copy(checks::copy_seed(copy, bytes), bytes, spoilt);
+                verified.push(CopyVerification { copy, bytes, compare });
                 let done = (i * p.sizes.len() + j) as f64 / total;
                 if j % 3 == 2 {
                     self.pace(ctx, done, &format!("{} {}", copy.name(), shared::units::format_bytes(bytes)))?;
                 }
             }
         }
-        Ok(report::transfer(&samples, peaks))
+        let mut result = report::transfer(&samples, peaks);
+        let timed: Vec<(CopyKind, u64)> = samples.iter().map(|s| (s.copy, s.bytes)).collect();
+        result.checks.extend(checks::copies(&timed, &verified));
+        Ok(result)
     }
 
     fn streams(&mut self, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
@@ -167,6 +224,19 @@ impl SimulatedExecutor {
             self.pace(ctx, i as f64 / 5.0, phase)?;
         }
         let n = p.repetitions;
+        let wrong = ctx.probe.wrong_results(ctx.device);
+        let cycles = u64::from(p.kernel_us) * 1_980;
+        let mut spun = vec![cycles + 40; 2 * k as usize];
+        if wrong {
+            spun[k as usize] = 0;
+        }
+        let outputs = StreamsOutputs {
+            copied: model_copy(checks::copy_seed(CopyKind::H2dPinned, p.copy_bytes), p.copy_bytes, wrong),
+            gemm: model_gemm(p.gemm_size, wrong),
+            spun,
+            cycles,
+            launched: 2 * k as usize,
+        };
         Ok(report::streams(StreamsMeasurements {
             copy_ms: jitter(copy, n),
             compute_ms: jitter(compute, n),
@@ -176,6 +246,7 @@ impl SimulatedExecutor {
             kernels_one_stream_ms: jitter(kernel * f64::from(k), n),
             kernels_many_streams_ms: jitter(kernel * 1.05, n),
             timeline,
+            outputs: Some(outputs),
         }))
     }
 
@@ -193,13 +264,8 @@ impl SimulatedExecutor {
                 let n3 = f64::from(size).powi(3);
                 let efficiency = n3 / (n3 + 1024f64.powi(3));
                 let ms = 2.0 * n3 / (peak * 1e12 * efficiency) * 1e3;
-                samples.push(GemmSample {
-                    dtype,
-                    size,
-                    times_ms: jitter(ms, p.repetitions),
-                    error: dtype.tolerance() * 0.08,
-                    tile: 16,
-                });
+                let errors = model_gemm(size, ctx.probe.wrong_results(ctx.device));
+                samples.push(GemmSample { dtype, size, times_ms: jitter(ms, p.repetitions), errors });
                 self.pace(ctx, (i * p.dtypes.len() + j) as f64 / total, &format!("{} {size}", dtype.name()))?;
             }
         }
@@ -229,11 +295,16 @@ impl SimulatedExecutor {
         let size = p.size as f64;
         let ms = |gbps: f64, latency_us: f64, bytes: f64| latency_us / 1e3 + bytes / (gbps * 1e9) * 1e3;
         let mut samples = Vec::new();
+        let mut checks = Vec::new();
         let latency_n = p.repetitions * LATENCY_REPETITIONS_PER_REPETITION;
         for (i, pair) in p.pairs.iter().enumerate() {
             for peer in [true, false] {
                 let (uni, bidi, latency_us) = if peer { (395.0, 740.0, 2.4) } else { (21.0, 33.0, 11.5) };
                 for (from, to) in [(pair.a, pair.b), (pair.b, pair.a)] {
+                    // Copies to a faulty GPU land wrong.
+                    let seed = checks::copy_seed(CopyKind::D2d, p.size) ^ u64::from(from) ^ u64::from(peer) << 8;
+                    let compare = model_copy(seed, p.size, ctx.probe.wrong_results(to));
+                    checks.push(checks::p2p_destination(from, to, peer, &compare));
                     let sample = |mode, times_ms| P2pSample { from, to, peer, mode, times_ms };
                     samples.push(sample(P2pMode::Unidirectional, jitter(ms(uni, 8.0, size), p.repetitions)));
                     samples.push(sample(P2pMode::Latency, jitter(latency_us / 1e3, latency_n)));
@@ -245,15 +316,6 @@ impl SimulatedExecutor {
                 self.pace(ctx, done, &format!("GPU {} ↔ {}, {mode}", pair.a, pair.b))?;
             }
         }
-        let checks = p
-            .pairs
-            .iter()
-            .map(|pair| Check {
-                name: format!("GPU {} → {} → {} peer copies are byte-exact", pair.a, pair.b, pair.a),
-                passed: true,
-                detail: "simulated: nothing was copied".into(),
-            })
-            .collect();
         Ok(p2p::report(P2pMeasurements { devices: p.devices(), size: p.size, samples, no_peer_access: vec![], checks }))
     }
 }

@@ -14,6 +14,7 @@ mod p2p;
 mod precision;
 mod streams;
 mod transfer;
+mod verify;
 
 use std::sync::Arc;
 
@@ -27,9 +28,12 @@ use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 /// Kernels the experiments launch, compiled by NVRTC for the device at hand.
 const KERNELS: &str = r#"
 extern "C" __global__ void empty_kernel() {}
-extern "C" __global__ void spin_kernel(long long cycles) {
+extern "C" __global__ void spin_kernel(long long cycles, unsigned long long* spun, unsigned int slot,
+                                       unsigned int slots) {
     long long start = clock64();
-    while (clock64() - start < cycles) {}
+    long long now = start;
+    while (now - start < cycles) { now = clock64(); }
+    if (threadIdx.x == 0 && slot < slots) { spun[slot] = (unsigned long long)(now - start); }
 }
 "#;
 
@@ -157,7 +161,8 @@ impl Session {
                     options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
                     ..Default::default()
                 };
-                let ptx = cudarc::nvrtc::compile_ptx_with_opts(KERNELS, options).map_err(lib_err("NVRTC compile"))?;
+                let source = [KERNELS, verify::CHECK_KERNELS].concat();
+                let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(lib_err("NVRTC compile"))?;
                 let module = self.ctx.load_module(ptx).map_err(cuda_err("loading the kernels"))?;
                 self.module = Some(module.clone());
                 module

@@ -1,5 +1,5 @@
 //! cuBLAS GEMM throughput in fp32, tf32, fp16 and bf16 on random data, each
-//! result checked against a tile computed on the host.
+//! result checked on the host over whole rows and columns spread across the output.
 #![allow(unsafe_code)]
 
 use cudarc::cublas::result::gemm_ex;
@@ -10,14 +10,15 @@ use half::{bf16, f16};
 use shared::lab::{Dtype, PrecisionParams, RunResult};
 
 use super::{Session, cuda_err, lib_err};
+use crate::lab::checks::{GemmErrors, GemmSampler};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, GemmSample};
 
-/// Rows and columns of C checked on the host.
-const TILE: usize = 16;
+/// Columns of C downloaded at once for the check (at most 64 × 16384 values).
+const CHECK_COLUMNS: usize = 64;
 
 /// Element types cuBLAS multiplies here, and how they convert.
-trait Element: DeviceRepr + ValidAsZeroBits + Copy + Unpin {
+pub(super) trait Element: DeviceRepr + ValidAsZeroBits + Copy + Unpin {
     const DATA: cudaDataType_t;
     fn from_f32(v: f32) -> Self;
     fn to_f64(self) -> f64;
@@ -72,7 +73,7 @@ pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result
             ctx.check()?;
             ctx.progress((i * p.dtypes.len() + j) as f64 / total, &format!("{} GEMM {n}", dtype.name()));
             let handle = *blas.handle();
-            let (times, error) = match dtype {
+            let (times, errors) = match dtype {
                 Dtype::Fp32 => measure::<f32>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
                 Dtype::Tf32 => {
                     measure::<f32>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32, p, ctx)?
@@ -80,13 +81,13 @@ pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result
                 Dtype::Fp16 => measure::<f16>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
                 Dtype::Bf16 => measure::<bf16>(s, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
             };
-            samples.push(GemmSample { dtype, size, times_ms: times, error, tile: TILE.min(n) as u32 });
+            samples.push(GemmSample { dtype, size, times_ms: times, errors });
         }
     }
     Ok(report::precision(&samples))
 }
 
-/// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, and checks a tile of C.
+/// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, and checks C's sampled rows and columns.
 #[allow(clippy::too_many_arguments)]
 fn measure<T: Element>(
     s: &Session,
@@ -97,7 +98,7 @@ fn measure<T: Element>(
     compute: cublasComputeType_t,
     p: &PrecisionParams,
     ctx: &RunContext<'_>,
-) -> Result<(Vec<f64>, f64), ExperimentError> {
+) -> Result<(Vec<f64>, GemmErrors), ExperimentError> {
     let a_t: Vec<T> = a.iter().map(|&v| T::from_f32(v)).collect();
     let b_t: Vec<T> = b.iter().map(|&v| T::from_f32(v)).collect();
     let stream = &s.stream;
@@ -148,20 +149,30 @@ fn measure<T: Element>(
         let end = s.record(stream)?;
         times.push(f64::from(start.elapsed_ms(&end).map_err(cuda_err("reading an event"))?));
     }
-    // The first TILE columns of C (column-major), to compare a TILE×TILE corner with the host.
-    let t = TILE.min(n);
-    let c = stream.clone_dtoh(&dc.slice(0..t * n)).map_err(cuda_err("downloading C"))?;
-    stream.synchronize().map_err(cuda_err("synchronizing"))?;
-    let mut worst: f64 = 0.0;
-    for j in 0..t {
-        for i in 0..t {
-            let reference: f64 = (0..n).map(|l| a_t[i + l * n].to_f64() * b_t[l + j * n].to_f64()).sum();
-            let got = c[i + j * n].to_f64();
-            let error = if got.is_finite() { (got - reference).abs() } else { f64::INFINITY };
-            worst = worst.max(error);
-        }
-    }
+    let errors = check_output(s, &dc, &a_t, &b_t, n, ctx)?;
     drop((da, db, dc));
     stream.synchronize().map_err(cuda_err("synchronizing"))?;
-    Ok((times, worst / (n as f64).sqrt()))
+    Ok((times, errors))
+}
+
+/// Compares C (column-major n×n, on the device) with A·B computed on the host over the sampler's
+/// whole rows and columns, downloading C a few columns at a time.
+pub(super) fn check_output<T: Element>(
+    s: &Session,
+    dc: &CudaSlice<T>,
+    a: &[T],
+    b: &[T],
+    n: usize,
+    ctx: &RunContext<'_>,
+) -> Result<GemmErrors, ExperimentError> {
+    let mut sampler = GemmSampler::new(n, |i| a[i].to_f64());
+    for j0 in (0..n).step_by(CHECK_COLUMNS) {
+        ctx.check()?;
+        let j1 = (j0 + CHECK_COLUMNS).min(n);
+        let chunk = s.stream.clone_dtoh(&dc.slice(j0 * n..j1 * n)).map_err(cuda_err("downloading C"))?;
+        s.stream.synchronize().map_err(cuda_err("synchronizing"))?;
+        let values: Vec<f64> = chunk.iter().map(|v| v.to_f64()).collect();
+        sampler.columns(j0, &values, |i| a[i].to_f64(), |i| b[i].to_f64());
+    }
+    Ok(sampler.errors)
 }

@@ -1,13 +1,17 @@
 //! Host↔device and device↔device bandwidth: pageable and pinned host buffers,
-//! written before they are timed, each copy between two CUDA events.
+//! written before they are timed, each copy between two CUDA events. Every size of
+//! every kind is verified: its source carries a pattern of its own (kind, size,
+//! position), its destination is poisoned first, and after the timed copies the
+//! destination is compared with the pattern where it landed.
 #![allow(unsafe_code)]
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
-use shared::lab::{Check, CopyKind, RunResult, TransferParams};
+use shared::lab::{CopyKind, RunResult, TransferParams};
 use shared::units::format_bytes;
 
 use super::{Session, cuda_err};
+use crate::lab::checks::{self, CopyVerification, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, TransferSample};
 
@@ -97,12 +101,15 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
     let start = s.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("creating an event"))?;
     let end = s.ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("creating an event"))?;
     let mut samples = Vec::new();
+    let mut verified = Vec::new();
     let total = (p.copies.len() * p.sizes.len()) as f64;
     for (i, &copy) in p.copies.iter().enumerate() {
         for (j, &size) in p.sizes.iter().enumerate() {
             ctx.check()?;
             ctx.progress((i * p.sizes.len() + j) as f64 / total, &format!("{} {}", copy.name(), format_bytes(size)));
             let n = usize::try_from(size).unwrap_or(max).min(max);
+            let seed = checks::copy_seed(copy, size);
+            prepare_check(s, &mut b, copy, n, seed)?;
             for _ in 0..p.warmup {
                 copy_once(s, &mut b, copy, n)?;
             }
@@ -112,10 +119,12 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
                 times.push(timed(s, &start, &end, || copy_once(s, &mut b, copy, n))?);
             }
             samples.push(TransferSample { copy, bytes: size, times_ms: times });
+            verified.push(CopyVerification { copy, bytes: size, compare: verify_copy(s, &mut b, copy, n, seed)? });
         }
     }
     let mut result = report::transfer(&samples, &ctx.probe.peaks(ctx.device));
-    result.checks.extend(round_trip(s, &mut b, max.min(64 << 20))?);
+    let timed: Vec<(CopyKind, u64)> = samples.iter().map(|t| (t.copy, t.bytes)).collect();
+    result.checks.extend(checks::copies(&timed, &verified));
     Ok(result)
 }
 
@@ -155,19 +164,62 @@ fn copy_once(s: &Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize) -> Resu
     .map_err(cuda_err("copying"))
 }
 
-/// Uploads a written pattern and reads it back: the copies move the right bytes.
-fn round_trip(s: &Session, b: &mut Buffers<'_>, n: usize) -> Result<Option<Check>, ExperimentError> {
-    let mut pattern = vec![0u8; n];
-    fill(&mut pattern);
-    pattern.iter_mut().step_by(997).for_each(|x| *x = x.wrapping_mul(3));
-    s.stream.memcpy_htod(&pattern, &mut b.src.slice_mut(..n)).map_err(cuda_err("uploading the check pattern"))?;
-    let mut back = vec![0u8; n];
-    s.stream.memcpy_dtoh(&b.src.slice(..n), &mut back).map_err(cuda_err("downloading the check pattern"))?;
-    s.stream.synchronize().map_err(cuda_err("synchronizing"))?;
-    let mismatches = pattern.iter().zip(&back).filter(|(a, b)| a != b).count();
-    Ok(Some(Check {
-        name: "host → device → host round trip is byte-exact".into(),
-        passed: mismatches == 0,
-        detail: format!("{} compared, {mismatches} bytes differ", format_bytes(n as u64)),
-    }))
+/// A buffer a copy reads or writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Pageable,
+    Pinned,
+    /// `Buffers::src`: the device end of host copies, the source of device copies.
+    Device,
+    /// `Buffers::dst`: the destination of device-to-device copies.
+    DeviceDst,
+}
+
+/// Where a copy kind reads from and writes to, as `copy_once` copies.
+fn ends(copy: CopyKind) -> (End, End) {
+    match copy {
+        CopyKind::H2dPageable => (End::Pageable, End::Device),
+        CopyKind::H2dPinned => (End::Pinned, End::Device),
+        CopyKind::D2hPageable => (End::Device, End::Pageable),
+        CopyKind::D2hPinned => (End::Device, End::Pinned),
+        CopyKind::D2d => (End::Device, End::DeviceDst),
+    }
+}
+
+/// Writes the pattern for `seed` over the first `n` bytes of `end`.
+fn write_pattern(s: &mut Session, b: &mut Buffers<'_>, end: End, n: usize, seed: u64) -> Result<(), ExperimentError> {
+    let missing = || ExperimentError::Cuda("buffer missing for this copy's check".into());
+    match end {
+        End::Pageable => checks::fill_pattern(&mut b.pageable.bytes_mut()[..n], seed, 0),
+        End::Pinned => checks::fill_pattern(&mut b.pinned.as_deref_mut().ok_or_else(missing)?[..n], seed, 0),
+        End::Device => s.fill_pattern(&mut b.src.slice_mut(..n), seed)?,
+        End::DeviceDst => s.fill_pattern(&mut b.dst.as_mut().ok_or_else(missing)?.slice_mut(..n), seed)?,
+    }
+    Ok(())
+}
+
+/// The copy's source gets its own pattern, its destination a poison, before the copies of a size.
+fn prepare_check(s: &mut Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize, seed: u64) -> Result<(), ExperimentError> {
+    let (from, to) = ends(copy);
+    write_pattern(s, b, from, n, seed)?;
+    write_pattern(s, b, to, n, checks::poison_seed(seed))?;
+    s.stream.synchronize().map_err(cuda_err("synchronizing after writing the check pattern"))
+}
+
+/// The copy's destination after its timed copies, compared with the source's pattern where it landed.
+fn verify_copy(
+    s: &mut Session,
+    b: &mut Buffers<'_>,
+    copy: CopyKind,
+    n: usize,
+    seed: u64,
+) -> Result<PatternCompare, ExperimentError> {
+    s.stream.synchronize().map_err(cuda_err("synchronizing before the check"))?;
+    let missing = || ExperimentError::Cuda("buffer missing for this copy's check".into());
+    match ends(copy).1 {
+        End::Pageable => Ok(checks::compare_pattern(&b.pageable.bytes()[..n], seed, 0)),
+        End::Pinned => Ok(checks::compare_pattern(&b.pinned.as_deref().ok_or_else(missing)?[..n], seed, 0)),
+        End::Device => s.compare_pattern(&b.src.slice(..n), seed),
+        End::DeviceDst => s.compare_pattern(&b.dst.as_ref().ok_or_else(missing)?.slice(..n), seed),
+    }
 }
