@@ -1,7 +1,9 @@
 //! Copies between GPUs through cudarc, like cuda-samples' p2pBandwidthLatencyTest:
 //! for each pair, one way each direction, both ways at once, and 4-byte copies,
 //! first with peer access disabled (the driver stages through pinned host
-//! memory), then enabled. Peer access is left disabled at the end.
+//! memory), then enabled. Peer access is left disabled at the end. In each mode,
+//! each GPU's source carries a pattern of its own and each destination is poisoned
+//! first; after the copies, both destinations are compared with the other GPU's pattern.
 //!
 //! Buffers come from `cuMemAlloc`, not the lab's stream-ordered pool:
 //! `cuCtxEnablePeerAccess` governs `cuMemAlloc` memory, while pool memory would
@@ -12,15 +14,18 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUevent_flags, cudaError_enum};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
-use shared::lab::{Check, GpuPair, P2pParams, RunResult};
+use shared::lab::{Check, P2pParams, RunResult};
 use shared::units::format_bytes;
 
 use super::{cuda_err, ordinal_for};
+use crate::lab::checks::{self, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::p2p::{self, LATENCY_BYTES, LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample};
 
-/// Bytes copied there and back for the byte-exact check.
+/// Bytes of each checked stretch of a buffer; up to [`CHECK_STRETCHES`] spread over it, the first
+/// and last bytes included, carry the pattern and are compared.
 const CHECK_BYTES: usize = 16 << 20;
+const CHECK_STRETCHES: usize = 4;
 
 /// Device memory from `cuMemAlloc` in one GPU's context, freed on drop.
 struct DeviceBuffer {
@@ -192,13 +197,14 @@ pub fn run(gpus: &[(u32, String)], p: &P2pParams, ctx: &RunContext<'_>) -> Resul
             let mode = if peer { "peer access enabled" } else { "peer access disabled" };
             ctx.progress((2 * i + j) as f64 / steps, &format!("GPU {} ↔ {}, {mode}", pair.a, pair.b));
             set_peer_access(a, b, peer)?;
+            let seeds = prepare_check(a, b, bytes, peer)?;
             let measured = measure_pair(a, b, bytes, p, peer, ctx);
             // Leave peer access off whatever happened, so other experiments see the default.
             let restored = set_peer_access(a, b, false);
             m.samples.extend(measured?);
             restored?;
+            m.checks.extend(verify(a, b, bytes, peer, seeds)?);
         }
-        m.checks.push(round_trip(a, b, bytes.min(CHECK_BYTES), peer_ok)?);
     }
     for g in &open {
         g.sync()?;
@@ -260,46 +266,62 @@ fn measure_pair(
     Ok(samples)
 }
 
-/// A pattern goes `a` → `b` → `a` through peer copies (peer access on where possible) and comes back intact.
-fn round_trip(a: &Gpu, b: &Gpu, n: usize, peer: bool) -> Result<Check, ExperimentError> {
-    let pattern: Vec<u8> = (0..n).map(|i| (i % 251) as u8 ^ 0x5a).collect();
-    a.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
-    // SAFETY: a.src holds at least n bytes; the copy is synchronous.
-    unsafe { result::memcpy_htod_sync(a.src.ptr, &pattern) }.map_err(cuda_err("uploading the check pattern"))?;
-    set_peer_access(a, b, peer)?;
-    let copied = (|| {
-        copy(a, b, n)?;
-        a.sync()?;
-        // And back: b.dst → a.dst, on b's stream.
-        b.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
-        // SAFETY: both buffers hold at least n bytes; the stream is b's.
-        unsafe {
-            result::memcpy_peer_async(a.ctx.cu_ctx(), a.dst.ptr, b.ctx.cu_ctx(), b.dst.ptr, n, b.stream.cu_stream())
-        }
-        .map_err(cuda_err("cuMemcpyPeerAsync"))?;
-        b.sync()
-    })();
-    let restored = set_peer_access(a, b, false);
-    copied?;
-    restored?;
-    let mut there = vec![0u8; n];
-    let mut back = vec![0u8; n];
-    b.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
-    // SAFETY: b.dst holds n bytes written by the copy above, which has completed.
-    unsafe { result::memcpy_dtoh_sync(&mut there, b.dst.ptr) }.map_err(cuda_err("downloading the check"))?;
-    a.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
-    // SAFETY: as above, for a.dst.
-    unsafe { result::memcpy_dtoh_sync(&mut back, a.dst.ptr) }.map_err(cuda_err("downloading the check"))?;
-    let differ = pattern.iter().zip(&there).filter(|(x, y)| x != y).count()
-        + pattern.iter().zip(&back).filter(|(x, y)| x != y).count();
-    let pair = GpuPair { a: a.index, b: b.index };
-    Ok(Check {
-        name: format!("GPU {} → {} → {} peer copies are byte-exact", pair.a, pair.b, pair.a),
-        passed: differ == 0,
-        detail: format!(
-            "{} there and back with peer access {}; {differ} bytes differ",
-            format_bytes(n as u64),
-            if peer { "enabled" } else { "disabled" }
-        ),
-    })
+/// Where the checked stretches of a `bytes` buffer start.
+fn stretches(bytes: usize) -> Vec<usize> {
+    if bytes <= CHECK_STRETCHES * CHECK_BYTES {
+        return (0..bytes).step_by(CHECK_BYTES).collect();
+    }
+    checks::spread(bytes - CHECK_BYTES + 1, CHECK_STRETCHES)
+}
+
+/// Writes the pattern for `seed` over the checked stretches of `gpu.src`.
+fn write_pattern(gpu: &Gpu, bytes: usize, seed: u64) -> Result<(), ExperimentError> {
+    gpu.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    let mut chunk = vec![0u8; CHECK_BYTES.min(bytes)];
+    for start in stretches(bytes) {
+        let len = CHECK_BYTES.min(bytes - start);
+        checks::fill_pattern(&mut chunk[..len], seed, start as u64);
+        // SAFETY: src holds `bytes` bytes and start + len ≤ bytes.
+        unsafe { result::memcpy_htod_sync(gpu.src.ptr + start as u64, &chunk[..len]) }
+            .map_err(cuda_err("uploading the check pattern"))?;
+    }
+    Ok(())
+}
+
+/// Compares the checked stretches of `gpu.dst` with the pattern for `seed`.
+fn compare(gpu: &Gpu, bytes: usize, seed: u64) -> Result<PatternCompare, ExperimentError> {
+    gpu.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    gpu.ctx.synchronize().map_err(cuda_err("synchronizing before the check"))?;
+    let mut chunk = vec![0u8; CHECK_BYTES.min(bytes)];
+    let mut total = PatternCompare::default();
+    for start in stretches(bytes) {
+        let len = CHECK_BYTES.min(bytes - start);
+        // SAFETY: dst holds `bytes` bytes and start + len ≤ bytes; every copy into it has completed.
+        unsafe { result::memcpy_dtoh_sync(&mut chunk[..len], gpu.dst.ptr + start as u64) }
+            .map_err(cuda_err("downloading the check"))?;
+        total.add(checks::compare_pattern(&chunk[..len], seed, start as u64));
+    }
+    Ok(total)
+}
+
+/// Before one mode's copies: each GPU's source gets a pattern of its own, each destination a
+/// poison, so a copy that did not happen, or came from elsewhere, fails. Returns the seeds (a, b).
+fn prepare_check(a: &Gpu, b: &Gpu, bytes: usize, peer: bool) -> Result<(u64, u64), ExperimentError> {
+    let seed = |gpu: &Gpu| checks::pattern_word(bytes as u64, u64::from(gpu.index) << 1 | u64::from(peer));
+    for gpu in [a, b] {
+        write_pattern(gpu, bytes, seed(gpu))?;
+        // SAFETY: dst holds `bytes` bytes; the context is current (write_pattern bound it).
+        unsafe { result::memset_d8_sync(gpu.dst.ptr, 0xa5, bytes) }.map_err(cuda_err("poisoning the destination"))?;
+        // The writes above run on the legacy stream: finish them before the copies' streams start.
+        gpu.ctx.synchronize().map_err(cuda_err("synchronizing after writing the check pattern"))?;
+    }
+    Ok((seed(a), seed(b)))
+}
+
+/// After one mode's copies: `b.dst` holds `a`'s pattern and `a.dst` holds `b`'s.
+fn verify(a: &Gpu, b: &Gpu, bytes: usize, peer: bool, (seed_a, seed_b): (u64, u64)) -> Result<Vec<Check>, ExperimentError> {
+    Ok(vec![
+        checks::p2p_destination(a.index, b.index, peer, &compare(b, bytes, seed_a)?),
+        checks::p2p_destination(b.index, a.index, peer, &compare(a, bytes, seed_b)?),
+    ])
 }

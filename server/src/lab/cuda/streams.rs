@@ -1,5 +1,6 @@
 //! Copy/compute overlap and concurrent kernels, with a per-stream timeline
-//! built from CUDA events.
+//! built from CUDA events. After the rounds, the copied bytes, the GEMM's output
+//! and every spin kernel's output are checked.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfi
 use shared::lab::{RunResult, StreamsParams, TimelineSpan};
 
 use super::{Session, cuda_err, lib_err};
+use crate::lab::checks::{self, StreamsOutputs};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, StreamsMeasurements};
 
@@ -29,6 +31,8 @@ struct Work<'a> {
     n: i32,
     spin: CudaFunction,
     cycles: i64,
+    /// Cycles each spin kernel of a round spun: the one-stream arm's slots, then the k streams'.
+    spun: CudaSlice<u64>,
     kernel_streams: Vec<Arc<CudaStream>>,
 }
 
@@ -76,11 +80,15 @@ impl Work<'_> {
         unsafe { self.blas.gemm(cfg, &self.a, &self.b, &mut self.c) }.map_err(lib_err("cuBLAS sgemm"))
     }
 
-    fn spin(&self, stream: &CudaStream) -> Result<(), ExperimentError> {
+    /// One spin kernel on `stream`, writing how long it spun into `slot`.
+    fn spin(&self, stream: &CudaStream, slot: usize) -> Result<(), ExperimentError> {
+        let slots = u32::try_from(self.spun.len()).unwrap_or(u32::MAX);
+        let slot = u32::try_from(slot).ok().filter(|&s| s < slots);
+        let slot = slot.ok_or_else(|| ExperimentError::Cuda("spin kernel slot out of range".into()))?;
         let mut launch = stream.launch_builder(&self.spin);
-        launch.arg(&self.cycles);
+        launch.arg(&self.cycles).arg(&self.spun).arg(&slot).arg(&slots);
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: spin_kernel takes one long long and touches no memory.
+        // SAFETY: spin_kernel takes a long long, a u64 buffer of `slots` values and writes only spun[slot < slots].
         unsafe { launch.launch(one) }.map(|_| ()).map_err(cuda_err("launching spin_kernel"))
     }
 
@@ -118,28 +126,28 @@ impl Work<'_> {
         Ok((ms(&origin, &end)?, spans))
     }
 
-    /// The spin kernels on one stream, then one per stream.
+    /// The spin kernels on one stream, then one per stream. Both arms are timed the same way, by
+    /// events on the main stream around the whole batch; no event is read before both arms are
+    /// queued, since reading one waits for it and would put the host between kernels.
     fn kernels(&mut self) -> Result<((f64, f64), Vec<TimelineSpan>), ExperimentError> {
         let main = self.s.stream.clone();
         let k = self.kernel_streams.len();
         let one = format!("{k} kernels, one stream");
         let many = format!("{k} kernels, {k} streams");
-        let mut spans = Vec::new();
-        let origin = self.s.record(&main)?;
-        let mut last = self.s.record(&main)?;
-        for _ in 0..k {
+        let serial_origin = self.s.record(&main)?;
+        let mut serial = Vec::with_capacity(k);
+        for slot in 0..k {
             let start = self.s.record(&main)?;
-            self.spin(&main)?;
-            last = self.s.record(&main)?;
-            spans.push(span(&one, 0, "spin", &origin, &start, &last)?);
+            self.spin(&main, slot)?;
+            serial.push((start, self.s.record(&main)?));
         }
-        let serial = ms(&origin, &last)?;
+        let serial_done = self.s.record(&main)?;
         let origin = self.s.record(&main)?;
-        let mut ends = Vec::new();
+        let mut ends = Vec::with_capacity(k);
         for (i, stream) in self.kernel_streams.iter().enumerate() {
             stream.wait(&origin).map_err(cuda_err("joining streams"))?;
             let start = self.s.record(stream)?;
-            self.spin(stream)?;
+            self.spin(stream, k + i)?;
             let end = self.s.record(stream)?;
             ends.push((i, start, end));
         }
@@ -147,10 +155,14 @@ impl Work<'_> {
             main.wait(end).map_err(cuda_err("joining streams"))?;
         }
         let done = self.s.record(&main)?;
+        let mut spans = Vec::with_capacity(2 * k);
+        for (start, end) in &serial {
+            spans.push(span(&one, 0, "spin", &serial_origin, start, end)?);
+        }
         for (i, start, end) in &ends {
             spans.push(span(&many, u32::try_from(*i).unwrap_or(0), "spin", &origin, start, end)?);
         }
-        Ok(((serial, ms(&origin, &done)?), spans))
+        Ok(((ms(&serial_origin, &serial_done)?, ms(&origin, &done)?), spans))
     }
 }
 
@@ -168,16 +180,19 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
     let mut pinned =
         unsafe { s.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err("allocating pinned memory"))?;
     let host = pinned.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?;
-    for (i, chunk) in host.chunks_mut(4096).enumerate() {
-        chunk.fill((i % 251) as u8 + 1);
-    }
+    let seed = checks::copy_seed(shared::lab::CopyKind::H2dPinned, p.copy_bytes);
+    checks::fill_pattern(host, seed, 0);
     let n = p.gemm_size as usize;
     let mut rng = fastrand::Rng::with_seed(7);
     let values: Vec<f32> = (0..n * n).map(|_| rng.f32() * 2.0 - 1.0).collect();
     let stream = s.stream.clone();
     let upload = |v: &[f32]| stream.clone_htod(v).map_err(cuda_err("uploading matrices"));
-    // SAFETY: every byte of `dev` is written by the first copy before anything reads it; C is GEMM output.
+    // SAFETY: `dev` is poisoned just below, before anything reads it; C is GEMM output.
     let (dev, c) = unsafe { (stream.alloc::<u8>(bytes), stream.alloc::<f32>(n * n)) };
+    let mut dev = dev.map_err(cuda_err("allocating device memory"))?;
+    // A poison the copies must overwrite: a copy that never happened fails the check.
+    s.fill_pattern(&mut dev.slice_mut(..), checks::poison_seed(seed))?;
+    let spun = stream.alloc_zeros::<u64>(2 * p.kernels as usize).map_err(cuda_err("allocating device memory"))?;
     let mut kernel_streams = Vec::new();
     for _ in 0..p.kernels {
         kernel_streams.push(s.ctx.new_stream().map_err(cuda_err("creating a stream"))?);
@@ -188,16 +203,16 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
         copy_stream,
         blas,
         host,
-        dev: dev.map_err(cuda_err("allocating device memory"))?,
+        dev,
         a: upload(&values)?,
         b: upload(&values)?,
         c: c.map_err(cuda_err("allocating device memory"))?,
         n: i32::try_from(n).unwrap_or(i32::MAX),
         spin,
         cycles,
+        spun,
         kernel_streams,
     };
-    drop(values);
     w.s.sync()?;
 
     let mut m = StreamsMeasurements { kernels: p.kernels, ..Default::default() };
@@ -205,6 +220,8 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
     for round in 0..rounds {
         ctx.check()?;
         ctx.progress(f64::from(round) / f64::from(rounds), if round < p.warmup { "warm-up" } else { "timing" });
+        // Each round's kernels must write their own outputs.
+        w.s.stream.memset_zeros(&mut w.spun).map_err(cuda_err("clearing the kernels' outputs"))?;
         let ((copy, compute, serial), mut spans) = w.serial()?;
         let (overlapped, more) = w.overlapped()?;
         spans.extend(more);
@@ -222,7 +239,19 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
         }
     }
     w.s.sync()?;
-    drop(w);
+    ctx.progress(1.0, "checking the outputs");
+    let Work { dev, c, spun, .. } = w;
+    let spun = s.stream.clone_dtoh(&spun).map_err(cuda_err("reading the kernels' outputs"))?;
+    s.sync()?;
+    let outputs = StreamsOutputs {
+        copied: s.compare_pattern(&dev.slice(..), seed)?,
+        gemm: super::precision::check_output::<f32>(s, &c, &values, &values, n, ctx)?,
+        spun,
+        cycles: u64::try_from(cycles).unwrap_or(0),
+        launched: 2 * p.kernels as usize,
+    };
+    drop((dev, c));
     drop(pinned);
+    m.outputs = Some(outputs);
     Ok(report::streams(m))
 }
