@@ -20,6 +20,7 @@ mod edge;
 mod fleet;
 mod history;
 mod lab;
+mod lab_checks;
 mod lab_store;
 mod metrics;
 mod p2p;

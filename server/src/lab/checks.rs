@@ -62,11 +62,9 @@ impl PatternCompare {
     fn describe(&self) -> String {
         match self.first {
             _ if self.compared == 0 => "nothing was compared".to_owned(),
-            Some(first) => format!(
-                "{} of {} bytes differ, the first at byte {first}",
-                self.differ,
-                format_bytes(self.compared)
-            ),
+            Some(first) => {
+                format!("{} of {} bytes differ, the first at byte {first}", self.differ, format_bytes(self.compared))
+            }
             None => format!("all {} byte-exact", format_bytes(self.compared)),
         }
     }
@@ -96,7 +94,8 @@ pub fn compare_pattern(buf: &[u8], seed: u64, offset: u64) -> PatternCompare {
 /// The pattern a copy of `bytes` of kind `copy` carries: different for every kind and size, so
 /// a copy that did not happen (the destination still holds an earlier size's pattern) fails.
 pub fn copy_seed(copy: CopyKind, bytes: u64) -> u64 {
-    let kind = copy.name().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let kind =
+        copy.name().bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     pattern_word(kind, bytes)
 }
 
@@ -147,7 +146,11 @@ pub fn copies(timed: &[(CopyKind, u64)], verified: &[CopyVerification]) -> Vec<C
             } else {
                 problems.join("; ")
             };
-            Check { name: format!("{} copies are byte-exact at every size", copy.name()), passed: problems.is_empty(), detail }
+            Check {
+                name: format!("{} copies are byte-exact at every size", copy.name()),
+                passed: problems.is_empty(),
+                detail,
+            }
         })
         .collect()
 }
@@ -232,7 +235,13 @@ impl GemmSampler {
     pub fn new(n: usize, a: impl Fn(usize) -> f64) -> Self {
         let rows = spread(n, GEMM_SAMPLED);
         let a_rows = rows.iter().map(|&r| (0..n).map(|l| a(r + l * n)).collect()).collect();
-        Self { n, cols: spread(n, GEMM_SAMPLED), rows, a_rows, errors: GemmErrors { order: n, ..GemmErrors::default() } }
+        Self {
+            n,
+            cols: spread(n, GEMM_SAMPLED),
+            rows,
+            a_rows,
+            errors: GemmErrors { order: n, ..GemmErrors::default() },
+        }
     }
 
     /// Columns `j0..` of C (`c`, a multiple of n values), with `a(i)` and `b(i)` elements of A and B.
@@ -462,14 +471,15 @@ mod tests {
             launched: 8,
         };
         assert!(streams(&good).iter().all(|c| c.passed), "{:?}", streams(&good));
-        let failed = |o: StreamsOutputs| streams(&o).into_iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>();
+        let failed =
+            |o: StreamsOutputs| streams(&o).into_iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>();
         let copied = PatternCompare { differ: 1, first: Some(9), ..good.copied };
         assert_eq!(failed(StreamsOutputs { copied, ..good.clone() }), ["the copied bytes arrive intact"]);
         let gemm = GemmErrors { worst: 1.0, ..good.gemm };
         assert_eq!(failed(StreamsOutputs { gemm, ..good.clone() }), ["the GEMM's output matches the host"]);
         let mut spun = good.spun.clone();
         spun[3] = 0;
-        assert_eq!(failed(StreamsOutputs { spun, ..good.clone() }), ["every spin kernel ran to its end"]);
+        assert_eq!(failed(StreamsOutputs { spun, ..good }), ["every spin kernel ran to its end"]);
         assert_eq!(failed(StreamsOutputs { spun: vec![1000; 7], ..good }), ["every spin kernel ran to its end"]);
     }
 

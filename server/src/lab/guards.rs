@@ -11,8 +11,8 @@ use shared::units::format_bytes;
 use shared::{DeviceInfo, PcieLink};
 
 use super::plan::{CONTEXT_OVERHEAD, Footprint};
-pub use crate::telemetry::{ComputeProcess, DeviceMemory, QueryError};
 use crate::telemetry::simulator::Fault;
+pub use crate::telemetry::{ComputeProcess, DeviceMemory, QueryError};
 use crate::telemetry::{DeviceQuery, Telemetry};
 
 /// The host's memory as `/proc/meminfo` says, bytes.

@@ -84,8 +84,8 @@ pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
         ),
         ExperimentKind::Precision => (
             "Precision: GEMM throughput per type",
-            "cuBLAS GEMM in fp32, tf32, fp16 and bf16 on random data; TFLOP/s, and each result checked against a \
-             tile computed on the host.",
+            "cuBLAS GEMM in fp32, tf32, fp16 and bf16 on random data; TFLOP/s, and each result checked against \
+             the host over whole rows and columns spread across the output.",
         ),
         ExperimentKind::Latency => (
             "Latency: launch, record, synchronize",

@@ -188,3 +188,40 @@ fn every_experiment_is_described_with_its_defaults() {
         assert!(!e.title.is_empty() && !e.description.is_empty());
     }
 }
+
+/// Every check of `kind`'s run on `device`, as (name, passed).
+fn checks_of(lab: &Lab, device: u32, kind: ExperimentKind) -> Vec<(String, bool)> {
+    let run = lab.submit(request(device, kind), "alice").unwrap();
+    let run = ended(lab, run.summary.id);
+    assert_eq!(run.summary.status, RunStatus::Succeeded, "{kind:?}: {:?}", run.summary.error);
+    let checks: Vec<(String, bool)> =
+        run.result.as_ref().unwrap().checks.iter().map(|c| (c.name.clone(), c.passed)).collect();
+    assert_eq!(run.summary.passed, Some(checks.iter().all(|(_, passed)| *passed)), "{kind:?}");
+    checks
+}
+
+#[test]
+fn a_gpu_giving_wrong_results_fails_every_correctness_check_and_a_sound_one_none() {
+    let probe = Arc::new(SimulatedProbe::new(None));
+    probe.give_wrong_results(1);
+    let gpus = (0..2).map(|index| LabGpu { index, name: format!("GPU {index}"), uuid: String::new() }).collect();
+    let host = LabHost::default();
+    let lab = Lab::start(LabSetup::simulated(LabConfig::default(), host, gpus, probe, Duration::from_millis(FAST)));
+    let kinds = [ExperimentKind::Memory, ExperimentKind::Transfer, ExperimentKind::Streams, ExperimentKind::Precision];
+    for kind in kinds {
+        let sound = checks_of(&lab, 0, kind);
+        assert!(sound.iter().all(|(_, passed)| *passed), "{kind:?} on a sound GPU: {sound:?}");
+        let faulty = checks_of(&lab, 1, kind);
+        // Every check of the run's outputs fails; only the overlap check judges timings alone.
+        let wrong: Vec<_> = faulty.iter().filter(|(name, _)| name != "copy overlaps compute").collect();
+        assert!(!wrong.is_empty() && wrong.iter().all(|(_, passed)| !passed), "{kind:?} on a faulty GPU: {faulty:?}");
+    }
+    let transfer = checks_of(&lab, 1, ExperimentKind::Transfer);
+    assert_eq!(transfer.len(), 5, "one check per copy kind: {transfer:?}");
+    // P2P: copies landing on the faulty GPU fail, in both modes; those landing on the sound one pass.
+    let p2p = checks_of(&lab, 0, ExperimentKind::P2p);
+    assert_eq!(p2p.len(), 4, "{p2p:?}");
+    for (name, passed) in &p2p {
+        assert_eq!(*passed, name.starts_with("GPU 1 → 0"), "{name}");
+    }
+}

@@ -319,7 +319,13 @@ fn prepare_check(a: &Gpu, b: &Gpu, bytes: usize, peer: bool) -> Result<(u64, u64
 }
 
 /// After one mode's copies: `b.dst` holds `a`'s pattern and `a.dst` holds `b`'s.
-fn verify(a: &Gpu, b: &Gpu, bytes: usize, peer: bool, (seed_a, seed_b): (u64, u64)) -> Result<Vec<Check>, ExperimentError> {
+fn verify(
+    a: &Gpu,
+    b: &Gpu,
+    bytes: usize,
+    peer: bool,
+    (seed_a, seed_b): (u64, u64),
+) -> Result<Vec<Check>, ExperimentError> {
     Ok(vec![
         checks::p2p_destination(a.index, b.index, peer, &compare(b, bytes, seed_a)?),
         checks::p2p_destination(b.index, a.index, peer, &compare(a, bytes, seed_b)?),

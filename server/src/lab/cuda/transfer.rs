@@ -199,7 +199,13 @@ fn write_pattern(s: &mut Session, b: &mut Buffers<'_>, end: End, n: usize, seed:
 }
 
 /// The copy's source gets its own pattern, its destination a poison, before the copies of a size.
-fn prepare_check(s: &mut Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize, seed: u64) -> Result<(), ExperimentError> {
+fn prepare_check(
+    s: &mut Session,
+    b: &mut Buffers<'_>,
+    copy: CopyKind,
+    n: usize,
+    seed: u64,
+) -> Result<(), ExperimentError> {
     let (from, to) = ends(copy);
     write_pattern(s, b, from, n, seed)?;
     write_pattern(s, b, to, n, checks::poison_seed(seed))?;

@@ -49,7 +49,11 @@ extern "C" __global__ void compare_pattern(const unsigned char* buf, unsigned lo
 /// A grid-stride launch over `n` bytes: 256 threads a block, at most 4096 blocks.
 fn over(n: usize) -> LaunchConfig {
     let blocks = n.div_ceil(256).clamp(1, 4096);
-    LaunchConfig { grid_dim: (u32::try_from(blocks).unwrap_or(4096), 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 }
+    LaunchConfig {
+        grid_dim: (u32::try_from(blocks).unwrap_or(4096), 1, 1),
+        block_dim: (256, 1, 1),
+        shared_mem_bytes: 0,
+    }
 }
 
 impl Session {
