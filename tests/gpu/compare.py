@@ -59,11 +59,11 @@ class Row:
     def add(self, mine, theirs, round_index):
         """Adds one round; a None on either side is remembered as MISSING in that round."""
         if mine is None:
-            self.missing.append(f"round {round_index + 1}: gpudash has no '{self.gpudash_name}'")
+            self.missing.append(f"round {round_index + 1}: gpudash has no {self.gpudash_name}")
         elif isinstance(mine, (int, float)) and mine > 0:
             self.mine.append(float(mine))
         else:
-            self.missing.append(f"round {round_index + 1}: gpudash's '{self.gpudash_name}' is {mine!r}")
+            self.missing.append(f"round {round_index + 1}: gpudash's {self.gpudash_name} is {mine!r}")
         if theirs is None:
             if self.reference_name != "none":
                 self.missing.append(f"round {round_index + 1}: no reference figure")
@@ -121,11 +121,12 @@ def print_table(rows, title, reference_label="PyTorch"):
         elif verdict == "PASS":
             passed += 1
         if verdict != "PASS":
-            line = f"{r.figure} [{verdict}]: gpudash '{r.gpudash_name}' rounds " + \
+            line = f"{r.figure} [{verdict}]: gpudash {r.gpudash_name} rounds " + \
                    (", ".join(f"{v:.4g}" for v in r.mine) or "none")
             if r.mine:
                 line += f" = {spread_text(r.mine)}"
-            line += f"; {r.reference_name} rounds " + (", ".join(f"{v:.4g}" for v in r.theirs) or "none")
+            if r.reference_name != "none":
+                line += f"; {r.reference_name} rounds " + (", ".join(f"{v:.4g}" for v in r.theirs) or "none")
             if r.theirs:
                 line += f" = {spread_text(r.theirs)}"
             if r.missing:
@@ -133,10 +134,13 @@ def print_table(rows, title, reference_label="PyTorch"):
             if r.note:
                 line += f"; {r.note}"
             details.append(line)
-    print("\nwhat each side runs and the rounds of every row not PASS:")
+    print("\nreferences (what the other side runs):")
+    seen = []
     for r in rows:
-        if r.judged:
-            print(f"  {r.figure}: gpudash '{r.gpudash_name}' vs {r.reference_name}")
+        if r.reference_name not in seen and r.reference_name != "none":
+            seen.append(r.reference_name)
+            print(f"  {r.reference_name}")
+    print("rounds of every row not PASS (gpudash's JSON figure, then the reference):")
     for line in details:
         print("  " + line)
     return failed, inconclusive, passed

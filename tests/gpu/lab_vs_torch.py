@@ -252,8 +252,9 @@ def latency(device):
 
     def reference():
         figures = cuda_latency.measure(device, params["repetitions"], params["warmup"])
-        torch_info.append(torch_latency())
-        torch_info[-1]["ctypes overhead subtracted"] = figures.pop("ctypes overhead")
+        info = {f"PyTorch {k}": v for k, v in torch_latency().items()}
+        info["plain CUDA: ctypes overhead subtracted"] = figures.pop("ctypes overhead")
+        torch_info.append(info)
         return figures
 
     def gpudash_side(run):
@@ -370,7 +371,7 @@ def report(groups, rounds_run, log, args, started):
         rows, f"gpudash vs PyTorch / plain CUDA, {rounds_run} interleaved rounds", "reference")
     for g in groups:
         for i, info in enumerate(getattr(g, "torch_info", [])):
-            print(f"  PyTorch per call, round {i + 1} (info; includes its Python binding): "
+            print(f"  latency round {i + 1}, for information (PyTorch's per-call figures include its Python binding): "
                   + ", ".join(f"{k} {v:.2f} µs" for k, v in info.items()))
     for g in groups:
         print(f"  time per round, {g.name}: gpudash {statistics.mean(g.seconds['gpudash'] or [0]):.1f} s, "
