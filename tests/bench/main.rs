@@ -138,7 +138,7 @@ fn sampler(simulate: Option<u32>, samples: u32) -> Result<(), String> {
     println!("  CPU per GPU:   {cpu_per_gpu_us:.2} µs (CPU time of this thread, user + system)");
     println!("  8 GPUs at 10 Hz would cost {:.3}% of one core", cpu_per_gpu_us * 8.0 * 10.0 / 1e4);
     println!(
-        "  reference: target ≤ 100 µs per GPU; NVML's cheap fields ~50 µs (REFERENCE.md); all-smi ~14 ms per collection"
+        "  reference: target ≤ 100 µs per GPU; other tools' costs on this machine: python3 tests/gpu/peer_costs.py"
     );
 
     // The rest of a tick: history ring, JSON serialized once for every socket.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, run on a machine with an NVIDIA GPU (the device tool's H200):
 # starts a PyTorch job that holds memory and computes, starts the release
-# gpudash beside it, and compares what gpudash reports with nvidia-smi.
+# gpudash beside it, compares what gpudash reports with nvidia-smi, and measures
+# the running sampler's CPU per GPU per second: fast loop, slow loop and their sum
+# (tests/gpu/sampler_cost.py, over 20 s while the job runs). ~45 s.
 #
 #   cargo build --release    # here, then on the GPU machine, with target/release/gpudash carried:
 #   bash tests/gpu/h200.sh
@@ -31,8 +33,12 @@ SERVER=$!
 trap 'kill $SERVER $JOB 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && break; sleep 0.1; done
 head -3 "$OUT/gpudash.log"
+GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 
 status=0
+# The sampler's cost is measured on the running server while the comparison below reads it.
+python3 tests/gpu/sampler_cost.py "$SERVER" 20 200 "$GPUS" >"$OUT/sampler-cost.txt" 2>&1 &
+COST=$!
 python3 tests/gpu/compare_nvidia_smi.py "http://127.0.0.1:$PORT" || status=1
 
 echo; echo "== health and metrics as gpudash serves them"
@@ -51,6 +57,13 @@ PY
 curl -sf "http://127.0.0.1:$PORT/metrics" >"$OUT/metrics.txt"
 echo "/metrics: $(grep -vc '^#' "$OUT/metrics.txt") series"; grep -E '^(DCGM_FI_DEV_FB_USED|DCGM_FI_DEV_POWER_USAGE|gpudash_process_memory_bytes)' "$OUT/metrics.txt" | head -6
 
-echo; echo "== fast-path sampling cost on this machine"
+echo; echo "== sampler CPU of the running server (fast loop + slow loop)"
+wait $COST || status=1
+cat "$OUT/sampler-cost.txt"
+
+echo; echo "== one fast-path sample in isolation (gpudash-bench sampler)"
 "$(dirname "$BIN")/gpudash-bench" sampler --samples 2000 || status=1
+
+echo; echo "== peers' sampling cost on this machine (reference figures of docs/BENCHMARKS.md)"
+timeout 40 python3 tests/gpu/peer_costs.py || echo "peer_costs.py did not finish (reference only, not a failure)"
 exit $status

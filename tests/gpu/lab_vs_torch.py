@@ -1,184 +1,389 @@
 #!/usr/bin/env python3
-"""gpudash's GPU lab side by side with PyTorch, in the same run on the same GPU.
+"""gpudash's GPU lab against PyTorch (and plain CUDA for latency), measured in one run, interleaved.
 
-Usage: python3 tests/gpu/lab_vs_torch.py BENCH_JSON [GPUDASH_BIN]
-  BENCH_JSON is the output of `gpudash bench --json ... transfer streams precision`.
-PyTorch measures the same sizes the same way: CUDA events around each operation,
-median of the timed repetitions after warm-up, host buffers written before timing.
+Usage: python3 tests/gpu/lab_vs_torch.py [GPUDASH_BIN] [--rounds R] [--deadline-s S] [--device N] [--strict]
 
-Pageable copies are noisy from run to run (the driver stages them through its own
-pinned buffers with CPU memcpy), so they are compared in interleaved rounds:
-PyTorch, gpudash, PyTorch, gpudash, ... PyTorch, each round with the same recipe on
-both sides: one page-aligned host buffer of the largest size, written once by one
-thread before timing, prefixes of it copied, 3 warm-ups then the median of 10.
-Each side's figure is the median over its rounds, and both spreads are printed.
-A pageable row outside ±5% while PyTorch alone varies more than ±5% between its
-rounds is INCONCLUSIVE, never PASS.
+One persistent PyTorch process. Each round runs, for every group below, `gpudash bench --device N
+--json --force --params '...' <experiment>` with few repetitions and then the same measurement in
+this process, alternating which side goes first from group to group and round to round. Both sides
+use the same sizes, warm-ups and repetitions, CUDA events around each timed operation, the median of
+the round's repetitions as the round's figure, and buffers prepared the same way:
 
-Prints one table with the ratio gpudash/PyTorch and PASS/FAIL per target of issue 4;
-exits 1 when a target fails.
+  host copies   one page-aligned pageable host buffer of the largest size, written once by one
+                thread (gpudash: a Vec one page longer used from its page boundary; here a uint8
+                tensor sliced the same way); one pinned buffer of that size (gpudash:
+                cuMemHostAlloc flags 0; here torch pin_memory=True), written; one device buffer;
+                prefixes of them copied. gpudash cuMemcpyHtoDAsync/DtoHAsync; PyTorch
+                `dev.copy_(host, non_blocking=True)` = cudaMemcpyAsync on the current stream (ATen
+                Copy.cu), pageable and pinned alike (non_blocking keeps a stream synchronize out of
+                the timed region, as gpudash has none);
+  device copies two device buffers of the largest size, prefixes copied, bytes read + written.
+                gpudash `d2d` = cuMemcpyDtoDAsync (the driver's memcpy, copy engine on this H200),
+                gpudash `d2d_kernel` = an SM copy kernel; PyTorch `dst.copy_(src)` = cudaMemcpyAsync
+                DeviceToDevice (ATen Copy.cu), which on the H200 runs like a kernel and reads from
+                L2 when the buffers fit its 50 MiB. `d2d_kernel` is judged against it at every
+                size; `d2d` outside L2 only (inside, the copy engine answers another question:
+                printed as info);
+  GEMM          uniform random inputs in [-1, 1]; gpudash cublasGemmEx (fp32 / FAST_TF32 / fp16 /
+                bf16, fp32 accumulate), PyTorch `a @ b` (allow_tf32 only for the tf32 row);
+  streams       a 256 MiB pinned H2D copy and an 8192 fp32 GEMM: alone, one after the other on one
+                stream, and the copy on a second stream beside the GEMM (torch.cuda.Stream with
+                wait_stream both ways); events around each phase, no host round trip inside;
+  latency       gpudash's host-side call times against the plain driver API through ctypes
+                (cuda_latency.py, ctypes overhead subtracted); PyTorch's own per-call figures
+                (Event.record, Stream.synchronize, x.add_(1)) are printed for information.
+
+Verdicts: see compare.py (two-sided, ±5% or the band from both sides' per-round spread). Exits 1
+on any FAIL or MISSING row or any failed gpudash check; INCONCLUSIVE rows are counted and printed
+(with --strict they fail too).
 """
-import json
+import argparse
 import os
+import signal
 import statistics
-import subprocess
 import sys
+import time
 
 import torch
 
-WARMUP, REPS = 3, 10
+from compare import CheckLog, Row, figure, print_table, run_bench, series_point
+import cuda_latency
+
 MIB, GIB = 1 << 20, 1 << 30
+PAGE = 4096
+HOST_COPIES = ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
+HOST_SIZES = (MIB, 16 * MIB, 256 * MIB, GIB)
+DEVICE_COPIES = ("d2d", "d2d_kernel")
+DEVICE_SIZES = (16 * MIB, 256 * MIB, GIB)
+L2_BYTES = 50 * MIB  # H200; the row note says so, and the torch side reads the real value below
+GEMM_SIZES = (4096, 8192)
+DTYPES = ("fp32", "tf32", "fp16", "bf16")
+STREAMS = {"kind": "streams", "copy_bytes": 256 * MIB, "gemm_size": 8192, "kernels": 8, "kernel_us": 500,
+           "warmup": 2, "repetitions": 5}
+LATENCY_NAMES = ("kernel launch (host)", "event record (host)", "synchronize, idle stream (host)",
+                 "launch + synchronize (host)")
+STREAM_FIGURES = ("copy alone", "compute alone", "copy then compute, one stream", "copy and compute, two streams")
 
 
-def timed(fn, warmup=WARMUP, reps=REPS):
-    """Median ms of fn() between two CUDA events on the current stream."""
+def events(fn, warmup, reps, stream=None):
+    """Per-repetition ms of fn() between two CUDA events on `stream` (default: the current one)."""
+    stream = stream or torch.cuda.current_stream()
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
+        start.record(stream)
         fn()
-        end.record()
+        end.record(stream)
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
 
 
-def torch_transfer(kind, n):
-    """GB/s for one copy kind; d2d counts read + write bytes like gpudash."""
-    dev = torch.empty(n, dtype=torch.uint8, device="cuda").fill_(3)
-    if kind == "d2d":
-        dst = torch.empty_like(dev)
-        return 2 * n / timed(lambda: dst.copy_(dev)) / 1e6
-    pinned = kind.endswith("pinned")
-    host = torch.empty(n, dtype=torch.uint8, pin_memory=pinned)
-    host.fill_(1)  # written: never-written pages all map to the zero page and flatter pageable H2D
-    if kind.startswith("h2d"):
-        fn = lambda: dev.copy_(host, non_blocking=pinned)
-    else:
-        fn = lambda: host.copy_(dev, non_blocking=pinned)
-    return n / timed(fn) / 1e6
-
-
-PAGEABLE_KINDS = ("h2d_pageable", "d2h_pageable")
-PAGEABLE_SIZES = (256 * MIB, GIB)
-ROUNDS = 3  # gpudash rounds; PyTorch gets one more, before, between and after them
-PAGE = 4096
+def single_thread_fill(t, value):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    t.fill_(value)
+    torch.set_num_threads(threads)
 
 
 def page_aligned_host(n):
-    """A pageable uint8 tensor of n bytes starting on a page boundary, written once by one thread.
-
-    gpudash does the same (a Vec over-allocated by a page, sliced at the boundary, filled by its
-    worker thread): torch's fill_ would otherwise write with many threads, placing pages on other
-    NUMA nodes than gpudash's single writer does.
-    """
+    """A pageable uint8 tensor of n bytes on a page boundary, written once by one thread (as gpudash's)."""
     raw = torch.empty(n + PAGE, dtype=torch.uint8)
     offset = (-raw.data_ptr()) % PAGE
     host = raw[offset:offset + n]
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    host.fill_(1)
-    torch.set_num_threads(threads)
+    single_thread_fill(host, 1)
     assert host.data_ptr() % PAGE == 0
     return raw, host
 
 
-def torch_pageable_round():
-    """{(kind, bytes): GB/s} of one round, in gpudash's order (each copy kind, then each size)."""
-    raw, host = page_aligned_host(max(PAGEABLE_SIZES))
-    dev = torch.empty(max(PAGEABLE_SIZES), dtype=torch.uint8, device="cuda").fill_(3)
-    figures = {}
-    for kind in PAGEABLE_KINDS:
-        for n in PAGEABLE_SIZES:
-            h, d = host[:n], dev[:n]
-            fn = (lambda: d.copy_(h)) if kind == "h2d_pageable" else (lambda: h.copy_(d))
-            figures[(kind, n)] = n / timed(fn) / 1e6
-    del raw, host, dev
-    torch.cuda.empty_cache()
-    return figures
+# ---- the groups: gpudash params, the PyTorch side, the rows ----
+
+class Group:
+    def __init__(self, name, kind, params, rows, torch_round, gpudash_figures, timeout):
+        self.name, self.kind, self.params, self.rows = name, kind, params, rows
+        self.torch_round, self.gpudash_figures, self.timeout = torch_round, gpudash_figures, timeout
+        self.seconds = {"gpudash": [], "PyTorch": []}
 
 
-def gpudash_pageable_round(binary):
-    """The same round through `gpudash bench` (--force: this PyTorch process holds a context on the GPU)."""
-    params = json.dumps({"kind": "transfer", "sizes": list(PAGEABLE_SIZES), "copies": list(PAGEABLE_KINDS),
-                         "warmup": WARMUP, "repetitions": REPS})
-    out = subprocess.run([binary, "bench", "--device", "0", "--json", "--force", "--params", params, "transfer"],
-                         capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        print(f"gpudash bench failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-        return None
-    run = json.loads(out.stdout)[0]
-    return {(k, n): series_point(run, k, n) for k in PAGEABLE_KINDS for n in PAGEABLE_SIZES}
+def host_copies(warmup, reps):
+    params = {"kind": "transfer", "sizes": list(HOST_SIZES), "copies": list(HOST_COPIES),
+              "warmup": warmup, "repetitions": reps}
+    rows = {(c, n): Row(f"{c} {n // MIB} MiB", "GB/s", f"series {c} at x={n}",
+                        f"PyTorch dev.copy_(host, non_blocking=True) ({'pinned' if 'pinned' in c else 'pageable'})")
+            for c in HOST_COPIES for n in HOST_SIZES}
+
+    def torch_side():
+        top = max(HOST_SIZES)
+        raw, pageable = page_aligned_host(top)
+        pinned = torch.empty(top, dtype=torch.uint8, pin_memory=True)
+        single_thread_fill(pinned, 2)
+        dev = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(3)
+        out = {}
+        for c in HOST_COPIES:  # gpudash's order: each copy kind, then each size
+            host = pinned if "pinned" in c else pageable
+            for n in HOST_SIZES:
+                h, d = host[:n], dev[:n]
+                fn = (lambda: d.copy_(h, non_blocking=True)) if c.startswith("h2d") else \
+                     (lambda: h.copy_(d, non_blocking=True))
+                out[(c, n)] = n / statistics.median(events(fn, warmup, reps)) / 1e6
+        del raw, pageable, pinned, dev
+        return out
+
+    def gpudash_side(run):
+        return {(c, n): series_point(run, c, n) for c in HOST_COPIES for n in HOST_SIZES}
+
+    return Group("host copies", "transfer", params, rows, torch_side, gpudash_side, 120)
 
 
-def spread(values):
-    """(-x%, +y%) of the extremes around the median."""
-    m = statistics.median(values)
-    return (min(values) / m - 1) * 100, (max(values) / m - 1) * 100
+def device_copies(warmup, reps, l2_bytes):
+    params = {"kind": "transfer", "sizes": list(DEVICE_SIZES), "copies": list(DEVICE_COPIES),
+              "warmup": warmup, "repetitions": reps}
+    rows = {}
+    for c in DEVICE_COPIES:
+        for n in DEVICE_SIZES:
+            in_l2 = 2 * n <= l2_bytes
+            judged = c == "d2d_kernel" or not in_l2
+            note = "" if judged else (f"both buffers fit the {l2_bytes // MIB} MiB L2: the copy engine (d2d) and "
+                                      "PyTorch's kernel-like memcpy answer different questions; d2d_kernel is judged")
+            rows[(c, n)] = Row(f"{c} {n // MIB} MiB{' (in L2)' if in_l2 else ''}", "GB/s",
+                               f"series {c} at x={n} (read + write bytes)",
+                               "PyTorch dst.copy_(src) (cudaMemcpyAsync D2D)", judged=judged, note=note)
+
+    def torch_side():
+        top = max(DEVICE_SIZES)
+        src = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(1)
+        dst = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(0)
+        out = {}
+        for n in DEVICE_SIZES:
+            s, d = src[:n], dst[:n]
+            rate = 2 * n / statistics.median(events(lambda: d.copy_(s), warmup, reps)) / 1e6
+            for c in DEVICE_COPIES:
+                out[(c, n)] = rate
+        if not torch.equal(dst[:GIB // 4][::4099], src[:GIB // 4][::4099]):
+            raise RuntimeError("PyTorch's device copy did not copy")
+        del src, dst
+        return out
+
+    def gpudash_side(run):
+        return {(c, n): series_point(run, c, n) for c in DEVICE_COPIES for n in DEVICE_SIZES}
+
+    return Group("device copies", "transfer", params, rows, torch_side, gpudash_side, 90)
 
 
-def pageable_rows(binary):
-    """Interleaved rounds; rows of (what, gpudash, torch, ratio, verdict, detail)."""
-    torch_rounds, ours = [torch_pageable_round()], []
-    for _ in range(ROUNDS):
-        got = gpudash_pageable_round(binary)
-        if got is not None:
-            ours.append(got)
-        torch_rounds.append(torch_pageable_round())
-    rows = []
-    for kind in PAGEABLE_KINDS:
-        for n in PAGEABLE_SIZES:
-            t = [r[(kind, n)] for r in torch_rounds]
-            g = [r[(kind, n)] for r in ours if r.get((kind, n))]
-            what = f"{kind} {n // MIB} MiB [±5%, {len(g)}+{len(t)} rounds]"
-            if not g:
-                rows.append((what, None, statistics.median(t), None, "MISSING", ""))
-                continue
-            mg, mt = statistics.median(g), statistics.median(t)
-            ratio = mg / mt
-            (tlo, thi), (glo, ghi) = spread(t), spread(g)
-            detail = (f"PyTorch rounds {', '.join(f'{v:.2f}' for v in t)} ({tlo:+.1f}%/{thi:+.1f}%); "
-                      f"gpudash rounds {', '.join(f'{v:.2f}' for v in g)} ({glo:+.1f}%/{ghi:+.1f}%)")
-            if 0.95 <= ratio <= 1.05:
-                verdict = "PASS"
-            elif max(-tlo, thi) > 5 and min(t) * 0.95 <= mg <= max(t) * 1.05:
-                verdict = "INCONCLUSIVE"
-                detail += "; PyTorch alone varies more than ±5% between rounds"
+def gemm(warmup, reps):
+    params = {"kind": "precision", "sizes": list(GEMM_SIZES), "dtypes": list(DTYPES), "warmup": warmup,
+              "repetitions": reps}
+    rows = {(d, n): Row(f"GEMM {d} {n}", "TFLOP/s", f"figure '{d} {n}'", f"PyTorch a @ b ({d})")
+            for d in DTYPES for n in GEMM_SIZES}
+    types = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+    def torch_side():
+        out = {}
+        for n in GEMM_SIZES:  # gpudash's order: each size, then each type
+            a32 = torch.rand(n, n, device="cuda") * 2 - 1
+            b32 = torch.rand(n, n, device="cuda") * 2 - 1
+            for d in DTYPES:
+                torch.backends.cuda.matmul.allow_tf32 = d == "tf32"
+                a, b = a32.to(types[d]), b32.to(types[d])
+                ms = statistics.median(events(lambda: a @ b, warmup, reps))
+                out[(d, n)] = 2 * n ** 3 / ms / 1e9
+            torch.backends.cuda.matmul.allow_tf32 = False
+        return out
+
+    def gpudash_side(run):
+        return {(d, n): figure(run, f"{d} {n}") for d in DTYPES for n in GEMM_SIZES}
+
+    return Group("GEMM", "precision", params, rows, torch_side, gpudash_side, 150)
+
+
+def streams():
+    p = STREAMS
+    rows = {name: Row(f"streams: {name}", "ms", f"figure '{name}'", f"PyTorch, same phase ({what})")
+            for name, what in zip(STREAM_FIGURES, ("copy_ non_blocking from pinned", "a @ a fp32",
+                                                   "copy then a @ a on one stream",
+                                                   "copy on a torch.cuda.Stream beside a @ a"))}
+    rows["overlap gain"] = Row("streams: overlap gain (one stream / two streams)", "×", "figure 'overlap gain'",
+                               "PyTorch one stream / two streams")
+
+    def torch_side():
+        n, size = p["gemm_size"], p["copy_bytes"]
+        host = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        single_thread_fill(host, 1)
+        dev = torch.empty(size, dtype=torch.uint8, device="cuda")
+        a = torch.rand(n, n, device="cuda") * 2 - 1
+        main, side = torch.cuda.current_stream(), torch.cuda.Stream()
+        warmup, reps = p["warmup"], p["repetitions"]
+        copy = lambda: dev.copy_(host, non_blocking=True)
+        compute = lambda: a @ a
+
+        def serial():
+            copy()
+            compute()
+
+        def both():
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                copy()
+            compute()
+            main.wait_stream(side)
+
+        t = {name: statistics.median(events(fn, warmup, reps, main))
+             for name, fn in zip(STREAM_FIGURES, (copy, compute, serial, both))}
+        t["overlap gain"] = t[STREAM_FIGURES[2]] / t[STREAM_FIGURES[3]]
+        return t
+
+    def gpudash_side(run):
+        out = {name: figure(run, name) for name in STREAM_FIGURES}
+        out["overlap gain"] = figure(run, "overlap gain")
+        return out
+
+    return Group("streams", "streams", p, rows, torch_side, gpudash_side, 90)
+
+
+def latency(device):
+    params = {"kind": "latency", "warmup": 100, "repetitions": 2000}
+    rows = {name: Row(f"latency: {name}", "µs", f"figure '{name}'", "plain CUDA driver API via ctypes (cuda_latency.py)",
+                      floor=0.3)
+            for name in LATENCY_NAMES}
+    torch_info = []
+
+    def reference():
+        figures = cuda_latency.measure(device, params["repetitions"], params["warmup"])
+        info = {f"PyTorch {k}": v for k, v in torch_latency().items()}
+        info["plain CUDA: ctypes overhead subtracted"] = figures.pop("ctypes overhead")
+        torch_info.append(info)
+        return figures
+
+    def gpudash_side(run):
+        return {name: figure(run, name) for name in LATENCY_NAMES}
+
+    group = Group("latency", "latency", params, rows, reference, gpudash_side, 60)
+    group.torch_info = torch_info
+    return group
+
+
+def torch_latency(reps=2000):
+    """PyTorch's own per-call host times, µs (for information: they include its Python binding)."""
+    stream = torch.cuda.current_stream()
+    x = torch.zeros(1, device="cuda")
+    event = torch.cuda.Event()
+    clock = time.perf_counter_ns
+    out = {}
+    for name, fn in (("Event.record()", lambda: event.record(stream)),
+                     ("Stream.synchronize(), idle", stream.synchronize),
+                     ("x.add_(1), one element", lambda: x.add_(1))):
+        for _ in range(100):
+            fn()
+        stream.synchronize()
+        samples = []
+        for i in range(reps):
+            t = clock()
+            fn()
+            samples.append(clock() - t)
+            if i % 256 == 255:
+                stream.synchronize()
+        stream.synchronize()
+        out[name] = statistics.median(samples) / 1e3
+    return out
+
+
+class Interrupted(Exception):
+    """SIGTERM (the suite's timeout): stop measuring and print what the rounds so far give."""
+
+
+def on_sigterm(_signum, _frame):
+    raise Interrupted()
+
+
+def main():
+    signal.signal(signal.SIGTERM, on_sigterm)
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary", nargs="?", default=os.environ.get("GPUDASH_BIN", "target/release/gpudash"))
+    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", "5")))
+    ap.add_argument("--deadline-s", type=float, default=float(os.environ.get("DEADLINE_S", "210")),
+                    help="start no round that would end after this many seconds (at least 3 rounds run)")
+    ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--strict", action="store_true", help="INCONCLUSIVE rows fail too")
+    args = ap.parse_args()
+    started = time.monotonic()
+    torch.cuda.set_device(args.device)
+    props = torch.cuda.get_device_properties(args.device)
+    l2 = getattr(props, "L2_cache_size", 0) or L2_BYTES
+    print(f"PyTorch {torch.__version__} on {props.name} (GPU {args.device}, L2 {l2 // MIB} MiB); gpudash {args.binary}")
+    print(f"transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, {args.rounds} rounds, "
+          f"deadline {args.deadline_s:.0f} s")
+    groups = [host_copies(3, 7), device_copies(3, 10, l2), gemm(3, 7), streams(), latency(args.device)]
+    log = CheckLog()
+    rounds_run = 0
+    try:
+        for r in range(args.rounds):
+            elapsed = time.monotonic() - started
+            per_round = elapsed / rounds_run if rounds_run else 0
+            if rounds_run >= 2 and elapsed + per_round > args.deadline_s:
+                print(f"stopping after {rounds_run} rounds: another would pass the {args.deadline_s:.0f} s deadline")
+                break
+            one_round(r, groups, args, log)
+            rounds_run += 1
+            print(f"round {rounds_run} done at {time.monotonic() - started:.0f} s", flush=True)
+    except Interrupted:
+        print(f"SIGTERM during round {rounds_run + 1}: the table holds the {rounds_run} complete rounds "
+              "(the interrupted round's figures are left out)")
+        log.problems.append("the comparison was stopped by SIGTERM (the suite's timeout) before its rounds ended")
+        for g in groups:
+            for row in g.rows.values():
+                row.truncate(rounds_run)
+    report(groups, rounds_run, log, args, started)
+
+
+def one_round(r, groups, args, log):
+    """Every group once, alternating which side goes first; a round's figures are added only once both
+    sides of a group have measured, so an interrupted round leaves no half-filled group."""
+    for gi, g in enumerate(groups):
+        gpudash_first = (r + gi) % 2 == 0
+        mine = theirs = None
+        for side in (("gpudash", "PyTorch") if gpudash_first else ("PyTorch", "gpudash")):
+            t = time.monotonic()
+            if side == "gpudash":
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+                run, _, problems = run_bench(args.binary, args.device, g.kind, g.params, g.timeout)
+                log.add(g.kind, run, problems)
+                mine = g.gpudash_figures(run) if run else {}
             else:
-                verdict = "FAIL"
-            rows.append((what, mg, mt, ratio, verdict, detail))
-    return rows
+                try:
+                    theirs = g.torch_round()
+                except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                    print(f"round {r + 1} {g.name}: the reference failed: {e}")
+                    theirs = {}
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+            g.seconds[side].append(time.monotonic() - t)
+        for key, row in g.rows.items():
+            row.add(mine.get(key), theirs.get(key), r)
 
 
-def torch_gemm(dtype_name, n):
-    torch.backends.cuda.matmul.allow_tf32 = dtype_name == "tf32"
-    dtype = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
-    a = (torch.rand(n, n, device="cuda") * 2 - 1).to(dtype)
-    b = (torch.rand(n, n, device="cuda") * 2 - 1).to(dtype)
-    ms = timed(lambda: a @ b)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    return 2 * n**3 / ms / 1e9
-
-
-def torch_overlap(copy_bytes, n):
-    host = torch.empty(copy_bytes, dtype=torch.uint8, pin_memory=True).fill_(1)
-    dev = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda")
-    a = torch.rand(n, n, device="cuda")
-    side = torch.cuda.Stream()
-    copy = timed(lambda: dev.copy_(host, non_blocking=True))
-    compute = timed(lambda: a @ a)
-
-    def both():
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            dev.copy_(host, non_blocking=True)
-        a @ a
-        torch.cuda.current_stream().wait_stream(side)
-
-    return copy, compute, timed(both)
+def report(groups, rounds_run, log, args, started):
+    rows = [row for g in groups for row in g.rows.values()]
+    failed, inconclusive, passed = print_table(
+        rows, f"gpudash vs PyTorch / plain CUDA, {rounds_run} interleaved rounds", "reference")
+    for g in groups:
+        for i, info in enumerate(getattr(g, "torch_info", [])):
+            print(f"  latency round {i + 1}, for information (PyTorch's per-call figures include its Python binding): "
+                  + ", ".join(f"{k} {v:.2f} µs" for k, v in info.items()))
+    for g in groups:
+        print(f"  time per round, {g.name}: gpudash {statistics.mean(g.seconds['gpudash'] or [0]):.1f} s, "
+              f"reference {statistics.mean(g.seconds['PyTorch'] or [0]):.1f} s")
+    check_failures = log.report()
+    print(f"\nlab vs PyTorch: {passed} PASS, {failed} FAIL/MISSING, {inconclusive} INCONCLUSIVE, "
+          f"{check_failures} failed checks or runs; {rounds_run} rounds in {time.monotonic() - started:.0f} s")
+    if rounds_run < 2:
+        print("fewer than 2 rounds: no spread to judge by; FAIL")
+        sys.exit(1)
+    bad = failed + check_failures + (inconclusive if args.strict else 0)
+    sys.exit(1 if bad else 0)
 
 
 def thp_setting():
@@ -194,113 +399,6 @@ def numa_nodes():
         return len([d for d in os.listdir("/sys/devices/system/node") if d.startswith("node")])
     except OSError:
         return "unknown"
-
-
-def series_point(run, name, x):
-    for s in run["result"]["series"]:
-        if s["name"] == name:
-            for p in s["points"]:
-                if int(p["x"]) == int(x):
-                    return p["y"]["median"]
-    return None
-
-
-def figure(run, name):
-    for f in run["result"]["figures"]:
-        if f["name"] == name:
-            return f["stats"]["median"]
-    return None
-
-
-def main():
-    runs = {r["kind"]: r for r in json.load(open(sys.argv[1])) if r.get("result")}
-    binary = sys.argv[2] if len(sys.argv) > 2 else os.environ.get("GPUDASH_BIN", "target/release/gpudash")
-    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(0)}")
-    rows, details, failures, inconclusive = [], [], 0, 0
-
-    def row(what, mine, theirs, unit, rule):
-        nonlocal failures
-        if mine is None or theirs is None:
-            rows.append((what, mine, theirs, unit, None, "MISSING"))
-            failures += 1
-            return
-        ratio = mine / theirs
-        ok = rule(ratio)
-        failures += 0 if ok else 1
-        rows.append((what, mine, theirs, unit, ratio, "PASS" if ok else "FAIL"))
-
-    transfer = runs.get("transfer")
-    if transfer:
-        for kind, rule, label in [
-            ("h2d_pinned", lambda r: r >= 0.98, ">= 98%"),
-            ("d2h_pinned", lambda r: r >= 0.98, ">= 98%"),
-            ("d2d", lambda r: r >= 0.98, ">= 98%"),
-        ]:
-            for n in (256 * MIB, GIB):
-                row(f"{kind} {n // MIB} MiB [{label}]", series_point(transfer, kind, n), torch_transfer(kind, n), "GB/s", rule)
-            torch.cuda.empty_cache()
-        # Pageable: interleaved rounds, both sides with the same recipe (see the module's doc).
-        print(f"pageable rounds: transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, "
-              f"{ROUNDS} gpudash rounds between {ROUNDS + 1} PyTorch rounds")
-        for what, mine, theirs, ratio, verdict, detail in pageable_rows(binary):
-            rows.append((what, mine, theirs, "GB/s", ratio, verdict))
-            details.append(f"{what}: {detail}")
-            if verdict in ("FAIL", "MISSING"):
-                failures += 1
-            elif verdict == "INCONCLUSIVE":
-                inconclusive += 1
-        for kind in ("h2d_pinned", "h2d_pageable"):
-            n = 16 * MIB
-            mine, theirs = series_point(transfer, kind, n), torch_transfer(kind, n)
-            rows.append((f"{kind} 16 MiB [info]", mine, theirs, "GB/s", mine / theirs if mine and theirs else None, "info"))
-    else:
-        failures += 1
-        rows.append(("transfer run", None, None, "", None, "MISSING"))
-
-    precision = runs.get("precision")
-    if precision:
-        for dtype in ("fp16", "bf16", "tf32", "fp32"):
-            mine = series_point(precision, dtype, 8192)
-            theirs = torch_gemm(dtype, 8192)
-            if dtype == "fp32":
-                rows.append(("fp32 GEMM 8192 [info]", mine, theirs, "TFLOP/s", mine / theirs if mine else None, "info"))
-            else:
-                row(f"{dtype} GEMM 8192 [>= 95%]", mine, theirs, "TFLOP/s", lambda r: r >= 0.95)
-            torch.cuda.empty_cache()
-    else:
-        failures += 1
-        rows.append(("precision run", None, None, "", None, "MISSING"))
-
-    streams = runs.get("streams")
-    if streams:
-        copy, compute = figure(streams, "copy alone"), figure(streams, "compute alone")
-        overlapped = figure(streams, "copy and compute, two streams")
-        ideal = max(copy, compute) if copy and compute else None
-        row("overlapped vs max(copy, compute) [<= +2%]", overlapped, ideal, "ms", lambda r: r <= 1.02)
-        t_copy, t_compute, t_both = torch_overlap(256 * MIB, 8192)
-        rows.append(("PyTorch: copy / compute / two streams [info]", None, None, "ms", None,
-                     f"{t_copy:.2f} / {t_compute:.2f} / {t_both:.2f} (gpudash {copy:.2f} / {compute:.2f} / {overlapped:.2f})"))
-    else:
-        failures += 1
-        rows.append(("streams run", None, None, "", None, "MISSING"))
-
-    width = max(len(r[0]) for r in rows)
-    print(f"{'figure':<{width}}  {'gpudash':>10}  {'PyTorch':>10}  {'unit':<8} {'ratio':>7}  verdict")
-    for what, mine, theirs, unit, ratio, verdict in rows:
-        fmt = lambda v: f"{v:10.2f}" if isinstance(v, (int, float)) else f"{'-':>10}"
-        r = f"{ratio:7.3f}" if ratio is not None else f"{'-':>7}"
-        print(f"{what:<{width}}  {fmt(mine)}  {fmt(theirs)}  {unit:<8} {r}  {verdict}")
-    for line in details:
-        print("  " + line)
-    for kind, run in sorted(runs.items()):
-        for check in run["result"]["checks"]:
-            print(f"gpudash check [{'PASS' if check['passed'] else 'FAIL'}] {kind}: {check['name']}: {check['detail']}")
-    if failures == 0 and inconclusive == 0:
-        print("targets: ALL PASS")
-    else:
-        print(f"targets: {failures} FAILED, {inconclusive} INCONCLUSIVE (not passed: PyTorch's own spread "
-              "between rounds is wider than the ±5% target; both spreads are printed above)")
-    sys.exit(0 if failures == 0 else 1)
 
 
 if __name__ == "__main__":

@@ -1,29 +1,36 @@
 #!/usr/bin/env python3
-"""gpudash's p2p experiment and /api/topology beside PyTorch and nvidia-smi, in the same run.
+"""gpudash's p2p experiment and /api/topology beside PyTorch and nvidia-smi, in one run, interleaved.
 
-Usage: python3 tests/gpu/p2p_vs_torch.py P2P_JSON TOPOLOGY_JSON OUT_DIR
-  P2P_JSON       `gpudash bench --json --params '{"kind":"p2p","size":1073741824,...}' p2p`
+Usage: python3 tests/gpu/p2p_vs_torch.py GPUDASH_BIN TOPOLOGY_JSON OUT_DIR [--rounds R] [--strict]
   TOPOLOGY_JSON  GET /api/topology of a gpudash on the same machine
   OUT_DIR        where tests/gpu/p2p.sh saved `nvidia-smi topo -m` (topo-m.txt) and
-                 `topo -p2p r|w|a|n` (topo-p2p-<c>.txt)
+                 `topo -p2p r|w|a|n` (topo-p2p-<c>.txt); the last round's p2p JSON is saved there
 
-PyTorch measures the way gpudash does: a 1 GiB copy between two CUDA events on the source
-GPU's current stream (PyTorch copies on the source device), 3 warm-ups, median of 10;
-both directions at once on a stream of each GPU, each copy given an idle stream on its
-destination so PyTorch's cross-stream sync does not serialise them; 4-byte copies, median
-of 100. PyTorch enables peer access itself, so it is compared with gpudash's "peer access
-enabled" figures (target ±5%); gpudash's "disabled" figures have no PyTorch counterpart.
-Exits 1 when a bandwidth target or the topology comparison fails.
+Each round runs `gpudash bench --json --force p2p` (1 GiB, 2 warm-ups, 5 repetitions; gpudash:
+cuMemcpyPeerAsync between two events on the source GPU's stream, buffers from cuMemAlloc) and the
+same copies from this PyTorch process (`dst.copy_(src)` between two events on the source GPU's
+current stream, as PyTorch copies there with peer access it enables itself; buffers of the same
+size, written), alternating which side goes first. Rows, per pair, with peer access enabled:
+one way in each direction, and both ways at once (PyTorch: a stream of each GPU, each copy given
+an idle current stream on its destination so PyTorch's cross-stream sync does not serialise them).
+Verdicts as in compare.py (two-sided, ±5% or the band from both sides' per-round spread).
+4-byte latency (PyTorch's figure includes its op and cross-device event handling) and the peer
+access disabled figures (no PyTorch counterpart) are printed for information.
+Exits 1 on any FAIL or MISSING row, a failed gpudash check, or a topology mismatch.
 """
+import argparse
 import json
 import re
 import statistics
 import sys
+import time
 
 import torch
 
+from compare import CheckLog, Row, matrix_cell, print_table, run_bench
+
 SIZE = 1 << 30
-WARMUP, REPS, LATENCY_REPS = 3, 10, 100
+WARMUP, REPS, LATENCY_REPS = 2, 5, 50
 
 
 def events_ms(stream, fn, warmup, reps):
@@ -68,20 +75,6 @@ def both_ways(a, b, a_in, b_in):
         return events_ms(s0, both, WARMUP, REPS)
 
 
-def matrix(run, name):
-    for m in run["result"]["matrices"]:
-        if m["name"] == name:
-            return m
-    return None
-
-
-def cell(m, a, b):
-    if m is None:
-        return None
-    i, j = m["devices"].index(a), m["devices"].index(b)
-    return m["cells"][i][j]
-
-
 def parse_smi_matrix(path):
     """{(i, j): code} from `nvidia-smi topo -m` / `topo -p2p` output (GPU rows and GPU columns only)."""
     try:
@@ -107,89 +100,151 @@ def parse_smi_matrix(path):
     return out
 
 
-def main():
-    runs = json.load(open(sys.argv[1]))
-    topology = json.load(open(sys.argv[2]))
-    out_dir = sys.argv[3]
-    run = next((r for r in runs if r["kind"] == "p2p" and r.get("result")), None)
-    count = torch.cuda.device_count()
-    print(f"PyTorch {torch.__version__}, {count} GPUs: {[torch.cuda.get_device_name(i) for i in range(count)]}")
-    failures = 0
-
-    # Topology: gpudash vs nvidia-smi.
+def topology_rows(topology, out_dir):
+    """Prints gpudash's /api/topology against nvidia-smi; returns the number of mismatching pairs."""
     smi = {"link": parse_smi_matrix(f"{out_dir}/topo-m.txt")}
     for cap, field in (("r", "p2p_read"), ("w", "p2p_write"), ("a", "p2p_atomics"), ("n", "p2p_nvlink")):
         smi[field] = parse_smi_matrix(f"{out_dir}/topo-p2p-{cap}.txt")
     print("\ntopology (nvidia-smi / gpudash)")
     print(f"{'pair':<10} {'link':<14} {'p2p read':<10} {'write':<10} {'atomics':<10} {'nvlink':<10} verdict")
+    failures = 0
     if not topology.get("pairs"):
         print("gpudash's /api/topology has no pairs: FAIL")
         failures += 1
     for p in topology.get("pairs", []):
-        key = (p["a"], p["b"])
+        key = (p.get("a"), p.get("b"))
         cols, ok = [], True
         for field in ("link", "p2p_read", "p2p_write", "p2p_atomics", "p2p_nvlink"):
             theirs = smi[field].get(key)
             if theirs is None:
-                cols.append(f"-/{p[field]}")
+                cols.append(f"-/{p.get(field)}")
                 ok &= field != "link"  # topo -m must be there; -p2p output varies by driver
             else:
-                cols.append(f"{theirs}/{p[field]}")
-                ok &= theirs == p[field]
+                cols.append(f"{theirs}/{p.get(field)}")
+                ok &= theirs == p.get(field)
         failures += 0 if ok else 1
         print(f"GPU{key[0]}→GPU{key[1]:<4} {cols[0]:<14} {cols[1]:<10} {cols[2]:<10} {cols[3]:<10} {cols[4]:<10} "
               f"{'PASS' if ok else 'FAIL'}")
+    return failures
 
-    # Bandwidth and latency: gpudash vs PyTorch, peer access enabled.
-    if run is None:
-        print("no successful p2p run in", sys.argv[1])
-        sys.exit(1)
-    if run["params"]["size"] != SIZE:
-        print(f"note: gpudash copied {run['params']['size']} bytes, PyTorch {SIZE}")
-    uni = matrix(run, "unidirectional, peer access enabled")
-    bidi = matrix(run, "bidirectional, peer access enabled")
-    lat = matrix(run, "latency, peer access enabled")
-    rows = []
-    for pair in run["params"]["pairs"]:
-        a, b = pair["a"], pair["b"]
+
+def torch_round(pairs):
+    """{(figure key): value} of PyTorch's copies for every pair."""
+    out = {}
+    for a, b in pairs:
         ta = torch.empty(SIZE, dtype=torch.uint8, device=f"cuda:{a}").fill_(1)
         tb = torch.empty(SIZE, dtype=torch.uint8, device=f"cuda:{b}").fill_(2)
         ta_in, tb_in = torch.empty_like(ta), torch.empty_like(tb)
         for src, dst, x, y in ((ta, tb_in, a, b), (tb, ta_in, b, a)):
-            ms = one_way(src, dst, SIZE, WARMUP, REPS)
-            rows.append((f"GPU{x}→GPU{y} 1 GiB one way [±5%]", cell(uni, x, y), SIZE / ms / 1e6, "GB/s", True))
-        ms = both_ways(ta, tb, ta_in, tb_in)
-        rows.append((f"GPU{a}↔GPU{b} 1 GiB both ways [±5%]", cell(bidi, a, b), 2 * SIZE / ms / 1e6, "GB/s", True))
-        for src, dst, x, y in ((ta, tb_in, a, b), (tb, ta_in, b, a)):
-            ms = one_way(src, dst, 4, 10, LATENCY_REPS)
-            rows.append((f"GPU{x}→GPU{y} 4 B latency [info]", cell(lat, x, y), ms * 1e3, "µs", False))
+            out[("uni", x, y)] = SIZE / one_way(src, dst, SIZE, WARMUP, REPS) / 1e6
+            out[("lat", x, y)] = one_way(src, dst, 4, 10, LATENCY_REPS) * 1e3
+        out[("bidi", a, b)] = 2 * SIZE / both_ways(ta, tb, ta_in, tb_in) / 1e6
+        if not (torch.equal(tb_in[::65537].cpu(), ta[::65537].cpu()) and torch.equal(ta_in[::65537].cpu(), tb[::65537].cpu())):
+            raise RuntimeError(f"PyTorch's copies between GPU {a} and GPU {b} did not copy")
         del ta, tb, ta_in, tb_in
-        torch.cuda.empty_cache()
-    for m in run["result"]["matrices"]:
-        if "disabled" in m["name"]:
-            for i, row in enumerate(m["cells"]):
-                for j, v in enumerate(row):
-                    if v is not None:
-                        rows.append((f"GPU{m['devices'][i]}→GPU{m['devices'][j]} {m['name']} [info]", v, None, m["unit"], False))
+        for d in (a, b):
+            with torch.cuda.device(d):
+                torch.cuda.empty_cache()
+    return out
 
-    print(f"\n{'figure':<58} {'gpudash':>9} {'PyTorch':>9} unit   {'ratio':>6}  verdict")
-    for what, mine, theirs, unit, judged in rows:
-        ratio = mine / theirs if mine and theirs else None
-        if judged:
-            ok = ratio is not None and 0.95 <= ratio <= 1.05
-            failures += 0 if ok else 1
-            verdict = "PASS" if ok else ("MISSING" if ratio is None else "FAIL")
-        else:
-            verdict = "info"
-        fmt = lambda v: f"{v:9.2f}" if isinstance(v, (int, float)) else f"{'-':>9}"
-        print(f"{what:<58} {fmt(mine)} {fmt(theirs)} {unit:<6} {f'{ratio:6.3f}' if ratio else '     -'}  {verdict}")
-    for check in run["result"]["checks"]:
-        print(f"gpudash check [{'PASS' if check['passed'] else 'FAIL'}] {check['name']}: {check['detail']}")
-        failures += 0 if check["passed"] else 1
-    for note in run["result"]["notes"]:
-        print(f"gpudash note: {note}")
-    print("p2p targets:", "ALL PASS" if failures == 0 else f"{failures} FAILED")
-    sys.exit(0 if failures == 0 else 1)
+
+def gpudash_round(run, pairs):
+    out = {}
+    for a, b in pairs:
+        for x, y in ((a, b), (b, a)):
+            out[("uni", x, y)] = matrix_cell(run, "unidirectional, peer access enabled", x, y)
+            out[("lat", x, y)] = matrix_cell(run, "latency, peer access enabled", x, y)
+            for mode in ("unidirectional", "latency"):
+                out[(f"{mode} off", x, y)] = matrix_cell(run, f"{mode}, peer access disabled", x, y)
+        out[("bidi", a, b)] = matrix_cell(run, "bidirectional, peer access enabled", a, b)
+        out[("bidirectional off", a, b)] = matrix_cell(run, "bidirectional, peer access disabled", a, b)
+    return out
+
+
+def make_rows(pairs):
+    rows = {}
+    for a, b in pairs:
+        for x, y in ((a, b), (b, a)):
+            rows[("uni", x, y)] = Row(f"GPU{x}→GPU{y} 1 GiB one way, peer access on", "GB/s",
+                                      "matrix 'unidirectional, peer access enabled'",
+                                      "PyTorch dst.copy_(src) across GPUs")
+        rows[("bidi", a, b)] = Row(f"GPU{a}↔GPU{b} 1 GiB both ways, peer access on", "GB/s",
+                                   "matrix 'bidirectional, peer access enabled'",
+                                   "PyTorch two copies on a stream of each GPU")
+        for x, y in ((a, b), (b, a)):
+            rows[("lat", x, y)] = Row(f"GPU{x}→GPU{y} 4 B latency, peer access on", "µs",
+                                      "matrix 'latency, peer access enabled'", "PyTorch 4-byte copy_",
+                                      judged=False, note="PyTorch's figure includes its op and cross-device events")
+            for mode, unit in (("unidirectional", "GB/s"), ("latency", "µs")):
+                rows[(f"{mode} off", x, y)] = Row(f"GPU{x}→GPU{y} {mode}, peer access off", unit,
+                                                  f"matrix '{mode}, peer access disabled'", "none", judged=False,
+                                                  note="no PyTorch counterpart (PyTorch always enables peer access)")
+        rows[("bidirectional off", a, b)] = Row(f"GPU{a}↔GPU{b} both ways, peer access off", "GB/s",
+                                                "matrix 'bidirectional, peer access disabled'", "none", judged=False,
+                                                note="no PyTorch counterpart")
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("binary")
+    ap.add_argument("topology")
+    ap.add_argument("out_dir")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--deadline-s", type=float, default=60,
+                    help="start no round that would end after this many seconds (at least 2 rounds run)")
+    ap.add_argument("--strict", action="store_true", help="INCONCLUSIVE rows fail too")
+    args = ap.parse_args()
+    count = torch.cuda.device_count()
+    print(f"PyTorch {torch.__version__}, {count} GPUs: {[torch.cuda.get_device_name(i) for i in range(count)]}")
+    try:
+        topology = json.load(open(args.topology))
+    except (OSError, ValueError) as e:
+        print(f"cannot read {args.topology}: {e}")
+        topology = {}
+    failures = topology_rows(topology, args.out_dir)
+
+    params = {"kind": "p2p", "size": SIZE, "warmup": WARMUP, "repetitions": REPS}
+    pairs = [(a, b) for a in range(count) for b in range(a + 1, count)]
+    rows = make_rows(pairs)
+    log = CheckLog()
+    last = None
+    started, rounds_run = time.monotonic(), 0
+    for r in range(args.rounds):
+        elapsed = time.monotonic() - started
+        if rounds_run >= 2 and elapsed + elapsed / rounds_run > args.deadline_s:
+            print(f"stopping after {rounds_run} rounds: another would pass the {args.deadline_s:.0f} s deadline")
+            break
+        mine = theirs = None
+        for side in (("gpudash", "PyTorch") if r % 2 == 0 else ("PyTorch", "gpudash")):
+            if side == "gpudash":
+                torch.cuda.synchronize()
+                run, _, problems = run_bench(args.binary, 0, "p2p", params, 120)
+                log.add("p2p", run, problems)
+                mine = gpudash_round(run, pairs) if run else {}
+                last = run or last
+            else:
+                try:
+                    theirs = torch_round(pairs)
+                except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                    print(f"round {r + 1}: PyTorch's copies failed: {e}")
+                    theirs = {}
+        for key, row in rows.items():
+            row.add(mine.get(key), theirs.get(key) if row.judged or key[0] == "lat" else None, r)
+        rounds_run += 1
+        print(f"round {rounds_run} done at {time.monotonic() - started:.0f} s", flush=True)
+    if last is not None:
+        json.dump([last], open(f"{args.out_dir}/p2p.json", "w"), indent=1)
+        if last.get("params", {}).get("size") != SIZE:
+            print(f"note: gpudash copied {last.get('params', {}).get('size')} bytes, PyTorch {SIZE}")
+        for note in (last.get("result") or {}).get("notes") or []:
+            print(f"gpudash note: {note}")
+    failed, inconclusive, passed = print_table(list(rows.values()), f"p2p, {rounds_run} interleaved rounds")
+    check_failures = log.report()
+    print(f"\np2p: {passed} PASS, {failed} FAIL/MISSING, {inconclusive} INCONCLUSIVE, {check_failures} failed checks "
+          f"or runs, {failures} topology mismatches")
+    bad = failed + check_failures + failures + (inconclusive if args.strict else 0)
+    sys.exit(1 if bad else 0)
 
 
 if __name__ == "__main__":
