@@ -7,6 +7,7 @@ use cudarc::driver::{CudaEvent, CudaSlice};
 use shared::lab::{Check, CopyKind, RunResult, TransferParams};
 use shared::units::format_bytes;
 
+use super::copy_kernel::{self, CopyKernel};
 use super::{Session, cuda_err};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, TransferSample};
@@ -31,6 +32,8 @@ struct Buffers<'a> {
     /// Mapped once, so no call sits inside the timed region but the copy.
     pinned: Option<&'a mut [u8]>,
     pageable: PageAligned,
+    /// For d2d_kernel copies.
+    kernel: Option<CopyKernel>,
 }
 
 /// Ordinary (pageable) host memory starting on a page boundary, like the buffer
@@ -77,14 +80,16 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
             unsafe { s.ctx.alloc_pinned_with_flags::<u8>(max, 0) }.map_err(cuda_err("allocating pinned memory"))?;
         pinned = Some(buffer);
     }
+    let kernel = if wants(&[CopyKind::D2dKernel]) { Some(CopyKernel::load(s)?) } else { None };
     let mut b = Buffers {
         src: alloc(s, max)?,
-        dst: if wants(&[CopyKind::D2d]) { Some(alloc(s, max)?) } else { None },
+        dst: if wants(&[CopyKind::D2d, CopyKind::D2dKernel]) { Some(alloc(s, max)?) } else { None },
         pinned: match pinned.as_mut() {
             Some(p) => Some(p.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?),
             None => None,
         },
         pageable: PageAligned::default(),
+        kernel,
     };
     if let Some(host) = b.pinned.as_deref_mut() {
         fill(host);
@@ -115,6 +120,10 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
         }
     }
     let mut result = report::transfer(&samples, &ctx.probe.peaks(ctx.device));
+    report::mark_l2(&mut result, s.l2_bytes()?, "the CUDA device attribute");
+    if let (Some(kernel), Some(dst)) = (&b.kernel, b.dst.as_mut()) {
+        result.checks.push(copy_kernel::check(s, kernel, &mut b.src, dst, max)?);
+    }
     result.checks.extend(round_trip(s, &mut b, max.min(64 << 20))?);
     Ok(result)
 }
@@ -150,6 +159,10 @@ fn copy_once(s: &Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize) -> Resu
         CopyKind::D2d => {
             let dst = b.dst.as_mut().ok_or_else(missing)?;
             stream.memcpy_dtod(&b.src.slice(..n), &mut dst.slice_mut(..n))
+        }
+        CopyKind::D2dKernel => {
+            let (kernel, dst) = (b.kernel.as_ref().ok_or_else(missing)?, b.dst.as_mut().ok_or_else(missing)?);
+            return kernel.copy(stream, &b.src.slice(..n), &mut dst.slice_mut(..n));
         }
     }
     .map_err(cuda_err("copying"))
