@@ -41,7 +41,7 @@ pub struct LatencyMeasurements {
     pub graph_counted: u64,
 }
 
-pub fn report(m: LatencyMeasurements) -> RunResult {
+pub fn report(m: &LatencyMeasurements) -> RunResult {
     let mut r = empty(ChartSpec::Bars { y_label: "µs".into() }, "µs");
     let [launch, record, sync, round_trip] = &m.host_us;
     for (name, samples) in LATENCY_FIGURES.iter().zip([launch, record, sync, round_trip, &m.queued_us, &m.graph_us]) {
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn latency_names_what_each_figure_measures() {
-        let r = report(latency_measurements());
+        let r = report(&latency_measurements());
         let names: Vec<&str> = r.figures.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, LATENCY_FIGURES);
         assert!(names[4].contains("launch-rate bound") && names[5].contains("CUDA graph"));
@@ -129,10 +129,10 @@ mod tests {
             LatencyMeasurements { graph_us: vec![], ..good.clone() },
         ];
         for (i, m) in failing.into_iter().enumerate() {
-            let r = report(m);
+            let r = report(&m);
             assert_eq!(r.passed(), Some(false), "case {i}: {:?}", r.checks);
         }
-        let r = report(LatencyMeasurements { graph_nodes: 999, ..good });
+        let r = report(&LatencyMeasurements { graph_nodes: 999, ..good });
         assert!(r.checks[0].detail.contains("999 of 1000 nodes"), "{}", r.checks[0].detail);
     }
 }

@@ -222,7 +222,7 @@ impl SimulatedExecutor {
             self.pace(ctx, i as f64 / steps.len() as f64, step)?;
         }
         // Simulated: no kernel ran; the counters say what a GPU where every launch ran would read.
-        Ok(latency::report(LatencyMeasurements {
+        Ok(latency::report(&LatencyMeasurements {
             host_us: [jitter(4.0, n), jitter(1.4, n), jitter(1.5, n), jitter(8.9, n)],
             queued_us: jitter(1.9, (n / QUEUED_KERNELS).max(10)),
             graph_us: jitter(0.9, (n / 100).max(10)),

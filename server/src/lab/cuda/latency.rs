@@ -84,7 +84,7 @@ pub fn run(s: &mut Session, p: &LatencyParams, ctx: &RunContext<'_>) -> Result<R
     let (graph_us, graph_nodes) = graph(s, &f, p, ctx)?;
     ctx.progress(0.9, "counting the kernels that ran");
     let (queued_counted, graph_counted) = counted(s, &counter_kernel)?;
-    Ok(latency::report(LatencyMeasurements {
+    Ok(latency::report(&LatencyMeasurements {
         host_us,
         queued_us,
         graph_us,
