@@ -133,6 +133,15 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         .await;
         assert!(inked.as_u64().unwrap() > 1000, "the chart canvas is blank: {inked}");
 
+        // Each copy kind's checkbox says the path it takes.
+        let title = js(
+            &c,
+            "return document.querySelector('form.lab-form[data-kind=transfer] input[value=d2d_kernel]')\
+             .closest('label').title;",
+        )
+        .await;
+        assert_eq!(title.as_str(), Some("D2D (SM kernel, like torch copy_)"), "{title}");
+
         // A transfer run (two sizes) says why its pageable figures can be trusted.
         type_into(&c, "form.lab-form[data-kind=transfer] input[name=sizes]", "4 KiB, 1 MiB").await;
         click(&c, "button.run-button[data-kind=transfer]").await;
