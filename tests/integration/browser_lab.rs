@@ -108,7 +108,7 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         // The result: a drawn chart, the figures, SIMULATED, and the run in the recent list.
         eventually(15, "the latency chart drawn", || async { (draws(&c, run).await > 0).then_some(()) }).await;
         let figures = texts(&c, "#lab-run table.lab-figures tbody tr").await;
-        assert_eq!(figures.len(), 5, "{figures:?}");
+        assert_eq!(figures.len(), 6, "{figures:?}");
         assert!(figures[0].contains("kernel launch"), "{figures:?}");
         assert!(first_text(&c, "#lab-run .run-head").await.unwrap().contains("SIMULATED"));
         assert!(texts(&c, "#lab-queue tr.queue-entry").await.is_empty(), "the queue is empty again");
@@ -132,6 +132,15 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         )
         .await;
         assert!(inked.as_u64().unwrap() > 1000, "the chart canvas is blank: {inked}");
+
+        // Each copy kind's checkbox says the path it takes.
+        let title = js(
+            &c,
+            "return document.querySelector('form.lab-form[data-kind=transfer] input[value=d2d_kernel]')\
+             .closest('label').title;",
+        )
+        .await;
+        assert_eq!(title.as_str(), Some("D2D (SM kernel, like torch copy_)"), "{title}");
 
         // A transfer run (two sizes) says why its pageable figures can be trusted.
         type_into(&c, "form.lab-form[data-kind=transfer] input[name=sizes]", "4 KiB, 1 MiB").await;

@@ -87,7 +87,7 @@ async fn a_run_streams_progress_and_ends_with_a_chart_and_csv() {
 
     let run = finished(&server, queued.summary.id).await;
     let result = run.result.expect("a result");
-    assert_eq!(result.series.len(), 5, "one curve per copy kind");
+    assert_eq!(result.series.len(), shared::lab::CopyKind::ALL.len(), "one curve per copy kind");
     assert!(result.references.iter().any(|r| r.name.contains("PCIe Gen5 x16")));
     assert!(result.notes.iter().any(|n| n.contains("written before they are timed")));
     assert!(result.figures.iter().any(|f| f.name == "h2d_pinned efficiency" && f.unit == "%"));
@@ -104,6 +104,37 @@ async fn a_run_streams_progress_and_ends_with_a_chart_and_csv() {
 
     let listed: Vec<RunSummary> = get_json(&server, "/api/runs?device=1&kind=transfer").await;
     assert_eq!(listed.iter().map(|r| r.id).collect::<Vec<_>>(), vec![run.summary.id]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_sm_copy_runs_beside_the_copy_engine_and_the_sizes_in_l2_are_marked() {
+    let (server, _) = lab_server(1, 1, LabConfig::default()).await;
+    let params = json!({ "kind": "transfer", "sizes": [1048576, 16777216, 268435456], "copies": ["d2d", "d2d_kernel"],
+        "repetitions": 3 });
+    let (status, body) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": params })).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let run = finished(&server, body["id"].as_u64().expect("id")).await;
+    assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary.error);
+    let result = run.result.expect("a result");
+    let names: Vec<&str> = result.series.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["d2d", "d2d_kernel"]);
+    assert_eq!(result.l2_bytes, Some(50 << 20), "the simulated H200's L2");
+    assert!(result.notes.iter().any(|n| n.contains("fit in it") && n.contains("simulated")), "{:?}", result.notes);
+    let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", run.summary.id))).await.expect("svg");
+    let svg = svg.text().await.expect("text");
+    assert!(svg.contains("fits in L2 (50 MiB)") && svg.contains("SIMULATED"), "{svg:.300}");
+
+    let (status, body) = post(
+        &server,
+        "/api/runs",
+        "a",
+        &json!({ "device": 0, "params": { "kind": "transfer", "copies": ["d2d_sm"] } }),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let message = body["error"].as_str().expect("an error message");
+    assert!(message.contains("d2d_sm") && message.contains("d2d_kernel"), "{message}");
     server.stop().await;
 }
 

@@ -253,11 +253,11 @@ mod tests {
             FieldValue::Text("4 KiB, 16 KiB, 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB, 256 MiB, 1 GiB".into())
         );
         values[1] = FieldValue::Text("4k, 1.5 MiB".into());
-        values[0] = FieldValue::Chosen(vec![false, true, false, false, false]);
+        values[0] = FieldValue::Chosen(vec![false, true, false, false, false, false]);
         let p = params(ExperimentKind::Transfer, &fields, &values).unwrap();
         assert_eq!(p["sizes"], json!([4096, 1_572_864]));
         assert_eq!(p["copies"], json!(["h2d_pinned"]));
-        values[0] = FieldValue::Chosen(vec![false; 5]);
+        values[0] = FieldValue::Chosen(vec![false; 6]);
         let error = params(ExperimentKind::Transfer, &fields, &values).unwrap_err();
         assert_eq!(error, FormError::NoneChosen { label: "copies".into() });
         assert_eq!(error.to_string(), "'copies': pick at least one");

@@ -18,6 +18,7 @@ pub mod cuda;
 pub mod executor;
 pub mod gang;
 pub mod guards;
+pub mod latency;
 pub mod p2p;
 pub mod plan;
 pub mod queue;
@@ -74,8 +75,9 @@ pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
         ),
         ExperimentKind::Transfer => (
             "Transfer: host and device bandwidth",
-            "H2D and D2H copies from pageable and pinned host memory, and D2D, from 4 KiB to 1 GiB, against the \
-             PCIe link's and HBM's peaks. Host buffers are written before they are timed.",
+            "H2D and D2H copies from pageable and pinned host memory, and D2D by the copy engine and by an SM \
+             kernel, from 4 KiB to 1 GiB, against the PCIe link's and HBM's peaks; sizes that fit in L2 are \
+             marked. Host buffers are written before they are timed.",
         ),
         ExperimentKind::Streams => (
             "Streams: overlap and concurrency",
@@ -89,7 +91,9 @@ pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
         ),
         ExperimentKind::Latency => (
             "Latency: launch, record, synchronize",
-            "The cost of launching an empty NVRTC-compiled kernel, recording an event and synchronizing a stream.",
+            "The cost of launching an empty NVRTC-compiled kernel, recording an event and synchronizing a stream \
+             (host clock); empty kernels queued back to back (the launch rate) and in a CUDA graph (the GPU's \
+             own time per kernel), both from CUDA events.",
         ),
         ExperimentKind::P2p => (
             "P2P: bandwidth and latency between GPUs",

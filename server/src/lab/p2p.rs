@@ -129,6 +129,7 @@ pub fn report(m: P2pMeasurements) -> RunResult {
         timeline: Vec::new(),
         notes: Vec::new(),
         matrices: Vec::new(),
+        l2_bytes: None,
     };
     let n = m.devices.len();
     let at = |d: u32| m.devices.iter().position(|&x| x == d);

@@ -78,9 +78,7 @@ fn validate_transfer(p: &TransferParams) -> Result<(), ParamError> {
         bytes("sizes", size, 4 * KIB, GIB)?;
     }
     if p.copies.is_empty() {
-        return Err(ParamError(
-            "'copies' must name at least one of h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d".to_owned(),
-        ));
+        return Err(ParamError(format!("'copies' must name at least one of {}", shared::lab::CopyKind::names())));
     }
     range("warmup", p.warmup, 0, 100, "")?;
     range("repetitions", p.repetitions, 1, 1000, "")
@@ -134,9 +132,9 @@ pub fn footprint(params: &ExperimentParams) -> Footprint {
         ExperimentParams::Transfer(p) => {
             let max = p.sizes.iter().copied().max().unwrap_or(0);
             let uses = |kinds: &[shared::lab::CopyKind]| p.copies.iter().any(|c| kinds.contains(c));
-            use shared::lab::CopyKind::{D2d, D2hPageable, D2hPinned, H2dPageable, H2dPinned};
+            use shared::lab::CopyKind::{D2d, D2dKernel, D2hPageable, D2hPinned, H2dPageable, H2dPinned};
             Footprint {
-                device: if uses(&[D2d]) { 2 * max } else { max },
+                device: if uses(&[D2d, D2dKernel]) { 2 * max } else { max },
                 pinned_host: if uses(&[H2dPinned, D2hPinned]) { max } else { 0 },
                 host: if uses(&[H2dPageable, D2hPageable]) { max } else { 0 },
             }
@@ -211,7 +209,10 @@ mod tests {
                 ExperimentParams::Transfer(TransferParams { sizes: vec![2 << 30], ..Default::default() }),
                 "'sizes' must be from 4096 to 1073741824 bytes (4.00 KiB to 1.00 GiB), got '2147483648'",
             ),
-            (ExperimentParams::Transfer(TransferParams { copies: vec![], ..Default::default() }), "'copies'"),
+            (
+                ExperimentParams::Transfer(TransferParams { copies: vec![], ..Default::default() }),
+                "'copies' must name at least one of h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d or d2d_kernel",
+            ),
             (ExperimentParams::Streams(StreamsParams { kernels: 1, ..Default::default() }), "'kernels'"),
             (ExperimentParams::Precision(PrecisionParams { sizes: vec![], ..Default::default() }), "'sizes' must list"),
             (ExperimentParams::Latency(LatencyParams { repetitions: 5, ..Default::default() }), "'repetitions'"),
@@ -232,6 +233,12 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(footprint(&h2d), Footprint { device: 64 * MIB, pinned_host: 64 * MIB, host: 0 });
+        let kernel = ExperimentParams::Transfer(TransferParams {
+            sizes: vec![MIB, 64 * MIB],
+            copies: vec![CopyKind::D2dKernel],
+            ..Default::default()
+        });
+        assert_eq!(footprint(&kernel), Footprint { device: 128 * MIB, pinned_host: 0, host: 0 });
         let all = ExperimentParams::Transfer(TransferParams::default());
         assert_eq!(footprint(&all), Footprint { device: 2 * GIB, pinned_host: GIB, host: GIB });
     }

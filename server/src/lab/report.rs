@@ -15,11 +15,11 @@ use super::stats::{rates, summarize};
 pub const WRITTEN_BUFFERS_NOTE: &str = "Host buffers are written before they are timed: copying from never-written \
      memory reads the kernel's zero page and flatters pageable H2D about 3×.";
 
-fn figure(name: &str, unit: &str, stats: Option<Stats>) -> Option<Figure> {
+pub(super) fn figure(name: &str, unit: &str, stats: Option<Stats>) -> Option<Figure> {
     stats.map(|stats| Figure { name: name.to_owned(), unit: unit.to_owned(), stats })
 }
 
-fn empty(chart: ChartSpec, unit: &str) -> RunResult {
+pub(super) fn empty(chart: ChartSpec, unit: &str) -> RunResult {
     RunResult {
         chart,
         unit: unit.to_owned(),
@@ -31,6 +31,7 @@ fn empty(chart: ChartSpec, unit: &str) -> RunResult {
         timeline: Vec::new(),
         notes: Vec::new(),
         matrices: Vec::new(),
+        l2_bytes: None,
     }
 }
 
@@ -100,7 +101,7 @@ pub fn transfer(samples: &[TransferSample], peaks: &LinkPeaks) -> RunResult {
             continue;
         }
         if let Some(largest) = points.iter().max_by(|a, b| a.x.total_cmp(&b.x)) {
-            let peak = if copy == CopyKind::D2d { peaks.hbm } else { peaks.pcie };
+            let peak = if copy.on_device() { peaks.hbm } else { peaks.pcie };
             let name = format!("{} at {}", copy.name(), format_bytes(largest.x as u64));
             r.figures.extend(figure(&name, "GB/s", Some(largest.y)));
             if let Some(peak) = peak {
@@ -121,12 +122,33 @@ pub fn transfer(samples: &[TransferSample], peaks: &LinkPeaks) -> RunResult {
     }
     r.notes.push(WRITTEN_BUFFERS_NOTE.into());
     r.notes.push("d2d counts bytes read plus bytes written; times are CUDA events around each copy.".into());
+    if samples.iter().any(|s| s.copy.on_device()) {
+        r.notes.push(
+            "d2d is the copy engine's path (cuMemcpyDtoDAsync); d2d_kernel is a copy kernel on the SMs (16-byte \
+             loads and stores, a grid that fills the GPU), the path of PyTorch's elementwise copy."
+                .into(),
+        );
+    }
     r
+}
+
+/// Records the GPU's L2 size on a transfer result, for the chart's mark and a note; `source` says where
+/// the size comes from ("the CUDA device attribute", or "simulated: an H200's").
+pub fn mark_l2(r: &mut RunResult, l2_bytes: u64, source: &str) {
+    if l2_bytes == 0 {
+        return;
+    }
+    r.l2_bytes = Some(l2_bytes);
+    let size = format_bytes(l2_bytes);
+    r.notes.push(format!(
+        "L2 is {size} ({source}): copies of up to {size} fit in it, so d2d and d2d_kernel figures there can \
+         exceed HBM bandwidth; the chart shades those sizes."
+    ));
 }
 
 /// Bytes a copy moves through memory: device-to-device reads and writes each byte.
 fn moved(copy: CopyKind, bytes: u64) -> f64 {
-    if copy == CopyKind::D2d { 2.0 * bytes as f64 } else { bytes as f64 }
+    if copy.on_device() { 2.0 * bytes as f64 } else { bytes as f64 }
 }
 
 /// The streams experiment's timings, ms per round.
@@ -267,19 +289,6 @@ pub fn precision(samples: &[GemmSample]) -> RunResult {
     r
 }
 
-pub fn latency(figures: &[(&str, Vec<f64>)]) -> RunResult {
-    let mut r = empty(ChartSpec::Bars { y_label: "µs".into() }, "µs");
-    for (name, samples) in figures {
-        r.figures.extend(figure(name, "µs", summarize(samples)));
-    }
-    r.notes.push(
-        "Host-side times of each call (launch, record, synchronize) measured with a monotonic clock; \
-         the GPU-side time of back-to-back empty kernels comes from CUDA events."
-            .into(),
-    );
-    r
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -301,6 +310,32 @@ mod tests {
         let d2d = r.figures.iter().find(|f| f.name.starts_with("d2d at")).unwrap();
         assert!((d2d.stats.median - 4295.0).abs() < 1.0, "read + write bytes: {d2d:?}");
         assert!(r.notes[0].contains("written"));
+    }
+
+    #[test]
+    fn the_sm_copy_counts_like_the_copy_engine_and_l2_is_marked() {
+        let samples = vec![
+            TransferSample { copy: CopyKind::D2d, bytes: 16 << 20, times_ms: vec![0.011] },
+            TransferSample { copy: CopyKind::D2dKernel, bytes: 16 << 20, times_ms: vec![0.0075] },
+        ];
+        let peaks = LinkPeaks { pcie: None, pcie_label: None, hbm: Some(4.8e12) };
+        let mut r = transfer(&samples, &peaks);
+        let names: Vec<&str> = r.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["d2d", "d2d_kernel"]);
+        let kernel = r.figures.iter().find(|f| f.name == "d2d_kernel at 16.0 MiB").unwrap();
+        // 2 × 16 MiB in 7.5 µs: read + write bytes, like d2d.
+        assert!((kernel.stats.median - 4473.9).abs() < 1.0, "{kernel:?}");
+        let efficiency = r.figures.iter().find(|f| f.name == "d2d_kernel efficiency").unwrap();
+        assert!(efficiency.stats.median > 90.0, "against the HBM peak: {efficiency:?}");
+        assert!(r.notes.iter().any(|n| n.contains("copy engine") && n.contains("SM")), "{:?}", r.notes);
+        assert_eq!(r.l2_bytes, None);
+        mark_l2(&mut r, 50 << 20, "the CUDA device attribute");
+        assert_eq!(r.l2_bytes, Some(50 << 20));
+        let note = r.notes.last().unwrap();
+        assert!(note.contains("50.0 MiB") && note.contains("exceed HBM bandwidth"), "{note}");
+        let mut none = transfer(&samples, &peaks);
+        mark_l2(&mut none, 0, "a driver that reports no L2");
+        assert_eq!((none.l2_bytes, none.notes.len()), (None, r.notes.len() - 1));
     }
 
     #[test]

@@ -17,9 +17,13 @@ use shared::lab::{
 use super::checks::{self, CopyVerification, GemmErrors, GemmSampler, PatternCompare, StreamsOutputs};
 use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 use super::guards::LinkPeaks;
+use super::latency::{self, GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 use super::p2p::{self, LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample};
 use super::plan::{CONTEXT_OVERHEAD, footprint};
 use super::report::{self, GemmSample, MemoryMeasurements, StreamsMeasurements, TransferSample};
+
+/// The simulated GPU's L2: an H200's 50 MiB.
+pub const SIMULATED_L2_BYTES: u64 = 50 << 20;
 
 /// The simulated GPU's pool: what a run left cached, while its "context" is open.
 #[derive(Debug)]
@@ -181,10 +185,13 @@ impl SimulatedExecutor {
                 CopyKind::D2hPinned => (55.1, 8.0),
                 CopyKind::H2dPageable => (7.0, 15.0),
                 CopyKind::D2hPageable => (11.5, 15.0),
-                CopyKind::D2d => (2.0 * 4230.0 / 2.0, 4.0),
+                CopyKind::D2d => (4230.0, 4.0),
+                CopyKind::D2dKernel => (4230.0, 3.0),
             };
             for (j, &bytes) in p.sizes.iter().enumerate() {
-                let moved = if copy == CopyKind::D2d { 2 * bytes } else { bytes } as f64;
+                let moved = if copy.on_device() { 2 * bytes } else { bytes } as f64;
+                // An SM copy whose buffers fit in L2 reads and writes it faster than HBM allows.
+                let gbps = if copy == CopyKind::D2dKernel && bytes <= SIMULATED_L2_BYTES { 5600.0 } else { gbps };
                 let ms = latency_us / 1e3 + moved / (gbps * 1e9) * 1e3;
                 samples.push(TransferSample { copy, bytes, times_ms: jitter(ms, p.repetitions) });
                 // A faulty GPU spoils one size of each kind.
@@ -200,6 +207,7 @@ impl SimulatedExecutor {
         let mut result = report::transfer(&samples, peaks);
         let timed: Vec<(CopyKind, u64)> = samples.iter().map(|s| (s.copy, s.bytes)).collect();
         result.checks.extend(checks::copies(&timed, &verified));
+        report::mark_l2(&mut result, SIMULATED_L2_BYTES, "simulated: an H200's");
         Ok(result)
     }
 
@@ -274,17 +282,19 @@ impl SimulatedExecutor {
 
     fn latency(&mut self, p: &LatencyParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
         let n = p.repetitions;
-        let figures = [
-            ("kernel launch (host)", jitter(4.0, n)),
-            ("event record (host)", jitter(1.4, n)),
-            ("synchronize, idle stream (host)", jitter(1.5, n)),
-            ("launch + synchronize (host)", jitter(8.9, n)),
-            ("empty kernel back to back (GPU, events)", jitter(1.9, n)),
-        ];
-        for (i, (name, _)) in figures.iter().enumerate() {
-            self.pace(ctx, i as f64 / figures.len() as f64, name)?;
+        let steps = ["kernel launch", "event record", "synchronize", "queued kernels", "a CUDA graph"];
+        for (i, step) in steps.iter().enumerate() {
+            self.pace(ctx, i as f64 / steps.len() as f64, step)?;
         }
-        Ok(report::latency(&figures))
+        // Simulated: no kernel ran; the counters say what a GPU where every launch ran would read.
+        Ok(latency::report(&LatencyMeasurements {
+            host_us: [jitter(4.0, n), jitter(1.4, n), jitter(1.5, n), jitter(8.9, n)],
+            queued_us: jitter(1.9, (n / QUEUED_KERNELS).max(10)),
+            graph_us: jitter(0.9, (n / 100).max(10)),
+            graph_nodes: u64::from(GRAPH_KERNELS),
+            queued_counted: u64::from(QUEUED_KERNELS),
+            graph_counted: u64::from(GRAPH_KERNELS) * u64::from(GRAPH_COUNT_LAUNCHES),
+        }))
     }
 }
 

@@ -116,6 +116,7 @@ mod tests {
                 higher_is_better: true,
             }],
             notes: vec![],
+            l2_bytes: None,
         }
     }
 
@@ -135,6 +136,22 @@ mod tests {
         ] {
             assert!(svg.contains(text), "no '{text}' in the SVG");
         }
+    }
+
+    #[test]
+    fn sizes_that_fit_in_l2_are_marked_when_any_do() {
+        let lines = |l2_bytes| RunResult {
+            l2_bytes,
+            ..result(ChartSpec::Lines { x_label: "bytes".into(), y_label: "GB/s".into(), log_x: true, log_y: true })
+        };
+        let marked = chart(&run(1, Some(lines(Some(256 << 10)))), None);
+        assert!(marked.contains("fits in L2 (256 KiB)"), "{marked:.3000}");
+        for l2_bytes in [None, Some(2048)] {
+            let svg = chart(&run(1, Some(lines(l2_bytes))), None);
+            assert!(svg.contains("h2d_pinned") && !svg.contains(shared::chart::L2_LABEL), "{l2_bytes:?}");
+        }
+        let above = chart(&run(1, Some(lines(Some(4 << 20)))), None);
+        assert!(above.contains("fits in L2 (4 MiB)"), "every size fits: the band spans the chart");
     }
 
     #[test]

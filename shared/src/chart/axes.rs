@@ -168,6 +168,7 @@ mod tests {
             memory_steps: vec![],
             timeline: vec![],
             matrices: vec![],
+            l2_bytes: None,
             notes: vec![],
         }
     }

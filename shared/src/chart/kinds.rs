@@ -2,6 +2,8 @@
 //! reference lines, bars with min–max whiskers, a per-stream timeline, and
 //! P2P heatmaps. Each lays out its [`Axes`] and draws through a [`Plot`].
 
+use std::ops::Range;
+
 use plotters::{
     coord::Shift,
     drawing::DrawingArea,
@@ -56,13 +58,16 @@ impl RunChart<'_> {
             if bytes { exact_bytes(v.round() as u64) } else { three_digits(v) }
         };
         let y_label = |t: f64| three_digits(from_axis(t, log_y));
-        let (x_lo, x_hi) = (x.start, x.end);
+        let (x_lo, x_hi, y_lo, y_hi) = (x.start, x.end, y.start, y.end);
         let axes = Axes { x, x_ticks, x_label: &x_label, x_desc, y, y_ticks, y_label: &y_label, y_desc, y_area: 52.0 };
         let mut chart = Plot::frame(root, look, &axes)?;
         let on_axes = |points: &[crate::lab::Point]| -> Vec<(f64, f64)> {
             points.iter().map(|p| (to_axis(p.x, log_x), to_axis(p.y.median, log_y))).collect()
         };
 
+        if let Some(l2) = result.l2_bytes.filter(|_| bytes) {
+            l2_band(&mut chart, look, to_axis(l2 as f64, log_x), l2, (x_lo..x_hi, y_lo..y_hi))?;
+        }
         for reference in &result.references {
             let y = to_axis(reference.value, log_y);
             let style = ShapeStyle::from(look.palette.text.mix(0.8)).stroke_width(look.px(1.0));
@@ -187,6 +192,31 @@ impl RunChart<'_> {
         Ok(())
     }
 }
+
+/// Shades the sizes that fit in the GPU's L2 (from the left edge to `x`, its size on the axis) and
+/// draws a line at its size, labelled "fits in L2 (50 MiB)". Nothing when every size is larger.
+fn l2_band<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Plot<'a, DB>,
+    look: &Look,
+    x: f64,
+    l2: u64,
+    (xs, ys): (Range<f64>, Range<f64>),
+) -> Result<(), DrawError> {
+    if x.is_nan() || x <= xs.start {
+        return Ok(());
+    }
+    let edge = x.min(xs.end);
+    chart.rect((xs.start, ys.start), (edge, ys.end), look.palette.line.mix(0.07).filled())?;
+    if x <= xs.end {
+        let style = ShapeStyle::from(look.palette.text.mix(0.6)).stroke_width(look.px(1.0));
+        chart.path(&[(x, ys.start), (x, ys.end)], style)?;
+    }
+    let font = look.font(10.5).color(&look.palette.text).pos(Pos::new(HPos::Right, VPos::Top));
+    chart.text(format!("{L2_LABEL} ({}) ", exact_bytes(l2)), (edge, ys.end), &font)
+}
+
+/// How the chart names the sizes that fit in L2.
+pub const L2_LABEL: &str = "fits in L2";
 
 /// The kind of a timeline bar, for its color: "kernel 3" → "kernel".
 pub fn span_kind(label: &str) -> &str {

@@ -25,7 +25,7 @@ use plotters::{
 pub use axes::{
     Axes, bounds, decade_ticks, from_axis, linear_ticks, lines_bounds, log_ticks_at, pad, shorten, to_axis,
 };
-pub use kinds::span_kind;
+pub use kinds::{L2_LABEL, span_kind};
 pub use style::{Look, Palette, SERIES_COLORS, parse_hex_color, series_color};
 
 use crate::lab::{ChartSpec, RunResult};

@@ -136,13 +136,19 @@ pub enum CopyKind {
     H2dPinned,
     D2hPageable,
     D2hPinned,
-    /// Device to device; its bandwidth counts bytes read plus bytes written.
+    /// Device to device by the copy engine (`cuMemcpyDtoDAsync`); its bandwidth counts bytes read plus
+    /// bytes written.
     D2d,
+    /// Device to device by a copy kernel on the SMs (16-byte loads and stores over a grid that fills the
+    /// GPU), the way PyTorch's elementwise copy kernel moves data; counted like [`CopyKind::D2d`].
+    D2dKernel,
 }
 
 impl CopyKind {
-    pub const ALL: [Self; 5] = [Self::H2dPageable, Self::H2dPinned, Self::D2hPageable, Self::D2hPinned, Self::D2d];
+    pub const ALL: [Self; 6] =
+        [Self::H2dPageable, Self::H2dPinned, Self::D2hPageable, Self::D2hPinned, Self::D2d, Self::D2dKernel];
 
+    /// The name in JSON, the series and figure names and the CSV: "d2d_kernel".
     pub fn name(self) -> &'static str {
         match self {
             Self::H2dPageable => "h2d_pageable",
@@ -150,6 +156,38 @@ impl CopyKind {
             Self::D2hPageable => "d2h_pageable",
             Self::D2hPinned => "d2h_pinned",
             Self::D2d => "d2d",
+            Self::D2dKernel => "d2d_kernel",
+        }
+    }
+
+    /// What the copy is and how it is made, for a person: "D2D (SM kernel, like torch copy_)".
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::H2dPageable => "H2D from pageable host memory",
+            Self::H2dPinned => "H2D from pinned host memory",
+            Self::D2hPageable => "D2H to pageable host memory",
+            Self::D2hPinned => "D2H to pinned host memory",
+            Self::D2d => "D2D (copy engine, cuMemcpyDtoDAsync)",
+            Self::D2dKernel => "D2D (SM kernel, like torch copy_)",
+        }
+    }
+
+    /// The copy named `name` as [`CopyKind::name`] spells it.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// True for the copies that stay on the device (read and write HBM, or L2 when they fit).
+    pub fn on_device(self) -> bool {
+        matches!(self, Self::D2d | Self::D2dKernel)
+    }
+
+    /// Every copy's name for a message: "h2d_pageable, …, d2d or d2d_kernel".
+    pub fn names() -> String {
+        let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
         }
     }
 }
@@ -161,7 +199,7 @@ pub struct TransferParams {
     /// Copy sizes in bytes, each 4 KiB to 1 GiB, at most 32 of them.
     /// Default: powers of 4 from 4 KiB to 1 GiB.
     pub sizes: Vec<u64>,
-    /// Which copies to time. Default: all five.
+    /// Which copies to time. Default: all six.
     pub copies: Vec<CopyKind>,
     /// Untimed copies before timing each size (0 to 100). Default 3.
     pub warmup: u32,
@@ -342,7 +380,20 @@ mod tests {
         let ExperimentParams::Transfer(t) = p else { panic!("not transfer") };
         assert_eq!(t.sizes.first(), Some(&(4 * KIB)));
         assert_eq!(t.sizes.last(), Some(&(1 << 30)));
-        assert_eq!(t.copies.len(), 5);
+        assert_eq!(t.copies, CopyKind::ALL);
+    }
+
+    #[test]
+    fn copy_names_are_serdes_and_say_their_path() {
+        for copy in CopyKind::ALL {
+            assert_eq!(serde_json::to_value(copy).unwrap(), serde_json::Value::from(copy.name()));
+            assert_eq!(CopyKind::parse(copy.name()), Some(copy));
+        }
+        assert_eq!(CopyKind::parse("d2d_sm"), None);
+        assert!(CopyKind::D2d.label().contains("copy engine"));
+        assert!(CopyKind::D2dKernel.label().contains("SM kernel"));
+        assert!(CopyKind::D2dKernel.on_device() && !CopyKind::H2dPinned.on_device());
+        assert_eq!(CopyKind::names(), "h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d or d2d_kernel");
     }
 
     #[test]

@@ -249,6 +249,10 @@ pub struct RunResult {
     pub matrices: Vec<Matrix>,
     /// Remarks for the page, e.g. that host buffers were written before timing.
     pub notes: Vec<String>,
+    /// The GPU's L2 cache, bytes (transfer runs; `None` for the others and for runs stored before it was
+    /// recorded). A chart over bytes marks the sizes that fit in it.
+    #[serde(default)]
+    pub l2_bytes: Option<u64>,
 }
 
 impl RunResult {
@@ -281,5 +285,15 @@ mod tests {
             assert_eq!(status.label(), status.as_str().replace('_', " "));
         }
         assert_eq!(RunStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn results_stored_before_the_l2_size_still_load() {
+        let old = r#"{"chart":{"type":"gantt"},"unit":"ms","series":[],"references":[],"figures":[],"checks":[],
+            "memory_steps":[],"timeline":[],"notes":[]}"#;
+        let result: RunResult = serde_json::from_str(old).unwrap();
+        assert_eq!(result.l2_bytes, None);
+        let json = serde_json::to_string(&RunResult { l2_bytes: Some(50 << 20), ..result }).unwrap();
+        assert!(json.contains(r#""l2_bytes":52428800"#), "{json}");
     }
 }

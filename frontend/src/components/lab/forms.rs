@@ -3,7 +3,10 @@
 //! server's refusal as it is, or the plan the server made for the queued run.
 
 use leptos::{ev, prelude::*, task::spawn_local};
-use shared::{auth::Role, lab::ExperimentKind};
+use shared::{
+    auth::Role,
+    lab::{CopyKind, ExperimentKind},
+};
 
 use crate::{
     hooks::{lab::Lab, session::Session},
@@ -149,8 +152,10 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -
                         }
                     });
                 };
+                // A copy kind's name says little on its own: its label says the path it takes.
+                let title = CopyKind::parse(&choice).map(CopyKind::label);
                 view! {
-                    <label class="lab-choice">
+                    <label class="lab-choice" title=title>
                         <input type="checkbox" name=name.clone() value=choice.clone() prop:checked=checked on:change=toggle />
                         {choice}
                     </label>

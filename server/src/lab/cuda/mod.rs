@@ -8,6 +8,7 @@
 //! timed regions.
 #![allow(unsafe_code)]
 
+mod copy_kernel;
 mod latency;
 mod memory;
 mod p2p;
@@ -19,7 +20,7 @@ mod verify;
 use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
-use cudarc::driver::sys::{self, CUevent_flags, CUmemPool_attribute};
+use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags, CUmemPool_attribute};
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, result};
 use shared::lab::{ExperimentParams, RunResult};
 
@@ -150,7 +151,18 @@ impl Session {
         self.ctx.synchronize().map_err(cuda_err("synchronizing the device"))
     }
 
-    /// An NVRTC-compiled kernel from [`KERNELS`], compiled once per session.
+    /// A device attribute (`what` names it in an error), e.g. the L2 size in bytes.
+    pub fn device_attribute(&self, attribute: CUdevice_attribute, what: &str) -> Result<u64, ExperimentError> {
+        let value = self.ctx.attribute(attribute).map_err(|e| ExperimentError::Cuda(format!("reading {what}: {e}")))?;
+        u64::try_from(value).map_err(|_| ExperimentError::Cuda(format!("reading {what}: the driver said {value}")))
+    }
+
+    /// The GPU's L2 cache in bytes (CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE).
+    pub fn l2_bytes(&self) -> Result<u64, ExperimentError> {
+        self.device_attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "the L2 cache size")
+    }
+
+    /// An NVRTC-compiled kernel from [`KERNELS`] and the experiments' own sources, compiled once per session.
     pub fn kernel(&mut self, name: &str) -> Result<CudaFunction, ExperimentError> {
         let module = match &self.module {
             Some(m) => m.clone(),
@@ -161,7 +173,7 @@ impl Session {
                     options: vec![format!("--gpu-architecture=sm_{major}{minor}")],
                     ..Default::default()
                 };
-                let source = [KERNELS, verify::CHECK_KERNELS].concat();
+                let source = [KERNELS, verify::CHECK_KERNELS, copy_kernel::SOURCE, latency::SOURCE].concat();
                 let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(lib_err("NVRTC compile"))?;
                 let module = self.ctx.load_module(ptx).map_err(cuda_err("loading the kernels"))?;
                 self.module = Some(module.clone());

@@ -10,6 +10,7 @@ use cudarc::driver::{CudaEvent, CudaSlice};
 use shared::lab::{CopyKind, RunResult, TransferParams};
 use shared::units::format_bytes;
 
+use super::copy_kernel::{self, CopyKernel};
 use super::{Session, cuda_err};
 use crate::lab::checks::{self, CopyVerification, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
@@ -35,6 +36,8 @@ struct Buffers<'a> {
     /// Mapped once, so no call sits inside the timed region but the copy.
     pinned: Option<&'a mut [u8]>,
     pageable: PageAligned,
+    /// For d2d_kernel copies.
+    kernel: Option<CopyKernel>,
 }
 
 /// Ordinary (pageable) host memory starting on a page boundary, like the buffer
@@ -81,14 +84,16 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
             unsafe { s.ctx.alloc_pinned_with_flags::<u8>(max, 0) }.map_err(cuda_err("allocating pinned memory"))?;
         pinned = Some(buffer);
     }
+    let kernel = if wants(&[CopyKind::D2dKernel]) { Some(CopyKernel::load(s)?) } else { None };
     let mut b = Buffers {
         src: alloc(s, max)?,
-        dst: if wants(&[CopyKind::D2d]) { Some(alloc(s, max)?) } else { None },
+        dst: if wants(&[CopyKind::D2d, CopyKind::D2dKernel]) { Some(alloc(s, max)?) } else { None },
         pinned: match pinned.as_mut() {
             Some(p) => Some(p.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?),
             None => None,
         },
         pageable: PageAligned::default(),
+        kernel,
     };
     if let Some(host) = b.pinned.as_deref_mut() {
         fill(host);
@@ -125,6 +130,10 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
     let mut result = report::transfer(&samples, &ctx.probe.peaks(ctx.device));
     let timed: Vec<(CopyKind, u64)> = samples.iter().map(|t| (t.copy, t.bytes)).collect();
     result.checks.extend(checks::copies(&timed, &verified));
+    report::mark_l2(&mut result, s.l2_bytes()?, "the CUDA device attribute");
+    if let (Some(kernel), Some(dst)) = (&b.kernel, b.dst.as_mut()) {
+        result.checks.push(copy_kernel::check(s, kernel, &mut b.src, dst, max)?);
+    }
     Ok(result)
 }
 
@@ -160,6 +169,10 @@ fn copy_once(s: &Session, b: &mut Buffers<'_>, copy: CopyKind, n: usize) -> Resu
             let dst = b.dst.as_mut().ok_or_else(missing)?;
             stream.memcpy_dtod(&b.src.slice(..n), &mut dst.slice_mut(..n))
         }
+        CopyKind::D2dKernel => {
+            let (kernel, dst) = (b.kernel.as_ref().ok_or_else(missing)?, b.dst.as_mut().ok_or_else(missing)?);
+            return kernel.copy(stream, &b.src.slice(..n), &mut dst.slice_mut(..n));
+        }
     }
     .map_err(cuda_err("copying"))
 }
@@ -182,7 +195,7 @@ fn ends(copy: CopyKind) -> (End, End) {
         CopyKind::H2dPinned => (End::Pinned, End::Device),
         CopyKind::D2hPageable => (End::Device, End::Pageable),
         CopyKind::D2hPinned => (End::Device, End::Pinned),
-        CopyKind::D2d => (End::Device, End::DeviceDst),
+        CopyKind::D2d | CopyKind::D2dKernel => (End::Device, End::DeviceDst),
     }
 }
 

@@ -285,6 +285,7 @@ mod tests {
             memory_steps: Vec::new(),
             timeline: Vec::new(),
             matrices: Vec::new(),
+            l2_bytes: None,
             notes: Vec::new(),
         }
     }
