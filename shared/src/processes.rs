@@ -40,6 +40,9 @@ pub struct GpuProcess {
     /// `user`, `name`, `command` and `container` are then unknown to the viewer, not absent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// Set while the process holds memory on a GPU that does nothing (`--idle-memory`, `--idle-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<crate::activity::IdleHold>,
 }
 
 impl GpuProcess {
@@ -57,6 +60,7 @@ impl GpuProcess {
             sm_util: _,
             sm_util_seen_ms: _,
             started_ms: _,
+            idle: _,
             user,
             name,
             command,
@@ -155,6 +159,7 @@ mod tests {
             started_ms: None,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 

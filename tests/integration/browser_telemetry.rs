@@ -51,6 +51,7 @@ impl GpuSource for CrowdedSimulator {
             started_ms: user.map(|_| timestamp_ms - 2 * 3_600_000),
             container: None,
             redacted: false,
+            idle: None,
         };
         details.processes.push(extra(900_001, Some("zoe"), 3));
         details.processes.push(extra(HIDDEN_PID, None, 1));

@@ -262,6 +262,7 @@ mod tests {
             started_ms,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 
