@@ -21,11 +21,12 @@ part() {
   fi
   tail -25 "$OUT/$name.log"
 }
-mkdir -p "$OUT/h200" "$OUT/bridge" "$OUT/p2p" "$OUT/lab"
+mkdir -p "$OUT/h200" "$OUT/bridge" "$OUT/p2p" "$OUT/lab" "$OUT/gpm"
 part h200 120 tests/gpu/h200.sh          # gpudash vs nvidia-smi, processes, health, /metrics, sampling cost
 part bridge 150 tests/gpu/bridge.sh      # PyTorch client on a real training loop
 count=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
 if [ "$count" -ge 2 ]; then part p2p 150 tests/gpu/p2p.sh; else results+=("p2p: skipped (one GPU)"); fi
+part gpm 180 tests/gpu/gpm.sh            # SM/tensor activity vs pynvml GPM, idle holder, DCGM_FI_PROF_*
 part lab 330 tests/gpu/lab.sh            # every experiment, PyTorch side by side, the HTTP API
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"
