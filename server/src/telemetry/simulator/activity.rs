@@ -3,8 +3,8 @@
 
 use shared::activity::Activity;
 
-use super::models::{MODELS, PROFILES};
-use super::{Phase, SimGpu};
+use super::models::{self, MODELS, PROFILES};
+use super::{Phase, SimGpu, SimJob, Simulator};
 
 /// Bytes per second of PCIe and NVLink traffic at full load.
 const PCIE_FULL: f64 = 4e9;
@@ -49,10 +49,35 @@ impl SimGpu {
             gr_engine_active: Some(100.0 * load),
             pcie_tx_bytes_per_s: Some(PCIE_FULL * 0.2 * load + 1e6),
             pcie_rx_bytes_per_s: Some(PCIE_FULL * load + 6e5),
-            nvlink_tx_bytes_per_s: links.then(|| NVLINK_FULL * 0.1 * load * profile.sm),
-            nvlink_rx_bytes_per_s: links.then(|| NVLINK_FULL * 0.1 * load * profile.sm),
+            nvlink_tx_bytes_per_s: links.then_some(NVLINK_FULL * 0.1 * load * profile.sm),
+            nvlink_rx_bytes_per_s: links.then_some(NVLINK_FULL * 0.1 * load * profile.sm),
             unavailable: None,
         }
+    }
+}
+
+impl Simulator {
+    /// Puts a notebook on the last GPU that holds [`HOLDER_MEMORY`] and never computes: the
+    /// idle-but-held case. That GPU runs no other job. What `--simulate` shows.
+    #[must_use]
+    pub fn with_idle_holder(self) -> Self {
+        {
+            let mut state = self.state();
+            let pid = state.next_pid + 7;
+            state.next_pid = pid;
+            if let Some(gpu) = state.gpus.last_mut() {
+                gpu.phase = Phase::Idle { until_ms: u64::MAX };
+                gpu.holder = Some(SimJob {
+                    pid,
+                    user: "eli",
+                    command: models::NOTEBOOK.to_owned(),
+                    started_ms: 0,
+                    container: None,
+                    profile: 0,
+                });
+            }
+        }
+        self
     }
 }
 

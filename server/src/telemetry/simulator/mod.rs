@@ -107,29 +107,6 @@ impl Simulator {
         Self { state: Arc::new(Mutex::new(state)), xids: Arc::default(), interval_ms, faults: Vec::new() }
     }
 
-    /// Puts a notebook on the last GPU that holds [`HOLDER_MEMORY`] and never computes: the
-    /// idle-but-held case. That GPU runs no other job. What `--simulate` shows.
-    #[must_use]
-    pub fn with_idle_holder(self) -> Self {
-        {
-            let mut state = self.state();
-            let pid = state.next_pid + 7;
-            state.next_pid = pid;
-            if let Some(gpu) = state.gpus.last_mut() {
-                gpu.phase = Phase::Idle { until_ms: u64::MAX };
-                gpu.holder = Some(SimJob {
-                    pid,
-                    user: "eli",
-                    command: models::NOTEBOOK.to_owned(),
-                    started_ms: 0,
-                    container: None,
-                    profile: 0,
-                });
-            }
-        }
-        self
-    }
-
     /// One GPM window per answering GPU, from what each simulated GPU is doing now.
     pub fn activity(&self, now_ms: u64) -> Vec<(u32, shared::activity::Activity)> {
         activity::windows(&self.state().gpus, now_ms)
@@ -499,7 +476,7 @@ mod tests {
     #[test]
     fn a_busy_gpu_shows_load_soon_after_start() {
         let sim = Simulator::new(2, 1000);
-        let last = (0..5u64).map(|t| sim.sample(t * 1000)).last().unwrap();
+        let last = (0..5u64).map(|t| sim.sample(t * 1000)).next_back().unwrap();
         assert!(last[0].gpu_util.unwrap() > 40, "{:?}", last[0]);
         assert!(last[0].memory_used.unwrap() > 4 << 30, "{:?}", last[0]);
         assert_eq!(last[1].gpu_util, Some(0));
