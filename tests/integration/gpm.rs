@@ -82,3 +82,32 @@ async fn nobody_is_idle_before_the_threshold() {
     assert!(states.iter().any(|s| s["index"] == 2 && s["state"] == "busy"), "{states:?}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn the_page_shows_activity_beside_util_and_the_idle_holder() {
+    use crate::browser::{texts, with_browser};
+    let server = with_idle_holder(Duration::from_secs(2)).await;
+    let url = server.url("/");
+    with_browser(1280, 2400, |c| async move {
+        c.goto(&url).await.unwrap();
+        let sm = eventually(20, "SM and tensor activity on every card", || async {
+            let sm = texts(&c, ".gpu-card .sm-active").await;
+            let tensor = texts(&c, ".gpu-card .tensor-active").await;
+            (sm.len() == 3 && tensor.len() == 3 && sm.iter().chain(&tensor).all(|t| t.ends_with('%'))).then_some(sm)
+        })
+        .await;
+        assert_eq!(sm[2], "0.0%", "the notebook's GPU does nothing: {sm:?}");
+        let flag = eventually(20, "the notebook flagged idle in its row and on its card", || async {
+            let flag = texts(&c, ".process-table[data-index='2'] .idle-flag").await.into_iter().next()?;
+            let card = texts(&c, ".gpu-card[data-index='2'] .held-idle").await.into_iter().next()?;
+            let overview = texts(&c, "#held-idle-gpus").await.into_iter().next()?;
+            (card.starts_with("Held idle: 6") && overview == "Held idle: GPU 2").then_some(flag)
+        })
+        .await;
+        assert!(flag.starts_with("idle, holding 6") && flag.contains(" for "), "{flag}");
+        let idle_per_user = texts(&c, "#who-uses-what tr.user-row td.usage-idle").await;
+        assert!(idle_per_user.iter().any(|t| t.starts_with('6')), "{idle_per_user:?}");
+    })
+    .await;
+    server.stop().await;
+}
