@@ -91,6 +91,14 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_ADMIN_SESSION_LIFETIME", value_name = "DURATION", default_value = "2h", value_parser = parse_session)]
     pub admin_session_lifetime: Duration,
 
+    /// A process holding at least this much device memory can be flagged idle, e.g. 1GiB, 512MiB (1MiB to 16TiB).
+    #[arg(long, env = "GPUDASH_IDLE_MEMORY", value_name = "SIZE", default_value = "1GiB", value_parser = parse_idle_memory)]
+    pub idle_memory: u64,
+
+    /// Flag a process idle once its GPU's SM activity has stayed below 1% this long (10s to 7d).
+    #[arg(long, env = "GPUDASH_IDLE_AFTER", value_name = "DURATION", default_value = "30m", value_parser = parse_idle_after)]
+    pub idle_after: Duration,
+
     /// Host name to report (on the page, in /metrics' `Hostname` label) instead of the OS's, e.g. in containers.
     #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
     pub hostname: Option<String>,
@@ -138,6 +146,8 @@ pub struct Config {
     pub admin_session_lifetime: Duration,
     /// `--max-connections`; `None` derives it from the open-file limit.
     pub max_connections: Option<usize>,
+    /// `--idle-memory` and `--idle-after`.
+    pub idle: crate::telemetry::IdleRule,
 }
 
 impl From<Cli> for Config {
@@ -165,6 +175,7 @@ impl From<Cli> for Config {
             admin_session_lifetime: cli.admin_session_lifetime,
             hostname: cli.hostname,
             max_connections: cli.max_connections,
+            idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
         }
     }
 }
@@ -192,6 +203,8 @@ pub enum ConfigError {
     NotAuditDays { value: String },
     #[error("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07")]
     NotAHostName { value: String },
+    #[error("'{value}' is not a memory size from 1MiB to 16TiB; use a number and a unit, e.g. 1GiB, 512MiB or 2GB")]
+    NotASize { value: String },
 }
 
 /// A duration flag's value within `range`: `examples` for what to write, `allowed` says the range.
@@ -267,6 +280,39 @@ fn parse_max_connections(value: &str) -> Result<usize, ConfigError> {
     parse_count(value, "connections", 16..=MAX_CONNECTIONS)
 }
 
+fn parse_idle_after(value: &str) -> Result<Duration, ConfigError> {
+    const MIN: Duration = Duration::from_secs(10);
+    const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+    parse_duration_within(value, MIN..=MAX, "30m, 2h or 90s", "idle-after must be between 10s and 7d")
+}
+
+/// A memory size such as "1GiB", "512MiB", "2GB" or "1073741824" (bytes), within 1 MiB to 16 TiB.
+fn parse_idle_memory(value: &str) -> Result<u64, ConfigError> {
+    const UNITS: [(&str, f64); 9] = [
+        ("tib", 1_099_511_627_776.0),
+        ("gib", 1_073_741_824.0),
+        ("mib", 1_048_576.0),
+        ("kib", 1024.0),
+        ("tb", 1e12),
+        ("gb", 1e9),
+        ("mb", 1e6),
+        ("kb", 1e3),
+        ("b", 1.0),
+    ];
+    let refuse = || ConfigError::NotASize { value: value.to_owned() };
+    let text = value.trim().to_ascii_lowercase();
+    let (number, scale) = UNITS
+        .iter()
+        .find_map(|(unit, scale)| text.strip_suffix(unit).map(|n| (n.trim(), *scale)))
+        .unwrap_or((text.as_str(), 1.0));
+    let number: f64 = number.parse().map_err(|_| refuse())?;
+    let bytes = number * scale;
+    if !bytes.is_finite() || !(1_048_576.0..=17_592_186_044_416.0).contains(&bytes) {
+        return Err(refuse());
+    }
+    Ok(bytes.round() as u64)
+}
+
 fn parse_simulate(value: &str) -> Result<u32, ConfigError> {
     let most = MAX_SIMULATED as usize;
     // At most MAX_SIMULATED (64), so it fits.
@@ -288,6 +334,22 @@ mod tests {
         assert_eq!(cli.interval, Duration::from_secs(1));
         assert_eq!(cli.simulate, None);
         assert_eq!(Config::from(cli).audit_retention, Duration::from_secs(180 * 24 * 3600));
+    }
+
+    #[test]
+    fn idle_flags_read_sizes_and_durations_and_refuse_nonsense() {
+        let cli = parse(&[]).unwrap();
+        assert_eq!((cli.idle_memory, cli.idle_after), (1 << 30, Duration::from_secs(1800)));
+        let cli = parse(&["--idle-memory", "512MiB", "--idle-after", "90s"]).unwrap();
+        assert_eq!((cli.idle_memory, cli.idle_after), (512 << 20, Duration::from_secs(90)));
+        assert_eq!(parse_idle_memory("2 GB"), Ok(2_000_000_000));
+        for bad in ["", "lots", "-1GiB", "1KiB", "99TiB", "NaNGiB"] {
+            let err = parse_idle_memory(bad).unwrap_err().to_string();
+            assert!(err.contains("e.g. 1GiB"), "{bad}: {err}");
+        }
+        for bad in ["1s", "8d", "soon"] {
+            assert!(parse_idle_after(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -36,8 +36,9 @@ pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
     let interval_ms = u64::try_from(config.interval.as_millis()).unwrap_or(u64::MAX);
     if let Some(count) = config.simulate {
         tracing::warn!(count, "showing simulated GPUs: no figure on the page comes from hardware");
-        let simulator =
-            config.faults.iter().fold(Simulator::new(count, interval_ms), |sim, fault| sim.with_fault(*fault));
+        // The demo shows a forgotten notebook: the idle-but-held case.
+        let demo = Simulator::new(count, interval_ms).with_idle_holder();
+        let simulator = config.faults.iter().fold(demo, |sim, fault| sim.with_fault(*fault));
         return Box::new(simulator);
     }
     match NvmlSource::open(interval_ms) {
@@ -94,6 +95,8 @@ pub struct Options {
     pub audit_retention: Duration,
     /// The connection limit and request-head timeout (`--max-connections`).
     pub connections: web::serve::ConnectionLimits,
+    /// When a process holding memory counts as idle (`--idle-memory`, `--idle-after`).
+    pub idle: telemetry::IdleRule,
 }
 
 impl Options {
@@ -113,6 +116,7 @@ impl Options {
             allow_anonymous: false,
             audit_retention: audit::DEFAULT_RETENTION,
             connections: web::serve::ConnectionLimits::default(),
+            idle: telemetry::IdleRule::default(),
         }
     }
 }
@@ -147,7 +151,8 @@ pub async fn start_with(
     let telemetry = Arc::new(
         Telemetry::new(host, source.devices())
             .with_redacted_frames(auth.admits_anonymous_viewers())
-            .with_hardware(topology, source.device_query()),
+            .with_hardware(topology, source.device_query())
+            .with_idle_rule(options.idle),
     );
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
@@ -297,6 +302,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             max: web::serve::max_connections(config.max_connections, open_files),
             ..web::serve::ConnectionLimits::default()
         },
+        idle: config.idle,
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

@@ -22,10 +22,14 @@ pub enum Metric {
     SmClock,
     /// MHz.
     MemClock,
+    /// Percent of time the SMs had a warp assigned (GPM).
+    SmActive,
+    /// Percent of time a tensor pipe was busy (GPM).
+    TensorActive,
 }
 
 impl Metric {
-    pub const ALL: [Metric; 7] = [
+    pub const ALL: [Metric; 9] = [
         Metric::MemoryUsed,
         Metric::GpuUtil,
         Metric::MemUtil,
@@ -33,6 +37,8 @@ impl Metric {
         Metric::Temperature,
         Metric::SmClock,
         Metric::MemClock,
+        Metric::SmActive,
+        Metric::TensorActive,
     ];
 
     /// The name used in URLs and JSON, e.g. "memory_used".
@@ -45,6 +51,8 @@ impl Metric {
             Metric::Temperature => "temperature",
             Metric::SmClock => "sm_clock",
             Metric::MemClock => "mem_clock",
+            Metric::SmActive => "sm_active",
+            Metric::TensorActive => "tensor_active",
         }
     }
 
@@ -52,7 +60,7 @@ impl Metric {
     pub fn unit(self) -> &'static str {
         match self {
             Metric::MemoryUsed => "bytes",
-            Metric::GpuUtil | Metric::MemUtil => "%",
+            Metric::GpuUtil | Metric::MemUtil | Metric::SmActive | Metric::TensorActive => "%",
             Metric::PowerDraw => "W",
             Metric::Temperature => "°C",
             Metric::SmClock | Metric::MemClock => "MHz",
@@ -69,6 +77,8 @@ impl Metric {
             Metric::Temperature => "Temperature",
             Metric::SmClock => "SM clock",
             Metric::MemClock => "Memory clock",
+            Metric::SmActive => "SM activity",
+            Metric::TensorActive => "Tensor activity",
         }
     }
 
@@ -87,6 +97,8 @@ impl Metric {
             Metric::Temperature => sample.temperature_c,
             Metric::SmClock => sample.sm_clock_mhz,
             Metric::MemClock => sample.mem_clock_mhz,
+            Metric::SmActive => return sample.activity.as_ref()?.sm_active,
+            Metric::TensorActive => return sample.activity.as_ref()?.tensor_active,
         };
         value.map(f64::from)
     }

@@ -4,6 +4,7 @@
 //! times are milliseconds since the Unix epoch, and a field a GPU cannot report
 //! is `None` (shown as "n/a"), never an error.
 
+pub mod activity;
 pub mod auth;
 pub mod bridge;
 #[cfg(feature = "chart")]

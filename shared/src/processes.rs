@@ -40,6 +40,9 @@ pub struct GpuProcess {
     /// `user`, `name`, `command` and `container` are then unknown to the viewer, not absent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
+    /// Set while the process holds memory on a GPU that does nothing (`--idle-memory`, `--idle-after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<crate::activity::IdleHold>,
 }
 
 impl GpuProcess {
@@ -57,6 +60,7 @@ impl GpuProcess {
             sm_util: _,
             sm_util_seen_ms: _,
             started_ms: _,
+            idle: _,
             user,
             name,
             command,
@@ -86,6 +90,9 @@ pub struct UserUsage {
     /// Device memory held across all of them, bytes.
     pub memory: u64,
     pub processes: u32,
+    /// Of `memory`, what processes flagged idle hold, bytes.
+    #[serde(default)]
+    pub idle_memory: u64,
 }
 
 /// Sums processes per user, biggest memory first: the "who uses what" overview.
@@ -97,7 +104,7 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
         let entry = match users.iter().position(|u| u.user == name) {
             Some(i) => &mut users[i],
             None => {
-                users.push(UserUsage { user: name, devices: Vec::new(), memory: 0, processes: 0 });
+                users.push(UserUsage { user: name, devices: Vec::new(), memory: 0, processes: 0, idle_memory: 0 });
                 users.last_mut().expect("just pushed")
             }
         };
@@ -106,6 +113,9 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
             entry.devices.sort_unstable();
         }
         entry.memory += p.used_memory.unwrap_or(0);
+        if p.idle.is_some() {
+            entry.idle_memory += p.used_memory.unwrap_or(0);
+        }
         entry.processes += 1;
     }
     users.sort_by(|a, b| b.memory.cmp(&a.memory).then_with(|| a.user.cmp(&b.user)));
@@ -155,6 +165,7 @@ mod tests {
             started_ms: None,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 
@@ -169,6 +180,7 @@ mod tests {
         assert_eq!(usage.iter().map(|u| u.user.as_str()).collect::<Vec<_>>(), ["bo", "ana", "unknown"]);
         assert_eq!(usage[1].devices, [0, 1]);
         assert_eq!(usage[1].memory, 15);
+        assert_eq!(usage[1].idle_memory, 0);
         assert_eq!(usage[1].processes, 2);
     }
 

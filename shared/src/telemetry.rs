@@ -131,6 +131,10 @@ pub struct DeviceSample {
     /// Set when the GPU stopped answering (fell off the bus, lost); every other field is then `None`.
     #[serde(default)]
     pub lost: Option<String>,
+    /// What the SMs did over the latest GPM window (its own loop, about a second long);
+    /// `None` before the first window ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity: Option<crate::activity::Activity>,
 }
 
 /// A point of the memory-used chart.

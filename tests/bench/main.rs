@@ -1,6 +1,7 @@
 //! Benchmarks of gpudash's own costs, printing figures (never pass/fail):
 //!
 //!   gpudash-bench sampler [--simulate N] [--samples N]   CPU time of one fast-path sample per GPU
+//!   gpudash-bench gpm [--simulate N] [--windows N]       CPU time of the GPM loop per GPU per second
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
 
@@ -36,6 +37,13 @@ enum Bench {
         #[arg(long)]
         per_call: bool,
     },
+    /// Time the GPM loop: one window (a GPM sample and a metrics computation) per GPU per second.
+    Gpm {
+        #[arg(long)]
+        simulate: Option<u32>,
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=10_000))]
+        windows: u32,
+    },
     /// Fill a history database and time queries on it.
     History {
         #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=60))]
@@ -68,6 +76,7 @@ fn main() -> ExitCode {
                 sampler(simulate, samples)
             }
         }
+        Bench::Gpm { simulate, windows } => gpm(simulate, windows),
         Bench::History { days, gpus } => history(days, gpus),
         Bench::Fleet { nodes, gpus, prometheus, settle } => fleet::main(nodes, gpus, &prometheus, settle),
     };
@@ -100,6 +109,52 @@ fn per_call_costs(iterations: u32) -> Result<(), String> {
         println!("  {name:<28} {micros:>8.1} µs");
     }
     sampler(None, iterations)
+}
+
+/// The GPM loop's cost: it closes one window per GPU each second, so the CPU time of one
+/// step per GPU is its CPU time per GPU per second. Steps run back to back here (GPM needs no
+/// pause for the cost; the figures of such short windows are not what is measured).
+#[allow(clippy::print_stdout)]
+fn gpm(simulate: Option<u32>, windows: u32) -> Result<(), String> {
+    let time = |gpus: usize, step: &mut dyn FnMut(u64) -> usize| {
+        let gpus = gpus.max(1) as f64;
+        step(0); // opens the first window; NVML's first metrics computation is slow (5.8 ms, REFERENCE.md)
+        step(1);
+        let (cpu, wall) = (thread_cpu_ns(), Instant::now());
+        let mut closed = 0;
+        for i in 0..windows {
+            closed += step(u64::from(i) + 2);
+        }
+        let per = |total: f64| total / f64::from(windows) / gpus;
+        let cpu_us = per(thread_cpu_ns().saturating_sub(cpu) as f64 / 1e3);
+        let wall_us = per(wall.elapsed().as_secs_f64() * 1e6);
+        println!("GPM loop, {windows} windows on {gpus} GPU(s), {closed} closed:");
+        println!("  CPU per GPU per second: {cpu_us:.1} µs ({:.4}% of one core)", cpu_us / 1e4);
+        println!("  wall per GPU per window: {wall_us:.1} µs (off the fast path: its own thread)");
+        println!("  reference: pynvml on an H200, one sample 0.23 ms + one metrics call 1.0-1.4 ms");
+    };
+    match simulate {
+        Some(n) => {
+            let sim = Simulator::new(n, 100);
+            for t in 0..3 {
+                sim.sample(t * 100);
+            }
+            time(n as usize, &mut |t| sim.activity(t).len());
+        }
+        None => {
+            let source = NvmlSource::open(100).map_err(|e| e.to_string())?;
+            let mut reader = source.gpm_reader();
+            let step = &mut |t| {
+                let windows = reader.step(t);
+                if let Some((i, reason)) = windows.iter().find_map(|(i, a)| Some((i, a.unavailable.clone()?))) {
+                    println!("  GPU {i}: n/a: {reason}");
+                }
+                windows.len()
+            };
+            time(source.devices().len(), step);
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::print_stdout)]

@@ -2,10 +2,10 @@
 # Every GPU check in one call, for the device tool's machine (2×H200 is best: p2p needs two GPUs).
 # Build here, then carry the release binaries:
 #   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
-#   run(command="bash tests/gpu/all.sh", carry=["target/release/gpudash", "target/release/gpudash-bench"],
-#       kind="nvidia-h200-x2", timeout_s=600)
-# Each part runs under its own timeout; together they stay under the device tool's 10 minutes
-# (h200 90 + bridge 120 + p2p 100 + lab 250 = 560 s at most; expected ~6 minutes).
+#   run(command="bash tests/gpu/all.sh h200 bridge gpm", carry=["target/release/gpudash", "target/release/gpudash-bench"],
+#       kind="nvidia-h200-x2", timeout_s=600)       # then the same with "bash tests/gpu/all.sh lab p2p"
+# Each part runs under its own timeout (h200 90 + bridge 120 + gpm 180 = 390 s; lab 250 + p2p 100 = 350 s),
+# so each call stays under the device tool's 10 minutes.
 # Each part's log lands in $OUT (the device tool's output folder); the summary is printed last,
 # and the exit status is non-zero when any part failed (or timed out).
 set -uo pipefail
@@ -31,19 +31,29 @@ part() {
   fi
   tail -40 "$OUT/$name.log"
 }
-part h200 90 tests/gpu/h200.sh       # gpudash vs nvidia-smi, processes, health, /metrics, sampler CPU, peers' costs
-part bridge 120 tests/gpu/bridge.sh  # PyTorch client on a real training loop
-count=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
-if [ "$count" -ge 2 ]; then
-  part p2p 100 tests/gpu/p2p.sh      # p2p vs PyTorch, interleaved; topology vs nvidia-smi
-else
-  results+=("p2p: skipped (one GPU; run on nvidia-h200-x2)")
+# Parts to run: the arguments (h200 bridge p2p gpm lab), or all of them. All five take up to ~12 minutes,
+# more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
+wanted=("${@:-h200 bridge p2p gpm lab}")
+wanted=" ${wanted[*]} "
+want() { [[ "$wanted" == *" $1 "* ]]; }
+want h200 && part h200 90 tests/gpu/h200.sh       # gpudash vs nvidia-smi, processes, health, /metrics, sampler CPU, peers' costs
+want bridge && part bridge 120 tests/gpu/bridge.sh  # PyTorch client on a real training loop
+if want p2p; then
+  count=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
+  if [ "$count" -ge 2 ]; then
+    part p2p 100 tests/gpu/p2p.sh      # p2p vs PyTorch, interleaved; topology vs nvidia-smi
+  else
+    results+=("p2p: skipped (one GPU; run on nvidia-h200-x2)")
+  fi
 fi
-part lab 250 tests/gpu/lab.sh        # every experiment vs PyTorch, interleaved rounds; the HTTP API
+want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM, idle holder, DCGM_FI_PROF_*
+want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
 
-printf '\n== figures\n'
+printf '
+== figures
+'
 grep -h -E "^  (fast loop|slow loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
-  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log 2>/dev/null || true
+  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/gpm.log 2>/dev/null || true
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"
 if [ "$failed" -ne 0 ]; then

@@ -58,6 +58,7 @@ impl GpuSource for Witness {
             started_ms: Some(timestamp_ms - 60_000),
             container: Some(WITNESS_CONTAINER.to_owned()),
             redacted: false,
+            idle: None,
         });
         details
     }

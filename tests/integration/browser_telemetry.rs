@@ -51,6 +51,7 @@ impl GpuSource for CrowdedSimulator {
             started_ms: user.map(|_| timestamp_ms - 2 * 3_600_000),
             container: None,
             redacted: false,
+            idle: None,
         };
         details.processes.push(extra(900_001, Some("zoe"), 3));
         details.processes.push(extra(HIDDEN_PID, None, 1));
@@ -307,7 +308,7 @@ async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
             "return [...document.querySelectorAll(\".history-row[data-index='0'] canvas.history-chart\")].map(e => e.dataset.metric)",
         )
         .await;
-        assert_eq!(metrics, serde_json::json!(["memory_used", "gpu_util", "power_draw", "temperature", "sm_clock"]));
+        assert_eq!(metrics, serde_json::json!(["memory_used", "gpu_util", "sm_active", "tensor_active", "power_draw", "temperature", "sm_clock"]));
         // Let the store take a few seconds of samples, then ask for the last hour.
         eventually(15, "a few seconds of samples in the store", || async {
             let body: shared::history::HistoryResponse = reqwest::get(stored()).await.ok()?.json().await.ok()?;

@@ -18,6 +18,7 @@ mod budgets;
 mod connections;
 mod edge;
 mod fleet;
+mod gpm;
 mod history;
 mod lab;
 mod lab_checks;

@@ -18,9 +18,10 @@ fn promtool() -> String {
 async fn metrics_pass_promtool_and_carry_dcgm_names() {
     let server = TestServer::simulated(2, 100).await;
     // Health and processes come from the slow loop: wait for its first round.
-    eventually(10, "the slow loop's process series", || async {
+    // The GPM loop closes its first window after a second.
+    eventually(10, "the slow loop's process series and the GPM loop's activity", || async {
         let text = reqwest::get(server.url("/metrics")).await.ok()?.text().await.ok()?;
-        text.contains("\ngpudash_process_memory_bytes{").then_some(())
+        (text.contains("\ngpudash_process_memory_bytes{") && text.contains("\nDCGM_FI_PROF_SM_ACTIVE{")).then_some(())
     })
     .await;
     let response = reqwest::get(server.url("/metrics")).await.unwrap();
@@ -37,6 +38,18 @@ async fn metrics_pass_promtool_and_carry_dcgm_names() {
         "gpudash_pcie_tx_bytes_per_second",
         "gpudash_clock_event_active",
         "gpudash_process_memory_bytes",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
     ] {
         assert!(text.contains(&format!("\n{name}{{")) || text.starts_with(&format!("{name}{{")), "{name} missing");
     }

@@ -37,6 +37,14 @@ impl TestServer {
         Self { running, base }
     }
 
+    /// Any source, with options beyond the sampling period.
+    pub async fn with_options(source: Box<dyn GpuSource>, options: gpudash::Options) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let running = gpudash::start_with(listener, source, options).await.expect("start");
+        let base = format!("http://{}", running.addr());
+        Self { running, base }
+    }
+
     pub async fn with_source(source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
         Self::on("127.0.0.1:0", source, interval_ms).await
     }

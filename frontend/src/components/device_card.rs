@@ -2,6 +2,8 @@
 //! section and the lab's empty_cache button.
 
 use leptos::prelude::*;
+
+use crate::components::activity::ActivityFigures;
 use shared::{
     ComputeCapability, DeviceInfo, DeviceSample,
     units::{format_bytes, format_watts, or_na},
@@ -115,6 +117,8 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <Metric label="SM clock" class="sm-clock" value=gauge(|s| or_na(s.sm_clock_mhz, mhz)) />
                 <Metric label="Mem clock" class="mem-clock" value=gauge(|s| or_na(s.mem_clock_mhz, mhz)) />
             </dl>
+
+            <ActivityFigures state=state index=index />
 
             <dl class="metrics metrics-more">
                 <Metric label="P-state" class="pstate" value=gauge(|s| or_na(s.pstate, |p| format!("P{p}"))) />

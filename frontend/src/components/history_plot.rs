@@ -31,7 +31,7 @@ pub fn y_ceiling(state: &DashboardState, index: u32, metric: Metric) -> Option<f
     let latest = device.latest.as_ref();
     match metric {
         Metric::MemoryUsed => (device.info.memory_total > 0).then(|| device.info.memory_total as f64 / GIB),
-        Metric::GpuUtil | Metric::MemUtil => Some(100.0),
+        Metric::GpuUtil | Metric::MemUtil | Metric::SmActive | Metric::TensorActive => Some(100.0),
         Metric::PowerDraw => latest?.power_limit_mw.map(|mw| f64::from(mw) / 1000.0),
         Metric::Temperature => Some(100.0),
         Metric::SmClock => device.info.max_clocks.sm_mhz.map(f64::from),

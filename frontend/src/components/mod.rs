@@ -1,6 +1,7 @@
 //! The page's building blocks: header, login, notices, GPU cards and their
 //! charts, health, processes, who uses what, history, and the lab's parts.
 
+pub mod activity;
 pub mod bridge;
 pub mod chart;
 pub mod device_card;

@@ -9,6 +9,7 @@ use shared::{
 };
 
 use crate::{
+    components::activity::idle_text,
     components::format::{self, percent},
     state::DashboardState,
 };
@@ -209,13 +210,17 @@ fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
     let container = process.container.clone();
     let short = command.as_deref().map_or_else(|| "?".to_owned(), |c| shorten(c, COMMAND_CHARS));
     let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
+    let idle = process.idle.map(|hold| {
+        let title = format!("Flagged idle: {}", hold.signal.describe());
+        view! { <span class="idle-flag" title=title>{idle_text(&process, hold, now_ms)}</span> }
+    });
     view! {
-        <tr class="process-row" data-pid=process.pid>
+        <tr class="process-row" class:idle=process.idle.is_some() data-pid=process.pid>
             <td class="pid">{process.pid}</td>
             <td class="user">{process.user.unwrap_or_else(|| "?".to_owned())}</td>
             <td class="command" title=command>{short}</td>
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
-            <td class="sm">{or_na(process.sm_util, percent)}</td>
+            <td class="sm">{or_na(process.sm_util, percent)} {idle}</td>
             <td class="runtime">{runtime}</td>
             <td class="container" title=container>
                 {process.container.unwrap_or_else(|| "—".to_owned())}
@@ -262,6 +267,7 @@ mod tests {
             started_ms,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 

@@ -1,7 +1,11 @@
 //! `#who-uses-what`: per user, the GPUs and memory they hold, and which GPUs are free.
 
 use leptos::prelude::*;
-use shared::{processes::usage_by_user, units::format_bytes};
+use shared::{
+    activity::{GpuState, gpu_state},
+    processes::usage_by_user,
+    units::format_bytes,
+};
 
 use crate::{components::format, state::DashboardState};
 
@@ -12,6 +16,16 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
     // The server left out who runs them: say so, rather than "no processes".
     let hidden = Memo::new(move |_| state.with(|s| s.processes.iter().any(|p| p.redacted)));
     let free = Memo::new(move |_| state.with(DashboardState::free_devices));
+    let held_idle = Memo::new(move |_| {
+        state.with(|s| {
+            let latest = |i: u32| s.device(i).and_then(|d| d.latest.as_ref());
+            s.devices
+                .iter()
+                .map(|d| d.info.index)
+                .filter(|&i| gpu_state(i, latest(i), &s.processes) == Some(GpuState::HeldIdle))
+                .collect::<Vec<_>>()
+        })
+    });
     let lost = Memo::new(move |_| {
         state.with(|s| {
             s.devices.iter().map(|d| d.info.index).filter(|&i| s.lost_reason(i).is_some()).collect::<Vec<_>>()
@@ -41,6 +55,7 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                                     <th scope="col">"GPUs"</th>
                                     <th scope="col">"Memory"</th>
                                     <th scope="col">"Processes"</th>
+                                    <th scope="col" title="Memory held by processes flagged idle">"Held idle"</th>
                                 </tr>
                             </thead>
                             <tbody>
@@ -55,6 +70,9 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                                                     <td class="usage-gpus">{format::indexes(&u.devices)}</td>
                                                     <td class="usage-memory">{format_bytes(u.memory)}</td>
                                                     <td class="usage-processes">{u.processes}</td>
+                                                    <td class="usage-idle">
+                                                        {if u.idle_memory > 0 { format_bytes(u.idle_memory) } else { "—".to_owned() }}
+                                                    </td>
                                                 </tr>
                                             }
                                         })
@@ -67,6 +85,11 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                 <p id="free-gpus" class="free-gpus" class:none-free=move || free.with(Vec::is_empty)>
                     {move || free_text(&free.get())}
                 </p>
+                <Show when=move || !held_idle.with(Vec::is_empty)>
+                    <p id="held-idle-gpus" class="held-idle-gpus" title="Memory held by processes that compute nothing">
+                        {move || format!("Held idle: {}", gpu_list(&held_idle.get()))}
+                    </p>
+                </Show>
                 <Show when=move || !lost.with(Vec::is_empty)>
                     <p id="lost-gpus" class="lost-gpus">{move || format!("Lost: {}", gpu_list(&lost.get()))}</p>
                 </Show>

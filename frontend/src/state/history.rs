@@ -37,8 +37,15 @@ impl HistoryRange {
 }
 
 /// The metrics charted for every GPU, in the order shown.
-pub const CHARTED: [Metric; 5] =
-    [Metric::MemoryUsed, Metric::GpuUtil, Metric::PowerDraw, Metric::Temperature, Metric::SmClock];
+pub const CHARTED: [Metric; 7] = [
+    Metric::MemoryUsed,
+    Metric::GpuUtil,
+    Metric::SmActive,
+    Metric::TensorActive,
+    Metric::PowerDraw,
+    Metric::Temperature,
+    Metric::SmClock,
+];
 
 /// One chart's points, oldest first, on a grid of `bucket_ms`-wide buckets.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -194,6 +194,7 @@ mod tests {
             started_ms: None,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 

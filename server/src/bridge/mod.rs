@@ -281,6 +281,7 @@ mod tests {
             started_ms: None,
             container: None,
             redacted: false,
+            idle: None,
         }
     }
 

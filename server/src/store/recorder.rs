@@ -182,7 +182,7 @@ fn insert(conn: &mut Connection, ticks: &[Vec<DeviceSample>]) -> rusqlite::Resul
     {
         let mut statement = tx.prepare_cached(
             "INSERT OR REPLACE INTO samples (device, ts, memory_used, gpu_util, mem_util, power_draw, temperature, \
-             sm_clock, mem_clock) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             sm_clock, mem_clock, sm_active, tensor_active) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         )?;
         for sample in ticks.iter().flatten() {
             newest = newest.max(sample.timestamp_ms);
@@ -196,7 +196,9 @@ fn insert(conn: &mut Connection, ticks: &[Vec<DeviceSample>]) -> rusqlite::Resul
                 values[3],
                 values[4],
                 values[5],
-                values[6]
+                values[6],
+                values[7],
+                values[8]
             ])?;
         }
     }
@@ -205,7 +207,7 @@ fn insert(conn: &mut Connection, ticks: &[Vec<DeviceSample>]) -> rusqlite::Resul
 }
 
 /// A sample's values in the order of [`METRIC_COLUMNS`] (that of [`Metric::ALL`]), in each metric's unit.
-pub fn metric_values(sample: &DeviceSample) -> [Option<f64>; 7] {
+pub fn metric_values(sample: &DeviceSample) -> [Option<f64>; 9] {
     Metric::ALL.map(|metric| metric.value(sample))
 }
 

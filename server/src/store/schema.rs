@@ -8,15 +8,28 @@ use rusqlite::Connection;
 use super::StoreError;
 
 /// Columns of a sample row, in the order of [`shared::history::Metric::ALL`].
-pub const METRIC_COLUMNS: [&str; 7] =
-    ["memory_used", "gpu_util", "mem_util", "power_draw", "temperature", "sm_clock", "mem_clock"];
+pub const METRIC_COLUMNS: [&str; 9] = [
+    "memory_used",
+    "gpu_util",
+    "mem_util",
+    "power_draw",
+    "temperature",
+    "sm_clock",
+    "mem_clock",
+    "sm_active",
+    "tensor_active",
+];
+
+/// Columns added after the first schema, appended by [`add_columns`] to a database that lacks them
+/// (appended, so `minutes` keeps the order of [`METRIC_COLUMNS`] that its rollup inserts by).
+const ADDED_COLUMNS: [&str; 2] = ["sm_active", "tensor_active"];
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS samples (
     device INTEGER NOT NULL,
     ts INTEGER NOT NULL,
     memory_used REAL, gpu_util REAL, mem_util REAL, power_draw REAL,
-    temperature REAL, sm_clock REAL, mem_clock REAL,
+    temperature REAL, sm_clock REAL, mem_clock REAL, sm_active REAL, tensor_active REAL,
     PRIMARY KEY (device, ts)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS minutes (
@@ -30,6 +43,8 @@ CREATE TABLE IF NOT EXISTS minutes (
     temperature_min REAL, temperature_avg REAL, temperature_max REAL,
     sm_clock_min REAL, sm_clock_avg REAL, sm_clock_max REAL,
     mem_clock_min REAL, mem_clock_avg REAL, mem_clock_max REAL,
+    sm_active_min REAL, sm_active_avg REAL, sm_active_max REAL,
+    tensor_active_min REAL, tensor_active_avg REAL, tensor_active_max REAL,
     PRIMARY KEY (device, minute)
 ) WITHOUT ROWID;
 ";
@@ -52,5 +67,26 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         return Err(corrupt(check));
     }
     conn.execute_batch(SCHEMA).map_err(|e| corrupt(e.to_string()))?;
+    add_columns(&conn).map_err(|e| corrupt(e.to_string()))?;
     Ok(conn)
+}
+
+/// Brings a database written by an older gpudash up to [`METRIC_COLUMNS`].
+fn add_columns(conn: &Connection) -> rusqlite::Result<()> {
+    let has = |table: &str, column: &str| -> rusqlite::Result<bool> {
+        let mut statement = conn.prepare(&format!("SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?1"))?;
+        statement.exists([column])
+    };
+    for column in ADDED_COLUMNS {
+        if !has("samples", column)? {
+            conn.execute_batch(&format!("ALTER TABLE samples ADD COLUMN {column} REAL"))?;
+        }
+        if !has("minutes", &format!("{column}_min"))? {
+            conn.execute_batch(&format!(
+                "ALTER TABLE minutes ADD COLUMN {column}_min REAL; ALTER TABLE minutes ADD COLUMN {column}_avg REAL; \
+                 ALTER TABLE minutes ADD COLUMN {column}_max REAL"
+            ))?;
+        }
+    }
+    Ok(())
 }

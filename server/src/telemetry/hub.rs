@@ -17,7 +17,9 @@ use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryP
 use tokio::sync::broadcast;
 
 use super::DeviceQuery;
+use super::activity::ActivityBoard;
 use super::history::{HISTORY_WINDOW_MS, MemoryRing};
+use super::idle::{IdleRule, IdleTracker};
 
 /// Most points per device in a snapshot, whatever the sampling period.
 pub const SNAPSHOT_POINTS: usize = 300;
@@ -75,6 +77,10 @@ pub struct Telemetry {
     /// Anonymous viewers may connect while tokens exist: details get a redacted encoding too.
     redacting: bool,
     ticks: broadcast::Sender<Frame>,
+    /// The GPM loop's newest window per GPU.
+    activity: Mutex<ActivityBoard>,
+    /// Who holds memory on a GPU that does nothing.
+    idle: Mutex<IdleTracker>,
 }
 
 #[derive(Debug)]
@@ -110,7 +116,26 @@ impl Telemetry {
             redacted_snapshot: Mutex::new(None),
             redacting: false,
             ticks,
+            activity: Mutex::default(),
+            idle: Mutex::new(IdleTracker::new(IdleRule::default())),
         }
+    }
+
+    /// With the rule that flags idle holders (`--idle-memory`, `--idle-after`).
+    #[must_use]
+    pub fn with_idle_rule(self, rule: IdleRule) -> Self {
+        *lock(&self.idle) = IdleTracker::new(rule);
+        self
+    }
+
+    /// Keeps the GPM loop's newest windows; the next tick carries them.
+    pub fn publish_activity(&self, windows: Vec<(u32, shared::activity::Activity)>) {
+        lock(&self.activity).update(windows);
+    }
+
+    /// Gives each sample its GPU's newest GPM window (called by the fast loop before recording).
+    pub fn attach_activity(&self, samples: &mut [DeviceSample]) {
+        lock(&self.activity).attach(samples);
     }
 
     /// With `yes`, every message that names people is also encoded redacted
@@ -172,6 +197,7 @@ impl Telemetry {
     /// Records one sampling period and sends it, serialized once, to every subscriber.
     /// Called from the sampler thread only, so ticks go out in order.
     pub fn publish(&self, samples: Vec<DeviceSample>, timestamp_ms: u64) {
+        lock(&self.idle).observe(&samples);
         let seq = {
             let mut live = self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             live.seq += 1;
@@ -192,6 +218,7 @@ impl Telemetry {
 
     /// Records the slow loop's readings and sends them, serialized once, to every subscriber.
     pub fn publish_details(&self, mut details: Details) {
+        lock(&self.idle).mark(&mut details.processes, super::now_ms());
         {
             let mut live = self.live.write().unwrap_or_else(std::sync::PoisonError::into_inner);
             for health in &mut details.health {
@@ -278,6 +305,10 @@ impl Telemetry {
     fn read_live<T>(&self, f: impl FnOnce(&Live) -> T) -> T {
         f(&self.live.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Serializes a message to JSON text. Our own types always serialize.
@@ -374,6 +405,7 @@ mod tests {
             started_ms: None,
             container: Some("c0ffee123456".into()),
             redacted: false,
+            idle: None,
         };
         hub.publish_details(Details { health: vec![], processes: vec![process] });
         rx

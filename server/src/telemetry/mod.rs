@@ -1,8 +1,10 @@
 //! Where samples are born: a [`GpuSource`] (NVML or the simulator) read by a
 //! sampler thread, published through the [`Telemetry`] hub.
 
+pub mod activity;
 mod history;
 mod hub;
+pub mod idle;
 pub mod nvml;
 pub mod procfs;
 mod query;
@@ -10,8 +12,10 @@ mod sampler;
 pub mod simulator;
 pub mod topology;
 
+pub use activity::ActivitySink;
 pub use history::MemoryRing;
 pub use hub::{Frame, Telemetry, Visibility, encode};
+pub use idle::IdleRule;
 pub use query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
 pub use sampler::Sampler;
 
@@ -40,6 +44,17 @@ pub trait GpuSource: Send + Sync + 'static {
     fn watch_xids(
         &self,
         sink: XidSink,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Option<std::thread::JoinHandle<()>> {
+        let _ = (sink, stop);
+        None
+    }
+    /// Starts the GPM loop on a thread of its own, until `stop` is set: every
+    /// [`activity::ACTIVITY_PERIOD`] it closes one window per GPU (what the SMs really did)
+    /// and hands it to `sink`. Sources without activity figures return `None`.
+    fn watch_activity(
+        &self,
+        sink: ActivitySink,
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     ) -> Option<std::thread::JoinHandle<()>> {
         let _ = (sink, stop);

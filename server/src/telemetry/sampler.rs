@@ -1,6 +1,6 @@
 //! The sampler's threads, off the async runtime: a fast loop for gauges, a
-//! slow loop for health, PCIe traffic, energy and processes, and the
-//! source's own XID watcher.
+//! slow loop for health, PCIe traffic, energy and processes, the GPM loop
+//! (SM and tensor activity), and the source's own XID watcher.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -42,7 +42,9 @@ impl Sampler {
         let (fast_source, fast_hub) = (source.clone(), hub.clone());
         threads.push(std::thread::Builder::new().name("gpudash-sampler".into()).spawn(move || {
             every(interval, &stopped, |timestamp_ms| {
-                let samples = fast_source.sample(timestamp_ms);
+                let mut samples = fast_source.sample(timestamp_ms);
+                // The GPM loop's newest window rides along: a lock and a copy, no NVML call.
+                fast_hub.attach_activity(&mut samples);
                 if let Some(recorder) = &recorder {
                     recorder.record(&samples);
                 }
@@ -58,6 +60,11 @@ impl Sampler {
             });
         })?);
 
+        let activity_hub = hub.clone();
+        let sink = Box::new(move |windows| activity_hub.publish_activity(windows));
+        if let Some(gpm) = source.watch_activity(sink, stop_xids.clone()) {
+            threads.push(gpm);
+        }
         let xid_hub = hub;
         if let Some(watcher) = source.watch_xids(Box::new(move |event| xid_hub.record_xid(event)), stop_xids.clone()) {
             threads.push(watcher);

@@ -5,6 +5,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
+use shared::activity::gpu_state;
 use shared::processes::{GpuProcess, UserUsage, free_devices, redact_all, usage_by_user};
 use shared::{Device, DevicesResponse};
 
@@ -55,6 +56,15 @@ pub struct ProcessesResponse {
     pub users: Vec<UserUsage>,
     /// GPUs no process holds, by index.
     pub free_devices: Vec<u32>,
+    /// Every answering GPU: free, busy, or held by processes that are all idle.
+    pub states: Vec<DeviceState>,
+}
+
+/// One GPU's state in `/api/processes`.
+#[derive(Serialize)]
+pub struct DeviceState {
+    pub index: u32,
+    pub state: shared::activity::GpuState,
 }
 
 /// `GET /api/processes`: every GPU process, and who uses what.
@@ -62,13 +72,19 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
     let telemetry = &state.telemetry;
     let processes = processes_for(&state, visibility(&state, caller.as_deref()));
     let latest = telemetry.latest();
-    let devices = telemetry.devices().iter().map(|d| (d.index, latest.iter().find(|s| s.index == d.index)));
+    let devices: Vec<_> =
+        telemetry.devices().iter().map(|d| (d.index, latest.iter().find(|s| s.index == d.index))).collect();
+    let states = devices
+        .iter()
+        .filter_map(|&(index, latest)| Some(DeviceState { index, state: gpu_state(index, latest, &processes)? }))
+        .collect();
     let free_devices = free_devices(devices, &processes);
     Json(ProcessesResponse {
         simulated: telemetry.host().simulated,
         users: usage_by_user(&processes),
         processes,
         free_devices,
+        states,
     })
 }
 

@@ -25,6 +25,7 @@ use shared::{DeviceInfo, DeviceSample};
 use super::AppState;
 use super::api::{processes_for, visibility};
 use super::auth::Caller;
+use super::metrics_gpm::PROFILING_METRICS;
 
 const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const MIB: f64 = 1024.0 * 1024.0;
@@ -83,14 +84,14 @@ enum Read {
 }
 
 /// One per-GPU metric family: its name, type, help text and value.
-struct DeviceMetric {
+pub(super) struct DeviceMetric {
     name: &'static str,
     kind: Kind,
     help: &'static str,
     read: Read,
 }
 
-const fn gauge(
+pub(super) const fn gauge(
     name: &'static str,
     help: &'static str,
     read: fn(&DeviceInfo, &DeviceSample) -> Option<f64>,
@@ -208,6 +209,11 @@ const PROCESS_METRICS: &[ProcessMetric] = &[
         read: |p| p.used_memory.map(|b| b as f64),
     },
     ProcessMetric {
+        name: "gpudash_process_idle_seconds",
+        help: "How long a process has held memory on a GPU that computes nothing (only processes flagged idle).",
+        read: |p| p.idle.map(|hold| crate::telemetry::now_ms().saturating_sub(hold.since_ms) as f64 / 1000.0),
+    },
+    ProcessMetric {
         name: "gpudash_process_sm_utilization",
         help: "Percent of SM time a process used over the last window.",
         read: |p| p.sm_util.map(f64::from),
@@ -250,7 +256,7 @@ pub fn render(
         })
         .collect();
     let mut out = Exposition::default();
-    for metric in DEVICE_METRICS {
+    for metric in DEVICE_METRICS.iter().chain(PROFILING_METRICS) {
         let samples = gpus.iter().filter_map(|g| Some((g.labels.clone(), g.read(metric.read)?)));
         out.family(metric.name, metric.help, metric.kind, samples);
     }
@@ -420,9 +426,9 @@ mod tests {
 
     #[test]
     fn every_family_name_is_unique_and_help_is_set() {
-        let mut names: Vec<&str> =
-            DEVICE_METRICS.iter().map(|m| m.name).chain(PROCESS_METRICS.iter().map(|m| m.name)).collect();
-        assert!(DEVICE_METRICS.iter().all(|m| !m.help.is_empty()));
+        let devices = || DEVICE_METRICS.iter().chain(PROFILING_METRICS);
+        let mut names: Vec<&str> = devices().map(|m| m.name).chain(PROCESS_METRICS.iter().map(|m| m.name)).collect();
+        assert!(devices().all(|m| !m.help.is_empty()));
         let total = names.len();
         names.sort_unstable();
         names.dedup();

@@ -10,6 +10,7 @@ mod fleet;
 mod history;
 mod lab;
 mod metrics;
+mod metrics_gpm;
 pub mod serve;
 pub mod site;
 pub mod tls;

@@ -5,6 +5,7 @@
 //! fields are `None`; a GPU that answers "lost" is marked lost while the
 //! others keep being sampled.
 
+mod gpm;
 mod health;
 mod info;
 mod processes;
@@ -22,11 +23,12 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
+pub use self::gpm::GpmReader;
 pub use self::info::clock_event_names;
 use self::info::{pstate_number, read_info};
 pub use self::query::NvmlQuery;
 use super::procfs::ProcReader;
-use super::{DeviceQuery, GpuSource, XidSink};
+use super::{ActivitySink, DeviceQuery, GpuSource, XidSink};
 
 /// A lost GPU is probed again this often; probing a lost GPU can be slow.
 const LOST_RETRY: Duration = Duration::from_secs(30);
@@ -122,6 +124,11 @@ impl NvmlSource {
     /// On-demand readings over this source's NVML handle (it outlives the source).
     pub fn query(&self) -> NvmlQuery {
         NvmlQuery::new(self.nvml.clone())
+    }
+
+    /// A reader of GPM windows over this source's NVML handle (the GPM loop's, or a benchmark's).
+    pub fn gpm_reader(&self) -> GpmReader<'_> {
+        GpmReader::new(&self.nvml, &self.devices)
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
@@ -257,6 +264,18 @@ impl GpuSource for NvmlSource {
             .name("gpudash-xid".into())
             .spawn(move || xid::watch_xids(&nvml, &indexes, &sink, &stop))
             .map_err(|e| tracing::warn!("cannot start the XID watcher: {e}"))
+            .ok()
+    }
+
+    fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        let (nvml, devices) = (self.nvml.clone(), self.devices.clone());
+        std::thread::Builder::new()
+            .name("gpudash-gpm".into())
+            .spawn(move || {
+                let mut reader = GpmReader::new(&nvml, &devices);
+                super::activity::run_loop(|now_ms| reader.step(now_ms), &sink, &stop);
+            })
+            .map_err(|e| tracing::warn!("cannot start the GPM loop: {e}"))
             .ok()
     }
 

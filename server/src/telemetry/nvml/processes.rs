@@ -42,6 +42,7 @@ impl NvmlSource {
                     started_ms: proc.started_ms,
                     container: proc.container,
                     redacted: false,
+                    idle: None,
                 });
             }
         }

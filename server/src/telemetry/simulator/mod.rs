@@ -10,12 +10,13 @@ use shared::health::{DeviceHealth, EccCounts, NvLinkState, RemappedRows, Retired
 use shared::processes::{GpuProcess, ProcessKind};
 use shared::{Clocks, ComputeCapability, Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
+mod activity;
 mod faults;
 mod models;
 
 pub use self::faults::{Fault, FaultError};
 use self::models::{COMMANDS, MODELS, USERS};
-use super::{GpuSource, XidSink};
+use super::{ActivitySink, GpuSource, XidSink};
 
 const MIB: u64 = 1 << 20;
 
@@ -41,6 +42,8 @@ struct SimJob {
     command: String,
     started_ms: u64,
     container: Option<String>,
+    /// What its kernels keep busy: an index into [`models::PROFILES`].
+    profile: usize,
 }
 
 #[derive(Debug)]
@@ -54,6 +57,8 @@ struct SimGpu {
     energy_mj: f64,
     last_ms: Option<u64>,
     power_mw: u32,
+    /// A notebook that holds memory and never computes (see [`Simulator::with_idle_holder`]).
+    holder: Option<SimJob>,
 }
 
 #[derive(Debug)]
@@ -67,7 +72,7 @@ struct SimState {
 /// `count` simulated GPUs of a mix of models.
 #[derive(Debug)]
 pub struct Simulator {
-    state: Mutex<SimState>,
+    state: Arc<Mutex<SimState>>,
     /// XIDs raised by faults, waiting for the XID watcher.
     xids: Arc<Mutex<Vec<XidEvent>>>,
     interval_ms: u64,
@@ -76,6 +81,8 @@ pub struct Simulator {
 
 /// Memory a CUDA context holds on a GPU nobody computes on (a desktop, persistence daemon).
 const IDLE_MEMORY: f64 = 512.0 * MIB as f64;
+/// What the idle notebook of [`Simulator::with_idle_holder`] holds.
+pub const HOLDER_MEMORY: u64 = 6 << 30;
 
 impl Simulator {
     pub fn new(count: u32, interval_ms: u64) -> Self {
@@ -93,10 +100,16 @@ impl Simulator {
                 energy_mj: 1e9 * rng.f64(),
                 last_ms: None,
                 power_mw: 0,
+                holder: None,
             })
             .collect();
         let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000 };
-        Self { state: Mutex::new(state), xids: Arc::default(), interval_ms, faults: Vec::new() }
+        Self { state: Arc::new(Mutex::new(state)), xids: Arc::default(), interval_ms, faults: Vec::new() }
+    }
+
+    /// One GPM window per answering GPU, from what each simulated GPU is doing now.
+    pub fn activity(&self, now_ms: u64) -> Vec<(u32, shared::activity::Activity)> {
+        activity::windows(&self.state().gpus, now_ms)
     }
 
     /// Adds a fault to inject.
@@ -200,6 +213,14 @@ impl GpuSource for Simulator {
         details
     }
 
+    fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        let state = self.state.clone();
+        let step = move |now_ms| {
+            activity::windows(&state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).gpus, now_ms)
+        };
+        super::activity::spawn_loop(step, sink, stop)
+    }
+
     fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
         // Faults raise XIDs from `sample`; this thread hands them on as NVML's event set would.
         let queue = self.xids.clone();
@@ -227,6 +248,10 @@ impl SimGpu {
                 if let Phase::Idle { until_ms } = &mut self.phase {
                     *until_ms = until_ms.saturating_add(now_ms);
                 }
+                if let Some(holder) = &mut self.holder {
+                    // Opened two hours ago and forgotten.
+                    holder.started_ms = now_ms.saturating_sub(2 * 3_600_000);
+                }
                 1.0
             }
         };
@@ -243,6 +268,7 @@ impl SimGpu {
                     // Jobs look like they started a while ago, as on a real shared server.
                     started_ms: now_ms.saturating_sub(rng.u64(0..3_600_000)),
                     container: pick.is_multiple_of(2).then(|| format!("{:012x}", rng.u64(..1 << 48))),
+                    profile: pick % COMMANDS.len(),
                 });
                 Phase::Job {
                     target: (total * (0.25 + 0.7 * rng.f64())) as u64,
@@ -256,8 +282,9 @@ impl SimGpu {
             }
             phase => phase,
         };
+        let held = self.holder.as_ref().map_or(0.0, |_| HOLDER_MEMORY as f64);
         let (memory_goal, util_goal) = match self.phase {
-            Phase::Idle { .. } => (IDLE_MEMORY, 0.0),
+            Phase::Idle { .. } => (IDLE_MEMORY + held, 0.0),
             // Activations come and go with each step: a few percent of breathing room.
             Phase::Job { target, load, .. } => {
                 (target as f64 * (0.97 + 0.03 * rng.f64()), (load * 100.0 - 8.0 * rng.f64()).clamp(0.0, 100.0))
@@ -308,6 +335,8 @@ impl SimGpu {
             decoder_util: Some(0),
             pcie_link: Some(PcieLink { generation: if busy { model.pcie_gen } else { 1 }, width: 16 }),
             lost: None,
+            // The GPM loop's window is attached by the hub.
+            activity: None,
         }
     }
 
@@ -345,22 +374,33 @@ impl SimGpu {
     }
 
     fn processes(&self, index: u32) -> Vec<GpuProcess> {
+        if let Some(holder) = &self.holder {
+            // NVML has no per-process sample for a process that ran no kernel.
+            let held = (self.memory_used - IDLE_MEMORY).max(0.0) as u64;
+            return vec![self.process(index, holder, held, None)];
+        }
         let Some(job) = &self.job else { return Vec::new() };
+        let used = (self.memory_used - IDLE_MEMORY).max(0.0) as u64;
+        vec![self.process(index, job, used, Some(self.util.round() as u32))]
+    }
+
+    fn process(&self, index: u32, job: &SimJob, used: u64, sm_util: Option<u32>) -> GpuProcess {
         let name = job.command.split_whitespace().next().unwrap_or("python").rsplit('/').next().unwrap_or("python");
-        vec![GpuProcess {
+        GpuProcess {
             device: index,
             pid: job.pid,
             kind: ProcessKind::Compute,
-            used_memory: Some((self.memory_used - IDLE_MEMORY).max(0.0) as u64),
-            sm_util: Some(self.util.round() as u32),
-            sm_util_seen_ms: self.last_ms,
+            used_memory: Some(used),
+            sm_util,
+            sm_util_seen_ms: sm_util.and(self.last_ms),
             user: Some(job.user.to_owned()),
             name: Some(name.to_owned()),
             command: Some(job.command.clone()),
             started_ms: Some(job.started_ms),
             container: job.container.clone(),
             redacted: false,
-        }]
+            idle: None,
+        }
     }
 }
 
@@ -436,7 +476,7 @@ mod tests {
     #[test]
     fn a_busy_gpu_shows_load_soon_after_start() {
         let sim = Simulator::new(2, 1000);
-        let last = (0..5u64).map(|t| sim.sample(t * 1000)).last().unwrap();
+        let last = (0..5u64).map(|t| sim.sample(t * 1000)).next_back().unwrap();
         assert!(last[0].gpu_util.unwrap() > 40, "{:?}", last[0]);
         assert!(last[0].memory_used.unwrap() > 4 << 30, "{:?}", last[0]);
         assert_eq!(last[1].gpu_util, Some(0));

@@ -75,3 +75,27 @@ pub(super) const COMMANDS: [&str; 5] = [
     "python bench_attention.py --seq-len 8192 --heads 32",
     "/opt/conda/bin/python3 -m ipykernel_launcher -f /root/.local/share/jupyter/runtime/kernel-4f2a.json",
 ];
+
+/// The command of the idle notebook (`Simulator::with_idle_holder`).
+pub(super) const NOTEBOOK: &str =
+    "/opt/conda/bin/python3 -m ipykernel_launcher -f /home/eli/.local/share/jupyter/runtime/kernel-9c1e.json";
+
+/// What a job's kernels keep busy, as shares of its GPU utilization (GPM's view of it).
+pub(super) struct Profile {
+    pub(super) sm: f64,
+    pub(super) occupancy: f64,
+    pub(super) tensor: f64,
+    pub(super) dram: f64,
+    pub(super) fp32: f64,
+    pub(super) fp16: f64,
+}
+
+/// One per entry of [`COMMANDS`]. The notebook runs a Python loop of tiny kernels:
+/// "GPU util" reads busy while the SMs are nearly idle (measured on an H200: 32 % util, 0.04 % SM).
+pub(super) const PROFILES: [Profile; 5] = [
+    Profile { sm: 0.95, occupancy: 0.15, tensor: 0.78, dram: 0.2, fp32: 0.08, fp16: 0.04 },
+    Profile { sm: 0.9, occupancy: 0.2, tensor: 0.55, dram: 0.3, fp32: 0.12, fp16: 0.06 },
+    Profile { sm: 0.6, occupancy: 0.25, tensor: 0.3, dram: 0.7, fp32: 0.1, fp16: 0.05 },
+    Profile { sm: 0.97, occupancy: 0.3, tensor: 0.85, dram: 0.35, fp32: 0.05, fp16: 0.1 },
+    Profile { sm: 0.0015, occupancy: 0.0005, tensor: 0.0, dram: 0.0005, fp32: 0.0005, fp16: 0.0 },
+];

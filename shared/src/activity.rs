@@ -1,0 +1,174 @@
+//! What the GPU's SMs really do (NVML's GPM figures, Hopper and later) and which
+//! processes hold memory while doing nothing.
+//!
+//! "GPU utilization" is the share of time *any* kernel ran; a loop of one-element
+//! kernels reads 30 % there and 0.04 % in SM activity. These figures tell the two apart.
+
+use serde::{Deserialize, Serialize};
+
+use crate::DeviceSample;
+use crate::processes::GpuProcess;
+
+/// Below this SM activity (percent) a GPU counts as doing nothing.
+pub const IDLE_SM_PERCENT: f64 = 1.0;
+
+/// One GPM window of a device: two samples about a second apart.
+///
+/// Activities are percent (0–100) of the window; rates are bytes per second.
+/// A figure the GPU does not report is `None`; when GPM cannot be read at all,
+/// every figure is `None` and [`Activity::unavailable`] says why.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Activity {
+    /// End of the window, ms since the Unix epoch.
+    pub timestamp_ms: u64,
+    /// Length of the window, ms.
+    pub window_ms: u64,
+    /// Share of time each SM had at least one warp assigned, averaged over all SMs.
+    pub sm_active: Option<f64>,
+    /// Resident warps against the SMs' maximum.
+    pub sm_occupancy: Option<f64>,
+    /// Share of time any tensor pipe was busy.
+    pub tensor_active: Option<f64>,
+    /// Share of the device memory bandwidth used.
+    pub dram_active: Option<f64>,
+    pub fp64_active: Option<f64>,
+    pub fp32_active: Option<f64>,
+    pub fp16_active: Option<f64>,
+    /// Share of time the graphics/compute engine was busy.
+    pub gr_engine_active: Option<f64>,
+    pub pcie_tx_bytes_per_s: Option<f64>,
+    pub pcie_rx_bytes_per_s: Option<f64>,
+    /// NVLink traffic over all links; `None` on a GPU without links.
+    pub nvlink_tx_bytes_per_s: Option<f64>,
+    pub nvlink_rx_bytes_per_s: Option<f64>,
+    /// Why there are no figures: a GPU before Hopper, a driver that refuses, MIG on.
+    pub unavailable: Option<String>,
+}
+
+impl Activity {
+    /// No figures, and why.
+    pub fn unavailable(timestamp_ms: u64, reason: impl Into<String>) -> Self {
+        Self { timestamp_ms, unavailable: Some(reason.into()), ..Self::default() }
+    }
+}
+
+/// Which reading said a process is idle.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum IdleSignal {
+    /// The GPU's SM activity (GPM) stayed below 1 %.
+    SmActivity,
+    /// Without GPM: the process's own SM utilization (NVML per-process samples),
+    /// and the GPU's utilization when NVML has no sample for the process.
+    ProcessSmUtil,
+}
+
+impl IdleSignal {
+    /// How the page and `/api/processes` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IdleSignal::SmActivity => "sm_activity",
+            IdleSignal::ProcessSmUtil => "process_sm_util",
+        }
+    }
+
+    /// A phrase for a tooltip.
+    pub fn describe(self) -> &'static str {
+        match self {
+            IdleSignal::SmActivity => "the GPU's SM activity (GPM) stayed below 1%",
+            IdleSignal::ProcessSmUtil => "no SM use by the process (NVML per-process samples) and GPU util below 1%",
+        }
+    }
+}
+
+/// A process that holds device memory while its GPU does nothing.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdleHold {
+    /// Since when it has held memory without computing, ms since the Unix epoch.
+    pub since_ms: u64,
+    pub signal: IdleSignal,
+}
+
+/// What a GPU is doing for the overview and "Free:".
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuState {
+    /// No process holds it.
+    Free,
+    /// Someone computes on it (or holds it without having been idle long enough).
+    Busy,
+    /// Every process on it is flagged idle: memory held, nothing computed.
+    HeldIdle,
+}
+
+impl GpuState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GpuState::Free => "free",
+            GpuState::Busy => "busy",
+            GpuState::HeldIdle => "held idle",
+        }
+    }
+}
+
+/// A GPU's state from its latest reading and the processes on it; `None` for a GPU
+/// that stopped answering (it is neither free nor in use).
+pub fn gpu_state(index: u32, latest: Option<&DeviceSample>, processes: &[GpuProcess]) -> Option<GpuState> {
+    if latest.is_some_and(|s| s.lost.is_some()) {
+        return None;
+    }
+    let mut on_it = processes.iter().filter(|p| p.device == index).peekable();
+    if on_it.peek().is_none() {
+        return Some(GpuState::Free);
+    }
+    Some(if on_it.all(|p| p.idle.is_some()) { GpuState::HeldIdle } else { GpuState::Busy })
+}
+
+/// Device memory held by idle processes, bytes.
+pub fn idle_memory(processes: &[&GpuProcess]) -> u64 {
+    processes.iter().filter(|p| p.idle.is_some()).map(|p| p.used_memory.unwrap_or(0)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::processes::ProcessKind;
+
+    fn process(device: u32, idle: bool) -> GpuProcess {
+        GpuProcess {
+            device,
+            pid: 7,
+            kind: ProcessKind::Compute,
+            used_memory: Some(3 << 30),
+            sm_util: None,
+            sm_util_seen_ms: None,
+            user: None,
+            name: None,
+            command: None,
+            started_ms: None,
+            container: None,
+            redacted: false,
+            idle: idle.then_some(IdleHold { since_ms: 1, signal: IdleSignal::SmActivity }),
+        }
+    }
+
+    #[test]
+    fn a_gpu_is_free_busy_or_held_idle() {
+        let (idle, busy) = (process(1, true), process(2, false));
+        let both = [idle.clone(), busy.clone(), process(2, true)];
+        assert_eq!(gpu_state(0, None, &both), Some(GpuState::Free));
+        assert_eq!(gpu_state(1, None, &both), Some(GpuState::HeldIdle));
+        assert_eq!(gpu_state(2, None, &both), Some(GpuState::Busy), "one idle process beside a busy one");
+        let lost = DeviceSample { lost: Some("gone".into()), ..Default::default() };
+        assert_eq!(gpu_state(0, Some(&lost), &both), None);
+        assert_eq!(idle_memory(&[&idle, &busy]), 3 << 30);
+    }
+
+    #[test]
+    fn unavailable_activity_has_no_figures_and_round_trips() {
+        let a = Activity::unavailable(5, "GPM needs Hopper");
+        assert_eq!((a.sm_active, a.tensor_active), (None, None));
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(serde_json::from_str::<Activity>(&json).unwrap(), a);
+    }
+}
