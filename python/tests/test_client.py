@@ -30,32 +30,44 @@ def test_spans_are_timed_by_events_and_summarized(server):
     @gpudash.monitor
     def step():
         torch.cuda.state.allocated += 1 << 20
-        time.sleep(0.02)
+        time.sleep(0.02)  # the step's work, not a wait
 
+    walls = []
     for _ in range(5):
+        started = time.perf_counter()
         step()
+        walls.append((time.perf_counter() - started) * 1000)
     with gpudash.span("eval"):
         pass
     entry = wait_for(lambda: (m := mine(server)) and len(m["spans"]) == 2 and m, what="two span names")
     summary = {s["name"]: s for s in entry["spans"]}
     name = "test_spans_are_timed_by_events_and_summarized.<locals>.step"
     assert summary[name]["count"] == 5
-    assert 15 <= summary[name]["p50_ms"] <= 200, summary[name]
+    # Timed by its events, inside the call: at least the 20 ms the step slept, at most the call's wall time.
+    assert 20 <= summary[name]["p50_ms"] <= max(walls) + 0.01, (summary[name], walls)
     assert summary[name]["last_memory_delta"] == 1 << 20
     assert summary["eval"]["count"] == 1
     assert len(entry["recent_spans"]) == 6
 
 
 def test_spans_wait_for_their_events_without_blocking(server):
+    """A span returns while the GPU is still busy and is reported once its end event completes.
+    What a span costs the training loop is a benchmark (python/bench/span_cost.py), not asserted here."""
     gpudash.attach(server.url, interval=0.2)
-    torch.cuda.state.event_delay_s = 0.8  # the GPU is "still busy" for a while
-    started = time.perf_counter()
+    torch.cuda.state.event_delay_s = 1.5  # the GPU is "still busy" for a while
     with gpudash.span("slow"):
         pass
-    assert time.perf_counter() - started < 0.05, "a span must not synchronize"
+    events = torch.cuda.state.events
+    assert len(events) == 2, "a start and an end event"
+    assert torch.cuda.state.synchronize_calls == 0, "a span must not synchronize"
+    assert not any(e.query() for e in events), "the span returned before its events completed"
+    # Not a wait for a state: two report intervals in which the span must NOT be reported.
     time.sleep(0.4)
+    assert not events[1].query(), "the GPU is still busy, so the check below means something"
     assert not (mine(server) or {"spans": []})["spans"], "not reported before its end event completes"
-    wait_for(lambda: (m := mine(server)) and m["spans"], what="the span once its event completed")
+    entry = wait_for(lambda: (m := mine(server)) and m["spans"] and m, what="the span once its event completed")
+    assert events[1].query() and torch.cuda.state.synchronize_calls == 0
+    assert [s["name"] for s in entry["spans"]] == ["slow"]
 
 
 def test_remote_empty_cache_needs_consent_then_releases_the_cache(server):

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
 use futures_util::FutureExt;
@@ -14,8 +14,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use shared::DevicesResponse;
 use shared::units::format_bytes;
 
-use crate::support::TestServer;
 pub(crate) use crate::support::eventually;
+use crate::support::{Said, TestServer, eventually_every};
 
 /// One browser at a time: two Chromiums on two cores make every test slow.
 static ONE_BROWSER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -66,21 +66,14 @@ where
     let mut capabilities = serde_json::Map::new();
     capabilities.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": chromium, "args": args }));
 
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let client = loop {
-        match ClientBuilder::new(HttpConnector::new())
+    let client = eventually_every(20, Duration::from_millis(100), "chromedriver to start a session", || async {
+        ClientBuilder::new(HttpConnector::new())
             .capabilities(capabilities.clone())
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
-        {
-            Ok(client) => break client,
-            Err(e) if Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("chromedriver did not start a session: {e}"),
-        }
-    };
+            .map_err(|e| Said(e.to_string()))
+    })
+    .await;
     let outcome = AssertUnwindSafe(test(client.clone())).catch_unwind().await;
     let _ = client.close().await;
     let _ = driver.kill().await;

@@ -11,7 +11,7 @@ use gpudash::telemetry::{GpuSource, XidSink};
 use serde_json::Value;
 use shared::health::{XidEvent, xid_meaning};
 use shared::processes::{GpuProcess, ProcessKind};
-use shared::units::format_bytes;
+use shared::units::{format_bytes, format_watts};
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
 
 use crate::browser::{eventually, js, texts, with_browser};
@@ -368,6 +368,7 @@ async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
 async fn the_health_section_shows_ecc_nvlink_and_xids_of_an_h200() {
     let server = crowded(1, 500).await;
     let url = server.url("/");
+    let devices = server.url("/api/devices");
     with_browser(1280, 1400, |c| async move {
         c.goto(&url).await.unwrap();
         let card = ".gpu-card[data-index='0']";
@@ -381,7 +382,11 @@ async fn the_health_section_shows_ecc_nvlink_and_xids_of_an_h200() {
         assert_eq!(texts(&c, &format!("{card} .fans")).await, ["n/a"]);
         let events = texts(&c, &format!("{card} .clock-events")).await.concat();
         assert!(events == "none" || events.contains("sw_power_cap"), "{events}");
-        assert_eq!(texts(&c, &format!("{card} .power-cap")).await, ["700 W"]);
+        // The cap the server reports (the simulator's, a constant), as the page's rule writes it.
+        let devices: Value = reqwest::get(&devices).await.expect("GET /api/devices").json().await.expect("JSON");
+        let cap = devices["devices"][0]["latest"]["enforced_power_limit_mw"].as_u64().expect("a power cap");
+        let cap = format_watts(u32::try_from(cap).expect("milliwatts fit a u32"));
+        assert_eq!(texts(&c, &format!("{card} .power-cap")).await, [cap]);
 
         let health = format!("{card} details.gpu-health");
         eventually(15, "a health reading with the XID", || async {

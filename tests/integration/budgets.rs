@@ -1,8 +1,15 @@
 //! Frontend budgets, printed for docs/BENCHMARKS.md: the app's download, gzip
 //! (printed against its 250 KiB target; asserted only against a 768 KiB ceiling
 //! that catches a runaway dependency) and brotli (what Chromium takes), and in Chromium the first render and
-//! the time each tick's redraw takes with 8 GPUs and an hour of 1 Hz history
-//! (printed, never asserted: timing belongs in figures, not pass/fail tests).
+//! the time each tick's handling takes with 8 GPUs and an hour of 1 Hz history.
+//!
+//! **Timing is printed, never asserted** (timing targets live in benchmarks, not in pass/fail
+//! tests): each window's figures are printed beside their targets with a verdict line that says
+//! MET or NOT MET. What is asserted is correctness: every timed tick was handled, the charts on
+//! screen kept redrawing from live ticks, the charts off screen did not, and every history chart got
+//! its hour. Tick handling is timed from the page's side and includes what the browser does before
+//! its next task (style, layout, paint): on a loaded machine that part grows, so the page's own
+//! script time per tick and the load average are printed beside it.
 //!
 //! `cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1`
 
@@ -70,7 +77,7 @@ async fn the_app_download_size_is_reported_and_under_its_ceiling() {
 /// handling (its task and the microtasks it queues, where Leptos runs effects
 /// and the charts draw), counts canvas draws, and notes the first one.
 const PROBE: &str = r"(() => {
-  const probe = { recording: false, tasks: [], draws: [], firstDrawEnd: null };
+  const probe = { recording: false, tasks: [], scripts: [], draws: [], firstDrawEnd: null };
   window.__gpudashProbe = probe;
   let drawsInTask = 0;
   const afterTask = (done) => {
@@ -93,9 +100,13 @@ const PROBE: &str = r"(() => {
         const start = performance.now();
         drawsInTask = 0;
         handler.call(this, event);
+        // Queued after the effects the message scheduled: roughly when the page's own code is done.
+        let scriptEnd = null;
+        queueMicrotask(() => { scriptEnd = performance.now(); });
         afterTask((end) => {
           if (probe.recording && typeof event.data === 'string' && event.data.startsWith('{\x22type\x22:\x22tick\x22')) {
             probe.tasks.push(end - start);
+            probe.scripts.push((scriptEnd === null ? end : scriptEnd) - start);
             probe.draws.push(drawsInTask);
           }
         });
@@ -144,6 +155,8 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
 /// (every memory chart) are on screen at once.
 const WINDOWS: [(u32, u32, &str); 2] =
     [(1280, 900, "1280×900 window"), (1280, 6000, "1280×6000, every card on screen")];
+/// The target for a batch's p99 tick handling: printed with a verdict, not asserted.
+const TICK_P99_TARGET_MS: f64 = 8.0;
 
 #[tokio::test]
 async fn chart_redraw_and_first_render_figures() {
@@ -151,102 +164,185 @@ async fn chart_redraw_and_first_render_figures() {
     an_hour_of_history(dir.path(), 8);
     let server = TestServer::with_history(8, 100, dir.path()).await;
     let mut figures = String::from("\n| figure | value | target |\n| --- | --- | --- |\n");
+    let mut verdicts = String::new();
     for (width, height, window) in WINDOWS {
-        figures.push_str(&redraw_figures(&server.url("/"), width, height, window).await);
+        let (rows, verdict) = redraw_figures(&server.url("/"), width, height, window).await;
+        figures.push_str(&rows);
+        verdicts.push_str(&verdict);
     }
     print_figures(&figures);
+    print_figures(&verdicts);
     server.stop().await;
 }
 
-/// Table rows for one window: tick handling p50/p99/max, draws per tick, first draw and paint.
-async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> String {
-    let mut figures = String::new();
-    let out = &mut figures;
-    with_browser(width, height, |c| async move {
-        c.issue_cmd(Cdp {
-            method: "Page.addScriptToEvaluateOnNewDocument",
-            params: serde_json::json!({ "source": PROBE }),
-        })
-        .await
-        .expect("chromedriver passes DevTools commands");
-        c.goto(url).await.unwrap();
-        eventually(15, "eight GPU cards", || async { (texts(&c, ".gpu-card").await.len() == 8).then_some(()) }).await;
-        let first_render = eventually(10, "the first chart draw", || async {
-            js(&c, "return window.__gpudashProbe.firstDrawEnd || null").await.as_f64()
-        })
-        .await;
-        let paint = js(
-            &c,
-            "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null",
+/// The `data-draws` count of every memory chart, in card order, and whether each is on screen.
+async fn memory_charts(c: &fantoccini::Client) -> Vec<(u64, bool)> {
+    let charts = js(
+        c,
+        "return [...document.querySelectorAll('canvas.mem-chart')].map(k => { \
+         const r = k.getBoundingClientRect(); \
+         return [+(k.getAttribute('data-draws') || 0), r.bottom > 0 && r.top < innerHeight]; })",
+    )
+    .await;
+    charts
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|pair| (pair[0].as_u64().unwrap_or(0), pair[1].as_bool().unwrap_or(false)))
+        .collect()
+}
+
+/// Waits for the cards, the first draw and every chart's hour-long answer; returns
+/// the first draw's and the first paint's time from navigation start.
+async fn load_an_hour(c: &fantoccini::Client, url: &str) -> (f64, Option<f64>) {
+    c.issue_cmd(Cdp {
+        method: "Page.addScriptToEvaluateOnNewDocument",
+        params: serde_json::json!({ "source": PROBE }),
+    })
+    .await
+    .expect("chromedriver passes DevTools commands");
+    c.goto(url).await.unwrap();
+    eventually(15, "eight GPU cards", || async { (texts(c, ".gpu-card").await.len() == 8).then_some(()) }).await;
+    let first_render = eventually(10, "the first chart draw", || async {
+        js(c, "return window.__gpudashProbe.firstDrawEnd || null").await.as_f64()
+    })
+    .await;
+    let paint =
+        js(c, "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null")
+            .await
+            .as_f64();
+    let hour = eventually(10, "the 1h range button", || async {
+        c.find(Locator::Css("#range-picker button[data-range='1h']")).await.ok()
+    })
+    .await;
+    hour.click().await.unwrap();
+    // Let the hour's answers arrive and draw before timing live ticks.
+    eventually(15, "every chart's hour-long answer, and the charts on screen drawn", || async {
+        let done = js(
+            c,
+            "const charts = [...document.querySelectorAll('canvas.history-chart')]; \
+             const hours = performance.getEntriesByType('resource').map(e => new URL(e.name)) \
+             .filter(u => u.pathname === '/api/history' \
+                 && +u.searchParams.get('to') - +u.searchParams.get('from') === 3600000).length; \
+             return charts.length > 0 && hours >= charts.length && charts \
+                 .filter(k => k.getBoundingClientRect().top < innerHeight) \
+                 .every(k => +k.getAttribute('data-points') > 0)",
         )
         .await;
-        let hour = eventually(10, "the 1h range button", || async {
-            c.find(Locator::Css("#range-picker button[data-range='1h']")).await.ok()
+        (done == serde_json::Value::Bool(true)).then_some(())
+    })
+    .await;
+    (first_render, paint)
+}
+
+/// p50 / p99 / max of each batch, and each batch's p99.
+fn batch_figures(values: &[f64]) -> (String, Vec<f64>) {
+    let mut p99s = Vec::new();
+    let text: Vec<String> = values
+        .chunks(TICKS)
+        .take(BATCHES)
+        .map(|batch| {
+            let mut batch = batch.to_vec();
+            batch.sort_by(f64::total_cmp);
+            let p99 = quantile(&batch, 0.99);
+            p99s.push(p99);
+            format!("{:.2} / {p99:.2} / {:.2}", quantile(&batch, 0.5), batch.last().copied().unwrap_or(f64::NAN))
         })
-        .await;
-        hour.click().await.unwrap();
-        // Let the hour's answers arrive and draw before timing live ticks.
-        eventually(15, "every chart's hour-long answer, and the charts on screen drawn", || async {
-            let done = js(
-                &c,
-                "const charts = [...document.querySelectorAll('canvas.history-chart')]; \
-                 const hours = performance.getEntriesByType('resource').map(e => new URL(e.name)) \
-                 .filter(u => u.pathname === '/api/history' \
-                     && +u.searchParams.get('to') - +u.searchParams.get('from') === 3600000).length; \
-                 return charts.length > 0 && hours >= charts.length && charts \
-                     .filter(k => k.getBoundingClientRect().top < innerHeight) \
-                     .every(k => +k.getAttribute('data-points') > 0)",
-            )
-            .await;
-            (done == serde_json::Value::Bool(true)).then_some(())
-        })
-        .await;
+        .collect();
+    (text.join(" · "), p99s)
+}
+
+fn numbers(value: &serde_json::Value) -> Vec<f64> {
+    value.as_array().map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect()).unwrap_or_default()
+}
+
+/// The machine's 1-minute load average: other work on it lengthens every tick.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// Table rows for one window (tick handling, the page's script per tick, draws per tick,
+/// first draw and paint) and its verdict line. Asserts what is correctness, not timing.
+async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> (String, String) {
+    let mut figures = String::new();
+    let mut verdict = String::new();
+    let (out, said) = (&mut figures, &mut verdict);
+    with_browser(width, height, |c| async move {
+        let (first_render, paint) = load_an_hour(&c, url).await;
+        let history_charts = texts(&c, "canvas.history-chart").await.len();
+        assert_eq!(history_charts, 40, "five history charts per GPU");
+        let before = memory_charts(&c).await;
+        assert_eq!(before.len(), 8, "a memory chart per GPU");
+        let load_before = load_average();
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
         let timing = eventually(90, "300 timed ticks", || async {
-            let probe = js(&c, "const p = window.__gpudashProbe; return { tasks: p.tasks, draws: p.draws }").await;
+            let probe = js(
+                &c,
+                "const p = window.__gpudashProbe; return { tasks: p.tasks, scripts: p.scripts, draws: p.draws }",
+            )
+            .await;
             (probe["tasks"].as_array().map_or(0, Vec::len) >= TICKS * BATCHES).then_some(probe)
         })
         .await;
-        let history_charts = texts(&c, "canvas.history-chart").await.len();
-        let on_screen = js(
-            &c,
-            "return [...document.querySelectorAll('canvas.mem-chart')].filter(k => { \
-             const r = k.getBoundingClientRect(); return r.bottom > 0 && r.top < innerHeight; }).length",
-        )
-        .await;
+        let after = memory_charts(&c).await;
+        let load_after = load_average();
 
-        let tasks: Vec<f64> = timing["tasks"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).collect();
-        assert!(tasks.len() >= TICKS * BATCHES, "every timed tick was counted");
-        let batches: Vec<String> = tasks
-            .chunks(TICKS)
-            .take(BATCHES)
-            .map(|batch| {
-                let mut batch = batch.to_vec();
-                batch.sort_by(f64::total_cmp);
-                format!(
-                    "{:.2} / {:.2} / {:.2}",
-                    quantile(&batch, 0.5),
-                    quantile(&batch, 0.99),
-                    batch.last().copied().unwrap_or(f64::NAN)
-                )
-            })
-            .collect();
-        let draws: Vec<u64> = timing["draws"].as_array().unwrap().iter().filter_map(|v| v.as_u64()).collect();
-        let counted = draws.len().min(TICKS * BATCHES);
-        let mean_draws = draws.iter().take(counted).sum::<u64>() as f64 / counted.max(1) as f64;
+        // Correctness: charts on screen follow the live ticks, charts off screen wait.
+        let on_screen = after.iter().filter(|(_, shown)| *shown).count();
+        for (index, ((drawn_before, _), (drawn_after, shown))) in before.iter().zip(&after).enumerate() {
+            if *shown {
+                assert!(
+                    drawn_after > drawn_before,
+                    "{window}: GPU {index}'s memory chart is on screen and never redrew"
+                );
+            } else {
+                assert_eq!(drawn_after, drawn_before, "{window}: GPU {index}'s memory chart is off screen yet drew");
+            }
+        }
+        let tasks = numbers(&timing["tasks"]);
+        let scripts = numbers(&timing["scripts"]);
+        assert!(tasks.len() >= TICKS * BATCHES && scripts.len() >= TICKS * BATCHES, "every timed tick was counted");
+        let draws = numbers(&timing["draws"]);
+        let mean_draws = draws.iter().take(TICKS * BATCHES).sum::<f64>() / (TICKS * BATCHES) as f64;
+        if on_screen > 0 {
+            assert!(mean_draws > 0.0, "{window}: {on_screen} charts on screen, yet no tick drew one");
+        }
+
+        let (handling, p99s) = batch_figures(&tasks);
+        let (script, _) = batch_figures(&scripts);
         let _ = writeln!(
             out,
             "| {window}: tick handling incl. redraw, 8 GPUs, {history_charts} history charts on 1 h: p50 / p99 / max \
-             of each of {BATCHES} batches of {TICKS} ticks | {} ms | p99 ≤ 8 ms |",
-            batches.join(" · ")
+             of each of {BATCHES} batches of {TICKS} ticks | {handling} ms | p99 ≤ {TICK_P99_TARGET_MS} ms |"
+        );
+        let _ = writeln!(
+            out,
+            "| {window}: of which the page's own script (handler and effects, draws included) | {script} ms | |"
         );
         let _ = writeln!(
             out,
             "| {window}: canvas draws per tick (mean; memory charts on screen: {on_screen}) | {mean_draws:.1} | |"
         );
+        let _ = writeln!(
+            out,
+            "| {window}: machine load average, before / after the timed ticks | {load_before} / {load_after} | |"
+        );
         let _ = writeln!(out, "| {window}: first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
-        let _ = writeln!(out, "| {window}: first contentful paint | {:.0} ms | |", paint.as_f64().unwrap_or(f64::NAN));
+        let _ = writeln!(out, "| {window}: first contentful paint | {:.0} ms | |", paint.unwrap_or(f64::NAN));
+
+        let met = p99s.iter().filter(|p99| **p99 <= TICK_P99_TARGET_MS).count();
+        let worst = p99s.iter().copied().fold(0.0, f64::max);
+        let _ = writeln!(
+            said,
+            "{window}: tick p99 ≤ {TICK_P99_TARGET_MS} ms {} — {met} of {} batches within, worst p99 {worst:.1} ms \
+             (load {load_before} → {load_after}; printed, not asserted)",
+            if met == p99s.len() { "MET" } else { "NOT MET" },
+            p99s.len(),
+        );
     })
     .await;
-    figures
+    (figures, verdict)
 }

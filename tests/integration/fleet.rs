@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpudash::fleet::{FleetConfig, parse_prometheus_url};
 use gpudash::telemetry::simulator::Simulator;
@@ -13,7 +13,7 @@ use shared::fleet::{FleetResponse, NodeKind};
 use tokio::net::TcpListener;
 
 use crate::security::VIEWER;
-use crate::support::{TestServer, TlsFiles};
+use crate::support::{Said, TestServer, TlsFiles, eventually_every};
 
 const SCRAPE_INTERVAL_S: u64 = 1;
 
@@ -105,16 +105,15 @@ async fn start_prometheus_with(
     let guard = ChildGuard { child, log };
     let http = http.build().expect("a client");
     let base = format!("{scheme}://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = http.get(format!("{base}/-/ready")).send().await
-            && r.status().is_success()
-        {
-            break;
+    eventually_every(30, Duration::from_millis(200), "Prometheus to be ready", || async {
+        let answer = http.get(format!("{base}/-/ready")).send().await;
+        match answer {
+            Ok(r) if r.status().is_success() => Ok(()),
+            Ok(r) => Err(Said(format!("/-/ready answered {}; its log:\n{}", r.status(), guard.log_tail()))),
+            Err(e) => Err(Said(format!("/-/ready: {e}; its log:\n{}", guard.log_tail()))),
         }
-        assert!(Instant::now() < deadline, "Prometheus not ready within 30 s:\n{}", guard.log_tail());
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
     (guard, base)
 }
 
@@ -142,17 +141,13 @@ pub(crate) async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfi
 
 /// Polls `url` until `done` holds, failing after `secs` with the last answer.
 async fn fleet_until(url: &str, secs: u64, what: &str, done: impl Fn(&FleetResponse) -> bool) -> FleetResponse {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
+    eventually_every(secs, Duration::from_millis(250), what, || async {
         let response = reqwest::get(url).await.expect("GET /api/fleet");
         assert_eq!(response.status(), 200);
         let fleet: FleetResponse = response.json().await.expect("a FleetResponse");
-        if done(&fleet) {
-            return fleet;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {secs} s; last answer: {fleet:#?}");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        if done(&fleet) { Ok(fleet) } else { Err(fleet) }
+    })
+    .await
 }
 
 /// Who is on each GPU of `server`, as its own API says: (gpu, users).
@@ -186,8 +181,7 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
     let url = viewer.url("/api/fleet");
 
     // All three, with both GPUs each and the same users as each instance's own API says.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let fleet = loop {
+    let fleet = eventually_every(30, Duration::from_millis(250), "three live nodes with their users", || async {
         let mut expected = Vec::new();
         for node in &nodes {
             expected.push((node.running.addr().to_string(), own_users(node).await));
@@ -208,15 +202,9 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
         let someone = expected.iter().any(|(_, users)| users.iter().any(|(_, u)| !u.is_empty()));
         let live =
             fleet.error.is_none() && fleet.nodes.len() == 3 && fleet.nodes.iter().all(|n| !n.stale && n.gpus == 2);
-        if live && users_match && someone {
-            break fleet;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "three live nodes with their users, not within 30 s: {fleet:#?}\n{expected:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    };
+        if live && users_match && someone { Ok(fleet) } else { Err((fleet, expected)) }
+    })
+    .await;
     let hosts: Vec<&str> = fleet.nodes.iter().map(|n| n.hostname.as_str()).collect();
     assert_eq!(hosts, names);
     for (node, server) in fleet.nodes.iter().zip(&nodes) {

@@ -1,13 +1,13 @@
 //! Lab runs in the history database: a run made before a restart is still
 //! there after it, with its result, and ids go on from where they were.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::json;
 use shared::lab::{Run, RunStatus, RunSummary};
 
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually_every};
 
 async fn run_of(server: &TestServer, id: u64) -> (StatusCode, Option<Run>) {
     let response = reqwest::get(server.url(&format!("/api/runs/{id}"))).await.expect("request");
@@ -24,16 +24,12 @@ async fn submit_and_finish(server: &TestServer, params: serde_json::Value) -> Ru
         .expect("request");
     assert_eq!(response.status(), StatusCode::ACCEPTED);
     let id = response.json::<serde_json::Value>().await.expect("JSON")["id"].as_u64().expect("id");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
+    eventually_every(20, Duration::from_millis(30), &format!("run {id} to end"), || async {
         let (_, run) = run_of(server, id).await;
         let run = run.expect("the run");
-        if run.summary.status.is_final() {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "run {id} did not end");
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
+        if run.summary.status.is_final() { Ok(run) } else { Err(run.summary.status) }
+    })
+    .await
 }
 
 #[tokio::test]

@@ -2,7 +2,7 @@
 //! experiment's heatmaps, its hold on every GPU it involves, runs on different
 //! GPUs side by side, and the one-GPU refusal.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gpudash::lab::SimulatedLab;
 use gpudash::telemetry::simulator::Simulator;
@@ -12,7 +12,7 @@ use shared::lab::{ChartSpec, LabStatus, Run, RunStatus};
 use shared::topology::Topology;
 use tokio::net::TcpListener;
 
-use crate::support::{TestServer, eventually, finished, get_json};
+use crate::support::{TestServer, eventually, eventually_every, finished, get_json};
 
 /// `count` simulated GPUs (H200s up to three, then other models) whose lab sleeps `step_ms` per step.
 async fn server(count: u32, step_ms: u64) -> TestServer {
@@ -92,16 +92,33 @@ async fn a_p2p_run_measures_every_pair_as_heatmaps() {
     }
     let uni = &result.matrices[0];
     assert_eq!(uni.name, "unidirectional, peer access enabled");
+    assert_eq!(uni.unit, "GB/s");
+    // The simulator's figure, not a measurement: what can be wrong is its label, its sign,
+    // and whether every export carries the same number, not its size.
     let gbps = uni.cells[0][1].expect("0→1");
-    assert!((350.0..450.0).contains(&gbps), "{gbps}");
-    assert!(result.notes.iter().any(|n| n.starts_with("GPU 0 ↔ 1: NV18")), "{:?}", result.notes);
+    assert!(run.summary.simulated && gbps.is_finite() && gbps > 0.0, "{gbps}");
+    let topology: Topology = get_json(&server, "/api/topology").await;
+    let link = &topology.pair(0, 1).expect("pair 0,1").link;
+    let note = format!("GPU 0 ↔ 1: {link}");
+    assert!(
+        result.notes.iter().any(|n| n.starts_with(&note)),
+        "the note names /api/topology's link: {:?}",
+        result.notes
+    );
 
     let svg = reqwest::get(server.url(&format!("/api/runs/{id}/chart.svg"))).await.expect("svg");
     let svg = svg.text().await.expect("text");
     assert!(svg.contains("SIMULATED") && svg.contains("bidirectional, peer access disabled"), "{svg:.400}");
     let csv = reqwest::get(server.url(&format!("/api/runs/{id}/results.csv"))).await.expect("csv");
     let csv = csv.text().await.expect("text");
-    assert!(csv.lines().any(|l| l.contains(",matrix,\"unidirectional, peer access enabled\",0->1,")), "{csv:.1500}");
+    let row = ",matrix,\"unidirectional, peer access enabled\",0->1,";
+    let in_csv =
+        csv.lines().find_map(|l| l.split_once(row)).map(|(_, rest)| rest.split(',').next().unwrap_or_default());
+    assert_eq!(
+        in_csv.and_then(|v| v.parse::<f64>().ok()),
+        Some(gbps),
+        "the CSV's 0->1 median is the run's: {csv:.1500}"
+    );
     server.stop().await;
 }
 
@@ -176,16 +193,14 @@ async fn experiments_on_different_gpus_run_at_the_same_time() {
     let server = server(2, 50).await;
     let a = submit(&server, 0, json!({ "kind": "latency" })).await;
     let b = submit(&server, 1, json!({ "kind": "precision", "sizes": [1024] })).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut together = false;
-    while !together && Instant::now() < deadline {
+    // Polled often: the two runs overlap for a few 50 ms steps.
+    eventually_every(5, Duration::from_millis(10), "GPU 0's and GPU 1's runs running at once", || async {
         let lab: LabStatus = get_json(&server, "/api/lab").await;
         let running: Vec<u64> =
             lab.queue.iter().filter(|e| e.run.status == RunStatus::Running).map(|e| e.run.id).collect();
-        together = running.contains(&a) && running.contains(&b);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(together, "GPU 0's and GPU 1's runs were running at once");
+        if running.contains(&a) && running.contains(&b) { Ok(()) } else { Err(running) }
+    })
+    .await;
     for id in [a, b] {
         assert_eq!(finished(&server, id).await.summary.status, RunStatus::Succeeded);
     }

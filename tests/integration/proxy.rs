@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use gpudash::web::site::{PublicUrl, parse_trusted_proxy};
@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::edge::server_with;
 use crate::security::{ADMIN, OPERATOR};
-use crate::support::TlsFiles;
+use crate::support::{Said, TlsFiles, eventually_every};
 
 /// The name the README's example serves under; the test resolves it to 127.0.0.1.
 const NAME: &str = "gpu1.example.com";
@@ -56,7 +56,7 @@ fn free_port() -> u16 {
 }
 
 /// Starts nginx with `server_block`, returning once it accepts connections on `port`.
-fn start_nginx(dir: &Path, server_block: &str, port: u16) -> Nginx {
+async fn start_nginx(dir: &Path, server_block: &str, port: u16) -> Nginx {
     let binary = ["/usr/sbin/nginx", "/usr/bin/nginx"]
         .into_iter()
         .find(|p| Path::new(p).exists())
@@ -80,12 +80,17 @@ fn start_nginx(dir: &Path, server_block: &str, port: u16) -> Nginx {
         .spawn()
         .expect("start nginx");
     let nginx = Nginx(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
-        assert!(Instant::now() < deadline, "nginx did not start listening on {port}: {log}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let what = format!("nginx to listen on {port}");
+    eventually_every(20, Duration::from_millis(50), &what, || async {
+        match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(Said(format!(
+                "{e}; its error.log:\n{}",
+                std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+            ))),
+        }
+    })
+    .await;
     nginx
 }
 
@@ -100,7 +105,7 @@ async fn the_readmes_tls_proxy_serves_logins_runs_and_the_live_socket() {
         o.site.trusted_proxies = vec![parse_trusted_proxy("127.0.0.1").unwrap()];
     })
     .await;
-    let _nginx = start_nginx(dir.path(), &readme_block(server.running.addr().port(), port, &tls), port);
+    let _nginx = start_nginx(dir.path(), &readme_block(server.running.addr().port(), port, &tls), port).await;
 
     let ca = std::fs::read(&tls.ca).unwrap();
     let client = reqwest::Client::builder()

@@ -90,6 +90,9 @@ pub async fn next_message(socket: &mut Socket, secs: u64) -> ServerMessage {
     }
 }
 
+/// How often [`eventually`] asks again.
+const POLL: Duration = Duration::from_millis(100);
+
 /// Polls `check` every 100 ms until it returns `Some`, or fails with `what` after `secs`:
 /// the one way a test waits for a state (never a fixed sleep).
 pub async fn eventually<T, Fut: Future<Output = Option<T>>>(
@@ -97,15 +100,44 @@ pub async fn eventually<T, Fut: Future<Output = Option<T>>>(
     what: &str,
     mut check: impl FnMut() -> Fut,
 ) -> T {
+    eventually_every(secs, POLL, what, move || {
+        let answer = check();
+        async move { answer.await.ok_or(NotYet) }
+    })
+    .await
+}
+
+/// [`eventually`], polling every `every`, for a `check` that says why it is not done yet:
+/// `Err(last state)`, which the failure shows.
+pub async fn eventually_every<T, E: std::fmt::Debug, Fut: Future<Output = Result<T, E>>>(
+    secs: u64,
+    every: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Fut,
+) -> T {
     let deadline = std::time::Instant::now() + Duration::from_secs(secs);
     loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        let last = match check().await {
+            Ok(value) => return value,
+            Err(last) => last,
+        };
+        assert!(std::time::Instant::now() < deadline, "timed out after {secs} s waiting for {what}; last: {last:#?}");
+        tokio::time::sleep(every).await;
     }
 }
+
+/// Text shown as is in a failure (a log, say), not as a quoted string.
+pub struct Said(pub String);
+
+impl std::fmt::Debug for Said {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What an [`eventually`] check that returned `None` was last.
+#[derive(Debug)]
+struct NotYet;
 
 /// `GET path` as JSON, failing the test unless it answers 200.
 pub async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path: &str) -> T {
@@ -116,15 +148,12 @@ pub async fn get_json<T: serde::de::DeserializeOwned>(server: &TestServer, path:
 
 /// Polls a lab run until it has ended, failing the test after 30 s.
 pub async fn finished(server: &TestServer, id: u64) -> shared::lab::Run {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("run {id} to end");
+    eventually_every(30, Duration::from_millis(20), &what, || async {
         let run: shared::lab::Run = get_json(server, &format!("/api/runs/{id}")).await;
-        if run.summary.status.is_final() {
-            return run;
-        }
-        assert!(std::time::Instant::now() < deadline, "run {id} still {:?}", run.summary.status);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        if run.summary.status.is_final() { Ok(run) } else { Err(run.summary.status) }
+    })
+    .await
 }
 
 /// PEM files for a server speaking TLS: a private CA, and a certificate it signed for some names.

@@ -23,6 +23,10 @@ class _State:
         self.empty_cache_calls = 0
         self.initialized = True
         self.event_delay_s = 0.0
+        # Every way the client could wait for the GPU: a span must use none of them.
+        self.synchronize_calls = 0
+        # Every event created, oldest first.
+        self.events = []
 
 
 class _Props:
@@ -34,6 +38,7 @@ class _Props:
 class _Event:
     def __init__(self, enable_timing=False):
         self.t = None
+        cuda.state.events.append(self)
 
     def record(self, stream=None):
         self.t = time.perf_counter()
@@ -45,12 +50,18 @@ class _Event:
         return (end.t - self.t) * 1000.0
 
     def synchronize(self):
-        pass
+        cuda.state.synchronize_calls += 1
+        while not self.query():
+            time.sleep(0.001)
 
 
 class cuda:  # noqa: N801
     state = _State()
     Event = _Event
+
+    @staticmethod
+    def synchronize(device=None):
+        cuda.state.synchronize_calls += 1
 
     @staticmethod
     def is_available():

@@ -325,12 +325,26 @@ mod tests {
         assert_eq!(format_uuid(&bytes), "GPU-8c0a1b2c-3d4e-5f60-7182-93a4b5c6d7e8");
     }
 
+    /// Without a driver the reason names libcuda and where to look; with one, libcuda loads,
+    /// and where every library loads the driver counts at least one GPU.
     #[test]
-    fn without_cuda_the_reason_names_the_library() {
-        if std::path::Path::new("/proc/driver/nvidia").exists() {
-            return;
+    fn availability_names_what_is_missing_or_finds_a_gpu() {
+        let driver = std::path::Path::new("/proc/driver/nvidia").exists();
+        match availability() {
+            Ok(()) => {
+                let count = CudaContext::device_count().expect("every CUDA library loads, so the driver answers");
+                assert!(count >= 1, "the libraries load but the driver counts {count} GPUs");
+            }
+            Err(missing) => {
+                let reason = missing.to_string();
+                assert!(reason.contains("LD_LIBRARY_PATH"), "{reason}");
+                assert!(missing.missing.iter().all(|m| m.contains(" not found (tried ")), "{reason}");
+                assert_eq!(
+                    reason.contains("libcuda"),
+                    !driver,
+                    "libcuda is missing exactly where no NVIDIA driver is loaded: {reason}"
+                );
+            }
         }
-        let reason = availability().unwrap_err().to_string();
-        assert!(reason.contains("libcuda") && reason.contains("LD_LIBRARY_PATH"), "{reason}");
     }
 }
