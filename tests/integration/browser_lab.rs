@@ -140,7 +140,7 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
              .closest('label').title;",
         )
         .await;
-        assert_eq!(title.as_str(), Some("D2D (SM kernel, like torch copy_)"), "{title}");
+        assert_eq!(title.as_str(), Some("D2D (SM copy kernel, one 16-byte vector per thread)"), "{title}");
 
         // A transfer run (two sizes) says why its pageable figures can be trusted.
         type_into(&c, "form.lab-form[data-kind=transfer] input[name=sizes]", "4 KiB, 1 MiB").await;

@@ -75,7 +75,7 @@ pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
         ),
         ExperimentKind::Transfer => (
             "Transfer: host and device bandwidth",
-            "H2D and D2H copies from pageable and pinned host memory, and D2D by the copy engine and by an SM \
+            "H2D and D2H copies from pageable and pinned host memory, and D2D by the driver's memcpy and by an SM copy \
              kernel, from 4 KiB to 1 GiB, against the PCIe link's and HBM's peaks; sizes that fit in L2 are \
              marked. Host buffers are written before they are timed.",
         ),

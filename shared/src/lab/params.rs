@@ -136,8 +136,8 @@ pub enum CopyKind {
     H2dPinned,
     D2hPageable,
     D2hPinned,
-    /// Device to device by the copy engine (`cuMemcpyDtoDAsync`); its bandwidth counts bytes read plus
-    /// bytes written.
+    /// Device to device by the driver's copy (`cuMemcpyDtoDAsync`, the call PyTorch's contiguous `copy_`
+    /// makes: its profiler shows "Memcpy DtoD", not a kernel); its bandwidth counts bytes read plus bytes written.
     D2d,
     /// Device to device by a copy kernel on the SMs (16-byte loads and stores over a grid that fills the
     /// GPU), the way PyTorch's elementwise copy kernel moves data; counted like [`CopyKind::D2d`].
@@ -160,15 +160,15 @@ impl CopyKind {
         }
     }
 
-    /// What the copy is and how it is made, for a person: "D2D (SM kernel, like torch copy_)".
+    /// What the copy is and how it is made, for a person: "D2D (SM copy kernel)".
     pub fn label(self) -> &'static str {
         match self {
             Self::H2dPageable => "H2D from pageable host memory",
             Self::H2dPinned => "H2D from pinned host memory",
             Self::D2hPageable => "D2H to pageable host memory",
             Self::D2hPinned => "D2H to pinned host memory",
-            Self::D2d => "D2D (copy engine, cuMemcpyDtoDAsync)",
-            Self::D2dKernel => "D2D (SM kernel, like torch copy_)",
+            Self::D2d => "D2D (driver memcpy, cuMemcpyDtoDAsync, what torch copy_ calls)",
+            Self::D2dKernel => "D2D (SM copy kernel, one 16-byte vector per thread)",
         }
     }
 
@@ -390,8 +390,8 @@ mod tests {
             assert_eq!(CopyKind::parse(copy.name()), Some(copy));
         }
         assert_eq!(CopyKind::parse("d2d_sm"), None);
-        assert!(CopyKind::D2d.label().contains("copy engine"));
-        assert!(CopyKind::D2dKernel.label().contains("SM kernel"));
+        assert!(CopyKind::D2d.label().contains("cuMemcpyDtoDAsync"));
+        assert!(CopyKind::D2dKernel.label().contains("SM copy kernel"));
         assert!(CopyKind::D2dKernel.on_device() && !CopyKind::H2dPinned.on_device());
         assert_eq!(CopyKind::names(), "h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d or d2d_kernel");
     }

@@ -21,7 +21,9 @@ use std::sync::Arc;
 
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::sys::{self, CUdevice_attribute, CUevent_flags, CUmemPool_attribute};
-use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, result};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaStream, DriverError, PushKernelArg, result,
+};
 use shared::lab::{ExperimentParams, RunResult};
 
 use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
@@ -29,6 +31,10 @@ use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 /// Kernels the experiments launch, compiled by NVRTC for the device at hand.
 const KERNELS: &str = r#"
 extern "C" __global__ void empty_kernel() {}
+extern "C" __global__ void hold_kernel(long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) {}
+}
 extern "C" __global__ void spin_kernel(long long cycles, unsigned long long* spun, unsigned int slot,
                                        unsigned int slots) {
     long long start = clock64();
@@ -37,6 +43,10 @@ extern "C" __global__ void spin_kernel(long long cycles, unsigned long long* spu
     if (threadIdx.x == 0 && slot < slots) { spun[slot] = (unsigned long long)(now - start); }
 }
 "#;
+
+/// How long [`Session::hold`] spins: ~100 µs at an H200's 1.98 GHz, far more than submitting an event and a
+/// copy takes the host (a few µs), far less than the runs' other costs.
+const HOLD_CYCLES: i64 = 200_000;
 
 /// The CUDA libraries the lab needs that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -145,6 +155,17 @@ impl Session {
     /// A timing event recorded on `stream` now.
     pub fn record(&self, stream: &CudaStream) -> Result<CudaEvent, ExperimentError> {
         stream.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(cuda_err("recording an event"))
+    }
+
+    /// Queues a one-thread kernel that spins `HOLD_CYCLES` on the session's stream, so what the host queues
+    /// next (an event, the timed operation, an event) waits behind it and the host's cost of submitting it
+    /// stays outside the timed window, as nvbandwidth times its copies.
+    pub fn hold(&self, hold: &CudaFunction) -> Result<(), ExperimentError> {
+        let cfg = cudarc::driver::LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        let mut args = self.stream.launch_builder(hold);
+        args.arg(&HOLD_CYCLES);
+        // SAFETY: hold_kernel takes one long long and touches no memory.
+        unsafe { args.launch(cfg) }.map(|_| ()).map_err(cuda_err("launching hold_kernel"))
     }
 
     pub fn sync(&self) -> Result<(), ExperimentError> {

@@ -1,0 +1,141 @@
+#![allow(clippy::unwrap_used)]
+
+use super::*;
+
+#[test]
+fn the_pattern_depends_on_seed_and_position_and_reads_back_at_any_offset() {
+    let mut buf = vec![0u8; 1000];
+    fill_pattern(&mut buf, 7, 3);
+    assert_eq!(compare_pattern(&buf, 7, 3), PatternCompare { compared: 1000, differ: 0, first: None });
+    // The bytes the word function gives, little-endian.
+    assert_eq!(buf[5], pattern_word(7, 1).to_le_bytes()[0]);
+    // Another seed (a stale buffer of another size) or another offset (a copy from the wrong place) fails.
+    assert!(compare_pattern(&buf, 8, 3).differ > 900);
+    assert!(compare_pattern(&buf, 7, 4099).differ > 900);
+    assert_ne!(copy_seed(CopyKind::D2d, 4096), copy_seed(CopyKind::D2d, 16384));
+    assert_ne!(copy_seed(CopyKind::D2d, 4096), copy_seed(CopyKind::H2dPinned, 4096));
+}
+
+#[test]
+fn a_copy_check_fails_on_a_flipped_byte_a_poisoned_destination_or_a_size_not_verified() {
+    let seed = copy_seed(CopyKind::H2dPinned, 4096);
+    let mut dst = vec![0u8; 4096];
+    fill_pattern(&mut dst, seed, 0);
+    let ok = compare_pattern(&dst, seed, 0);
+    let verified = |compare| CopyVerification { copy: CopyKind::H2dPinned, bytes: 4096, compare };
+    let timed = [(CopyKind::H2dPinned, 4096)];
+    assert!(copies(&timed, &[verified(ok)])[0].passed);
+    dst[4095] ^= 0x10;
+    let check = &copies(&timed, &[verified(compare_pattern(&dst, seed, 0))])[0];
+    assert!(!check.passed && check.detail.contains("first at byte 4095"), "{check:?}");
+    fill_pattern(&mut dst, poison_seed(seed), 0);
+    assert!(!copies(&timed, &[verified(compare_pattern(&dst, seed, 0))])[0].passed, "a copy that never ran");
+    let both = [(CopyKind::H2dPinned, 4096), (CopyKind::H2dPinned, 8192)];
+    let check = &copies(&both, &[verified(ok)])[0];
+    assert!(!check.passed && check.detail.contains("8.00 KiB: not verified"), "{check:?}");
+    assert!(!copies(&timed, &[verified(PatternCompare::default())])[0].passed, "nothing compared");
+}
+
+fn step(label: &str, allocated: u64, reserved: u64) -> MemoryStep {
+    MemoryStep { label: label.into(), allocated, reserved, nvml_used: None }
+}
+
+#[test]
+fn the_memory_checks_want_a_cache_after_the_frees_and_none_after_the_trim() {
+    let gib = 1 << 30;
+    let good = [step("start", 0, 0), step("free all", 0, 2 * gib), step("empty_cache", 0, 0)];
+    assert!(memory(&good).iter().all(|c| c.passed), "{:?}", memory(&good));
+    // Nothing cached: both fail (the old check passed whenever reserved was 0 before the trim).
+    let uncached = [step("start", 0, 0), step("free all", 0, 0), step("empty_cache", 0, 0)];
+    assert!(memory(&uncached).iter().all(|c| !c.passed));
+    // The trim kept memory nothing uses.
+    let kept = [step("free all", gib, 3 * gib), step("empty_cache", gib, 2 * gib)];
+    let checks = memory(&kept);
+    assert!(checks[0].passed && !checks[1].passed, "{checks:?}");
+    assert!(checks[1].detail.contains("1.00 GiB still allocated"), "{checks:?}");
+    assert!(!memory(&[])[0].passed);
+}
+
+#[test]
+fn spread_takes_the_first_and_the_last() {
+    assert_eq!(spread(100, 4), vec![0, 33, 66, 99]);
+    assert_eq!(spread(3, 16), vec![0, 1, 2]);
+    assert_eq!(spread(0, 16), Vec::<usize>::new());
+}
+
+/// C = A·B for n×n column-major matrices, in f64.
+fn product(n: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
+    let mut c = vec![0.0; n * n];
+    for j in 0..n {
+        for l in 0..n {
+            for i in 0..n {
+                c[i + j * n] += a[i + l * n] * b[l + j * n];
+            }
+        }
+    }
+    c
+}
+
+fn sampled(n: usize, a: &[f64], b: &[f64], c: &[f64]) -> GemmErrors {
+    let mut sampler = GemmSampler::new(n, |i| a[i]);
+    for (k, chunk) in c.chunks(5 * n).enumerate() {
+        sampler.columns(5 * k, chunk, |i| a[i], |i| b[i]);
+    }
+    sampler.errors
+}
+
+#[test]
+fn the_gemm_check_finds_a_wrong_element_in_any_sampled_row_or_column() {
+    let n = 40;
+    let mut rng = fastrand::Rng::with_seed(1);
+    let a: Vec<f64> = (0..n * n).map(|_| rng.f64() - 0.5).collect();
+    let b: Vec<f64> = (0..n * n).map(|_| rng.f64() - 0.5).collect();
+    let c = product(n, &a, &b);
+    let right = sampled(n, &a, &b, &c);
+    assert_eq!(right.compared, (2 * 16 * n - 256) as u64);
+    assert!(gemm("ok".into(), &right, 1e-4).passed, "{:?}", gemm("ok".into(), &right, 1e-4));
+    // The last row, a middle column (outside any corner tile); the last column, a middle row.
+    for (i, j) in [(n - 1, 20), (17, n - 1), (0, 0)] {
+        let mut wrong = c.clone();
+        wrong[i + j * n] += 0.5;
+        let check = gemm("wrong".into(), &sampled(n, &a, &b, &wrong), 1e-4);
+        assert!(!check.passed && check.detail.contains(&format!("row {i}, column {j}")), "{check:?}");
+    }
+    let mut nan = c.clone();
+    nan[5 + 39 * n] = f64::NAN;
+    assert!(!gemm("nan".into(), &sampled(n, &a, &b, &nan), 1e-4).passed);
+    // Fewer elements than the sampling promises (a chunk never handed over) fails too.
+    let mut short = GemmSampler::new(n, |i| a[i]);
+    short.columns(0, &c[..n * 10], |i| a[i], |i| b[i]);
+    assert!(!gemm("short".into(), &short.errors, 1e-4).passed);
+}
+
+#[test]
+fn the_streams_checks_fail_on_each_wrong_output() {
+    let good = StreamsOutputs {
+        copied: PatternCompare { compared: 1 << 20, differ: 0, first: None },
+        gemm: GemmErrors { worst: 0.0, at: (0, 0), compared: 2 * 16 * 64 - 256, order: 64 },
+        spun: vec![1000; 8],
+        cycles: 1000,
+        launched: 8,
+    };
+    assert!(streams(&good).iter().all(|c| c.passed), "{:?}", streams(&good));
+    let failed = |o: StreamsOutputs| streams(&o).into_iter().filter(|c| !c.passed).map(|c| c.name).collect::<Vec<_>>();
+    let copied = PatternCompare { differ: 1, first: Some(9), ..good.copied };
+    assert_eq!(failed(StreamsOutputs { copied, ..good.clone() }), ["the copied bytes arrive intact"]);
+    let gemm = GemmErrors { worst: 1.0, ..good.gemm };
+    assert_eq!(failed(StreamsOutputs { gemm, ..good.clone() }), ["the GEMM's output matches the host"]);
+    let mut spun = good.spun.clone();
+    spun[3] = 0;
+    assert_eq!(failed(StreamsOutputs { spun, ..good }), ["every spin kernel ran to its end"]);
+    assert_eq!(failed(StreamsOutputs { spun: vec![1000; 7], ..good }), ["every spin kernel ran to its end"]);
+}
+
+#[test]
+fn the_p2p_check_names_direction_and_mode() {
+    let ok = PatternCompare { compared: 64 << 20, differ: 0, first: None };
+    let check = p2p_destination(1, 0, false, &ok);
+    assert!(check.passed);
+    assert_eq!(check.name, "GPU 1 → 0 copies are byte-exact, peer access disabled");
+    assert!(!p2p_destination(0, 1, true, &PatternCompare { differ: 3, first: Some(0), ..ok }).passed);
+}

@@ -1,0 +1,99 @@
+// Plain CUDA driver API latency in C: the reference for gpudash's latency experiment (host-side calls).
+// Built and run by tests/gpu/cuda_latency.py on the GPU machine:
+//   gcc -O2 -I/usr/local/cuda/include tests/gpu/cuda_latency.c -o /tmp/cuda_latency -l:libcuda.so.1
+//   /tmp/cuda_latency DEVICE REPETITIONS WARMUP
+// Times each call with CLOCK_MONOTONIC, as gpudash's lab does with std::time::Instant, in the same order
+// and with the same batching (a synchronize every 256 launches or records), on a non-blocking stream
+// with an empty kernel JIT-compiled from PTX. Prints one "name<TAB>median µs" line per figure.
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static const char PTX[] =
+    ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty_kernel()\n{\n    ret;\n}\n";
+enum { BATCH = 256 };
+
+static void check(CUresult rc, const char *what) {
+    if (rc != CUDA_SUCCESS) {
+        const char *text = "";
+        cuGetErrorString(rc, &text);
+        fprintf(stderr, "%s failed: %d %s\n", what, (int)rc, text);
+        exit(1);
+    }
+}
+
+static double now_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, by_value);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+int main(int argc, char **argv) {
+    int device = argc > 1 ? atoi(argv[1]) : 0;
+    int reps = argc > 2 ? atoi(argv[2]) : 2000;
+    int warmup = argc > 3 ? atoi(argv[3]) : 100;
+    if (reps < 1 || warmup < 0) { fprintf(stderr, "usage: cuda_latency DEVICE REPETITIONS WARMUP\n"); return 2; }
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule module;
+    CUfunction f;
+    CUstream stream;
+    CUevent event;
+    check(cuInit(0), "cuInit");
+    check(cuDeviceGet(&dev, device), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    check(cuModuleLoadData(&module, PTX), "cuModuleLoadData");
+    check(cuModuleGetFunction(&f, module, "empty_kernel"), "cuModuleGetFunction");
+    check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check(cuEventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate");
+#define LAUNCH() check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL), "cuLaunchKernel")
+#define SYNC() check(cuStreamSynchronize(stream), "cuStreamSynchronize")
+    for (int i = 0; i < warmup; i++) LAUNCH();
+    SYNC();
+    double *launches = malloc(reps * sizeof(double)), *records = malloc(reps * sizeof(double));
+    double *idle = malloc(reps * sizeof(double)), *round_trips = malloc(reps * sizeof(double));
+    for (int i = 0; i < reps; i++) {
+        double t = now_us();
+        LAUNCH();
+        launches[i] = now_us() - t;
+        if (i % BATCH == BATCH - 1) SYNC();
+    }
+    SYNC();
+    for (int i = 0; i < reps; i++) {
+        double t = now_us();
+        check(cuEventRecord(event, stream), "cuEventRecord");
+        records[i] = now_us() - t;
+        if (i % BATCH == BATCH - 1) SYNC();
+    }
+    SYNC();
+    for (int i = 0; i < reps; i++) {
+        double t = now_us();
+        SYNC();
+        idle[i] = now_us() - t;
+        t = now_us();
+        LAUNCH();
+        SYNC();
+        round_trips[i] = now_us() - t;
+    }
+    printf("kernel launch (host)\t%.4f\n", median(launches, reps));
+    printf("event record (host)\t%.4f\n", median(records, reps));
+    printf("synchronize, idle stream (host)\t%.4f\n", median(idle, reps));
+    printf("launch + synchronize (host)\t%.4f\n", median(round_trips, reps));
+    check(cuEventDestroy(event), "cuEventDestroy");
+    check(cuStreamDestroy(stream), "cuStreamDestroy");
+    check(cuModuleUnload(module), "cuModuleUnload");
+    check(cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease");
+    return 0;
+}
