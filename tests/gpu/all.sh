@@ -52,7 +52,7 @@ want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch,
 printf '
 == figures
 '
-grep -h -E "^  (fast loop|slow loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
+grep -h -E "^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
   "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/gpm.log 2>/dev/null || true
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"

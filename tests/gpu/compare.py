@@ -17,6 +17,7 @@ sides' round-to-round spread. With a tolerance of ±5% (some rows have an absolu
     MISSING       a figure gpudash or the reference did not produce: counted as FAIL.
 """
 import json
+import os
 import statistics
 import subprocess
 import time
@@ -148,17 +149,19 @@ def print_table(rows, title, reference_label="PyTorch"):
 
 # ---- gpudash bench and its JSON ----
 
-def run_bench(binary, device, kind, params, timeout):
+def run_bench(binary, device, kind, params, timeout, cpu=None):
     """Runs `gpudash bench --json --force` for one experiment; returns (run or None, seconds, problems).
 
     --force: the comparing PyTorch process holds a context on the GPU. A non-zero exit with JSON on
     stdout (a check failed) still yields the run; its failed checks are reported by `checks`.
+    `cpu`: run gpudash on that one CPU core (lab_vs_torch.py pins both sides of host-bound groups to it).
     """
     cmd = [binary, "bench", "--device", str(device), "--json", "--force", "--params", json.dumps(params), kind]
     started = time.monotonic()
     problems = []
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=pin)
     except subprocess.TimeoutExpired:
         return None, time.monotonic() - started, [f"gpudash bench {kind} timed out after {timeout} s"]
     except OSError as e:

@@ -126,11 +126,19 @@ def page_aligned_host(n):
 
 # ---- the groups: gpudash params, the PyTorch side, the rows ----
 
+# The one CPU core both sides of host-bound groups (pageable copies, host-side latency) run on: their
+# figures follow the core's clock and caches, and an unpinned process lands on a different core each
+# round (event record read 0.81 µs in gpudash and 1.11 µs in C in one run, the other way round in the
+# next). The last core of this process's set, away from core 0's interrupts.
+PIN_CPU = max(os.sched_getaffinity(0))
+
+
 class Group:
-    def __init__(self, name, kind, params, rows, torch_round, gpudash_figures, timeout):
+    def __init__(self, name, kind, params, rows, torch_round, gpudash_figures, timeout, cpu=None):
         self.name, self.kind, self.params, self.rows = name, kind, params, rows
         self.torch_round, self.gpudash_figures, self.timeout = torch_round, gpudash_figures, timeout
         self.seconds = {"gpudash": [], "PyTorch": []}
+        self.cpu = cpu
 
 
 def host_copies(warmup, reps):
@@ -164,7 +172,7 @@ def host_copies(warmup, reps):
     def gpudash_side(run):
         return {(c, n): series_point(run, c, n) for c in HOST_COPIES for n in HOST_SIZES}
 
-    return Group("host copies", "transfer", params, rows, torch_side, gpudash_side, 120)
+    return Group("host copies", "transfer", params, rows, torch_side, gpudash_side, 120, cpu=PIN_CPU)
 
 
 def device_copies(warmup, reps, l2_bytes):
@@ -297,7 +305,7 @@ def latency(device):
     def gpudash_side(run):
         return {name: figure(run, name) for name in LATENCY_NAMES}
 
-    group = Group("latency", "latency", params, rows, reference, gpudash_side, 60)
+    group = Group("latency", "latency", params, rows, reference, gpudash_side, 60, cpu=PIN_CPU)
     group.torch_info = torch_info
     return group
 
@@ -351,7 +359,7 @@ def main():
     l2 = getattr(props, "L2_cache_size", 0) or L2_BYTES
     print(f"PyTorch {torch.__version__} on {props.name} (GPU {args.device}, L2 {l2 // MIB} MiB); gpudash {args.binary}")
     print(f"transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, {args.rounds} rounds, "
-          f"deadline {args.deadline_s:.0f} s")
+          f"deadline {args.deadline_s:.0f} s; host copies and latency pinned to CPU {PIN_CPU} on both sides")
     groups = [host_copies(3, 7), device_copies(3, 10, l2), gemm(3, 7), streams(), latency(args.device)]
     log = CheckLog()
     rounds_run = 0
@@ -386,15 +394,20 @@ def one_round(r, groups, args, log):
             if side == "gpudash":
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
-                run, _, problems = run_bench(args.binary, args.device, g.kind, g.params, g.timeout)
+                run, _, problems = run_bench(args.binary, args.device, g.kind, g.params, g.timeout, g.cpu)
                 log.add(g.kind, run, problems)
                 mine = g.gpudash_figures(run) if run else {}
             else:
+                allowed = os.sched_getaffinity(0)
                 try:
+                    if g.cpu is not None:
+                        os.sched_setaffinity(0, {g.cpu})  # the C reference, a child, inherits it
                     theirs = g.torch_round()
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
                     print(f"round {r + 1} {g.name}: the reference failed: {e}")
                     theirs = {}
+                finally:
+                    os.sched_setaffinity(0, allowed)
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
             g.seconds[side].append(time.monotonic() - t)

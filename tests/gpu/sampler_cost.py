@@ -23,11 +23,11 @@ import os
 import sys
 import time
 
-LOOPS = ("gpudash-sampler", "gpudash-details", "gpudash-recorder", "gpudash-xid")
+LOOPS = ("gpudash-sampler", "gpudash-details", "gpudash-gpm", "gpudash-recorder", "gpudash-xid")
 
 
 def thread_cpu_ns(pid):
-    """{thread name: summed CPU ns} over the process's threads."""
+    """{(thread id, name): CPU ns} over the process's threads."""
     ticks = os.sysconf("SC_CLK_TCK")
     out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
@@ -41,7 +41,17 @@ def thread_cpu_ns(pid):
                 ns = (int(fields[11]) + int(fields[12])) * 1_000_000_000 // ticks  # utime + stime
         except (OSError, ValueError, IndexError):
             continue  # the thread ended in between
-        out[name] = out.get(name, 0) + ns
+        out[(tid, name)] = ns
+    return out
+
+
+def per_name(before, after):
+    """{thread name: CPU ns spent in the window}, over the threads alive at both ends (a thread that
+    started or ended in between, e.g. a blocking-pool worker, is left out rather than counted whole)."""
+    out = {}
+    for key, ns in after.items():
+        if key in before:
+            out[key[1]] = out.get(key[1], 0) + ns - before[key]
     return out
 
 
@@ -53,12 +63,14 @@ def main():
     before, t0 = thread_cpu_ns(pid), time.monotonic()
     time.sleep(seconds)  # a measuring window, not a wait for a state
     after, elapsed = thread_cpu_ns(pid), time.monotonic() - t0
-    missing = [name for name in LOOPS[:2] if name not in after or name not in before]
+    spent = per_name(before, after)
+    missing = [name for name in LOOPS[:2] if name not in spent]
     if missing:
-        print(f"sampler cost: FAIL, threads {missing} not found in /proc/{pid}/task (names seen: {sorted(after)})")
+        print(f"sampler cost: FAIL, threads {missing} not found in /proc/{pid}/task (names seen: {sorted(spent)})")
         sys.exit(1)
-    per_gpu_s = {name: (after.get(name, 0) - before.get(name, 0)) / 1e3 / elapsed / gpus for name in after}
+    per_gpu_s = {name: ns / 1e3 / elapsed / gpus for name, ns in spent.items()}
     fast, slow = per_gpu_s["gpudash-sampler"], per_gpu_s["gpudash-details"]
+    gpm = per_gpu_s.get("gpudash-gpm", 0.0)
     if fast <= 0 or slow <= 0:
         print(f"sampler cost: FAIL, no CPU time measured (fast {fast}, slow {slow}): the loops did not run")
         sys.exit(1)
@@ -68,15 +80,17 @@ def main():
           f"(per-thread CPU from /proc/{pid}/task/*/schedstat):")
     print(f"  fast loop (gpudash-sampler):  {fast:9.1f} µs per GPU per second ({fast_per_sample:.1f} µs per GPU per sample)")
     print(f"  slow loop (gpudash-details):  {slow:9.1f} µs per GPU per second (every 2 s: health, PCIe, energy, processes)")
-    print(f"  sum, this interval:           {fast + slow:9.1f} µs per GPU per second = "
-          f"{(fast + slow) * gpus / 1e4:.3f}% of one core for {gpus} GPU(s)")
-    print(f"  sum at the default 1 s:       {fast_per_sample + slow:9.1f} µs per GPU per second "
-          f"(fast {fast_per_sample:.1f} + slow {slow:.1f}) — the headline figure")
-    for name in LOOPS[2:]:
+    print(f"  GPM loop (gpudash-gpm):       {gpm:9.1f} µs per GPU per second (SM/tensor activity, once a second)")
+    print(f"  sum, this interval:           {fast + slow + gpm:9.1f} µs per GPU per second = "
+          f"{(fast + slow + gpm) * gpus / 1e4:.3f}% of one core for {gpus} GPU(s)")
+    print(f"  sum at the default 1 s:       {fast_per_sample + slow + gpm:9.1f} µs per GPU per second "
+          f"(fast {fast_per_sample:.1f} + slow {slow:.1f} + GPM {gpm:.1f}) — the headline figure")
+    for name in LOOPS[3:]:
         if name in per_gpu_s:
             print(f"  {name + ':':<29} {per_gpu_s[name]:9.1f} µs per GPU per second (not in the sum)")
     others = sum(v for k, v in per_gpu_s.items() if k not in LOOPS)
-    print(f"  every other thread (HTTP, WebSockets, runtime): {others:.1f} µs per GPU per second (not in the sum)")
+    print(f"  every other thread alive through the window (HTTP, WebSockets, runtime): {others:.1f} µs per GPU "
+          "per second (not in the sum)")
 
 
 if __name__ == "__main__":

@@ -148,8 +148,8 @@ pub fn mark_l2(r: &mut RunResult, l2_bytes: u64, source: &str) {
     r.l2_bytes = Some(l2_bytes);
     let size = format_bytes(l2_bytes);
     r.notes.push(format!(
-        "L2 is {size} ({source}): copies of up to {size} fit in it, so d2d and d2d_kernel figures there can \
-         exceed HBM bandwidth; the chart shades those sizes."
+        "L2 is {size} ({source}): a device copy of up to half that has its source and destination in it, so \
+         d2d and d2d_kernel figures there can exceed HBM bandwidth; the chart shades those sizes."
     ));
 }
 

@@ -145,13 +145,13 @@ mod tests {
             ..result(ChartSpec::Lines { x_label: "bytes".into(), y_label: "GB/s".into(), log_x: true, log_y: true })
         };
         let marked = chart(&run(1, Some(lines(Some(256 << 10)))), None);
-        assert!(marked.contains("fits in L2 (256 KiB)"), "{marked:.3000}");
+        assert!(marked.contains("src + dst fit in L2 (256 KiB)"), "{marked:.3000}");
         for l2_bytes in [None, Some(2048)] {
             let svg = chart(&run(1, Some(lines(l2_bytes))), None);
             assert!(svg.contains("h2d_pinned") && !svg.contains(shared::chart::L2_LABEL), "{l2_bytes:?}");
         }
         let above = chart(&run(1, Some(lines(Some(4 << 20)))), None);
-        assert!(above.contains("fits in L2 (4 MiB)"), "every size fits: the band spans the chart");
+        assert!(above.contains("src + dst fit in L2 (4 MiB)"), "every size fits: the band spans the chart");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, LatencyParams, Run, RunRequest, RunStatus};
+use shared::lab::{CopyKind, ExperimentKind, ExperimentParams, LabEvent, LatencyParams, Run, RunRequest, RunStatus};
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::cuda::MissingLibraries;
@@ -217,7 +217,7 @@ fn a_gpu_giving_wrong_results_fails_every_correctness_check_and_a_sound_one_none
         assert!(!wrong.is_empty() && wrong.iter().all(|(_, passed)| !passed), "{kind:?} on a faulty GPU: {faulty:?}");
     }
     let transfer = checks_of(&lab, 1, ExperimentKind::Transfer);
-    assert_eq!(transfer.len(), 5, "one check per copy kind: {transfer:?}");
+    assert_eq!(transfer.len(), CopyKind::ALL.len(), "one check per copy kind: {transfer:?}");
     // P2P: copies landing on the faulty GPU fail, in both modes; those landing on the sound one pass.
     let p2p = checks_of(&lab, 0, ExperimentKind::P2p);
     assert_eq!(p2p.len(), 4, "{p2p:?}");

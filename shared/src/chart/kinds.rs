@@ -66,7 +66,7 @@ impl RunChart<'_> {
         };
 
         if let Some(l2) = result.l2_bytes.filter(|_| bytes) {
-            l2_band(&mut chart, look, to_axis(l2 as f64, log_x), l2, (x_lo..x_hi, y_lo..y_hi))?;
+            l2_band(&mut chart, look, to_axis((l2 / 2) as f64, log_x), l2, (x_lo..x_hi, y_lo..y_hi))?;
         }
         for reference in &result.references {
             let y = to_axis(reference.value, log_y);
@@ -193,8 +193,9 @@ impl RunChart<'_> {
     }
 }
 
-/// Shades the sizes that fit in the GPU's L2 (from the left edge to `x`, its size on the axis) and
-/// draws a line at its size, labelled "fits in L2 (50 MiB)". Nothing when every size is larger.
+/// Shades the copy sizes whose source and destination both fit in the GPU's L2 (from the left edge to
+/// `x`, half the L2 on the axis) and draws a line there, labelled "src + dst fit in L2 (60 MiB)".
+/// Nothing when every size is larger.
 fn l2_band<'a, DB: DrawingBackend + 'a>(
     chart: &mut Plot<'a, DB>,
     look: &Look,
@@ -216,7 +217,7 @@ fn l2_band<'a, DB: DrawingBackend + 'a>(
 }
 
 /// How the chart names the sizes that fit in L2.
-pub const L2_LABEL: &str = "fits in L2";
+pub const L2_LABEL: &str = "src + dst fit in L2";
 
 /// The kind of a timeline bar, for its color: "kernel 3" → "kernel".
 pub fn span_kind(label: &str) -> &str {
