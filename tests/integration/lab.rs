@@ -120,7 +120,11 @@ async fn the_sm_copy_runs_beside_the_copy_engine_and_the_sizes_in_l2_are_marked(
     let names: Vec<&str> = result.series.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["d2d", "d2d_kernel"]);
     assert_eq!(result.l2_bytes, Some(60 << 20), "the simulated H200's L2");
-    assert!(result.notes.iter().any(|n| n.contains("fit in it") && n.contains("simulated")), "{:?}", result.notes);
+    assert!(
+        result.notes.iter().any(|n| n.contains("source and destination in it") && n.contains("simulated")),
+        "{:?}",
+        result.notes
+    );
     let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", run.summary.id))).await.expect("svg");
     let svg = svg.text().await.expect("text");
     assert!(svg.contains("src + dst fit in L2 (60 MiB)") && svg.contains("SIMULATED"), "{svg:.300}");
