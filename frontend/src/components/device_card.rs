@@ -120,6 +120,9 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
 
             <ActivityFigures state=state index=index />
 
+            <MigInstances state=state index=index />
+            <MemoryChart state=state index=index theme=theme />
+            // The secondary gauges after the chart, so the chart stays in the first screen at 1280×900.
             <dl class="metrics metrics-more">
                 <Metric label="P-state" class="pstate" value=gauge(|s| or_na(s.pstate, |p| format!("P{p}"))) />
                 <Metric label="Gfx clock" class="graphics-clock" value=gauge(|s| or_na(s.graphics_clock_mhz, mhz)) />
@@ -138,9 +141,6 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     wide=true
                 />
             </dl>
-
-            <MigInstances state=state index=index />
-            <MemoryChart state=state index=index theme=theme />
             <EmptyCache index=index />
             <HealthDetails state=state index=index />
         </article>

@@ -80,6 +80,11 @@ pub trait DeviceProbe: Send + Sync {
         let _ = device;
         None
     }
+    /// `device`'s newest GPM window (telemetry's), for what a run drove the SMs and tensor cores to.
+    fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
+        let _ = device;
+        None
+    }
     /// Whether runs on `device` must observe wrong results (the simulator's `wrong-result` fault), so
     /// their correctness checks can be seen to fail.
     fn wrong_results(&self, device: u32) -> bool {
@@ -94,12 +99,25 @@ pub trait DeviceProbe: Send + Sync {
 pub struct HardwareProbe {
     query: Arc<dyn DeviceQuery>,
     peaks: HashMap<u32, LinkPeaks>,
+    telemetry: Option<Arc<Telemetry>>,
 }
 
 impl HardwareProbe {
     pub fn new(query: Arc<dyn DeviceQuery>, devices: &[DeviceInfo]) -> Self {
-        Self { query, peaks: devices.iter().map(|d| (d.index, LinkPeaks::of(d))).collect() }
+        Self { query, peaks: devices.iter().map(|d| (d.index, LinkPeaks::of(d))).collect(), telemetry: None }
     }
+
+    /// Reads the GPM windows from `telemetry`'s samples.
+    #[must_use]
+    pub fn with_telemetry(mut self, telemetry: Arc<Telemetry>) -> Self {
+        self.telemetry = Some(telemetry);
+        self
+    }
+}
+
+/// `device`'s newest GPM window in `telemetry`'s latest samples.
+fn latest_activity(telemetry: Option<&Arc<Telemetry>>, device: u32) -> Option<shared::activity::Activity> {
+    telemetry?.latest().into_iter().find(|s| s.index == device)?.activity
 }
 
 impl DeviceProbe for HardwareProbe {
@@ -113,6 +131,10 @@ impl DeviceProbe for HardwareProbe {
 
     fn peaks(&self, device: u32) -> LinkPeaks {
         self.peaks.get(&device).cloned().unwrap_or_default()
+    }
+
+    fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
+        latest_activity(self.telemetry.as_ref(), device)
     }
 }
 
@@ -191,6 +213,10 @@ impl SimulatedProbe {
 impl DeviceProbe for SimulatedProbe {
     fn injected_failure(&self, device: u32) -> Option<String> {
         self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(&device)
+    }
+
+    fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
+        latest_activity(self.telemetry.get(), device)
     }
 
     fn wrong_results(&self, device: u32) -> bool {

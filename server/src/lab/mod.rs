@@ -12,6 +12,7 @@
 //! The parts: [`setup`] (what a lab is built from), `state` (what the workers
 //! and the API share) and `api` ([`Lab`]).
 
+mod activity;
 mod api;
 pub mod checks;
 pub mod cuda;

@@ -188,7 +188,8 @@ impl LabSetup {
             let reason = gpu_error.map_or(Unavailable::NoNvml, Unavailable::Driver);
             return unavailable(reason, Arc::new(SimulatedProbe::new(None)));
         };
-        let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(query, telemetry.devices()));
+        let probe: Arc<dyn DeviceProbe> =
+            Arc::new(HardwareProbe::new(query, telemetry.devices()).with_telemetry(telemetry.clone()));
         if devices.is_empty() {
             return unavailable(gpu_error.map_or(Unavailable::NoGpu, Unavailable::Driver), probe);
         }

@@ -13,7 +13,7 @@ use shared::lab::{LabEvent, Progress, RunStatus, TrimOutcome};
 use tokio::sync::oneshot;
 
 use super::executor::{Executor, ExperimentError, RunContext, panic_message};
-use super::{ExecutorFactory, LabError, Shared, guards, plan};
+use super::{ExecutorFactory, LabError, Shared, activity, guards, plan};
 use crate::telemetry::now_ms;
 
 /// Progress events go out at most this often per run.
@@ -235,9 +235,12 @@ fn run_started(
     };
     let ctx = RunContext::new(device, shared.probe.as_ref(), cancel, shared.config.time_limit, &on_progress);
     let params = run.params.clone();
-    let mut outcome = guarded(|| executor.run(&params, &ctx)).and_then(|r| r);
+    let simulated = executor.simulated();
+    let (mut outcome, windows) =
+        activity::watch(shared.probe.as_ref(), device, || guarded(|| executor.run(&params, &ctx)).and_then(|r| r));
     if let Ok(result) = &mut outcome {
         result.notes.extend(shared.link_notes(&params));
+        activity::summarize(result, &windows, simulated);
     }
     if matches!(outcome, Err(ExperimentError::Panicked(_) | ExperimentError::Cuda(_) | ExperimentError::TimedOut(_))) {
         // After a crash, a CUDA error (some are sticky and poison the context) or a run stopped
