@@ -26,7 +26,7 @@ RUNS = [
     {"kind": "streams"},
     {"kind": "precision", "sizes": [2048], "repetitions": 5},
     # ~2 s of bf16 GEMMs back to back: its run must carry the tensor activity GPM saw meanwhile.
-    {"kind": "precision", "sizes": [8192], "dtypes": ["bf16"], "warmup": 10, "repetitions": 1500},
+    {"kind": "precision", "sizes": [16384], "dtypes": ["bf16"], "warmup": 10, "repetitions": 200},
     {"kind": "latency", "repetitions": 500},
 ]
 
@@ -72,7 +72,7 @@ def main():
               f"svg={len(svg)}B csv={len(csv)}B error={run.get('error')} | {figures}")
         result = run.get("result") or {}
         gpm = {f["name"]: f["stats"] for f in result.get("figures", []) if "(GPM)" in f["name"]}
-        if params.get("repetitions") == 1500:
+        if params.get("sizes") == [16384]:
             tensor = gpm.get("tensor activity during the run (GPM)")
             note = next((n for n in result.get("notes", []) if "GPM window" in n), None)
             print(f"           GPM during the run: {note}")

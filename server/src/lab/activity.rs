@@ -46,12 +46,18 @@ pub fn watch<T>(probe: &dyn DeviceProbe, device: u32, f: impl FnOnce() -> T) -> 
     (out, windows)
 }
 
-/// Adds the run's GPM figures (SM and tensor activity over the windows, %) and a note saying what
-/// they are; with no figures, a note saying why. Nothing when no window fell inside the run.
+/// Adds the run's GPM figures (SM and tensor activity, %) and a note saying what they are; with no
+/// figures, a note saying why. Nothing when no window fell inside the run. The figures summarize the
+/// windows in which the SMs were busy at all (≥ 1%): a run also spends seconds on the host (inputs,
+/// checks), and a median over those idle windows would read 0% for a GEMM that drove 96%.
 pub fn summarize(result: &mut RunResult, windows: &[Activity], simulated: bool) {
     let Some(last) = windows.last() else { return };
     let label = if simulated { " (simulated)" } else { "" };
-    let series = |pick: fn(&Activity) -> Option<f64>| windows.iter().filter_map(pick).collect::<Vec<_>>();
+    let busy: Vec<&Activity> =
+        windows.iter().filter(|w| w.sm_active.is_some_and(|sm| sm >= shared::activity::IDLE_SM_PERCENT)).collect();
+    let busy_windows = busy.len();
+    let counted: Vec<&Activity> = if busy.is_empty() { windows.iter().collect() } else { busy };
+    let series = |pick: fn(&Activity) -> Option<f64>| counted.iter().filter_map(|w| pick(w)).collect::<Vec<_>>();
     let (sm, tensor) = (series(|w| w.sm_active), series(|w| w.tensor_active));
     if sm.is_empty() && tensor.is_empty() {
         let reason = last.unavailable.as_deref().unwrap_or("the GPU reported no activity figures");
@@ -65,11 +71,12 @@ pub fn summarize(result: &mut RunResult, windows: &[Activity], simulated: bool) 
         result.figures.push(Figure { name: format!("{what} during the run (GPM)"), unit: "%".into(), stats });
     }
     result.notes.push(format!(
-        "During the run, {} GPM window{} of ~{:.1} s{label}: {}. GPU util counts time any kernel ran; these \
-         count how busy the SMs and the tensor cores were.",
+        "During the run, {} GPM window{} of ~{:.1} s{label}, {busy_windows} with the SMs busy (≥ 1%); over {}: \
+         {}. GPU util counts time any kernel ran; these count how busy the SMs and the tensor cores were.",
         windows.len(),
         if windows.len() == 1 { "" } else { "s" },
         last.window_ms as f64 / 1e3,
+        if busy_windows > 0 { "those" } else { "all of them" },
         parts.join("; ")
     ));
 }
@@ -125,6 +132,28 @@ mod tests {
         assert_eq!(names, ["SM activity during the run (GPM)", "tensor activity during the run (GPM)"]);
         assert_eq!(result.figures[1].stats.median, 80.0);
         assert!(result.notes[0].contains("tensor activity median 80.0%") && !result.notes[0].contains("simulated"));
+    }
+
+    #[test]
+    fn windows_spent_on_the_host_do_not_dilute_the_figures() {
+        let window = |t: u64, sm: f64, tensor: f64| Activity {
+            timestamp_ms: t,
+            window_ms: 1000,
+            sm_active: Some(sm),
+            tensor_active: Some(tensor),
+            ..Activity::default()
+        };
+        // Inputs made on the host, two windows of GEMMs, the check on the host.
+        let windows =
+            [window(1000, 0.0, 0.0), window(2000, 96.0, 93.0), window(3000, 97.0, 94.0), window(4000, 0.2, 0.0)];
+        let mut result = crate::lab::report::empty(ChartSpec::Gantt, "ms");
+        summarize(&mut result, &windows, false);
+        assert_eq!(result.figures[1].stats.median, 93.5);
+        assert!(result.notes[0].contains("4 GPM windows") && result.notes[0].contains("2 with the SMs busy"));
+        let mut idle = crate::lab::report::empty(ChartSpec::Gantt, "ms");
+        summarize(&mut idle, &windows[..1], true);
+        assert_eq!(idle.figures[0].stats.median, 0.0);
+        assert!(idle.notes[0].contains("0 with the SMs busy") && idle.notes[0].contains("all of them"));
     }
 
     #[test]
