@@ -248,7 +248,7 @@ class CheckLog:
         self.problems.extend(problems)
         if run is None:
             return
-        if not checks(run) and kind not in ("latency",):
+        if not checks(run):
             self.problems.append(f"{kind}: the run has no correctness check")
         for c in checks(run):
             entry = self.seen.setdefault((kind, c["name"]), [0, 0, ""])

@@ -33,6 +33,9 @@ def pynvml_windows(handle, seconds, out):
         for i, metric in enumerate((SM_UTIL, ANY_TENSOR_UTIL, DRAM_BW_UTIL)):
             request.metrics[i].metricId = metric
         pynvml.nvmlGpmMetricsGet(request)
+        refused = [request.metrics[i].metricId for i in range(3) if request.metrics[i].nvmlReturn != 0]
+        if refused:
+            raise SystemExit(f"FAIL: pynvml's GPM did not compute metrics {refused}: no reference to compare with")
         out.append(tuple(request.metrics[i].value for i in range(3)))
         pynvml.nvmlGpmSampleFree(previous)
         previous = current
@@ -50,9 +53,12 @@ def gpudash_windows(url, seconds, out):
         if activity.get("unavailable"):
             raise SystemExit(f"gpudash says activity is n/a: {activity['unavailable']}")
         stamp = activity.get("timestamp_ms")
-        if stamp is not None and stamp not in seen and activity.get("sm_active") is not None:
+        if stamp is not None and stamp not in seen:
+            missing = [k for k in ("sm_active", "tensor_active", "dram_active") if activity.get(k) is None]
+            if missing:
+                raise SystemExit(f"FAIL: gpudash's window at {stamp} has no {', '.join(missing)}")
             seen.add(stamp)
-            out.append((activity["sm_active"], activity.get("tensor_active") or 0.0, activity.get("dram_active") or 0.0))
+            out.append((activity["sm_active"], activity["tensor_active"], activity["dram_active"]))
         time.sleep(0.25)
 
 

@@ -36,14 +36,24 @@ pub fn watch<T>(probe: &dyn DeviceProbe, device: u32, f: impl FnOnce() -> T) -> 
                 std::thread::park_timeout(POLL);
             }
         });
+        let finish = Finish(&done, watcher.thread().clone());
         let out = f();
-        done.store(true, Ordering::Release);
-        watcher.thread().unpark();
+        drop(finish);
         (out, watcher.join().unwrap_or_default())
     });
     let ended = now_ms();
     windows.retain(|w| (started..=ended).contains(&w.timestamp_ms.saturating_sub(w.window_ms / 2)));
     (out, windows)
+}
+
+/// Tells the watcher to stop when dropped, so it stops even if the run unwinds.
+struct Finish<'a>(&'a AtomicBool, std::thread::Thread);
+
+impl Drop for Finish<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+        self.1.unpark();
+    }
 }
 
 /// Adds the run's GPM figures (SM and tensor activity, %) and a note saying what they are; with no

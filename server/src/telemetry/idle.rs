@@ -56,7 +56,11 @@ impl IdleTracker {
                 Some(sm) => (IdleSignal::SmActivity, sm < IDLE_SM_PERCENT),
                 None => match s.gpu_util {
                     Some(util) => (IdleSignal::ProcessSmUtil, util == 0),
-                    None => continue,
+                    // No reading at all: forget the spell rather than let it grow on stale data.
+                    None => {
+                        self.devices.remove(&s.index);
+                        continue;
+                    }
                 },
             };
             let entry = self.devices.entry(s.index).or_insert(Quiet { signal, since_ms: None });
@@ -89,8 +93,12 @@ impl IdleTracker {
                 },
             };
             let Some(candidate) = since else { continue };
-            // A spell already followed keeps its start.
-            let since = self.processes.get(&key).map_or(candidate, |&known| known.min(candidate));
+            let since = match device.signal {
+                // The GPU's quiet start is kept on every tick (work in between resets it): take it as is.
+                IdleSignal::SmActivity => candidate,
+                // The candidate is "now": a spell already followed keeps its start.
+                IdleSignal::ProcessSmUtil => self.processes.get(&key).map_or(candidate, |&known| known.min(candidate)),
+            };
             kept.insert(key, since);
             if now_ms.saturating_sub(since) >= after_ms {
                 p.idle = Some(IdleHold { since_ms: since, signal: device.signal });
@@ -153,6 +161,31 @@ mod tests {
         idle.observe(&[sample(13_000, 0, Some(0.0))]);
         idle.mark(&mut ps, 20_000);
         assert_eq!(ps[0].idle, None, "the spell starts again");
+    }
+
+    #[test]
+    fn work_between_two_looks_restarts_the_spell() {
+        let mut idle = tracker(10);
+        let mut ps = [holder(2 * GIB, None)];
+        idle.observe(&[sample(1_000, 0, Some(0.0))]);
+        idle.mark(&mut ps, 2_000);
+        // A short burst of work the process list never saw (marks come every 2 s, windows every 1 s).
+        idle.observe(&[sample(3_000, 90, Some(70.0))]);
+        idle.observe(&[sample(4_000, 0, Some(0.0))]);
+        idle.mark(&mut ps, 12_000);
+        assert_eq!(ps[0].idle, None, "quiet since 4 s, not since 1 s");
+        idle.mark(&mut ps, 14_000);
+        assert_eq!(ps[0].idle, Some(IdleHold { since_ms: 4_000, signal: IdleSignal::SmActivity }));
+    }
+
+    #[test]
+    fn a_gpu_without_any_reading_forgets_its_spell() {
+        let mut idle = tracker(1);
+        let mut ps = [holder(2 * GIB, None)];
+        idle.observe(&[sample(0, 0, Some(0.0))]);
+        idle.observe(&[DeviceSample { index: 0, timestamp_ms: 5_000, ..Default::default() }]);
+        idle.mark(&mut ps, 10_000);
+        assert_eq!(ps[0].idle, None, "no current reading: no flag");
     }
 
     #[test]

@@ -57,7 +57,8 @@ impl NvmlSource {
             let newest = samples.iter().map(|s| s.timestamp).max();
             for sample in samples {
                 if let Some(row) = rows.iter_mut().find(|r| r.pid == sample.pid) {
-                    row.sm_util = Some(sample.sm_util);
+                    // Several samples of one process: the busiest speaks for it (a 0 must not hide work).
+                    row.sm_util = Some(row.sm_util.map_or(sample.sm_util, |u| u.max(sample.sm_util)));
                     row.sm_util_seen_ms = Some(sample.timestamp / 1000);
                 }
             }
