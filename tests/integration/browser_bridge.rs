@@ -61,10 +61,17 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
         assert_eq!(disabled, json!([true, "the process attached without allow_remote_empty_cache=True"]));
         let button = ".bridge-process[data-pid='4343'] button.bridge-empty-cache";
         assert_eq!(js(&c, &format!("return document.querySelector(\"{button}\").disabled")).await, json!(false));
-        c.find(Locator::Css(button)).await.unwrap().click().await.unwrap();
-        eventually(5, "requested…", || async {
+        // Clicked through the page's current button each time: the rows re-render with every report, and
+        // under load a click can land on the element a re-render just replaced (a pending request
+        // disables the button, so a repeated click asks nothing twice).
+        let click = format!("const b = document.querySelector(\"{button}\"); if (b && !b.disabled) b.click(); return null");
+        eventually(15, "requested…", || async {
             let t = texts(&c, ".bridge-process[data-pid='4343'] .bridge-cache-result").await;
-            t.iter().any(|t| t == "requested…").then_some(())
+            if t.iter().any(|t| t == "requested…") {
+                return Some(());
+            }
+            js(&c, &click).await;
+            None
         })
         .await;
     })
