@@ -4,6 +4,7 @@
 //! thread), kept by the [`telemetry::Telemetry`] hub, and leaves through
 //! [`web`] (JSON, the WebSocket and the embedded page).
 
+pub mod alerts;
 pub mod audit;
 pub mod auth;
 pub mod bridge;

@@ -5,6 +5,7 @@
 //! is `None` (shown as "n/a"), never an error.
 
 pub mod activity;
+pub mod alerts;
 pub mod auth;
 pub mod bridge;
 #[cfg(feature = "chart")]

@@ -90,6 +90,20 @@ impl PcieLink {
     }
 }
 
+/// Why clocks can be held down, as the names nvidia-smi -q uses, snake_cased
+/// (the values of [`DeviceSample::clock_events`]).
+pub const CLOCK_EVENT_NAMES: [&str; 9] = [
+    "idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+];
+
 /// One reading of a device's gauges.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct DeviceSample {

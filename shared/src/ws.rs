@@ -117,6 +117,8 @@ pub enum ServerMessage {
     Details(Details),
     /// The GPU lab: queue, progress and finished runs (see [`crate::lab::LabEvent`]).
     Lab(crate::lab::LabEvent),
+    /// An alert fired, resolved or was silenced (see [`crate::alerts::AlertEvent`]).
+    Alert(crate::alerts::AlertEvent),
     /// The client sent something the server does not accept.
     Error {
         message: String,
@@ -132,6 +134,7 @@ impl<'de> Deserialize<'de> for ServerMessage {
             Tick,
             Details,
             Lab,
+            Alert,
             Error,
         }
         #[derive(Deserialize)]
@@ -154,6 +157,7 @@ impl<'de> Deserialize<'de> for ServerMessage {
                     Type::Tick => ServerMessage::Tick(Tick::deserialize(rest)?),
                     Type::Details => ServerMessage::Details(Details::deserialize(rest)?),
                     Type::Lab => ServerMessage::Lab(crate::lab::LabEvent::deserialize(rest)?),
+                    Type::Alert => ServerMessage::Alert(crate::alerts::AlertEvent::deserialize(rest)?),
                     Type::Error => ServerMessage::Error { message: ErrorFields::deserialize(rest)?.message },
                 })
             }

@@ -180,6 +180,8 @@ impl Link {
             ServerMessage::Details(details) => self.set_state.update(|state| state.apply_details(details)),
             // Applied here, not through a signal of "the last event", so no event is lost between renders.
             ServerMessage::Lab(event) => self.lab.update(|lab| lab.apply(event)),
+            // Drawn by the Alerts tab (issue 17, in progress).
+            ServerMessage::Alert(_) => {}
         }
     }
 

@@ -81,18 +81,24 @@ pub(super) fn pstate_number(state: &PerformanceState) -> Option<u32> {
 
 /// Clock-event (throttle) reasons as the names nvidia-smi -q uses, snake_cased.
 pub fn clock_event_names(reasons: ThrottleReasons) -> Vec<String> {
-    const NAMES: [(ThrottleReasons, &str); 9] = [
-        (ThrottleReasons::GPU_IDLE, "idle"),
-        (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, "applications_clocks_setting"),
-        (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
-        (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
-        (ThrottleReasons::SYNC_BOOST, "sync_boost"),
-        (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw_thermal_slowdown"),
-        (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw_thermal_slowdown"),
-        (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "hw_power_brake_slowdown"),
-        (ThrottleReasons::DISPLAY_CLOCK_SETTING, "display_clock_setting"),
+    // In the order of `shared::telemetry::CLOCK_EVENT_NAMES`.
+    const FLAGS: [ThrottleReasons; 9] = [
+        ThrottleReasons::GPU_IDLE,
+        ThrottleReasons::APPLICATIONS_CLOCKS_SETTING,
+        ThrottleReasons::SW_POWER_CAP,
+        ThrottleReasons::HW_SLOWDOWN,
+        ThrottleReasons::SYNC_BOOST,
+        ThrottleReasons::SW_THERMAL_SLOWDOWN,
+        ThrottleReasons::HW_THERMAL_SLOWDOWN,
+        ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN,
+        ThrottleReasons::DISPLAY_CLOCK_SETTING,
     ];
-    NAMES.iter().filter(|(flag, _)| reasons.contains(*flag)).map(|(_, name)| (*name).to_owned()).collect()
+    FLAGS
+        .iter()
+        .zip(shared::telemetry::CLOCK_EVENT_NAMES)
+        .filter(|(flag, _)| reasons.contains(**flag))
+        .map(|(_, name)| name.to_owned())
+        .collect()
 }
 
 pub(super) fn compute_mode_name(mode: &ComputeMode) -> &'static str {

@@ -1,0 +1,377 @@
+//! Alerts: what needs someone's attention, as the server's rules decided it
+//! (`server/src/alerts/`), and what each user asked to be told about.
+
+use serde::{Deserialize, Serialize};
+
+/// The rules gpudash evaluates on every sample.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Temperature at or above a threshold for a while.
+    Temperature,
+    /// Clocks held down by a thermal slowdown or the power brake for a while.
+    ClockEvents,
+    /// The driver reported an XID error.
+    Xid,
+    /// An uncorrectable ECC error, a failed row remap, or a remap pending a reset.
+    Ecc,
+    /// The GPU stopped answering (fell off the bus).
+    DeviceLost,
+    /// Memory used at or above a share of the total for a while.
+    MemoryFull,
+    /// A process holds memory on a GPU that computes nothing.
+    IdleHeld,
+    /// A GPU that was in use has no process left.
+    GpuFree,
+}
+
+impl Rule {
+    pub const ALL: [Rule; 8] = [
+        Rule::Temperature,
+        Rule::ClockEvents,
+        Rule::Xid,
+        Rule::Ecc,
+        Rule::DeviceLost,
+        Rule::MemoryFull,
+        Rule::IdleHeld,
+        Rule::GpuFree,
+    ];
+
+    /// The rule's name in the alerts file, the API and the metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rule::Temperature => "temperature",
+            Rule::ClockEvents => "clock_events",
+            Rule::Xid => "xid",
+            Rule::Ecc => "ecc",
+            Rule::DeviceLost => "device_lost",
+            Rule::MemoryFull => "memory_full",
+            Rule::IdleHeld => "idle_held",
+            Rule::GpuFree => "gpu_free",
+        }
+    }
+
+    /// The rule named `name`, if there is one.
+    pub fn parse(name: &str) -> Option<Rule> {
+        Rule::ALL.into_iter().find(|rule| rule.as_str() == name)
+    }
+
+    /// True for rules about one process (one alert per process, not per GPU).
+    pub fn per_process(self) -> bool {
+        matches!(self, Rule::IdleHeld)
+    }
+
+    /// A short title for the page, e.g. "GPU free".
+    pub fn title(self) -> &'static str {
+        match self {
+            Rule::Temperature => "Hot",
+            Rule::ClockEvents => "Clocks held down",
+            Rule::Xid => "XID error",
+            Rule::Ecc => "ECC error",
+            Rule::DeviceLost => "GPU lost",
+            Rule::MemoryFull => "Memory full",
+            Rule::IdleHeld => "Held but idle",
+            Rule::GpuFree => "GPU free",
+        }
+    }
+}
+
+/// How urgent an alert is.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Good to know (a GPU came free).
+    #[default]
+    Info,
+    /// Someone should look (hot, throttled, memory full, idle holder).
+    Warning,
+    /// Something is broken (XID, ECC, lost GPU).
+    Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Severity> {
+        [Severity::Info, Severity::Warning, Severity::Critical].into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+/// Whether an alert is still going on.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertState {
+    Firing,
+    Resolved,
+}
+
+impl AlertState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertState::Firing => "firing",
+            AlertState::Resolved => "resolved",
+        }
+    }
+}
+
+/// One alert: a rule that held on a GPU (and process) from `fired_ms` until `resolved_ms`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Alert {
+    /// Unique on this server, increasing.
+    pub id: u64,
+    pub rule: Rule,
+    pub severity: Severity,
+    pub gpu_index: u32,
+    pub gpu_uuid: String,
+    /// The process involved, for per-process rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Whose process it is, or who last used a GPU that came free; `None` when unknown or
+    /// left out for the viewer (see `redacted`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// What happened, e.g. "GPU 2 at 91 °C for 2 min (threshold 85 °C for 1 min)".
+    pub message: String,
+    /// What to do about it, e.g. "check the fans and the airflow; clocks will drop".
+    pub action: String,
+    pub fired_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_ms: Option<u64>,
+    /// Set while someone silenced it (no deliveries, shown apart on the page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub silenced: Option<Silence>,
+    /// The GPU is one of the simulator's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
+    /// True when the server left out the user for this viewer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+impl Alert {
+    pub fn state(&self) -> AlertState {
+        if self.resolved_ms.is_some() { AlertState::Resolved } else { AlertState::Firing }
+    }
+
+    /// Leaves out who is involved (an anonymous viewer's view).
+    pub fn redact(&mut self) {
+        if self.user.take().is_some() {
+            self.redacted = true;
+        }
+    }
+}
+
+/// Someone asked that a rule on a GPU stay quiet until `until_ms`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Silence {
+    pub id: u64,
+    pub rule: Rule,
+    /// The GPU it covers.
+    pub gpu_uuid: String,
+    pub by: String,
+    pub reason: String,
+    pub from_ms: u64,
+    pub until_ms: u64,
+}
+
+/// Body of `POST /api/alerts/silences`: silence `rule` on a GPU for `duration` (e.g. "2h").
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct SilenceRequest {
+    pub rule: Rule,
+    /// The GPU by index (this host's numbering).
+    pub gpu: u32,
+    pub duration: String,
+    pub reason: String,
+}
+
+/// What a webhook delivery looks like right now.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct WebhookStatus {
+    /// The receiver, with any user info, query and path after the host left out.
+    pub target: String,
+    /// "generic", "slack" or "ntfy".
+    pub format: String,
+    pub delivered: u64,
+    pub failed: u64,
+    /// Alerts dropped because the queue was full.
+    pub dropped: u64,
+    pub queued: u64,
+    /// The latest failure, e.g. "HTTP 500 after 3 tries" and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_success_ms: Option<u64>,
+}
+
+/// Body of `GET /api/alerts`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct AlertsResponse {
+    /// Firing first (most severe, then newest), then resolved ones, newest first.
+    pub alerts: Vec<Alert>,
+    /// How many are firing (silenced ones included), whatever the query's filter.
+    pub firing: u32,
+    pub silences: Vec<Silence>,
+    pub webhooks: Vec<WebhookStatus>,
+}
+
+/// What a user asked to be told about (the page raises a browser notification).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Hash)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SubscriptionKind {
+    /// Any GPU comes free.
+    AnyGpuFree,
+    /// GPU `gpu` (by UUID) comes free.
+    GpuFree { gpu_uuid: String },
+    /// Anything about my own processes.
+    MyProcesses,
+    /// Every critical alert.
+    Critical,
+    /// Every alert.
+    Everything,
+}
+
+impl SubscriptionKind {
+    /// True when `alert` firing is something this subscription asked for, for user `me`.
+    /// Silenced alerts are never notified.
+    pub fn matches(&self, alert: &Alert, me: &str) -> bool {
+        if alert.silenced.is_some() {
+            return false;
+        }
+        match self {
+            SubscriptionKind::AnyGpuFree => alert.rule == Rule::GpuFree,
+            SubscriptionKind::GpuFree { gpu_uuid } => alert.rule == Rule::GpuFree && &alert.gpu_uuid == gpu_uuid,
+            SubscriptionKind::MyProcesses => alert.rule != Rule::GpuFree && alert.user.as_deref() == Some(me),
+            SubscriptionKind::Critical => alert.severity == Severity::Critical,
+            SubscriptionKind::Everything => true,
+        }
+    }
+}
+
+/// A stored subscription of one user.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Subscription {
+    pub id: u64,
+    pub user: String,
+    #[serde(flatten)]
+    pub kind: SubscriptionKind,
+}
+
+/// Body of `GET /api/alerts/subscriptions`: the caller's own.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct SubscriptionsResponse {
+    /// The name the server knows the caller by ("my processes" match this user).
+    pub user: String,
+    pub subscriptions: Vec<Subscription>,
+}
+
+/// A change to alerts, pushed on the WebSocket (`{"type":"alert",...}`).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct AlertEvent {
+    /// The alert as it is now (just fired, resolved, or silenced).
+    pub alert: Alert,
+    /// How many alerts are firing after this change.
+    pub firing: u32,
+}
+
+/// Firing first (most severe, then newest), then resolved, newest first: the order of the Alerts tab.
+pub fn sort_for_display(alerts: &mut [Alert]) {
+    alerts.sort_by(|a, b| {
+        let firing = |x: &Alert| x.resolved_ms.is_none();
+        firing(b)
+            .cmp(&firing(a))
+            .then(b.severity.cmp(&a.severity))
+            .then(b.resolved_ms.unwrap_or(b.fired_ms).cmp(&a.resolved_ms.unwrap_or(a.fired_ms)))
+            .then(b.id.cmp(&a.id))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alert(id: u64, rule: Rule, severity: Severity, resolved: Option<u64>) -> Alert {
+        Alert {
+            id,
+            rule,
+            severity,
+            gpu_index: 0,
+            gpu_uuid: "GPU-0".into(),
+            pid: None,
+            user: Some("ana".into()),
+            message: String::new(),
+            action: String::new(),
+            fired_ms: id * 10,
+            resolved_ms: resolved,
+            silenced: None,
+            simulated: false,
+            redacted: false,
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for rule in Rule::ALL {
+            assert_eq!(Rule::parse(rule.as_str()), Some(rule));
+            let json = serde_json::to_string(&rule).unwrap();
+            assert_eq!(json, format!("\"{}\"", rule.as_str()));
+        }
+        assert_eq!(Rule::parse("hot"), None);
+        assert_eq!(Severity::parse("critical"), Some(Severity::Critical));
+    }
+
+    #[test]
+    fn display_order_is_firing_then_severity_then_newest() {
+        let mut alerts = vec![
+            alert(1, Rule::GpuFree, Severity::Info, Some(100)),
+            alert(2, Rule::Temperature, Severity::Warning, None),
+            alert(3, Rule::Xid, Severity::Critical, None),
+            alert(4, Rule::GpuFree, Severity::Info, None),
+            alert(5, Rule::Ecc, Severity::Critical, Some(200)),
+        ];
+        sort_for_display(&mut alerts);
+        assert_eq!(alerts.iter().map(|a| a.id).collect::<Vec<_>>(), [3, 2, 4, 5, 1]);
+    }
+
+    #[test]
+    fn subscriptions_match_what_they_say() {
+        let free = alert(1, Rule::GpuFree, Severity::Info, None);
+        let hot = alert(2, Rule::Temperature, Severity::Warning, None);
+        let xid = alert(3, Rule::Xid, Severity::Critical, None);
+        assert!(SubscriptionKind::AnyGpuFree.matches(&free, "bo"));
+        assert!(!SubscriptionKind::AnyGpuFree.matches(&hot, "bo"));
+        assert!(SubscriptionKind::GpuFree { gpu_uuid: "GPU-0".into() }.matches(&free, "bo"));
+        assert!(!SubscriptionKind::GpuFree { gpu_uuid: "GPU-1".into() }.matches(&free, "bo"));
+        assert!(SubscriptionKind::MyProcesses.matches(&hot, "ana"));
+        assert!(!SubscriptionKind::MyProcesses.matches(&hot, "bo"));
+        assert!(!SubscriptionKind::MyProcesses.matches(&free, "ana"), "a GPU coming free is not about my process");
+        assert!(SubscriptionKind::Critical.matches(&xid, "bo") && !SubscriptionKind::Critical.matches(&hot, "bo"));
+        let mut quiet = xid.clone();
+        quiet.silenced = Some(Silence {
+            id: 1,
+            rule: Rule::Xid,
+            gpu_uuid: "GPU-0".into(),
+            by: "root".into(),
+            reason: "known".into(),
+            from_ms: 0,
+            until_ms: 1,
+        });
+        assert!(!SubscriptionKind::Everything.matches(&quiet, "bo"));
+    }
+
+    #[test]
+    fn subscription_kinds_are_tagged_and_strict() {
+        let json = serde_json::to_string(&SubscriptionKind::GpuFree { gpu_uuid: "GPU-3".into() }).unwrap();
+        assert_eq!(json, r#"{"kind":"gpu_free","gpu_uuid":"GPU-3"}"#);
+        assert!(serde_json::from_str::<SubscriptionKind>(r#"{"kind":"gpu_free"}"#).is_err());
+        assert!(serde_json::from_str::<SubscriptionKind>(r#"{"kind":"critical","x":1}"#).is_err());
+    }
+}
