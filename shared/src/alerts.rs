@@ -228,15 +228,15 @@ pub struct AlertsResponse {
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SubscriptionKind {
     /// Any GPU comes free.
-    AnyGpuFree,
+    AnyGpuFree {},
     /// GPU `gpu` (by UUID) comes free.
     GpuFree { gpu_uuid: String },
     /// Anything about my own processes.
-    MyProcesses,
+    MyProcesses {},
     /// Every critical alert.
-    Critical,
+    Critical {},
     /// Every alert.
-    Everything,
+    Everything {},
 }
 
 impl SubscriptionKind {
@@ -247,11 +247,11 @@ impl SubscriptionKind {
             return false;
         }
         match self {
-            SubscriptionKind::AnyGpuFree => alert.rule == Rule::GpuFree,
+            SubscriptionKind::AnyGpuFree {} => alert.rule == Rule::GpuFree,
             SubscriptionKind::GpuFree { gpu_uuid } => alert.rule == Rule::GpuFree && &alert.gpu_uuid == gpu_uuid,
-            SubscriptionKind::MyProcesses => alert.rule != Rule::GpuFree && alert.user.as_deref() == Some(me),
-            SubscriptionKind::Critical => alert.severity == Severity::Critical,
-            SubscriptionKind::Everything => true,
+            SubscriptionKind::MyProcesses {} => alert.rule != Rule::GpuFree && alert.user.as_deref() == Some(me),
+            SubscriptionKind::Critical {} => alert.severity == Severity::Critical,
+            SubscriptionKind::Everything {} => true,
         }
     }
 }
@@ -346,14 +346,16 @@ mod tests {
         let free = alert(1, Rule::GpuFree, Severity::Info, None);
         let hot = alert(2, Rule::Temperature, Severity::Warning, None);
         let xid = alert(3, Rule::Xid, Severity::Critical, None);
-        assert!(SubscriptionKind::AnyGpuFree.matches(&free, "bo"));
-        assert!(!SubscriptionKind::AnyGpuFree.matches(&hot, "bo"));
+        assert!(SubscriptionKind::AnyGpuFree {}.matches(&free, "bo"));
+        assert!(!SubscriptionKind::AnyGpuFree {}.matches(&hot, "bo"));
         assert!(SubscriptionKind::GpuFree { gpu_uuid: "GPU-0".into() }.matches(&free, "bo"));
         assert!(!SubscriptionKind::GpuFree { gpu_uuid: "GPU-1".into() }.matches(&free, "bo"));
-        assert!(SubscriptionKind::MyProcesses.matches(&hot, "ana"));
-        assert!(!SubscriptionKind::MyProcesses.matches(&hot, "bo"));
-        assert!(!SubscriptionKind::MyProcesses.matches(&free, "ana"), "a GPU coming free is not about my process");
-        assert!(SubscriptionKind::Critical.matches(&xid, "bo") && !SubscriptionKind::Critical.matches(&hot, "bo"));
+        assert!(SubscriptionKind::MyProcesses {}.matches(&hot, "ana"));
+        assert!(!SubscriptionKind::MyProcesses {}.matches(&hot, "bo"));
+        assert!(!SubscriptionKind::MyProcesses {}.matches(&free, "ana"), "a GPU coming free is not about my process");
+        assert!(
+            SubscriptionKind::Critical {}.matches(&xid, "bo") && !SubscriptionKind::Critical {}.matches(&hot, "bo")
+        );
         let mut quiet = xid.clone();
         quiet.silenced = Some(Silence {
             id: 1,
@@ -364,7 +366,7 @@ mod tests {
             from_ms: 0,
             until_ms: 1,
         });
-        assert!(!SubscriptionKind::Everything.matches(&quiet, "bo"));
+        assert!(!SubscriptionKind::Everything {}.matches(&quiet, "bo"));
     }
 
     #[test]
