@@ -221,6 +221,22 @@ pub struct AlertsResponse {
     pub firing: u32,
     pub silences: Vec<Silence>,
     pub webhooks: Vec<WebhookStatus>,
+    /// Every rule as it runs now, in [`Rule::ALL`] order.
+    #[serde(default)]
+    pub rules: Vec<RuleSummary>,
+    /// Why the alerts file was refused at the last reload (SIGHUP); the rules before it keep running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reload_error: Option<String>,
+}
+
+/// A rule as it runs now, for the Alerts tab.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RuleSummary {
+    pub rule: Rule,
+    pub enabled: bool,
+    pub severity: Severity,
+    /// When it fires, e.g. "temperature ≥ 85 °C for 1m".
+    pub condition: String,
 }
 
 /// What a user asked to be told about (the page raises a browser notification).
