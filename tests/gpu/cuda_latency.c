@@ -5,6 +5,9 @@
 // Times each call with CLOCK_MONOTONIC, as gpudash's lab does with std::time::Instant, in the same order
 // and with the same batching (a synchronize every 256 launches or records), on a non-blocking stream
 // with an empty kernel JIT-compiled from PTX. Prints one "name<TAB>median µs" line per figure.
+// The two GPU-side figures follow server/src/lab/cuda/latency.rs: events around QUEUED empty kernels
+// launched back to back (per kernel), and events around one launch of a graph of GRAPH captured empty
+// kernels (per kernel), each the median over max(REPETITIONS / 100, 10) samples.
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +15,7 @@
 
 static const char PTX[] =
     ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty_kernel()\n{\n    ret;\n}\n";
-enum { BATCH = 256 };
+enum { BATCH = 256, QUEUED = 100, GRAPH = 1000 };
 
 static void check(CUresult rc, const char *what) {
     if (rc != CUDA_SUCCESS) {
@@ -87,10 +90,53 @@ int main(int argc, char **argv) {
         SYNC();
         round_trips[i] = now_us() - t;
     }
+    int samples = reps / 100 > 10 ? reps / 100 : 10;
+    double *graphed = malloc(samples * sizeof(double));
+    CUevent start, end;
+    float ms;
+    check(cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+    int batches = reps / QUEUED > 10 ? reps / QUEUED : 10;
+    double *queued_all = malloc(batches * sizeof(double));
+    for (int b = 0; b < batches; b++) {
+        check(cuEventRecord(start, stream), "cuEventRecord");
+        for (int i = 0; i < QUEUED; i++) LAUNCH();
+        check(cuEventRecord(end, stream), "cuEventRecord");
+        check(cuEventSynchronize(end), "cuEventSynchronize");
+        check(cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
+        queued_all[b] = ms * 1e3 / QUEUED;
+    }
+    SYNC();
+    CUgraph graph;
+    CUgraphExec exec;
+    check(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+    for (int i = 0; i < GRAPH; i++) LAUNCH();
+    check(cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    size_t nodes = 0;
+    check(cuGraphGetNodes(graph, NULL, &nodes), "cuGraphGetNodes");
+    if (nodes != GRAPH) { fprintf(stderr, "the graph holds %zu nodes, expected %d\n", nodes, GRAPH); return 1; }
+    check(cuGraphInstantiate(&exec, graph, 0), "cuGraphInstantiate");
+    check(cuGraphUpload(exec, stream), "cuGraphUpload");
+    check(cuGraphLaunch(exec, stream), "cuGraphLaunch");  // untimed: the first launch sets the graph up
+    SYNC();
+    for (int i = 0; i < samples; i++) {
+        check(cuEventRecord(start, stream), "cuEventRecord");
+        check(cuGraphLaunch(exec, stream), "cuGraphLaunch");
+        check(cuEventRecord(end, stream), "cuEventRecord");
+        check(cuEventSynchronize(end), "cuEventSynchronize");
+        check(cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
+        graphed[i] = ms * 1e3 / GRAPH;
+    }
     printf("kernel launch (host)\t%.4f\n", median(launches, reps));
     printf("event record (host)\t%.4f\n", median(records, reps));
     printf("synchronize, idle stream (host)\t%.4f\n", median(idle, reps));
     printf("launch + synchronize (host)\t%.4f\n", median(round_trips, reps));
+    printf("queued empty kernels, per launch (GPU events; launch-rate bound)\t%.4f\n", median(queued_all, batches));
+    printf("CUDA graph of empty kernels, per kernel (GPU events)\t%.4f\n", median(graphed, samples));
+    check(cuGraphExecDestroy(exec), "cuGraphExecDestroy");
+    check(cuGraphDestroy(graph), "cuGraphDestroy");
+    check(cuEventDestroy(start), "cuEventDestroy");
+    check(cuEventDestroy(end), "cuEventDestroy");
     check(cuEventDestroy(event), "cuEventDestroy");
     check(cuStreamDestroy(stream), "cuStreamDestroy");
     check(cuModuleUnload(module), "cuModuleUnload");

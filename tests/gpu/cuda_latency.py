@@ -13,6 +13,10 @@ and batching gpudash's lab uses (server/src/lab/cuda/latency.rs):
   event record (host)             cuEventRecord on the stream
   synchronize, idle stream (host) cuStreamSynchronize of a stream with nothing queued
   launch + synchronize (host)     cuLaunchKernel then cuStreamSynchronize
+  queued empty kernels, per launch (GPU events; launch-rate bound)
+                                  events around 100 empty kernels launched back to back, / 100
+  CUDA graph of empty kernels, per kernel (GPU events)
+                                  events around one launch of a graph of 1000 captured empty kernels, / 1000
 
 (An earlier version called libcuda through ctypes and subtracted ctypes' own call cost; that
 correction was too coarse: it left ~1 µs of Python in the launch figure.)
@@ -56,8 +60,8 @@ def measure(device=0, repetitions=2000, warmup=100):
     for line in done.stdout.splitlines():
         name, _, value = line.partition("\t")
         figures[name] = float(value)
-    if len(figures) != 4:
-        raise RuntimeError(f"cuda_latency printed {len(figures)} figures, expected 4: {done.stdout!r}")
+    if len(figures) != 6:
+        raise RuntimeError(f"cuda_latency printed {len(figures)} figures, expected 6: {done.stdout!r}")
     return figures
 
 
@@ -65,4 +69,4 @@ if __name__ == "__main__":
     dev = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     for name, value in measure(dev, reps).items():
-        print(f"plain CUDA (driver API in C, GPU {dev}): {name:<32} {value:7.2f} µs")
+        print(f"plain CUDA (driver API in C, GPU {dev}): {name:<66} {value:7.3f} µs")

@@ -31,7 +31,8 @@ the round's repetitions as the round's figure, and buffers prepared the same way
   streams       a 256 MiB pinned H2D copy and an 8192 fp32 GEMM: alone, one after the other on one
                 stream, and the copy on a second stream beside the GEMM (torch.cuda.Stream with
                 wait_stream both ways); events around each phase, no host round trip inside;
-  latency       gpudash's host-side call times against the plain driver API in C
+  latency       gpudash's host-side call times and its two GPU-side figures (queued empty kernels,
+                a CUDA graph of 1000 empty kernels, per kernel) against the plain driver API in C
                 (cuda_latency.c, built by cuda_latency.py with gcc; tolerance ±max(5%, 0.2 µs), the
                 run-to-run jitter of µs-scale host calls); PyTorch's own per-call figures
                 (Event.record, Stream.synchronize, x.add_(1)) are printed for information.
@@ -64,7 +65,8 @@ DTYPES = ("fp32", "tf32", "fp16", "bf16")
 STREAMS = {"kind": "streams", "copy_bytes": 256 * MIB, "gemm_size": 8192, "kernels": 8, "kernel_us": 500,
            "warmup": 2, "repetitions": 5}
 LATENCY_NAMES = ("kernel launch (host)", "event record (host)", "synchronize, idle stream (host)",
-                 "launch + synchronize (host)")
+                 "launch + synchronize (host)", "queued empty kernels, per launch (GPU events; launch-rate bound)",
+                 "CUDA graph of empty kernels, per kernel (GPU events)")
 STREAM_FIGURES = ("copy alone", "compute alone", "copy then compute, one stream", "copy and compute, two streams")
 
 
