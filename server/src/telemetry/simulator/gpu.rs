@@ -108,10 +108,11 @@ impl SimGpu {
                 self.phase = Phase::Idle { until_ms };
                 if self.holder.is_none() {
                     *next_pid += rng.u32(7..400);
+                    let user = USERS[index as usize % USERS.len()];
                     self.holder = Some(SimJob {
                         pid: *next_pid,
-                        user: USERS[index as usize % USERS.len()],
-                        command: models::NOTEBOOK.to_owned(),
+                        user,
+                        command: models::notebook(user, *next_pid),
                         started_ms: since_ms,
                         container: None,
                         profile: NOTEBOOK_PROFILE,

@@ -207,6 +207,8 @@ fn an_idle_holder_holds_memory_and_computes_nothing_while_it_holds() {
     let first = on_gpu0(5);
     assert!(first.len() == 1 && first[0].command.as_deref().unwrap().contains("ipykernel"), "{first:?}");
     assert_eq!(first[0].started_ms, Some(T0 + 5_000));
+    let user = first[0].user.as_deref().unwrap();
+    assert!(first[0].command.as_deref().unwrap().contains(&format!("/home/{user}/")), "{first:?}");
     for s in 10..20 {
         let holder = on_gpu0(s);
         assert_eq!(holder.len(), 1, "{holder:?}");
