@@ -29,8 +29,12 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
     pub simulate: Option<u32>,
 
-    /// Inject a fault into the simulator: "lost:1@30s" (GPU 1 falls off the bus after 30 s) or
-    /// "wrong-result:0" (GPU 0's lab runs observe wrong results, so their checks fail). Repeatable.
+    /// Inject a fault into the simulator, KIND:INDEX@START[+LENGTH]: from START after the first sample,
+    /// for LENGTH or for good. Kinds: lost (falls off the bus, XID 79), hot (ramps to 92 °C, thermal
+    /// slowdown), power-brake, ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
+    /// exits, the GPU stays free), idle-holder (a notebook holds memory, computes nothing);
+    /// xid:INDEX:CODE@START logs one XID; wrong-result:INDEX makes GPU INDEX's lab runs observe wrong
+    /// results. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.
     #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
     pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
 

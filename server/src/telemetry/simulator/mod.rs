@@ -6,16 +6,17 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use shared::health::{DeviceHealth, EccCounts, NvLinkState, RemappedRows, RetiredPages, XidEvent, xid_meaning};
-use shared::processes::{GpuProcess, ProcessKind};
+use shared::health::{XidEvent, xid_meaning};
 use shared::{Clocks, ComputeCapability, Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
 mod activity;
 mod faults;
+mod gpu;
 mod models;
 
-pub use self::faults::{Fault, FaultError};
-use self::models::{COMMANDS, MODELS, USERS};
+use self::faults::effects::Effects;
+pub use self::faults::{Fault, FaultError, Window};
+use self::models::MODELS;
 use super::{ActivitySink, GpuSource, XidSink};
 
 const MIB: u64 = 1 << 20;
@@ -67,6 +68,8 @@ struct SimState {
     rng: fastrand::Rng,
     first_ms: Option<u64>,
     next_pid: u32,
+    /// The faults (indices into `Simulator::faults`) whose XID has been raised.
+    xids_raised: Vec<usize>,
 }
 
 /// `count` simulated GPUs of a mix of models.
@@ -103,7 +106,7 @@ impl Simulator {
                 holder: None,
             })
             .collect();
-        let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000 };
+        let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000, xids_raised: Vec::new() };
         Self { state: Arc::new(Mutex::new(state)), xids: Arc::default(), interval_ms, faults: Vec::new() }
     }
 
@@ -126,6 +129,22 @@ impl Simulator {
     /// Why `device` is lost at `now_ms`, if a fault says so.
     fn lost(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<String> {
         self.faults.iter().find_map(|fault| fault.lost_reason(device, first_ms, now_ms))
+    }
+
+    /// Raises each XID fault's XID once, when its moment has come (`raised` lists those done).
+    fn raise_xids(&self, raised: &mut Vec<usize>, first_ms: u64, now_ms: u64) {
+        for (n, fault) in self.faults.iter().enumerate() {
+            if let Some((device, code)) = fault.xid_due(first_ms, now_ms).filter(|_| !raised.contains(&n)) {
+                raised.push(n);
+                self.push_xid(device, code, now_ms);
+            }
+        }
+    }
+
+    /// Queues an XID for the XID watcher, as the driver's event set would report it.
+    fn push_xid(&self, device: u32, code: u64, timestamp_ms: u64) {
+        let xid = XidEvent { device, timestamp_ms, code, meaning: xid_meaning(code).to_owned() };
+        self.xids.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(xid);
     }
 }
 
@@ -179,6 +198,7 @@ impl GpuSource for Simulator {
     fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
         let mut state = self.state();
         let first_ms = *state.first_ms.get_or_insert(timestamp_ms);
+        self.raise_xids(&mut state.xids_raised, first_ms, timestamp_ms);
         let SimState { gpus, rng, next_pid, .. } = &mut *state;
         (0u32..)
             .zip(gpus.iter_mut())
@@ -186,14 +206,13 @@ impl GpuSource for Simulator {
                 if let Some(reason) = self.lost(index, first_ms, timestamp_ms) {
                     if gpu.last_ms.is_some() {
                         // The moment it goes: the driver would log XID 79.
-                        gpu.last_ms = None;
-                        let xid =
-                            XidEvent { device: index, timestamp_ms, code: 79, meaning: xid_meaning(79).to_owned() };
-                        self.xids.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(xid);
+                        gpu.fall_off(rng);
+                        self.push_xid(index, 79, timestamp_ms);
                     }
                     return DeviceSample { index, timestamp_ms, lost: Some(reason), ..DeviceSample::default() };
                 }
-                gpu.step(index, timestamp_ms, rng, next_pid)
+                let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
+                gpu.step(index, timestamp_ms, rng, next_pid, effects)
             })
             .collect()
     }
@@ -207,7 +226,8 @@ impl GpuSource for Simulator {
             if self.lost(index, first_ms, timestamp_ms).is_some() {
                 continue;
             }
-            details.health.push(gpu.health(index, timestamp_ms, rng));
+            let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
+            details.health.push(gpu.health(index, timestamp_ms, rng, effects));
             details.processes.extend(gpu.processes(index));
         }
         details
@@ -234,173 +254,6 @@ impl GpuSource for Simulator {
                 }
             })
             .ok()
-    }
-}
-
-impl SimGpu {
-    fn step(&mut self, index: u32, now_ms: u64, rng: &mut fastrand::Rng, next_pid: &mut u32) -> DeviceSample {
-        let model = &MODELS[self.model];
-        let total = model.memory_total as f64;
-        let dt = match self.last_ms {
-            Some(last) => (now_ms.saturating_sub(last) as f64 / 1000.0).clamp(0.0, 10.0),
-            None => {
-                // The first reading: make the initial idle spell relative to now.
-                if let Phase::Idle { until_ms } = &mut self.phase {
-                    *until_ms = until_ms.saturating_add(now_ms);
-                }
-                if let Some(holder) = &mut self.holder {
-                    // Opened two hours ago and forgotten.
-                    holder.started_ms = now_ms.saturating_sub(2 * 3_600_000);
-                }
-                1.0
-            }
-        };
-        self.last_ms = Some(now_ms);
-
-        self.phase = match self.phase {
-            Phase::Idle { until_ms } if now_ms >= until_ms => {
-                *next_pid += rng.u32(7..400);
-                let pick = rng.usize(..USERS.len());
-                self.job = Some(SimJob {
-                    pid: *next_pid,
-                    user: USERS[(pick + index as usize) % USERS.len()],
-                    command: COMMANDS[pick % COMMANDS.len()].to_owned(),
-                    // Jobs look like they started a while ago, as on a real shared server.
-                    started_ms: now_ms.saturating_sub(rng.u64(0..3_600_000)),
-                    container: pick.is_multiple_of(2).then(|| format!("{:012x}", rng.u64(..1 << 48))),
-                    profile: pick % COMMANDS.len(),
-                });
-                Phase::Job {
-                    target: (total * (0.25 + 0.7 * rng.f64())) as u64,
-                    load: 0.55 + 0.45 * rng.f64(),
-                    until_ms: now_ms + rng.u64(45_000..240_000),
-                }
-            }
-            Phase::Job { until_ms, .. } if now_ms >= until_ms => {
-                self.job = None;
-                Phase::Idle { until_ms: now_ms + rng.u64(8_000..60_000) }
-            }
-            phase => phase,
-        };
-        let held = self.holder.as_ref().map_or(0.0, |_| HOLDER_MEMORY as f64);
-        let (memory_goal, util_goal) = match self.phase {
-            Phase::Idle { .. } => (IDLE_MEMORY + held, 0.0),
-            // Activations come and go with each step: a few percent of breathing room.
-            Phase::Job { target, load, .. } => {
-                (target as f64 * (0.97 + 0.03 * rng.f64()), (load * 100.0 - 8.0 * rng.f64()).clamp(0.0, 100.0))
-            }
-        };
-        // Allocators grow quickly and release at once; utilisation follows the job within a second.
-        let rate = if memory_goal > self.memory_used { 0.35 } else { 0.9 };
-        self.memory_used += (memory_goal - self.memory_used) * (1.0 - (-dt / rate).exp()).min(1.0);
-        self.memory_used = self.memory_used.clamp(0.0, total);
-        self.util += (util_goal - self.util) * (1.0 - (-dt / 0.5).exp());
-        let load = self.util / 100.0;
-        // Temperature lags behind load by about half a minute.
-        let temperature_goal = 30.0 + 48.0 * load;
-        self.temperature += (temperature_goal - self.temperature) * (1.0 - (-dt / 30.0).exp());
-
-        let used = self.memory_used as u64;
-        let busy = self.util > 1.0;
-        self.power_mw = model.idle_power_mw
-            + ((f64::from(model.power_limit_mw - model.idle_power_mw)) * load * (0.85 + 0.1 * rng.f64())) as u32;
-        self.energy_mj += f64::from(self.power_mw) * dt;
-        // Near the cap the driver trims clocks: show it the way NVML would.
-        let capped = f64::from(self.power_mw) > 0.92 * f64::from(model.power_limit_mw);
-        let sm_clock = if busy { model.max_sm_clock_mhz - rng.u32(0..60) - if capped { 150 } else { 0 } } else { 345 };
-        let clock_events = match (busy, capped) {
-            (false, _) => vec!["idle".to_owned()],
-            (true, true) => vec!["sw_power_cap".to_owned()],
-            (true, false) => Vec::new(),
-        };
-        DeviceSample {
-            index,
-            timestamp_ms: now_ms,
-            memory_used: Some(used),
-            memory_free: Some(model.memory_total.saturating_sub(used)),
-            gpu_util: Some(self.util.round() as u32),
-            mem_util: Some((self.util * (0.35 + 0.1 * rng.f64())).round() as u32),
-            temperature_c: Some(self.temperature.round() as u32),
-            power_draw_mw: Some(self.power_mw),
-            power_limit_mw: Some(model.power_limit_mw),
-            sm_clock_mhz: Some(sm_clock),
-            mem_clock_mhz: Some(model.mem_clock_mhz),
-            graphics_clock_mhz: Some(sm_clock),
-            pstate: Some(if busy { 0 } else { 8 }),
-            clock_events: Some(clock_events),
-            enforced_power_limit_mw: Some(model.power_limit_mw),
-            // Data-centre boards are passively cooled: NVML reports no fans, like on the H200.
-            fan_speeds: (model.nvlinks == 0).then(|| vec![(30.0 + 60.0 * load) as u32]),
-            encoder_util: Some(0),
-            decoder_util: Some(0),
-            pcie_link: Some(PcieLink { generation: if busy { model.pcie_gen } else { 1 }, width: 16 }),
-            lost: None,
-            // The GPM loop's window is attached by the hub.
-            activity: None,
-        }
-    }
-
-    fn health(&self, index: u32, timestamp_ms: u64, rng: &mut fastrand::Rng) -> DeviceHealth {
-        let model = &MODELS[self.model];
-        let load = self.util / 100.0;
-        let zero = Some(0);
-        DeviceHealth {
-            index,
-            timestamp_ms,
-            persistence_mode: Some(true),
-            compute_mode: Some("default".to_owned()),
-            mig_enabled: Some(false),
-            mig_pending: Some(false),
-            mig_instances: Vec::new(),
-            ecc_enabled: Some(true),
-            ecc_volatile: EccCounts { corrected: zero, uncorrected: zero },
-            ecc_aggregate: EccCounts { corrected: Some(u64::from(index % 3)), uncorrected: zero },
-            retired_pages: RetiredPages::default(),
-            remapped_rows: RemappedRows {
-                correctable: zero,
-                uncorrectable: zero,
-                pending: Some(false),
-                failed: Some(false),
-            },
-            bar1_total: Some(256 << 30),
-            bar1_used: Some((2 + (load * 30.0) as u64) << 20),
-            nvlinks: (0..model.nvlinks).map(|link| NvLinkState { link, active: true }).collect(),
-            pcie_tx_bytes_per_s: Some((load * 2e9 * rng.f64()) as u64 + 1_000_000),
-            pcie_rx_bytes_per_s: Some((load * 6e9 * rng.f64()) as u64 + 600_000),
-            pcie_replays: zero,
-            energy_mj: Some(self.energy_mj as u64),
-            xids: Vec::new(),
-        }
-    }
-
-    fn processes(&self, index: u32) -> Vec<GpuProcess> {
-        if let Some(holder) = &self.holder {
-            // NVML has no per-process sample for a process that ran no kernel.
-            let held = (self.memory_used - IDLE_MEMORY).max(0.0) as u64;
-            return vec![self.process(index, holder, held, None)];
-        }
-        let Some(job) = &self.job else { return Vec::new() };
-        let used = (self.memory_used - IDLE_MEMORY).max(0.0) as u64;
-        vec![self.process(index, job, used, Some(self.util.round() as u32))]
-    }
-
-    fn process(&self, index: u32, job: &SimJob, used: u64, sm_util: Option<u32>) -> GpuProcess {
-        let name = job.command.split_whitespace().next().unwrap_or("python").rsplit('/').next().unwrap_or("python");
-        GpuProcess {
-            device: index,
-            pid: job.pid,
-            kind: ProcessKind::Compute,
-            used_memory: Some(used),
-            sm_util,
-            sm_util_seen_ms: sm_util.and(self.last_ms),
-            user: Some(job.user.to_owned()),
-            name: Some(name.to_owned()),
-            command: Some(job.command.clone()),
-            started_ms: Some(job.started_ms),
-            container: job.container.clone(),
-            redacted: false,
-            idle: None,
-        }
     }
 }
 

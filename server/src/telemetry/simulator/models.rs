@@ -80,6 +80,13 @@ pub(super) const COMMANDS: [&str; 5] = [
 pub(super) const NOTEBOOK: &str =
     "/opt/conda/bin/python3 -m ipykernel_launcher -f /home/eli/.local/share/jupyter/runtime/kernel-9c1e.json";
 
+/// The command of a notebook kernel `user` opened (an idle-holder fault's).
+pub(super) fn notebook(user: &str, pid: u32) -> String {
+    format!(
+        "/opt/conda/bin/python3 -m ipykernel_launcher -f /home/{user}/.local/share/jupyter/runtime/kernel-{pid:x}.json"
+    )
+}
+
 /// What a job's kernels keep busy, as shares of its GPU utilization (GPM's view of it).
 pub(super) struct Profile {
     pub(super) sm: f64,

@@ -1,0 +1,176 @@
+//! Faults the simulator injects (`--simulate-fault`), so tests and demos show how gpudash copes:
+//! one for every state the page or an alert can show.
+//!
+//! The syntax is `KIND:INDEX@START[+LENGTH]`: the fault strikes GPU INDEX START after the
+//! first sample and holds for LENGTH, or for good without `+LENGTH`. What a fault does to the
+//! GPU's readings is in [`effects`].
+
+pub(super) mod effects;
+#[cfg(test)]
+mod tests;
+
+/// When a fault holds, relative to the first sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start_ms: u64,
+    /// How long it holds; `None`: for good.
+    pub length_ms: Option<u64>,
+}
+
+impl Window {
+    /// When it begins, ms since the epoch, when sampling began at `first_ms`.
+    pub fn start(&self, first_ms: u64) -> u64 {
+        first_ms.saturating_add(self.start_ms)
+    }
+
+    /// When it ends, ms since the epoch; `None`: never.
+    pub fn end(&self, first_ms: u64) -> Option<u64> {
+        self.length_ms.map(|length| self.start(first_ms).saturating_add(length))
+    }
+
+    /// Whether it has begun by `now_ms`.
+    pub fn begun(&self, first_ms: u64, now_ms: u64) -> bool {
+        now_ms >= self.start(first_ms)
+    }
+
+    /// Whether it holds at `now_ms`.
+    pub fn holds(&self, first_ms: u64, now_ms: u64) -> bool {
+        self.begun(first_ms, now_ms) && self.end(first_ms).is_none_or(|end| now_ms < end)
+    }
+
+    /// Whether it has ended by `now_ms`.
+    pub fn ended(&self, first_ms: u64, now_ms: u64) -> bool {
+        self.end(first_ms).is_some_and(|end| now_ms >= end)
+    }
+}
+
+/// A fault the simulator injects, for tests and demos of how gpudash copes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// GPU `device` stops answering (like XID 79, fallen off the bus); it answers again, reset
+    /// and without its processes, when the window ends.
+    Lost { device: u32, window: Window },
+    /// Every lab run on GPU `device` observes a wrong result (a flipped byte in a copy, a wrong GEMM
+    /// element, a pool that cached nothing, a wrong stream output), so its correctness checks fail.
+    WrongResult { device: u32 },
+    /// The GPU overheats: its temperature ramps to [`effects::HOT_PEAK`] °C, with thermal slowdown
+    /// above [`effects::THERMAL_SLOWDOWN`] °C, and cools back when the window ends.
+    Hot { device: u32, window: Window },
+    /// The board's hardware power brake holds the SM clock down.
+    PowerBrake { device: u32, window: Window },
+    /// The driver logs one XID of `code` at `at_ms` after the first sample.
+    Xid { device: u32, code: u64, at_ms: u64 },
+    /// An uncorrectable ECC error with a row remap pending, until a reset (the window's end).
+    Ecc { device: u32, window: Window },
+    /// The GPU's memory fills to [`effects::MEMORY_FULL`] of its total.
+    MemoryFull { device: u32, window: Window },
+    /// The GPU runs a busy job until the window begins; then its processes exit and it stays
+    /// free until the window ends (a new job starts then).
+    JobEnds { device: u32, window: Window },
+    /// A notebook holds memory on the GPU and computes nothing while the window holds; nothing
+    /// else runs there meanwhile. It exits when the window ends.
+    IdleHolder { device: u32, window: Window },
+}
+
+/// A `--simulate-fault` value the simulator does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not a fault; the simulator knows, with START after the first sample and an optional +LENGTH \
+     after which the fault ends (without it, it lasts): lost:INDEX@DELAY[+LENGTH] (e.g. lost:1@30s: GPU 1 \
+     falls off the bus after 30 s), hot:INDEX@START[+LENGTH] (temperature ramps to 92 °C, thermal \
+     slowdown), power-brake:INDEX@START[+LENGTH] (hardware power brake, SM clock drops), \
+     xid:INDEX:CODE@START (the driver logs XID CODE once, e.g. xid:0:13@5s), ecc:INDEX@START[+LENGTH] \
+     (uncorrectable ECC error, row remap pending until a reset), memory-full:INDEX@START[+LENGTH] (memory \
+     98 % used), job-ends:INDEX@START[+LENGTH] (its busy job exits; the GPU stays free), \
+     idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), and \
+     wrong-result:INDEX (e.g. wrong-result:0: GPU 0's lab runs produce wrong results, so their checks fail)"
+)]
+pub struct FaultError(pub String);
+
+impl std::str::FromStr for Fault {
+    type Err = FaultError;
+
+    /// `KIND:INDEX@START[+LENGTH]`, `xid:INDEX:CODE@START` or `wrong-result:INDEX`.
+    fn from_str(text: &str) -> Result<Self, FaultError> {
+        let usage = || FaultError(text.to_owned());
+        let (kind, rest) = text.trim().split_once(':').ok_or_else(usage)?;
+        if kind == "wrong-result" {
+            return Ok(Fault::WrongResult { device: rest.parse().map_err(|_| usage())? });
+        }
+        let (target, when) = rest.split_once('@').ok_or_else(usage)?;
+        let (start, length) = match when.split_once('+') {
+            Some((start, length)) => (start, Some(duration_ms(length).ok_or_else(usage)?)),
+            None => (when, None),
+        };
+        let window = Window { start_ms: duration_ms(start).ok_or_else(usage)?, length_ms: length };
+        if kind == "xid" {
+            let (device, code) = target.split_once(':').ok_or_else(usage)?;
+            if length.is_some() {
+                return Err(usage());
+            }
+            let (device, code) = (device.parse().map_err(|_| usage())?, code.parse().map_err(|_| usage())?);
+            return Ok(Fault::Xid { device, code, at_ms: window.start_ms });
+        }
+        let device = target.parse().map_err(|_| usage())?;
+        Ok(match kind {
+            "lost" => Fault::Lost { device, window },
+            "hot" => Fault::Hot { device, window },
+            "power-brake" => Fault::PowerBrake { device, window },
+            "ecc" => Fault::Ecc { device, window },
+            "memory-full" => Fault::MemoryFull { device, window },
+            "job-ends" => Fault::JobEnds { device, window },
+            "idle-holder" => Fault::IdleHolder { device, window },
+            _ => return Err(usage()),
+        })
+    }
+}
+
+/// A duration in `humantime`'s words ("30s", "1m", "0s"), in ms.
+fn duration_ms(text: &str) -> Option<u64> {
+    let duration = humantime::parse_duration(text.trim()).ok()?;
+    Some(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl Fault {
+    /// The GPU the fault strikes.
+    pub fn device(&self) -> u32 {
+        match *self {
+            Fault::Lost { device, .. }
+            | Fault::WrongResult { device }
+            | Fault::Hot { device, .. }
+            | Fault::PowerBrake { device, .. }
+            | Fault::Xid { device, .. }
+            | Fault::Ecc { device, .. }
+            | Fault::MemoryFull { device, .. }
+            | Fault::JobEnds { device, .. }
+            | Fault::IdleHolder { device, .. } => device,
+        }
+    }
+
+    /// Why `device` is lost at `now_ms` when sampling began at `first_ms`, if this fault says so.
+    pub fn lost_reason(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<String> {
+        match *self {
+            Fault::Lost { device: d, window } if d == device && window.holds(first_ms, now_ms) => {
+                Some(format!("GPU {device} is lost: GPU is lost (simulated fault)"))
+            }
+            _ => None,
+        }
+    }
+
+    /// The GPU whose lab runs this fault makes observe wrong results, if it is such a fault.
+    pub fn wrong_result_device(&self) -> Option<u32> {
+        match *self {
+            Fault::WrongResult { device } => Some(device),
+            _ => None,
+        }
+    }
+
+    /// The XID this fault makes the driver log by `now_ms`, if it is such a fault and its
+    /// moment has come: the GPU and the code.
+    pub fn xid_due(&self, first_ms: u64, now_ms: u64) -> Option<(u32, u64)> {
+        match *self {
+            Fault::Xid { device, code, at_ms } => (now_ms >= first_ms.saturating_add(at_ms)).then_some((device, code)),
+            _ => None,
+        }
+    }
+}

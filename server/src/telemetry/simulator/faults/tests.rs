@@ -1,0 +1,221 @@
+//! Each fault parses, and the simulator shows its signal while it holds and not outside it.
+
+use crate::telemetry::GpuSource;
+use crate::telemetry::simulator::{Fault, Simulator, Window};
+use shared::DeviceSample;
+
+/// When the first sample is taken.
+const T0: u64 = 1_000_000;
+
+fn sim(count: u32, faults: &[&str]) -> Simulator {
+    faults.iter().fold(Simulator::new(count, 1000), |sim, fault| sim.with_fault(fault.parse().unwrap()))
+}
+
+/// GPU `index`'s reading at each second `from..to` after the first sample (which must have been taken).
+fn seconds(sim: &Simulator, index: usize, range: std::ops::Range<u64>) -> Vec<DeviceSample> {
+    range.map(|s| sim.sample(T0 + s * 1000).swap_remove(index)).collect()
+}
+
+fn events(sample: &DeviceSample) -> Vec<String> {
+    sample.clock_events.clone().unwrap_or_default()
+}
+
+#[test]
+fn every_fault_parses() {
+    let window = |start_ms, length_ms| Window { start_ms, length_ms };
+    for (text, fault) in [
+        ("lost:3@1m", Fault::Lost { device: 3, window: window(60_000, None) }),
+        ("lost:3@1s+2s", Fault::Lost { device: 3, window: window(1_000, Some(2_000)) }),
+        ("wrong-result:2", Fault::WrongResult { device: 2 }),
+        ("hot:0@5s+30s", Fault::Hot { device: 0, window: window(5_000, Some(30_000)) }),
+        ("power-brake:1@0s", Fault::PowerBrake { device: 1, window: window(0, None) }),
+        ("xid:1:48@10s", Fault::Xid { device: 1, code: 48, at_ms: 10_000 }),
+        ("ecc:0@2s+1m", Fault::Ecc { device: 0, window: window(2_000, Some(60_000)) }),
+        ("memory-full:7@500ms+5s", Fault::MemoryFull { device: 7, window: window(500, Some(5_000)) }),
+        ("job-ends:1@3s", Fault::JobEnds { device: 1, window: window(3_000, None) }),
+        ("job-ends:1@3s+4s", Fault::JobEnds { device: 1, window: window(3_000, Some(4_000)) }),
+        (" idle-holder:2@1s ", Fault::IdleHolder { device: 2, window: window(1_000, None) }),
+    ] {
+        assert_eq!(text.parse::<Fault>(), Ok(fault), "{text}");
+        assert_eq!(fault.device(), text.trim().split([':', '@']).nth(1).unwrap().parse::<u32>().unwrap());
+    }
+}
+
+#[test]
+fn a_bad_fault_says_the_syntax_of_every_kind() {
+    for bad in [
+        "lost",
+        "lost:x@1s",
+        "lost:1@soon",
+        "lost:1@1s+",
+        "lost:1@1s+ever",
+        "melt:1@1s",
+        "wrong-result:",
+        "wrong-result:-1",
+        "wrong:1",
+        "hot:1",
+        "hot:1@",
+        "xid:1@5s",
+        "xid:1:x@5s",
+        "xid:1:13@5s+1s",
+        "ecc:-1@1s",
+        "memory-full:1:2@1s",
+        "job-ends@1s",
+        "idle-holder:a@1s",
+        "",
+    ] {
+        let message = bad.parse::<Fault>().unwrap_err().to_string();
+        for syntax in [
+            "lost:INDEX@DELAY[+LENGTH]",
+            "wrong-result:INDEX",
+            "hot:INDEX@START[+LENGTH]",
+            "power-brake:INDEX@START[+LENGTH]",
+            "xid:INDEX:CODE@START",
+            "ecc:INDEX@START[+LENGTH]",
+            "memory-full:INDEX@START[+LENGTH]",
+            "job-ends:INDEX@START[+LENGTH]",
+            "idle-holder:INDEX@START[+LENGTH]",
+        ] {
+            assert!(message.contains(syntax), "{bad}: {syntax} missing from {message}");
+        }
+    }
+}
+
+#[test]
+fn a_lost_gpu_comes_back_reset_after_its_length() {
+    let sim = sim(2, &["lost:0@3s+4s"]);
+    let gpu0 = seconds(&sim, 0, 0..12);
+    let lost: Vec<bool> = gpu0.iter().map(|s| s.lost.is_some()).collect();
+    assert_eq!(lost, [false, false, false, true, true, true, true, false, false, false, false, false]);
+    assert!(gpu0[7].memory_used.is_some() && gpu0[7].gpu_util.is_some(), "{:?}", gpu0[7]);
+    let xids = std::mem::take(&mut *sim.xids.lock().unwrap());
+    assert_eq!(xids.iter().map(|x| (x.device, x.code, x.timestamp_ms)).collect::<Vec<_>>(), [(0, 79, T0 + 3_000)]);
+    // The reset killed the job: back, it runs nothing until a new job starts.
+    assert!(sim.details(T0 + 11_000).processes.iter().all(|p| p.device != 0));
+    assert_eq!(sim.activity(T0 + 11_000).len(), 2, "it has GPM windows again");
+}
+
+#[test]
+fn a_hot_gpu_ramps_past_the_threshold_slows_down_and_cools_back() {
+    let sim = sim(2, &["hot:1@5s+15s"]);
+    let gpu1 = seconds(&sim, 1, 0..30);
+    let temperature = |s: &DeviceSample| s.temperature_c.unwrap();
+    assert!(gpu1[..5].iter().all(|s| temperature(s) < 45 && events(s) == ["idle"]), "{:?}", &gpu1[..5]);
+    for pair in gpu1.windows(2) {
+        assert!(temperature(&pair[1]).abs_diff(temperature(&pair[0])) <= 12, "a ramp, not a jump: {pair:?}");
+    }
+    assert!(gpu1[10..20].iter().all(|s| temperature(s) >= 90), "{:?}", &gpu1[10..20]);
+    for s in &gpu1 {
+        let slowed = events(s).contains(&"sw_thermal_slowdown".to_owned());
+        assert_eq!(slowed, temperature(s) >= 87, "{s:?}");
+    }
+    assert!(gpu1[24..].iter().all(|s| temperature(s) <= 80 && !events(s).contains(&"sw_thermal_slowdown".to_owned())));
+}
+
+#[test]
+fn a_power_brake_slows_the_clock_while_it_holds() {
+    let sim = sim(1, &["power-brake:0@5s+5s"]);
+    let gpu0 = seconds(&sim, 0, 0..15);
+    let braked = |s: &DeviceSample| events(s).contains(&"hw_power_brake_slowdown".to_owned());
+    assert_eq!(gpu0.iter().map(braked).collect::<Vec<_>>(), [[false; 5], [true; 5], [false; 5]].concat());
+    assert!(gpu0[4].sm_clock_mhz.unwrap() > 1800 && gpu0[6].sm_clock_mhz.unwrap() <= 660, "{gpu0:?}");
+    assert!(gpu0[6].power_draw_mw < gpu0[4].power_draw_mw, "{gpu0:?}");
+    assert!(gpu0[12].sm_clock_mhz.unwrap() > 1800, "{:?}", gpu0[12]);
+}
+
+#[test]
+fn an_injected_xid_is_raised_once_at_its_moment_with_its_meaning() {
+    let sim = sim(2, &["xid:1:48@3s"]);
+    seconds(&sim, 1, 0..3);
+    assert!(sim.xids.lock().unwrap().is_empty(), "not before its moment");
+    seconds(&sim, 1, 3..10);
+    let xids = std::mem::take(&mut *sim.xids.lock().unwrap());
+    assert_eq!(xids.len(), 1, "{xids:?}");
+    assert_eq!((xids[0].device, xids[0].code, xids[0].timestamp_ms), (1, 48, T0 + 3_000));
+    assert_eq!(xids[0].meaning, shared::health::xid_meaning(48));
+}
+
+#[test]
+fn an_ecc_error_shows_until_the_reset() {
+    let sim = sim(2, &["ecc:1@2s+3s"]);
+    let ecc = |s: u64| {
+        sim.sample(T0 + s * 1000);
+        let health = sim.details(T0 + s * 1000).health.swap_remove(1);
+        (health.ecc_volatile.uncorrected.unwrap(), health.remapped_rows.pending.unwrap())
+    };
+    assert_eq!(ecc(0), (0, false));
+    assert_eq!(ecc(1), (0, false));
+    assert!(ecc(2).0 > 0 && ecc(2).1 && ecc(4).0 > 0 && ecc(4).1);
+    assert_eq!(ecc(5), (0, false));
+    assert_eq!(sim.details(T0 + 9_000).health[0].ecc_volatile.uncorrected, Some(0), "GPU 0 is fine");
+}
+
+#[test]
+fn memory_fills_while_memory_full_holds() {
+    let sim = sim(2, &["memory-full:1@5s+10s"]);
+    let total = sim.devices()[1].memory_total;
+    let gpu1 = seconds(&sim, 1, 0..25);
+    let share = |s: &DeviceSample| s.memory_used.unwrap() as f64 / total as f64;
+    assert!(gpu1.iter().all(|s| s.memory_used.unwrap() + s.memory_free.unwrap() == total));
+    assert!(gpu1[..5].iter().all(|s| share(s) < 0.05), "GPU 1 starts idle");
+    assert!(gpu1[7..15].iter().all(|s| share(s) >= 0.97), "{:?}", &gpu1[7..15]);
+    assert!(gpu1[18..].iter().all(|s| share(s) < 0.9), "released: {:?}", &gpu1[18..]);
+}
+
+#[test]
+fn a_job_runs_until_job_ends_then_the_gpu_is_free_until_its_length() {
+    // GPU 1 starts idle by itself: the fault gives it a busy job until then.
+    let sim = sim(2, &["job-ends:1@6s+10s"]);
+    let processes = |s: u64| {
+        let sample = sim.sample(T0 + s * 1000).swap_remove(1);
+        let details = sim.details(T0 + s * 1000);
+        (sample, details.processes.into_iter().filter(|p| p.device == 1).collect::<Vec<_>>())
+    };
+    for s in 0..6 {
+        let (sample, procs) = processes(s);
+        assert_eq!(procs.len(), 1, "second {s}: {procs:?}");
+        assert!(procs[0].user.is_some() && !procs[0].command.as_deref().unwrap().contains("ipykernel"));
+        assert!(s < 3 || (procs[0].sm_util.unwrap() > 30 && sample.gpu_util.unwrap() > 30), "busy: {sample:?}");
+    }
+    for s in 6..16 {
+        assert_eq!(processes(s).1, [], "second {s}: free");
+    }
+    assert_eq!(processes(16).1.len(), 1, "a new job after the length");
+}
+
+#[test]
+fn a_job_that_ends_for_good_leaves_the_gpu_free() {
+    let sim = sim(1, &["job-ends:0@2s"]);
+    seconds(&sim, 0, 0..2);
+    assert_eq!(sim.details(T0 + 1_000).processes.len(), 1);
+    let gpu0 = seconds(&sim, 0, 2..400);
+    assert!(sim.details(T0 + 399_000).processes.is_empty());
+    assert!(gpu0[10..].iter().all(|s| s.gpu_util == Some(0)));
+}
+
+#[test]
+fn an_idle_holder_holds_memory_and_computes_nothing_while_it_holds() {
+    // GPU 0 runs a job from the start; the notebook replaces it at 5 s and exits at 20 s.
+    let sim = sim(2, &["idle-holder:0@5s+15s"]);
+    let on_gpu0 = |s: u64| {
+        sim.sample(T0 + s * 1000);
+        sim.details(T0 + s * 1000).processes.into_iter().filter(|p| p.device == 0).collect::<Vec<_>>()
+    };
+    seconds(&sim, 0, 0..4);
+    let job = on_gpu0(4);
+    assert!(job.len() == 1 && job[0].sm_util.is_some(), "{job:?}");
+    let first = on_gpu0(5);
+    assert!(first.len() == 1 && first[0].command.as_deref().unwrap().contains("ipykernel"), "{first:?}");
+    assert_eq!(first[0].started_ms, Some(T0 + 5_000));
+    let user = first[0].user.as_deref().unwrap();
+    assert!(first[0].command.as_deref().unwrap().contains(&format!("/home/{user}/")), "{first:?}");
+    for s in 10..20 {
+        let holder = on_gpu0(s);
+        assert_eq!(holder.len(), 1, "{holder:?}");
+        assert_eq!((holder[0].pid, holder[0].sm_util), (first[0].pid, None));
+        assert!(holder[0].used_memory.unwrap() > 5 << 30, "{holder:?}");
+        let sm = sim.activity(T0 + s * 1000)[0].1.sm_active.unwrap();
+        assert!(sm < shared::activity::IDLE_SM_PERCENT, "SM {sm} %: the GPU computes nothing");
+    }
+    assert!(on_gpu0(20).iter().all(|p| p.pid != first[0].pid), "the notebook exits after its length");
+}
