@@ -6,9 +6,7 @@ use shared::auth::Role;
 
 use crate::{
     components::{header::Header, notices::AnonymousBanner},
-    hooks::{
-        alerts::use_alerts, lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme,
-    },
+    hooks::{alerts::use_alerts, lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
     pages::{
         Tab,
         alerts::AlertsPage,
@@ -59,8 +57,7 @@ pub fn App() -> impl IntoView {
     });
     // Built at the first visit, then kept (hidden) so edited forms survive a look at the dashboard.
     let lab_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Lab);
-    let alerts_visited =
-        Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Alerts);
+    let alerts_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Alerts);
     view! {
         <Header telemetry=telemetry theme=theme tab=tab />
         <Show when=exposed>

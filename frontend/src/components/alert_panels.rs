@@ -147,7 +147,8 @@ pub fn SilencesPanel(telemetry: Telemetry, now: RwSignal<f64>) -> impl IntoView 
 pub fn WebhooksPanel() -> impl IntoView {
     let alerts = expect_context::<Alerts>();
     let webhooks = Memo::new(move |_| alerts.state.with(|s| s.webhooks.clone()));
-    let failing = move || webhooks.with(|w| w.iter().filter(|w| failing(w)).map(|w| w.target.clone()).collect::<Vec<_>>());
+    let failing =
+        move || webhooks.with(|w| w.iter().filter(|w| failing(w)).map(|w| w.target.clone()).collect::<Vec<_>>());
     view! {
         <section id="alerts-webhooks" class="alerts-panel">
             <h3>"Webhooks"</h3>

@@ -130,10 +130,9 @@ impl Alerts {
         let body = serde_json::to_value(&kind).map_err(|e| ApiFailure { status: 0, message: e.to_string() })?;
         let added: Subscription = post_json(SUBSCRIPTIONS_URL, Some(&body)).await?;
         self.state.update(|s| {
-            let list = s.subscriptions.get_or_insert_with(|| SubscriptionsResponse {
-                user: added.user.clone(),
-                subscriptions: Vec::new(),
-            });
+            let list = s
+                .subscriptions
+                .get_or_insert_with(|| SubscriptionsResponse { user: added.user.clone(), subscriptions: Vec::new() });
             list.subscriptions.retain(|known| known.id != added.id);
             list.subscriptions.push(added);
         });

@@ -46,7 +46,9 @@ impl Permission {
     /// What the page says about it.
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Unsupported => "This browser cannot show notifications: alerts show on this tab and in the badge only.",
+            Self::Unsupported => {
+                "This browser cannot show notifications: alerts show on this tab and in the badge only."
+            }
             Self::NotAsked => "The browser will ask for permission when you turn one on.",
             Self::Granted => "Browser notifications are on while this page is open.",
             Self::Denied => {

@@ -131,9 +131,10 @@ fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
             format::duration(end.saturating_sub(alert.fired_ms))
         ),
     };
-    let silenced = alert.silenced.as_ref().map(|s| {
-        format!("silenced until {} by {} ({})", format::day_and_time(s.until_ms as f64), s.by, s.reason)
-    });
+    let silenced = alert
+        .silenced
+        .as_ref()
+        .map(|s| format!("silenced until {} by {} ({})", format::day_and_time(s.until_ms as f64), s.by, s.reason));
     let can_silence = firing && alert.silenced.is_none();
     let target = (alert.rule, alert.gpu_index);
     view! {

@@ -148,9 +148,7 @@ impl AlertsState {
 
     /// True when one of the caller's subscriptions matches `alert`.
     pub fn wants(&self, alert: &Alert) -> bool {
-        self.subscriptions
-            .as_ref()
-            .is_some_and(|s| s.subscriptions.iter().any(|sub| sub.kind.matches(alert, &s.user)))
+        self.subscriptions.as_ref().is_some_and(|s| s.subscriptions.iter().any(|sub| sub.kind.matches(alert, &s.user)))
     }
 
     /// The alerts the tab lists under `filter`, firing first, then history, as [`sort_for_display`] orders them.
@@ -293,7 +291,9 @@ mod tests {
         let resolved = alert(2, Rule::GpuFree, Severity::Info, 1, Some(99));
         let by = |state, gpu| AlertFilter { state, gpu };
         assert!(by(StateFilter::Firing, None).matches(&firing) && !by(StateFilter::Firing, None).matches(&resolved));
-        assert!(by(StateFilter::Resolved, None).matches(&resolved) && !by(StateFilter::Resolved, None).matches(&firing));
+        assert!(
+            by(StateFilter::Resolved, None).matches(&resolved) && !by(StateFilter::Resolved, None).matches(&firing)
+        );
         assert!(by(StateFilter::All, Some(1)).matches(&resolved) && !by(StateFilter::All, Some(1)).matches(&firing));
         assert_eq!(AlertFilter::default().url(), "/api/alerts?state=all");
         assert_eq!(by(StateFilter::Firing, Some(3)).url(), "/api/alerts?state=firing&gpu=3");
