@@ -1,21 +1,22 @@
 //! The root component: asks who the page talks as, starts the telemetry socket,
-//! the lab and the theme, and lays out the header and the current tab.
+//! the lab, alerts and the theme, and lays out the header and the current tab.
 
 use leptos::{ev, prelude::*, task::spawn_local};
 use shared::auth::Role;
 
 use crate::{
     components::{header::Header, notices::AnonymousBanner},
-    hooks::{lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
+    hooks::{alerts::use_alerts, lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
     pages::{
         Tab,
+        alerts::AlertsPage,
         audit::AuditPage,
         dashboard::Dashboard,
         fleet::{FleetPage, fleet_configured},
         lab::LabPage,
         login::LoginRequired,
     },
-    state::lab::LabState,
+    state::{alerts::AlertsState, lab::LabState},
 };
 
 /// The whole app, mounted on `<body>`.
@@ -24,11 +25,14 @@ pub fn App() -> impl IntoView {
     let theme = use_theme();
     let session = use_session();
     let lab_state = RwSignal::new(LabState::default());
-    let telemetry = use_telemetry(session, lab_state.write_only());
+    let alerts_state = RwSignal::new(AlertsState::default());
+    let telemetry = use_telemetry(session, lab_state.write_only(), alerts_state.write_only());
     let lab = use_lab(lab_state, telemetry, session);
+    let alerts = use_alerts(alerts_state, telemetry, session);
     let tab = RwSignal::new(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
     provide_context(session);
     provide_context(lab);
+    provide_context(alerts);
     provide_context(tab.read_only());
     let follow = window_event_listener(ev::hashchange, move |_| {
         tab.set(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
@@ -53,6 +57,7 @@ pub fn App() -> impl IntoView {
     });
     // Built at the first visit, then kept (hidden) so edited forms survive a look at the dashboard.
     let lab_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Lab);
+    let alerts_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Alerts);
     view! {
         <Header telemetry=telemetry theme=theme tab=tab />
         <Show when=exposed>
@@ -74,6 +79,11 @@ pub fn App() -> impl IntoView {
                 <Show when=move || fleet_visited.get()>
                     <div class="tab-panel" hidden=move || tab.get() != Tab::Fleet>
                         <FleetPage />
+                    </div>
+                </Show>
+                <Show when=move || alerts_visited.get()>
+                    <div class="tab-panel" hidden=move || tab.get() != Tab::Alerts>
+                        <AlertsPage telemetry=telemetry />
                     </div>
                 </Show>
                 <Show when=move || tab.get() == Tab::Audit && admin.get()>

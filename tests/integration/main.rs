@@ -9,6 +9,7 @@ mod api;
 mod bad_input;
 mod bridge;
 mod browser;
+mod browser_alerts;
 mod browser_auth;
 mod browser_bridge;
 mod browser_fleet;

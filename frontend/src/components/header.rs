@@ -1,5 +1,6 @@
-//! The top bar: product name, the Dashboard | Lab (| Audit) tabs, host facts,
-//! who is signed in, connection status and the theme toggle.
+//! The top bar: product name, the Dashboard | Lab (| Fleet) | Alerts (| Audit) tabs,
+//! the firing alerts' badge, host facts, who is signed in, connection status and the
+//! theme toggle.
 
 use leptos::prelude::*;
 use shared::{HostInfo, auth::Role, units::or_na};
@@ -7,6 +8,7 @@ use shared::{HostInfo, auth::Role, units::or_na};
 use crate::{
     components::login::LoginForm,
     hooks::{
+        alerts::Alerts,
         session::Session,
         telemetry::{ConnectionStatus, Telemetry},
         theme::{Theme, ThemeControl},
@@ -32,6 +34,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
             </div>
             <Show when=move || session.can_view() == Some(true)>
                 <Tabs tab=tab />
+                <AlertsBadge tab=tab />
             </Show>
             <Show when=has_host>
                 <dl class="host-facts">
@@ -58,7 +61,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
     }
 }
 
-/// `#tab-dashboard`, `#tab-lab`, and for admins `#tab-audit`.
+/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, and for admins `#tab-audit`.
 #[component]
 fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
     let session = expect_context::<Session>();
@@ -89,10 +92,37 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
             <Show when=fleet_on>
                 {button(Tab::Fleet)}
             </Show>
+            {button(Tab::Alerts)}
             <Show when=move || session.allows(Role::Admin)>
                 {button(Tab::Audit)}
             </Show>
         </nav>
+    }
+}
+
+/// `#alerts-badge`: how many alerts fire, coloured by the worst one nobody silenced, linking
+/// to the Alerts tab; hidden while none fire.
+#[component]
+fn AlertsBadge(tab: RwSignal<Tab>) -> impl IntoView {
+    let alerts = expect_context::<Alerts>();
+    let badge = Memo::new(move |_| alerts.state.with(|s| s.badge()));
+    let worst = move || badge.get().worst.map_or("silenced", |s| s.as_str());
+    view! {
+        <Show when=move || { badge.get().count > 0 }>
+            <a
+                id="alerts-badge"
+                href="#alerts"
+                class=move || format!("alerts-badge {}", badge.get().class())
+                aria-label=move || badge.get().label()
+                title=move || format!("{} (worst: {})", badge.get().label(), worst())
+                data-count=move || badge.get().count
+                data-severity=worst
+                on:click=move |_| tab.set(Tab::Alerts)
+            >
+                <span class="alerts-badge-count" aria-hidden="true">{move || badge.get().count}</span>
+                <span class="alerts-badge-word" aria-hidden="true">{worst}</span>
+            </a>
+        </Show>
     }
 }
 

@@ -1,7 +1,10 @@
 //! The page's building blocks: header, login, notices, GPU cards and their
-//! charts, health, processes, who uses what, history, and the lab's parts.
+//! charts, health, processes, who uses what, history, the lab's parts, and the
+//! Alerts tab's panels.
 
 pub mod activity;
+pub mod alert_notify;
+pub mod alert_panels;
 pub mod bridge;
 pub mod chart;
 pub mod device_card;

@@ -64,6 +64,11 @@ pub async fn post_empty(url: &str) -> Result<(), ApiFailure> {
     call("POST", url, None).await.map(drop)
 }
 
+/// `DELETE url` (answered 204).
+pub async fn delete(url: &str) -> Result<(), ApiFailure> {
+    call("DELETE", url, None).await.map(drop)
+}
+
 fn parse<T: DeserializeOwned>(url: &str, body: &str) -> Result<T, ApiFailure> {
     serde_json::from_str(body).map_err(|e| ApiFailure::local(format!("unreadable answer from {url}: {e}")))
 }

@@ -1,10 +1,13 @@
 //! Hooks that own the page's connections to the outside: the telemetry socket,
-//! the session, the lab, history fetches, API calls and the theme.
+//! the session, the lab, alerts and browser notifications, history fetches, API
+//! calls and the theme.
 
+pub mod alerts;
 pub mod api;
 pub mod bridge;
 pub mod history;
 pub mod lab;
+pub mod notify;
 pub mod poll;
 pub mod session;
 pub mod telemetry;

@@ -1,5 +1,5 @@
 //! `use_telemetry()`: the page's one WebSocket to `/ws`, reconnected with backoff,
-//! feeding the dashboard state and the lab's queue and progress.
+//! feeding the dashboard state, the lab's queue and progress, and alerts.
 
 use std::{
     cell::{Cell, RefCell},
@@ -14,7 +14,7 @@ use wasm_bindgen::{JsCast, prelude::Closure};
 use web_sys::{CloseEvent, Event, MessageEvent, WebSocket};
 
 use super::session::Session;
-use crate::state::{DashboardState, TickOutcome, lab::LabState};
+use crate::state::{DashboardState, TickOutcome, alerts::AlertsState, lab::LabState};
 
 /// Wait before the first reconnect; doubled after each failure up to [`MAX_RETRY`].
 const FIRST_RETRY: Duration = Duration::from_millis(500);
@@ -53,8 +53,9 @@ pub struct Telemetry {
 
 /// Opens the WebSocket once `session` may view, reopens it at every login or
 /// logout (so it carries the new cookie), and keeps it open for as long as the
-/// calling component lives. `lab` receives the lab's events.
-pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>) -> Telemetry {
+/// calling component lives. `lab` receives the lab's events, `alerts` the alerts' (and a
+/// newly firing alert that the caller subscribed to raises a browser notification).
+pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>, alerts: WriteSignal<AlertsState>) -> Telemetry {
     let (state, set_state) = signal(DashboardState::default());
     let (status, set_status) = signal(ConnectionStatus::Connecting);
     let (snapshots, set_snapshots) = signal(0u32);
@@ -63,6 +64,7 @@ pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>) -> Telemetry 
         set_status,
         set_snapshots,
         lab,
+        alerts,
         connection: RefCell::new(None),
         retry: Cell::new(FIRST_RETRY),
         resync_requested: Cell::new(false),
@@ -91,6 +93,7 @@ struct Link {
     set_status: WriteSignal<ConnectionStatus>,
     set_snapshots: WriteSignal<u32>,
     lab: WriteSignal<LabState>,
+    alerts: WriteSignal<AlertsState>,
     connection: RefCell<Option<Connection>>,
     retry: Cell<Duration>,
     /// A resync is asked for once per gap, not once per tick after it.
@@ -180,8 +183,13 @@ impl Link {
             ServerMessage::Details(details) => self.set_state.update(|state| state.apply_details(details)),
             // Applied here, not through a signal of "the last event", so no event is lost between renders.
             ServerMessage::Lab(event) => self.lab.update(|lab| lab.apply(event)),
-            // Drawn by the Alerts tab (issue 17, in progress).
-            ServerMessage::Alert(_) => {}
+            ServerMessage::Alert(event) => {
+                let mut raise = None;
+                self.alerts.update(|alerts| raise = alerts.apply_event(event));
+                if let Some(alert) = raise {
+                    super::notify::show(&alert);
+                }
+            }
         }
     }
 

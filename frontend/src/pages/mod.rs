@@ -1,5 +1,6 @@
-//! Whole pages of the app: the dashboard, the GPU lab, the fleet and (for admins) the audit log.
+//! Whole pages of the app: the dashboard, the GPU lab, the fleet, alerts and (for admins) the audit log.
 
+pub mod alerts;
 pub mod audit;
 pub mod dashboard;
 pub mod fleet;
@@ -12,6 +13,7 @@ pub enum Tab {
     Dashboard,
     Lab,
     Fleet,
+    Alerts,
     Audit,
 }
 
@@ -22,6 +24,7 @@ impl Tab {
             Self::Dashboard => "dashboard",
             Self::Lab => "lab",
             Self::Fleet => "fleet",
+            Self::Alerts => "alerts",
             Self::Audit => "audit",
         }
     }
@@ -31,6 +34,7 @@ impl Tab {
             Self::Dashboard => "Dashboard",
             Self::Lab => "Lab",
             Self::Fleet => "Fleet",
+            Self::Alerts => "Alerts",
             Self::Audit => "Audit",
         }
     }
@@ -40,6 +44,7 @@ impl Tab {
         match fragment.trim_start_matches('#') {
             "lab" => Self::Lab,
             "fleet" => Self::Fleet,
+            "alerts" => Self::Alerts,
             "audit" => Self::Audit,
             _ => Self::Dashboard,
         }
@@ -52,7 +57,7 @@ mod tests {
 
     #[test]
     fn fragments_name_tabs() {
-        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Audit] {
+        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Alerts, Tab::Audit] {
             assert_eq!(Tab::from_fragment(&format!("#{}", tab.key())), tab);
         }
         assert_eq!(Tab::from_fragment(""), Tab::Dashboard);

@@ -1,0 +1,168 @@
+//! The Alerts tab: firing alerts first, then history (`GET /api/alerts`, kept current by
+//! the socket's `alert` events), filtered by state and GPU; an operator silences a
+//! firing alert from its row. Beside the list: the caller's notification subscriptions,
+//! the active silences, the webhooks' deliveries and the rules as they run.
+
+use std::time::Duration;
+
+use leptos::prelude::*;
+use shared::{alerts::Alert, auth::Role};
+
+use crate::{
+    components::{
+        alert_notify::NotifyPanel,
+        alert_panels::{ReloadError, RulesPanel, SilenceForm, SilencesPanel, WebhooksPanel},
+        format,
+    },
+    hooks::{alerts::Alerts, poll::use_poll, session::Session, telemetry::Telemetry},
+    pages::Tab,
+    state::alerts::{AlertFilter, StateFilter},
+};
+
+/// How often the tab asks again while shown: webhook figures are not pushed.
+const ALERTS_PERIOD: Duration = Duration::from_secs(10);
+
+#[component]
+pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
+    let alerts = expect_context::<Alerts>();
+    let tab = expect_context::<ReadSignal<Tab>>();
+    let now = RwSignal::new(js_sys::Date::now());
+    use_poll(Memo::new(move |_| tab.get() == Tab::Alerts), ALERTS_PERIOD, move || {
+        now.try_set(js_sys::Date::now());
+        alerts.load_list();
+    });
+    let gpus = Memo::new(move |_| telemetry.state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
+    let set_filter = move |change: &dyn Fn(&mut AlertFilter)| {
+        alerts.filter.update(|f| change(f));
+        alerts.load_list();
+    };
+    let rows = move || {
+        let filter = alerts.filter.get();
+        let now_ms = now.get() as u64;
+        let shown = alerts.state.with(|s| s.shown(&filter));
+        if shown.is_empty() {
+            return view! { <li class="placeholder alerts-empty">"No alerts match."</li> }.into_any();
+        }
+        shown.into_iter().map(|alert| view! { <AlertRow alert=alert now_ms=now_ms /> }).collect_view().into_any()
+    };
+    view! {
+        <main class="alerts-page">
+            <ReloadError />
+            <div class="section-head">
+                <h2 class="section-title">"Alerts"</h2>
+                <span id="alerts-firing" class="alerts-firing">
+                    {move || format!("{} firing", alerts.state.with(|s| s.firing))}
+                </span>
+            </div>
+            <Show when=move || alerts.load_error.with(Option::is_some)>
+                <p id="alerts-load-error" class="notice notice-warn" role="alert">
+                    {move || alerts.load_error.get().unwrap_or_default()}
+                </p>
+            </Show>
+            <div class="alerts-layout">
+                <section class="alerts-column">
+                    <div class="alerts-filters">
+                        <label class="audit-filter">
+                            "State"
+                            <select
+                                id="alerts-filter-state"
+                                prop:value=move || alerts.filter.with(|f| f.state.as_str())
+                                on:change=move |ev| {
+                                    let state = StateFilter::parse(&event_target_value(&ev));
+                                    set_filter(&|f| f.state = state);
+                                }
+                            >
+                                {StateFilter::ALL
+                                    .into_iter()
+                                    .map(|s| view! { <option value=s.as_str()>{s.as_str()}</option> })
+                                    .collect_view()}
+                            </select>
+                        </label>
+                        <label class="audit-filter">
+                            "GPU"
+                            <select
+                                id="alerts-filter-gpu"
+                                prop:value=move || alerts.filter.with(|f| f.gpu.map(|g| g.to_string()).unwrap_or_default())
+                                on:change=move |ev| {
+                                    let gpu = event_target_value(&ev).parse::<u32>().ok();
+                                    set_filter(&|f| f.gpu = gpu);
+                                }
+                            >
+                                <option value="">"any"</option>
+                                {move || gpus.get().into_iter().map(|i| view! { <option value=i.to_string()>{format!("GPU {i}")}</option> }).collect_view()}
+                            </select>
+                        </label>
+                    </div>
+                    <ul id="alerts-list" class="alerts-list">{rows}</ul>
+                </section>
+                <aside class="alerts-column alerts-side">
+                    <NotifyPanel telemetry=telemetry />
+                    <SilencesPanel telemetry=telemetry now=now />
+                    <WebhooksPanel />
+                    <RulesPanel />
+                </aside>
+            </div>
+        </main>
+    }
+}
+
+/// `li.alert-row` of one alert: severity in colour and word, what, where, who, when, and its silence.
+#[component]
+fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
+    let session = expect_context::<Session>();
+    let severity = alert.severity.as_str();
+    let firing = alert.resolved_ms.is_none();
+    let who = match (alert.pid, alert.user.clone(), alert.redacted) {
+        (pid, Some(user), _) => Some(match pid {
+            Some(pid) => format!("pid {pid} · {user}"),
+            None => user,
+        }),
+        (Some(pid), None, true) => Some(format!("pid {pid} · user hidden (sign in)")),
+        (Some(pid), None, false) => Some(format!("pid {pid}")),
+        (None, None, true) => Some("user hidden (sign in)".to_owned()),
+        (None, None, false) => None,
+    };
+    let fired = format::day_and_time(alert.fired_ms as f64);
+    let when = match alert.resolved_ms {
+        None => format!("fired {fired} · firing for {}", format::duration(now_ms.saturating_sub(alert.fired_ms))),
+        Some(end) => format!(
+            "fired {fired} · resolved {} after {}",
+            format::day_and_time(end as f64),
+            format::duration(end.saturating_sub(alert.fired_ms))
+        ),
+    };
+    let silenced = alert
+        .silenced
+        .as_ref()
+        .map(|s| format!("silenced until {} by {} ({})", format::day_and_time(s.until_ms as f64), s.by, s.reason));
+    let can_silence = firing && alert.silenced.is_none();
+    let target = (alert.rule, alert.gpu_index);
+    view! {
+        <li
+            class=format!("alert-row sev-{severity}")
+            class:alert-firing=firing
+            class:alert-resolved=!firing
+            class:alert-silenced=alert.silenced.is_some()
+            data-id=alert.id
+            data-rule=alert.rule.as_str()
+            data-gpu=alert.gpu_index
+            data-state=alert.state().as_str()
+        >
+            <div class="alert-head">
+                <span class=format!("alert-severity sev-{severity}")>{severity}</span>
+                <strong class="alert-title">{alert.rule.title()}</strong>
+                <span class="alert-gpu" title=alert.gpu_uuid.clone()>{format!("GPU {}", alert.gpu_index)}</span>
+                {who.map(|who| view! { <span class="alert-who">{who}</span> })}
+                <span class="alert-state">{alert.state().as_str()}</span>
+                {alert.simulated.then(|| view! { <span class="badge badge-simulated alert-simulated">"simulated"</span> })}
+            </div>
+            <p class="alert-message">{alert.message.clone()}</p>
+            <p class="alert-action">{alert.action.clone()}</p>
+            <p class="alert-time">{when}</p>
+            {silenced.map(|text| view! { <p class="alert-silence-note">{text}</p> })}
+            <Show when=move || can_silence && session.allows(Role::Operator)>
+                <SilenceForm rule=target.0 gpu=target.1 />
+            </Show>
+        </li>
+    }
+}

@@ -1,0 +1,161 @@
+//! Alerts in a real browser, with the notification permission granted through
+//! Chromium's DevTools protocol: a simulated GPU falls off the bus, its critical
+//! "GPU lost" alert shows on the Alerts tab and in the header badge, and a Web
+//! Notification is raised because the user subscribed to every critical alert
+//! through the page's own control; once unsubscribed, the next lost GPU is shown
+//! but raises none.
+
+use clap::Parser as _;
+use fantoccini::{Client, Locator, wd::WebDriverCompatibleCommand};
+use serde_json::{Value, json};
+use shared::alerts::{AlertsResponse, SubscriptionKind, SubscriptionsResponse};
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::support::{TestServer, get_json};
+
+/// GPU 1 falls off the bus this long after the first sample: time for the browser to
+/// start and the test to subscribe first (the test fails, saying so, if it did not).
+const FIRST_LOST: &str = "lost:1@15s";
+/// GPU 0 follows, after the test has unsubscribed.
+const SECOND_LOST: &str = "lost:0@30s";
+
+/// Records every `new Notification(title, {body})` the page makes, then lets the browser's own run.
+const RECORD_NOTIFICATIONS: &str = "window.__notes = []; const Real = window.Notification; \
+    window.Notification = class extends Real { constructor(title, options) { \
+    window.__notes.push({ title: title, body: (options && options.body) || '' }); super(title, options); } }; \
+    return Notification.permission;";
+
+/// A DevTools command sent through chromedriver (`goog/cdp/execute`).
+#[derive(Debug)]
+struct DevTools {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl WebDriverCompatibleCommand for DevTools {
+    fn endpoint(&self, base: &url::Url, session: Option<&str>) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _url: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(json!({ "cmd": self.cmd, "params": self.params }).to_string()))
+    }
+}
+
+/// Two simulated GPUs that fall off the bus one after the other, as the command line says.
+async fn losing_server() -> TestServer {
+    let args = ["gpudash", "--simulate", "2", "--interval", "250ms"];
+    let faults = ["--simulate-fault", FIRST_LOST, "--simulate-fault", SECOND_LOST];
+    let cli = gpudash::config::Cli::try_parse_from(args.into_iter().chain(faults)).expect("flags parse");
+    let config = gpudash::config::Config::from(cli);
+    let source = gpudash::open_source(&config);
+    TestServer::with_options(source, gpudash::Options::new(config.interval)).await
+}
+
+/// The notifications the page raised, as (title, body).
+async fn notes(c: &Client) -> Vec<(String, String)> {
+    let list = js(c, "return window.__notes || []").await;
+    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+    list.as_array().map(|a| a.iter().map(|n| (text(n, "title"), text(n, "body"))).collect()).unwrap_or_default()
+}
+
+/// The firing "GPU lost" alerts the server has, by GPU index.
+async fn lost_gpus(server: &TestServer) -> Vec<u32> {
+    let answer: AlertsResponse = get_json(server, "/api/alerts?state=firing&rule=device_lost").await;
+    answer.alerts.iter().map(|a| a.gpu_index).collect()
+}
+
+async fn subscriptions(server: &TestServer) -> Vec<SubscriptionKind> {
+    let answer: SubscriptionsResponse = get_json(server, "/api/alerts/subscriptions").await;
+    answer.subscriptions.into_iter().map(|s| s.kind).collect()
+}
+
+/// The badge as (count, class, accessible label).
+async fn badge(c: &Client) -> Option<(u64, String, String)> {
+    let b = js(
+        c,
+        "const b = document.querySelector('#alerts-badge'); \
+         return b && [+b.dataset.count, b.className, b.getAttribute('aria-label'), b.getAttribute('href')]",
+    )
+    .await;
+    let b = b.as_array()?;
+    assert_eq!(b[3], "#alerts", "the badge links to the Alerts tab");
+    Some((b[0].as_u64()?, b[1].as_str()?.to_owned(), b[2].as_str()?.to_owned()))
+}
+
+/// The row of GPU `gpu`'s firing "GPU lost" alert, as its text.
+async fn lost_row(c: &Client, gpu: u32) -> Option<String> {
+    let css = format!("li.alert-row[data-rule=device_lost][data-gpu='{gpu}'][data-state=firing]");
+    texts(c, &css).await.into_iter().next()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribed() {
+    let server = losing_server().await;
+    let url = server.url("/");
+    let origin = server.base.clone();
+    let shared = &server;
+    with_browser(1400, 1000, |c| async move {
+        let server = shared;
+        c.issue_cmd(DevTools {
+            cmd: "Browser.grantPermissions",
+            params: json!({ "origin": origin, "permissions": ["notifications"] }),
+        })
+        .await
+        .expect("chromedriver passes DevTools commands on");
+        c.goto(&url).await.expect("webdriver answers");
+        assert_eq!(js(&c, RECORD_NOTIFICATIONS).await, "granted", "the permission was granted");
+
+        c.wait().for_element(Locator::Css("#tab-alerts")).await.expect("the Alerts tab").click().await.unwrap();
+        eventually(15, "the subscriptions loaded", || async {
+            js(&c, "const b = document.querySelector('#notify-critical'); return b && !b.disabled")
+                .await
+                .as_bool()
+                .filter(|on| *on)
+        })
+        .await;
+        assert!(lost_gpus(server).await.is_empty(), "GPU 1 was lost before the page subscribed: raise {FIRST_LOST}");
+        c.find(Locator::Css("#notify-critical")).await.unwrap().click().await.unwrap();
+        eventually(10, "the server to hold the subscription", || async {
+            (subscriptions(server).await == [SubscriptionKind::Critical {}]).then_some(())
+        })
+        .await;
+        let permission = js(&c, "return document.querySelector('#alerts-notify-permission').dataset.permission").await;
+        assert_eq!(permission, "granted");
+
+        // GPU 1 falls off the bus: a critical alert in the tab and the badge, and one notification.
+        // Lower-cased: WebDriver reads the text as shown, and the severity is shown in capitals.
+        let row = eventually(30, "GPU 1's 'GPU lost' row", || lost_row(&c, 1)).await.to_lowercase();
+        assert!(row.contains("critical") && row.contains("gpu lost") && row.contains("gpu 1"), "{row}");
+        assert!(row.contains("simulated"), "simulated alerts say so: {row}");
+        eventually(10, "the badge to count what the server counts", || async {
+            let firing: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
+            let (count, class, label) = badge(&c).await?;
+            let expected = if count == 1 { "1 alert firing".to_owned() } else { format!("{count} alerts firing") };
+            (count == u64::from(firing.firing) && class.contains("sev-critical") && label == expected).then_some(())
+        })
+        .await;
+        let alert = get_json::<AlertsResponse>(server, "/api/alerts?state=firing&rule=device_lost&gpu=1").await;
+        let message = alert.alerts.first().expect("GPU 1's alert").message.clone();
+        let raised = eventually(10, "a notification for GPU 1", || async {
+            let notes = notes(&c).await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert_eq!(raised, [("critical: GPU lost on GPU 1".to_owned(), message)], "one notification, for the alert");
+
+        // Unsubscribed, the next lost GPU shows but raises nothing.
+        c.find(Locator::Css("#notify-critical")).await.unwrap().click().await.unwrap();
+        eventually(10, "the subscription gone", || async { subscriptions(server).await.is_empty().then_some(()) })
+            .await;
+        assert_eq!(lost_gpus(server).await, [1], "GPU 0 was lost before the page unsubscribed: raise {SECOND_LOST}");
+        eventually(40, "GPU 0's 'GPU lost' row", || lost_row(&c, 0)).await;
+        eventually(10, "the badge to count both", || async {
+            badge(&c).await.filter(|(count, _, _)| *count >= 2).map(drop)
+        })
+        .await;
+        assert_eq!(notes(&c).await.len(), 1, "no notification without a subscription: {:?}", notes(&c).await);
+    })
+    .await;
+    server.stop().await;
+}
