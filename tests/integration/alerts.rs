@@ -126,7 +126,7 @@ async fn operators_silence_a_firing_alert_and_users_keep_their_own_subscriptions
     let silence: shared::alerts::Silence = response.json().await.unwrap();
     assert_eq!((silence.rule, silence.until_ms - silence.from_ms), (Rule::DeviceLost, 2 * 3600 * 1000));
     let now = alerts(&server).await;
-    assert_eq!(now.silences, [silence.clone()]);
+    assert_eq!(now.silences, std::slice::from_ref(&silence));
     let shown = find(&now, Rule::DeviceLost, 1);
     assert_eq!((shown[0].id, shown[0].silenced.as_ref()), (lost.id, Some(&silence)), "the firing alert is silenced");
     let audit: Value = get_json(&server, "/api/audit?action=alert.silence").await;
@@ -145,7 +145,7 @@ async fn operators_silence_a_firing_alert_and_users_keep_their_own_subscriptions
     let again = client.post(&subscriptions).json(&kind).send().await.unwrap();
     assert_eq!(again.status(), StatusCode::CONFLICT, "a duplicate");
     let mine: SubscriptionsResponse = get_json(&server, "/api/alerts/subscriptions").await;
-    assert_eq!(mine.subscriptions, [made.clone()]);
+    assert_eq!(mine.subscriptions, std::slice::from_ref(&made));
     let id = std::process::Command::new("id").arg("-un").output().unwrap();
     let os_user = String::from_utf8_lossy(&id.stdout).trim().to_owned();
     assert_eq!(mine.user, os_user, "without tokens the subscriber is the OS user");

@@ -405,7 +405,7 @@ mod tests {
         };
         let stored = store.add_silence(silence).unwrap();
         assert!(stored.id > 0);
-        assert_eq!(store.silences(500).unwrap(), [stored.clone()]);
+        assert_eq!(store.silences(500).unwrap(), std::slice::from_ref(&stored));
         assert!(store.end_silence(stored.id, 600).unwrap());
         assert!(!store.end_silence(stored.id, 700).unwrap(), "already ended");
         assert!(store.silences(650).unwrap().is_empty());

@@ -61,7 +61,7 @@ fn whole<T: std::str::FromStr>(name: &str, value: &str, what: &str) -> Result<T,
     value.trim().parse().map_err(|_| ApiError::bad_request(format!("'{name}' = '{value}' is not {what}")))
 }
 
-fn filter(q: ListQuery) -> Result<AlertFilter, ApiError> {
+fn filter(q: &ListQuery) -> Result<AlertFilter, ApiError> {
     let state = match q.state.as_deref() {
         None | Some("all") => None,
         Some("firing") => Some(AlertState::Firing),
@@ -99,7 +99,7 @@ pub async fn list(
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<AlertsResponse>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(format!("{}; {ACCEPTED}", e.body_text())))?;
-    let filter = filter(q)?;
+    let filter = filter(&q)?;
     let mut alerts = blocking(&state, move |a| a.list(filter)).await?;
     let now = now_ms();
     let mut silences = state.alerts.silences(now);
