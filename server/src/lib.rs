@@ -308,6 +308,15 @@ impl Running {
 /// Serves until `signal` completes, then shuts down cleanly.
 pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    // A bad alerts file stops start-up before anything is opened.
+    let alerts = match &config.alerts_file {
+        Some(path) => {
+            let loaded = alerts::AlertsConfig::load(path)?;
+            tracing::info!("alert rules from {}", path.display());
+            loaded
+        }
+        None => alerts::AlertsConfig::default(),
+    };
     let tokens = std::env::var("GPUDASH_TOKENS").ok();
     let auth = auth::AuthConfig::load(config.auth_file.as_deref(), tokens.as_deref())?;
     let mut auth = auth;
@@ -349,14 +358,6 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             tracing::warn!("history is off (--no-history): charts show only what arrives while the page is open");
             None
         }
-    };
-    let alerts = match &config.alerts_file {
-        Some(path) => {
-            let loaded = alerts::AlertsConfig::load(path)?;
-            tracing::info!("alert rules from {}", path.display());
-            loaded
-        }
-        None => alerts::AlertsConfig::default(),
     };
     let options = Options {
         alerts,

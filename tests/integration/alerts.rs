@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use clap::Parser as _;
 use gpudash::telemetry::IdleRule;
 use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
@@ -153,5 +154,53 @@ async fn operators_silence_a_firing_alert_and_users_keep_their_own_subscriptions
     assert_eq!(client.delete(&one).send().await.unwrap().status(), StatusCode::NO_CONTENT);
     let mine: SubscriptionsResponse = get_json(&server, "/api/alerts/subscriptions").await;
     assert!(mine.subscriptions.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_bad_alerts_file_stops_start_up_with_where_and_what_is_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("alerts.toml");
+    std::fs::write(&file, "[rules.temperature]\ncelsius = 300\n").unwrap();
+    let args = ["gpudash", "--simulate", "1", "--listen", "127.0.0.1:0", "--no-history", "--alerts-file"];
+    let cli = gpudash::config::Cli::try_parse_from(args.iter().copied().chain([file.to_str().unwrap()])).unwrap();
+    let error = gpudash::run(gpudash::config::Config::from(cli), std::future::pending()).await.unwrap_err();
+    let message = format!("{error:#}");
+    assert!(message.contains("alerts.toml") && message.contains("use 30 to 120"), "{message}");
+}
+
+#[tokio::test]
+async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("alerts.toml");
+    std::fs::write(&file, "[rules.temperature]\ncelsius = 70\n").unwrap();
+    let options = gpudash::Options {
+        alerts: gpudash::alerts::AlertsConfig::load(&file).unwrap(),
+        alerts_file: Some(file.clone()),
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let temperature = |r: &AlertsResponse| r.rules[0].condition.clone();
+    assert!(temperature(&alerts(&server).await).contains("≥ 70 °C"));
+    let hangup = || {
+        let status = std::process::Command::new("kill").args(["-HUP", &std::process::id().to_string()]).status();
+        assert!(status.unwrap().success());
+    };
+    std::fs::write(&file, "[rules.temperature]\ncelsius = 7\n").unwrap();
+    hangup();
+    let refused = eventually(10, "the bad file refused", || async {
+        let now = alerts(&server).await;
+        now.reload_error.clone().map(|e| (e, now))
+    })
+    .await;
+    assert!(refused.0.contains("use 30 to 120"), "{}", refused.0);
+    assert!(temperature(&refused.1).contains("≥ 70 °C"), "the running rules stay");
+    std::fs::write(&file, "[rules.temperature]\ncelsius = 60\n").unwrap();
+    hangup();
+    eventually(10, "the good file in force", || async {
+        let now = alerts(&server).await;
+        (now.reload_error.is_none() && temperature(&now).contains("≥ 60 °C")).then_some(())
+    })
+    .await;
     server.stop().await;
 }
