@@ -112,6 +112,11 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
     pub max_connections: Option<usize>,
 
+    /// Alert rules' thresholds and webhooks (TOML; see server/src/alerts/config.rs). Every rule is on
+    /// with its defaults without it. Re-read on SIGHUP: a bad file is refused and the running rules stay.
+    #[arg(long, env = "GPUDASH_ALERTS_FILE", value_name = "FILE")]
+    pub alerts_file: Option<PathBuf>,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
 
@@ -152,6 +157,8 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// `--idle-memory` and `--idle-after`.
     pub idle: crate::telemetry::IdleRule,
+    /// `--alerts-file`, read at start (a bad file stops start-up) and on SIGHUP.
+    pub alerts_file: Option<PathBuf>,
 }
 
 impl From<Cli> for Config {
@@ -180,6 +187,7 @@ impl From<Cli> for Config {
             hostname: cli.hostname,
             max_connections: cli.max_connections,
             idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
+            alerts_file: cli.alerts_file,
         }
     }
 }

@@ -65,6 +65,9 @@ pub struct Running {
     lab: Arc<lab::Lab>,
     /// Writes the audit log's counted denials and deletes its old entries; flushes at shutdown.
     audit: JoinHandle<()>,
+    alerts: alerts::Alerts,
+    /// The rules' thread ([`alerts::engine`]).
+    alert_engine: std::thread::JoinHandle<()>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -98,6 +101,10 @@ pub struct Options {
     pub connections: web::serve::ConnectionLimits,
     /// When a process holding memory counts as idle (`--idle-memory`, `--idle-after`).
     pub idle: telemetry::IdleRule,
+    /// The alert rules and webhooks (`--alerts-file`, already read).
+    pub alerts: alerts::AlertsConfig,
+    /// Where the alerts came from, re-read on SIGHUP; `None` keeps the rules as they are.
+    pub alerts_file: Option<std::path::PathBuf>,
 }
 
 impl Options {
@@ -118,6 +125,8 @@ impl Options {
             audit_retention: audit::DEFAULT_RETENTION,
             connections: web::serve::ConnectionLimits::default(),
             idle: telemetry::IdleRule::default(),
+            alerts: alerts::AlertsConfig::default(),
+            alerts_file: None,
         }
     }
 }
@@ -173,13 +182,18 @@ pub async fn start_with(
         Some((cert, key)) => Some(web::tls::acceptor(cert, key).map_err(std::io::Error::other)?),
         None => None,
     };
+    let (shutdown, shutdown_rx) = watch::channel(false);
     let audit = match &options.store {
         Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
         None => audit::Audit::memory(),
     }
     .keeping(options.audit_retention);
+    let alerts = open_alerts(options.store.as_ref(), options.alerts).await?;
+    let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, shutdown_rx.clone())?;
+    if let Some(path) = options.alerts_file {
+        reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
+    }
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
-    let (shutdown, shutdown_rx) = watch::channel(false);
     let mut site = options.site;
     site.tls = tls.is_some();
     for name in [gethostname::gethostname().to_string_lossy().into_owned(), telemetry.host().hostname.clone()] {
@@ -194,6 +208,8 @@ pub async fn start_with(
         store: options.store,
         shutdown: shutdown_rx.clone(),
         lab_frames: web::LabFrames::relay(&lab),
+        alert_frames: web::AlertFrames::relay(&alerts),
+        alerts: alerts.clone(),
         lab: lab.clone(),
         auth,
         audit: audit.clone(),
@@ -206,7 +222,50 @@ pub async fn start_with(
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
-    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit })
+    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine })
+}
+
+/// The alerts, kept in the history database, or in memory with `--no-history` (reading the
+/// firing ones back blocks: off the runtime's workers).
+async fn open_alerts(store: Option<&Store>, config: alerts::AlertsConfig) -> std::io::Result<alerts::Alerts> {
+    let (path, keep) = match store {
+        Some(store) => (Some(store.path().to_owned()), store.retention().minute),
+        None => (None, store::Retention::default().minute),
+    };
+    tokio::task::spawn_blocking(move || {
+        let kept = match &path {
+            Some(path) => store::alerts::AlertStore::open(path),
+            None => {
+                tracing::warn!("alerts are kept in memory only (--no-history): a restart forgets them");
+                store::alerts::AlertStore::memory()
+            }
+        };
+        alerts::Alerts::open(kept.map_err(std::io::Error::other)?, config, keep).map_err(std::io::Error::other)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Re-reads the alerts file at every SIGHUP until shutdown.
+fn reload_on_sighup(
+    alerts: alerts::Alerts,
+    path: std::path::PathBuf,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = hangups.recv() => {
+                    let (alerts, path) = (alerts.clone(), path.clone());
+                    // Reading the file blocks.
+                    let _ = tokio::task::spawn_blocking(move || alerts.reload(&path)).await;
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+    Ok(())
 }
 
 impl Running {
@@ -224,6 +283,11 @@ impl Running {
         &self.lab
     }
 
+    /// The alerts: their events, rules and stored history.
+    pub fn alerts(&self) -> &alerts::Alerts {
+        &self.alerts
+    }
+
     /// Stops accepting, closes every WebSocket with "going away", and stops sampling.
     pub async fn shutdown(self) -> std::io::Result<()> {
         let _ = self.shutdown.send(true);
@@ -232,6 +296,10 @@ impl Running {
         let lab = self.lab.clone();
         let _ = tokio::task::spawn_blocking(move || lab.shutdown()).await;
         self.sampler.stop();
+        let engine = self.alert_engine;
+        let _ = tokio::task::spawn_blocking(move || engine.join()).await;
+        let alerts = self.alerts;
+        let _ = tokio::task::spawn_blocking(move || alerts.sync()).await;
         let _ = self.audit.await;
         served
     }
@@ -240,6 +308,15 @@ impl Running {
 /// Serves until `signal` completes, then shuts down cleanly.
 pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    // A bad alerts file stops start-up before anything is opened.
+    let alerts = match &config.alerts_file {
+        Some(path) => {
+            let loaded = alerts::AlertsConfig::load(path)?;
+            tracing::info!("alert rules from {}", path.display());
+            loaded
+        }
+        None => alerts::AlertsConfig::default(),
+    };
     let tokens = std::env::var("GPUDASH_TOKENS").ok();
     let auth = auth::AuthConfig::load(config.auth_file.as_deref(), tokens.as_deref())?;
     let mut auth = auth;
@@ -283,6 +360,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         }
     };
     let options = Options {
+        alerts,
+        alerts_file: config.alerts_file.clone(),
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },

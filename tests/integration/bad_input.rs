@@ -174,6 +174,7 @@ fn cases() -> Vec<Case> {
         },
         Case { token: None, ..case(Method::GET, "/metrics", S::UNAUTHORIZED, "token") },
     ];
+    all.extend(alert_cases());
     // Not UTF-8 at all.
     all.push(Case {
         body: Some(vec![0xff, 0xfe, 0x00, 0x80]),
@@ -182,6 +183,65 @@ fn cases() -> Vec<Case> {
     // Over the body limit.
     all.push(Case { body: Some(vec![b' '; 2 << 20]), ..post("/api/runs", "", S::PAYLOAD_TOO_LARGE, "") });
     all
+}
+
+/// The alerts API: filters, silences and subscriptions.
+fn alert_cases() -> Vec<Case> {
+    use StatusCode as S;
+    const SILENCES: &str = "/api/alerts/silences";
+    const SUBSCRIPTIONS: &str = "/api/alerts/subscriptions";
+    vec![
+        case(Method::GET, "/api/alerts?state=maybe", S::BAD_REQUEST, "use firing, resolved or all"),
+        case(Method::GET, "/api/alerts?limit=0", S::BAD_REQUEST, "from 1 to 1000"),
+        case(Method::GET, "/api/alerts?limit=1001", S::BAD_REQUEST, "from 1 to 1000"),
+        case(Method::GET, "/api/alerts?limit=many", S::BAD_REQUEST, "from 1 to 1000"),
+        case(Method::GET, "/api/alerts?rule=hot", S::BAD_REQUEST, "the rules are temperature, clock_events"),
+        case(Method::GET, "/api/alerts?gpu=-1", S::BAD_REQUEST, "GPU index"),
+        case(Method::GET, "/api/alerts?from=yesterday", S::BAD_REQUEST, "ms since epoch"),
+        case(Method::GET, "/api/alerts?from=9&to=1", S::BAD_REQUEST, "must not be after"),
+        case(Method::GET, "/api/alerts?colour=red", S::BAD_REQUEST, "accepted: state, from, to, gpu, rule, limit"),
+        case(Method::PUT, "/api/alerts", S::METHOD_NOT_ALLOWED, "not allowed"),
+        post(SILENCES, "{\"rule\":", S::BAD_REQUEST, "invalid silence"),
+        post(SILENCES, "[]", S::BAD_REQUEST, "invalid silence"),
+        post(
+            SILENCES,
+            r#"{"rule":"ecc","gpu":0,"duration":"2h","reason":"r","until":1}"#,
+            S::BAD_REQUEST,
+            "unknown field `until`",
+        ),
+        post(SILENCES, r#"{"rule":"hot","gpu":0,"duration":"2h","reason":"r"}"#, S::BAD_REQUEST, "unknown variant"),
+        post(SILENCES, r#"{"rule":"ecc","gpu":-1,"duration":"2h","reason":"r"}"#, S::BAD_REQUEST, "invalid silence"),
+        post(SILENCES, r#"{"rule":"ecc","gpu":0,"duration":"5s","reason":"r"}"#, S::BAD_REQUEST, "from 1m to 30d"),
+        post(SILENCES, r#"{"rule":"ecc","gpu":0,"duration":"31d","reason":"r"}"#, S::BAD_REQUEST, "from 1m to 30d"),
+        post(
+            SILENCES,
+            r#"{"rule":"ecc","gpu":0,"duration":"soon","reason":"r"}"#,
+            S::BAD_REQUEST,
+            "not a duration from 1m",
+        ),
+        post(
+            SILENCES,
+            r#"{"rule":"ecc","gpu":0,"duration":"2h","reason":"  "}"#,
+            S::BAD_REQUEST,
+            "1 to 200 characters",
+        ),
+        post(SILENCES, r#"{"rule":"ecc","gpu":9,"duration":"2h","reason":"r"}"#, S::NOT_FOUND, "no GPU 9"),
+        Case {
+            token: Some(VIEWER),
+            ..post(SILENCES, r#"{"rule":"ecc","gpu":0,"duration":"2h","reason":"r"}"#, S::FORBIDDEN, "operator role")
+        },
+        case(Method::DELETE, "/api/alerts/silences/abc", S::BAD_REQUEST, "not a silence id"),
+        case(Method::DELETE, "/api/alerts/silences/999", S::NOT_FOUND, "no silence 999"),
+        Case { token: Some(VIEWER), ..case(Method::DELETE, "/api/alerts/silences/1", S::FORBIDDEN, "operator role") },
+        post(SUBSCRIPTIONS, r#"{"kind":"nope"}"#, S::BAD_REQUEST, "invalid subscription"),
+        post(SUBSCRIPTIONS, r#"{"kind":"critical","x":1}"#, S::BAD_REQUEST, "unknown field"),
+        post(SUBSCRIPTIONS, r#"{"kind":"gpu_free"}"#, S::BAD_REQUEST, "invalid subscription"),
+        post(SUBSCRIPTIONS, r#"{"kind":"gpu_free","gpu_uuid":"GPU-nope"}"#, S::BAD_REQUEST, "no GPU with UUID"),
+        post(SUBSCRIPTIONS, "", S::BAD_REQUEST, "invalid subscription"),
+        case(Method::DELETE, "/api/alerts/subscriptions/abc", S::BAD_REQUEST, "not a subscription id"),
+        case(Method::DELETE, "/api/alerts/subscriptions/999", S::NOT_FOUND, "no subscription 999"),
+        Case { token: None, ..case(Method::GET, SUBSCRIPTIONS, S::UNAUTHORIZED, "needs a token") },
+    ]
 }
 
 async fn stored(server: &TestServer) -> (usize, usize) {

@@ -4,6 +4,7 @@
 // Every function here is test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod alerts;
 mod anonymous;
 mod api;
 mod bad_input;

@@ -241,7 +241,7 @@ impl AlertsConfig {
                 load_rule(&mut rules, rule, entry).map_err(range)?;
             }
         }
-        let webhooks = file.webhook.into_iter().map(|w| load_webhook(&w).map_err(range)).collect::<Result<_, _>>()?;
+        let webhooks = file.webhook.iter().map(|w| load_webhook(w).map_err(range)).collect::<Result<_, _>>()?;
         Ok(AlertsConfig { rules, webhooks })
     }
 }

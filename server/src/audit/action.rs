@@ -21,10 +21,14 @@ pub enum Action {
     BridgeConsent,
     /// A remote `empty_cache` requested, handed over, withheld or done.
     BridgeEmptyCache,
+    /// Silencing an alert rule on a GPU for a while.
+    AlertSilence,
+    /// Ending a silence before its time.
+    AlertUnsilence,
 }
 
 impl Action {
-    pub const ALL: [Self; 10] = [
+    pub const ALL: [Self; 12] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -35,6 +39,8 @@ impl Action {
         Self::BridgeAttach,
         Self::BridgeConsent,
         Self::BridgeEmptyCache,
+        Self::AlertSilence,
+        Self::AlertUnsilence,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -50,6 +56,8 @@ impl Action {
             Self::BridgeAttach => "bridge.attach",
             Self::BridgeConsent => "bridge.consent",
             Self::BridgeEmptyCache => "bridge.empty_cache",
+            Self::AlertSilence => "alert.silence",
+            Self::AlertUnsilence => "alert.unsilence",
         }
     }
 
@@ -66,6 +74,8 @@ impl Action {
             Self::BridgeAttach => "attaching a PyTorch process",
             Self::BridgeConsent => "changing a PyTorch process's consent",
             Self::BridgeEmptyCache => "emptying a process's cache",
+            Self::AlertSilence => "silencing an alert",
+            Self::AlertUnsilence => "ending a silence",
         }
     }
 }

@@ -4,6 +4,7 @@
 //! Writes happen on the recorder's own thread in batches; queries run on
 //! blocking threads through a separate read connection.
 
+pub mod alerts;
 pub mod audit;
 mod query;
 mod recorder;

@@ -49,6 +49,36 @@ CREATE TABLE IF NOT EXISTS minutes (
 ) WITHOUT ROWID;
 ";
 
+/// The alerts tables (`store/alerts.rs`): alerts (the wire form as JSON, with the columns
+/// queries filter on), silences and each user's subscriptions.
+pub const ALERTS_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS alerts (
+    id INTEGER PRIMARY KEY,
+    rule TEXT NOT NULL,
+    gpu_index INTEGER NOT NULL,
+    fired_ms INTEGER NOT NULL,
+    resolved_ms INTEGER,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS alerts_fired ON alerts (fired_ms);
+CREATE INDEX IF NOT EXISTS alerts_resolved ON alerts (resolved_ms);
+CREATE TABLE IF NOT EXISTS alert_silences (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    rule TEXT NOT NULL,
+    gpu_uuid TEXT NOT NULL,
+    by_user TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    from_ms INTEGER NOT NULL,
+    until_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS alert_subscriptions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    UNIQUE (user, kind)
+);
+";
+
 /// Opens the file for writing, checks it is a sound database and creates the tables.
 pub fn open(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open(path).map_err(|source| StoreError::Open { path: path.to_owned(), source })?;
@@ -67,6 +97,7 @@ pub fn open(path: &Path) -> Result<Connection, StoreError> {
         return Err(corrupt(check));
     }
     conn.execute_batch(SCHEMA).map_err(|e| corrupt(e.to_string()))?;
+    conn.execute_batch(ALERTS_SCHEMA).map_err(|e| corrupt(e.to_string()))?;
     add_columns(&conn).map_err(|e| corrupt(e.to_string()))?;
     Ok(conn)
 }

@@ -1,5 +1,6 @@
 //! Where samples leave the server: HTTP routes, the WebSocket and the embedded page.
 
+mod alerts;
 mod api;
 mod assets;
 mod audit;
@@ -24,14 +25,14 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use tokio::sync::watch;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
-pub use ws::LabFrames;
+pub use ws::{AlertFrames, LabFrames};
 
 use crate::store::Store;
 use crate::telemetry::Telemetry;
@@ -48,6 +49,10 @@ pub struct AppState {
     pub lab: Arc<crate::lab::Lab>,
     /// The lab's events encoded for sockets, once each.
     pub lab_frames: LabFrames,
+    /// Alerts: rules, stored alerts, silences, subscriptions.
+    pub alerts: crate::alerts::Alerts,
+    /// The alerts' events encoded for sockets, once each.
+    pub alert_frames: AlertFrames,
     /// Tokens, sessions and the anonymous policy.
     pub auth: Arc<crate::auth::Auth>,
     pub audit: crate::audit::Audit,
@@ -130,6 +135,11 @@ pub fn app(state: AppState) -> Router {
         .route("/api/logout", post(auth::logout))
         .route("/api/me", get(auth::whoami))
         .route("/api/audit", get(audit::audit_log))
+        .route("/api/alerts", get(alerts::list))
+        .route("/api/alerts/silences", post(alerts::silence))
+        .route("/api/alerts/silences/{id}", delete(alerts::unsilence))
+        .route("/api/alerts/subscriptions", get(alerts::subscriptions).post(alerts::subscribe))
+        .route("/api/alerts/subscriptions/{id}", delete(alerts::unsubscribe))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)

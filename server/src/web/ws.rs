@@ -7,7 +7,7 @@
 //! each message (see [`Visibility`]), decided once, when the socket opens.
 //!
 //! The lab publishes plain [`LabEvent`]s; [`LabFrames`] encodes each once, for
-//! every socket, the way the telemetry hub encodes ticks.
+//! every socket, the way the telemetry hub encodes ticks; [`AlertFrames`] does the same for alerts.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +17,7 @@ use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
+use shared::alerts::AlertEvent;
 use shared::lab::LabEvent;
 use shared::{ClientMessage, ServerMessage};
 use tokio::sync::broadcast;
@@ -25,6 +26,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::AppState;
 use super::api::visibility;
 use super::auth::Caller;
+use crate::alerts::Alerts;
 use crate::auth::SessionRef;
 use crate::lab::Lab;
 use crate::telemetry::{Visibility, encode};
@@ -40,6 +42,8 @@ const READ_BUFFER: usize = MAX_CLIENT_MESSAGE;
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 /// Encoded lab events a slow socket may fall behind before it gets a fresh status.
 const LAB_BACKLOG: usize = 256;
+/// Encoded alert events a slow socket may fall behind before it skips some.
+const ALERT_BACKLOG: usize = 256;
 
 /// A lab event serialized for sockets: as is, and without the people it names
 /// ([`LabEvent::hide_people`]) for anonymous visitors when tokens exist. Each is
@@ -103,6 +107,65 @@ impl LabFrames {
     }
 }
 
+/// An alert event serialized for sockets: as is, and without the user for anonymous visitors
+/// when tokens exist ([`shared::alerts::Alert::redact`]); each encoded once per event.
+#[derive(Debug, Clone)]
+pub struct AlertFrame {
+    full: Utf8Bytes,
+    redacted: Utf8Bytes,
+}
+
+impl AlertFrame {
+    fn new(event: AlertEvent) -> Self {
+        let mut hidden = event.clone();
+        hidden.alert.redact();
+        let named = hidden.alert.redacted;
+        let full = encode(&ServerMessage::Alert(event));
+        let redacted = if named { encode(&ServerMessage::Alert(hidden)) } else { full.clone() };
+        Self { full, redacted }
+    }
+
+    /// The bytes a viewer with `visibility` gets.
+    pub fn text_for(&self, visibility: Visibility) -> Utf8Bytes {
+        match visibility {
+            Visibility::Full => self.full.clone(),
+            Visibility::Redacted => self.redacted.clone(),
+        }
+    }
+}
+
+/// The alerts' events as WebSocket frames, each encoded once and shared by every socket.
+#[derive(Debug, Clone)]
+pub struct AlertFrames {
+    frames: broadcast::Sender<AlertFrame>,
+}
+
+impl AlertFrames {
+    /// Starts encoding what `alerts` publishes, on a task that ends when their channel closes.
+    /// A relay that falls behind skips what it missed (the page's next `GET /api/alerts` has it).
+    pub fn relay(alerts: &Alerts) -> Self {
+        let (frames, _) = broadcast::channel(ALERT_BACKLOG);
+        let mut events = alerts.subscribe();
+        let sender = frames.clone();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => {
+                        let _ = sender.send(AlertFrame::new(event));
+                    }
+                    Err(RecvError::Lagged(skipped)) => tracing::warn!(skipped, "alert events skipped for sockets"),
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+        Self { frames }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<AlertFrame> {
+        self.frames.subscribe()
+    }
+}
+
 /// The lab's current status as a frame for `visibility`, to resynchronise a socket that fell behind.
 fn lab_status_frame(lab: &Lab, visibility: Visibility) -> Utf8Bytes {
     LabFrame::new(LabEvent::Status(lab.status())).text_for(visibility)
@@ -142,6 +205,8 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
     let mut ticks = state.telemetry.subscribe();
     // GPU lab events (queue, progress, finished runs): a separate channel, forwarded as they come.
     let mut lab_events = state.lab_frames.subscribe();
+    // Alerts fired, resolved or silenced.
+    let mut alert_events = state.alert_frames.subscribe();
     let mut shutdown = state.shutdown.clone();
     let mut budget = Budget::new();
     let mut session_ends = state.auth.session_ends();
@@ -170,6 +235,12 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                     Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
                     // Fell behind on lab events: the current lab status replaces what was missed.
                     Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(lab_status_frame(&state.lab, visibility))).await?,
+                    Err(RecvError::Closed) => return Err(End::Shutdown),
+                },
+                alert = alert_events.recv() => match alert {
+                    Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
+                    // Fell behind: the page's next look at /api/alerts shows what was skipped.
+                    Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 message = incoming.next() => match message {

@@ -1,0 +1,361 @@
+//! Each rule's condition, as ISSUE 17's "Rule semantics" state them, over one reading of every
+//! GPU and process: O(GPUs + processes) per evaluation, with no I/O.
+
+use std::collections::{HashMap, HashSet};
+
+use shared::activity::IDLE_SM_PERCENT;
+use shared::alerts::{Rule, Silence};
+use shared::health::{DeviceHealth, xid_meaning};
+use shared::processes::GpuProcess;
+use shared::{DeviceInfo, DeviceSample};
+
+use super::config::{RuleConfig, Rules};
+use super::state::{Book, Change, ChangeKind, Draft, Key, human};
+
+/// One reading of everything the rules look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    pub devices: &'a [DeviceInfo],
+    /// The fast loop's newest samples.
+    pub samples: &'a [DeviceSample],
+    /// The slow loop's newest health readings (with recent XIDs).
+    pub health: &'a [DeviceHealth],
+    pub processes: &'a [GpuProcess],
+    /// The slow loop has reported at least once: no process listed means none, not "not read yet".
+    pub details_seen: bool,
+    /// Every GPU is the simulator's.
+    pub simulated: bool,
+}
+
+/// One GPU's part of the reading.
+struct Gpu<'a> {
+    info: &'a DeviceInfo,
+    sample: Option<&'a DeviceSample>,
+    health: Option<&'a DeviceHealth>,
+    processes: &'a [&'a GpuProcess],
+    simulated: bool,
+}
+
+impl Gpu<'_> {
+    fn label(&self) -> String {
+        format!("GPU {} ({})", self.info.index, self.info.name)
+    }
+
+    /// The sample, when the GPU answered.
+    fn answering(&self) -> Option<&DeviceSample> {
+        self.sample.filter(|s| s.lost.is_none())
+    }
+}
+
+fn ms(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Book {
+    /// Evaluates every rule on one reading at `now_ms`; returns what fired, resolved, changed.
+    pub fn evaluate(&mut self, rules: &Rules, input: &Inputs<'_>, silences: &[Silence], now_ms: u64) -> Vec<Change> {
+        let mut by_device: HashMap<u32, Vec<&GpuProcess>> = HashMap::new();
+        for p in input.processes {
+            by_device.entry(p.device).or_default().push(p);
+        }
+        let none = Vec::new();
+        for rule in Rule::ALL {
+            if !rules.rule(rule).enabled {
+                self.resolve_rule(rule, now_ms);
+            }
+        }
+        for info in input.devices {
+            let gpu = Gpu {
+                info,
+                sample: input.samples.iter().find(|s| s.index == info.index),
+                health: input.health.iter().find(|h| h.index == info.index),
+                processes: by_device.get(&info.index).unwrap_or(&none),
+                simulated: input.simulated || info.simulated,
+            };
+            self.device_lost(rules, &gpu, silences, now_ms);
+            self.temperature(rules, &gpu, silences, now_ms);
+            self.clock_events(rules, &gpu, silences, now_ms);
+            self.memory_full(rules, &gpu, silences, now_ms);
+            self.xid(rules, &gpu, silences, now_ms);
+            self.ecc(rules, &gpu, silences, now_ms);
+            if input.details_seen {
+                self.idle_held(rules, &gpu, silences, now_ms);
+                self.gpu_free(rules, &gpu, silences, now_ms);
+            }
+        }
+        self.resolve_gone(input, now_ms);
+        let mut changes = std::mem::take(&mut self.changes);
+        changes.extend(self.apply_silences(silences, now_ms));
+        changes
+    }
+
+    /// Alerts about a GPU this host no longer has resolve; so do those about processes that are gone.
+    fn resolve_gone(&mut self, input: &Inputs<'_>, now_ms: u64) {
+        let uuids: HashSet<&str> = input.devices.iter().map(|d| d.uuid.as_str()).collect();
+        let index_of: HashMap<&str, u32> = input.devices.iter().map(|d| (d.uuid.as_str(), d.index)).collect();
+        let running: HashSet<(u32, u32)> = input.processes.iter().map(|p| (p.device, p.pid)).collect();
+        let gone: Vec<Key> = self
+            .firing
+            .keys()
+            .filter(|k| {
+                !uuids.contains(k.gpu_uuid.as_str())
+                    || k.pid.is_some_and(|pid| {
+                        input.details_seen
+                            && !index_of.get(k.gpu_uuid.as_str()).is_some_and(|i| running.contains(&(*i, pid)))
+                    })
+            })
+            .cloned()
+            .collect();
+        gone.iter().for_each(|k| self.resolve(k, now_ms));
+    }
+
+    fn draft(&self, config: &RuleConfig, key: Key, gpu: &Gpu<'_>, message: String, action: &str) -> Draft {
+        Draft {
+            key,
+            gpu_index: gpu.info.index,
+            severity: config.severity,
+            user: None,
+            message,
+            action: action.to_owned(),
+            simulated: gpu.simulated,
+        }
+    }
+
+    fn device_lost(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.device_lost;
+        let key = Key::gpu(Rule::DeviceLost, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        let Some(sample) = gpu.sample else { return };
+        match &sample.lost {
+            None => self.resolve(&key, now),
+            Some(reason) => {
+                if let Some(held) = self.held(&key, true, ms(config.hold), now) {
+                    let message = format!("{} stopped answering{}: {reason}", gpu.label(), for_(held));
+                    let action = "check `nvidia-smi` and the kernel log (dmesg) for XID 79; the GPU usually needs a \
+                                  reset or a reboot, and the jobs on it are lost";
+                    self.fire(self.draft(config, key, gpu, message, action), silences, now);
+                }
+            }
+        }
+    }
+
+    fn temperature(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let (config, celsius) = (&rules.temperature, rules.temperature_celsius);
+        let key = Key::gpu(Rule::Temperature, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        if gpu.sample.is_some_and(|s| s.lost.is_some()) {
+            return self.resolve(&key, now);
+        }
+        let Some(t) = gpu.answering().and_then(|s| s.temperature_c) else { return };
+        if self.is_firing(&key) {
+            if t + 3 < celsius {
+                self.resolve(&key, now);
+            }
+        } else if let Some(held) = self.held(&key, t >= celsius, ms(config.hold), now) {
+            let message = format!("{} at {t} °C{}, at or above {celsius} °C", gpu.label(), for_(held));
+            let action = "check the fans and the airflow; the GPU holds its clocks down to cool, so jobs slow down";
+            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+        }
+    }
+
+    fn clock_events(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.clock_events;
+        let key = Key::gpu(Rule::ClockEvents, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        if gpu.sample.is_some_and(|s| s.lost.is_some()) {
+            return self.resolve(&key, now);
+        }
+        let Some(events) = gpu.answering().and_then(|s| s.clock_events.as_ref()) else { return };
+        let active: Vec<&str> =
+            events.iter().filter(|e| rules.clock_event_reasons.contains(e)).map(String::as_str).collect();
+        if self.is_firing(&key) {
+            if active.is_empty() {
+                self.resolve(&key, now);
+            }
+        } else if let Some(held) = self.held(&key, !active.is_empty(), ms(config.hold), now) {
+            let message = format!("{} has its clocks held down by {}{}", gpu.label(), active.join(", "), for_(held));
+            let action = "the GPU protects itself from heat or a power emergency: check cooling, power supply and \
+                          `nvidia-smi -q -d PERFORMANCE`; jobs run slower until it clears";
+            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+        }
+    }
+
+    fn memory_full(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let (config, percent) = (&rules.memory_full, rules.memory_full_percent);
+        let key = Key::gpu(Rule::MemoryFull, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        if gpu.sample.is_some_and(|s| s.lost.is_some()) {
+            return self.resolve(&key, now);
+        }
+        let total = gpu.info.memory_total;
+        let Some(used) = gpu.answering().and_then(|s| s.memory_used).filter(|_| total > 0) else { return };
+        let share = used as f64 / total as f64 * 100.0;
+        if self.is_firing(&key) {
+            if share < percent - 2.0 {
+                self.resolve(&key, now);
+            }
+        } else if let Some(held) = self.held(&key, share >= percent, ms(config.hold), now) {
+            let message =
+                format!("{} has {share:.1}% of its memory in use{} (threshold {percent}%)", gpu.label(), for_(held));
+            let action = "the next allocation on it may fail with out-of-memory: see who holds it on the Processes \
+                          view, and free what is not needed";
+            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+        }
+    }
+
+    fn xid(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.xid;
+        let key = Key::gpu(Rule::Xid, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        let seen = self.gpus.entry(gpu.info.uuid.clone()).or_default().newest_xid_ms;
+        let fresh: Vec<_> =
+            gpu.health.map(|h| h.xids.iter().filter(|x| x.timestamp_ms > seen).collect()).unwrap_or_default();
+        if let Some(newest) = fresh.iter().map(|x| x.timestamp_ms).max() {
+            self.gpus.entry(gpu.info.uuid.clone()).or_default().newest_xid_ms = newest;
+        }
+        let counted: Vec<_> = fresh.into_iter().filter(|x| !rules.xid_ignore.contains(&x.code)).collect();
+        let label = gpu.label();
+        if let Some(latest) = counted.iter().max_by_key(|x| x.timestamp_ms) {
+            let (code, meaning) = (latest.code, xid_meaning(latest.code));
+            if let Some(firing) = self.firing.get_mut(&key) {
+                firing.events += u32::try_from(counted.len()).unwrap_or(u32::MAX);
+                firing.last_event_ms = now;
+                firing.alert.message = format!(
+                    "{label} reported {} XID errors since {}; the latest is XID {code}: {meaning}",
+                    firing.events,
+                    human_ago(firing.alert.fired_ms, now)
+                );
+                self.changes.push(Change { kind: ChangeKind::Updated, alert: firing.alert.clone() });
+                return;
+            }
+            let message = format!("{label} reported XID {code}: {meaning}");
+            let action = "look the code up in NVIDIA's XID catalogue and the kernel log (dmesg); application faults \
+                          (13, 31, 43) need the job's owner, hardware ones (48, 79, 94, 95) a reset or a ticket";
+            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+        } else if self.firing.get(&key).is_some_and(|f| now.saturating_sub(f.last_event_ms) >= ms(rules.xid_quiet)) {
+            self.resolve(&key, now);
+        }
+    }
+
+    fn ecc(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.ecc;
+        let key = Key::gpu(Rule::Ecc, &gpu.info.uuid);
+        let Some(health) = gpu.health.filter(|_| config.enabled) else { return };
+        let mut what = Vec::new();
+        if let Some(n) = health.ecc_volatile.uncorrected.filter(|n| *n > 0) {
+            what.push(format!("{n} uncorrectable ECC error{} since the driver loaded", if n == 1 { "" } else { "s" }));
+        }
+        if health.remapped_rows.failed == Some(true) {
+            what.push("a row remap failed".to_owned());
+        }
+        if health.remapped_rows.pending == Some(true) {
+            what.push("a row remap is pending a reset".to_owned());
+        }
+        if self.is_firing(&key) {
+            if what.is_empty() {
+                self.resolve(&key, now);
+            }
+        } else if let Some(held) = self.held(&key, !what.is_empty(), ms(config.hold), now) {
+            let message = format!("{} has {}{}", gpu.label(), what.join(", "), for_(held));
+            let action = "drain the GPU and reset it (`nvidia-smi -r`) when its jobs end; if a remap failed or \
+                          errors come back, the GPU needs replacing: open a ticket with its serial";
+            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+        }
+    }
+
+    fn idle_held(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.idle_held;
+        if !config.enabled {
+            return;
+        }
+        let computing = gpu.answering().is_some_and(|s| match s.activity.as_ref().and_then(|a| a.sm_active) {
+            Some(sm) => sm >= IDLE_SM_PERCENT,
+            None => s.gpu_util.is_some_and(|u| u > 0),
+        });
+        for p in gpu.processes {
+            let key = Key { rule: Rule::IdleHeld, gpu_uuid: gpu.info.uuid.clone(), pid: Some(p.pid) };
+            if let Some(firing) = self.firing.get_mut(&key) {
+                // After a restart the idle tracker starts its clock again: until it flags the process
+                // anew, only a GPU that computes ends the alert.
+                if firing.adopted && p.idle.is_none() {
+                    if computing {
+                        self.resolve(&key, now);
+                    }
+                } else if p.idle.is_none() {
+                    self.resolve(&key, now);
+                } else {
+                    firing.adopted = false;
+                }
+                continue;
+            }
+            let idle_for = p.idle.map(|idle| now.saturating_sub(idle.since_ms));
+            let holds = idle_for.is_some_and(|held| held >= ms(config.hold));
+            if self.held(&key, holds, 0, now).is_some() {
+                let who = p.user.as_deref().unwrap_or("an unknown user");
+                let name = p.name.as_deref().unwrap_or("a process");
+                let memory = p.used_memory.map_or_else(String::new, |b| format!(" {}", gib(b)));
+                let message = format!(
+                    "{name} (PID {}, {who}) holds{memory} on {} and has computed nothing for {}",
+                    p.pid,
+                    gpu.label(),
+                    human(idle_for.unwrap_or(0))
+                );
+                let action = "ask its owner to finish or restart it (a notebook kernel left open?) so the memory goes \
+                              back to the team";
+                let mut draft = self.draft(config, key, gpu, message, action);
+                draft.user.clone_from(&p.user);
+                self.fire(draft, silences, now);
+            }
+        }
+    }
+
+    fn gpu_free(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.gpu_free;
+        let key = Key::gpu(Rule::GpuFree, &gpu.info.uuid);
+        if !config.enabled {
+            return;
+        }
+        let memory = self.gpus.entry(gpu.info.uuid.clone()).or_default();
+        if gpu.answering().is_none() {
+            // Lost (or not sampled yet): neither free nor in use; start over when it answers.
+            memory.had_process = false;
+            return self.resolve(&key, now);
+        }
+        if let Some(p) = gpu.processes.first() {
+            memory.had_process = true;
+            memory.last_user = p.user.clone().or(memory.last_user.take());
+            return self.resolve(&key, now);
+        }
+        let (had, user) = (memory.had_process, memory.last_user.clone());
+        if let Some(held) = self.held(&key, had, ms(config.hold), now) {
+            let message = format!("{} is free: no process has held it for {}", gpu.label(), human(held));
+            let action = "it is yours to use; say so to the team if you take it";
+            let mut draft = self.draft(config, key, gpu, message, action);
+            draft.user = user;
+            self.fire(draft, silences, now);
+        }
+    }
+}
+
+/// " for 1m 5s", or nothing for a condition that fires at once.
+fn for_(held_ms: u64) -> String {
+    if held_ms < 1000 { String::new() } else { format!(" for {}", human(held_ms)) }
+}
+
+fn human_ago(then_ms: u64, now_ms: u64) -> String {
+    format!("{} ago", human(now_ms.saturating_sub(then_ms)))
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30))
+}
