@@ -180,6 +180,12 @@ const DEVICE_METRICS: &[DeviceMetric] = &[
     health("DCGM_FI_DEV_ROW_REMAP_FAILURE", Kind::Gauge, "Whether remapping of rows has failed.", |h| {
         h.remapped_rows.failed.map(f64::from)
     }),
+    health(
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        Kind::Gauge,
+        "Whether remapping of rows is pending (needs a reset).",
+        |h| h.remapped_rows.pending.map(f64::from),
+    ),
     health("DCGM_FI_DEV_BAR1_USED", Kind::Gauge, "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
     health(
         "gpudash_pcie_tx_bytes_per_second",
