@@ -2,5 +2,7 @@
 //! history database, and deliveries (webhooks, the page's notifications) that never block sampling.
 
 pub mod config;
+pub mod deliver;
 
 pub use config::{AlertsConfig, AlertsFileError, Rules, Webhook, WebhookFormat};
+pub use deliver::Deliveries;
