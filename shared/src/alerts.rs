@@ -372,7 +372,7 @@ mod tests {
         assert!(
             SubscriptionKind::Critical {}.matches(&xid, "bo") && !SubscriptionKind::Critical {}.matches(&hot, "bo")
         );
-        let mut quiet = xid.clone();
+        let mut quiet = xid;
         quiet.silenced = Some(Silence {
             id: 1,
             rule: Rule::Xid,

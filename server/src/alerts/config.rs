@@ -241,7 +241,7 @@ impl AlertsConfig {
                 load_rule(&mut rules, rule, entry).map_err(range)?;
             }
         }
-        let webhooks = file.webhook.into_iter().map(|w| load_webhook(w).map_err(range)).collect::<Result<_, _>>()?;
+        let webhooks = file.webhook.iter().map(|w| load_webhook(w).map_err(range)).collect::<Result<_, _>>()?;
         Ok(AlertsConfig { rules, webhooks })
     }
 }
@@ -337,7 +337,7 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
     Ok(())
 }
 
-fn load_webhook(entry: FileWebhook) -> Result<Webhook, String> {
+fn load_webhook(entry: &FileWebhook) -> Result<Webhook, String> {
     let url = parse_webhook_url(&entry.url).map_err(|e| format!("[[webhook]] {e}"))?;
     let min_severity = match &entry.min_severity {
         None => Severity::Info,
