@@ -108,6 +108,11 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
     pub max_connections: Option<usize>,
 
+    /// Send every alert to this URL as JSON (a generic webhook, besides the alerts file's `[[webhook]]`
+    /// entries). Repeatable; several URLs in the environment variable are separated by spaces.
+    #[arg(long, env = "GPUDASH_ALERT_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = crate::alerts::config::parse_webhook_url)]
+    pub alert_webhook: Vec<url::Url>,
+
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
 
@@ -148,6 +153,8 @@ pub struct Config {
     pub max_connections: Option<usize>,
     /// `--idle-memory` and `--idle-after`.
     pub idle: crate::telemetry::IdleRule,
+    /// `--alert-webhook`: generic webhooks besides the alerts file's.
+    pub alert_webhooks: Vec<url::Url>,
 }
 
 impl From<Cli> for Config {
@@ -176,6 +183,7 @@ impl From<Cli> for Config {
             hostname: cli.hostname,
             max_connections: cli.max_connections,
             idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
+            alert_webhooks: cli.alert_webhook,
         }
     }
 }
@@ -353,6 +361,21 @@ mod tests {
     }
 
     #[test]
+    fn alert_webhooks_repeat_and_the_export_is_a_subcommand() {
+        let cli =
+            parse(&["--alert-webhook", "http://127.0.0.1:9/a", "--alert-webhook", "https://h.example/b?t=1"]).unwrap();
+        assert_eq!(Config::from(cli).alert_webhooks.len(), 2);
+        let cli = parse(&["alerts", "export-prometheus", "--alerts-file", "a.toml", "-o", "r.yml"]).unwrap();
+        let Some(crate::cli::Command::Alerts { command: crate::cli::alerts::AlertsCommand::ExportPrometheus(args) }) =
+            cli.command
+        else {
+            panic!("not the export subcommand");
+        };
+        assert_eq!(args.alerts_file.as_deref(), Some(std::path::Path::new("a.toml")));
+        assert_eq!(args.output.as_deref(), Some(std::path::Path::new("r.yml")));
+    }
+
+    #[test]
     fn accepts_port_zero_ipv6_and_short_intervals() {
         let cli = parse(&["--listen", "[::1]:0", "--interval", "200ms", "--simulate", "8"]).unwrap();
         assert_eq!(cli.listen.port(), 0);
@@ -394,6 +417,8 @@ mod tests {
             (&["--session-lifetime", "1s"][..], "from 5m to 30d"),
             (&["--admin-session-lifetime", "forever"][..], "not a duration"),
             (&["--fleet-prometheus", "http://p:9090", "--fleet-prometheus-user", "ana"][..], "PASSWORD"),
+            (&["--alert-webhook", "hooks.example.org/x"][..], "is not a URL"),
+            (&["--alert-webhook", "ftp://hooks.example.org/x"][..], "http(s) URL with a host"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");

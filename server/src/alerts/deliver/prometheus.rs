@@ -235,7 +235,7 @@ fn free_rule(rules: &Rules, gpu: &str) -> Parts {
 /// A duration as Prometheus writes it: "90s", "5m", "2h", "250ms".
 pub fn prom_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 != 0 {
+    if !ms.is_multiple_of(1000) {
         return format!("{ms}ms");
     }
     let s = d.as_secs();
