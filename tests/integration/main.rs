@@ -4,6 +4,8 @@
 // Every function here is test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod alerts_prometheus;
+mod alerts_webhook;
 mod anonymous;
 mod api;
 mod bad_input;
