@@ -58,3 +58,13 @@ fn thresholds_from_the_alerts_file_reach_the_rules() {
     assert!(said.contains("alertname: GpudashXid, time: 1m"), "{said}");
     assert!(!said.contains("alertname: GpudashMemoryFull"), "memory kept its thresholds:\n{said}");
 }
+
+#[test]
+fn the_alerts_file_in_the_docs_is_valid_and_shows_the_defaults() {
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/ALERTS.md")).unwrap();
+    let block = docs.split("```toml\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a toml block");
+    let config = gpudash::alerts::AlertsConfig::parse(block, "docs/ALERTS.md").unwrap();
+    assert_eq!(config.rules, gpudash::alerts::Rules::default(), "the documented thresholds are the built-in ones");
+    assert_eq!(config.webhooks.len(), 1);
+    assert_eq!(config.webhooks[0].format, gpudash::alerts::WebhookFormat::Slack);
+}

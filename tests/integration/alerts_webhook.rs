@@ -228,11 +228,13 @@ async fn failures_are_retried_with_backoff_and_client_errors_are_not() {
         Receiver::start(&[Answer::Status(500), Answer::TooMany, Answer::Status(500)], Answer::Status(200)).await;
     let gone = Receiver::start(&[], Answer::Status(404)).await;
     let down = Receiver::start(&[], Answer::Status(503)).await;
+    let moved = Receiver::start(&[], Answer::Status(301)).await;
     let (events, rx) = broadcast::channel(64);
     let hooks = vec![
         webhook(flaky.url("/hook"), WebhookFormat::Generic),
         webhook(gone.url("/hook"), WebhookFormat::Generic),
         webhook(down.url("/hook"), WebhookFormat::Generic),
+        webhook(moved.url("/hook"), WebhookFormat::Generic),
     ];
     let deliveries = Deliveries::start_with(hooks, "node-7".into(), rx, quick());
     fire(&events, &alert(1, Rule::Temperature, Severity::Warning));
@@ -249,6 +251,9 @@ async fn failures_are_retried_with_backoff_and_client_errors_are_not() {
     let status = status_when(&deliveries, 2, "the 503s given up after five tries", |s| s.failed == 1).await;
     assert_eq!(status.last_error.as_deref(), Some("HTTP 503 after 5 tries"));
     assert_eq!((down.got().len(), status.queued), (5, 0));
+
+    let status = status_when(&deliveries, 3, "the redirect given up at once", |s| s.failed == 1).await;
+    assert_eq!((status.last_error.as_deref(), moved.got().len()), (Some("HTTP 301 (not retried)"), 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

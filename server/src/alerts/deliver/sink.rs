@@ -190,7 +190,7 @@ struct Attempts {
 }
 
 impl Attempts {
-    /// Tries up to `options.tries` times; 4xx other than 408 and 429 are final.
+    /// Tries up to `options.tries` times; 3xx and 4xx other than 408 and 429 are final.
     async fn deliver(&self, payload: &Payload) -> Result<(), String> {
         let client = self.client.as_ref().map_err(|e| format!("cannot start the HTTP client: {e}"))?;
         let tries = self.options.tries.max(1);
@@ -199,8 +199,9 @@ impl Attempts {
                 Ok(()) => return Ok(()),
                 Err(outcome) => outcome,
             };
+            // A redirect or a refusal (a wrong URL, a revoked token) will not change by asking again.
             if let Failure::Status(code) = failure
-                && code.is_client_error()
+                && (code.is_redirection() || code.is_client_error())
                 && !matches!(code, StatusCode::REQUEST_TIMEOUT | StatusCode::TOO_MANY_REQUESTS)
             {
                 return Err(failure.describe(attempt, false));
