@@ -76,6 +76,7 @@ impl Deliveries {
 
     /// Delivers to `webhooks` from now on (a reloaded alerts file). A webhook given before with
     /// the same settings keeps its queue and counters; one left out stops, dropping its queue.
+    /// Call it on the tokio runtime (it starts the new webhooks' tasks).
     pub fn replace(&self, webhooks: Vec<Webhook>) {
         let mut sinks = self.shared.sinks.write().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut old = std::mem::take(&mut *sinks);
