@@ -116,6 +116,10 @@ pub struct Cli {
     /// with its defaults without it. Re-read on SIGHUP: a bad file is refused and the running rules stay.
     #[arg(long, env = "GPUDASH_ALERTS_FILE", value_name = "FILE")]
     pub alerts_file: Option<PathBuf>,
+    /// Send every alert to this URL as JSON (a generic webhook, besides the alerts file's `[[webhook]]`
+    /// entries). Repeatable; several URLs in the environment variable are separated by spaces.
+    #[arg(long, env = "GPUDASH_ALERT_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = crate::alerts::config::parse_webhook_url)]
+    pub alert_webhook: Vec<url::Url>,
 
     #[command(flatten)]
     pub lab: crate::cli::LabArgs,
@@ -159,6 +163,8 @@ pub struct Config {
     pub idle: crate::telemetry::IdleRule,
     /// `--alerts-file`, read at start (a bad file stops start-up) and on SIGHUP.
     pub alerts_file: Option<PathBuf>,
+    /// `--alert-webhook`: generic webhooks besides the alerts file's.
+    pub alert_webhooks: Vec<url::Url>,
 }
 
 impl From<Cli> for Config {
@@ -188,6 +194,7 @@ impl From<Cli> for Config {
             max_connections: cli.max_connections,
             idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
             alerts_file: cli.alerts_file,
+            alert_webhooks: cli.alert_webhook,
         }
     }
 }
@@ -365,6 +372,21 @@ mod tests {
     }
 
     #[test]
+    fn alert_webhooks_repeat_and_the_export_is_a_subcommand() {
+        let cli =
+            parse(&["--alert-webhook", "http://127.0.0.1:9/a", "--alert-webhook", "https://h.example/b?t=1"]).unwrap();
+        assert_eq!(Config::from(cli).alert_webhooks.len(), 2);
+        let cli = parse(&["alerts", "export-prometheus", "--alerts-file", "a.toml", "-o", "r.yml"]).unwrap();
+        let Some(crate::cli::Command::Alerts { command: crate::cli::alerts::AlertsCommand::ExportPrometheus(args) }) =
+            cli.command
+        else {
+            panic!("not the export subcommand");
+        };
+        assert_eq!(args.alerts_file.as_deref(), Some(std::path::Path::new("a.toml")));
+        assert_eq!(args.output.as_deref(), Some(std::path::Path::new("r.yml")));
+    }
+
+    #[test]
     fn accepts_port_zero_ipv6_and_short_intervals() {
         let cli = parse(&["--listen", "[::1]:0", "--interval", "200ms", "--simulate", "8"]).unwrap();
         assert_eq!(cli.listen.port(), 0);
@@ -406,6 +428,8 @@ mod tests {
             (&["--session-lifetime", "1s"][..], "from 5m to 30d"),
             (&["--admin-session-lifetime", "forever"][..], "not a duration"),
             (&["--fleet-prometheus", "http://p:9090", "--fleet-prometheus-user", "ana"][..], "PASSWORD"),
+            (&["--alert-webhook", "hooks.example.org/x"][..], "is not a URL"),
+            (&["--alert-webhook", "ftp://hooks.example.org/x"][..], "http(s) URL with a host"),
         ] {
             let err = parse(args).unwrap_err().to_string();
             assert!(err.contains(expected), "{args:?}: {err}");

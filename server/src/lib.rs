@@ -105,6 +105,8 @@ pub struct Options {
     pub alerts: alerts::AlertsConfig,
     /// Where the alerts came from, re-read on SIGHUP; `None` keeps the rules as they are.
     pub alerts_file: Option<std::path::PathBuf>,
+    /// `--alert-webhook`: generic webhooks besides the alerts file's (kept across reloads).
+    pub alert_webhooks: Vec<url::Url>,
 }
 
 impl Options {
@@ -127,6 +129,7 @@ impl Options {
             idle: telemetry::IdleRule::default(),
             alerts: alerts::AlertsConfig::default(),
             alerts_file: None,
+            alert_webhooks: Vec::new(),
         }
     }
 }
@@ -189,6 +192,8 @@ pub async fn start_with(
     }
     .keeping(options.audit_retention);
     let alerts = open_alerts(options.store.as_ref(), options.alerts).await?;
+    // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
+    deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, shutdown_rx.clone())?;
     if let Some(path) = options.alerts_file {
         reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
@@ -244,6 +249,29 @@ async fn open_alerts(store: Option<&Store>, config: alerts::AlertsConfig) -> std
     })
     .await
     .map_err(std::io::Error::other)?
+}
+
+/// Starts the webhook deliveries of `alerts` (the file's webhooks and `flags`), shows their
+/// status in `GET /api/alerts`, and hands them the webhooks of every alerts file reloaded.
+fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut shutdown: watch::Receiver<bool>) {
+    let mut config = alerts.config();
+    let deliveries = alerts::deliver::start_for(&config.borrow_and_update(), &flags, host, alerts.subscribe());
+    let reported = deliveries.clone();
+    alerts.report_webhooks(move || reported.status());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = config.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let reloaded = config.borrow_and_update().clone();
+                    deliveries.replace(alerts::deliver::webhooks_for(&reloaded, &flags));
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
 }
 
 /// Re-reads the alerts file at every SIGHUP until shutdown.
@@ -362,6 +390,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     let options = Options {
         alerts,
         alerts_file: config.alerts_file.clone(),
+        alert_webhooks: config.alert_webhooks.clone(),
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
         .init();
     match &cli.command {
         Some(gpudash::cli::Command::Bench(args)) => return gpudash::cli::bench::main(args),
+        Some(gpudash::cli::Command::Alerts { command }) => return gpudash::cli::alerts::main(command),
         Some(gpudash::cli::Command::Token { user, role }) => {
             gpudash::cli::print_token(user, role);
             return ExitCode::SUCCESS;

@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod alerts;
+mod alerts_prometheus;
+mod alerts_webhook;
 mod anonymous;
 mod api;
 mod bad_input;

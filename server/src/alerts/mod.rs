@@ -6,6 +6,7 @@
 //! [`Alerts::subscribe`] to the [`AlertEvent`]s it publishes (fire, resolve, silence).
 
 pub mod config;
+pub mod deliver;
 pub mod engine;
 mod rules;
 mod state;
@@ -21,6 +22,7 @@ use shared::alerts::{Alert, AlertEvent, Rule, RuleSummary, Silence, Subscription
 use tokio::sync::{broadcast, watch};
 
 pub use config::{AlertsConfig, AlertsFileError, Rules, Webhook, WebhookFormat};
+pub use deliver::Deliveries;
 pub use rules::Inputs;
 pub use state::{Book, Change, ChangeKind, Key};
 

@@ -1,6 +1,7 @@
-//! Subcommands beside serving: `gpudash bench`.
+//! Subcommands beside serving: `gpudash bench`, `gpudash token`, `gpudash alerts`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod alerts;
 pub mod bench;
 
 use std::time::Duration;
@@ -15,6 +16,11 @@ use crate::lab::LabConfig;
 pub enum Command {
     /// Run GPU lab experiments headless and print a table (for SSH sessions, like nvbandwidth).
     Bench(bench::BenchArgs),
+    /// Alert rules for other tools: `gpudash alerts export-prometheus`.
+    Alerts {
+        #[command(subcommand)]
+        command: alerts::AlertsCommand,
+    },
     /// Print a new random token and the auth-file entry (its SHA-256) that accepts it.
     Token {
         /// Who the token is for.

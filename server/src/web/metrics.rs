@@ -47,7 +47,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     let telemetry = &state.telemetry;
     let details = telemetry.details();
     let processes = processes_for(&state, visibility(&state, caller.as_deref()));
-    let text = render(
+    let mut text = render(
         &telemetry.host().hostname,
         telemetry.host().simulated,
         telemetry.devices(),
@@ -55,6 +55,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
         &details.health,
         &processes,
     );
+    text.push_str(&crate::alerts::deliver::metrics_text(&state.alerts.webhooks()));
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 
@@ -180,6 +181,12 @@ const DEVICE_METRICS: &[DeviceMetric] = &[
     health("DCGM_FI_DEV_ROW_REMAP_FAILURE", Kind::Gauge, "Whether remapping of rows has failed.", |h| {
         h.remapped_rows.failed.map(f64::from)
     }),
+    health(
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        Kind::Gauge,
+        "Whether remapping of rows is pending (needs a reset).",
+        |h| h.remapped_rows.pending.map(f64::from),
+    ),
     health("DCGM_FI_DEV_BAR1_USED", Kind::Gauge, "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
     health(
         "gpudash_pcie_tx_bytes_per_second",
