@@ -19,7 +19,7 @@ use crate::support::{TestServer, eventually};
 
 /// What the receiver answers to one request.
 #[derive(Clone, Copy, Debug)]
-enum Answer {
+pub(crate) enum Answer {
     Status(u16),
     /// 429 asking to wait an hour (the delivery's cap shortens it).
     TooMany,
@@ -29,11 +29,11 @@ enum Answer {
 
 /// One request as the receiver saw it.
 #[derive(Clone, Debug)]
-struct Got {
-    path: String,
+pub(crate) struct Got {
+    pub(crate) path: String,
     query: Option<String>,
     headers: HeaderMap,
-    body: String,
+    pub(crate) body: String,
 }
 
 #[derive(Default)]
@@ -46,14 +46,14 @@ struct Script {
 
 /// An HTTP receiver on a free loopback port that records every request.
 #[derive(Clone)]
-struct Receiver {
+pub(crate) struct Receiver {
     addr: SocketAddr,
     script: Arc<Mutex<Script>>,
 }
 
 impl Receiver {
     /// Answers `next` in order, then `then` to everything.
-    async fn start(next: &[Answer], then: Answer) -> Self {
+    pub(crate) async fn start(next: &[Answer], then: Answer) -> Self {
         let script = Arc::new(Mutex::new(Script {
             next: next.iter().copied().collect(),
             then: Some(then),
@@ -66,11 +66,11 @@ impl Receiver {
         Self { addr, script }
     }
 
-    fn url(&self, path: &str) -> url::Url {
+    pub(crate) fn url(&self, path: &str) -> url::Url {
         url::Url::parse(&format!("http://{}{path}", self.addr)).unwrap()
     }
 
-    fn got(&self) -> Vec<Got> {
+    pub(crate) fn got(&self) -> Vec<Got> {
         self.script.lock().unwrap().got.clone()
     }
 

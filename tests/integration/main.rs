@@ -6,6 +6,7 @@
 
 mod alerts;
 mod alerts_prometheus;
+mod alerts_rules;
 mod alerts_webhook;
 mod anonymous;
 mod api;
