@@ -17,7 +17,7 @@ use crate::alerts_webhook::{Answer, Receiver};
 use crate::support::{TestServer, eventually, get_json};
 
 /// Which GPU each rule's fault strikes, and the fault (nine GPUs; the demo's notebook sits on GPU 8).
-const FAULTS: [(Rule, u32, &str); 8] = [
+pub(crate) const FAULTS: [(Rule, u32, &str); 8] = [
     (Rule::Temperature, 0, "hot:0@1s+6s"),
     (Rule::ClockEvents, 1, "power-brake:1@1s+4s"),
     (Rule::Xid, 2, "xid:2:13@2s"),
@@ -28,10 +28,8 @@ const FAULTS: [(Rule, u32, &str); 8] = [
     (Rule::IdleHeld, 7, "idle-holder:7@1s+8s"),
 ];
 
-/// Short holds, so each rule fires within seconds of its fault; three webhooks.
-fn alerts_file(good: &Receiver, flaky: &Receiver, hung: &Receiver) -> AlertsConfig {
-    let text = format!(
-        r#"
+/// Short holds, so each rule fires within seconds of its fault.
+pub(crate) const SHORT_HOLDS: &str = r#"
         [rules.temperature]
         for = "1s"
         [rules.clock_events]
@@ -43,6 +41,12 @@ fn alerts_file(good: &Receiver, flaky: &Receiver, hung: &Receiver) -> AlertsConf
         for = "1s"
         [rules.xid]
         quiet = "3s"
+"#;
+
+/// [`SHORT_HOLDS`] and three webhooks.
+fn alerts_file(good: &Receiver, flaky: &Receiver, hung: &Receiver) -> AlertsConfig {
+    let text = format!(
+        r#"{SHORT_HOLDS}
         [[webhook]]
         url = "{}"
         [[webhook]]
@@ -58,7 +62,8 @@ fn alerts_file(good: &Receiver, flaky: &Receiver, hung: &Receiver) -> AlertsConf
     AlertsConfig::parse(&text, "test.toml").unwrap()
 }
 
-async fn server(dir: &Path, config: AlertsConfig, faults: bool) -> TestServer {
+/// Nine simulated GPUs with history in `dir`, a fault for every rule (or none), idle after 2 s.
+pub(crate) async fn server(dir: &Path, config: AlertsConfig, faults: bool) -> TestServer {
     let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).unwrap();
     let sim = Simulator::new(9, 200).with_idle_holder();
     let sim = if faults { FAULTS.iter().fold(sim, |sim, (_, _, f)| sim.with_fault(f.parse().unwrap())) } else { sim };

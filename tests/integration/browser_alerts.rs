@@ -159,3 +159,40 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
     .await;
     server.stop().await;
 }
+
+/// Every rule's alert, fired and resolved through the simulator's faults, has its row on the
+/// Alerts tab (state "all"), and the badge counts what still fires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_rule_has_its_row_on_the_alerts_tab() {
+    use crate::alerts_rules::{FAULTS, SHORT_HOLDS, server as faulty_server};
+    let dir = tempfile::tempdir().unwrap();
+    let config = gpudash::alerts::AlertsConfig::parse(SHORT_HOLDS, "test.toml").unwrap();
+    let server = faulty_server(dir.path(), config, true).await;
+    let url = server.url("/#alerts");
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.expect("webdriver answers");
+        c.wait().for_element(Locator::Css("#alerts-filter-state")).await.expect("the Alerts tab");
+        js(
+            &c,
+            "const s = document.querySelector('#alerts-filter-state'); s.value = 'all'; \
+             s.dispatchEvent(new Event('change', { bubbles: true })); return s.value",
+        )
+        .await;
+        let missing = || async {
+            let mut missing = Vec::new();
+            for (rule, gpu, _) in FAULTS {
+                let css = format!("li.alert-row[data-rule={}][data-gpu='{gpu}']", rule.as_str());
+                if texts(&c, &css).await.is_empty() {
+                    missing.push(format!("{} on GPU {gpu}", rule.as_str()));
+                }
+            }
+            missing
+        };
+        eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) })
+            .await;
+        let row = texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.remove(0);
+        assert!(row.contains("XID") && row.contains("13"), "the XID row names its code: {row}");
+    })
+    .await;
+    server.stop().await;
+}
