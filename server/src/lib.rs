@@ -336,6 +336,15 @@ impl Running {
 /// Serves until `signal` completes, then shuts down cleanly.
 pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     use anyhow::Context as _;
+    if let Some(count) = config.simulate
+        && let Some(fault) = config.faults.iter().find(|f| f.device() >= count)
+    {
+        anyhow::bail!(
+            "--simulate-fault names GPU {}, but --simulate {count} shows GPUs 0 to {}; name one of those",
+            fault.device(),
+            count - 1
+        );
+    }
     // A bad alerts file stops start-up before anything is opened.
     let alerts = match &config.alerts_file {
         Some(path) => {
