@@ -4,7 +4,9 @@
 //!   gpudash-bench gpm [--simulate N] [--windows N]       CPU time of the GPM loop per GPU per second
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
+//!   gpudash-bench alerts [--gpus 8]                      rule evaluation CPU per tick; sample → webhook receipt
 
+mod alerts;
 mod fleet;
 
 use std::process::ExitCode;
@@ -64,6 +66,16 @@ enum Bench {
         #[arg(long, default_value_t = 6)]
         settle: u64,
     },
+    /// Time the alert rules' evaluation per tick and an alert's way from its sample to a webhook.
+    Alerts {
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+        gpus: u32,
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=100_000))]
+        ticks: u32,
+        /// Lost-and-back windows (each gives one firing and one resolved delivery).
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=5000))]
+        windows: u32,
+    },
 }
 
 #[allow(clippy::print_stdout)]
@@ -79,6 +91,7 @@ fn main() -> ExitCode {
         Bench::Gpm { simulate, windows } => gpm(simulate, windows),
         Bench::History { days, gpus } => history(days, gpus),
         Bench::Fleet { nodes, gpus, prometheus, settle } => fleet::main(nodes, gpus, &prometheus, settle),
+        Bench::Alerts { gpus, ticks, windows } => alerts::main(gpus, ticks, windows),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
