@@ -31,8 +31,9 @@ pub fn main(gpus: u32, ticks: u32, windows: u32) -> Result<(), String> {
 fn evaluation(gpus: u32, ticks: u32) -> Result<(), String> {
     let source = Simulator::new(gpus, 1000).with_idle_holder();
     let devices = source.devices();
-    let alerts = Alerts::open(AlertStore::memory().map_err(|e| e.to_string())?, AlertsConfig::default(), Duration::ZERO)
-        .map_err(|e| e.to_string())?;
+    let alerts =
+        Alerts::open(AlertStore::memory().map_err(|e| e.to_string())?, AlertsConfig::default(), Duration::ZERO)
+            .map_err(|e| e.to_string())?;
     let readings: Vec<_> = (0..ticks).map(|i| source.sample(u64::from(i) * 1000)).collect();
     // Read after the samples, when the simulator's jobs have started.
     let details = source.details(u64::from(ticks) * 1000);
@@ -162,7 +163,7 @@ async fn delivery(gpus: u32, windows: u32) -> Result<(), String> {
         let firing = state == "firing";
         let stamp = if firing { alert.fired_ms } else { alert.resolved_ms.unwrap_or(alert.fired_ms) };
         // The newest sample that showed this change at or before the alert's own time.
-        let trigger = changes[alert.gpu_index as usize].iter().filter(|(t, lost)| *lost == firing && *t <= stamp).last();
+        let trigger = changes[alert.gpu_index as usize].iter().rev().find(|(t, lost)| *lost == firing && *t <= stamp);
         if let Some((t, _)) = trigger {
             let latency = Duration::from_millis(at.saturating_sub(*t));
             if firing { fired.push(latency) } else { resolved.push(latency) }
@@ -171,7 +172,9 @@ async fn delivery(gpus: u32, windows: u32) -> Result<(), String> {
     fired.sort();
     resolved.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    println!("sample → webhook receipt ({gpus} simulated GPUs at 100 ms, {windows} lost-and-back windows, loopback receiver)");
+    println!(
+        "sample → webhook receipt ({gpus} simulated GPUs at 100 ms, {windows} lost-and-back windows, loopback receiver)"
+    );
     for (what, list) in [("firing", &fired), ("resolved", &resolved)] {
         if list.is_empty() {
             return Err(format!("no {what} device_lost delivery could be matched to its sample"));

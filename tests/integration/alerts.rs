@@ -171,7 +171,8 @@ async fn a_bad_alerts_file_stops_start_up_with_where_and_what_is_allowed() {
 
 #[tokio::test]
 async fn a_fault_on_a_gpu_the_simulator_lacks_stops_start_up() {
-    let args = ["gpudash", "--simulate", "2", "--listen", "127.0.0.1:0", "--no-history", "--simulate-fault", "hot:2@1s"];
+    let args =
+        ["gpudash", "--simulate", "2", "--listen", "127.0.0.1:0", "--no-history", "--simulate-fault", "hot:2@1s"];
     let cli = gpudash::config::Cli::try_parse_from(args).unwrap();
     let error = gpudash::run(gpudash::config::Config::from(cli), std::future::pending()).await.unwrap_err();
     let message = format!("{error:#}");

@@ -95,9 +95,10 @@ fn delivered(receiver: &Receiver, path: &str) -> Vec<(String, String, u64)> {
         .filter_map(|g| {
             let body: serde_json::Value = serde_json::from_str(&g.body).ok()?;
             let alert: Alert = serde_json::from_value(body["alert"].clone()).ok()?;
-            FAULTS.iter().any(|(r, gpu, _)| *r == alert.rule && *gpu == alert.gpu_index).then(|| {
-                (alert.rule.as_str().to_owned(), body["state"].as_str().unwrap_or("?").to_owned(), alert.id)
-            })
+            FAULTS
+                .iter()
+                .any(|(r, gpu, _)| *r == alert.rule && *gpu == alert.gpu_index)
+                .then(|| (alert.rule.as_str().to_owned(), body["state"].as_str().unwrap_or("?").to_owned(), alert.id))
         })
         .collect()
 }

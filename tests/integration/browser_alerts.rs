@@ -188,8 +188,7 @@ async fn every_rule_has_its_row_on_the_alerts_tab() {
             }
             missing
         };
-        eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) })
-            .await;
+        eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) }).await;
         let row = texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.remove(0);
         assert!(row.contains("XID") && row.contains("13"), "the XID row names its code: {row}");
     })
