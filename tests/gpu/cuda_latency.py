@@ -30,24 +30,40 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "cuda_latency.c")
 INCLUDES = [os.environ.get("CUDA_HOME", "/usr/local/cuda") + "/include", "/usr/local/cuda/include",
             "/usr/include"]
-_binary = None
+_binaries = {}
 
 
-def build():
-    """The compiled reference program (built once per process); raises with the compiler's words."""
-    global _binary
-    if _binary:
-        return _binary
+def build(source=SOURCE):
+    """The compiled C program `source` (built once per process); raises with the compiler's words."""
+    if source in _binaries:
+        return _binaries[source]
     include = next((d for d in INCLUDES if os.path.exists(os.path.join(d, "cuda.h"))), None)
     if include is None:
         raise RuntimeError(f"cuda.h not found in {', '.join(INCLUDES)}: set CUDA_HOME to the CUDA toolkit")
-    out = os.path.join(tempfile.gettempdir(), f"gpudash-cuda-latency-{os.getpid()}")
-    cmd = ["gcc", "-O2", "-Wall", f"-I{include}", SOURCE, "-o", out, "-l:libcuda.so.1"]
+    name = os.path.splitext(os.path.basename(source))[0]
+    out = os.path.join(tempfile.gettempdir(), f"gpudash-{name}-{os.getpid()}")
+    cmd = ["gcc", "-O2", "-Wall", f"-I{include}", source, "-o", out, "-l:libcuda.so.1"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"building {SOURCE} failed: {' '.join(cmd)}\n{done.stderr}")
-    _binary = out
+        raise RuntimeError(f"building {source} failed: {' '.join(cmd)}\n{done.stderr}")
+    _binaries[source] = out
     return out
+
+
+def pageable(device, warmup, repetitions, sizes):
+    """{(copy, bytes): median GB/s} of pageable copies in C (pageable_copies.c), the way gpudash times them."""
+    program = build(os.path.join(HERE, "pageable_copies.c"))
+    done = subprocess.run([program, str(device), str(warmup), str(repetitions), *map(str, sizes)],
+                          capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"pageable_copies exited {done.returncode}: {done.stderr.strip()}")
+    figures = {}
+    for line in done.stdout.splitlines():
+        copy, n, rate = line.split("\t")
+        figures[(copy, int(n))] = float(rate)
+    if len(figures) != 2 * len(sizes):
+        raise RuntimeError(f"pageable_copies printed {len(figures)} figures, expected {2 * len(sizes)}")
+    return figures
 
 
 def measure(device=0, repetitions=2000, warmup=100):
