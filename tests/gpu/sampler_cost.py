@@ -12,7 +12,8 @@ the end of SECONDS, while the server samples every INTERVAL_MS:
   gpudash-details   the slow loop, every 2 s: health, PCIe traffic, energy, compute processes and
                     their /proc details;
   gpudash-recorder  the history writer (batches every 500 ms), shown apart;
-  gpudash-xid       the XID event watcher, shown apart.
+  gpudash-xid       the XID event watcher, shown apart;
+  gpudash-alerts    the alert rules, evaluated on every tick, shown apart.
 
 Prints the fast loop, the slow loop and their sum in µs of CPU per GPU per second at this
 interval, and the same sum at the default 1 s interval (the fast loop scaled by samples per second;
@@ -23,7 +24,7 @@ import os
 import sys
 import time
 
-LOOPS = ("gpudash-sampler", "gpudash-details", "gpudash-gpm", "gpudash-recorder", "gpudash-xid")
+LOOPS = ("gpudash-sampler", "gpudash-details", "gpudash-gpm", "gpudash-recorder", "gpudash-xid", "gpudash-alerts")
 
 
 def thread_cpu_ns(pid):
