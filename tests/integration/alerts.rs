@@ -214,3 +214,51 @@ async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() 
     .await;
     server.stop().await;
 }
+
+/// On a server with tokens and open viewing, an anonymous viewer sees the idle_held alert but not
+/// whose process it is, over HTTP and on the WebSocket; a signed-in viewer sees the user.
+#[tokio::test]
+async fn anonymous_viewers_see_alerts_without_user_names() {
+    use crate::security::VIEWER;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "viewers = \"open\"\n").unwrap();
+    let auth = gpudash::auth::AuthConfig::load(Some(file.path()), Some(&format!("vera:viewer:{VIEWER}"))).unwrap();
+    let options = gpudash::Options {
+        auth,
+        idle: IdleRule { memory: 1 << 30, after: Duration::from_secs(1) },
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(2, 200).with_idle_holder()), options).await;
+    let mut socket = connect(&server.ws_url()).await;
+    let signed_in = || async {
+        let response = reqwest::Client::new()
+            .get(server.url("/api/alerts?state=firing&rule=idle_held"))
+            .bearer_auth(VIEWER)
+            .send()
+            .await
+            .ok()?;
+        response.json::<AlertsResponse>().await.ok()
+    };
+    let seen = eventually(30, "the idle_held alert, as a signed-in viewer", || async {
+        signed_in().await?.alerts.into_iter().next()
+    })
+    .await;
+    assert_eq!(seen.user.as_deref(), Some("eli"), "a signed-in viewer sees whose process it is");
+    let anonymous: AlertsResponse = get_json(&server, "/api/alerts?state=firing&rule=idle_held").await;
+    let hidden = anonymous.alerts.iter().find(|a| a.id == seen.id).expect("the anonymous view lists it too");
+    assert!(hidden.user.is_none() && hidden.redacted, "{hidden:?}");
+    for word in ["eli", "python3"] {
+        assert!(!hidden.message.contains(word) && !hidden.action.contains(word), "{word} in {hidden:?}");
+    }
+    let pushed = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            if let ServerMessage::Alert(event) = next_message(&mut socket, 30).await {
+                return event;
+            }
+        }
+    })
+    .await
+    .expect("an alert pushed to the anonymous socket");
+    assert!(pushed.alert.user.is_none(), "the anonymous socket's alert names nobody: {pushed:?}");
+    server.stop().await;
+}

@@ -301,11 +301,11 @@ impl Book {
             let idle_for = p.idle.map(|idle| now.saturating_sub(idle.since_ms));
             let holds = idle_for.is_some_and(|held| held >= ms(config.hold));
             if self.held(&key, holds, 0, now).is_some() {
-                let who = p.user.as_deref().unwrap_or("an unknown user");
-                let name = p.name.as_deref().unwrap_or("a process");
+                // Who it is and what it runs travel in `user` (left out for anonymous viewers), never in
+                // the message, which every viewer reads.
                 let memory = p.used_memory.map_or_else(String::new, |b| format!(" {}", gib(b)));
                 let message = format!(
-                    "{name} (PID {}, {who}) holds{memory} on {} and has computed nothing for {}",
+                    "PID {} holds{memory} on {} and has computed nothing for {}",
                     p.pid,
                     gpu.label(),
                     human(idle_for.unwrap_or(0))
