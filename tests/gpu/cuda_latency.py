@@ -81,6 +81,25 @@ def measure(device=0, repetitions=2000, warmup=100):
     return figures
 
 
+def memory_pool(device, block_bytes, blocks, free_every, repetitions):
+    """The memory experiment's steps in C (memory_pool.c): ({label: (used, reserved)}, pooled µs, fresh µs)."""
+    program = build(os.path.join(HERE, "memory_pool.c"))
+    args = [program, str(device), str(block_bytes), str(blocks), str(free_every), str(repetitions)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"memory_pool exited {done.returncode}: {done.stderr.strip()}")
+    steps, times = {}, {}
+    for line in done.stdout.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "step":
+            steps[fields[1]] = (int(fields[2]), int(fields[3]))
+        else:
+            times[fields[0]] = float(fields[1])
+    if "pooled_us" not in times or "fresh_us" not in times or len(steps) != blocks + 4:
+        raise RuntimeError(f"memory_pool printed {done.stdout!r}")
+    return steps, times["pooled_us"], times["fresh_us"]
+
+
 if __name__ == "__main__":
     dev = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     reps = int(sys.argv[2]) if len(sys.argv) > 2 else 2000

@@ -39,6 +39,10 @@ the round's repetitions as the round's figure, and buffers prepared the same way
                 (cuda_latency.c, built by cuda_latency.py with gcc; tolerance ±max(5%, 0.2 µs), the
                 run-to-run jitter of µs-scale host calls); PyTorch's own per-call figures
                 (Event.record, Stream.synchronize, x.add_(1)) are printed for information.
+  memory        the caching-pool experiment's steps against the same driver calls in C
+                (memory_pool.c): pool used and reserved bytes after the allocations and after the
+                frees (equal to the byte when both account alike), and the host time of an allocation
+                the pool serves from its cache and of a fresh one (cuMemAllocAsync + synchronize).
 
 Verdicts: see compare.py (two-sided, ±5% or the band from both sides' per-round spread). Exits 1
 on any FAIL or MISSING row or any failed gpudash check; INCONCLUSIVE rows are counted and printed
@@ -54,6 +58,7 @@ import time
 import torch
 
 from compare import CheckLog, Row, figure, print_table, run_bench, series_point
+import compare
 import cuda_latency
 
 MIB, GIB = 1 << 20, 1 << 30
@@ -334,6 +339,48 @@ def latency(device):
     return group
 
 
+def memory(device):
+    """The caching-pool experiment against the same driver calls in C (memory_pool.c): the pool's used and
+    reserved bytes after the allocations and after the frees (which must agree to the byte), and the host time
+    of an allocation the pool serves from its cache and of a fresh one. PyTorch's caching allocator is another
+    design (its own block cache over cudaMalloc), so the plain driver pool is the reference here."""
+    p = {"kind": "memory", "block_bytes": 256 * MIB, "blocks": 8, "free_every": 2, "repetitions": 20}
+    freed = p["blocks"] // p["free_every"]
+    steps = {f"alloc block {p['blocks']}": "after the allocations", f"free {freed} blocks": "after the frees"}
+    ref = "cuMemAllocAsync on the default pool in C (memory_pool.c)"
+    rows = {}
+    for label, when in steps.items():
+        rows[("used", label)] = Row(f"memory: pool used {when}", "GiB", f"memory step '{label}' allocated", ref)
+        rows[("reserved", label)] = Row(f"memory: pool reserved {when}", "GiB", f"memory step '{label}' reserved", ref)
+    rows["pooled"] = Row("memory: allocation served from the pool", "µs", "figure 'allocation served from the pool'",
+                         ref, floor=0.2)
+    rows["fresh"] = Row("memory: fresh allocation from the driver", "µs", "figure 'fresh allocation from the driver'",
+                        ref, floor=0.2)
+
+    def reference():
+        torch.cuda.empty_cache()
+        measured, pooled, fresh = cuda_latency.memory_pool(device, p["block_bytes"], p["blocks"], p["free_every"],
+                                                           p["repetitions"])
+        out = {"pooled": pooled, "fresh": fresh}
+        for label in steps:
+            used, reserved = measured[label]
+            out[("used", label)], out[("reserved", label)] = used / GIB, reserved / GIB
+        return out
+
+    def gpudash_side(run):
+        out = {"pooled": figure(run, "allocation served from the pool"),
+               "fresh": figure(run, "fresh allocation from the driver")}
+        by_label = {s.get("label"): s for s in compare._result(run).get("memory_steps") or [] if isinstance(s, dict)}
+        for label in steps:
+            step = by_label.get(label) or {}
+            for key, field in (("used", "allocated"), ("reserved", "reserved")):
+                value = step.get(field)
+                out[(key, label)] = value / GIB if isinstance(value, (int, float)) else None
+        return out
+
+    return Group("memory", "memory", p, rows, reference, gpudash_side, 60, cpu=PIN_CPU)
+
+
 def torch_latency(reps=2000):
     """PyTorch's own per-call host times, µs (for information: they include its Python binding)."""
     stream = torch.cuda.current_stream()
@@ -384,7 +431,8 @@ def main():
     print(f"PyTorch {torch.__version__} on {props.name} (GPU {args.device}, L2 {l2 // MIB} MiB); gpudash {args.binary}")
     print(f"transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, {args.rounds} rounds, "
           f"deadline {args.deadline_s:.0f} s; host copies and latency pinned to CPU {PIN_CPU} on both sides")
-    groups = [host_copies(3, 7), device_copies(3, 10, l2), gemm(3, 7), streams(), latency(args.device)]
+    groups = [host_copies(3, 7), device_copies(3, 10, l2), gemm(3, 7), streams(), latency(args.device),
+              memory(args.device)]
     log = CheckLog()
     rounds_run = 0
     try:
