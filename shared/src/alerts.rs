@@ -149,7 +149,7 @@ pub struct Alert {
     /// The GPU is one of the simulator's.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub simulated: bool,
-    /// True when the server left out the user for this viewer.
+    /// True when the server left out names for this viewer (the user; who silenced it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
 }
@@ -159,9 +159,15 @@ impl Alert {
         if self.resolved_ms.is_some() { AlertState::Resolved } else { AlertState::Firing }
     }
 
-    /// Leaves out who is involved (an anonymous viewer's view).
+    /// Leaves out who is involved and who silenced it (an anonymous viewer's view).
     pub fn redact(&mut self) {
-        if self.user.take().is_some() {
+        let named = self.user.take().is_some();
+        let silencer = self.silenced.as_mut().is_some_and(|s| {
+            let was_named = s.by != Silence::SOMEONE;
+            Silence::SOMEONE.clone_into(&mut s.by);
+            was_named
+        });
+        if named || silencer {
             self.redacted = true;
         }
     }
@@ -178,6 +184,11 @@ pub struct Silence {
     pub reason: String,
     pub from_ms: u64,
     pub until_ms: u64,
+}
+
+impl Silence {
+    /// Who silenced it, as an anonymous viewer reads it.
+    pub const SOMEONE: &'static str = "an operator";
 }
 
 /// Body of `POST /api/alerts/silences`: silence `rule` on a GPU for `duration` (e.g. "2h").
@@ -383,6 +394,11 @@ mod tests {
             until_ms: 1,
         });
         assert!(!SubscriptionKind::Everything {}.matches(&quiet, "bo"));
+        let mut seen = quiet;
+        seen.user = None;
+        seen.redact();
+        assert_eq!(seen.silenced.as_ref().map(|s| s.by.as_str()), Some(Silence::SOMEONE));
+        assert!(seen.redacted, "a silence's author is a name too, even on an alert that names no user");
     }
 
     #[test]

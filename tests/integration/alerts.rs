@@ -219,12 +219,15 @@ async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() 
 /// whose process it is, over HTTP and on the WebSocket; a signed-in viewer sees the user.
 #[tokio::test]
 async fn anonymous_viewers_see_alerts_without_user_names() {
-    use crate::security::VIEWER;
+    use crate::security::{OPERATOR, VIEWER};
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), "viewers = \"open\"\n").unwrap();
-    let auth = gpudash::auth::AuthConfig::load(Some(file.path()), Some(&format!("vera:viewer:{VIEWER}"))).unwrap();
+    let tokens = format!("vera:viewer:{VIEWER},omar:operator:{OPERATOR}");
+    let auth = gpudash::auth::AuthConfig::load(Some(file.path()), Some(&tokens)).unwrap();
+    let hook = "[[webhook]]\nurl = \"http://hooks.internal:9/t/SECRET-TOKEN\"\n";
     let options = gpudash::Options {
         auth,
+        alerts: gpudash::alerts::AlertsConfig::parse(hook, "a.toml").unwrap(),
         idle: IdleRule { memory: 1 << 30, after: Duration::from_secs(1) },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
@@ -260,5 +263,22 @@ async fn anonymous_viewers_see_alerts_without_user_names() {
     .await
     .expect("an alert pushed to the anonymous socket");
     assert!(pushed.alert.user.is_none(), "the anonymous socket's alert names nobody: {pushed:?}");
+
+    // An operator silences it: anonymous viewers see that it is silenced, not by whom, and no receivers.
+    let body = json!({"rule": "idle_held", "gpu": seen.gpu_index, "duration": "1h", "reason": "asked eli"});
+    let client = reqwest::Client::new();
+    let response = client.post(server.url("/api/alerts/silences")).bearer_auth(OPERATOR).json(&body).send().await;
+    assert_eq!(response.unwrap().status(), StatusCode::CREATED);
+    let anonymous = eventually(10, "the silence on the anonymous view", || async {
+        let r: AlertsResponse = get_json(&server, "/api/alerts?state=firing&rule=idle_held").await;
+        r.alerts.iter().any(|a| a.silenced.is_some()).then_some(r)
+    })
+    .await;
+    let text = serde_json::to_string(&anonymous).unwrap();
+    assert!(!text.contains("omar") && !text.contains("hooks.internal"), "{text}");
+    assert!(anonymous.webhooks.is_empty(), "receivers are for signed-in viewers");
+    let signed: AlertsResponse = signed_in().await.unwrap();
+    assert_eq!(signed.webhooks.len(), 1, "a signed-in viewer sees the receiver");
+    assert!(serde_json::to_string(&signed).unwrap().contains("omar"));
     server.stop().await;
 }

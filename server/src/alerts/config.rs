@@ -238,11 +238,49 @@ impl AlertsConfig {
         ];
         for (rule, entry) in entries {
             if let Some(entry) = entry {
-                load_rule(&mut rules, rule, entry).map_err(range)?;
+                let header = format!("[rules.{}]", rule.as_str());
+                load_rule(&mut rules, rule, entry).map_err(|what| range(at_line(text, &header, 0, what)))?;
             }
         }
-        let webhooks = file.webhook.iter().map(|w| load_webhook(w).map_err(range)).collect::<Result<_, _>>()?;
+        let webhooks = (file.webhook.iter().enumerate())
+            .map(|(i, w)| load_webhook(w).map_err(|what| range(at_line(text, "[[webhook]]", i, what))))
+            .collect::<Result<_, _>>()?;
         Ok(AlertsConfig { rules, webhooks })
+    }
+}
+
+/// `what` with the line it is about: the key it names (the word after the table, or the one quoted in
+/// "has no key 'KEY'") inside the `nth` table called `header`, or the table's own line.
+fn at_line(text: &str, header: &str, nth: usize, what: String) -> String {
+    let rest = what.split_once("] ").map_or("", |(_, rest)| rest);
+    let key = match rest.strip_prefix("has no key '") {
+        Some(quoted) => quoted.split('\'').next().unwrap_or_default(),
+        None => rest.split([' ', '=', ':']).next().unwrap_or_default(),
+    };
+    let mut seen = 0;
+    let mut table_line = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            if table_line.is_some() {
+                break;
+            }
+            if line == header {
+                if seen == nth {
+                    table_line = Some(i + 1);
+                }
+                seen += 1;
+            }
+        } else if table_line.is_some()
+            && !key.is_empty()
+            && line.strip_prefix(key).is_some_and(|after| after.trim_start().starts_with('='))
+        {
+            return format!("{what} (line {})", i + 1);
+        }
+    }
+    match table_line {
+        Some(line) => format!("{what} (line {line})"),
+        None => what,
     }
 }
 
@@ -277,6 +315,12 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         let mut keys = vec!["enabled", "severity", "for"];
         keys.extend_from_slice(allowed);
         return Err(format!("[rules.{name}] has no key '{key}'; it takes {}", keys.join(", ")));
+    }
+    if rule == Rule::Xid && entry.hold.is_some() {
+        // An XID is an event, not a state that holds: it fires when the driver reports it.
+        return Err("[rules.xid] for does not apply: an XID fires when the driver reports it; quiet sets how long \
+                    it stays firing without a new one"
+            .to_owned());
     }
     let mut common = rules.rule(rule).clone();
     if let Some(enabled) = entry.enabled {
@@ -414,6 +458,18 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_value_names_its_line() {
+        let text = "[rules.gpu_free]\nfor = \"1s\"\n\n[rules.temperature]\nfor = \"1m\"\ncelsius = 300\n";
+        let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+        assert!(message.ends_with("(line 6)"), "{message}");
+        let text = "[[webhook]]\nurl = \"http://a/\"\n[[webhook]]\nurl = \"http://b/\"\ntimeout = \"5m\"\n";
+        let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+        assert!(message.ends_with("(line 5)"), "the second webhook's timeout: {message}");
+        let message = AlertsConfig::parse("[rules.xid]\ncelsius = 90\n", "a.toml").unwrap_err().to_string();
+        assert!(message.contains("has no key 'celsius'") && message.ends_with("(line 2)"), "{message}");
+    }
+
+    #[test]
     fn bad_files_say_where_and_what_is_allowed() {
         let cases = [
             ("[rules.temperature]\ncelsius = 300", "use 30 to 120"),
@@ -423,6 +479,7 @@ mod tests {
             ("[rules.ecc]\nseverity = \"loud\"", "use info, warning or critical"),
             ("[rules.clock_events]\nreasons = [\"melting\"]", "is not a clock event; use"),
             ("[rules.xid]\nquiet = \"0s\"", "at least 1s"),
+            ("[rules.xid]\nfor = \"1m\"", "for does not apply"),
             ("[[webhook]]\nurl = \"ftp://x/y\"", "http(s) URL"),
             ("[[webhook]]\nurl = \"http://x/\"\nformat = \"teams\"", "unknown variant `teams`"),
             ("[[webhook]]\nurl = \"http://x/\"\ntimeout = \"5m\"", "100ms to 60s"),

@@ -132,7 +132,14 @@ impl AlertStore {
         self.ask(|conn| {
             let firing =
                 list(conn, &AlertFilter { state: Some(AlertState::Firing), limit: u32::MAX, ..Default::default() })?;
-            let max: Option<i64> = conn.query_row("SELECT MAX(id) FROM alerts", [], |r| r.get(0))?;
+            // AUTOINCREMENT remembers the largest id ever stored, also of rows pruned since: an id is never
+            // handed out twice (a page or a receiver holding an old alert would take the new one for it).
+            let max: Option<i64> = conn.query_row(
+                "SELECT MAX(n) FROM (SELECT MAX(id) AS n FROM alerts
+                                     UNION ALL SELECT seq FROM sqlite_sequence WHERE name = 'alerts')",
+                [],
+                |r| r.get(0),
+            )?;
             Ok((firing, max.map_or(1, |m| m as u64 + 1)))
         })?
     }
@@ -280,22 +287,46 @@ fn save(conn: &Connection, alert: &Alert) -> Result<usize, AlertStoreError> {
         ])?)
 }
 
+/// Firing ones first (newest first), then resolved ones (latest resolved first): two queries, so
+/// each walks an index in its order and stops at the limit (a day of a flapping rule is thousands of rows).
 fn list(conn: &Connection, filter: &AlertFilter) -> Result<Vec<Alert>, AlertStoreError> {
-    let mut statement = conn.prepare_cached(
-        "SELECT id, body FROM alerts
-         WHERE (?1 IS NULL OR (?1 = 'firing') = (resolved_ms IS NULL))
-           AND fired_ms >= ?2 AND fired_ms <= ?3
-           AND (?4 IS NULL OR gpu_index = ?4) AND (?5 IS NULL OR rule = ?5)
-         ORDER BY (resolved_ms IS NULL) DESC, COALESCE(resolved_ms, fired_ms) DESC, id DESC LIMIT ?6",
-    )?;
+    let mut alerts = Vec::new();
+    if filter.state != Some(AlertState::Resolved) {
+        alerts.extend(query(conn, filter, AlertState::Firing, filter.limit)?);
+    }
+    let left = filter.limit.saturating_sub(u32::try_from(alerts.len()).unwrap_or(u32::MAX));
+    if filter.state != Some(AlertState::Firing) && left > 0 {
+        alerts.extend(query(conn, filter, AlertState::Resolved, left)?);
+    }
+    Ok(alerts)
+}
+
+fn query(
+    conn: &Connection,
+    filter: &AlertFilter,
+    state: AlertState,
+    limit: u32,
+) -> Result<Vec<Alert>, AlertStoreError> {
+    let sql = match state {
+        AlertState::Firing => {
+            "SELECT id, body FROM alerts WHERE resolved_ms IS NULL
+               AND fired_ms >= ?1 AND fired_ms <= ?2 AND (?3 IS NULL OR gpu_index = ?3) AND (?4 IS NULL OR rule = ?4)
+             ORDER BY fired_ms DESC, id DESC LIMIT ?5"
+        }
+        AlertState::Resolved => {
+            "SELECT id, body FROM alerts WHERE resolved_ms IS NOT NULL
+               AND fired_ms >= ?1 AND fired_ms <= ?2 AND (?3 IS NULL OR gpu_index = ?3) AND (?4 IS NULL OR rule = ?4)
+             ORDER BY resolved_ms DESC, id DESC LIMIT ?5"
+        }
+    };
+    let mut statement = conn.prepare_cached(sql)?;
     let rows = statement.query_map(
         params![
-            filter.state.map(AlertState::as_str),
             filter.from_ms.map_or(0, as_i64),
             filter.to_ms.map_or(i64::MAX, as_i64),
             filter.gpu_index,
             filter.rule.map(Rule::as_str),
-            i64::from(filter.limit),
+            i64::from(limit),
         ],
         |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)),
     )?;
@@ -389,6 +420,17 @@ mod tests {
         let left = store.list(AlertFilter::default()).unwrap();
         assert_eq!(left.iter().map(|a| a.id).collect::<Vec<_>>(), [2, 3]);
         assert!(!store.persistent());
+    }
+
+    #[test]
+    fn an_id_is_never_handed_out_twice_even_after_its_alert_was_pruned() {
+        let store = AlertStore::memory().unwrap();
+        store.save(alert(1, Rule::Temperature, 10, None));
+        store.save(alert(2, Rule::Temperature, 10, Some(20)));
+        store.save(alert(3, Rule::Temperature, 10, Some(20)));
+        assert_eq!(store.prune(1000).unwrap(), 2);
+        let (firing, next) = store.firing().unwrap();
+        assert_eq!((firing.len(), next), (1, 4), "ids 2 and 3 were pruned, not freed");
     }
 
     #[test]

@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS minutes (
 /// queries filter on), silences and each user's subscriptions.
 pub const ALERTS_SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS alerts (
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     rule TEXT NOT NULL,
     gpu_index INTEGER NOT NULL,
     fired_ms INTEGER NOT NULL,
@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS alerts (
 );
 CREATE INDEX IF NOT EXISTS alerts_fired ON alerts (fired_ms);
 CREATE INDEX IF NOT EXISTS alerts_resolved ON alerts (resolved_ms);
+CREATE INDEX IF NOT EXISTS alerts_open ON alerts (fired_ms) WHERE resolved_ms IS NULL;
 CREATE TABLE IF NOT EXISTS alert_silences (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     rule TEXT NOT NULL,

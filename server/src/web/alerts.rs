@@ -103,19 +103,26 @@ pub async fn list(
     let mut alerts = blocking(&state, move |a| a.list(filter)).await?;
     let now = now_ms();
     let mut silences = state.alerts.silences(now);
+    let mut webhooks = state.alerts.webhooks();
+    let mut reload_error = state.alerts.reload_error();
     if visibility(&state, caller.as_deref()) == Visibility::Redacted {
         alerts.iter_mut().for_each(shared::alerts::Alert::redact);
         for s in &mut silences {
-            "an operator".clone_into(&mut s.by);
+            Silence::SOMEONE.clone_into(&mut s.by);
         }
+        // Receivers are internal addresses, and a refused file's message may quote a webhook URL
+        // (with its token): signed-in viewers only.
+        webhooks.clear();
+        reload_error =
+            reload_error.map(|_| "the alerts file was refused at the last reload; sign in to see why".into());
     }
     Ok(Json(AlertsResponse {
         alerts,
         firing: state.alerts.firing_count(),
         silences,
-        webhooks: state.alerts.webhooks(),
+        webhooks,
         rules: state.alerts.rules(),
-        reload_error: state.alerts.reload_error(),
+        reload_error,
     }))
 }
 

@@ -75,7 +75,8 @@ impl Deliveries {
     }
 
     /// Delivers to `webhooks` from now on (a reloaded alerts file). A webhook given before with
-    /// the same settings keeps its queue and counters; one left out stops, dropping its queue.
+    /// the same settings keeps its queue and counters; one left out (or changed) takes no new alerts
+    /// but still sends what it had queued, then stops.
     /// Call it on the tokio runtime (it starts the new webhooks' tasks).
     pub fn replace(&self, webhooks: Vec<Webhook>) {
         let mut sinks = self.shared.sinks.write().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -125,6 +126,7 @@ pub fn start_for(
 /// Reads alert events until the engine goes away, and queues each deliverable one for
 /// every webhook whose minimum severity it meets.
 async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEvent>) {
+    let started_ms = crate::telemetry::now_ms();
     let mut announced = BTreeSet::new();
     loop {
         let event = match events.recv().await {
@@ -139,7 +141,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
             }
             Err(RecvError::Closed) => return,
         };
-        if !deliverable(&mut announced, &event) {
+        if !deliverable(&mut announced, &event, started_ms) {
             continue;
         }
         let alert = &event.alert;
@@ -150,10 +152,12 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
     }
 }
 
-/// Whether `event` is sent: an alert firing unsilenced that was not announced yet, or one
-/// resolving that was announced or is not silenced. A silence, or a repeat of a firing alert
-/// (a silence lifted, a further XID), is not.
-fn deliverable(announced: &mut BTreeSet<u64>, event: &AlertEvent) -> bool {
+/// Whether `event` is sent: an alert firing unsilenced that was not announced yet (also when a
+/// silence is lifted from one that fired under it: receivers learn of it then), or the resolution of
+/// one that was announced, or that fired before these deliveries started (a restart) and is not
+/// silenced. A silence, a repeat of an announced alert (a further XID), or the resolution of an
+/// alert never announced (it fired silenced, or its firing was dropped) is not.
+fn deliverable(announced: &mut BTreeSet<u64>, event: &AlertEvent, started_ms: u64) -> bool {
     let alert = &event.alert;
     match alert.state() {
         AlertState::Firing => {
@@ -166,7 +170,9 @@ fn deliverable(announced: &mut BTreeSet<u64>, event: &AlertEvent) -> bool {
             }
             true
         }
-        AlertState::Resolved => announced.remove(&alert.id) || alert.silenced.is_none(),
+        AlertState::Resolved => {
+            announced.remove(&alert.id) || (alert.silenced.is_none() && alert.fired_ms < started_ms)
+        }
     }
 }
 
@@ -240,13 +246,18 @@ mod tests {
     #[test]
     fn fires_and_resolutions_are_sent_once_and_silences_never() {
         let mut announced = BTreeSet::new();
-        assert!(deliverable(&mut announced, &event(1, false, false)));
-        assert!(!deliverable(&mut announced, &event(1, false, false)), "a repeat of a firing alert");
-        assert!(!deliverable(&mut announced, &event(1, false, true)), "the silence itself");
-        assert!(deliverable(&mut announced, &event(1, true, true)), "announced, so its end is sent though silenced");
-        assert!(!deliverable(&mut announced, &event(2, false, true)), "fired under a silence");
-        assert!(!deliverable(&mut announced, &event(2, true, true)), "resolved under a silence, never announced");
-        assert!(deliverable(&mut announced, &event(3, true, false)), "fired before a restart");
+        let (before, after) = (0, u64::MAX);
+        let send = |announced: &mut BTreeSet<u64>, e: &AlertEvent, started| deliverable(announced, e, started);
+        assert!(send(&mut announced, &event(1, false, false), before));
+        assert!(!send(&mut announced, &event(1, false, false), before), "a repeat of a firing alert");
+        assert!(!send(&mut announced, &event(1, false, true), before), "the silence itself");
+        assert!(send(&mut announced, &event(1, true, true), before), "announced, so its end is sent though silenced");
+        assert!(!send(&mut announced, &event(2, false, true), before), "fired under a silence");
+        assert!(!send(&mut announced, &event(2, true, true), before), "resolved under a silence, never announced");
+        assert!(send(&mut announced, &event(3, true, false), after), "fired before a restart");
+        assert!(!send(&mut announced, &event(4, true, false), before), "its firing was never sent (dropped)");
+        assert!(send(&mut announced, &event(5, false, false), before) && announced.contains(&5));
+        assert!(send(&mut announced, &event(5, true, false), before));
         assert!(announced.is_empty());
     }
 
@@ -254,7 +265,7 @@ mod tests {
     fn the_announced_set_stays_bounded() {
         let mut announced = BTreeSet::new();
         for id in 0..(ANNOUNCED_KEPT as u64 + 50) {
-            deliverable(&mut announced, &event(id, false, false));
+            deliverable(&mut announced, &event(id, false, false), 0);
         }
         assert_eq!(announced.len(), ANNOUNCED_KEPT);
         assert_eq!(announced.first(), Some(&50));

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use shared::alerts::WebhookStatus;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 
 use super::format::{Payload, target};
 use crate::alerts::config::Webhook;
@@ -67,13 +66,14 @@ struct Counters {
     drop_log: Mutex<(Option<Instant>, u64)>,
 }
 
-/// A webhook with its queue and sending task; dropping it stops the task.
+/// A webhook with its queue and sending task. Dropping it (a reload that changed or removed the
+/// webhook) closes the queue: the task still sends what was queued, then ends, so a reload loses
+/// no alert already accepted.
 pub(super) struct Sink {
     pub(super) webhook: Webhook,
     target: String,
     counters: Arc<Counters>,
     sender: mpsc::Sender<Payload>,
-    worker: JoinHandle<()>,
 }
 
 impl Sink {
@@ -82,12 +82,12 @@ impl Sink {
         let (sender, receiver) = mpsc::channel(options.queue.max(1));
         let counters = Arc::new(Counters::default());
         let target = target(&webhook.url);
-        let worker = tokio::spawn(work(
+        tokio::spawn(work(
             receiver,
             Attempts { client, webhook: webhook.clone(), target: target.clone(), options: options.clone() },
             counters.clone(),
         ));
-        Self { webhook, target, counters, sender, worker }
+        Self { webhook, target, counters, sender }
     }
 
     /// Queues `payload`, or counts it dropped when the queue is full. Never waits.
@@ -130,12 +130,6 @@ impl Sink {
             last_error: last_error.map(|(e, _)| e),
             last_success_ms: (last_success > 0).then_some(last_success),
         }
-    }
-}
-
-impl Drop for Sink {
-    fn drop(&mut self) {
-        self.worker.abort();
     }
 }
 
