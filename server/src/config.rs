@@ -366,6 +366,13 @@ mod tests {
     }
 
     #[test]
+    fn signals_are_off_unless_allowed() {
+        assert!(!Config::from(parse(&[]).unwrap()).allow_signals);
+        assert!(Config::from(parse(&["--allow-signals"]).unwrap()).allow_signals);
+        assert!(parse(&["--allow-signals=yes"]).is_err(), "a switch takes no value");
+    }
+
+    #[test]
     fn idle_flags_read_sizes_and_durations_and_refuse_nonsense() {
         let cli = parse(&[]).unwrap();
         assert_eq!((cli.idle_memory, cli.idle_after), (1 << 30, Duration::from_secs(1800)));
@@ -419,6 +426,7 @@ mod tests {
             (&["--history-rollup", "forever"][..], "not a duration"),
             (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
+            (&["--simulate", "2", "--simulate-fault", "pid:0:0"][..], "pid:INDEX:PID"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
             (&["--audit-days", "0"][..], "from 1 to 3650"),

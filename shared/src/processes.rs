@@ -340,7 +340,7 @@ mod tests {
         assert!(matches!(may_signal(Role::Viewer, "ana", "'ana'", &ana), Err(SignalRefused::Viewer { .. })));
         let hidden = GpuProcess { pid: 78, ..process(0, None, 1) };
         assert_eq!(may_signal(Role::Operator, "ana", "'ana'", &hidden), Err(SignalRefused::UnknownOwner { pid: 78 }));
-        let mut redacted = ana.clone();
+        let mut redacted = ana;
         redacted.redact();
         assert!(may_signal(Role::Operator, "ana", "'ana'", &redacted).is_err(), "a redacted user proves nothing");
         assert_eq!(may_signal(Role::Admin, "root", "'root'", &hidden), Ok(()));
