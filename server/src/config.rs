@@ -34,7 +34,8 @@ pub struct Cli {
     /// slowdown), power-brake, ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
     /// exits, the GPU stays free), idle-holder (a notebook holds memory, computes nothing);
     /// xid:INDEX:CODE@START logs one XID; wrong-result:INDEX makes GPU INDEX's lab runs observe wrong
-    /// results. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.
+    /// results; pid:INDEX:PID lists this host's process PID (one a test started) as a compute process on
+    /// GPU INDEX until it exits, so --allow-signals can be tried on it. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.
     #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
     pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
 
@@ -75,6 +76,12 @@ pub struct Cli {
     /// Serve on a non-loopback address without any token (everyone may do everything; the page warns).
     #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
+
+    /// Let admins send SIGTERM and SIGKILL to GPU processes from the page and the API, and operators to
+    /// processes of their own Unix user (their token's name). Off by default: the page shows no buttons
+    /// and `POST /api/processes/{pid}/signal` answers 403.
+    #[arg(long, env = "GPUDASH_ALLOW_SIGNALS")]
+    pub allow_signals: bool,
 
     /// An address people open the dashboard at, e.g. https://gpu1.example.com behind a TLS proxy. Repeatable.
     /// Its host name is accepted in Host headers and its origin in the cross-site check; https makes
@@ -147,6 +154,8 @@ pub struct Config {
     pub lab: crate::lab::LabConfig,
     pub auth_file: Option<PathBuf>,
     pub allow_anonymous: bool,
+    /// `--allow-signals`.
+    pub allow_signals: bool,
     /// Overrides the OS host name (`--hostname`).
     pub hostname: Option<String>,
     /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.
@@ -180,6 +189,7 @@ impl From<Cli> for Config {
             lab: crate::lab::LabConfig::from(&cli.lab),
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
+            allow_signals: cli.allow_signals,
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
@@ -356,6 +366,13 @@ mod tests {
     }
 
     #[test]
+    fn signals_are_off_unless_allowed() {
+        assert!(!Config::from(parse(&[]).unwrap()).allow_signals);
+        assert!(Config::from(parse(&["--allow-signals"]).unwrap()).allow_signals);
+        assert!(parse(&["--allow-signals=yes"]).is_err(), "a switch takes no value");
+    }
+
+    #[test]
     fn idle_flags_read_sizes_and_durations_and_refuse_nonsense() {
         let cli = parse(&[]).unwrap();
         assert_eq!((cli.idle_memory, cli.idle_after), (1 << 30, Duration::from_secs(1800)));
@@ -409,6 +426,7 @@ mod tests {
             (&["--history-rollup", "forever"][..], "not a duration"),
             (&["--no-history", "--data-dir", "/tmp"][..], "cannot be used with"),
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
+            (&["--simulate", "2", "--simulate-fault", "pid:0:0"][..], "pid:INDEX:PID"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
             (&["--audit-days", "0"][..], "from 1 to 3650"),

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod fleet;
 pub mod lab;
+pub mod signals;
 pub mod store;
 pub mod telemetry;
 pub mod web;
@@ -107,6 +108,8 @@ pub struct Options {
     pub alerts_file: Option<std::path::PathBuf>,
     /// `--alert-webhook`: generic webhooks besides the alerts file's (kept across reloads).
     pub alert_webhooks: Vec<url::Url>,
+    /// `--allow-signals`: admins (and operators, for their own) may send SIGTERM and SIGKILL to GPU processes.
+    pub allow_signals: bool,
 }
 
 impl Options {
@@ -130,6 +133,7 @@ impl Options {
             alerts: alerts::AlertsConfig::default(),
             alerts_file: None,
             alert_webhooks: Vec::new(),
+            allow_signals: false,
         }
     }
 }
@@ -223,6 +227,7 @@ pub async fn start_with(
         site: Arc::new(site),
         exposed_without_auth: options.exposed_without_auth,
         allow_anonymous: options.allow_anonymous,
+        allow_signals: options.allow_signals,
         fleet,
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
@@ -421,6 +426,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             ..web::serve::ConnectionLimits::default()
         },
         idle: config.idle,
+        allow_signals: config.allow_signals,
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

@@ -39,6 +39,9 @@ pub struct Me {
     pub auth_enabled: bool,
     /// Listening beyond loopback with no tokens (`--allow-anonymous`): the page shows a warning banner.
     pub exposed_without_auth: bool,
+    /// `--allow-signals`: the process table offers Stop and Kill (to whom [`crate::processes::may_signal`] allows).
+    #[serde(default)]
+    pub signals: bool,
 }
 
 /// Body of `POST /api/login`.

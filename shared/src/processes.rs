@@ -147,6 +147,102 @@ pub fn shorten(command: &str, max: usize) -> String {
     out
 }
 
+/// A signal gpudash sends to a GPU process (`POST /api/processes/{pid}/signal`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// Asks the process to end: it may clean up, or ignore it.
+    #[serde(rename = "SIGTERM")]
+    Term,
+    /// Ends the process at once; it cannot be caught.
+    #[serde(rename = "SIGKILL")]
+    Kill,
+}
+
+impl Signal {
+    pub const ALL: [Signal; 2] = [Signal::Term, Signal::Kill];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+        }
+    }
+
+    /// `SIGTERM` or `SIGKILL`, exactly; anything else is refused (see [`SignalNameError`]).
+    pub fn parse(name: &str) -> Result<Signal, SignalNameError> {
+        Self::ALL.into_iter().find(|s| s.name() == name).ok_or_else(|| SignalNameError(shorten(name, 40)))
+    }
+}
+
+/// A signal name gpudash does not send.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "'{0}' is not a signal gpudash sends; send {{\"signal\": \"SIGTERM\"}} (asks the process to end) or {{\"signal\": \"SIGKILL\"}} (ends it at once)"
+)]
+pub struct SignalNameError(pub String);
+
+/// Body of `POST /api/processes/{pid}/signal`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SignalRequest {
+    /// `SIGTERM` or `SIGKILL`, checked with [`Signal::parse`].
+    pub signal: String,
+}
+
+/// Answer of `POST /api/processes/{pid}/signal`: the signal went out; whether the process went away.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SignalAnswer {
+    pub pid: u32,
+    pub signal: Signal,
+    /// Always true in an answer: a signal that was not sent is an error instead.
+    pub sent: bool,
+    /// The process was gone (or a zombie) within [`SIGNAL_WAIT_MS`] of the signal.
+    pub exited: bool,
+}
+
+/// How long the server watches a signalled process go away before answering, ms.
+pub const SIGNAL_WAIT_MS: u64 = 2_000;
+
+/// Largest PID Linux hands out (`PID_MAX_LIMIT`, 2^22 on 64-bit systems).
+pub const PID_MAX: u32 = 1 << 22;
+
+/// Why a caller may not signal a process (the rule both the server and the page apply).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignalRefused {
+    #[error("signalling a process needs the operator role (for your own processes) or admin; {who} has viewer")]
+    Viewer { who: String },
+    #[error(
+        "an operator may signal only processes of their own Unix user: PID {pid} belongs to '{owner}', not '{caller}'; an admin may signal any"
+    )]
+    NotOwner { pid: u32, owner: String, caller: String },
+    #[error("PID {pid}'s Unix user is not known to gpudash (hidden by /proc), so only an admin may signal it")]
+    UnknownOwner { pid: u32 },
+}
+
+/// Who may signal `process`: an admin any GPU process; an operator only a process whose Unix
+/// user is `caller_user` (their token's user name); a viewer none. `who` names the caller in a refusal.
+pub fn may_signal(
+    role: crate::auth::Role,
+    caller_user: &str,
+    who: &str,
+    process: &GpuProcess,
+) -> Result<(), SignalRefused> {
+    use crate::auth::Role;
+    match role {
+        Role::Admin => Ok(()),
+        Role::Viewer => Err(SignalRefused::Viewer { who: who.to_owned() }),
+        Role::Operator => match process.user.as_deref().filter(|_| !process.redacted) {
+            Some(owner) if owner == caller_user => Ok(()),
+            Some(owner) => Err(SignalRefused::NotOwner {
+                pid: process.pid,
+                owner: owner.to_owned(),
+                caller: caller_user.to_owned(),
+            }),
+            None => Err(SignalRefused::UnknownOwner { pid: process.pid }),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,5 +327,33 @@ mod tests {
     fn shorten_keeps_short_commands_and_marks_cuts() {
         assert_eq!(shorten("python train.py", 40), "python train.py");
         assert_eq!(shorten("abcdef", 4), "abc…");
+    }
+
+    #[test]
+    fn admins_signal_any_operators_their_own_viewers_none() {
+        use crate::auth::Role;
+        let ana = GpuProcess { pid: 77, ..process(0, Some("ana"), 1) };
+        assert_eq!(may_signal(Role::Admin, "root", "'root'", &ana), Ok(()));
+        assert_eq!(may_signal(Role::Operator, "ana", "'ana'", &ana), Ok(()));
+        let refused = may_signal(Role::Operator, "bo", "'bo'", &ana).unwrap_err();
+        assert!(refused.to_string().contains("PID 77 belongs to 'ana', not 'bo'"), "{refused}");
+        assert!(matches!(may_signal(Role::Viewer, "ana", "'ana'", &ana), Err(SignalRefused::Viewer { .. })));
+        let hidden = GpuProcess { pid: 78, ..process(0, None, 1) };
+        assert_eq!(may_signal(Role::Operator, "ana", "'ana'", &hidden), Err(SignalRefused::UnknownOwner { pid: 78 }));
+        let mut redacted = ana;
+        redacted.redact();
+        assert!(may_signal(Role::Operator, "ana", "'ana'", &redacted).is_err(), "a redacted user proves nothing");
+        assert_eq!(may_signal(Role::Admin, "root", "'root'", &hidden), Ok(()));
+    }
+
+    #[test]
+    fn only_sigterm_and_sigkill_parse() {
+        assert_eq!(Signal::parse("SIGTERM"), Ok(Signal::Term));
+        assert_eq!(Signal::parse("SIGKILL"), Ok(Signal::Kill));
+        for bad in ["sigterm", "TERM", "SIGHUP", "", "9"] {
+            let err = Signal::parse(bad).unwrap_err().to_string();
+            assert!(err.contains("SIGTERM") && err.contains("SIGKILL"), "{err}");
+        }
+        assert_eq!(serde_json::to_string(&Signal::Kill).unwrap(), "\"SIGKILL\"");
     }
 }

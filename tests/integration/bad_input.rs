@@ -173,6 +173,12 @@ fn cases() -> Vec<Case> {
             ..post("/api/runs", "{\"device\": 0, \"params\": {\"kind\": \"latency\"}}", S::FORBIDDEN, "cross-site")
         },
         Case { token: None, ..case(Method::GET, "/metrics", S::UNAUTHORIZED, "token") },
+        // This server runs without --allow-signals.
+        post("/api/processes/4242/signal", r#"{"signal":"SIGTERM"}"#, S::FORBIDDEN, "--allow-signals"),
+        Case {
+            token: Some(ADMIN),
+            ..post("/api/processes/1/signal", r#"{"signal":"SIGKILL"}"#, S::FORBIDDEN, "--allow-signals")
+        },
     ];
     all.extend(alert_cases());
     // Not UTF-8 at all.
@@ -259,10 +265,64 @@ async fn stored(server: &TestServer) -> (usize, usize) {
 async fn every_bad_rest_request_is_refused_clearly_and_changes_nothing() {
     let server = team_server("token", "token").await;
     let before = stored(&server).await;
-    let client = reqwest::Client::new();
     let cases = cases();
     assert!(cases.len() >= 45, "{} REST cases", cases.len());
-    for c in &cases {
+    check(&server, &cases).await;
+    assert_eq!(stored(&server).await, before, "a refused request changed stored data");
+    server.stop().await;
+}
+
+/// Signals with `--allow-signals` on: a bad signal, PID or body, PID 1, a PID that is no GPU process.
+#[tokio::test]
+async fn every_bad_signal_request_is_refused_clearly_and_changes_nothing() {
+    use crate::signals::{ADMIN, OWN_OPERATOR, VIEWER};
+    use StatusCode as S;
+    const TERM: &str = r#"{"signal":"SIGTERM"}"#;
+    let mut child = crate::signals::Started::sleep();
+    let server = crate::signals::server(&[child.pid()], true, true).await;
+    crate::signals::listed(&server, child.pid(), "sleep", Some(ADMIN)).await;
+    let admin = |c: Case| Case { token: Some(ADMIN), ..c };
+    let cases = [
+        admin(post("/api/processes/4242/signal", r#"{"signal":"SIGHUP"}"#, S::BAD_REQUEST, "SIGTERM")),
+        admin(post("/api/processes/4242/signal", r#"{"signal":"sigkill"}"#, S::BAD_REQUEST, "SIGKILL")),
+        admin(post("/api/processes/4242/signal", r#"{"signal":9}"#, S::BAD_REQUEST, "invalid signal request")),
+        admin(post(
+            "/api/processes/4242/signal",
+            r#"{"signal":"SIGTERM","force":true}"#,
+            S::BAD_REQUEST,
+            "unknown field",
+        )),
+        admin(post("/api/processes/4242/signal", "", S::BAD_REQUEST, "invalid signal request")),
+        admin(post("/api/processes/abc/signal", TERM, S::BAD_REQUEST, "'abc' is not a PID")),
+        admin(post("/api/processes/-5/signal", TERM, S::BAD_REQUEST, "is not a PID")),
+        admin(post("/api/processes/0/signal", TERM, S::BAD_REQUEST, "PID 0 is not a process")),
+        admin(post("/api/processes/4194305/signal", TERM, S::BAD_REQUEST, "largest PID")),
+        admin(post("/api/processes/99999999999999999999999/signal", TERM, S::BAD_REQUEST, "is not a PID")),
+        admin(post("/api/processes/1/signal", TERM, S::FORBIDDEN, "init system")),
+        admin(post("/api/processes/4194304/signal", TERM, S::NOT_FOUND, "not a GPU process")),
+        Case { token: Some(VIEWER), ..post("/api/processes/4242/signal", TERM, S::FORBIDDEN, "operator role") },
+        Case { token: Some(OWN_OPERATOR), ..post("/api/processes/1/signal", TERM, S::FORBIDDEN, "init system") },
+        admin(case(Method::GET, "/api/processes/4242/signal", S::METHOD_NOT_ALLOWED, "not allowed")),
+    ];
+    check(&server, &cases).await;
+    assert!(child.running(), "no bad request signalled anything");
+    let log: Value = reqwest::Client::new()
+        .get(server.url("/api/audit?action=process.signal"))
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(log.as_array().unwrap().iter().all(|e| e["outcome"] == "denied"), "{log}");
+    server.stop().await;
+}
+
+/// Sends each case and checks its status and message, and that the server stays up.
+async fn check(server: &TestServer, cases: &[Case]) {
+    let client = reqwest::Client::new();
+    for c in cases {
         let mut request = client.request(c.method.clone(), server.url(c.path));
         if let Some(token) = c.token {
             request = request.bearer_auth(token);
@@ -285,8 +345,6 @@ async fn every_bad_rest_request_is_refused_clearly_and_changes_nothing() {
             c.path
         );
     }
-    assert_eq!(stored(&server).await, before, "a refused request changed stored data");
-    server.stop().await;
 }
 
 #[tokio::test]

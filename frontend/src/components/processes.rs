@@ -11,6 +11,7 @@ use shared::{
 use crate::{
     components::activity::idle_text,
     components::format::{self, percent},
+    components::signals::{SignalButtons, SignalControl, SignalPanel},
     state::DashboardState,
 };
 
@@ -136,6 +137,8 @@ pub fn ProcessTables(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>)
 #[component]
 fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
     let order = RwSignal::new(SortOrder::default());
+    let control = SignalControl::for_table();
+    let signals = move || control.filter(|c| c.enabled());
     let processes = Memo::new(move |_| state.with(|s| s.processes_on(index).cloned().collect::<Vec<_>>()));
     let lost = Memo::new(move |_| state.with(|s| s.lost_reason(index).is_some()));
     let name = Memo::new(move |_| state.with(|s| s.device(index).map(|d| d.info.name.clone()).unwrap_or_default()));
@@ -143,8 +146,10 @@ fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView 
         let mut rows = processes.get();
         order.get().sort(&mut rows);
         let now = js_sys::Date::now() as u64;
-        rows.into_iter().map(|p| view! { <ProcessRow process=p now_ms=now /> }).collect_view()
+        let signals = signals();
+        rows.into_iter().map(|p| view! { <ProcessRow process=p now_ms=now signals=signals /> }).collect_view()
     };
+    let columns = move || Column::ALL.len() + usize::from(signals().is_some());
     let empty_text = move || if lost.get() { "GPU lost" } else { "No processes" };
 
     view! {
@@ -162,18 +167,20 @@ fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView 
                                 .into_iter()
                                 .map(|column| view! { <SortHeader column=column order=order /> })
                                 .collect_view()}
+                            {move || signals().map(|_| view! { <th class="col-actions" scope="col">"Signal"</th> })}
                         </tr>
                     </thead>
                     <tbody>
                         {rows}
                         <Show when=move || processes.with(Vec::is_empty)>
                             <tr class="empty-row">
-                                <td colspan="7">{empty_text}</td>
+                                <td colspan=columns>{empty_text}</td>
                             </tr>
                         </Show>
                     </tbody>
                 </table>
             </div>
+            {move || signals().map(|control| view! { <SignalPanel control=control /> })}
         </div>
     }
 }
@@ -202,10 +209,11 @@ fn SortHeader(column: Column, order: RwSignal<SortOrder>) -> impl IntoView {
 }
 
 #[component]
-fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
+fn ProcessRow(process: GpuProcess, now_ms: u64, signals: Option<SignalControl>) -> impl IntoView {
     if process.redacted {
-        return view! { <RedactedRow process=process now_ms=now_ms /> }.into_any();
+        return view! { <RedactedRow process=process now_ms=now_ms signals=signals.is_some() /> }.into_any();
     }
+    let actions = signals.map(|control| view! { <SignalButtons control=control process=process.clone() /> });
     let command = process.command.clone().or_else(|| process.name.clone());
     let container = process.container.clone();
     let short = command.as_deref().map_or_else(|| "?".to_owned(), |c| shorten(c, COMMAND_CHARS));
@@ -225,6 +233,7 @@ fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
             <td class="container" title=container>
                 {process.container.unwrap_or_else(|| "—".to_owned())}
             </td>
+            {actions}
         </tr>
     }
     .into_any()
@@ -232,7 +241,7 @@ fn ProcessRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
 
 /// A row whose user, command and container the server left out (an anonymous viewer of a server with tokens).
 #[component]
-fn RedactedRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
+fn RedactedRow(process: GpuProcess, now_ms: u64, signals: bool) -> impl IntoView {
     let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
     view! {
         <tr class="process-row redacted" data-pid=process.pid>
@@ -243,6 +252,7 @@ fn RedactedRow(process: GpuProcess, now_ms: u64) -> impl IntoView {
             <td class="sm">{or_na(process.sm_util, percent)}</td>
             <td class="runtime">{runtime}</td>
             <td class="container redacted" title=REDACTED_TITLE>{REDACTED}</td>
+            {signals.then(|| view! { <td class="actions"></td> })}
         </tr>
     }
 }

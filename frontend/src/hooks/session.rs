@@ -38,6 +38,11 @@ impl Session {
         self.me.with(|me| may_cancel(me.as_ref(), requested_by))
     }
 
+    /// True when the server has `--allow-signals` and the caller may signal `process` (the server's rule).
+    pub fn may_signal(self, process: &shared::processes::GpuProcess) -> bool {
+        self.me.with(|me| may_signal(me.as_ref(), process))
+    }
+
     /// Trades a token for a session cookie; on success the page reloads its state as the new user.
     /// A failure carries the server's message (a 401: the token is not known).
     pub async fn login(self, token: String) -> Result<(), ApiFailure> {
@@ -101,6 +106,13 @@ fn may_cancel(me: Option<&Me>, requested_by: &str) -> bool {
         || (allows(me, Role::Operator) && me.and_then(|me| me.user.as_deref()) == Some(requested_by))
 }
 
+/// [`shared::processes::may_signal`] for the page's caller, where signals are on.
+fn may_signal(me: Option<&Me>, process: &shared::processes::GpuProcess) -> bool {
+    let Some(me) = me.filter(|me| me.signals) else { return false };
+    let (Some(role), Some(user)) = (me.role, me.user.as_deref()) else { return false };
+    shared::processes::may_signal(role, user, user, process).is_ok()
+}
+
 /// Resolves after `delay`, on the browser's timer.
 pub async fn sleep(delay: Duration) {
     let mut resolve = None;
@@ -122,6 +134,7 @@ mod tests {
             anonymous: false,
             auth_enabled: true,
             exposed_without_auth: false,
+            signals: false,
         }
     }
 
@@ -137,5 +150,30 @@ mod tests {
         let locked_out = Me { user: None, role: None, ..omar };
         assert!(!allows(Some(&locked_out), Role::Viewer));
         assert!(!allows(None, Role::Viewer));
+    }
+
+    #[test]
+    fn signal_buttons_follow_the_flag_and_the_shared_rule() {
+        let process = |user: &str| shared::processes::GpuProcess {
+            device: 0,
+            pid: 9,
+            kind: shared::processes::ProcessKind::Compute,
+            used_memory: None,
+            sm_util: None,
+            sm_util_seen_ms: None,
+            user: Some(user.to_owned()),
+            name: None,
+            command: None,
+            started_ms: None,
+            container: None,
+            redacted: false,
+            idle: None,
+        };
+        let on = |me: Me| Me { signals: true, ..me };
+        assert!(may_signal(Some(&on(me("omar", Role::Operator))), &process("omar")));
+        assert!(!may_signal(Some(&on(me("omar", Role::Operator))), &process("olga")));
+        assert!(may_signal(Some(&on(me("ada", Role::Admin))), &process("olga")));
+        assert!(!may_signal(Some(&on(me("vera", Role::Viewer))), &process("vera")));
+        assert!(!may_signal(Some(&me("ada", Role::Admin)), &process("olga")), "signals are off");
     }
 }

@@ -25,10 +25,12 @@ pub enum Action {
     AlertSilence,
     /// Ending a silence before its time.
     AlertUnsilence,
+    /// Sending SIGTERM or SIGKILL to a GPU process (`--allow-signals`), sent or refused.
+    ProcessSignal,
 }
 
 impl Action {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -41,6 +43,7 @@ impl Action {
         Self::BridgeEmptyCache,
         Self::AlertSilence,
         Self::AlertUnsilence,
+        Self::ProcessSignal,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -58,6 +61,7 @@ impl Action {
             Self::BridgeEmptyCache => "bridge.empty_cache",
             Self::AlertSilence => "alert.silence",
             Self::AlertUnsilence => "alert.unsilence",
+            Self::ProcessSignal => "process.signal",
         }
     }
 
@@ -76,6 +80,7 @@ impl Action {
             Self::BridgeEmptyCache => "emptying a process's cache",
             Self::AlertSilence => "silencing an alert",
             Self::AlertUnsilence => "ending a silence",
+            Self::ProcessSignal => "signalling a process",
         }
     }
 }

@@ -44,6 +44,17 @@ pub fn parse_pid_stat(stat: &str) -> Option<PidStat<'_>> {
     Some(PidStat { comm: comm(stat)?, utime: field(14)?, stime: field(15)?, starttime: field(22)? })
 }
 
+/// A process that has not exited (see [`ProcReader::running`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Running {
+    pub started_ms: Option<u64>,
+}
+
+/// The state letter of a `/proc/<pid>/stat` line (field 3: R, S, D, Z for a zombie...).
+fn pid_state(stat: &str) -> Option<char> {
+    stat.get(stat.rfind(')')? + 1..)?.split_whitespace().next()?.chars().next()
+}
+
 /// Reads processes under a /proc root (the real one, or a fixture in tests).
 #[derive(Debug, Clone)]
 pub struct ProcReader {
@@ -74,6 +85,19 @@ impl ProcReader {
                 .and_then(|s| Some(self.boot_ms? + s.starttime * 1000 / self.ticks_per_s)),
             container: read("cgroup").and_then(|b| container_id(&String::from_utf8_lossy(&b))),
         }
+    }
+
+    /// Whether `pid` runs now, and since when (ms since the epoch, as [`ProcInfo::started_ms`]):
+    /// `None` once it has exited, zombies included (dead, waiting for their parent to reap them).
+    pub fn running(&self, pid: u32) -> Option<Running> {
+        let stat = std::fs::read(self.root.join(pid.to_string()).join("stat")).ok()?;
+        let stat = String::from_utf8_lossy(&stat);
+        if matches!(pid_state(&stat)?, 'Z' | 'X' | 'x') {
+            return None;
+        }
+        let started_ms =
+            parse_pid_stat(&stat).and_then(|s| Some(self.boot_ms? + s.starttime * 1000 / self.ticks_per_s));
+        Some(Running { started_ms })
     }
 
     pub fn root(&self) -> &Path {
@@ -160,6 +184,29 @@ mod tests {
         if cfg!(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))) {
             assert_eq!(hz, 100);
         }
+    }
+
+    #[test]
+    fn zombies_and_missing_processes_are_not_running() {
+        assert_eq!(pid_state(STAT), Some('S'));
+        assert_eq!(pid_state("9 (a) b) Z 1 9"), Some('Z'));
+        let reader = ProcReader::new("/proc");
+        assert_eq!(reader.running(u32::MAX), None);
+        let me = reader.running(std::process::id()).expect("this process runs");
+        assert_eq!(me.started_ms, reader.read(std::process::id()).started_ms);
+        let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // `true` exits at once and stays a zombie until it is waited for.
+        while reader.read(pid).name.is_some()
+            && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| pid_state(&s) != Some('Z'))
+        {
+            assert!(std::time::Instant::now() < deadline, "`true` did not exit");
+            std::thread::yield_now();
+        }
+        assert_eq!(reader.running(pid), None, "a zombie has exited");
+        child.wait().expect("reap");
+        assert_eq!(reader.running(pid), None);
     }
 
     #[test]

@@ -232,6 +232,7 @@ fn me(state: &AppState, identity: Option<&Identity>) -> Me {
         anonymous: identity.is_none_or(|i| i.anonymous),
         auth_enabled: state.auth.enabled(),
         exposed_without_auth: state.exposed_without_auth,
+        signals: state.allow_signals,
     }
 }
 

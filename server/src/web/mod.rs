@@ -13,6 +13,7 @@ mod lab;
 mod metrics;
 mod metrics_gpm;
 pub mod serve;
+mod signals;
 pub mod site;
 pub mod tls;
 mod topology;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub exposed_without_auth: bool,
     /// `--allow-anonymous`: without tokens, proxied or non-loopback requests are still served.
     pub allow_anonymous: bool,
+    /// `--allow-signals`: `POST /api/processes/{pid}/signal` is on.
+    pub allow_signals: bool,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
 }
@@ -113,6 +116,7 @@ pub fn app(state: AppState) -> Router {
     Router::new()
         .route("/api/devices", get(api::devices))
         .route("/api/processes", get(api::processes))
+        .route("/api/processes/{pid}/signal", post(signals::signal))
         .route("/api/history", get(history::history))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(metrics::metrics))

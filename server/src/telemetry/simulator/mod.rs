@@ -80,10 +80,14 @@ pub struct Simulator {
     xids: Arc<Mutex<Vec<XidEvent>>>,
     interval_ms: u64,
     faults: Vec<Fault>,
+    /// Reads the host processes `pid:INDEX:PID` faults list.
+    proc: super::procfs::ProcReader,
 }
 
 /// Memory a CUDA context holds on a GPU nobody computes on (a desktop, persistence daemon).
 const IDLE_MEMORY: f64 = 512.0 * MIB as f64;
+/// What a host process listed by a `pid:INDEX:PID` fault holds on its GPU.
+pub const HOST_PROCESS_MEMORY: u64 = 1 << 30;
 /// What the idle notebook of [`Simulator::with_idle_holder`] holds.
 pub const HOLDER_MEMORY: u64 = 6 << 30;
 
@@ -107,7 +111,13 @@ impl Simulator {
             })
             .collect();
         let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000, xids_raised: Vec::new() };
-        Self { state: Arc::new(Mutex::new(state)), xids: Arc::default(), interval_ms, faults: Vec::new() }
+        Self {
+            state: Arc::new(Mutex::new(state)),
+            xids: Arc::default(),
+            interval_ms,
+            faults: Vec::new(),
+            proc: super::procfs::ProcReader::new("/proc"),
+        }
     }
 
     /// One GPM window per answering GPU, from what each simulated GPU is doing now.
@@ -139,6 +149,32 @@ impl Simulator {
                 self.push_xid(device, code, now_ms);
             }
         }
+    }
+
+    /// The host processes `pid:INDEX:PID` faults list on GPU `device` that have not exited,
+    /// as NVML would list them: real PID, user, command and start time, a made-up footprint.
+    fn host_processes(&self, device: u32) -> Vec<shared::processes::GpuProcess> {
+        let pids = self.faults.iter().filter_map(Fault::host_process).filter(|&(d, _)| d == device);
+        pids.filter(|&(_, pid)| self.proc.running(pid).is_some())
+            .map(|(device, pid)| {
+                let info = self.proc.read(pid);
+                shared::processes::GpuProcess {
+                    device,
+                    pid,
+                    kind: shared::processes::ProcessKind::Compute,
+                    used_memory: Some(HOST_PROCESS_MEMORY),
+                    sm_util: None,
+                    sm_util_seen_ms: None,
+                    user: info.user,
+                    name: info.name,
+                    command: info.command,
+                    started_ms: info.started_ms,
+                    container: info.container,
+                    redacted: false,
+                    idle: None,
+                }
+            })
+            .collect()
     }
 
     /// Queues an XID for the XID watcher, as the driver's event set would report it.
@@ -229,6 +265,7 @@ impl GpuSource for Simulator {
             let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
             details.health.push(gpu.health(index, timestamp_ms, rng, effects));
             details.processes.extend(gpu.processes(index));
+            details.processes.extend(self.host_processes(index));
         }
         details
     }

@@ -70,6 +70,10 @@ pub enum Fault {
     /// A notebook holds memory on the GPU and computes nothing while the window holds; nothing
     /// else runs there meanwhile. It exits when the window ends.
     IdleHolder { device: u32, window: Window },
+    /// A real process of this host (one a test started, say) is listed as a compute process on
+    /// GPU `device`, with its user, command and start time from /proc, until it exits: so the
+    /// real path of `POST /api/processes/{pid}/signal` can be tested without a GPU.
+    HostProcess { device: u32, pid: u32 },
 }
 
 /// A `--simulate-fault` value the simulator does not know.
@@ -82,7 +86,9 @@ pub enum Fault {
      xid:INDEX:CODE@START (the driver logs XID CODE once, e.g. xid:0:13@5s), ecc:INDEX@START[+LENGTH] \
      (uncorrectable ECC error, row remap pending until a reset), memory-full:INDEX@START[+LENGTH] (memory \
      98 % used), job-ends:INDEX@START[+LENGTH] (its busy job exits; the GPU stays free), \
-     idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), and \
+     idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), \
+     pid:INDEX:PID (this host's process PID is listed as a compute process on GPU INDEX until it exits, \
+     e.g. pid:0:12345), and \
      wrong-result:INDEX (e.g. wrong-result:0: GPU 0's lab runs produce wrong results, so their checks fail)"
 )]
 pub struct FaultError(pub String);
@@ -90,12 +96,17 @@ pub struct FaultError(pub String);
 impl std::str::FromStr for Fault {
     type Err = FaultError;
 
-    /// `KIND:INDEX@START[+LENGTH]`, `xid:INDEX:CODE@START` or `wrong-result:INDEX`.
+    /// `KIND:INDEX@START[+LENGTH]`, `xid:INDEX:CODE@START`, `pid:INDEX:PID` or `wrong-result:INDEX`.
     fn from_str(text: &str) -> Result<Self, FaultError> {
         let usage = || FaultError(text.to_owned());
         let (kind, rest) = text.trim().split_once(':').ok_or_else(usage)?;
         if kind == "wrong-result" {
             return Ok(Fault::WrongResult { device: rest.parse().map_err(|_| usage())? });
+        }
+        if kind == "pid" {
+            let (device, pid) = rest.split_once(':').ok_or_else(usage)?;
+            let (device, pid) = (device.parse().map_err(|_| usage())?, pid.parse().map_err(|_| usage())?);
+            return if pid == 0 { Err(usage()) } else { Ok(Fault::HostProcess { device, pid }) };
         }
         let (target, when) = rest.split_once('@').ok_or_else(usage)?;
         let (start, length) = match when.split_once('+') {
@@ -143,7 +154,8 @@ impl Fault {
             | Fault::Ecc { device, .. }
             | Fault::MemoryFull { device, .. }
             | Fault::JobEnds { device, .. }
-            | Fault::IdleHolder { device, .. } => device,
+            | Fault::IdleHolder { device, .. }
+            | Fault::HostProcess { device, .. } => device,
         }
     }
 
@@ -161,6 +173,14 @@ impl Fault {
     pub fn wrong_result_device(&self) -> Option<u32> {
         match *self {
             Fault::WrongResult { device } => Some(device),
+            _ => None,
+        }
+    }
+
+    /// The host process this fault lists on a GPU, if it is such a fault: the GPU and the PID.
+    pub fn host_process(&self) -> Option<(u32, u32)> {
+        match *self {
+            Fault::HostProcess { device, pid } => Some((device, pid)),
             _ => None,
         }
     }

@@ -35,6 +35,7 @@ fn every_fault_parses() {
         ("job-ends:1@3s", Fault::JobEnds { device: 1, window: window(3_000, None) }),
         ("job-ends:1@3s+4s", Fault::JobEnds { device: 1, window: window(3_000, Some(4_000)) }),
         (" idle-holder:2@1s ", Fault::IdleHolder { device: 2, window: window(1_000, None) }),
+        ("pid:1:4242", Fault::HostProcess { device: 1, pid: 4242 }),
     ] {
         assert_eq!(text.parse::<Fault>(), Ok(fault), "{text}");
         assert_eq!(fault.device(), text.trim().split([':', '@']).nth(1).unwrap().parse::<u32>().unwrap());
@@ -56,6 +57,10 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
         "hot:1",
         "hot:1@",
         "xid:1@5s",
+        "pid:1",
+        "pid:1:0",
+        "pid:1:x",
+        "pid:1:5@1s",
         "xid:1:x@5s",
         "xid:1:13@5s+1s",
         "ecc:-1@1s",
@@ -218,4 +223,20 @@ fn an_idle_holder_holds_memory_and_computes_nothing_while_it_holds() {
         assert!(sm < shared::activity::IDLE_SM_PERCENT, "SM {sm} %: the GPU computes nothing");
     }
     assert!(on_gpu0(20).iter().all(|p| p.pid != first[0].pid), "the notebook exits after its length");
+}
+
+#[test]
+fn a_host_process_is_listed_with_what_proc_says_until_it_exits() {
+    let mut child = std::process::Command::new("sleep").arg("600").spawn().expect("spawn sleep");
+    let pid = child.id();
+    let sim = sim(2, &[&format!("pid:1:{pid}")]);
+    sim.sample(T0);
+    let listed = sim.details(T0).processes.into_iter().find(|p| p.pid == pid).expect("the sleep is listed");
+    assert_eq!(listed.device, 1);
+    assert_eq!(listed.name.as_deref(), Some("sleep"));
+    assert_eq!(listed.command.as_deref(), Some("sleep 600"));
+    assert!(listed.user.is_some() && listed.started_ms.is_some(), "{listed:?}");
+    child.kill().expect("kill sleep");
+    child.wait().expect("reap sleep");
+    assert!(sim.details(T0 + 1000).processes.iter().all(|p| p.pid != pid), "gone once it exited");
 }
