@@ -175,6 +175,7 @@ fn cases() -> Vec<Case> {
         Case { token: None, ..case(Method::GET, "/metrics", S::UNAUTHORIZED, "token") },
     ];
     all.extend(alert_cases());
+    all.extend(usage_cases());
     // Not UTF-8 at all.
     all.push(Case {
         body: Some(vec![0xff, 0xfe, 0x00, 0x80]),
@@ -182,6 +183,27 @@ fn cases() -> Vec<Case> {
     });
     // Over the body limit.
     all.push(Case { body: Some(vec![b' '; 2 << 20]), ..post("/api/runs", "", S::PAYLOAD_TOO_LARGE, "") });
+    all
+}
+
+/// The usage API (`/api/usage` and its CSV): ranges, groups, numbers.
+fn usage_cases() -> Vec<Case> {
+    use StatusCode as S;
+    let mut all = Vec::new();
+    for base in ["/api/usage", "/api/usage.csv"] {
+        let path = |query: &str| -> &'static str { Box::leak(format!("{base}?{query}").into_boxed_str()) };
+        all.extend([
+            case(Method::GET, path("from=9&to=1"), S::BAD_REQUEST, "'from' (9) must be before 'to' (1)"),
+            case(Method::GET, path("from=0&to=31708800001"), S::BAD_REQUEST, "at most 366 days"),
+            case(Method::GET, path("from=0&to=1&group=week"), S::BAD_REQUEST, "the groups are user, gpu, day"),
+            case(Method::GET, path("from=yesterday&to=1"), S::BAD_REQUEST, "whole number of ms"),
+            case(Method::GET, path("from=0&to=1.5"), S::BAD_REQUEST, "whole number of ms"),
+            case(Method::GET, path("from=0&to=99999999999999999999"), S::BAD_REQUEST, "whole number of ms"),
+            case(Method::GET, path("to=1"), S::BAD_REQUEST, "'from' is required"),
+            case(Method::GET, path("from=0"), S::BAD_REQUEST, "'to' is required"),
+            case(Method::GET, path("from=0&to=1&user=ana"), S::BAD_REQUEST, "unknown parameter 'user'"),
+        ]);
+    }
     all
 }
 
