@@ -204,7 +204,9 @@ mod tests {
 
     #[test]
     fn bad_queries_say_what_is_allowed() {
-        let err = |f, t, g| UsageQuery::parse(f, t, g).unwrap_err().to_string();
+        fn err(f: Option<&str>, t: Option<&str>, g: Option<&str>) -> String {
+            UsageQuery::parse(f, t, g).unwrap_err().to_string()
+        }
         assert!(err(None, Some("1"), None).contains("'from' is required"));
         assert!(err(Some("1"), None, None).contains("'to' is required"));
         assert!(err(Some("x"), Some("1"), None).contains("not 'x'"));

@@ -130,3 +130,38 @@ async fn a_range_before_any_job_is_empty_and_no_history_keeps_sums_in_memory() {
     assert!(empty.rows.is_empty(), "{empty:?}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn anonymous_viewers_of_a_team_server_see_the_sums_but_no_user_names() {
+    use crate::security::VIEWER;
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), "viewers = \"open\"\n").unwrap();
+    let auth = gpudash::auth::AuthConfig::load(Some(file.path()), Some(&format!("vera:viewer:{VIEWER}"))).unwrap();
+    let simulator = gpudash::telemetry::simulator::Simulator::new(1, INTERVAL_MS)
+        .with_fault("job:0:zoe-secret:1:50@0s+1m".parse().unwrap());
+    let options = gpudash::Options { auth, ..gpudash::Options::new(Duration::from_millis(INTERVAL_MS)) };
+    let server = TestServer::with_options(Box::new(simulator), options).await;
+    let ask = |token: Option<&'static str>, path: String| {
+        let mut request = reqwest::Client::new().get(server.url(&path));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move { request.send().await.ok()?.text().await.ok() }
+    };
+    let signed_in = eventually(30, "zoe's job charged", || async {
+        let body = ask(Some(VIEWER), format!("/api/usage?{}", range())).await?;
+        body.contains("\"zoe-secret\"").then_some(body)
+    })
+    .await;
+    assert!(signed_in.contains("gpu_hours"), "{signed_in}");
+    for path in [format!("/api/usage?{}", range()), format!("/api/usage.csv?{}&group=user_day", range())] {
+        let body = ask(None, path.clone()).await.unwrap();
+        assert!(!body.contains("zoe"), "{path}: {body}");
+        assert!(body.contains(shared::usage::HIDDEN_USER), "{path}: {body}");
+    }
+    // Rows without users name nobody and are the same for everyone.
+    let by_gpu = format!("/api/usage?{}&group=gpu", range());
+    let anonymous: UsageResponse = serde_json::from_str(&ask(None, by_gpu).await.unwrap()).unwrap();
+    assert_eq!(anonymous.rows.len(), 1, "{anonymous:?}");
+    server.stop().await;
+}

@@ -15,10 +15,13 @@ use crate::store::usage::{Bucket, Sums};
 const HOUR_S: f64 = 3600.0;
 const KWH_J: f64 = 3.6e6;
 
+/// A row's keys, in row order: day, user, GPU (each `None` when the group has none).
+type RowKey = (Option<u64>, Option<String>, Option<u32>);
+
 /// Rows of `group` from per-day buckets; with `hide_users` every user is [`HIDDEN_USER`] (an
 /// anonymous viewer of a server with tokens). Largest GPU-hours first; rows with a day by day.
 pub fn rows(buckets: &[Bucket], group: UsageGroup, hide_users: bool) -> Vec<UsageRow> {
-    let mut groups: BTreeMap<(Option<u64>, Option<String>, Option<u32>), Sums> = BTreeMap::new();
+    let mut groups: BTreeMap<RowKey, Sums> = BTreeMap::new();
     for bucket in buckets {
         let user = group.has_user().then(|| if hide_users { HIDDEN_USER.to_owned() } else { bucket.user.clone() });
         let day = group.has_day().then_some(bucket.start - bucket.start % DAY_MS);
