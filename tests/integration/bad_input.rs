@@ -186,25 +186,31 @@ fn cases() -> Vec<Case> {
     all
 }
 
-/// The usage API (`/api/usage` and its CSV): ranges, groups, numbers.
+/// The usage API (`/api/usage` and its CSV): ranges, groups, numbers; each case asked of both.
 fn usage_cases() -> Vec<Case> {
     use StatusCode as S;
-    let mut all = Vec::new();
-    for base in ["/api/usage", "/api/usage.csv"] {
-        let path = |query: &str| -> &'static str { Box::leak(format!("{base}?{query}").into_boxed_str()) };
-        all.extend([
-            case(Method::GET, path("from=9&to=1"), S::BAD_REQUEST, "'from' (9) must be before 'to' (1)"),
-            case(Method::GET, path("from=0&to=31708800001"), S::BAD_REQUEST, "at most 366 days"),
-            case(Method::GET, path("from=0&to=1&group=week"), S::BAD_REQUEST, "the groups are user, gpu, day"),
-            case(Method::GET, path("from=yesterday&to=1"), S::BAD_REQUEST, "whole number of ms"),
-            case(Method::GET, path("from=0&to=1.5"), S::BAD_REQUEST, "whole number of ms"),
-            case(Method::GET, path("from=0&to=99999999999999999999"), S::BAD_REQUEST, "whole number of ms"),
-            case(Method::GET, path("to=1"), S::BAD_REQUEST, "'from' is required"),
-            case(Method::GET, path("from=0"), S::BAD_REQUEST, "'to' is required"),
-            case(Method::GET, path("from=0&to=1&user=ana"), S::BAD_REQUEST, "unknown parameter 'user'"),
-        ]);
+    macro_rules! both {
+        ($query:literal, $says:literal) => {
+            [
+                case(Method::GET, concat!("/api/usage?", $query), S::BAD_REQUEST, $says),
+                case(Method::GET, concat!("/api/usage.csv?", $query), S::BAD_REQUEST, $says),
+            ]
+        };
     }
-    all
+    [
+        both!("from=9&to=1", "'from' (9) must be before 'to' (1)"),
+        both!("from=0&to=31708800001", "at most 366 days"),
+        both!("from=0&to=1&group=week", "the groups are user, gpu, day"),
+        both!("from=yesterday&to=1", "whole number of ms"),
+        both!("from=0&to=1.5", "whole number of ms"),
+        both!("from=0&to=99999999999999999999", "whole number of ms"),
+        both!("to=1", "'from' is required"),
+        both!("from=0", "'to' is required"),
+        both!("from=0&to=1&user=ana", "unknown parameter 'user'"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The alerts API: filters, silences and subscriptions.
