@@ -15,6 +15,7 @@ use crate::{
         fleet::{FleetPage, fleet_configured},
         lab::LabPage,
         login::LoginRequired,
+        usage::UsagePage,
     },
     state::{alerts::AlertsState, lab::LabState},
 };
@@ -85,6 +86,10 @@ pub fn App() -> impl IntoView {
                     <div class="tab-panel" hidden=move || tab.get() != Tab::Alerts>
                         <AlertsPage telemetry=telemetry />
                     </div>
+                </Show>
+                // Built each time it is shown, so it asks for the figures of now.
+                <Show when=move || tab.get() == Tab::Usage>
+                    <UsagePage />
                 </Show>
                 <Show when=move || tab.get() == Tab::Audit && admin.get()>
                     <AuditPage />

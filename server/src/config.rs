@@ -33,6 +33,8 @@ pub struct Cli {
     /// for LENGTH or for good. Kinds: lost (falls off the bus, XID 79), hot (ramps to 92 °C, thermal
     /// slowdown), power-brake, ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
     /// exits, the GPU stays free), idle-holder (a notebook holds memory, computes nothing);
+    /// job:INDEX:USER:GIB[:SM]@START+LENGTH runs a process of USER holding GIB GiB at SM % over exactly
+    /// that window (for usage accounting tests; nothing else runs on that GPU);
     /// xid:INDEX:CODE@START logs one XID; wrong-result:INDEX makes GPU INDEX's lab runs observe wrong
     /// results; pid:INDEX:PID lists this host's process PID (one a test started) as a compute process on
     /// GPU INDEX until it exits, so --allow-signals can be tried on it. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.

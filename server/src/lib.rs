@@ -15,6 +15,7 @@ pub mod lab;
 pub mod signals;
 pub mod store;
 pub mod telemetry;
+pub mod usage;
 pub mod web;
 
 use std::net::SocketAddr;
@@ -40,7 +41,7 @@ pub fn open_source(config: &Config) -> Box<dyn GpuSource> {
         tracing::warn!(count, "showing simulated GPUs: no figure on the page comes from hardware");
         // The demo shows a forgotten notebook: the idle-but-held case.
         let demo = Simulator::new(count, interval_ms).with_idle_holder();
-        let simulator = config.faults.iter().fold(demo, |sim, fault| sim.with_fault(*fault));
+        let simulator = config.faults.iter().fold(demo, |sim, fault| sim.with_fault(fault.clone()));
         return Box::new(simulator);
     }
     match NvmlSource::open(interval_ms) {
@@ -69,6 +70,9 @@ pub struct Running {
     alerts: alerts::Alerts,
     /// The rules' thread ([`alerts::engine`]).
     alert_engine: std::thread::JoinHandle<()>,
+    /// Usage sums and the accounting thread ([`usage::engine`]), which flushes them when it stops.
+    usage: store::usage::UsageStore,
+    usage_engine: std::thread::JoinHandle<()>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -173,6 +177,7 @@ pub async fn start_with(
     );
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
+    let details_period = source.details_period(options.interval);
     let sampler = Sampler::spawn(source, telemetry.clone(), recorder, options.interval)?;
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
         tracing::warn!("no sample within {FIRST_SAMPLE_TIMEOUT:?}; serving anyway");
@@ -202,6 +207,10 @@ pub async fn start_with(
     if let Some(path) = options.alerts_file {
         reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
     }
+    let usage = open_usage(options.store.as_ref())?;
+    let minute_retention = options.store.as_ref().map_or(store::Retention::default().minute, |s| s.retention().minute);
+    let usage_engine =
+        usage::engine::spawn(usage.clone(), &telemetry, details_period, minute_retention, shutdown_rx.clone())?;
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let mut site = options.site;
     site.tls = tls.is_some();
@@ -229,10 +238,23 @@ pub async fn start_with(
         allow_anonymous: options.allow_anonymous,
         allow_signals: options.allow_signals,
         fleet,
+        usage: usage.clone(),
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
-    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine })
+    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine, usage, usage_engine })
+}
+
+/// The usage sums, kept in the history database, or in memory with `--no-history`.
+fn open_usage(store: Option<&Store>) -> std::io::Result<store::usage::UsageStore> {
+    match store {
+        Some(store) => store::usage::UsageStore::open(store.path()),
+        None => {
+            tracing::warn!("usage sums are kept in memory only (--no-history): a restart forgets them");
+            store::usage::UsageStore::memory()
+        }
+    }
+    .map_err(std::io::Error::other)
 }
 
 /// The alerts, kept in the history database, or in memory with `--no-history` (reading the
@@ -333,6 +355,13 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || engine.join()).await;
         let alerts = self.alerts;
         let _ = tokio::task::spawn_blocking(move || alerts.sync()).await;
+        // The accounting thread has seen the shutdown: joining it writes its last sums.
+        let (engine, usage) = (self.usage_engine, self.usage);
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = engine.join();
+            usage.sync();
+        })
+        .await;
         let _ = self.audit.await;
         served
     }

@@ -21,6 +21,7 @@ mod tagged;
 pub mod telemetry;
 pub mod topology;
 pub mod units;
+pub mod usage;
 pub mod ws;
 
 pub use ring::{HISTORY_WINDOW_MS, MemoryRing};

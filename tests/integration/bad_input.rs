@@ -181,6 +181,7 @@ fn cases() -> Vec<Case> {
         },
     ];
     all.extend(alert_cases());
+    all.extend(usage_cases());
     // Not UTF-8 at all.
     all.push(Case {
         body: Some(vec![0xff, 0xfe, 0x00, 0x80]),
@@ -189,6 +190,33 @@ fn cases() -> Vec<Case> {
     // Over the body limit.
     all.push(Case { body: Some(vec![b' '; 2 << 20]), ..post("/api/runs", "", S::PAYLOAD_TOO_LARGE, "") });
     all
+}
+
+/// The usage API (`/api/usage` and its CSV): ranges, groups, numbers; each case asked of both.
+fn usage_cases() -> Vec<Case> {
+    use StatusCode as S;
+    macro_rules! both {
+        ($query:literal, $says:literal) => {
+            [
+                case(Method::GET, concat!("/api/usage?", $query), S::BAD_REQUEST, $says),
+                case(Method::GET, concat!("/api/usage.csv?", $query), S::BAD_REQUEST, $says),
+            ]
+        };
+    }
+    [
+        both!("from=9&to=1", "'from' (9) must be before 'to' (1)"),
+        both!("from=0&to=31708800001", "at most 366 days"),
+        both!("from=0&to=1&group=week", "the groups are user, gpu, day"),
+        both!("from=yesterday&to=1", "whole number of ms"),
+        both!("from=0&to=1.5", "whole number of ms"),
+        both!("from=0&to=99999999999999999999", "whole number of ms"),
+        both!("to=1", "'from' is required"),
+        both!("from=0", "'to' is required"),
+        both!("from=0&to=1&user=ana", "unknown parameter 'user'"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// The alerts API: filters, silences and subscriptions.

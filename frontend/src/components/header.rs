@@ -1,4 +1,4 @@
-//! The top bar: product name, the Dashboard | Lab (| Fleet) | Alerts (| Audit) tabs,
+//! The top bar: product name, the Dashboard | Lab (| Fleet) | Alerts | Usage (| Audit) tabs,
 //! the firing alerts' badge, host facts, who is signed in, connection status and the
 //! theme toggle.
 
@@ -61,7 +61,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
     }
 }
 
-/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, and for admins `#tab-audit`.
+/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, `#tab-usage`, and for admins `#tab-audit`.
 #[component]
 fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
     let session = expect_context::<Session>();
@@ -93,6 +93,7 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
                 {button(Tab::Fleet)}
             </Show>
             {button(Tab::Alerts)}
+            {button(Tab::Usage)}
             <Show when=move || session.allows(Role::Admin)>
                 {button(Tab::Audit)}
             </Show>

@@ -1,4 +1,4 @@
-//! Whole pages of the app: the dashboard, the GPU lab, the fleet, alerts and (for admins) the audit log.
+//! Whole pages of the app: the dashboard, the GPU lab, the fleet, alerts, usage and (for admins) the audit log.
 
 pub mod alerts;
 pub mod audit;
@@ -6,6 +6,7 @@ pub mod dashboard;
 pub mod fleet;
 pub mod lab;
 pub mod login;
+pub mod usage;
 
 /// The page shown below the header, switched by the header's tabs and the URL's `#fragment`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +15,7 @@ pub enum Tab {
     Lab,
     Fleet,
     Alerts,
+    Usage,
     Audit,
 }
 
@@ -25,6 +27,7 @@ impl Tab {
             Self::Lab => "lab",
             Self::Fleet => "fleet",
             Self::Alerts => "alerts",
+            Self::Usage => "usage",
             Self::Audit => "audit",
         }
     }
@@ -35,6 +38,7 @@ impl Tab {
             Self::Lab => "Lab",
             Self::Fleet => "Fleet",
             Self::Alerts => "Alerts",
+            Self::Usage => "Usage",
             Self::Audit => "Audit",
         }
     }
@@ -45,6 +49,7 @@ impl Tab {
             "lab" => Self::Lab,
             "fleet" => Self::Fleet,
             "alerts" => Self::Alerts,
+            "usage" => Self::Usage,
             "audit" => Self::Audit,
             _ => Self::Dashboard,
         }
@@ -57,7 +62,7 @@ mod tests {
 
     #[test]
     fn fragments_name_tabs() {
-        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Alerts, Tab::Audit] {
+        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Alerts, Tab::Usage, Tab::Audit] {
             assert_eq!(Tab::from_fragment(&format!("#{}", tab.key())), tab);
         }
         assert_eq!(Tab::from_fragment(""), Tab::Dashboard);

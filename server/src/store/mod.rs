@@ -10,6 +10,7 @@ mod query;
 mod recorder;
 pub mod runs;
 mod schema;
+pub mod usage;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -60,6 +60,11 @@ pub trait GpuSource: Send + Sync + 'static {
         let _ = (sink, stop);
         None
     }
+    /// How often the slow loop reads details when sampling every `interval`: never faster than
+    /// [`sampler::DETAILS_PERIOD`] on hardware, where a read blocks for tens of ms.
+    fn details_period(&self, interval: std::time::Duration) -> std::time::Duration {
+        sampler::DETAILS_PERIOD.max(interval)
+    }
     /// How the GPUs connect (NVLink, PCIe, peer-to-peer status), read once at start. Blocking.
     fn topology(&self) -> Option<shared::topology::Topology> {
         None

@@ -54,8 +54,9 @@ impl Sampler {
         })?);
 
         let (slow_source, slow_hub) = (source.clone(), hub.clone());
+        let details_period = source.details_period(interval);
         threads.push(std::thread::Builder::new().name("gpudash-details".into()).spawn(move || {
-            every(DETAILS_PERIOD.max(interval), &details_stopped, |timestamp_ms| {
+            every(details_period, &details_stopped, |timestamp_ms| {
                 slow_hub.publish_details(slow_source.details(timestamp_ms));
             });
         })?);

@@ -17,6 +17,7 @@ mod signals;
 pub mod site;
 pub mod tls;
 mod topology;
+mod usage;
 mod ws;
 
 use std::sync::Arc;
@@ -71,6 +72,8 @@ pub struct AppState {
     pub allow_signals: bool,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// Usage sums per user, GPU and minute (the history database, or in memory).
+    pub usage: crate::store::usage::UsageStore,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -144,6 +147,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/alerts/silences/{id}", delete(alerts::unsilence))
         .route("/api/alerts/subscriptions", get(alerts::subscriptions).post(alerts::subscribe))
         .route("/api/alerts/subscriptions/{id}", delete(alerts::unsubscribe))
+        .route("/api/usage", get(usage::usage))
+        .route("/api/usage.csv", get(usage::usage_csv))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)

@@ -15,7 +15,7 @@ mod gpu;
 mod models;
 
 use self::faults::effects::Effects;
-pub use self::faults::{Fault, FaultError, Window};
+pub use self::faults::{Fault, FaultError, ScriptedJob, Window};
 use self::models::MODELS;
 use super::{ActivitySink, GpuSource, XidSink};
 
@@ -175,6 +175,36 @@ impl Simulator {
                 }
             })
             .collect()
+
+    /// The processes of GPU `device`'s job faults running at `now_ms`; `None` when it has no job faults.
+    fn scripted_jobs(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<Vec<shared::processes::GpuProcess>> {
+        let mut any = false;
+        let mut processes = Vec::new();
+        for (n, fault) in (0u32..).zip(&self.faults) {
+            let Fault::Job { device: d, job, window } = fault else { continue };
+            if *d != device {
+                continue;
+            }
+            any = true;
+            if window.holds(first_ms, now_ms) {
+                processes.push(shared::processes::GpuProcess {
+                    device,
+                    pid: 60_000 + n,
+                    kind: shared::processes::ProcessKind::Compute,
+                    used_memory: Some(job.gib << 30),
+                    sm_util: job.sm_util,
+                    sm_util_seen_ms: job.sm_util.map(|_| now_ms),
+                    user: Some(job.user.clone()),
+                    name: Some("python3".to_owned()),
+                    command: Some(format!("python3 scripted_job_{n}.py (simulated)")),
+                    started_ms: Some(window.start(first_ms)),
+                    container: None,
+                    redacted: false,
+                    idle: None,
+                });
+            }
+        }
+        any.then_some(processes)
     }
 
     /// Queues an XID for the XID watcher, as the driver's event set would report it.
@@ -264,10 +294,24 @@ impl GpuSource for Simulator {
             }
             let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
             details.health.push(gpu.health(index, timestamp_ms, rng, effects));
-            details.processes.extend(gpu.processes(index));
+            let scripted = self.scripted_jobs(index, first_ms, timestamp_ms);
+            match scripted {
+                Some(processes) => details.processes.extend(processes),
+                None => details.processes.extend(gpu.processes(index)),
+            }
             details.processes.extend(self.host_processes(index));
         }
         details
+    }
+
+    fn details_period(&self, interval: std::time::Duration) -> std::time::Duration {
+        // Scripted jobs are for exact accounting tests: read processes as often as gauges
+        // (the simulator's details cost nothing), so a job's end is seen within one interval.
+        if self.faults.iter().any(|f| matches!(f, Fault::Job { .. })) {
+            interval
+        } else {
+            super::sampler::DETAILS_PERIOD.max(interval)
+        }
     }
 
     fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {

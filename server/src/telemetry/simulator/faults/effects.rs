@@ -53,22 +53,26 @@ impl Effects {
         for fault in faults.iter().filter(|fault| fault.device() == device) {
             let holds = |window: super::Window| window.holds(first_ms, now_ms);
             let until = |window: super::Window| window.end(first_ms).unwrap_or(u64::MAX);
-            match *fault {
-                Fault::Hot { window, .. } => effects.hot |= holds(window),
-                Fault::PowerBrake { window, .. } => effects.brake |= holds(window),
-                Fault::Ecc { window, .. } => {
+            match fault {
+                // Only its scripted processes run on a GPU with jobs (`Simulator::details`).
+                Fault::Job { .. } => effects.jobs = Jobs::Gone { until_ms: u64::MAX },
+                &Fault::Hot { window, .. } => effects.hot |= holds(window),
+                &Fault::PowerBrake { window, .. } => effects.brake |= holds(window),
+                &Fault::Ecc { window, .. } => {
                     effects.ecc |= holds(window);
                     effects.ecc_struck |= window.begun(first_ms, now_ms);
                 }
-                Fault::MemoryFull { window, .. } => effects.memory_full |= holds(window),
-                Fault::JobEnds { window, .. } if !window.begun(first_ms, now_ms) => {
+                &Fault::MemoryFull { window, .. } => effects.memory_full |= holds(window),
+                &Fault::JobEnds { window, .. } if !window.begun(first_ms, now_ms) => {
                     effects.jobs = Jobs::Busy { until_ms: window.start(first_ms) };
                 }
-                Fault::JobEnds { window, .. } if holds(window) => effects.jobs = Jobs::Gone { until_ms: until(window) },
-                Fault::IdleHolder { window, .. } if holds(window) => {
+                &Fault::JobEnds { window, .. } if holds(window) => {
+                    effects.jobs = Jobs::Gone { until_ms: until(window) }
+                }
+                &Fault::IdleHolder { window, .. } if holds(window) => {
                     effects.jobs = Jobs::Holder { since_ms: window.start(first_ms), until_ms: until(window) };
                 }
-                Fault::IdleHolder { window, .. } if window.ended(first_ms, now_ms) => {
+                &Fault::IdleHolder { window, .. } if window.ended(first_ms, now_ms) => {
                     effects.jobs = Jobs::HolderExited;
                 }
                 _ => {}

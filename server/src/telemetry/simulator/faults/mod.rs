@@ -44,8 +44,18 @@ impl Window {
     }
 }
 
+/// A process a `job` fault runs: who, how much memory, what SM share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptedJob {
+    pub user: String,
+    /// Device memory it holds, GiB.
+    pub gib: u64,
+    /// Its SM utilization in percent; `None`: it runs no kernel (NVML gives no figure).
+    pub sm_util: Option<u32>,
+}
+
 /// A fault the simulator injects, for tests and demos of how gpudash copes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fault {
     /// GPU `device` stops answering (like XID 79, fallen off the bus); it answers again, reset
     /// and without its processes, when the window ends.
@@ -74,6 +84,9 @@ pub enum Fault {
     /// GPU `device`, with its user, command and start time from /proc, until it exits: so the
     /// real path of `POST /api/processes/{pid}/signal` can be tested without a GPU.
     HostProcess { device: u32, pid: u32 },
+    /// A scripted process runs on GPU `device` over exactly the window (so a test knows what
+    /// usage to expect); a GPU with scripted jobs runs nothing else.
+    Job { device: u32, job: ScriptedJob, window: Window },
 }
 
 /// A `--simulate-fault` value the simulator does not know.
@@ -89,6 +102,8 @@ pub enum Fault {
      idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), \
      pid:INDEX:PID (this host's process PID is listed as a compute process on GPU INDEX until it exits, \
      e.g. pid:0:12345), and \
+     job:INDEX:USER:GIB[:SM]@START+LENGTH (a process of USER holds GIB GiB at SM % for exactly that window, \
+     e.g. job:0:ana:4:50@2s+10s; without SM it runs no kernel; nothing else runs on that GPU), and \
      wrong-result:INDEX (e.g. wrong-result:0: GPU 0's lab runs produce wrong results, so their checks fail)"
 )]
 pub struct FaultError(pub String);
@@ -122,6 +137,9 @@ impl std::str::FromStr for Fault {
             let (device, code) = (device.parse().map_err(|_| usage())?, code.parse().map_err(|_| usage())?);
             return Ok(Fault::Xid { device, code, at_ms: window.start_ms });
         }
+        if kind == "job" {
+            return parse_job(target, window).ok_or_else(usage);
+        }
         let device = target.parse().map_err(|_| usage())?;
         Ok(match kind {
             "lost" => Fault::Lost { device, window },
@@ -134,6 +152,22 @@ impl std::str::FromStr for Fault {
             _ => return Err(usage()),
         })
     }
+}
+
+/// `INDEX:USER:GIB[:SM]` of a job fault, which must have a length.
+fn parse_job(target: &str, window: Window) -> Option<Fault> {
+    let mut parts = target.split(':');
+    let device = parts.next()?.parse().ok()?;
+    let user = parts.next()?.to_owned();
+    let gib = parts.next()?.parse().ok()?;
+    let sm_util =
+        parts.next().map(|sm| sm.parse().ok().filter(|&sm| sm <= 100)).map_or(Some(None), |sm| sm.map(Some))?;
+    let valid_user = (1..=32).contains(&user.len())
+        && user.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+    if parts.next().is_some() || window.length_ms.is_none() || !valid_user {
+        return None;
+    }
+    Some(Fault::Job { device, job: ScriptedJob { user, gib, sm_util }, window })
 }
 
 /// A duration in `humantime`'s words ("30s", "1m", "0s"), in ms.
@@ -155,7 +189,8 @@ impl Fault {
             | Fault::MemoryFull { device, .. }
             | Fault::JobEnds { device, .. }
             | Fault::IdleHolder { device, .. }
-            | Fault::HostProcess { device, .. } => device,
+            | Fault::HostProcess { device, .. }
+            | Fault::Job { device, .. } => device,
         }
     }
 

@@ -1,7 +1,7 @@
 //! Each fault parses, and the simulator shows its signal while it holds and not outside it.
 
 use crate::telemetry::GpuSource;
-use crate::telemetry::simulator::{Fault, Simulator, Window};
+use crate::telemetry::simulator::{Fault, ScriptedJob, Simulator, Window};
 use shared::DeviceSample;
 
 /// When the first sample is taken.
@@ -36,8 +36,24 @@ fn every_fault_parses() {
         ("job-ends:1@3s+4s", Fault::JobEnds { device: 1, window: window(3_000, Some(4_000)) }),
         (" idle-holder:2@1s ", Fault::IdleHolder { device: 2, window: window(1_000, None) }),
         ("pid:1:4242", Fault::HostProcess { device: 1, pid: 4242 }),
+        (
+            "job:1:ana:4:75@1s+3s",
+            Fault::Job {
+                device: 1,
+                job: ScriptedJob { user: "ana".into(), gib: 4, sm_util: Some(75) },
+                window: window(1_000, Some(3_000)),
+            },
+        ),
+        (
+            "job:0:bo.b:2@0s+1m",
+            Fault::Job {
+                device: 0,
+                job: ScriptedJob { user: "bo.b".into(), gib: 2, sm_util: None },
+                window: window(0, Some(60_000)),
+            },
+        ),
     ] {
-        assert_eq!(text.parse::<Fault>(), Ok(fault), "{text}");
+        assert_eq!(text.parse::<Fault>().as_ref(), Ok(&fault), "{text}");
         assert_eq!(fault.device(), text.trim().split([':', '@']).nth(1).unwrap().parse::<u32>().unwrap());
     }
 }
@@ -67,6 +83,12 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
         "memory-full:1:2@1s",
         "job-ends@1s",
         "idle-holder:a@1s",
+        "job:0:ana:4@1s",
+        "job:0:ana:4:101@1s+1s",
+        "job:0::4@1s+1s",
+        "job:0:a b:4@1s+1s",
+        "job:0:ana:x@1s+1s",
+        "job:0:ana:4:50:1@1s+1s",
         "",
     ] {
         let message = bad.parse::<Fault>().unwrap_err().to_string();
@@ -78,6 +100,7 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
             "xid:INDEX:CODE@START",
             "ecc:INDEX@START[+LENGTH]",
             "memory-full:INDEX@START[+LENGTH]",
+            "job:INDEX:USER:GIB[:SM]@START+LENGTH",
             "job-ends:INDEX@START[+LENGTH]",
             "idle-holder:INDEX@START[+LENGTH]",
         ] {
@@ -239,4 +262,28 @@ fn a_host_process_is_listed_with_what_proc_says_until_it_exits() {
     child.kill().expect("kill sleep");
     child.wait().expect("reap sleep");
     assert!(sim.details(T0 + 1000).processes.iter().all(|p| p.pid != pid), "gone once it exited");
+}
+
+#[test]
+fn a_scripted_job_runs_exactly_its_window_and_nothing_else_runs_there() {
+    let sim = Simulator::new(2, 100).with_fault("job:0:ana:4:60@1s+2s".parse().unwrap());
+    assert_eq!(sim.details_period(std::time::Duration::from_millis(100)), std::time::Duration::from_millis(100));
+    let at = |ms: u64| sim.details(ms).processes.into_iter().filter(|p| p.device == 0).collect::<Vec<_>>();
+    for ms in (0..6_000).step_by(500) {
+        sim.sample(10_000 + ms);
+    }
+    assert!(at(10_999).is_empty(), "before its window (GPU 0 would run a random job otherwise)");
+    let running = at(11_000);
+    assert_eq!(running.len(), 1);
+    let job = &running[0];
+    assert_eq!(
+        (job.user.as_deref(), job.used_memory, job.sm_util, job.started_ms),
+        (Some("ana"), Some(4 << 30), Some(60), Some(11_000))
+    );
+    assert_eq!(at(12_999).len(), 1);
+    assert!(at(13_000).is_empty(), "after its window");
+    assert_eq!(
+        Simulator::new(1, 100).details_period(std::time::Duration::from_millis(100)),
+        std::time::Duration::from_secs(2)
+    );
 }

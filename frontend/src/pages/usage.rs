@@ -1,0 +1,301 @@
+//! `#usage`: who used how much over a range (today, 7 days, 30 days or custom): a table per
+//! user and per GPU, a bar per day stacked by user, and the same range as CSV.
+//! The figures and the query rules come from `shared::usage`; how they are charged is in
+//! docs/ACCOUNTING.md.
+
+use leptos::{prelude::*, task::spawn_local};
+use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, day_of, parse_utc_date, utc_date};
+
+use crate::hooks::{api::get_json, session::Session};
+
+/// Colours of the stacked bars, one per user in turn.
+const PALETTE: [&str; 8] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"];
+const CHART_WIDTH: f64 = 640.0;
+const CHART_HEIGHT: f64 = 180.0;
+
+/// The range picker's choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Span {
+    Today,
+    Week,
+    Month,
+    Custom,
+}
+
+impl Span {
+    fn parse(text: &str) -> Self {
+        match text {
+            "today" => Self::Today,
+            "30d" => Self::Month,
+            "custom" => Self::Custom,
+            _ => Self::Week,
+        }
+    }
+}
+
+/// The query for `span` at `now`; a custom range runs from the start of its first UTC day to
+/// the end of its last (`YYYY-MM-DD` each), checked by the rule the server applies.
+fn range_for(span: Span, now: u64, first: &str, last: &str, group: UsageGroup) -> Result<UsageQuery, String> {
+    let (from, to) = match span {
+        Span::Today => (day_of(now), now + 1),
+        Span::Week => (now.saturating_sub(7 * DAY_MS), now + 1),
+        Span::Month => (now.saturating_sub(30 * DAY_MS), now + 1),
+        Span::Custom => {
+            let day = |text: &str, name: &str| parse_utc_date(text).ok_or_else(|| format!("pick a {name} day"));
+            (day(first, "first")?, day(last, "last")? + DAY_MS)
+        }
+    };
+    UsageQuery::new(from, to, group).map_err(|e| e.to_string())
+}
+
+/// One bar segment of the stacked chart.
+#[derive(Debug, Clone, PartialEq)]
+struct Segment {
+    x: f64,
+    y: f64,
+    width: f64,
+    height: f64,
+    colour: &'static str,
+    title: String,
+}
+
+/// The users in chart order (most GPU-hours first) and the segments of `user_day` rows.
+fn stack(rows: &[UsageRow]) -> (Vec<String>, Vec<Segment>) {
+    let mut users: Vec<(String, f64)> = Vec::new();
+    let mut days: Vec<u64> = Vec::new();
+    for row in rows {
+        let user = row.user.clone().unwrap_or_default();
+        match users.iter_mut().find(|(u, _)| *u == user) {
+            Some((_, hours)) => *hours += row.gpu_hours,
+            None => users.push((user, row.gpu_hours)),
+        }
+        if let Some(day) = row.day.filter(|d| !days.contains(d)) {
+            days.push(day);
+        }
+    }
+    users.sort_by(|a, b| b.1.total_cmp(&a.1));
+    days.sort_unstable();
+    let day_total = |day: u64| rows.iter().filter(|r| r.day == Some(day)).map(|r| r.gpu_hours).sum::<f64>();
+    let most = days.iter().map(|&d| day_total(d)).fold(0.0, f64::max);
+    let slot = CHART_WIDTH / days.len().max(1) as f64;
+    let mut segments = Vec::new();
+    for (n, &day) in days.iter().enumerate() {
+        let mut top = CHART_HEIGHT;
+        for (u, (user, _)) in users.iter().enumerate() {
+            let Some(row) = rows.iter().find(|r| r.day == Some(day) && r.user.as_deref() == Some(user)) else {
+                continue;
+            };
+            let height = if most > 0.0 { row.gpu_hours / most * CHART_HEIGHT } else { 0.0 };
+            top -= height;
+            segments.push(Segment {
+                x: n as f64 * slot + slot * 0.15,
+                y: top,
+                width: slot * 0.7,
+                height,
+                colour: PALETTE[u % PALETTE.len()],
+                title: format!("{user}, {}: {} GPU-hours", utc_date(day), hours(row.gpu_hours)),
+            });
+        }
+    }
+    (users.into_iter().map(|(u, _)| u).collect(), segments)
+}
+
+/// Hours with enough digits to show seconds on short ranges.
+fn hours(value: f64) -> String {
+    if value < 10.0 { format!("{value:.3}") } else { format!("{value:.1}") }
+}
+
+#[component]
+pub fn UsagePage() -> impl IntoView {
+    let session = expect_context::<Session>();
+    let span = RwSignal::new(Span::Week);
+    let (first, last) = (RwSignal::new(String::new()), RwSignal::new(String::new()));
+    let answers = RwSignal::new(None::<(UsageResponse, UsageResponse, UsageResponse)>);
+    let error = RwSignal::new(None::<String>);
+    let csv = RwSignal::new(None::<String>);
+    let load = move || {
+        let now = js_sys::Date::now() as u64;
+        let query = |group| range_for(span.get_untracked(), now, &first.get_untracked(), &last.get_untracked(), group);
+        let (by_user, by_gpu, by_day) =
+            match (query(UsageGroup::User), query(UsageGroup::Gpu), query(UsageGroup::UserDay)) {
+                (Ok(u), Ok(g), Ok(d)) => (u, g, d),
+                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                    error.set(Some(e));
+                    return;
+                }
+            };
+        csv.set(Some(format!("/api/usage.csv?{}", by_user.query_string())));
+        spawn_local(async move {
+            let get = |q: UsageQuery| async move {
+                get_json::<UsageResponse>(&format!("/api/usage?{}", q.query_string())).await
+            };
+            match (get(by_user).await, get(by_gpu).await, get(by_day).await) {
+                (Ok(u), Ok(g), Ok(d)) => {
+                    answers.try_set(Some((u, g, d)));
+                    error.try_set(None);
+                }
+                (Err(failure), _, _) | (_, Err(failure), _) | (_, _, Err(failure)) => {
+                    error.try_set(Some(failure.message.clone()));
+                    session.unauthorized(&failure);
+                }
+            }
+        });
+    };
+    load();
+    let rows = move |pick: fn(&(UsageResponse, UsageResponse, UsageResponse)) -> &UsageResponse| {
+        answers.with(|a| a.as_ref().map(|a| pick(a).rows.clone()).unwrap_or_default())
+    };
+    let empty = move || answers.with(|a| a.as_ref().is_some_and(|a| a.0.rows.is_empty()));
+    view! {
+        <main class="usage-page">
+            <div class="section-head">
+                <h2 class="section-title">"Usage"</h2>
+                <select
+                    id="usage-range"
+                    prop:value=move || match span.get() {
+                        Span::Today => "today",
+                        Span::Week => "7d",
+                        Span::Month => "30d",
+                        Span::Custom => "custom",
+                    }
+                    on:change=move |ev| {
+                        span.set(Span::parse(&event_target_value(&ev)));
+                        if span.get_untracked() != Span::Custom {
+                            load();
+                        }
+                    }
+                >
+                    <option value="today">"Today (UTC)"</option>
+                    <option value="7d">"Last 7 days"</option>
+                    <option value="30d">"Last 30 days"</option>
+                    <option value="custom">"Custom…"</option>
+                </select>
+                <Show when=move || span.get() == Span::Custom>
+                    <input id="usage-from" type="date" on:change=move |ev| first.set(event_target_value(&ev)) />
+                    <input id="usage-to" type="date" on:change=move |ev| last.set(event_target_value(&ev)) />
+                    <button id="usage-apply" type="button" class="small-button" on:click=move |_| load()>"Show"</button>
+                </Show>
+                <a id="usage-csv" class="small-button" href=move || csv.get().unwrap_or_default() download="">
+                    "Download CSV"
+                </a>
+            </div>
+            <Show when=move || error.with(Option::is_some)>
+                <p class="lab-error usage-error" role="alert">{move || error.get().unwrap_or_default()}</p>
+            </Show>
+            <Show when=empty>
+                <p id="usage-empty" class="placeholder">
+                    "No GPU use in this range yet. Each user's GPU-hours, memory GiB-hours, idle-held GiB-hours \
+                     and energy appear here as soon as their processes run on a GPU."
+                </p>
+            </Show>
+            <UsageChart rows=Signal::derive(move || rows(|a| &a.2)) />
+            <h3>"Per user"</h3>
+            <UsageTable id="usage-users" key="User" rows=Signal::derive(move || rows(|a| &a.0)) />
+            <h3>"Per GPU"</h3>
+            <UsageTable id="usage-gpus" key="GPU" rows=Signal::derive(move || rows(|a| &a.1)) />
+            <p class="hint">
+                "GPU-hours split a shared GPU by SM share; nothing is charged while gpudash was not running."
+            </p>
+        </main>
+    }
+}
+
+#[component]
+fn UsageTable(id: &'static str, key: &'static str, rows: Signal<Vec<UsageRow>>) -> impl IntoView {
+    view! {
+        <div class="table-scroll">
+            <table id=id class="usage-table">
+                <thead>
+                    <tr>
+                        <th>{key}</th>
+                        <th>"GPU-hours"</th>
+                        <th>"Memory GiB-hours"</th>
+                        <th>"Idle-held GiB-hours"</th>
+                        <th>"Energy kWh"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    {move || rows.get().into_iter().map(|r| {
+                        let name = r.user.clone().or(r.gpu.map(|g| format!("GPU {g}"))).unwrap_or_default();
+                        view! {
+                            <tr class="usage-row">
+                                <td class="usage-key">{name}</td>
+                                <td>{hours(r.gpu_hours)}</td>
+                                <td>{hours(r.memory_gib_hours)}</td>
+                                <td>{hours(r.idle_gib_hours)}</td>
+                                <td>{format!("{:.3}", r.energy_kwh)}</td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
+}
+
+/// GPU-hours per UTC day, stacked by user, with a legend.
+#[component]
+fn UsageChart(rows: Signal<Vec<UsageRow>>) -> impl IntoView {
+    let chart = Memo::new(move |_| rows.with(|r| stack(r)));
+    view! {
+        <figure id="usage-chart" class="usage-chart">
+            <svg viewBox=format!("0 0 {CHART_WIDTH} {CHART_HEIGHT}") role="img" aria-label="GPU-hours per day by user">
+                {move || chart.get().1.into_iter().map(|s| view! {
+                    <rect class="usage-bar" x=s.x y=s.y width=s.width height=s.height fill=s.colour>
+                        <title>{s.title}</title>
+                    </rect>
+                }).collect_view()}
+            </svg>
+            <figcaption class="usage-legend">
+                {move || chart.get().0.into_iter().enumerate().map(|(n, user)| view! {
+                    <span class="usage-legend-item">
+                        <span class="swatch" style=format!("background:{}", PALETTE[n % PALETTE.len()])></span>
+                        {user}
+                    </span>
+                }).collect_view()}
+            </figcaption>
+        </figure>
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_follow_the_picker_and_the_shared_rule() {
+        let now = 20_000 * DAY_MS + 5_000;
+        let today = range_for(Span::Today, now, "", "", UsageGroup::User).unwrap();
+        assert_eq!((today.from, today.to), (20_000 * DAY_MS, now + 1));
+        let week = range_for(Span::Week, now, "", "", UsageGroup::Gpu).unwrap();
+        assert_eq!(week.to - week.from, 7 * DAY_MS + 1);
+        let custom = range_for(Span::Custom, now, "1970-01-02", "1970-01-03", UsageGroup::User).unwrap();
+        assert_eq!((custom.from, custom.to), (DAY_MS, 3 * DAY_MS));
+        assert!(range_for(Span::Custom, now, "", "1970-01-03", UsageGroup::User).unwrap_err().contains("first day"));
+        assert!(
+            range_for(Span::Custom, now, "1970-01-05", "1970-01-03", UsageGroup::User).unwrap_err().contains("before")
+        );
+        assert!(
+            range_for(Span::Custom, now, "2020-01-01", "2022-01-01", UsageGroup::User).unwrap_err().contains("366")
+        );
+        assert_eq!(parse_utc_date("2025-12-01"), Some(20_423 * DAY_MS));
+        assert_eq!(parse_utc_date("2025-13-01"), None);
+    }
+
+    #[test]
+    fn bars_stack_users_per_day_scaled_to_the_busiest_day() {
+        let row = |user: &str, day: u64, gpu_hours: f64| UsageRow {
+            user: Some(user.into()),
+            day: Some(day * DAY_MS),
+            gpu_hours,
+            ..UsageRow::default()
+        };
+        let (users, segments) = stack(&[row("bo", 1, 1.0), row("ana", 1, 1.0), row("ana", 2, 2.0)]);
+        assert_eq!(users, ["ana", "bo"]);
+        assert_eq!(segments.len(), 3);
+        let day1: f64 = segments.iter().filter(|s| s.x < CHART_WIDTH / 2.0).map(|s| s.height).sum();
+        assert!((day1 - CHART_HEIGHT).abs() < 1e-9, "the busiest day fills the chart");
+        assert!(stack(&[]).1.is_empty());
+    }
+}

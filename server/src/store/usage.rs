@@ -1,0 +1,264 @@
+//! Usage sums: per-minute buckets (user, GPU, minute) that each flush adds to, rolled up into
+//! hours once past the minute retention and kept a year. One writer thread owns the connection
+//! (the history database, or an in-memory database with `--no-history`); reads go through the
+//! same queue, so a read sees every flush queued before it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, params};
+
+/// How long hourly rollups are kept: a year's query range.
+pub const HOURS_KEPT_MS: u64 = shared::usage::MAX_RANGE_MS;
+const MINUTE_MS: u64 = 60_000;
+const HOUR_MS: u64 = 3_600_000;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS usage_minutes (
+    user TEXT NOT NULL, device INTEGER NOT NULL, start INTEGER NOT NULL,
+    gpu_s REAL NOT NULL, memory_gib_s REAL NOT NULL, idle_gib_s REAL NOT NULL, energy_j REAL NOT NULL,
+    PRIMARY KEY (start, user, device)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage_hours (
+    user TEXT NOT NULL, device INTEGER NOT NULL, start INTEGER NOT NULL,
+    gpu_s REAL NOT NULL, memory_gib_s REAL NOT NULL, idle_gib_s REAL NOT NULL, energy_j REAL NOT NULL,
+    PRIMARY KEY (start, user, device)
+) WITHOUT ROWID;
+";
+
+/// The four sums of one bucket or group.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Sums {
+    pub gpu_s: f64,
+    pub memory_gib_s: f64,
+    pub idle_gib_s: f64,
+    pub energy_j: f64,
+}
+
+/// What one user used on one GPU in one minute (to add) or one UTC day (as read).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bucket {
+    pub user: String,
+    pub device: u32,
+    /// Start of the minute (adding) or of the UTC day (reading), ms since the epoch.
+    pub start: u64,
+    pub sums: Sums,
+}
+
+/// Why the usage tables could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum UsageStoreError {
+    #[error("usage database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot start the usage writer: {0}")]
+    Thread(std::io::Error),
+    #[error("the usage writer has stopped")]
+    Stopped,
+}
+
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// The handle to the usage tables' writer; dropping the last clone writes what is queued.
+#[derive(Debug, Clone)]
+pub struct UsageStore {
+    writer: Arc<Writer>,
+    persistent: bool,
+}
+
+#[derive(Debug)]
+struct Writer {
+    jobs: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl UsageStore {
+    /// The tables in the history database at `path`.
+    pub fn open(path: &Path) -> Result<Self, UsageStoreError> {
+        let conn = Connection::open(path)?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        Self::start(conn, true)
+    }
+
+    /// Tables that live as long as the process (`--no-history`).
+    pub fn memory() -> Result<Self, UsageStoreError> {
+        Self::start(Connection::open_in_memory()?, false)
+    }
+
+    fn start(conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
+        conn.execute_batch(SCHEMA)?;
+        let (jobs, receiver) = mpsc::channel::<Job>();
+        let mut conn = conn;
+        let thread = std::thread::Builder::new()
+            .name("gpudash-usage-db".into())
+            .spawn(move || {
+                while let Ok(job) = receiver.recv() {
+                    job(&mut conn);
+                }
+            })
+            .map_err(UsageStoreError::Thread)?;
+        Ok(Self { writer: Arc::new(Writer { jobs: Some(jobs), thread: Some(thread) }), persistent })
+    }
+
+    /// True when the sums outlive the process (the history database).
+    pub fn persistent(&self) -> bool {
+        self.persistent
+    }
+
+    /// Queues adding `buckets` to their minutes, in one transaction; never blocks. A failed write is logged.
+    pub fn add(&self, buckets: Vec<Bucket>) {
+        if buckets.is_empty() {
+            return;
+        }
+        let sent = self.send(Box::new(move |conn| {
+            if let Err(e) = add(conn, &buckets) {
+                tracing::error!("could not store {} usage buckets: {e}", buckets.len());
+            }
+        }));
+        if sent.is_err() {
+            tracing::error!("the usage writer has stopped; usage was not stored");
+        }
+    }
+
+    /// Sums per user, GPU and UTC day of the buckets that start in `[from, to)` (blocking).
+    pub fn days(&self, from: u64, to: u64) -> Result<Vec<Bucket>, UsageStoreError> {
+        Ok(self.ask(move |conn| days(conn, from, to))??)
+    }
+
+    /// Rolls minutes older than `minutes_from` into hours and deletes hours older than a year (blocking).
+    pub fn roll_up(&self, minutes_from: u64, now_ms: u64) -> Result<(), UsageStoreError> {
+        Ok(self.ask(move |conn| roll_up(conn, minutes_from, now_ms.saturating_sub(HOURS_KEPT_MS)))??)
+    }
+
+    /// Waits until everything queued so far is written (blocking).
+    pub fn sync(&self) {
+        let _ = self.ask(|_| ());
+    }
+
+    fn send(&self, job: Job) -> Result<(), UsageStoreError> {
+        let jobs = self.writer.jobs.as_ref().ok_or(UsageStoreError::Stopped)?;
+        jobs.send(job).map_err(|_| UsageStoreError::Stopped)
+    }
+
+    fn ask<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, UsageStoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(Box::new(move |conn| {
+            let _ = reply.send(work(conn));
+        }))?;
+        answer.recv().map_err(|_| UsageStoreError::Stopped)
+    }
+}
+
+fn as_i64(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
+    let transaction = conn.transaction()?;
+    {
+        let mut insert = transaction.prepare_cached(
+            "INSERT INTO usage_minutes (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (start, user, device) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
+                 memory_gib_s = memory_gib_s + excluded.memory_gib_s, idle_gib_s = idle_gib_s + excluded.idle_gib_s,
+                 energy_j = energy_j + excluded.energy_j",
+        )?;
+        for b in buckets {
+            let start = b.start - b.start % MINUTE_MS;
+            let s = b.sums;
+            insert.execute(params![
+                b.user,
+                b.device,
+                as_i64(start),
+                s.gpu_s,
+                s.memory_gib_s,
+                s.idle_gib_s,
+                s.energy_j
+            ])?;
+        }
+    }
+    transaction.commit()
+}
+
+fn days(conn: &Connection, from: u64, to: u64) -> rusqlite::Result<Vec<Bucket>> {
+    let day = shared::usage::DAY_MS;
+    let mut statement = conn.prepare_cached(
+        "SELECT user, device, start - start % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
+         FROM (SELECT * FROM usage_minutes WHERE start >= ?1 AND start < ?2
+               UNION ALL SELECT * FROM usage_hours WHERE start >= ?1 AND start < ?2)
+         GROUP BY user, device, day ORDER BY day, user, device",
+    )?;
+    let rows = statement.query_map(params![as_i64(from), as_i64(to), as_i64(day)], |r| {
+        Ok(Bucket {
+            user: r.get(0)?,
+            device: r.get(1)?,
+            start: r.get::<_, i64>(2)?.max(0) as u64,
+            sums: Sums { gpu_s: r.get(3)?, memory_gib_s: r.get(4)?, idle_gib_s: r.get(5)?, energy_j: r.get(6)? },
+        })
+    })?;
+    rows.collect()
+}
+
+fn roll_up(conn: &mut Connection, minutes_from: u64, hours_from: u64) -> rusqlite::Result<()> {
+    let transaction = conn.transaction()?;
+    transaction.execute(
+        "INSERT INTO usage_hours (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j)
+         SELECT user, device, start - start % ?2 AS hour, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
+         FROM usage_minutes WHERE start < ?1 GROUP BY user, device, hour
+         ON CONFLICT (start, user, device) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
+             memory_gib_s = memory_gib_s + excluded.memory_gib_s, idle_gib_s = idle_gib_s + excluded.idle_gib_s,
+             energy_j = energy_j + excluded.energy_j",
+        params![as_i64(minutes_from), as_i64(HOUR_MS)],
+    )?;
+    transaction.execute("DELETE FROM usage_minutes WHERE start < ?1", [as_i64(minutes_from)])?;
+    transaction.execute("DELETE FROM usage_hours WHERE start < ?1", [as_i64(hours_from)])?;
+    transaction.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(user: &str, device: u32, start: u64, gpu_s: f64) -> Bucket {
+        Bucket {
+            user: user.to_owned(),
+            device,
+            start,
+            sums: Sums { gpu_s, memory_gib_s: 2.0 * gpu_s, ..Sums::default() },
+        }
+    }
+
+    #[test]
+    fn adding_to_a_minute_adds_and_days_sum_minutes_and_hours() {
+        let store = UsageStore::memory().unwrap();
+        store.add(vec![bucket("ana", 0, 60_000, 1.5), bucket("ana", 0, 61_000, 2.0), bucket("bo", 1, 120_000, 4.0)]);
+        let days = store.days(0, 3_600_000).unwrap();
+        assert_eq!(days.len(), 2, "{days:?}");
+        assert_eq!((days[0].user.as_str(), days[0].sums.gpu_s, days[0].sums.memory_gib_s), ("ana", 3.5, 7.0));
+        assert_eq!(store.days(120_000, 180_000).unwrap().len(), 1, "a minute belongs to the range its start is in");
+        // Rolled into hours, the sums stay, and a later minute adds to them.
+        store.roll_up(10 * 60_000, 10 * 60_000).unwrap();
+        store.add(vec![bucket("ana", 0, 11 * 60_000, 1.0)]);
+        store.roll_up(20 * 60_000, 20 * 60_000).unwrap();
+        let days = store.days(0, 3_600_000).unwrap();
+        assert_eq!(days.iter().find(|b| b.user == "ana").unwrap().sums.gpu_s, 4.5);
+        // Hours older than a year go.
+        store.roll_up(0, HOURS_KEPT_MS + 2 * 3_600_000).unwrap();
+        assert!(store.days(0, 3_600_000).unwrap().is_empty());
+    }
+}

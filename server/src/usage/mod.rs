@@ -1,0 +1,134 @@
+//! Usage accounting: who used how much GPU time, memory and energy. The rules are pure
+//! arithmetic in [`account`]; [`engine`] runs them on its own thread over the telemetry hub's
+//! process readings and flushes per-minute sums to `store::usage`; [`rows`] shapes stored sums
+//! into the rows of `GET /api/usage`. The rules are written down in docs/ACCOUNTING.md.
+
+pub mod account;
+pub mod engine;
+
+use std::collections::BTreeMap;
+
+use shared::usage::{DAY_MS, HIDDEN_USER, UsageGroup, UsageRow, utc_date};
+
+use crate::store::usage::{Bucket, Sums};
+
+const HOUR_S: f64 = 3600.0;
+const KWH_J: f64 = 3.6e6;
+
+/// A row's keys, in row order: day, user, GPU (each `None` when the group has none).
+type RowKey = (Option<u64>, Option<String>, Option<u32>);
+
+/// Rows of `group` from per-day buckets; with `hide_users` every user is [`HIDDEN_USER`] (an
+/// anonymous viewer of a server with tokens). Largest GPU-hours first; rows with a day by day.
+pub fn rows(buckets: &[Bucket], group: UsageGroup, hide_users: bool) -> Vec<UsageRow> {
+    let mut groups: BTreeMap<RowKey, Sums> = BTreeMap::new();
+    for bucket in buckets {
+        let user = group.has_user().then(|| if hide_users { HIDDEN_USER.to_owned() } else { bucket.user.clone() });
+        let day = group.has_day().then_some(bucket.start - bucket.start % DAY_MS);
+        let gpu = group.has_gpu().then_some(bucket.device);
+        let sums = groups.entry((day, user, gpu)).or_default();
+        sums.gpu_s += bucket.sums.gpu_s;
+        sums.memory_gib_s += bucket.sums.memory_gib_s;
+        sums.idle_gib_s += bucket.sums.idle_gib_s;
+        sums.energy_j += bucket.sums.energy_j;
+    }
+    let mut rows: Vec<UsageRow> = groups
+        .into_iter()
+        .map(|((day, user, gpu), s)| UsageRow {
+            user,
+            gpu,
+            day,
+            gpu_hours: s.gpu_s / HOUR_S,
+            memory_gib_hours: s.memory_gib_s / HOUR_S,
+            idle_gib_hours: s.idle_gib_s / HOUR_S,
+            energy_kwh: s.energy_j / KWH_J,
+        })
+        .collect();
+    if !group.has_day() {
+        rows.sort_by(|a, b| {
+            b.gpu_hours.total_cmp(&a.gpu_hours).then_with(|| a.user.cmp(&b.user)).then(a.gpu.cmp(&b.gpu))
+        });
+    }
+    rows
+}
+
+/// `rows` as CSV with a header: the group's keys, then the sums (days as `YYYY-MM-DD`, UTC).
+pub fn csv(rows: &[UsageRow], group: UsageGroup) -> String {
+    let mut header: Vec<&str> = Vec::new();
+    if group.has_day() {
+        header.push("day");
+    }
+    if group.has_user() {
+        header.push("user");
+    }
+    if group.has_gpu() {
+        header.push("gpu");
+    }
+    header.extend(["gpu_hours", "memory_gib_hours", "idle_gib_hours", "energy_kwh"]);
+    let mut out = header.join(",") + "\n";
+    for row in rows {
+        let mut cells = Vec::new();
+        if let Some(day) = row.day.filter(|_| group.has_day()) {
+            cells.push(utc_date(day));
+        }
+        if let Some(user) = row.user.as_ref().filter(|_| group.has_user()) {
+            cells.push(csv_cell(user));
+        }
+        if let Some(gpu) = row.gpu.filter(|_| group.has_gpu()) {
+            cells.push(gpu.to_string());
+        }
+        for value in [row.gpu_hours, row.memory_gib_hours, row.idle_gib_hours, row.energy_kwh] {
+            cells.push(format!("{value:.6}"));
+        }
+        out += &(cells.join(",") + "\n");
+    }
+    out
+}
+
+/// A user name as one CSV cell: quoted when it holds a comma, quote or line break, and with a
+/// leading `'` when a spreadsheet would take it for a formula.
+fn csv_cell(text: &str) -> String {
+    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_owned() };
+    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(user: &str, device: u32, day: u64, gpu_s: f64) -> Bucket {
+        Bucket {
+            user: user.to_owned(),
+            device,
+            start: day * DAY_MS,
+            sums: Sums { gpu_s, energy_j: 3.6e6, ..Sums::default() },
+        }
+    }
+
+    #[test]
+    fn rows_group_and_hide_users_for_anonymous_viewers() {
+        let buckets = [bucket("ana", 0, 1, 3600.0), bucket("bo", 1, 1, 7200.0), bucket("ana", 1, 2, 3600.0)];
+        let by_user = rows(&buckets, UsageGroup::User, false);
+        assert_eq!(by_user.len(), 2);
+        assert_eq!((by_user[0].user.as_deref(), by_user[0].gpu_hours), (Some("ana"), 2.0));
+        assert_eq!(by_user[1].energy_kwh, 1.0);
+        assert_eq!(by_user[0].gpu, None);
+        let by_gpu = rows(&buckets, UsageGroup::Gpu, false);
+        assert_eq!((by_gpu[0].gpu, by_gpu[0].gpu_hours, by_gpu[0].user.as_deref()), (Some(1), 3.0, None));
+        let by_day = rows(&buckets, UsageGroup::Day, false);
+        assert_eq!(by_day.iter().map(|r| r.day.unwrap() / DAY_MS).collect::<Vec<_>>(), [1, 2]);
+        let hidden = rows(&buckets, UsageGroup::User, true);
+        assert_eq!(hidden.len(), 1);
+        assert_eq!((hidden[0].user.as_deref(), hidden[0].gpu_hours), (Some(HIDDEN_USER), 4.0));
+        assert_eq!(rows(&buckets, UsageGroup::UserGpu, false).len(), 3);
+    }
+
+    #[test]
+    fn csv_has_a_header_and_safe_cells() {
+        let buckets = [bucket("=cmd,x", 0, 20_423, 3600.0)];
+        let text = csv(&rows(&buckets, UsageGroup::UserDay, false), UsageGroup::UserDay);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "day,user,gpu_hours,memory_gib_hours,idle_gib_hours,energy_kwh");
+        assert_eq!(lines[1], "2025-12-01,\"'=cmd,x\",1.000000,0.000000,0.000000,1.000000");
+    }
+}

@@ -1,0 +1,66 @@
+//! `GET /api/usage` and `GET /api/usage.csv`: usage sums over a range, grouped by user, GPU or
+//! day (see `crate::usage`). Anonymous viewers of a server with tokens get every user merged.
+
+use std::collections::HashMap;
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use shared::usage::{UsageQuery, UsageResponse, UsageRow};
+
+use super::api::visibility;
+use super::auth::Caller;
+use super::{ApiError, AppState};
+use crate::telemetry::Visibility;
+
+const PARAMETERS: &str = "from, to, group";
+
+pub async fn usage(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    params: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<UsageResponse>, ApiError> {
+    let (query, rows) = answer(&state, caller.as_deref(), params).await?;
+    Ok(Json(UsageResponse {
+        from: query.from,
+        to: query.to,
+        group: query.group,
+        simulated: state.telemetry.host().simulated,
+        persistent: state.usage.persistent(),
+        rows,
+    }))
+}
+
+pub async fn usage_csv(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    params: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let (query, rows) = answer(&state, caller.as_deref(), params).await?;
+    let name = format!("attachment; filename=\"gpudash-usage-{}-{}.csv\"", query.from, query.to);
+    let headers = [(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, name)];
+    Ok((headers, crate::usage::csv(&rows, query.group)).into_response())
+}
+
+async fn answer(
+    state: &AppState,
+    caller: Option<&Caller>,
+    params: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<(UsageQuery, Vec<UsageRow>), ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
+    if let Some(unknown) = params.keys().find(|k| !PARAMETERS.split(", ").any(|p| p == k.as_str())) {
+        return Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {PARAMETERS}")));
+    }
+    let get = |name: &str| params.get(name).map(String::as_str);
+    let query =
+        UsageQuery::parse(get("from"), get("to"), get("group")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let store = state.usage.clone();
+    let buckets = tokio::task::spawn_blocking(move || store.days(query.from, query.to))
+        .await
+        .map_err(|e| ApiError::internal(format!("usage query task failed: {e}")))?
+        .map_err(|e| ApiError::internal(format!("usage query failed: {e}")))?;
+    let hide_users = visibility(state, caller) == Visibility::Redacted;
+    Ok((query, crate::usage::rows(&buckets, query.group, hide_users)))
+}

@@ -1,0 +1,237 @@
+//! Usage accounting on the wire (`GET /api/usage`): who used how much GPU time, memory and
+//! energy over a range, and the query rules that the server and the page both check.
+//! How the figures are charged is in docs/ACCOUNTING.md.
+
+use serde::{Deserialize, Serialize};
+
+/// The longest range one query may span: a year (a leap year's days).
+pub const MAX_RANGE_MS: u64 = 366 * DAY_MS;
+/// One UTC day, ms: the width of a `day` row.
+pub const DAY_MS: u64 = 24 * 3600 * 1000;
+/// Who a process ran as when nobody could tell (the process hid its user, or it was redacted).
+pub const UNKNOWN_USER: &str = "unknown";
+/// Every user, merged, as an anonymous viewer of a server with tokens sees them.
+pub const HIDDEN_USER: &str = "(hidden)";
+
+/// How rows are grouped.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageGroup {
+    /// One row per user.
+    User,
+    /// One row per GPU.
+    Gpu,
+    /// One row per UTC day.
+    Day,
+    /// One row per user and GPU.
+    UserGpu,
+    /// One row per user and UTC day (the page's stacked chart).
+    UserDay,
+}
+
+impl UsageGroup {
+    pub const ALL: [UsageGroup; 5] =
+        [UsageGroup::User, UsageGroup::Gpu, UsageGroup::Day, UsageGroup::UserGpu, UsageGroup::UserDay];
+
+    /// The name in `group=`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UsageGroup::User => "user",
+            UsageGroup::Gpu => "gpu",
+            UsageGroup::Day => "day",
+            UsageGroup::UserGpu => "user_gpu",
+            UsageGroup::UserDay => "user_day",
+        }
+    }
+
+    /// Whether rows carry a user (and so must be redacted for anonymous viewers).
+    pub fn has_user(self) -> bool {
+        matches!(self, UsageGroup::User | UsageGroup::UserGpu | UsageGroup::UserDay)
+    }
+
+    pub fn has_gpu(self) -> bool {
+        matches!(self, UsageGroup::Gpu | UsageGroup::UserGpu)
+    }
+
+    pub fn has_day(self) -> bool {
+        matches!(self, UsageGroup::Day | UsageGroup::UserDay)
+    }
+}
+
+/// One row of `GET /api/usage`: the group's keys, then the four sums.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct UsageRow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<u32>,
+    /// Start of the UTC day, ms since the epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub day: Option<u64>,
+    /// Time with a process on the GPU, split between users by SM share.
+    pub gpu_hours: f64,
+    /// Device memory held × time.
+    pub memory_gib_hours: f64,
+    /// Device memory held while the GPU did no work × time.
+    pub idle_gib_hours: f64,
+    /// The GPU's energy while it ran the user's processes, split like `gpu_hours`.
+    pub energy_kwh: f64,
+}
+
+/// Body of `GET /api/usage`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct UsageResponse {
+    pub from: u64,
+    pub to: u64,
+    pub group: UsageGroup,
+    /// The figures come from simulated GPUs.
+    pub simulated: bool,
+    /// False with `--no-history`: the sums live in memory and a restart forgets them.
+    pub persistent: bool,
+    /// Largest `gpu_hours` first (rows with a day: oldest day first).
+    pub rows: Vec<UsageRow>,
+}
+
+/// A valid usage query: `from` < `to`, at most [`MAX_RANGE_MS`] apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UsageQuery {
+    pub from: u64,
+    pub to: u64,
+    pub group: UsageGroup,
+}
+
+/// Why a usage query was refused; each message says what is allowed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UsageQueryError {
+    #[error("'{0}' is required: ms since the epoch, e.g. {0}=1767225600000")]
+    Missing(&'static str),
+    #[error("'{name}' must be a whole number of ms since the epoch, not '{value}'")]
+    NotANumber { name: &'static str, value: String },
+    #[error("'from' ({from}) must be before 'to' ({to})")]
+    Backwards { from: u64, to: u64 },
+    #[error("the range spans {days} days; one query may span at most 366 days")]
+    TooLong { days: u64 },
+    #[error("'{0}' is not a group; the groups are user, gpu, day, user_gpu and user_day")]
+    UnknownGroup(String),
+}
+
+impl UsageQuery {
+    /// Checks the query string's values (`group` defaults to `user`).
+    pub fn parse(from: Option<&str>, to: Option<&str>, group: Option<&str>) -> Result<Self, UsageQueryError> {
+        let number = |name: &'static str, value: Option<&str>| {
+            let value = value.ok_or(UsageQueryError::Missing(name))?;
+            value.trim().parse::<u64>().map_err(|_| UsageQueryError::NotANumber { name, value: value.to_owned() })
+        };
+        let group = match group {
+            None => UsageGroup::User,
+            Some(name) => UsageGroup::ALL
+                .into_iter()
+                .find(|g| g.name() == name)
+                .ok_or_else(|| UsageQueryError::UnknownGroup(name.to_owned()))?,
+        };
+        let (from, to) = (number("from", from)?, number("to", to)?);
+        Self::new(from, to, group)
+    }
+
+    /// Checks a range the caller already holds as numbers.
+    pub fn new(from: u64, to: u64, group: UsageGroup) -> Result<Self, UsageQueryError> {
+        if from >= to {
+            return Err(UsageQueryError::Backwards { from, to });
+        }
+        if to - from > MAX_RANGE_MS {
+            return Err(UsageQueryError::TooLong { days: (to - from).div_ceil(DAY_MS) });
+        }
+        Ok(Self { from, to, group })
+    }
+
+    /// The query string of this query, for `/api/usage` and `/api/usage.csv`.
+    pub fn query_string(&self) -> String {
+        format!("from={}&to={}&group={}", self.from, self.to, self.group.name())
+    }
+}
+
+/// The start of the UTC day that holds `ms`.
+pub fn day_of(ms: u64) -> u64 {
+    ms - ms % DAY_MS
+}
+
+/// `YYYY-MM-DD` of the UTC day that holds `ms` (the CSV's and the chart's day labels).
+pub fn utc_date(ms: u64) -> String {
+    // Howard Hinnant's civil-from-days.
+    let z = (ms / DAY_MS) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// Midnight UTC of a `YYYY-MM-DD` date (years 1970 to 9999), ms since the epoch.
+pub fn parse_utc_date(text: &str) -> Option<u64> {
+    let mut parts = text.trim().splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (parts.next()?.ok()?, parts.next()?.ok()?, parts.next()?.ok()?);
+    if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    // Howard Hinnant's days-from-civil.
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let ms = u64::try_from(era * 146_097 + doe - 719_468).ok()? * DAY_MS;
+    // 31 February and the like are refused rather than rolled over.
+    (utc_date(ms) == text.trim()).then_some(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_good_query_parses_and_group_defaults_to_user() {
+        let q = UsageQuery::parse(Some("1000"), Some("2000"), None).unwrap();
+        assert_eq!((q.from, q.to, q.group), (1000, 2000, UsageGroup::User));
+        let q = UsageQuery::parse(Some("0"), Some("1"), Some("user_gpu")).unwrap();
+        assert_eq!(q.group, UsageGroup::UserGpu);
+        assert_eq!(q.query_string(), "from=0&to=1&group=user_gpu");
+    }
+
+    #[test]
+    fn bad_queries_say_what_is_allowed() {
+        fn err(f: Option<&str>, t: Option<&str>, g: Option<&str>) -> String {
+            UsageQuery::parse(f, t, g).unwrap_err().to_string()
+        }
+        assert!(err(None, Some("1"), None).contains("'from' is required"));
+        assert!(err(Some("1"), None, None).contains("'to' is required"));
+        assert!(err(Some("x"), Some("1"), None).contains("not 'x'"));
+        assert!(err(Some("2"), Some("1"), None).contains("must be before"));
+        assert!(err(Some("1"), Some("1"), None).contains("must be before"));
+        assert!(err(Some("0"), Some(&(MAX_RANGE_MS + 1).to_string()), None).contains("at most 366 days"));
+        assert!(err(Some("0"), Some("1"), Some("week")).contains("user, gpu, day"));
+        assert!(UsageQuery::parse(Some("0"), Some(&MAX_RANGE_MS.to_string()), None).is_ok());
+    }
+
+    #[test]
+    fn dates_read_and_write_utc_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(20_423 * DAY_MS + 5), "2025-12-01");
+        assert_eq!(utc_date(19_416 * DAY_MS), "2023-02-28");
+        assert_eq!(parse_utc_date("2025-12-01"), Some(20_423 * DAY_MS));
+        assert_eq!(parse_utc_date("2024-02-29").map(utc_date).as_deref(), Some("2024-02-29"));
+        for bad in ["2025-13-01", "2023-02-29", "1969-12-31", "yesterday", "2025-1"] {
+            assert_eq!(parse_utc_date(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn days_start_at_utc_midnight() {
+        assert_eq!(day_of(DAY_MS + 5), DAY_MS);
+        assert_eq!(day_of(DAY_MS - 1), 0);
+    }
+}

@@ -1,0 +1,43 @@
+//! The Usage tab in a real browser: a scripted job's user appears in the per-user table and in
+//! the stacked chart, GPU 0 in the per-GPU table, and "Download CSV" fetches the same range as CSV.
+
+use shared::usage::UsageResponse;
+
+use crate::browser::{eventually, js, texts, with_browser};
+use crate::support::{TestServer, get_json};
+
+#[tokio::test]
+async fn the_usage_tab_shows_the_table_the_chart_and_the_csv_link() {
+    let simulator = gpudash::telemetry::simulator::Simulator::new(2, 250)
+        .with_fault("job:0:ana:2:50@0s+10m".parse().expect("a job fault"));
+    let server = TestServer::with_source(Box::new(simulator), 250).await;
+    // The tab asks once when shown: wait until there is something to show.
+    eventually(20, "ana's job charged", || async {
+        let now = gpudash::telemetry::now_ms();
+        let answer: UsageResponse =
+            get_json(&server, &format!("/api/usage?from={}&to={}", now - 60_000, now + 1)).await;
+        answer.rows.iter().any(|r| r.user.as_deref() == Some("ana") && r.gpu_hours > 0.0).then_some(())
+    })
+    .await;
+    let url = server.url("/#usage");
+    let base = server.url("");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        eventually(15, "ana in the per-user table", || async {
+            texts(&c, "#usage-users .usage-key").await.contains(&"ana".to_owned()).then_some(())
+        })
+        .await;
+        assert_eq!(texts(&c, "#usage-gpus .usage-key").await, ["GPU 0"], "only GPU 0 ran a job");
+        let bars = js(&c, "return document.querySelectorAll('#usage-chart rect.usage-bar').length").await;
+        assert_eq!(bars.as_u64(), Some(1), "one day, one user: one bar");
+        assert_eq!(texts(&c, "#usage-chart .usage-legend-item").await, ["ana"]);
+        assert!(texts(&c, "#usage-empty").await.is_empty(), "not empty");
+        let href = js(&c, "return document.querySelector('#usage-csv').getAttribute('href')").await;
+        let href = href.as_str().unwrap_or_default().to_owned();
+        assert!(href.starts_with("/api/usage.csv?from=") && href.ends_with("&group=user"), "{href}");
+        let csv = reqwest::get(format!("{base}{href}")).await.unwrap().text().await.unwrap();
+        assert!(csv.starts_with("user,gpu_hours,") && csv.contains("\nana,"), "{csv}");
+    })
+    .await;
+    server.stop().await;
+}
