@@ -20,4 +20,5 @@ pub mod login;
 pub mod memory_chart;
 pub mod notices;
 pub mod processes;
+pub mod reservations;
 pub mod usage;

@@ -25,10 +25,14 @@ pub enum Action {
     AlertSilence,
     /// Ending a silence before its time.
     AlertUnsilence,
+    /// Booking GPUs (advisory).
+    ReservationCreate,
+    /// Ending a reservation before its time.
+    ReservationRelease,
 }
 
 impl Action {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 14] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -41,6 +45,8 @@ impl Action {
         Self::BridgeEmptyCache,
         Self::AlertSilence,
         Self::AlertUnsilence,
+        Self::ReservationCreate,
+        Self::ReservationRelease,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -58,6 +64,8 @@ impl Action {
             Self::BridgeEmptyCache => "bridge.empty_cache",
             Self::AlertSilence => "alert.silence",
             Self::AlertUnsilence => "alert.unsilence",
+            Self::ReservationCreate => "reservation.create",
+            Self::ReservationRelease => "reservation.release",
         }
     }
 
@@ -76,6 +84,8 @@ impl Action {
             Self::BridgeEmptyCache => "emptying a process's cache",
             Self::AlertSilence => "silencing an alert",
             Self::AlertUnsilence => "ending a silence",
+            Self::ReservationCreate => "reserving a GPU",
+            Self::ReservationRelease => "releasing a reservation",
         }
     }
 }

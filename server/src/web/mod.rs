@@ -12,6 +12,7 @@ mod history;
 mod lab;
 mod metrics;
 mod metrics_gpm;
+mod reservations;
 pub mod serve;
 pub mod site;
 pub mod tls;
@@ -68,6 +69,8 @@ pub struct AppState {
     pub allow_anonymous: bool,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
+    /// Advisory GPU reservations.
+    pub reservations: crate::reservations::Reservations,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -140,6 +143,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/alerts/silences/{id}", delete(alerts::unsilence))
         .route("/api/alerts/subscriptions", get(alerts::subscriptions).post(alerts::subscribe))
         .route("/api/alerts/subscriptions/{id}", delete(alerts::unsubscribe))
+        .route("/api/reservations", get(reservations::list).post(reservations::create))
+        .route("/api/reservations/{id}", delete(reservations::release))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)
