@@ -398,6 +398,17 @@ mod tests {
     }
 
     #[test]
+    fn a_reserved_gpu_is_not_free_and_names_its_holder() {
+        let mut a = answers();
+        let mut reserved = gpu_labels("a:7070", "1", "node-a");
+        reserved.push(("user", "bo"));
+        a.insert(Query::Reserved, vec![series(&reserved, 1.0)]);
+        let view = join(&a);
+        let gpu = view.gpus.iter().find(|g| g.instance == "a:7070" && g.gpu == 1).unwrap();
+        assert_eq!((gpu.free, gpu.reserved_by.as_deref(), view.summary.free_gpus), (false, Some("bo"), 1));
+    }
+
+    #[test]
     fn joins_nodes_and_gpus_free_first() {
         let view = join(&answers());
         let hosts: Vec<&str> = view.nodes.iter().map(|n| n.hostname.as_str()).collect();

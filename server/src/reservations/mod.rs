@@ -34,7 +34,7 @@ pub enum ReservationError {
 pub struct Reservations {
     /// Held for every write, so a conflict check and its insert are one step.
     store: Arc<Mutex<ReservationStore>>,
-    current: Arc<RwLock<Arc<Vec<Reservation>>>>,
+    current: Arc<RwLock<Arc<[Reservation]>>>,
 }
 
 impl Reservations {
@@ -45,7 +45,7 @@ impl Reservations {
             None => ReservationStore::memory()?,
         };
         let current = store.current(now_ms)?;
-        Ok(Self { store: Arc::new(Mutex::new(store)), current: Arc::new(RwLock::new(Arc::new(current))) })
+        Ok(Self { store: Arc::new(Mutex::new(store)), current: Arc::new(RwLock::new(Arc::from(current))) })
     }
 
     /// Reservations not released that end after `now_ms` (past ones drop out on their own), by start.
@@ -132,7 +132,7 @@ impl Reservations {
     }
 
     fn publish(&self, next: Vec<Reservation>) {
-        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(next);
+        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::from(next);
     }
 }
 
