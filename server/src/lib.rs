@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod fleet;
 pub mod lab;
+pub mod reservations;
 pub mod signals;
 pub mod store;
 pub mod telemetry;
@@ -201,9 +202,10 @@ pub async fn start_with(
     }
     .keeping(options.audit_retention);
     let alerts = open_alerts(options.store.as_ref(), options.alerts).await?;
+    let reservations = open_reservations(options.store.as_ref()).await?;
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
     deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
-    let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, shutdown_rx.clone())?;
+    let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
     if let Some(path) = options.alerts_file {
         reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
     }
@@ -238,6 +240,7 @@ pub async fn start_with(
         allow_anonymous: options.allow_anonymous,
         allow_signals: options.allow_signals,
         fleet,
+        reservations,
         usage: usage.clone(),
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
@@ -255,6 +258,19 @@ fn open_usage(store: Option<&Store>) -> std::io::Result<store::usage::UsageStore
         }
     }
     .map_err(std::io::Error::other)
+}
+
+/// The reservations, kept in the history database, or in memory with `--no-history` (opening reads
+/// the current ones: off the runtime's workers).
+async fn open_reservations(store: Option<&Store>) -> std::io::Result<reservations::Reservations> {
+    let path = store.map(|s| s.path().to_owned());
+    if path.is_none() {
+        tracing::warn!("reservations are kept in memory only (--no-history): a restart forgets them");
+    }
+    tokio::task::spawn_blocking(move || reservations::Reservations::open(path.as_deref(), telemetry::now_ms()))
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)
 }
 
 /// The alerts, kept in the history database, or in memory with `--no-history` (reading the

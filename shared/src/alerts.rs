@@ -23,10 +23,13 @@ pub enum Rule {
     IdleHeld,
     /// A GPU that was in use has no process left.
     GpuFree,
+    /// Someone else's process runs on a GPU during its (advisory) reservation; the alert's
+    /// `user` is the holder, so their "my processes" subscription hears of it.
+    ReservationIntruder,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 8] = [
+    pub const ALL: [Rule; 9] = [
         Rule::Temperature,
         Rule::ClockEvents,
         Rule::Xid,
@@ -35,6 +38,7 @@ impl Rule {
         Rule::MemoryFull,
         Rule::IdleHeld,
         Rule::GpuFree,
+        Rule::ReservationIntruder,
     ];
 
     /// The rule's name in the alerts file, the API and the metrics.
@@ -48,6 +52,7 @@ impl Rule {
             Rule::MemoryFull => "memory_full",
             Rule::IdleHeld => "idle_held",
             Rule::GpuFree => "gpu_free",
+            Rule::ReservationIntruder => "reservation_intruder",
         }
     }
 
@@ -58,7 +63,7 @@ impl Rule {
 
     /// True for rules about one process (one alert per process, not per GPU).
     pub fn per_process(self) -> bool {
-        matches!(self, Rule::IdleHeld)
+        matches!(self, Rule::IdleHeld | Rule::ReservationIntruder)
     }
 
     /// A short title for the page, e.g. "GPU free".
@@ -72,6 +77,7 @@ impl Rule {
             Rule::MemoryFull => "Memory full",
             Rule::IdleHeld => "Held but idle",
             Rule::GpuFree => "GPU free",
+            Rule::ReservationIntruder => "On a reserved GPU",
         }
     }
 }

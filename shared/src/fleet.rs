@@ -102,8 +102,12 @@ pub struct FleetGpu {
     /// node cannot tell (dcgm-exporter without pod labels, or a stale node).
     pub users: Option<Vec<FleetUser>>,
     /// No process on it (gpudash), or for nodes without process data: under 1% memory used
-    /// and 0% utilization. Never free when stale or lost.
+    /// and 0% utilization. Never free when stale, lost or reserved.
     pub free: bool,
+    /// The holder of the reservation in force on it (gpudash's `gpudash_reservation_active`;
+    /// "reserved" when the node hides names). Advisory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_by: Option<String>,
     /// Its node is stale, or this GPU's series stopped while the node still answers.
     pub stale: bool,
     /// gpudash reports it fell off the bus.
@@ -190,6 +194,7 @@ mod tests {
                 u.iter().map(|name| FleetUser { user: (*name).to_owned(), memory: None, processes: 1 }).collect()
             }),
             free,
+            reserved_by: None,
             stale: false,
             lost: false,
             simulated: false,

@@ -16,6 +16,7 @@ pub mod history;
 pub mod lab;
 pub mod lab_view;
 pub mod processes;
+pub mod reservations;
 pub mod ring;
 mod tagged;
 pub mod telemetry;

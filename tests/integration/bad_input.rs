@@ -182,6 +182,7 @@ fn cases() -> Vec<Case> {
     ];
     all.extend(alert_cases());
     all.extend(usage_cases());
+    all.extend(reservation_cases());
     // Not UTF-8 at all.
     all.push(Case {
         body: Some(vec![0xff, 0xfe, 0x00, 0x80]),
@@ -275,6 +276,40 @@ fn alert_cases() -> Vec<Case> {
         case(Method::DELETE, "/api/alerts/subscriptions/abc", S::BAD_REQUEST, "not a subscription id"),
         case(Method::DELETE, "/api/alerts/subscriptions/999", S::NOT_FOUND, "no subscription 999"),
         Case { token: None, ..case(Method::GET, SUBSCRIPTIONS, S::UNAUTHORIZED, "needs a token") },
+    ]
+}
+
+/// The reservations API: every refusal names what is wrong and what is allowed.
+fn reservation_cases() -> Vec<Case> {
+    use StatusCode as S;
+    const PATH: &str = "/api/reservations";
+    let now = gpudash::telemetry::now_ms();
+    let (soon, hour, day) = (now + 60_000, 3_600_000, 86_400_000);
+    let body = |devices: &str, start: u64, end: u64, note: &str| {
+        format!(r#"{{"devices":{devices},"start_ms":{start},"end_ms":{end},"note":"{note}"}}"#)
+    };
+    vec![
+        post(PATH, &body("[7]", soon, soon + hour, "n"), S::BAD_REQUEST, "no GPU 7; this host has 2 GPUs"),
+        post(PATH, &body("[]", soon, soon + hour, "n"), S::BAD_REQUEST, "name at least one GPU"),
+        post(PATH, &body("[1,1]", soon, soon + hour, "n"), S::BAD_REQUEST, "GPU 1 is listed twice"),
+        post(PATH, &body("[0]", soon + hour, soon, "n"), S::BAD_REQUEST, "must be after 'start_ms'"),
+        post(PATH, &body("[0]", soon, soon + 400 * day, "n"), S::BAD_REQUEST, "the longest allowed is 366 days"),
+        post(PATH, &body("[0]", now - day, now + hour, "n"), S::BAD_REQUEST, "more than 5 minutes in the past"),
+        post(PATH, &body("[0]", now + 400 * day, now + 401 * day, "n"), S::BAD_REQUEST, "at most 366 days ahead"),
+        post(PATH, &body("[0]", soon, soon + hour, &"x".repeat(5000)), S::BAD_REQUEST, "at most 200 are allowed"),
+        post(PATH, &body("[0]", soon, soon + hour, "a\\u0007b"), S::BAD_REQUEST, "control character"),
+        post(PATH, "{\"devices\":", S::BAD_REQUEST, "invalid reservation"),
+        post(PATH, r#"{"devices":[-1],"start_ms":1,"end_ms":2}"#, S::BAD_REQUEST, "invalid reservation"),
+        post(PATH, r#"{"devices":[0],"start_ms":"soon","end_ms":2}"#, S::BAD_REQUEST, "invalid reservation"),
+        post(PATH, r#"{"devices":[0],"start_ms":1,"end_ms":2,"who":"ana"}"#, S::BAD_REQUEST, "unknown field `who`"),
+        Case { token: Some(VIEWER), ..post(PATH, &body("[0]", soon, soon + hour, "n"), S::FORBIDDEN, "operator role") },
+        case(Method::GET, "/api/reservations?all=maybe", S::BAD_REQUEST, "must be 1 or 0"),
+        case(Method::GET, "/api/reservations?colour=red", S::BAD_REQUEST, "accepted: all=1"),
+        case(Method::DELETE, "/api/reservations/abc", S::BAD_REQUEST, "not a reservation id"),
+        case(Method::DELETE, "/api/reservations/-3", S::BAD_REQUEST, "not a reservation id"),
+        case(Method::DELETE, "/api/reservations/999", S::NOT_FOUND, "no reservation 999"),
+        Case { token: Some(VIEWER), ..case(Method::DELETE, "/api/reservations/1", S::FORBIDDEN, "operator role") },
+        case(Method::PUT, "/api/reservations", S::METHOD_NOT_ALLOWED, "not allowed"),
     ]
 }
 

@@ -16,9 +16,10 @@ use crate::{
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
     },
-    hooks::theme::Theme,
+    hooks::{reservations::Reservations, theme::Theme},
     state::DashboardState,
 };
+use shared::reservations::Reservation;
 
 /// The card of GPU `index`; its figures follow that device's latest sample.
 #[component]
@@ -41,6 +42,9 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
     let lost = Memo::new(move |_| latest.with(|s| s.as_ref().and_then(|s| s.lost.clone())));
     let is_lost = move || lost.with(Option::is_some);
+    let reservations = use_context::<Reservations>();
+    let held = Memo::new(move |_| reservations.and_then(|r| r.holder_of(index)));
+    let now = move || reservations.map_or(0, |r| r.list.with(|l| l.now_ms));
     let pcie = move || {
         let max = info.with(|i| i.as_ref().and_then(|i| i.pcie_max));
         latest.with(|s| match s {
@@ -81,6 +85,8 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     </div>
                 </dl>
             </header>
+
+            {move || held.get().map(|r| reserved_line(&r, now()))}
 
             <Show when=is_lost>
                 <p class="lost-reason" role="alert">{move || lost.get().unwrap_or_default()}</p>
@@ -212,5 +218,31 @@ mod tests {
         assert_eq!(encoder_decoder(&sample), "0% / 12%");
         assert_eq!(encoder_decoder(&DeviceSample::default()), "n/a");
         assert_eq!(format_capability(ComputeCapability { major: 9, minor: 0 }), "9.0");
+    }
+}
+
+/// "Reserved by ana for 2 h 10 m — advisory, not enforced", the note, and a warning when someone
+/// else runs on the GPU meanwhile.
+fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
+    let left = shared::reservations::time_left(r.end_ms.saturating_sub(now_ms));
+    // An anonymous viewer is not told who.
+    let who = if r.redacted { String::new() } else { format!(" by {}", r.user) };
+    let note = (!r.note.is_empty()).then(|| view! { <span class="reserved-note">{format!(" · {}", r.note)}</span> });
+    let intruders = (!r.intruders.is_empty()).then(|| {
+        let pids: Vec<String> = r.intruders.iter().map(u32::to_string).collect();
+        view! {
+            <p class="reservation-intruders" role="alert">
+                {format!("⚠ Someone else runs here during the reservation: PID {}", pids.join(", "))}
+            </p>
+        }
+    });
+    view! {
+        <div class="gpu-reservation">
+            <p class="reserved-by" title=shared::reservations::ADVISORY>
+                {format!("Reserved{who} for {left} — advisory, not enforced")}
+                {note}
+            </p>
+            {intruders}
+        </div>
     }
 }

@@ -20,5 +20,6 @@ pub mod login;
 pub mod memory_chart;
 pub mod notices;
 pub mod processes;
+pub mod reservations;
 pub mod signals;
 pub mod usage;

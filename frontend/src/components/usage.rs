@@ -7,7 +7,7 @@ use shared::{
     units::format_bytes,
 };
 
-use crate::{components::format, state::DashboardState};
+use crate::{components::format, hooks::reservations::Reservations, state::DashboardState};
 
 /// The overview a team reads first: who holds which GPUs, and which are free.
 #[component]
@@ -15,7 +15,12 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
     let users = Memo::new(move |_| state.with(|s| usage_by_user(&s.processes)));
     // The server left out who runs them: say so, rather than "no processes".
     let hidden = Memo::new(move |_| state.with(|s| s.processes.iter().any(|p| p.redacted)));
-    let free = Memo::new(move |_| state.with(DashboardState::free_devices));
+    // "Free" leaves out GPUs reserved now, by the rule the server applies.
+    let reservations = use_context::<Reservations>();
+    let free = Memo::new(move |_| {
+        let (list, now) = reservations.map(|r| r.list.with(|l| (l.reservations.clone(), l.now_ms))).unwrap_or_default();
+        state.with(|s| s.free_devices(&list, now))
+    });
     let held_idle = Memo::new(move |_| {
         state.with(|s| {
             let latest = |i: u32| s.device(i).and_then(|d| d.latest.as_ref());

@@ -9,6 +9,7 @@ pub mod history;
 pub mod lab;
 pub mod notify;
 pub mod poll;
+pub mod reservations;
 pub mod session;
 pub mod telemetry;
 pub mod theme;

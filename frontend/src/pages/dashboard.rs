@@ -10,10 +10,12 @@ use crate::{
         history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
         processes::ProcessTables,
+        reservations::ReservationsPanel,
         usage::WhoUsesWhat,
     },
     hooks::{
         bridge::use_bridge,
+        reservations::use_reservations,
         telemetry::{ConnectionStatus, Telemetry},
         theme::Theme,
     },
@@ -33,6 +35,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let tab = expect_context::<ReadSignal<Tab>>();
     let bridge = use_bridge(Memo::new(move |_| tab.get() == Tab::Dashboard));
     provide_context(bridge);
+    provide_context(use_reservations(Memo::new(move |_| tab.get() == Tab::Dashboard)));
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {
@@ -54,6 +57,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                             <DeviceCard state=state index=index theme=theme />
                         </For>
                     </div>
+                    <ReservationsPanel state=state />
                     <ProcessTables state=state indices=indices />
                     <BridgePanel state=state bridge=bridge />
                     <HistorySection state=state indices=indices theme=theme />

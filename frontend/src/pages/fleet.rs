@@ -173,6 +173,8 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
             Some(ms) => format!("stale since {}", format::time_of_day(ms as f64, true)),
             None => "stale".to_owned(),
         }
+    } else if let Some(holder) = &gpu.reserved_by {
+        format!("reserved by {holder}")
     } else if gpu.free {
         "free".to_owned()
     } else {

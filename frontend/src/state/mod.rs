@@ -12,7 +12,8 @@ pub mod lab_form;
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,
     health::DeviceHealth,
-    processes::{GpuProcess, free_devices},
+    processes::GpuProcess,
+    reservations::{Reservation, free_unreserved},
 };
 
 /// One GPU as the page shows it.
@@ -128,9 +129,15 @@ impl DashboardState {
         self.processes.iter().filter(move |p| p.device == index)
     }
 
-    /// GPUs no process holds, in the server's order: the rule of [`free_devices`].
-    pub fn free_devices(&self) -> Vec<u32> {
-        free_devices(self.devices.iter().map(|d| (d.info.index, d.latest.as_ref())), &self.processes)
+    /// GPUs no process holds and none of `reservations` holds at `now_ms`, in the server's order:
+    /// the rule of [`free_unreserved`], as `/api/processes` applies it.
+    pub fn free_devices(&self, reservations: &[Reservation], now_ms: u64) -> Vec<u32> {
+        free_unreserved(
+            self.devices.iter().map(|d| (d.info.index, d.latest.as_ref())),
+            &self.processes,
+            reservations,
+            now_ms,
+        )
     }
 }
 
@@ -245,14 +252,28 @@ mod tests {
     fn details_replace_processes_and_lost_gpus_are_not_free() {
         let mut state = DashboardState::default();
         snapshot(&mut state, 1);
-        assert_eq!(state.free_devices(), [0]);
+        assert_eq!(state.free_devices(&[], 0), [0]);
         state.apply_details(Details { health: vec![], processes: vec![process(0, 9)] });
         assert_eq!(state.processes_on(0).map(|p| p.pid).collect::<Vec<_>>(), [9]);
-        assert_eq!(state.free_devices(), [1]);
+        assert_eq!(state.free_devices(&[], 0), [1]);
+        let reserved = Reservation {
+            id: 1,
+            devices: vec![1],
+            user: "ana".into(),
+            start_ms: 10,
+            end_ms: 20,
+            note: String::new(),
+            created_ms: 0,
+            released_ms: None,
+            intruders: Vec::new(),
+            redacted: false,
+        };
+        assert!(state.free_devices(std::slice::from_ref(&reserved), 15).is_empty(), "reserved now");
+        assert_eq!(state.free_devices(&[reserved], 20), [1], "expired");
 
         let lost = DeviceSample { index: 1, timestamp_ms: 20_000, lost: Some("fell off".into()), ..Default::default() };
         state.apply_tick(Tick { seq: 2, samples: vec![lost] });
         assert_eq!(state.lost_reason(1), Some("fell off"));
-        assert!(state.free_devices().is_empty());
+        assert!(state.free_devices(&[], 0).is_empty());
     }
 }

@@ -13,6 +13,9 @@
 //! [rules.gpu_free]
 //! for = "30s"           # a job restarting within this does not count
 //!
+//! [rules.reservation_intruder]
+//! for = "0s"            # someone else's process on a reserved GPU; the alert goes to the holder
+//!
 //! [rules.xid]
 //! ignore = [43]         # codes that never alert
 //!
@@ -70,6 +73,8 @@ pub struct Rules {
     pub idle_held: RuleConfig,
     /// A GPU must stay free this long before it is announced.
     pub gpu_free: RuleConfig,
+    /// Someone else's process on a reserved GPU, for this long.
+    pub reservation_intruder: RuleConfig,
 }
 
 /// Clock events that mean the GPU is being protected from heat or a power emergency.
@@ -93,6 +98,7 @@ impl Default for Rules {
             memory_full_percent: 95.0,
             idle_held: on(Severity::Warning, 0),
             gpu_free: on(Severity::Info, 30),
+            reservation_intruder: on(Severity::Warning, 0),
         }
     }
 }
@@ -109,6 +115,7 @@ impl Rules {
             Rule::MemoryFull => &self.memory_full,
             Rule::IdleHeld => &self.idle_held,
             Rule::GpuFree => &self.gpu_free,
+            Rule::ReservationIntruder => &self.reservation_intruder,
         }
     }
 }
@@ -183,6 +190,7 @@ struct FileRules {
     memory_full: Option<FileRule>,
     idle_held: Option<FileRule>,
     gpu_free: Option<FileRule>,
+    reservation_intruder: Option<FileRule>,
 }
 
 /// One `[rules.NAME]` table; which keys a rule accepts beyond the common ones is checked in [`load_rule`].
@@ -235,6 +243,7 @@ impl AlertsConfig {
             (Rule::MemoryFull, r.memory_full),
             (Rule::IdleHeld, r.idle_held),
             (Rule::GpuFree, r.gpu_free),
+            (Rule::ReservationIntruder, r.reservation_intruder),
         ];
         for (rule, entry) in entries {
             if let Some(entry) = entry {
@@ -302,7 +311,7 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         Rule::ClockEvents => &["reasons"],
         Rule::Xid => &["quiet", "ignore"],
         Rule::MemoryFull => &["percent"],
-        Rule::Ecc | Rule::DeviceLost | Rule::IdleHeld | Rule::GpuFree => &[],
+        Rule::Ecc | Rule::DeviceLost | Rule::IdleHeld | Rule::GpuFree | Rule::ReservationIntruder => &[],
     };
     let given = [
         ("celsius", entry.celsius.is_some()),
@@ -343,6 +352,7 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         Rule::MemoryFull => rules.memory_full = common,
         Rule::IdleHeld => rules.idle_held = common,
         Rule::GpuFree => rules.gpu_free = common,
+        Rule::ReservationIntruder => rules.reservation_intruder = common,
     }
     if let Some(celsius) = entry.celsius {
         if !(30..=120).contains(&celsius) {

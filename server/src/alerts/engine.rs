@@ -10,6 +10,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::{Alerts, Inputs};
+use crate::reservations::Reservations;
 use crate::telemetry::{Telemetry, now_ms};
 
 /// How often resolved alerts past the retention are deleted (also once at start).
@@ -19,6 +20,7 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 pub fn spawn(
     alerts: Alerts,
     telemetry: &Arc<Telemetry>,
+    reservations: Reservations,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
     let runtime = tokio::runtime::Handle::current();
@@ -44,7 +46,7 @@ pub fn spawn(
                 return;
             }
             let Some(telemetry) = telemetry.upgrade() else { return };
-            evaluate(&alerts, &telemetry, &mut details_seen);
+            evaluate(&alerts, &telemetry, &reservations, &mut details_seen);
             if pruned.elapsed() >= PRUNE_EVERY {
                 pruned = std::time::Instant::now();
                 alerts.prune(now_ms());
@@ -54,7 +56,9 @@ pub fn spawn(
 }
 
 /// One evaluation over the hub's newest state.
-pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, details_seen: &mut bool) {
+pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, reservations: &Reservations, details_seen: &mut bool) {
+    let now = now_ms();
+    let reserved = reservations.active(now);
     let samples = telemetry.latest();
     let details = telemetry.details();
     // Details published before this thread subscribed count too.
@@ -66,6 +70,7 @@ pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, details_seen: &mut bool)
         processes: &details.processes,
         details_seen: *details_seen,
         simulated: telemetry.host().simulated,
+        reservations: &reserved,
     };
-    alerts.evaluate(&input, now_ms());
+    alerts.evaluate(&input, now);
 }

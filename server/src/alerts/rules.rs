@@ -7,6 +7,7 @@ use shared::activity::IDLE_SM_PERCENT;
 use shared::alerts::{Rule, Silence};
 use shared::health::{DeviceHealth, xid_meaning};
 use shared::processes::GpuProcess;
+use shared::reservations::{Reservation, holder, is_intruder};
 use shared::{DeviceInfo, DeviceSample};
 
 use super::config::{RuleConfig, Rules};
@@ -25,6 +26,8 @@ pub struct Inputs<'a> {
     pub details_seen: bool,
     /// Every GPU is the simulator's.
     pub simulated: bool,
+    /// The reservations in force (`reservation_intruder`).
+    pub reservations: &'a [Reservation],
 }
 
 /// One GPU's part of the reading.
@@ -34,6 +37,7 @@ struct Gpu<'a> {
     health: Option<&'a DeviceHealth>,
     processes: &'a [&'a GpuProcess],
     simulated: bool,
+    reservation: Option<&'a Reservation>,
 }
 
 impl Gpu<'_> {
@@ -71,6 +75,7 @@ impl Book {
                 health: input.health.iter().find(|h| h.index == info.index),
                 processes: by_device.get(&info.index).unwrap_or(&none),
                 simulated: input.simulated || info.simulated,
+                reservation: holder(input.reservations, info.index, now_ms),
             };
             self.device_lost(rules, &gpu, silences, now_ms);
             self.temperature(rules, &gpu, silences, now_ms);
@@ -81,6 +86,7 @@ impl Book {
             if input.details_seen {
                 self.idle_held(rules, &gpu, silences, now_ms);
                 self.gpu_free(rules, &gpu, silences, now_ms);
+                self.reservation_intruder(rules, &gpu, silences, now_ms);
             }
         }
         self.resolve_gone(input, now_ms);
@@ -343,6 +349,46 @@ impl Book {
             let mut draft = self.draft(config, key, gpu, message, action);
             draft.user = user;
             self.fire(draft, silences, now);
+        }
+    }
+}
+
+impl Book {
+    /// Another user's process on a GPU while it is reserved: one alert per process, whose `user`
+    /// is the holder (the one to tell); who the intruder is stays out of the message.
+    fn reservation_intruder(&mut self, rules: &Rules, gpu: &Gpu<'_>, silences: &[Silence], now: u64) {
+        let config = &rules.reservation_intruder;
+        if !config.enabled {
+            return;
+        }
+        for p in gpu.processes {
+            let key = Key { rule: Rule::ReservationIntruder, gpu_uuid: gpu.info.uuid.clone(), pid: Some(p.pid) };
+            let reservation = gpu.reservation.filter(|r| is_intruder(r, p, now));
+            if self.is_firing(&key) {
+                if reservation.is_none() {
+                    self.resolve(&key, now);
+                }
+                continue;
+            }
+            let Some(r) = reservation else {
+                self.held(&key, false, 0, now);
+                continue;
+            };
+            if let Some(held) = self.held(&key, true, ms(config.hold), now) {
+                let message = format!(
+                    "PID {} runs on {} during reservation {} (until {}){}; the holder's process it is not",
+                    p.pid,
+                    gpu.label(),
+                    r.id,
+                    shared::reservations::utc_minute(r.end_ms),
+                    for_(held)
+                );
+                let action = "reservations are advisory: ask the process's owner to move to a free GPU, or the \
+                              holder to release the reservation";
+                let mut draft = self.draft(config, key, gpu, message, action);
+                draft.user = Some(r.user.clone());
+                self.fire(draft, silences, now);
+            }
         }
     }
 }

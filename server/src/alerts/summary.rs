@@ -47,5 +47,8 @@ fn condition(rules: &Rules, rule: Rule) -> String {
         }
         Rule::IdleHeld => format!("a process holds memory on a GPU that computes nothing (see --idle-after){held}"),
         Rule::GpuFree => format!("a GPU that was in use has no process left{held}"),
+        Rule::ReservationIntruder => {
+            format!("someone other than the holder runs a process on a reserved GPU (advisory){held}")
+        }
     }
 }

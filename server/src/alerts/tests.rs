@@ -24,6 +24,7 @@ struct World {
     details_seen: bool,
     rules: Rules,
     silences: Vec<Silence>,
+    reservations: Vec<shared::reservations::Reservation>,
     book: Book,
 }
 
@@ -82,6 +83,7 @@ impl World {
             details_seen: true,
             rules: Rules::default(),
             silences: Vec::new(),
+            reservations: Vec::new(),
             book: Book::default(),
         }
     }
@@ -94,6 +96,7 @@ impl World {
             processes: &self.processes,
             details_seen: self.details_seen,
             simulated: false,
+            reservations: &self.reservations,
         };
         self.book.evaluate(&self.rules, &input, &self.silences, now)
     }
@@ -257,6 +260,33 @@ fn idle_held_fires_per_process_and_resolves_when_the_flag_clears_or_it_is_gone()
 }
 
 #[test]
+fn an_intruder_on_a_reserved_gpu_alerts_the_holder_until_the_reservation_ends() {
+    let mut w = World::new();
+    w.reservations = vec![shared::reservations::Reservation {
+        id: 3,
+        devices: vec![1],
+        user: "ana".into(),
+        start_ms: 10 * S,
+        end_ms: 100 * S,
+        note: String::new(),
+        created_ms: 0,
+        released_ms: None,
+        intruders: Vec::new(),
+        redacted: false,
+    }];
+    w.processes = vec![process(1, 7, "bo"), process(1, 8, "ana"), process(0, 9, "bo")];
+    assert!(w.at(5 * S).iter().all(|c| c.alert.rule != Rule::ReservationIntruder), "not in force yet");
+    let fired: Vec<_> = w.at(20 * S).into_iter().filter(|c| c.alert.rule == Rule::ReservationIntruder).collect();
+    assert_eq!(fired.len(), 1, "only bo's process on GPU 1: {fired:?}");
+    let alert = &fired[0].alert;
+    assert_eq!((alert.pid, alert.user.as_deref(), alert.severity), (Some(7), Some("ana"), Severity::Warning));
+    assert!(alert.message.contains("reservation 3") && !alert.message.contains("bo"), "{}", alert.message);
+    assert!(w.at(30 * S).is_empty(), "fires once");
+    let ended = w.at(100 * S);
+    assert_eq!(kinds(&ended), [(ChangeKind::Resolved, Rule::ReservationIntruder, 1)]);
+}
+
+#[test]
 fn a_gpu_that_comes_free_fires_but_one_free_since_start_up_does_not() {
     let mut w = World::new();
     w.rules.gpu_free.hold = Duration::from_secs(30);
@@ -388,6 +418,7 @@ fn the_handle_announces_fires_with_the_firing_count_and_reloads_only_good_files(
         processes: &[],
         details_seen: true,
         simulated: true,
+        reservations: &[],
     };
     assert_eq!(alerts.evaluate(&input, 1000).len(), 2);
     let (first, second) = (events.try_recv().unwrap(), events.try_recv().unwrap());

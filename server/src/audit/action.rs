@@ -27,10 +27,14 @@ pub enum Action {
     AlertUnsilence,
     /// Sending SIGTERM or SIGKILL to a GPU process (`--allow-signals`), sent or refused.
     ProcessSignal,
+    /// Booking GPUs (advisory).
+    ReservationCreate,
+    /// Ending a reservation before its time.
+    ReservationRelease,
 }
 
 impl Action {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 15] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -44,6 +48,8 @@ impl Action {
         Self::AlertSilence,
         Self::AlertUnsilence,
         Self::ProcessSignal,
+        Self::ReservationCreate,
+        Self::ReservationRelease,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -62,6 +68,8 @@ impl Action {
             Self::AlertSilence => "alert.silence",
             Self::AlertUnsilence => "alert.unsilence",
             Self::ProcessSignal => "process.signal",
+            Self::ReservationCreate => "reservation.create",
+            Self::ReservationRelease => "reservation.release",
         }
     }
 
@@ -81,6 +89,8 @@ impl Action {
             Self::AlertSilence => "silencing an alert",
             Self::AlertUnsilence => "ending a silence",
             Self::ProcessSignal => "signalling a process",
+            Self::ReservationCreate => "reserving a GPU",
+            Self::ReservationRelease => "releasing a reservation",
         }
     }
 }

@@ -35,10 +35,12 @@ pub enum Query {
     Lost,
     /// Per-process memory (gpudash only), instant: ended processes drop out at once.
     Processes,
+    /// `gpudash_reservation_active` (gpudash only), instant: a released reservation drops out at once.
+    Reserved,
 }
 
 impl Query {
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::Up,
         Self::LastSeen,
         Self::GpuUtil,
@@ -52,6 +54,7 @@ impl Query {
         Self::Simulated,
         Self::Lost,
         Self::Processes,
+        Self::Reserved,
     ];
 
     /// The PromQL for a window of `window` (how long a silent node's last figures are kept).
@@ -72,6 +75,7 @@ impl Query {
             Self::Simulated => last("gpudash_simulated"),
             Self::Lost => last("gpudash_device_lost"),
             Self::Processes => "gpudash_process_memory_bytes".to_owned(),
+            Self::Reserved => "gpudash_reservation_active".to_owned(),
         }
     }
 }
@@ -121,6 +125,7 @@ struct Indexed<'a> {
     present: HashMap<GpuKey, Vec<&'a Series>>,
     metrics: HashMap<Query, HashMap<GpuKey, Vec<&'a Series>>>,
     processes: ProcessesByGpu,
+    reserved: HashMap<GpuKey, Vec<&'a Series>>,
 }
 
 impl<'a> Indexed<'a> {
@@ -134,6 +139,7 @@ impl<'a> Indexed<'a> {
             present: by_gpu(get(Query::Present)),
             metrics: GPU_METRICS.into_iter().map(|q| (q, by_gpu(get(q)))).collect(),
             processes: processes_by_gpu(get(Query::Processes)),
+            reserved: by_gpu(get(Query::Reserved)),
         }
     }
 
@@ -256,8 +262,10 @@ fn gpu(index: &Indexed<'_>, node: &FleetNode, key: &GpuKey) -> FleetGpu {
     };
     let users = users_of(node, key, &index.processes, stale, labels);
     let gpu_util = index.value(Query::GpuUtil, key);
+    let reserved_by = index.reserved.get(key).and_then(|s| s.first()).map(|s| s.label("user").unwrap_or("reserved"));
     let free = !stale
         && !lost
+        && reserved_by.is_none()
         && match &users {
             Some(users) => users.is_empty(),
             None => idle(memory_used, memory_total, gpu_util),
@@ -275,6 +283,7 @@ fn gpu(index: &Indexed<'_>, node: &FleetNode, key: &GpuKey) -> FleetGpu {
         power_w: index.value(Query::Power, key),
         users,
         free,
+        reserved_by: reserved_by.map(str::to_owned),
         stale,
         lost,
         simulated: node.simulated,
@@ -386,6 +395,17 @@ mod tests {
         q.extend([("user", "ana"), ("pid", "2")]);
         a.insert(Query::Processes, vec![series(&p, 1e9), series(&q, 2e9)]);
         a
+    }
+
+    #[test]
+    fn a_reserved_gpu_is_not_free_and_names_its_holder() {
+        let mut a = answers();
+        let mut reserved = gpu_labels("a:7070", "1", "node-a");
+        reserved.push(("user", "bo"));
+        a.insert(Query::Reserved, vec![series(&reserved, 1.0)]);
+        let view = join(&a);
+        let gpu = view.gpus.iter().find(|g| g.instance == "a:7070" && g.gpu == 1).unwrap();
+        assert_eq!((gpu.free, gpu.reserved_by.as_deref(), view.summary.free_gpus), (false, Some("bo"), 1));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod audit;
 mod query;
 mod recorder;
+pub mod reservations;
 pub mod runs;
 mod schema;
 pub mod usage;

@@ -6,7 +6,8 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
 use shared::activity::gpu_state;
-use shared::processes::{GpuProcess, UserUsage, free_devices, redact_all, usage_by_user};
+use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
+use shared::reservations::{free_unreserved, intruders};
 use shared::{Device, DevicesResponse};
 
 use super::auth::Caller;
@@ -54,8 +55,10 @@ pub struct ProcessesResponse {
     pub processes: Vec<GpuProcess>,
     /// Per user: GPUs and memory held, biggest first; empty for a viewer who may not see who.
     pub users: Vec<UserUsage>,
-    /// GPUs no process holds, by index.
+    /// GPUs no process holds and no reservation holds now, by index.
     pub free_devices: Vec<u32>,
+    /// PIDs of processes running on a GPU reserved by someone else now (advisory), ascending.
+    pub intruders: Vec<u32>,
     /// Every answering GPU: free, busy, or held by processes that are all idle.
     pub states: Vec<DeviceState>,
 }
@@ -78,12 +81,20 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
         .iter()
         .filter_map(|&(index, latest)| Some(DeviceState { index, state: gpu_state(index, latest, &processes)? }))
         .collect();
-    let free_devices = free_devices(devices, &processes);
+    let now = now_ms();
+    let reserved = state.reservations.active(now);
+    let free_devices = free_unreserved(devices, &processes, &reserved, now);
+    // Told from the full list: a redacted process has no user to compare with the holder's.
+    let full = state.telemetry.details().processes;
+    let mut intruders: Vec<u32> = reserved.iter().flat_map(|r| intruders(r, &full, now)).collect();
+    intruders.sort_unstable();
+    intruders.dedup();
     Json(ProcessesResponse {
         simulated: telemetry.host().simulated,
         users: usage_by_user(&processes),
         processes,
         free_devices,
+        intruders,
         states,
     })
 }

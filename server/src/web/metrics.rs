@@ -55,6 +55,9 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
         &details.health,
         &processes,
     );
+    let full = visibility(&state, caller.as_deref()) == crate::telemetry::Visibility::Full;
+    let reserved = state.reservations.active(crate::telemetry::now_ms());
+    text.push_str(&reservation_family(&telemetry.host().hostname, telemetry.devices(), &reserved, full));
     text.push_str(&crate::alerts::deliver::metrics_text(&state.alerts.webhooks()));
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
@@ -307,6 +310,29 @@ pub fn render(
         "gpudash version serving these metrics.",
         Kind::Gauge,
         std::iter::once((format!("{host},version=\"{}\"", env!("CARGO_PKG_VERSION")), 1.0)),
+    );
+    out.text
+}
+
+/// `gpudash_reservation_active`: 1 per GPU reserved now, with its holder (`user="reserved"` for a
+/// scraper that may not see names); the Fleet view reads it.
+fn reservation_family(
+    hostname: &str,
+    devices: &[DeviceInfo],
+    reserved: &[shared::reservations::Reservation],
+    names: bool,
+) -> String {
+    let mut out = Exposition::default();
+    let samples = devices.iter().filter_map(|d| {
+        let r = reserved.iter().find(|r| r.devices.contains(&d.index))?;
+        let user = if names { r.user.as_str() } else { shared::reservations::Reservation::SOMEONE };
+        Some((format!("{},user=\"{}\"", device_labels(d, hostname), escape(user)), 1.0))
+    });
+    out.family(
+        "gpudash_reservation_active",
+        "1 while the GPU is reserved (advisory, not enforced), with the holder in `user`.",
+        Kind::Gauge,
+        samples,
     );
     out.text
 }

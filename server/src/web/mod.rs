@@ -12,6 +12,7 @@ mod history;
 mod lab;
 mod metrics;
 mod metrics_gpm;
+mod reservations;
 pub mod serve;
 mod signals;
 pub mod site;
@@ -74,6 +75,8 @@ pub struct AppState {
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Usage sums per user, GPU and minute (the history database, or in memory).
     pub usage: crate::store::usage::UsageStore,
+    /// Advisory GPU reservations.
+    pub reservations: crate::reservations::Reservations,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -149,6 +152,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/alerts/subscriptions/{id}", delete(alerts::unsubscribe))
         .route("/api/usage", get(usage::usage))
         .route("/api/usage.csv", get(usage::usage_csv))
+        .route("/api/reservations", get(reservations::list).post(reservations::create))
+        .route("/api/reservations/{id}", delete(reservations::release))
         .route("/api", get(api::not_found))
         .route("/api/{*rest}", get(api::not_found))
         .fallback(assets::serve)

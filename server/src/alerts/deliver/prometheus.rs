@@ -153,6 +153,16 @@ fn prom_rule(rules: &Rules, rule: Rule) -> PromRule {
             "Ask its owner to free the GPU (end the process or release its memory) so others can use it.".to_owned(),
         ),
         Rule::GpuFree => free_rule(rules, gpu),
+        Rule::ReservationIntruder => (
+            vec!["A process whose user is not the holder of the GPU's reservation in force (advisory).".to_owned()],
+            "(gpudash_process_memory_bytes unless on(UUID, user) gpudash_reservation_active) \
+             and on(UUID) gpudash_reservation_active"
+                .to_owned(),
+            format!("{gpu}: pid {{{{ $labels.pid }}}} ({{{{ $labels.user }}}}) runs on a reserved GPU"),
+            "Ask the process's owner to move off the GPU, or the holder to release the reservation; nothing is \
+             enforced."
+                .to_owned(),
+        ),
     };
     // The `for` of idle_held is in its expression: the series carries how long it has held.
     let hold = if rule == Rule::IdleHeld { Duration::ZERO } else { hold };

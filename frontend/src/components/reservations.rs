@@ -1,0 +1,219 @@
+//! `#reservations`: the GPUs booked now and later, a form to book (operators) and Release for
+//! the holder or an admin. Advisory: nothing is enforced on the GPU, and the panel says so.
+
+use leptos::{prelude::*, task::spawn_local};
+use shared::auth::Role;
+use shared::reservations::{ADVISORY, Reservation, ReservationRequest};
+
+use crate::{
+    components::format,
+    hooks::{reservations::Reservations, session::Session},
+    state::DashboardState,
+};
+
+const HOUR_MS: f64 = 3_600_000.0;
+
+/// A time as a `datetime-local` input holds it, in the browser's zone: "2026-12-01T14:05".
+fn local_input(ms: f64) -> String {
+    let d = js_sys::Date::new(&ms.into());
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}",
+        d.get_full_year(),
+        d.get_month() + 1,
+        d.get_date(),
+        d.get_hours(),
+        d.get_minutes()
+    )
+}
+
+/// A `datetime-local` value as ms since the epoch (the browser reads it in its zone).
+fn parse_local(value: &str) -> Option<u64> {
+    let ms = js_sys::Date::new(&value.into()).get_time();
+    (ms.is_finite() && ms >= 0.0).then_some(ms as u64)
+}
+
+/// The panel: form, list, and the sentence that nothing is enforced.
+#[component]
+pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
+    let reservations = expect_context::<Reservations>();
+    let session = expect_context::<Session>();
+    let may_book = move || session.allows(Role::Operator);
+    let me = move || session.me.with(|m| m.as_ref().and_then(|m| m.user.clone()));
+    let may_release = move |r: &Reservation| {
+        session.allows(Role::Admin) || (session.allows(Role::Operator) && me().as_deref() == Some(r.user.as_str()))
+    };
+    let error = RwSignal::new(None::<String>);
+    let release = move |id: u64| {
+        spawn_local(async move {
+            match reservations.release(id).await {
+                Ok(()) => drop(error.try_set(None)),
+                Err(failure) => {
+                    session.unauthorized(&failure);
+                    error.try_set(Some(failure.message));
+                }
+            }
+        });
+    };
+    let rows = move || {
+        reservations
+            .list
+            .get()
+            .reservations
+            .into_iter()
+            .map(|r| {
+                let id = r.id;
+                let releasable = may_release(&r);
+                let intruders = if r.intruders.is_empty() {
+                    "—".to_owned()
+                } else {
+                    format!("⚠ PID {}", r.intruders.iter().map(u32::to_string).collect::<Vec<_>>().join(", "))
+                };
+                view! {
+                    <tr class="reservation-row" data-id=id>
+                        <td class="reservation-gpus">{format::indexes(&r.devices)}</td>
+                        <td class="reservation-user">{r.user.clone()}</td>
+                        <td class="reservation-from">{format::day_and_time(r.start_ms as f64)}</td>
+                        <td class="reservation-to">{format::day_and_time(r.end_ms as f64)}</td>
+                        <td class="reservation-note">{r.note.clone()}</td>
+                        <td class="reservation-intruders" class:warn=!r.intruders.is_empty()>{intruders}</td>
+                        <td>
+                            {releasable
+                                .then(|| {
+                                    view! {
+                                        <button type="button" class="small-button reservation-release" on:click=move |_| release(id)>
+                                            "Release"
+                                        </button>
+                                    }
+                                })}
+                        </td>
+                    </tr>
+                }
+            })
+            .collect_view()
+    };
+    view! {
+        <section id="reservations" class="section reservations" aria-labelledby="reservations-title">
+            <h2 id="reservations-title" class="section-title">"Reservations"</h2>
+            <p class="reservations-advisory">
+                {ADVISORY} " They tell the team who plans to use a GPU; they stop no one."
+            </p>
+            <Show when=may_book>
+                <ReservationForm state=state />
+            </Show>
+            {move || error.get().map(|text| view! { <p class="reservation-error lab-error" role="alert">{text}</p> })}
+            <Show
+                when=move || !reservations.list.with(|l| l.reservations.is_empty())
+                fallback=|| view! { <p class="reservations-none">"No reservations now or to come."</p> }
+            >
+                <div class="table-scroll">
+                    <table class="reservations-table">
+                        <thead>
+                            <tr>
+                                <th scope="col">"GPUs"</th>
+                                <th scope="col">"Holder"</th>
+                                <th scope="col">"From"</th>
+                                <th scope="col">"To"</th>
+                                <th scope="col">"Note"</th>
+                                <th scope="col" title="Other users' processes on the GPUs now">"Others on it"</th>
+                                <th scope="col"></th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                </div>
+            </Show>
+        </section>
+    }
+}
+
+/// GPUs, start, end and note → `POST /api/reservations`.
+#[component]
+fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
+    let reservations = expect_context::<Reservations>();
+    let session = expect_context::<Session>();
+    let indices = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
+    let chosen = RwSignal::new(Vec::<u32>::new());
+    let now = js_sys::Date::now();
+    let start = RwSignal::new(local_input(now));
+    let end = RwSignal::new(local_input(now + 2.0 * HOUR_MS));
+    let note = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+    let working = RwSignal::new(false);
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let (Some(start_ms), Some(end_ms)) = (parse_local(&start.get_untracked()), parse_local(&end.get_untracked()))
+        else {
+            error.set(Some("pick a start and an end time".to_owned()));
+            return;
+        };
+        // A start already past (the form sat open) means now.
+        let start_ms = start_ms.max(js_sys::Date::now() as u64);
+        let request =
+            ReservationRequest { devices: chosen.get_untracked(), start_ms, end_ms, note: note.get_untracked() };
+        working.set(true);
+        spawn_local(async move {
+            match reservations.reserve(request).await {
+                Ok(_) => {
+                    error.try_set(None);
+                    chosen.try_set(Vec::new());
+                    note.try_set(String::new());
+                }
+                Err(failure) => {
+                    session.unauthorized(&failure);
+                    error.try_set(Some(failure.message));
+                }
+            }
+            working.try_set(false);
+        });
+    };
+    view! {
+        <form id="reservation-form" class="reservation-form" on:submit=submit>
+            <fieldset class="reservation-gpus">
+                <legend>"GPUs"</legend>
+                <For each=move || indices.get() key=|i| *i let:index>
+                    <label class="reservation-gpu">
+                        <input
+                            type="checkbox"
+                            value=index
+                            prop:checked=move || chosen.with(|c| c.contains(&index))
+                            on:change=move |ev| {
+                                let on = event_target_checked(&ev);
+                                chosen.update(|c| {
+                                    c.retain(|&i| i != index);
+                                    if on {
+                                        c.push(index);
+                                        c.sort_unstable();
+                                    }
+                                });
+                            }
+                        />
+                        {format!(" GPU {index}")}
+                    </label>
+                </For>
+            </fieldset>
+            <label>
+                "From "
+                <input type="datetime-local" class="reservation-start" prop:value=move || start.get()
+                    on:input=move |ev| start.set(event_target_value(&ev)) />
+            </label>
+            <label>
+                "To "
+                <input type="datetime-local" class="reservation-end" prop:value=move || end.get()
+                    on:input=move |ev| end.set(event_target_value(&ev)) />
+            </label>
+            <input
+                type="text"
+                class="reservation-note-input"
+                placeholder="note, e.g. fine-tuning"
+                maxlength="200"
+                prop:value=move || note.get()
+                on:input=move |ev| note.set(event_target_value(&ev))
+            />
+            <button type="submit" class="small-button reservation-submit"
+                disabled=move || working.get() || chosen.with(Vec::is_empty)>
+                "Reserve"
+            </button>
+            {move || error.get().map(|text| view! { <span class="reservation-form-error lab-error" role="alert">{text}</span> })}
+        </form>
+    }
+}

@@ -1,0 +1,78 @@
+//! Reservations in a real browser: the local user books GPU 1 from the page's form, the card
+//! shows the holder, the time left and that nothing is enforced, "Free" leaves GPU 1 out, and
+//! Release ends it.
+
+use fantoccini::{Client, Locator};
+use gpudash::telemetry::simulator::Simulator;
+use serde_json::Value;
+use shared::reservations::ReservationsResponse;
+
+use crate::browser::{eventually, texts, with_browser};
+use crate::support::{TestServer, get_json};
+
+/// The text of GPU `index`'s reservation line on its card, once there is one.
+async fn card_line(c: &Client, index: u32) -> Option<String> {
+    texts(c, &format!(".gpu-card[data-index='{index}'] .reserved-by")).await.into_iter().next()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reserve_from_the_page_see_the_card_and_release() {
+    // Both GPUs stay free, so "Free" changes only through the reservation.
+    let sim = Simulator::new(2, 250)
+        .with_fault("job-ends:0@0s".parse().unwrap())
+        .with_fault("job-ends:1@0s".parse().unwrap());
+    let server =
+        TestServer::with_options(Box::new(sim), gpudash::Options::new(std::time::Duration::from_millis(250))).await;
+    let url = server.url("/");
+    let shared = &server;
+    with_browser(1400, 1200, |c| async move {
+        let server = shared;
+        c.goto(&url).await.unwrap();
+        eventually(20, "the form and both free GPUs", || async {
+            let free = texts(&c, "#free-gpus").await.into_iter().next()?;
+            let boxes = texts(&c, "#reservation-form .reservation-gpu").await;
+            (free == "Free: GPU 0, GPU 1" && boxes.len() == 2).then_some(())
+        })
+        .await;
+        let advisory = texts(&c, ".reservations-advisory").await.join(" ");
+        assert!(advisory.contains("nothing is enforced on the GPU"), "{advisory}");
+
+        c.find(Locator::Css("#reservation-form input[type=checkbox][value='1']")).await.unwrap().click().await.unwrap();
+        let note = c.find(Locator::Css(".reservation-note-input")).await.unwrap();
+        note.send_keys("fine-tuning").await.unwrap();
+        c.find(Locator::Css(".reservation-submit")).await.unwrap().click().await.unwrap();
+
+        let listed = eventually(10, "the server to hold the reservation", || async {
+            let r: ReservationsResponse = get_json(server, "/api/reservations").await;
+            (r.reservations.len() == 1).then(|| r.reservations[0].clone())
+        })
+        .await;
+        assert_eq!((listed.devices.as_slice(), listed.note.as_str()), (&[1][..], "fine-tuning"));
+        let line = eventually(10, "GPU 1's card to show the holder", || card_line(&c, 1)).await;
+        // Booked for two hours from the form's defaults (whole minutes): 1 h 5x m or 2 h 0 m left.
+        let left = line.strip_prefix(&format!("Reserved by {} for ", listed.user)).unwrap_or_else(|| panic!("{line}"));
+        assert!(left.starts_with("1 h 5") || left.starts_with("2 h 0 m"), "{line}");
+        assert!(left.contains(" m — advisory, not enforced"), "{line}");
+        assert!(line.contains("fine-tuning"), "{line}");
+        assert!(card_line(&c, 0).await.is_none(), "GPU 0 is not reserved");
+        eventually(10, "Free to leave GPU 1 out", || async {
+            let free = texts(&c, "#free-gpus").await.into_iter().next()?;
+            let api: Value = get_json(server, "/api/processes").await;
+            (free == "Free: GPU 0" && api["free_devices"] == serde_json::json!([0])).then_some(())
+        })
+        .await;
+        let row = texts(&c, "tr.reservation-row").await.join(" ");
+        assert!(row.contains(&listed.user) && row.contains("fine-tuning"), "{row}");
+
+        c.find(Locator::Css("tr.reservation-row .reservation-release")).await.unwrap().click().await.unwrap();
+        eventually(10, "the release to reach the server and the page", || async {
+            let r: ReservationsResponse = get_json(server, "/api/reservations").await;
+            let free = texts(&c, "#free-gpus").await.into_iter().next()?;
+            let gone = card_line(&c, 1).await.is_none() && texts(&c, "tr.reservation-row").await.is_empty();
+            (r.reservations.is_empty() && gone && free == "Free: GPU 0, GPU 1").then_some(())
+        })
+        .await;
+    })
+    .await;
+    server.stop().await;
+}
