@@ -175,6 +175,7 @@ impl Simulator {
                 }
             })
             .collect()
+    }
 
     /// The processes of GPU `device`'s job faults running at `now_ms`; `None` when it has no job faults.
     fn scripted_jobs(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<Vec<shared::processes::GpuProcess>> {
