@@ -23,10 +23,12 @@ pub enum Rule {
     IdleHeld,
     /// A GPU that was in use has no process left.
     GpuFree,
+    /// An attached PyTorch process raised `torch.cuda.OutOfMemoryError` (reported by the Python client).
+    Oom,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 8] = [
+    pub const ALL: [Rule; 9] = [
         Rule::Temperature,
         Rule::ClockEvents,
         Rule::Xid,
@@ -35,6 +37,7 @@ impl Rule {
         Rule::MemoryFull,
         Rule::IdleHeld,
         Rule::GpuFree,
+        Rule::Oom,
     ];
 
     /// The rule's name in the alerts file, the API and the metrics.
@@ -48,6 +51,7 @@ impl Rule {
             Rule::MemoryFull => "memory_full",
             Rule::IdleHeld => "idle_held",
             Rule::GpuFree => "gpu_free",
+            Rule::Oom => "oom",
         }
     }
 
@@ -58,7 +62,7 @@ impl Rule {
 
     /// True for rules about one process (one alert per process, not per GPU).
     pub fn per_process(self) -> bool {
-        matches!(self, Rule::IdleHeld)
+        matches!(self, Rule::IdleHeld | Rule::Oom)
     }
 
     /// A short title for the page, e.g. "GPU free".
@@ -72,6 +76,7 @@ impl Rule {
             Rule::MemoryFull => "Memory full",
             Rule::IdleHeld => "Held but idle",
             Rule::GpuFree => "GPU free",
+            Rule::Oom => "Out of memory",
         }
     }
 }

@@ -45,6 +45,7 @@ fn evaluation(gpus: u32, ticks: u32) -> Result<(), String> {
             processes: &details.processes,
             details_seen: true,
             simulated: true,
+            ooms: &[],
         };
         let cpu = thread_cpu_ns();
         let changes = alerts.evaluate(&input, now);

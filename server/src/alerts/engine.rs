@@ -59,6 +59,8 @@ pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, details_seen: &mut bool)
     let details = telemetry.details();
     // Details published before this thread subscribed count too.
     *details_seen |= !details.health.is_empty() || !details.processes.is_empty();
+    let now = now_ms();
+    let ooms = alerts.ooms(now);
     let input = Inputs {
         devices: telemetry.devices(),
         samples: &samples,
@@ -66,6 +68,7 @@ pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, details_seen: &mut bool)
         processes: &details.processes,
         details_seen: *details_seen,
         simulated: telemetry.host().simulated,
+        ooms: &ooms,
     };
-    alerts.evaluate(&input, now_ms());
+    alerts.evaluate(&input, now);
 }

@@ -47,5 +47,12 @@ fn condition(rules: &Rules, rule: Rule) -> String {
         }
         Rule::IdleHeld => format!("a process holds memory on a GPU that computes nothing (see --idle-after){held}"),
         Rule::GpuFree => format!("a GPU that was in use has no process left{held}"),
+        Rule::Oom => {
+            let quiet = human(u64::try_from(rules.oom_quiet.as_millis()).unwrap_or(u64::MAX));
+            format!(
+                "a PyTorch process attached with gpudash.attach() raised torch.cuda.OutOfMemoryError; resolves after \
+                 {quiet} without another, or when the process stops reporting"
+            )
+        }
     }
 }

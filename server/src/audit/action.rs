@@ -21,6 +21,8 @@ pub enum Action {
     BridgeConsent,
     /// A remote `empty_cache` requested, handed over, withheld or done.
     BridgeEmptyCache,
+    /// An allocator map requested from a PyTorch process ("Refresh map"), or an out-of-memory error it reported.
+    BridgeAllocatorMap,
     /// Silencing an alert rule on a GPU for a while.
     AlertSilence,
     /// Ending a silence before its time.
@@ -28,7 +30,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -39,6 +41,7 @@ impl Action {
         Self::BridgeAttach,
         Self::BridgeConsent,
         Self::BridgeEmptyCache,
+        Self::BridgeAllocatorMap,
         Self::AlertSilence,
         Self::AlertUnsilence,
     ];
@@ -56,6 +59,7 @@ impl Action {
             Self::BridgeAttach => "bridge.attach",
             Self::BridgeConsent => "bridge.consent",
             Self::BridgeEmptyCache => "bridge.empty_cache",
+            Self::BridgeAllocatorMap => "bridge.allocator_map",
             Self::AlertSilence => "alert.silence",
             Self::AlertUnsilence => "alert.unsilence",
         }
@@ -74,6 +78,7 @@ impl Action {
             Self::BridgeAttach => "attaching a PyTorch process",
             Self::BridgeConsent => "changing a PyTorch process's consent",
             Self::BridgeEmptyCache => "emptying a process's cache",
+            Self::BridgeAllocatorMap => "asking a process for its allocator map",
             Self::AlertSilence => "silencing an alert",
             Self::AlertUnsilence => "ending a silence",
         }
