@@ -144,7 +144,7 @@ async fn maps_whose_figures_do_not_add_up_are_refused() {
     let (status, answer) = post(&server, "/api/bridge/allocator", &map(72, 513, "periodic")).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(answer["error"].as_str().unwrap().contains("at most 512 segments"), "{answer}");
-    let (status, answer) = post(&server, "/api/bridge/allocator", &map(72, 2_000, "periodic")).await;
+    let (status, answer) = post(&server, "/api/bridge/allocator", &map(72, 3_000, "periodic")).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(answer["error"].as_str().unwrap().contains("over the limit of 256 KiB"), "{answer}");
     assert_eq!(get(&server, "/api/bridge").await[0]["allocator"], Value::Null, "nothing refused was kept");

@@ -127,7 +127,7 @@ async fn the_allocator_map_and_the_oom_line_render() {
         let process = ".bridge-process[data-pid='4545']";
         c.wait().for_element(Locator::Css(&format!("{process} .alloc-strip"))).await.unwrap();
         let widths = js(&c, &format!("return [...document.querySelectorAll(\"{process} .alloc-seg\")].map(s => [s.style.width, s.querySelector('.alloc-fill').style.width])")).await;
-        assert_eq!(widths, json!([["25.000%", "60.0%"], ["25.000%", "60.0%"], ["25.000%", "60.0%"], ["25.000%", "60.0%"]]));
+        assert_eq!(widths, json!([["25%", "60%"], ["25%", "60%"], ["25%", "60%"], ["25%", "60%"]]));
         assert_eq!(texts(&c, &format!("{process} .alloc-largest")).await, ["largest free block 8.00 MiB"]);
         assert_eq!(
             texts(&c, &format!("{process} .alloc-new-segment")).await,

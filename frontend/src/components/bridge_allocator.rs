@@ -185,7 +185,8 @@ fn RefreshMap(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> impl In
             <button
                 type="button"
                 class="bridge-refresh-map small-button"
-                disabled=move || working.get() || pending()
+                // Not disabled by a request still open: a process that went quiet never answers it.
+                disabled=move || working.get()
                 title="Ask the process for its allocator map now (torch.cuda.memory_snapshot(), summarized)"
                 on:click=click
             >
