@@ -112,11 +112,14 @@ async fn refresh_map_travels_back_in_the_next_answer() {
     server.stop().await;
 }
 
+/// One change that breaks a map.
+type Edit = dyn Fn(&mut Value);
+
 #[tokio::test]
 async fn maps_whose_figures_do_not_add_up_are_refused() {
     let server = TestServer::simulated(1, 500).await;
     post(&server, "/api/bridge/report", &report(72)).await;
-    let edits: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    let edits: Vec<(&str, Box<Edit>, &str)> = vec![
         ("segment free", Box::new(|m| m["maps"][0]["segments"][0]["free"] = json!(1)), "free = size − active"),
         ("reserved", Box::new(|m| m["maps"][0]["totals"]["reserved"] = json!(1)), "totals.reserved is 1"),
         ("histogram", Box::new(|m| m["maps"][0]["free_histogram"][0]["log2"] = json!(30)), "cannot hold"),

@@ -71,10 +71,10 @@ impl AllocatorState {
                 "at most one allocator map every {MAP_SPACING_MS} ms per process"
             )));
         }
-        if report.reason == MapReason::Requested {
-            if let Some(request) = self.request.as_mut().filter(|r| r.done_ms.is_none()) {
-                request.done_ms = Some(now_ms);
-            }
+        if report.reason == MapReason::Requested
+            && let Some(request) = self.request.as_mut().filter(|r| r.done_ms.is_none())
+        {
+            request.done_ms = Some(now_ms);
         }
         self.last_map_ms = Some(now_ms);
         let record = report.oom.and(self.ooms.back().copied());
