@@ -44,6 +44,7 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
         assert!(answer.status().is_success(), "report refused: {}", answer.status());
     }
     let url = server.url("/");
+    let report_url = server.url("/api/bridge/report");
     with_browser(1400, 1000, |c| async move {
         c.goto(&url).await.expect("webdriver answers");
         c.wait().for_element(Locator::Css("section#pytorch-processes tr.bridge-row[data-pid='4242']")).await.unwrap();
@@ -70,6 +71,10 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
             if t.iter().any(|t| t == "requested…") {
                 return Some(());
             }
+            // The process keeps reporting, as an attached one does: on a loaded machine the browser may take
+            // longer than the 5 s after which a silent process turns stale and refuses requests.
+            let name = "python train.py --epochs 3 --batch-size 64 --data /datasets/imagenet/train";
+            let _ = reqwest::Client::new().post(&report_url).json(&report(4343, true, name)).send().await;
             js(&c, &click).await;
             None
         })

@@ -72,3 +72,16 @@ fn bad_files_say_where_and_what_is_allowed() {
         assert!(message.contains(expected) && message.contains("alerts.toml"), "{text:?}: {message}");
     }
 }
+
+#[test]
+fn the_oom_rule_takes_quiet_and_refuses_for() {
+    let config = AlertsConfig::parse("[rules.oom]\nquiet = \"5m\"\nseverity = \"warning\"\n", "a.toml").unwrap();
+    assert_eq!(config.rules.oom_quiet, Duration::from_secs(300));
+    assert_eq!(config.rules.xid_quiet, Rules::default().xid_quiet, "the XID rule's quiet is its own");
+    assert_eq!(config.rules.oom.severity, Severity::Warning);
+    let refused = AlertsConfig::parse("[rules.oom]\nfor = \"1m\"\n", "a.toml").unwrap_err().to_string();
+    assert!(refused.contains("for does not apply"), "{refused}");
+    let refused = AlertsConfig::parse("[rules.oom]\nquiet = \"0s\"\n", "a.toml").unwrap_err().to_string();
+    assert!(refused.contains("[rules.oom] quiet = '0s'"), "{refused}");
+    assert_eq!(Rules::default().oom, RuleConfig { enabled: true, severity: Severity::Critical, hold: Duration::ZERO });
+}
