@@ -9,8 +9,9 @@
 See README.md for what is sent and how remote empty_cache works.
 """
 
+from ._allocator import oom_guard
 from ._client import Attachment, attach, detach
 from ._spans import monitor, span
 
-__all__ = ["Attachment", "attach", "detach", "monitor", "span"]
+__all__ = ["Attachment", "attach", "detach", "monitor", "oom_guard", "span"]
 __version__ = "0.1.0"

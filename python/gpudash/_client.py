@@ -1,5 +1,7 @@
 """The attachment: a daemon thread that reports the caching allocator's
-figures and finished spans to gpudash, and carries out remote empty_cache.
+figures and finished spans to gpudash, carries out remote empty_cache, and
+(with share_allocator_map) sends the allocator map every map_interval seconds,
+on request, and at an out-of-memory error.
 
 It never raises into the caller and never blocks the training loop: every
 failure is counted, logged once, and retried with backoff.
@@ -9,6 +11,7 @@ import collections
 import json
 import logging
 import os
+import re
 import socket
 import sys
 import threading
@@ -16,7 +19,7 @@ import time
 import urllib.error
 import urllib.request
 
-from . import _spans
+from . import _allocator, _spans
 
 log = logging.getLogger("gpudash")
 
@@ -24,6 +27,8 @@ PROTOCOL_VERSION = 1
 MAX_BACKOFF_S = 30.0
 # The server accepts at most 500 spans a report; keep well under its 64 KiB body limit.
 SPANS_PER_REPORT = 200
+# An out-of-memory report waits at most this long before the exception propagates.
+OOM_SEND_TIMEOUT_S = 2.0
 
 _current = None
 _current_lock = threading.Lock()
@@ -36,6 +41,14 @@ def _torch():
         return torch
     except Exception:  # noqa: BLE001
         return None
+
+
+def _cuda_ready(torch):
+    """CUDA is in use already: the client never initializes it."""
+    try:
+        return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _memory(torch):
@@ -86,17 +99,24 @@ def _process_name():
 class Attachment:
     """A running attachment; `stats()` says how it fares, `detach()` stops it."""
 
-    def __init__(self, url, token=None, interval=1.0, allow_remote_empty_cache=False):
+    def __init__(self, url, token=None, interval=1.0, allow_remote_empty_cache=False, share_allocator_map=False,
+                 map_interval=5.0, capture_oom=None):
         self.url = str(url).rstrip("/")
         self.token = token
         self.interval = min(max(float(interval), 0.1), 3600.0)
         self.allow_remote_empty_cache = bool(allow_remote_empty_cache)
+        self.share_allocator_map = bool(share_allocator_map)
+        self.map_interval = min(max(float(map_interval), 0.5), 3600.0)
+        self.capture_oom = self.share_allocator_map if capture_oom is None else bool(capture_oom)
+        self._map_due = 0.0
+        self._map_requested = False
+        self._attached = False
         self._spans = collections.deque(maxlen=5000)
         self._results = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._stats = {"reports": 0, "failures": 0, "spans_sent": 0, "empty_caches": 0, "last_error": None,
-                       "report_seconds": 0.0}
+                       "report_seconds": 0.0, "maps_sent": 0, "map_failures": 0, "map_ms": 0.0, "ooms_sent": 0}
         self._warned = False
         self._thread = threading.Thread(target=self._run, name="gpudash-attach", daemon=True)
         self._thread.start()
@@ -119,6 +139,7 @@ class Attachment:
             started = time.perf_counter()
             try:
                 self._report_once()
+                self._maybe_send_map()
                 backoff = self.interval
             except Exception as error:  # noqa: BLE001 - never raise into the training process
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
@@ -147,20 +168,14 @@ class Attachment:
             "torch_version": str(getattr(torch, "__version__", "none")),
             "cuda_version": getattr(getattr(torch, "version", None), "cuda", None),
             "allow_remote_empty_cache": self.allow_remote_empty_cache,
+            "share_allocator_map": self.share_allocator_map,
             "interval_s": self.interval,
             "devices": _memory(torch) if torch is not None else [],
             "spans": spans,
             "command_results": results,
         }
-        request = urllib.request.Request(
-            self.url + "/api/bridge/report",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json", **({"Authorization": "Bearer " + self.token} if self.token else {})},
-            method="POST",
-        )
         try:
-            with urllib.request.urlopen(request, timeout=max(2.0, self.interval)) as response:
-                answer = json.load(response)
+            answer = self._post("/api/bridge/report", body, max(2.0, self.interval))
         except Exception:
             # Nothing was delivered: keep the spans and results for the next try.
             self._spans.extendleft(reversed(spans))
@@ -170,9 +185,68 @@ class Attachment:
             self._stats["reports"] += 1
             self._stats["spans_sent"] += len(spans)
         self._warned = False
+        self._attached = True
         for command in answer.get("commands", []):
             if command.get("kind") == "empty_cache":
                 self._results.append(self._empty_cache(torch, int(command["id"])))
+            elif command.get("kind") == "allocator_map":
+                self._map_requested = True
+
+    def _post(self, path, body, timeout):
+        """POSTs JSON; the answer's JSON, or None for an empty one. Raises on any failure."""
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = "Bearer " + self.token
+        request = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), headers=headers,
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            data = response.read()
+        return json.loads(data) if data else None
+
+    def _maybe_send_map(self):
+        """Sends the allocator map when it is due or the page asked for one."""
+        if not self.share_allocator_map or not self._attached:
+            return
+        requested, now = self._map_requested, time.monotonic()
+        if not requested and now < self._map_due:
+            return
+        self._map_requested = False
+        self._map_due = now + self.map_interval
+        self._send_map("requested" if requested else "periodic", None, max(2.0, self.interval))
+
+    def _send_map(self, reason, oom, timeout):
+        torch = _torch()
+        if torch is None or not _cuda_ready(torch):
+            return
+        try:
+            body = _allocator.take(torch, reason, oom)
+            body.update(pid=os.getpid(), host=socket.gethostname()[:255] or "unknown")
+            self._post("/api/bridge/allocator", body, timeout)
+            with self._lock:
+                self._stats["maps_sent"] += 1
+                self._stats["map_ms"] += body["cost_ms"]
+                if oom is not None:
+                    self._stats["ooms_sent"] += 1
+        except Exception as error:  # noqa: BLE001 - a lost map loses one picture, nothing else
+            with self._lock:
+                self._stats["map_failures"] += 1
+                self._stats["last_error"] = repr(error)
+            log.debug("gpudash: allocator map not sent: %r", error)
+
+    def _on_oom(self, exc):
+        """Called in the raising thread: sends the map at this OOM before the exception propagates."""
+        torch = _torch()
+        device = 0
+        try:
+            if torch is not None:
+                device = int(torch.cuda.current_device())
+        except Exception:  # noqa: BLE001
+            pass
+        match = re.search(r"GPU ([0-9]+) has a total capacity", str(exc))
+        if match:
+            device = int(match.group(1))
+        oom = {"device": device, "requested_bytes": _allocator.requested_bytes(exc)}
+        self._send_map("oom", oom, OOM_SEND_TIMEOUT_S)
 
     def _empty_cache(self, torch, command_id):
         if not self.allow_remote_empty_cache or torch is None:
@@ -190,17 +264,28 @@ class Attachment:
             return {"id": command_id, "ok": False, "released_bytes": 0}
 
 
-def attach(url, token=None, interval=1.0, allow_remote_empty_cache=False):
+def attach(url, token=None, interval=1.0, allow_remote_empty_cache=False, share_allocator_map=False,
+           map_interval=5.0, capture_oom=None):
     """Starts reporting this process to the gpudash at `url`; returns the `Attachment`.
 
+    share_allocator_map: send a summary of torch.cuda.memory_snapshot() every `map_interval`
+    seconds and when the page asks (sizes only: no addresses, no stack traces).
+    capture_oom (default: as share_allocator_map): when torch.cuda.OutOfMemoryError leaves a span,
+    an `oom_guard()` block or the program (sys.excepthook / threading.excepthook are chained),
+    send the map at that moment, waiting at most 2 s, before the exception propagates.
     Attaching again replaces the previous attachment.
     """
     global _current
     with _current_lock:
         if _current is not None:
             _current.detach(timeout=0.5)
-        _current = Attachment(url, token=token, interval=interval, allow_remote_empty_cache=allow_remote_empty_cache)
+        _current = Attachment(url, token=token, interval=interval, allow_remote_empty_cache=allow_remote_empty_cache,
+                              share_allocator_map=share_allocator_map, map_interval=map_interval,
+                              capture_oom=capture_oom)
         _spans._sink = _current._add_span
+        _allocator._on_oom = _current._on_oom if _current.capture_oom else None
+        if _current.capture_oom:
+            _allocator.install_hooks()
         return _current
 
 
@@ -212,3 +297,4 @@ def detach():
             _current.detach()
             _current = None
         _spans._sink = None
+        _allocator._on_oom = None

@@ -2,6 +2,15 @@
 
 Recording a span never synchronizes: the events are queued and read later
 (by the attachment's thread, or by the logging resolver without a server).
+
+A span leaves no trace in the process: it never resets the allocator's peak
+counters nor changes a setting, so `torch.cuda.max_memory_allocated()` reads
+the same with or without gpudash. It reads `memory_stats()` before and after
+the call: when the call raised the process's peak, that new peak is the call's
+own (exact); otherwise the call's peak is at most the process's peak so far,
+reported as an upper bound ("≤ N"). `span(..., exact_peak=True)` resets the
+peak counters (`torch.cuda.reset_peak_memory_stats`) to measure the call's own
+peak exactly, which changes what `max_memory_allocated()` reads afterwards.
 """
 
 import collections
@@ -10,9 +19,11 @@ import logging
 import threading
 import time
 
+from . import _allocator
+
 log = logging.getLogger("gpudash")
 
-# Spans waiting for their end event: (name, device, start_ms, start_event, end_event, delta, peak).
+# Spans waiting for their end event: (name, device, start_ms, start_event, end_event, delta, peak, bound).
 _pending = collections.deque(maxlen=10_000)
 _lock = threading.Lock()
 _resolver = None
@@ -30,11 +41,18 @@ def _torch():
 
 
 class span:  # noqa: N801 - used like a function: `with gpudash.span("step"):`
-    """Measures the enclosed GPU work: `with gpudash.span("forward"): ...`."""
+    """Measures the enclosed GPU work: `with gpudash.span("forward"): ...`.
 
-    def __init__(self, name, device=None):
+    By default nothing in the process is reset or changed (see the module's note on peaks);
+    `exact_peak=True` calls `torch.cuda.reset_peak_memory_stats()` at the start of the span.
+    A `torch.cuda.OutOfMemoryError` leaving the span is reported with the allocator map
+    (when attached with `capture_oom`) before it propagates.
+    """
+
+    def __init__(self, name, device=None, exact_peak=False):
         self.name = str(name)[:200] or "span"
         self.device = device
+        self.exact_peak = bool(exact_peak)
 
     def __enter__(self):
         self._torch = torch = _torch()
@@ -45,8 +63,12 @@ class span:  # noqa: N801 - used like a function: `with gpudash.span("step"):`
         try:
             dev = torch.cuda.current_device() if self.device is None else int(self.device)
             self._dev = dev
-            self._before = torch.cuda.memory_allocated(dev)
-            torch.cuda.reset_peak_memory_stats(dev)
+            if self.exact_peak:
+                # Asked for explicitly: the user's peak counters start over here.
+                torch.cuda.reset_peak_memory_stats(dev)
+            stats = torch.cuda.memory_stats(dev)
+            self._before = int(stats.get("allocated_bytes.all.current", 0))
+            self._peak_before = -1 if self.exact_peak else int(stats.get("allocated_bytes.all.peak", 0))
             self._start = torch.cuda.Event(enable_timing=True)
             self._end = torch.cuda.Event(enable_timing=True)
             self._start.record(torch.cuda.current_stream(dev))
@@ -56,25 +78,31 @@ class span:  # noqa: N801 - used like a function: `with gpudash.span("step"):`
             self._t0 = time.perf_counter()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        if exc is not None:
+            _allocator.report_oom(exc)
         torch = self._torch
         if torch is None:
             elapsed = (time.perf_counter() - self._t0) * 1000
             _deliver({"name": self.name, "device": 0, "start_ms": self._start_ms, "elapsed_ms": elapsed,
-                      "memory_delta": 0, "memory_peak": 0})
+                      "memory_delta": 0, "memory_peak": 0, "peak_bound": False})
             return False
         try:
             self._end.record(torch.cuda.current_stream(self._dev))
-            after = torch.cuda.memory_allocated(self._dev)
-            peak = torch.cuda.max_memory_allocated(self._dev)
-            _pending.append((self.name, self._dev, self._start_ms, self._start, self._end, after - self._before, peak))
+            stats = torch.cuda.memory_stats(self._dev)
+            after = int(stats.get("allocated_bytes.all.current", 0))
+            peak = int(stats.get("allocated_bytes.all.peak", 0))
+            # The process's peak rose during the call: that peak is the call's. Otherwise it bounds it.
+            bound = peak <= self._peak_before
+            _pending.append((self.name, self._dev, self._start_ms, self._start, self._end, after - self._before, peak,
+                             bound))
             _ensure_resolver()
         except Exception as error:  # noqa: BLE001
             log.debug("gpudash span %s: cannot finish: %r", self.name, error)
         return False
 
 
-def monitor(fn=None, *, name=None, device=None):
+def monitor(fn=None, *, name=None, device=None, exact_peak=False):
     """Decorator form of `span`: `@gpudash.monitor` or `@gpudash.monitor(name="step")`."""
 
     def wrap(f):
@@ -82,7 +110,7 @@ def monitor(fn=None, *, name=None, device=None):
 
         @functools.wraps(f)
         def wrapper(*args, **kwargs):
-            with span(label, device=device):
+            with span(label, device=device, exact_peak=exact_peak):
                 return f(*args, **kwargs)
 
         return wrapper
@@ -96,7 +124,7 @@ def resolve_ready():
     with _lock:
         while _pending:
             item = _pending.popleft()
-            name, dev, start_ms, start, end, delta, peak = item
+            name, dev, start_ms, start, end, delta, peak, bound = item
             try:
                 if not end.query():
                     waiting.append(item)
@@ -106,7 +134,7 @@ def resolve_ready():
                 log.debug("gpudash span %s: %r", name, error)
                 continue
             ready.append({"name": name, "device": int(dev), "start_ms": int(start_ms), "elapsed_ms": elapsed,
-                          "memory_delta": int(delta), "memory_peak": int(peak)})
+                          "memory_delta": int(delta), "memory_peak": int(peak), "peak_bound": bool(bound)})
         _pending.extend(waiting)
     return ready
 
@@ -115,8 +143,8 @@ def _deliver(record):
     if _sink is not None:
         _sink(record)
     else:
-        log.info("%s: %.3f ms, memory %+d bytes, peak %d bytes", record["name"], record["elapsed_ms"],
-                 record["memory_delta"], record["memory_peak"])
+        log.info("%s: %.3f ms, memory %+d bytes, peak %s%d bytes", record["name"], record["elapsed_ms"],
+                 record["memory_delta"], "≤ " if record.get("peak_bound") else "", record["memory_peak"])
 
 
 def _ensure_resolver():

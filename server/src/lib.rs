@@ -205,6 +205,8 @@ pub async fn start_with(
     let reservations = open_reservations(options.store.as_ref()).await?;
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
     deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
+    let bridge = Arc::new(bridge::Registry::default());
+    watch_ooms(&alerts, &bridge);
     let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
     if let Some(path) = options.alerts_file {
         reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
@@ -233,7 +235,7 @@ pub async fn start_with(
         lab: lab.clone(),
         auth,
         audit: audit.clone(),
-        bridge: Arc::default(),
+        bridge,
         tls: tls.is_some(),
         site: Arc::new(site),
         exposed_without_auth: options.exposed_without_auth,
@@ -479,4 +481,24 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     signal.await;
     tracing::info!("shutting down");
     running.shutdown().await.context("the server stopped with an error")
+}
+
+/// The `oom` rule reads the out-of-memory errors attached PyTorch processes reported.
+fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
+    let bridge = Arc::downgrade(bridge);
+    alerts.watch_ooms(move |now| {
+        let Some(bridge) = bridge.upgrade() else { return Vec::new() };
+        bridge
+            .recent_ooms(now)
+            .into_iter()
+            .map(|oom| alerts::OomSignal {
+                pid: oom.pid,
+                gpu_uuid: oom.gpu_uuid,
+                device: oom.record.device,
+                owner: oom.owner,
+                at_ms: oom.record.at_ms,
+                what: oom.record.figures(),
+            })
+            .collect()
+    });
 }

@@ -26,10 +26,12 @@ pub enum Rule {
     /// Someone else's process runs on a GPU during its (advisory) reservation; the alert's
     /// `user` is the holder, so their "my processes" subscription hears of it.
     ReservationIntruder,
+    /// An attached PyTorch process raised `torch.cuda.OutOfMemoryError` (reported by the Python client).
+    Oom,
 }
 
 impl Rule {
-    pub const ALL: [Rule; 9] = [
+    pub const ALL: [Rule; 10] = [
         Rule::Temperature,
         Rule::ClockEvents,
         Rule::Xid,
@@ -39,6 +41,7 @@ impl Rule {
         Rule::IdleHeld,
         Rule::GpuFree,
         Rule::ReservationIntruder,
+        Rule::Oom,
     ];
 
     /// The rule's name in the alerts file, the API and the metrics.
@@ -53,6 +56,7 @@ impl Rule {
             Rule::IdleHeld => "idle_held",
             Rule::GpuFree => "gpu_free",
             Rule::ReservationIntruder => "reservation_intruder",
+            Rule::Oom => "oom",
         }
     }
 
@@ -63,7 +67,7 @@ impl Rule {
 
     /// True for rules about one process (one alert per process, not per GPU).
     pub fn per_process(self) -> bool {
-        matches!(self, Rule::IdleHeld | Rule::ReservationIntruder)
+        matches!(self, Rule::IdleHeld | Rule::ReservationIntruder | Rule::Oom)
     }
 
     /// A short title for the page, e.g. "GPU free".
@@ -78,6 +82,7 @@ impl Rule {
             Rule::IdleHeld => "Held but idle",
             Rule::GpuFree => "GPU free",
             Rule::ReservationIntruder => "On a reserved GPU",
+            Rule::Oom => "Out of memory",
         }
     }
 }

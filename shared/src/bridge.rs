@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::allocator::{AllocatorView, MapRequestState, OomRecord};
+
 /// The highlights of `torch.cuda.memory_stats(device)`, bytes unless named otherwise.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
@@ -41,8 +43,12 @@ pub struct Span {
     pub elapsed_ms: f64,
     /// `memory_allocated()` after minus before, bytes (negative when the call freed memory).
     pub memory_delta: i64,
-    /// Peak `memory_allocated()` during the call, bytes.
+    /// Peak `memory_allocated()` during the call, bytes; with `peak_bound` an upper bound (the
+    /// process's peak so far, which the call did not raise: the client never resets it unasked).
     pub memory_peak: u64,
+    /// `memory_peak` is an upper bound ("≤"), not the call's own peak.
+    #[serde(default)]
+    pub peak_bound: bool,
 }
 
 /// What a remote `empty_cache` did, as the client reports it.
@@ -69,6 +75,9 @@ pub struct Report {
     pub cuda_version: Option<String>,
     /// The client will act on remote empty_cache requests.
     pub allow_remote_empty_cache: bool,
+    /// The client sends allocator maps (`attach(..., share_allocator_map=True)`) and takes one on request.
+    #[serde(default)]
+    pub share_allocator_map: bool,
     /// Seconds between reports.
     pub interval_s: f64,
     pub devices: Vec<TorchMemory>,
@@ -82,7 +91,13 @@ pub struct Report {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Command {
-    EmptyCache { id: u64 },
+    EmptyCache {
+        id: u64,
+    },
+    /// Send an allocator map now (`POST /api/bridge/allocator` with reason "requested").
+    AllocatorMap {
+        id: u64,
+    },
 }
 
 /// Answer to a report.
@@ -100,6 +115,9 @@ pub struct SpanSummary {
     pub p99_ms: f64,
     pub last_memory_delta: i64,
     pub max_memory_peak: u64,
+    /// The highest peak is an upper bound ("≤").
+    #[serde(default)]
+    pub max_memory_peak_bound: bool,
 }
 
 /// One device of an attached process, beside what NVML says the process holds there.
@@ -153,4 +171,16 @@ pub struct AttachedProcess {
     /// `GET /api/bridge`, more in `GET /api/bridge/{id}`.
     pub recent_spans: Vec<Span>,
     pub empty_cache: Option<EmptyCacheState>,
+    /// The process sends allocator maps.
+    #[serde(default)]
+    pub share_allocator_map: bool,
+    /// Its latest allocator map (in `GET /api/bridge` at most `LISTED_SEGMENTS` segments a device).
+    #[serde(default)]
+    pub allocator: Option<AllocatorView>,
+    /// The last "Refresh map" request.
+    #[serde(default)]
+    pub map_request: Option<MapRequestState>,
+    /// Its out-of-memory errors, newest last (a few).
+    #[serde(default)]
+    pub ooms: Vec<OomRecord>,
 }

@@ -6,6 +6,7 @@
 
 pub mod activity;
 pub mod alerts;
+pub mod allocator;
 pub mod auth;
 pub mod bridge;
 #[cfg(feature = "chart")]

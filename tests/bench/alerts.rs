@@ -46,6 +46,7 @@ fn evaluation(gpus: u32, ticks: u32) -> Result<(), String> {
             details_seen: true,
             simulated: true,
             reservations: &[],
+            ooms: &[],
         };
         let cpu = thread_cpu_ns();
         let changes = alerts.evaluate(&input, now);

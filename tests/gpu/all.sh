@@ -31,9 +31,9 @@ part() {
   fi
   tail -40 "$OUT/$name.log"
 }
-# Parts to run: the arguments (h200 bridge p2p gpm lab alerts team), or all of them. All five take up to ~12 minutes,
+# Parts to run: the arguments (h200 bridge p2p gpm lab alerts team allocator), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm lab alerts team}")
+wanted=("${@:-h200 bridge p2p gpm lab alerts team allocator}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
 want h200 && part h200 90 tests/gpu/h200.sh       # gpudash vs nvidia-smi, processes, health, /metrics, sampler CPU, peers' costs
@@ -50,12 +50,13 @@ want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml
 want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API
+want allocator && part allocator 150 tests/gpu/allocator.sh  # allocator map vs memory_snapshot(), no trace, OOM capture
 
 printf '
 == figures
 '
-grep -h -E "sample→receipt|^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|^  (GPU-hours|memory GiB-hours|energy kWh)|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
-  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/gpm.log "$OUT"/alerts.log "$OUT"/team.log 2>/dev/null || true
+grep -h -E "sample→receipt|^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|^allocator:|^  (GPU-hours|memory GiB-hours|energy kWh)|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
+  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/gpm.log "$OUT"/alerts.log "$OUT"/team.log "$OUT"/allocator.log 2>/dev/null || true
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"
 if [ "$failed" -ne 0 ]; then

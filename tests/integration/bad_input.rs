@@ -138,6 +138,29 @@ fn cases() -> Vec<Case> {
             S::BAD_REQUEST,
             "at most 64 characters",
         ),
+        post("/api/bridge/allocator", "{\"version\": 1}", S::BAD_REQUEST, "invalid allocator report"),
+        post(
+            "/api/bridge/allocator",
+            concat!(
+                "{\"version\": 1, \"pid\": 7, \"host\": \"h\", \"reason\": \"periodic\", \"taken_ms\": 1, \"cost_ms\": 0,",
+                " \"maps\": [{\"device\": 0, \"free_histogram\": [], \"segments\": [{\"size\": 10, \"stream\": 0,",
+                " \"pool\": \"large\", \"allocated\": 1, \"active\": 1, \"free\": 9, \"blocks\": 1}], \"totals\":",
+                " {\"reserved\": 5, \"allocated\": 1, \"active\": 1, \"free_in_segments\": 9, \"largest_free_block\": 0,",
+                " \"segments\": 1, \"blocks\": 1}}]}"
+            ),
+            S::BAD_REQUEST,
+            "totals.reserved is 5 but the segments add up to 10",
+        ),
+        Case {
+            body: Some(vec![b' '; 300 * 1024]),
+            ..post("/api/bridge/allocator", "", S::PAYLOAD_TOO_LARGE, "over the limit of 256 KiB")
+        },
+        Case { token: Some(VIEWER), ..post("/api/bridge/allocator", "{}", S::FORBIDDEN, "operator role") },
+        case(Method::POST, "/api/bridge/999999/allocator_map", S::NOT_FOUND, "999999"),
+        Case {
+            token: Some(VIEWER),
+            ..case(Method::POST, "/api/bridge/999999/allocator_map", S::FORBIDDEN, "operator role")
+        },
         post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "invalid login"),
         post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),

@@ -44,6 +44,7 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
         assert!(answer.status().is_success(), "report refused: {}", answer.status());
     }
     let url = server.url("/");
+    let report_url = server.url("/api/bridge/report");
     with_browser(1400, 1000, |c| async move {
         c.goto(&url).await.expect("webdriver answers");
         c.wait().for_element(Locator::Css("section#pytorch-processes tr.bridge-row[data-pid='4242']")).await.unwrap();
@@ -70,6 +71,10 @@ async fn attached_processes_show_allocator_figures_spans_and_empty_cache() {
             if t.iter().any(|t| t == "requested…") {
                 return Some(());
             }
+            // The process keeps reporting, as an attached one does: on a loaded machine the browser may take
+            // longer than the 5 s after which a silent process turns stale and refuses requests.
+            let name = "python train.py --epochs 3 --batch-size 64 --data /datasets/imagenet/train";
+            let _ = reqwest::Client::new().post(&report_url).json(&report(4343, true, name)).send().await;
             js(&c, &click).await;
             None
         })
@@ -104,4 +109,51 @@ async fn the_lab_shows_the_topology_matrix_or_why_p2p_is_missing() {
         .await;
         server.stop().await;
     }
+}
+
+/// Issue 21: the allocator map drawn as segments with its numbers, the OOM line, "Refresh map", a "≤" peak.
+#[tokio::test]
+async fn the_allocator_map_and_the_oom_line_render() {
+    use crate::bridge_allocator::{map, report};
+    let server = TestServer::simulated(1, 500).await;
+    let http = reqwest::Client::new();
+    let mut attach = report(4545);
+    attach["spans"] = json!([{ "name": "step", "device": 0, "start_ms": 1, "elapsed_ms": 3.0,
+                                "memory_delta": 0, "memory_peak": 3_221_225_472u64, "peak_bound": true }]);
+    let mut oom = map(4545, 4, "oom");
+    oom["oom"] = json!({ "device": 0, "requested_bytes": 16u64 << 20 });
+    for (path, body) in [("/api/bridge/report", attach), ("/api/bridge/allocator", oom)] {
+        let answer = http.post(server.url(path)).json(&body).send().await.expect("server answers");
+        assert!(answer.status().is_success(), "{path} refused: {}", answer.status());
+    }
+    let url = server.url("/");
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.expect("webdriver answers");
+        let process = ".bridge-process[data-pid='4545']";
+        c.wait().for_element(Locator::Css(&format!("{process} .alloc-strip"))).await.unwrap();
+        let widths = js(&c, &format!("return [...document.querySelectorAll(\"{process} .alloc-seg\")].map(s => [s.style.width, s.querySelector('.alloc-fill').style.width])")).await;
+        assert_eq!(widths, json!([["25%", "60%"], ["25%", "60%"], ["25%", "60%"], ["25%", "60%"]]));
+        assert_eq!(texts(&c, &format!("{process} .alloc-largest")).await, ["largest free block 8.00 MiB"]);
+        assert_eq!(
+            texts(&c, &format!("{process} .alloc-new-segment")).await,
+            ["an allocation larger than 8.00 MiB would need a new segment"]
+        );
+        let frag = texts(&c, &format!("{process} .alloc-frag")).await;
+        assert_eq!(frag, ["internal fragmentation 40.0%: 32.0 MiB free inside segments"]);
+        let explain = texts(&c, &format!("{process} .alloc-explain")).await.join(" ");
+        assert!(["expandable_segments:True", "empty_cache()", "max_split_size_mb"].iter().all(|w| explain.contains(w)));
+        let oom = texts(&c, &format!("{process} .bridge-oom")).await;
+        assert_eq!(oom.len(), 1, "{oom:?}");
+        assert!(oom[0].starts_with("OOM at "), "{oom:?}");
+        assert!(
+            oom[0].ends_with(": asked for 16.0 MiB, largest free block 8.00 MiB, 32.0 MiB free in total (fragmented)"),
+            "{oom:?}"
+        );
+        let peak = texts(&c, &format!("{process} td.span-peak")).await;
+        assert_eq!(peak, ["≤ 3.00 GiB"]);
+        let button = js(&c, &format!("const b = document.querySelector(\"{process} button.bridge-refresh-map\"); return b && b.textContent")).await;
+        assert_eq!(button, json!("Refresh map"));
+    })
+    .await;
+    server.stop().await;
 }

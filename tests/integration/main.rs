@@ -12,6 +12,7 @@ mod anonymous;
 mod api;
 mod bad_input;
 mod bridge;
+mod bridge_allocator;
 mod browser;
 mod browser_alerts;
 mod browser_auth;

@@ -12,7 +12,7 @@ use shared::{
 };
 
 use crate::{
-    components::format,
+    components::{bridge_allocator::AllocatorMap, format},
     hooks::{bridge::Bridge, session::Session},
     state::DashboardState,
 };
@@ -102,6 +102,7 @@ fn BridgeProcess(state: ReadSignal<DashboardState>, bridge: Bridge, id: u64) -> 
                     <tbody>{rows}</tbody>
                 </table>
             </div>
+            <AllocatorMap bridge=bridge process=process />
             <Show when=move || process.with(|p| p.as_ref().is_some_and(|p| !p.spans.is_empty()))>
                 <SpanTable spans=Signal::derive(spans) />
             </Show>
@@ -180,7 +181,12 @@ fn SpanTable(spans: Signal<Vec<SpanSummary>>) -> impl IntoView {
                         <td class="span-p50">{millis(s.p50_ms)}</td>
                         <td class="span-p99">{millis(s.p99_ms)}</td>
                         <td class="span-delta">{signed_bytes(s.last_memory_delta)}</td>
-                        <td class="span-peak">{format_bytes(s.max_memory_peak)}</td>
+                        <td
+                            class="span-peak"
+                            title=s.max_memory_peak_bound.then_some("the process's peak so far: the call did not raise it, so its own peak is at most this")
+                        >
+                            {format!("{}{}", if s.max_memory_peak_bound { "≤ " } else { "" }, format_bytes(s.max_memory_peak))}
+                        </td>
                     </tr>
                 }).collect_view()}
             </tbody>

@@ -6,6 +6,7 @@ pub mod activity;
 pub mod alert_notify;
 pub mod alert_panels;
 pub mod bridge;
+pub mod bridge_allocator;
 pub mod chart;
 pub mod device_card;
 pub mod empty_cache;

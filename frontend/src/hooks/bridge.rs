@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use leptos::{logging, prelude::*, task::spawn_local};
+use shared::allocator::MapRequestState;
 use shared::bridge::{AttachedProcess, EmptyCacheState};
 
 use super::{
@@ -49,6 +50,17 @@ impl Bridge {
         self.processes.try_update(|list| {
             if let Some(process) = list.iter_mut().find(|p| p.id == id) {
                 process.empty_cache = Some(pending);
+            }
+        });
+        Ok(())
+    }
+
+    /// `POST /api/bridge/{id}/allocator_map`: the process sends a map after its next report.
+    pub async fn request_map(self, id: u64) -> Result<(), ApiFailure> {
+        let pending: MapRequestState = post_json(&format!("/api/bridge/{id}/allocator_map"), None).await?;
+        self.processes.try_update(|list| {
+            if let Some(process) = list.iter_mut().find(|p| p.id == id) {
+                process.map_request = Some(pending);
             }
         });
         Ok(())

@@ -75,6 +75,10 @@ pub struct Rules {
     pub gpu_free: RuleConfig,
     /// Someone else's process on a reserved GPU, for this long.
     pub reservation_intruder: RuleConfig,
+    /// An out-of-memory error reported by an attached PyTorch process.
+    pub oom: RuleConfig,
+    /// An `oom` alert resolves after this long without another (or when its process stops reporting).
+    pub oom_quiet: Duration,
 }
 
 /// Clock events that mean the GPU is being protected from heat or a power emergency.
@@ -99,6 +103,8 @@ impl Default for Rules {
             idle_held: on(Severity::Warning, 0),
             gpu_free: on(Severity::Info, 30),
             reservation_intruder: on(Severity::Warning, 0),
+            oom: on(Severity::Critical, 0),
+            oom_quiet: Duration::from_secs(600),
         }
     }
 }
@@ -116,6 +122,7 @@ impl Rules {
             Rule::IdleHeld => &self.idle_held,
             Rule::GpuFree => &self.gpu_free,
             Rule::ReservationIntruder => &self.reservation_intruder,
+            Rule::Oom => &self.oom,
         }
     }
 }
@@ -191,6 +198,7 @@ struct FileRules {
     idle_held: Option<FileRule>,
     gpu_free: Option<FileRule>,
     reservation_intruder: Option<FileRule>,
+    oom: Option<FileRule>,
 }
 
 /// One `[rules.NAME]` table; which keys a rule accepts beyond the common ones is checked in [`load_rule`].
@@ -244,6 +252,7 @@ impl AlertsConfig {
             (Rule::IdleHeld, r.idle_held),
             (Rule::GpuFree, r.gpu_free),
             (Rule::ReservationIntruder, r.reservation_intruder),
+            (Rule::Oom, r.oom),
         ];
         for (rule, entry) in entries {
             if let Some(entry) = entry {
@@ -310,6 +319,7 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         Rule::Temperature => &["celsius"],
         Rule::ClockEvents => &["reasons"],
         Rule::Xid => &["quiet", "ignore"],
+        Rule::Oom => &["quiet"],
         Rule::MemoryFull => &["percent"],
         Rule::Ecc | Rule::DeviceLost | Rule::IdleHeld | Rule::GpuFree | Rule::ReservationIntruder => &[],
     };
@@ -324,6 +334,11 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         let mut keys = vec!["enabled", "severity", "for"];
         keys.extend_from_slice(allowed);
         return Err(format!("[rules.{name}] has no key '{key}'; it takes {}", keys.join(", ")));
+    }
+    if rule == Rule::Oom && entry.hold.is_some() {
+        return Err("[rules.oom] for does not apply: an out-of-memory error fires when the process reports it; \
+                    quiet sets how long it stays firing without another"
+            .to_owned());
     }
     if rule == Rule::Xid && entry.hold.is_some() {
         // An XID is an event, not a state that holds: it fires when the driver reports it.
@@ -353,6 +368,7 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         Rule::IdleHeld => rules.idle_held = common,
         Rule::GpuFree => rules.gpu_free = common,
         Rule::ReservationIntruder => rules.reservation_intruder = common,
+        Rule::Oom => rules.oom = common,
     }
     if let Some(celsius) = entry.celsius {
         if !(30..=120).contains(&celsius) {
@@ -380,10 +396,11 @@ fn load_rule(rules: &mut Rules, rule: Rule, entry: FileRule) -> Result<(), Strin
         rules.clock_event_reasons = reasons;
     }
     if let Some(quiet) = &entry.quiet {
-        rules.xid_quiet = duration(name, "quiet", quiet)?;
-        if rules.xid_quiet.is_zero() {
-            return Err("[rules.xid] quiet = '0s' would resolve every XID at once; use at least 1s".to_owned());
+        let quiet = duration(name, "quiet", quiet)?;
+        if quiet.is_zero() {
+            return Err(format!("[rules.{name}] quiet = '0s' would resolve every alert at once; use at least 1s"));
         }
+        *(if rule == Rule::Oom { &mut rules.oom_quiet } else { &mut rules.xid_quiet }) = quiet;
     }
     if let Some(ignore) = entry.ignore {
         rules.xid_ignore = ignore;
@@ -427,77 +444,4 @@ pub fn parse_webhook_url(text: &str) -> Result<url::Url, String> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_empty_file_keeps_every_rule_on_with_its_defaults() {
-        let config = AlertsConfig::parse("", "a.toml").unwrap();
-        assert_eq!(config, AlertsConfig::default());
-        assert!(Rule::ALL.iter().all(|r| config.rules.rule(*r).enabled));
-    }
-
-    #[test]
-    fn a_file_changes_only_what_it_names() {
-        let text = r#"
-            [rules.temperature]
-            celsius = 80
-            for = "10s"
-            [rules.gpu_free]
-            enabled = false
-            [rules.xid]
-            ignore = [43]
-            quiet = "1m"
-            [[webhook]]
-            url = "http://127.0.0.1:9/hook"
-            format = "slack"
-            min_severity = "critical"
-            timeout = "2s"
-        "#;
-        let config = AlertsConfig::parse(text, "a.toml").unwrap();
-        assert_eq!(config.rules.temperature_celsius, 80);
-        assert_eq!(config.rules.temperature.hold, Duration::from_secs(10));
-        assert!(!config.rules.gpu_free.enabled);
-        assert_eq!((config.rules.xid_ignore.clone(), config.rules.xid_quiet), (vec![43], Duration::from_secs(60)));
-        assert_eq!(config.rules.memory_full_percent, 95.0);
-        let hook = &config.webhooks[0];
-        assert_eq!(
-            (hook.format, hook.min_severity, hook.timeout),
-            (WebhookFormat::Slack, Severity::Critical, Duration::from_secs(2))
-        );
-    }
-
-    #[test]
-    fn a_refused_value_names_its_line() {
-        let text = "[rules.gpu_free]\nfor = \"1s\"\n\n[rules.temperature]\nfor = \"1m\"\ncelsius = 300\n";
-        let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
-        assert!(message.ends_with("(line 6)"), "{message}");
-        let text = "[[webhook]]\nurl = \"http://a/\"\n[[webhook]]\nurl = \"http://b/\"\ntimeout = \"5m\"\n";
-        let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
-        assert!(message.ends_with("(line 5)"), "the second webhook's timeout: {message}");
-        let message = AlertsConfig::parse("[rules.xid]\ncelsius = 90\n", "a.toml").unwrap_err().to_string();
-        assert!(message.contains("has no key 'celsius'") && message.ends_with("(line 2)"), "{message}");
-    }
-
-    #[test]
-    fn bad_files_say_where_and_what_is_allowed() {
-        let cases = [
-            ("[rules.temperature]\ncelsius = 300", "use 30 to 120"),
-            ("[rules.hot]\ncelsius = 90", "unknown field `hot`"),
-            ("[rules.temperature]\npercent = 90", "it takes enabled, severity, for, celsius"),
-            ("[rules.memory_full]\nfor = \"soon\"", "not a duration"),
-            ("[rules.ecc]\nseverity = \"loud\"", "use info, warning or critical"),
-            ("[rules.clock_events]\nreasons = [\"melting\"]", "is not a clock event; use"),
-            ("[rules.xid]\nquiet = \"0s\"", "at least 1s"),
-            ("[rules.xid]\nfor = \"1m\"", "for does not apply"),
-            ("[[webhook]]\nurl = \"ftp://x/y\"", "http(s) URL"),
-            ("[[webhook]]\nurl = \"http://x/\"\nformat = \"teams\"", "unknown variant `teams`"),
-            ("[[webhook]]\nurl = \"http://x/\"\ntimeout = \"5m\"", "100ms to 60s"),
-            ("[rules.temperature\n", "line 1"),
-        ];
-        for (text, expected) in cases {
-            let message = AlertsConfig::parse(text, "alerts.toml").unwrap_err().to_string();
-            assert!(message.contains(expected) && message.contains("alerts.toml"), "{text:?}: {message}");
-        }
-    }
-}
+mod tests;

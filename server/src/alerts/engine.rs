@@ -63,6 +63,8 @@ pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, reservations: &Reservati
     let details = telemetry.details();
     // Details published before this thread subscribed count too.
     *details_seen |= !details.health.is_empty() || !details.processes.is_empty();
+    let now = now_ms();
+    let ooms = alerts.ooms(now);
     let input = Inputs {
         devices: telemetry.devices(),
         samples: &samples,
@@ -71,6 +73,7 @@ pub fn evaluate(alerts: &Alerts, telemetry: &Telemetry, reservations: &Reservati
         details_seen: *details_seen,
         simulated: telemetry.host().simulated,
         reservations: &reserved,
+        ooms: &ooms,
     };
     alerts.evaluate(&input, now);
 }

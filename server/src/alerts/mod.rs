@@ -8,6 +8,7 @@
 pub mod config;
 pub mod deliver;
 pub mod engine;
+mod oom;
 mod rules;
 mod state;
 mod summary;
@@ -23,6 +24,7 @@ use tokio::sync::{broadcast, watch};
 
 pub use config::{AlertsConfig, AlertsFileError, Rules, Webhook, WebhookFormat};
 pub use deliver::Deliveries;
+pub use oom::OomSignal;
 pub use rules::Inputs;
 pub use state::{Book, Change, ChangeKind, Key};
 
@@ -34,6 +36,7 @@ const EVENT_BACKLOG: usize = 1024;
 pub const MAX_SUBSCRIPTIONS: u32 = 32;
 
 type WebhookReport = Box<dyn Fn() -> Vec<WebhookStatus> + Send + Sync>;
+type OomSource = Box<dyn Fn(u64) -> Vec<OomSignal> + Send + Sync>;
 
 /// A shared handle to the alerts of one server.
 #[derive(Clone)]
@@ -50,6 +53,8 @@ struct Inner {
     config: watch::Sender<Arc<AlertsConfig>>,
     reload_error: Mutex<Option<String>>,
     webhooks: Mutex<Option<WebhookReport>>,
+    /// The bridge's out-of-memory errors, read at every evaluation.
+    ooms: Mutex<Option<OomSource>>,
     /// Resolved alerts older than this are deleted.
     keep: Duration,
 }
@@ -80,6 +85,7 @@ impl Alerts {
                 config: watch::Sender::new(Arc::new(config)),
                 reload_error: Mutex::new(None),
                 webhooks: Mutex::new(None),
+                ooms: Mutex::new(None),
                 keep,
             }),
         };
@@ -143,6 +149,16 @@ impl Alerts {
     /// Lets deliveries report on their webhooks in `GET /api/alerts`.
     pub fn report_webhooks(&self, report: impl Fn() -> Vec<WebhookStatus> + Send + Sync + 'static) {
         *lock(&self.inner.webhooks) = Some(Box::new(report));
+    }
+
+    /// Lets the `oom` rule read the out-of-memory errors attached PyTorch processes reported.
+    pub fn watch_ooms(&self, source: impl Fn(u64) -> Vec<OomSignal> + Send + Sync + 'static) {
+        *lock(&self.inner.ooms) = Some(Box::new(source));
+    }
+
+    /// The out-of-memory errors to evaluate at `now_ms` (none before [`Alerts::watch_ooms`]).
+    pub fn ooms(&self, now_ms: u64) -> Vec<OomSignal> {
+        lock(&self.inner.ooms).as_ref().map(|source| source(now_ms)).unwrap_or_default()
     }
 
     /// What each webhook's deliveries look like now.

@@ -28,6 +28,8 @@ pub struct Inputs<'a> {
     pub simulated: bool,
     /// The reservations in force (`reservation_intruder`).
     pub reservations: &'a [Reservation],
+    /// Out-of-memory errors attached PyTorch processes reported (the bridge's newest per process).
+    pub ooms: &'a [super::OomSignal],
 }
 
 /// One GPU's part of the reading.
@@ -89,6 +91,7 @@ impl Book {
                 self.reservation_intruder(rules, &gpu, silences, now_ms);
             }
         }
+        self.oom(rules, input, silences, now_ms);
         self.resolve_gone(input, now_ms);
         let mut changes = std::mem::take(&mut self.changes);
         changes.extend(self.apply_silences(silences, now_ms));
@@ -104,11 +107,13 @@ impl Book {
             .firing
             .keys()
             .filter(|k| {
+                // An `oom` alert follows the bridge, which hears from processes NVML may not list (containers).
                 !uuids.contains(k.gpu_uuid.as_str())
-                    || k.pid.is_some_and(|pid| {
-                        input.details_seen
-                            && !index_of.get(k.gpu_uuid.as_str()).is_some_and(|i| running.contains(&(*i, pid)))
-                    })
+                    || k.rule != Rule::Oom
+                        && k.pid.is_some_and(|pid| {
+                            input.details_seen
+                                && !index_of.get(k.gpu_uuid.as_str()).is_some_and(|i| running.contains(&(*i, pid)))
+                        })
             })
             .cloned()
             .collect();

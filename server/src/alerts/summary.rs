@@ -50,5 +50,12 @@ fn condition(rules: &Rules, rule: Rule) -> String {
         Rule::ReservationIntruder => {
             format!("someone other than the holder runs a process on a reserved GPU (advisory){held}")
         }
+        Rule::Oom => {
+            let quiet = human(u64::try_from(rules.oom_quiet.as_millis()).unwrap_or(u64::MAX));
+            format!(
+                "a PyTorch process attached with gpudash.attach() raised torch.cuda.OutOfMemoryError; resolves after \
+                 {quiet} without another, or when the process stops reporting"
+            )
+        }
     }
 }

@@ -21,6 +21,7 @@ struct World {
     samples: Vec<DeviceSample>,
     health: Vec<DeviceHealth>,
     processes: Vec<GpuProcess>,
+    ooms: Vec<super::OomSignal>,
     details_seen: bool,
     rules: Rules,
     silences: Vec<Silence>,
@@ -80,6 +81,7 @@ impl World {
             samples,
             health,
             processes: Vec::new(),
+            ooms: Vec::new(),
             details_seen: true,
             rules: Rules::default(),
             silences: Vec::new(),
@@ -97,6 +99,7 @@ impl World {
             details_seen: self.details_seen,
             simulated: false,
             reservations: &self.reservations,
+            ooms: &self.ooms,
         };
         self.book.evaluate(&self.rules, &input, &self.silences, now)
     }
@@ -419,6 +422,7 @@ fn the_handle_announces_fires_with_the_firing_count_and_reloads_only_good_files(
         details_seen: true,
         simulated: true,
         reservations: &[],
+        ooms: &[],
     };
     assert_eq!(alerts.evaluate(&input, 1000).len(), 2);
     let (first, second) = (events.try_recv().unwrap(), events.try_recv().unwrap());
@@ -437,4 +441,35 @@ fn the_handle_announces_fires_with_the_firing_count_and_reloads_only_good_files(
     alerts.reload(&file).unwrap();
     assert_eq!((alerts.reload_error(), alerts.config().borrow().rules.temperature_celsius), (None, 70));
     assert!(alerts.rules()[0].condition.contains("≥ 70 °C"), "{:?}", alerts.rules()[0]);
+}
+
+#[test]
+fn an_oom_fires_at_once_for_the_processs_user_and_resolves_when_quiet_or_gone() {
+    let mut w = World::new();
+    let oom = |at_ms| super::OomSignal {
+        pid: 77,
+        gpu_uuid: Some("GPU-1".into()),
+        device: 0,
+        owner: "ana".into(),
+        at_ms,
+        what: "asked for 2.00 GiB, largest free block 512 MiB, 3.50 GiB free in total (fragmented)".into(),
+    };
+    w.ooms = vec![oom(S)];
+    let fired = w.at(S);
+    assert_eq!(kinds(&fired), [(ChangeKind::Fired, Rule::Oom, 1)], "matched by UUID, not the process's index");
+    let alert = &fired[0].alert;
+    assert_eq!((alert.severity, alert.pid, alert.user.as_deref()), (Severity::Critical, Some(77), Some("ana")));
+    assert!(alert.message.contains("PID 77 ran out of memory on GPU 1") && alert.message.contains("fragmented"));
+    // NVML does not list PID 77 (a container): the alert stays, the bridge still hears from the process.
+    assert!(w.at(2 * S).is_empty());
+    w.ooms = vec![oom(3 * S)];
+    assert_eq!(kinds(&w.at(3 * S)), [(ChangeKind::Updated, Rule::Oom, 1)], "a second OOM updates it");
+    assert_eq!(kinds(&w.at(3 * S + 600 * S)), [(ChangeKind::Resolved, Rule::Oom, 1)], "quiet for 10 minutes");
+    w.ooms = vec![oom(700 * S)];
+    assert_eq!(kinds(&w.at(700 * S)), [(ChangeKind::Fired, Rule::Oom, 1)]);
+    w.ooms.clear();
+    assert_eq!(kinds(&w.at(701 * S)), [(ChangeKind::Resolved, Rule::Oom, 1)], "the process stopped reporting");
+    w.rules.oom.enabled = false;
+    w.ooms = vec![oom(702 * S)];
+    assert!(w.at(702 * S).is_empty(), "turned off in the alerts file");
 }

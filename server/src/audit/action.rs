@@ -21,6 +21,8 @@ pub enum Action {
     BridgeConsent,
     /// A remote `empty_cache` requested, handed over, withheld or done.
     BridgeEmptyCache,
+    /// An allocator map requested from a PyTorch process ("Refresh map"), or an out-of-memory error it reported.
+    BridgeAllocatorMap,
     /// Silencing an alert rule on a GPU for a while.
     AlertSilence,
     /// Ending a silence before its time.
@@ -34,7 +36,7 @@ pub enum Action {
 }
 
 impl Action {
-    pub const ALL: [Self; 15] = [
+    pub const ALL: [Self; 16] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -45,6 +47,7 @@ impl Action {
         Self::BridgeAttach,
         Self::BridgeConsent,
         Self::BridgeEmptyCache,
+        Self::BridgeAllocatorMap,
         Self::AlertSilence,
         Self::AlertUnsilence,
         Self::ProcessSignal,
@@ -65,6 +68,7 @@ impl Action {
             Self::BridgeAttach => "bridge.attach",
             Self::BridgeConsent => "bridge.consent",
             Self::BridgeEmptyCache => "bridge.empty_cache",
+            Self::BridgeAllocatorMap => "bridge.allocator_map",
             Self::AlertSilence => "alert.silence",
             Self::AlertUnsilence => "alert.unsilence",
             Self::ProcessSignal => "process.signal",
@@ -86,6 +90,7 @@ impl Action {
             Self::BridgeAttach => "attaching a PyTorch process",
             Self::BridgeConsent => "changing a PyTorch process's consent",
             Self::BridgeEmptyCache => "emptying a process's cache",
+            Self::BridgeAllocatorMap => "asking a process for its allocator map",
             Self::AlertSilence => "silencing an alert",
             Self::AlertUnsilence => "ending a silence",
             Self::ProcessSignal => "signalling a process",

@@ -5,6 +5,7 @@ use shared::DeviceInfo;
 use shared::bridge::{AttachedDevice, AttachedProcess, Command, CommandResult, EmptyCacheState, Report, TorchMemory};
 use shared::processes::GpuProcess;
 
+use super::allocator::AllocatorState;
 use super::spans::SpanLog;
 use super::{EXPIRE_AFTER_MAX_MS, EXPIRE_AFTER_MS, Notice};
 
@@ -24,6 +25,8 @@ pub(super) struct Attached {
     delivered: Option<u64>,
     pub(super) empty_cache: Option<EmptyCacheState>,
     pub(super) refusal_audited_ms: Option<u64>,
+    /// Its allocator maps and out-of-memory errors.
+    pub(super) allocator: AllocatorState,
 }
 
 impl Attached {
@@ -40,6 +43,7 @@ impl Attached {
             delivered: None,
             empty_cache: None,
             refusal_audited_ms: None,
+            allocator: AllocatorState::default(),
         }
     }
 
@@ -49,7 +53,8 @@ impl Attached {
         for span in &report.spans {
             self.spans.push(span);
         }
-        let commands = self.hand_over_pending(report.allow_remote_empty_cache, now_ms, notices);
+        let mut commands = self.hand_over_pending(report.allow_remote_empty_cache, now_ms, notices);
+        commands.extend(self.allocator.hand_over(report.share_allocator_map));
         self.last_seen_ms = now_ms;
         self.report = without_spans(report);
         commands
@@ -99,14 +104,17 @@ impl Attached {
         now_ms.saturating_sub(self.last_seen_ms) > expiry_ms(self.report.interval_s)
     }
 
-    /// The page's view, joined with NVML's rows for its PID, with the `recent` newest spans.
+    /// The page's view, joined with NVML's rows for its PID, with the `recent` newest spans and
+    /// at most `segments` segments a device in its allocator map.
     pub(super) fn view(
         &self,
         devices: &[DeviceInfo],
         nvml: &[GpuProcess],
         now_ms: u64,
         recent: usize,
+        segments: usize,
     ) -> AttachedProcess {
+        let (allocator, map_request, ooms) = self.allocator.view(segments);
         let rows: Vec<&GpuProcess> = nvml.iter().filter(|row| row.pid == self.report.pid).collect();
         let attached = self.report.devices.iter().map(|torch| attached_device(torch, devices, &rows)).collect();
         AttachedProcess {
@@ -126,6 +134,10 @@ impl Attached {
             spans: self.spans.summaries(),
             recent_spans: self.spans.recent(recent),
             empty_cache: self.empty_cache,
+            share_allocator_map: self.report.share_allocator_map,
+            allocator,
+            map_request,
+            ooms,
         }
     }
 }

@@ -6,13 +6,16 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use shared::DeviceInfo;
+use shared::allocator::{LISTED_SEGMENTS, MAX_SEGMENTS};
 use shared::bridge::{AttachedProcess, EmptyCacheState, Report, ReportAnswer};
 use shared::processes::GpuProcess;
 
+mod allocator;
 mod attached;
 mod spans;
 mod validate;
 
+pub use allocator::{MAP_SPACING_MS, MapAccepted, OOMS_PER_MINUTE, RecentOom};
 use attached::Attached;
 use validate::validate;
 
@@ -44,6 +47,16 @@ pub enum BridgeError {
     NotAllowed(u32),
     #[error("process {0} is stale (no report for a while): it would not see the request")]
     Stale(u32),
+    #[error(
+        "process {0} does not share its allocator map; it must attach with gpudash.attach(..., share_allocator_map=True)"
+    )]
+    MapNotShared(u32),
+    #[error(
+        "process {pid} on '{host}' is not attached: send its report (POST /api/bridge/report) before its allocator map"
+    )]
+    NotAttached { pid: u32, host: String },
+    #[error("too many allocator reports: {0}")]
+    TooFast(String),
     /// `audit`: this refusal should go to the audit log (not every retry does).
     #[error(
         "process {pid} on '{host}' was attached by '{owner}': only they may report for it (an entry with no report for 10 minutes expires)"
@@ -198,8 +211,11 @@ impl Registry {
     pub fn list(&self, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64) -> Vec<AttachedProcess> {
         let mut inner = self.lock();
         inner.expire(now_ms);
-        let mut out: Vec<AttachedProcess> =
-            inner.processes.values().map(|p| p.view(devices, nvml, now_ms, RECENT_SPANS_LISTED)).collect();
+        let mut out: Vec<AttachedProcess> = inner
+            .processes
+            .values()
+            .map(|p| p.view(devices, nvml, now_ms, RECENT_SPANS_LISTED, LISTED_SEGMENTS))
+            .collect();
         out.sort_by(|a, b| b.last_seen_ms.cmp(&a.last_seen_ms).then(a.pid.cmp(&b.pid)));
         out
     }
@@ -215,7 +231,7 @@ impl Registry {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let process = inner.processes.values().find(|p| p.id == id).ok_or(BridgeError::NoProcess(id))?;
-        Ok(process.view(devices, nvml, now_ms, RECENT_SPANS_DETAILED))
+        Ok(process.view(devices, nvml, now_ms, RECENT_SPANS_DETAILED, MAX_SEGMENTS))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -238,6 +254,7 @@ mod tests {
             torch_version: "2.11.0".into(),
             cuda_version: Some("13.0".into()),
             allow_remote_empty_cache: allow,
+            share_allocator_map: false,
             interval_s: 1.0,
             devices: vec![TorchMemory {
                 device: 0,
@@ -442,6 +459,7 @@ mod tests {
                 elapsed_ms: 1.0,
                 memory_delta: 0,
                 memory_peak: 0,
+                peak_bound: false,
             })
             .collect();
         let id = registry.report("ana", Report { spans, ..report(3, false) }, 0).unwrap().id;

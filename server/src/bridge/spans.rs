@@ -19,6 +19,7 @@ struct CompactSpan {
     elapsed_ms: f64,
     memory_delta: i64,
     memory_peak: u64,
+    peak_bound: bool,
 }
 
 /// The spans one attached process reported, bounded in count and in names.
@@ -50,6 +51,7 @@ impl SpanLog {
             elapsed_ms: span.elapsed_ms,
             memory_delta: span.memory_delta,
             memory_peak: span.memory_peak,
+            peak_bound: span.peak_bound,
         });
     }
 
@@ -65,6 +67,7 @@ impl SpanLog {
                 elapsed_ms: s.elapsed_ms,
                 memory_delta: s.memory_delta,
                 memory_peak: s.memory_peak,
+                peak_bound: s.peak_bound,
             })
             .collect()
     }
@@ -83,13 +86,16 @@ impl SpanLog {
                 let mut times: Vec<f64> = spans.iter().map(|s| s.elapsed_ms).collect();
                 times.sort_by(f64::total_cmp);
                 let pick = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+                // The highest peak, and whether it is only a bound ("≤"): an exact one wins a tie.
+                let top = spans.iter().max_by_key(|s| (s.memory_peak, !s.peak_bound));
                 SpanSummary {
                     name: name.clone(),
                     count: spans.len() as u64,
                     p50_ms: pick(0.5),
                     p99_ms: pick(0.99),
                     last_memory_delta: spans.last().map_or(0, |s| s.memory_delta),
-                    max_memory_peak: spans.iter().map(|s| s.memory_peak).max().unwrap_or(0),
+                    max_memory_peak: top.map_or(0, |s| s.memory_peak),
+                    max_memory_peak_bound: top.is_some_and(|s| s.peak_bound),
                 }
             })
             .collect();
@@ -103,7 +109,15 @@ mod tests {
     use super::*;
 
     fn span(name: &str, i: u64) -> Span {
-        Span { name: name.into(), device: 0, start_ms: i, elapsed_ms: i as f64, memory_delta: 5, memory_peak: i }
+        Span {
+            name: name.into(),
+            device: 0,
+            start_ms: i,
+            elapsed_ms: i as f64,
+            memory_delta: 5,
+            memory_peak: i,
+            peak_bound: false,
+        }
     }
 
     #[test]

@@ -6,6 +6,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
+use shared::allocator::AllocatorReport;
 use shared::auth::Role;
 use shared::bridge::{AttachedProcess, Report, ReportAnswer};
 
@@ -20,9 +21,14 @@ impl From<BridgeError> for ApiError {
         let status = match e {
             BridgeError::Invalid(_) => StatusCode::BAD_REQUEST,
             BridgeError::NoProcess(_) => StatusCode::NOT_FOUND,
-            BridgeError::NotAllowed(_) | BridgeError::Stale(_) => StatusCode::CONFLICT,
+            BridgeError::NotAllowed(_)
+            | BridgeError::Stale(_)
+            | BridgeError::MapNotShared(_)
+            | BridgeError::NotAttached { .. } => StatusCode::CONFLICT,
             BridgeError::NotOwner { .. } => StatusCode::FORBIDDEN,
-            BridgeError::TooManyForUser { .. } | BridgeError::TooMany => StatusCode::TOO_MANY_REQUESTS,
+            BridgeError::TooManyForUser { .. } | BridgeError::TooMany | BridgeError::TooFast(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
         };
         ApiError { status, message: e.to_string() }
     }
@@ -140,6 +146,64 @@ pub async fn empty_cache(
         }
         Err(e) => {
             caller.audit(&state, Action::BridgeEmptyCache, &target, Outcome::Failed, &e.to_string());
+            Err(e.into())
+        }
+    }
+}
+
+/// Largest allocator report: 512 segments of one device take about 90 KiB of JSON.
+pub const MAX_MAP_BODY: usize = 256 * 1024;
+
+/// `POST /api/bridge/allocator`: an allocator map from `attach(..., share_allocator_map=True)`, periodic,
+/// asked for, or taken at an out-of-memory error. The process must have reported first, by the same user.
+pub async fn allocator(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: axum::body::Body,
+) -> Result<StatusCode, ApiError> {
+    caller
+        .identity
+        .require(Role::Operator, Action::BridgeReport.doing())
+        .map_err(|refused| ApiError { status: StatusCode::FORBIDDEN, message: refused.to_string() })?;
+    // Read here, not by the router's 64 KiB limit: a map may be larger than a report.
+    let body = axum::body::to_bytes(body, MAX_MAP_BODY).await.map_err(|_| ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!(
+            "the allocator report is over the limit of {} KiB; the client lists at most {} segments and folds the rest",
+            MAX_MAP_BODY / 1024,
+            shared::allocator::MAX_SEGMENTS
+        ),
+    })?;
+    let report: AllocatorReport = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid allocator report ({e}); see the bridge section of the README for the format"
+        ))
+    })?;
+    let (pid, host) = (report.pid, report.host.clone());
+    let accepted = state.bridge.allocator_report(&caller.identity.user, report, now_ms())?;
+    if let Some(oom) = accepted.oom {
+        let target = format!("PyTorch process {} (pid {pid} on {host})", accepted.id);
+        let detail = format!("out-of-memory error on device {}: {}", oom.device, oom.figures());
+        caller.audit(&state, Action::BridgeAllocatorMap, &target, Outcome::Failed, &detail);
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /api/bridge/{id}/allocator_map`: asks the process for an allocator map now ("Refresh map").
+pub async fn request_map(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<u64>,
+) -> Result<Response, ApiError> {
+    let target = format!("PyTorch process {id}");
+    caller.require(&state, Role::Operator, Action::BridgeAllocatorMap, &target)?;
+    match state.bridge.request_map(id, now_ms()) {
+        Ok(pending) => {
+            caller.audit(&state, Action::BridgeAllocatorMap, &target, Outcome::Ok, "map requested");
+            Ok((StatusCode::ACCEPTED, Json(pending)).into_response())
+        }
+        Err(e) => {
+            caller.audit(&state, Action::BridgeAllocatorMap, &target, Outcome::Failed, &e.to_string());
             Err(e.into())
         }
     }

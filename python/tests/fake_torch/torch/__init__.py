@@ -1,8 +1,11 @@
 """A stand-in for torch in CI (no GPU): just enough of torch.cuda for the client.
 
-Tests steer it through `torch.cuda.state`.
+Tests steer it through `torch.cuda.state`; `torch.cuda.state.calls` lists every
+torch.cuda function the client called, by name, so a test can assert what was
+(never) called.
 """
 
+import functools
 import time
 
 __version__ = "2.11.0+fake"
@@ -17,9 +20,14 @@ class _State:
         self.reset()
 
     def reset(self):
-        self.allocated = 3 << 30
+        self._allocated = 3 << 30
         self.reserved = 5 << 30
         self.peak = 3 << 30
+        # Every torch.cuda function called, in order.
+        self.calls = []
+        # What memory_snapshot() returns (a list of segments, as torch's {"segments": ...}).
+        self.segments = []
+        self.snapshot_delay_s = 0.0
         self.empty_cache_calls = 0
         self.initialized = True
         self.event_delay_s = 0.0
@@ -27,6 +35,16 @@ class _State:
         self.synchronize_calls = 0
         # Every event created, oldest first.
         self.events = []
+
+    @property
+    def allocated(self):
+        return self._allocated
+
+    @allocated.setter
+    def allocated(self, value):
+        # As the caching allocator does: the peak follows every allocation until someone resets it.
+        self._allocated = value
+        self.peak = max(self.peak, value)
 
 
 class _Props:
@@ -55,9 +73,22 @@ class _Event:
             time.sleep(0.001)
 
 
+class OutOfMemoryError(RuntimeError):
+    pass
+
+
+OutOfMemoryError.__module__ = "torch.cuda"
+
+
 class cuda:  # noqa: N801
     state = _State()
     Event = _Event
+    OutOfMemoryError = OutOfMemoryError
+
+    @staticmethod
+    def memory_snapshot():
+        time.sleep(cuda.state.snapshot_delay_s)
+        return {"segments": list(cuda.state.segments), "device_traces": [[]]}
 
     @staticmethod
     def synchronize(device=None):
@@ -117,3 +148,18 @@ class cuda:  # noqa: N801
     def empty_cache():
         cuda.state.empty_cache_calls += 1
         cuda.state.reserved = cuda.state.allocated
+
+
+def _recorded(name, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        cuda.state.calls.append(name)
+        return fn(*args, **kwargs)
+
+    return staticmethod(wrapper)
+
+
+# Every function of torch.cuda records its calls in cuda.state.calls.
+for _name, _value in list(vars(cuda).items()):
+    if isinstance(_value, staticmethod):
+        setattr(cuda, _name, _recorded(_name, _value.__func__))

@@ -50,10 +50,16 @@ pub fn rules_yaml(config: &AlertsConfig, source: &str) -> String {
         comment_text(source)
     );
     let _ = writeln!(out, "# Load it with `rule_files:` in prometheus.yml; check it with `promtool check rules`.");
-    let _ = writeln!(out, "# Rules turned off in the alerts file are left out.");
+    let _ = writeln!(
+        out,
+        "# Rules turned off in the alerts file are left out, and so is oom (the Python client reports it)."
+    );
     out.push_str("groups:\n  - name: \"gpudash\"\n    rules:");
-    let rules: Vec<PromRule> =
-        Rule::ALL.into_iter().filter(|r| config.rules.rule(*r).enabled).map(|r| prom_rule(&config.rules, r)).collect();
+    let rules: Vec<PromRule> = Rule::ALL
+        .into_iter()
+        .filter(|r| config.rules.rule(*r).enabled)
+        .filter_map(|r| prom_rule(&config.rules, r))
+        .collect();
     if rules.is_empty() {
         out.push_str(" []\n");
         return out;
@@ -95,7 +101,8 @@ fn with_hysteresis(rule: Rule, fire: &str, hold_on: &str) -> String {
     format!("{fire} or ({hold_on} and on(UUID) ALERTS{{alertname=\"{}\",alertstate=\"firing\"}})", alert_name(rule))
 }
 
-fn prom_rule(rules: &Rules, rule: Rule) -> PromRule {
+/// `None` for `oom`: no metric carries an out-of-memory error, the Python client reports it to gpudash.
+fn prom_rule(rules: &Rules, rule: Rule) -> Option<PromRule> {
     let hold = rules.rule(rule).hold;
     let gpu = "GPU {{ $labels.gpu }} ({{ $labels.UUID }}) on {{ $labels.Hostname }}";
     let (notes, expr, summary, description): (Vec<String>, String, String, String) = match rule {
@@ -163,10 +170,11 @@ fn prom_rule(rules: &Rules, rule: Rule) -> PromRule {
              enforced."
                 .to_owned(),
         ),
+        Rule::Oom => return None,
     };
     // The `for` of idle_held is in its expression: the series carries how long it has held.
     let hold = if rule == Rule::IdleHeld { Duration::ZERO } else { hold };
-    PromRule { rule, notes, expr, hold, summary, description }
+    Some(PromRule { rule, notes, expr, hold, summary, description })
 }
 
 type Parts = (Vec<String>, String, String, String);
@@ -284,7 +292,7 @@ mod tests {
         assert!(!yaml.contains("GpudashGpuFree"));
         assert!(yaml.contains("expr: \"DCGM_FI_DEV_GPU_TEMP >= 80 or (DCGM_FI_DEV_GPU_TEMP >= 77 and on(UUID)"));
         assert!(yaml.contains("for: \"10s\""));
-        assert_eq!(yaml.matches("- alert: ").count(), Rule::ALL.len() - 1);
+        assert_eq!(yaml.matches("- alert: ").count(), Rule::ALL.len() - 2);
     }
 
     #[test]
