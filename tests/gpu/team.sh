@@ -28,7 +28,8 @@ head -3 "$OUT/gpudash.log"
 status=0
 fail() { echo "FAIL: $*"; status=1; }
 now_ms() { python3 -c 'import time; print(int(time.time() * 1000))'; }
-energy_mj() { nvidia-smi --query-gpu=total_energy_consumption --format=csv,noheader,nounits -i 0; }
+# NVML's total energy counter (mJ), which nvidia-smi does not offer as a query field.
+energy_mj() { python3 -c 'import pynvml; pynvml.nvmlInit(); print(pynvml.nvmlDeviceGetTotalEnergyConsumption(pynvml.nvmlDeviceGetHandleByIndex(0)))' 2>/dev/null || echo nan; }
 
 from_ms=$(now_ms)
 energy_before=$(energy_mj)

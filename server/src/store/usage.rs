@@ -132,7 +132,7 @@ impl UsageStore {
         }
     }
 
-    /// Sums per user, GPU and UTC day of the buckets that start in `[from, to)` (blocking).
+    /// Sums per user, GPU and UTC day of the buckets that overlap `[from, to)` (blocking).
     pub fn days(&self, from: u64, to: u64) -> Result<Vec<Bucket>, UsageStoreError> {
         Ok(self.ask(move |conn| days(conn, from, to))??)
     }
@@ -195,12 +195,14 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
     transaction.commit()
 }
 
+/// Every bucket that overlaps `[from, to)`, summed per user, GPU and UTC day: a range that starts
+/// mid-minute keeps that minute (a job started a moment after `from` is not cut short).
 fn days(conn: &Connection, from: u64, to: u64) -> rusqlite::Result<Vec<Bucket>> {
     let day = shared::usage::DAY_MS;
     let mut statement = conn.prepare_cached(
         "SELECT user, device, start - start % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
-         FROM (SELECT * FROM usage_minutes WHERE start >= ?1 AND start < ?2
-               UNION ALL SELECT * FROM usage_hours WHERE start >= ?1 AND start < ?2)
+         FROM (SELECT * FROM usage_minutes WHERE start > ?1 - 60000 AND start < ?2
+               UNION ALL SELECT * FROM usage_hours WHERE start > ?1 - 3600000 AND start < ?2)
          GROUP BY user, device, day ORDER BY day, user, device",
     )?;
     let rows = statement.query_map(params![as_i64(from), as_i64(to), as_i64(day)], |r| {
@@ -250,7 +252,10 @@ mod tests {
         let days = store.days(0, 3_600_000).unwrap();
         assert_eq!(days.len(), 2, "{days:?}");
         assert_eq!((days[0].user.as_str(), days[0].sums.gpu_s, days[0].sums.memory_gib_s), ("ana", 3.5, 7.0));
-        assert_eq!(store.days(120_000, 180_000).unwrap().len(), 1, "a minute belongs to the range its start is in");
+        assert_eq!(store.days(120_000, 180_000).unwrap().len(), 1, "the minute before the range stays out");
+        let overlapping = store.days(150_000, 160_000).unwrap();
+        assert_eq!(overlapping.len(), 1, "a range that starts mid-minute keeps that minute: {overlapping:?}");
+        assert_eq!(overlapping[0].user, "bo");
         // Rolled into hours, the sums stay, and a later minute adds to them.
         store.roll_up(10 * 60_000, 10 * 60_000).unwrap();
         store.add(vec![bucket("ana", 0, 11 * 60_000, 1.0)]);
