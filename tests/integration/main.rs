@@ -38,6 +38,7 @@ mod proxy;
 mod reservations;
 mod security;
 mod signals;
+mod signals_os;
 mod support;
 mod usage;
 mod ws;

@@ -4,15 +4,12 @@
 //! through the same queue, so a read sees every save queued before it.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::{Connection, params};
 use shared::alerts::{Alert, AlertState, Rule, Silence, Subscription, SubscriptionKind};
 
 use super::schema::ALERTS_SCHEMA;
+use super::writer::{self, DbWriter};
 
 /// Why the alerts tables could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -53,37 +50,17 @@ pub enum SubscribeRefused {
     TooMany(u32),
 }
 
-type Job = Box<dyn FnOnce(&Connection) + Send>;
-
 /// The handle to the alerts tables' writer; dropping the last clone writes what is queued.
 #[derive(Debug, Clone)]
 pub struct AlertStore {
-    writer: Arc<Writer>,
+    writer: DbWriter,
     persistent: bool,
-}
-
-#[derive(Debug)]
-struct Writer {
-    jobs: Option<Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl AlertStore {
     /// The tables in the history database at `path`.
     pub fn open(path: &Path) -> Result<Self, AlertStoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        Self::start(conn, true)
+        Self::start(writer::open_file(path)?, true)
     }
 
     /// Tables that live as long as the process (`--no-history`).
@@ -93,16 +70,8 @@ impl AlertStore {
 
     fn start(conn: Connection, persistent: bool) -> Result<Self, AlertStoreError> {
         conn.execute_batch(ALERTS_SCHEMA)?;
-        let (jobs, receiver) = mpsc::channel::<Job>();
-        let thread = std::thread::Builder::new()
-            .name("gpudash-alerts-db".into())
-            .spawn(move || {
-                while let Ok(job) = receiver.recv() {
-                    job(&conn);
-                }
-            })
-            .map_err(AlertStoreError::Thread)?;
-        Ok(Self { writer: Arc::new(Writer { jobs: Some(jobs), thread: Some(thread) }), persistent })
+        let writer = DbWriter::start("gpudash-alerts-db", conn).map_err(AlertStoreError::Thread)?;
+        Ok(Self { writer, persistent })
     }
 
     /// True when alerts outlive the process (the history database).
@@ -112,11 +81,11 @@ impl AlertStore {
 
     /// Queues an insert or update of `alert`; never blocks. A failed write is logged.
     pub fn save(&self, alert: Alert) {
-        let sent = self.send(Box::new(move |conn| {
+        let sent = self.send(move |conn| {
             if let Err(e) = save(conn, &alert) {
                 tracing::error!("could not store alert {}: {e}", alert.id);
             }
-        }));
+        });
         if sent.is_err() {
             tracing::error!("the alerts writer has stopped; an alert was not stored");
         }
@@ -253,18 +222,13 @@ impl AlertStore {
 
     fn ask<T: Send + 'static>(
         &self,
-        job: impl FnOnce(&Connection) -> T + Send + 'static,
+        job: impl FnOnce(&mut Connection) -> T + Send + 'static,
     ) -> Result<T, AlertStoreError> {
-        let (reply, answer) = mpsc::channel();
-        self.send(Box::new(move |conn| {
-            let _ = reply.send(job(conn));
-        }))?;
-        answer.recv().map_err(|_| AlertStoreError::Stopped)
+        self.writer.ask(job).map_err(|_| AlertStoreError::Stopped)
     }
 
-    fn send(&self, job: Job) -> Result<(), AlertStoreError> {
-        let jobs = self.writer.jobs.as_ref().ok_or(AlertStoreError::Stopped)?;
-        jobs.send(job).map_err(|_| AlertStoreError::Stopped)
+    fn send(&self, job: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), AlertStoreError> {
+        self.writer.send(job).map_err(|_| AlertStoreError::Stopped)
     }
 }
 

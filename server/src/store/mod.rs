@@ -12,6 +12,7 @@ pub mod reservations;
 pub mod runs;
 mod schema;
 pub mod usage;
+mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -4,12 +4,10 @@
 //! same queue, so a read sees every flush queued before it.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::mpsc::{self, Sender};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::{Connection, params};
+
+use super::writer::{self, DbWriter};
 
 /// How long hourly rollups are kept: a year's query range.
 pub const HOURS_KEPT_MS: u64 = shared::usage::MAX_RANGE_MS;
@@ -59,37 +57,17 @@ pub enum UsageStoreError {
     Stopped,
 }
 
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
 /// The handle to the usage tables' writer; dropping the last clone writes what is queued.
 #[derive(Debug, Clone)]
 pub struct UsageStore {
-    writer: Arc<Writer>,
+    writer: DbWriter,
     persistent: bool,
-}
-
-#[derive(Debug)]
-struct Writer {
-    jobs: Option<Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 impl UsageStore {
     /// The tables in the history database at `path`.
     pub fn open(path: &Path) -> Result<Self, UsageStoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        Self::start(conn, true)
+        Self::start(writer::open_file(path)?, true)
     }
 
     /// Tables that live as long as the process (`--no-history`).
@@ -99,17 +77,8 @@ impl UsageStore {
 
     fn start(conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
         conn.execute_batch(SCHEMA)?;
-        let (jobs, receiver) = mpsc::channel::<Job>();
-        let mut conn = conn;
-        let thread = std::thread::Builder::new()
-            .name("gpudash-usage-db".into())
-            .spawn(move || {
-                while let Ok(job) = receiver.recv() {
-                    job(&mut conn);
-                }
-            })
-            .map_err(UsageStoreError::Thread)?;
-        Ok(Self { writer: Arc::new(Writer { jobs: Some(jobs), thread: Some(thread) }), persistent })
+        let writer = DbWriter::start("gpudash-usage-db", conn).map_err(UsageStoreError::Thread)?;
+        Ok(Self { writer, persistent })
     }
 
     /// True when the sums outlive the process (the history database).
@@ -122,11 +91,11 @@ impl UsageStore {
         if buckets.is_empty() {
             return;
         }
-        let sent = self.send(Box::new(move |conn| {
+        let sent = self.send(move |conn| {
             if let Err(e) = add(conn, &buckets) {
                 tracing::error!("could not store {} usage buckets: {e}", buckets.len());
             }
-        }));
+        });
         if sent.is_err() {
             tracing::error!("the usage writer has stopped; usage was not stored");
         }
@@ -147,20 +116,15 @@ impl UsageStore {
         let _ = self.ask(|_| ());
     }
 
-    fn send(&self, job: Job) -> Result<(), UsageStoreError> {
-        let jobs = self.writer.jobs.as_ref().ok_or(UsageStoreError::Stopped)?;
-        jobs.send(job).map_err(|_| UsageStoreError::Stopped)
+    fn send(&self, job: impl FnOnce(&mut Connection) + Send + 'static) -> Result<(), UsageStoreError> {
+        self.writer.send(job).map_err(|_| UsageStoreError::Stopped)
     }
 
     fn ask<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> T + Send + 'static,
     ) -> Result<T, UsageStoreError> {
-        let (reply, answer) = mpsc::sync_channel(1);
-        self.send(Box::new(move |conn| {
-            let _ = reply.send(work(conn));
-        }))?;
-        answer.recv().map_err(|_| UsageStoreError::Stopped)
+        self.writer.ask(work).map_err(|_| UsageStoreError::Stopped)
     }
 }
 
