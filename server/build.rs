@@ -88,7 +88,7 @@ fn embed(root: &Path, bindgen_dir: &Path, out_dir: &Path) -> Result<(), String> 
         ("/assets/boot.js", "text/javascript; charset=utf-8", root.join("frontend/boot.js")),
         ("/assets/frontend.js", "text/javascript; charset=utf-8", bindgen_dir.join("frontend.js")),
         ("/assets/frontend_bg.wasm", "application/wasm", bindgen_dir.join("frontend_bg.wasm")),
-        ("/assets/style.css", "text/css; charset=utf-8", root.join("style/main.css")),
+        ("/assets/style.css", "text/css; charset=utf-8", stylesheet(root, out_dir)?),
     ];
     let mut table =
         String::from("/// The browser app, embedded at build time by build.rs.\npub static ASSETS: &[Asset] = &[\n");
@@ -111,6 +111,27 @@ fn embed(root: &Path, bindgen_dir: &Path, out_dir: &Path) -> Result<(), String> 
     }
     table.push_str("];\n");
     fs::write(out_dir.join("assets.rs"), table).map_err(|e| e.to_string())
+}
+
+/// Joins `style/*.css` in name order (`00-base.css` first) into one stylesheet in `out_dir`: each
+/// part of the page keeps its own file, the browser still fetches one.
+fn stylesheet(root: &Path, out_dir: &Path) -> Result<PathBuf, String> {
+    let dir = root.join("style");
+    let mut parts: Vec<PathBuf> = fs::read_dir(&dir)
+        .map_err(|e| format!("reading {}: {e}", dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "css"))
+        .collect();
+    parts.sort();
+    let mut joined = String::new();
+    for part in &parts {
+        let text = fs::read_to_string(part).map_err(|e| format!("reading {}: {e}", part.display()))?;
+        joined.push_str(&text);
+        joined.push('\n');
+    }
+    let path = out_dir.join("style.css");
+    fs::write(&path, joined).map_err(|e| e.to_string())?;
+    Ok(path)
 }
 
 /// Runs `cargo build` for the frontend crate and returns the path of its `.wasm`.

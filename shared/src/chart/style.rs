@@ -15,7 +15,7 @@ pub struct Palette {
 }
 
 impl Palette {
-    /// The light theme of style/main.css.
+    /// The light theme of style/00-base.css.
     pub const LIGHT: Palette = Palette {
         background: RGBColor(0xff, 0xff, 0xff),
         line: RGBColor(0x1f, 0x6f, 0xeb),
@@ -34,7 +34,7 @@ pub fn series_color(i: usize) -> RGBColor {
     parse_hex_color(SERIES_COLORS[i % SERIES_COLORS.len()]).unwrap_or(RGBColor(76, 154, 255))
 }
 
-/// Parses `#rgb` or `#rrggbb` (what main.css uses for its chart colors).
+/// Parses `#rgb` or `#rrggbb` (what style/00-base.css uses for its chart colors).
 pub fn parse_hex_color(value: &str) -> Option<RGBColor> {
     let hex = value.trim().strip_prefix('#')?;
     let channel = |at: usize, len: usize| {
