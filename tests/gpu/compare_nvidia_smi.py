@@ -4,7 +4,9 @@
 Fetches /api/devices, reads 5 s of /ws messages, and queries
 `nvidia-smi --query-gpu=name,uuid,memory.total,memory.used,power.draw` while
 they arrive. Checks: name and UUID identical, memory total identical, memory
-used within 1% (or within nvidia-smi's own resolution of 1 MiB, for an idle GPU's few MiB). Exits non-zero on any mismatch. Needs python3 with aiohttp.
+used within 1% (or within nvidia-smi's own resolution of 1 MiB, for an idle GPU's few MiB),
+power within 10% or 20 W of the reading nearest in time, the slowdown and shutdown
+temperatures identical to `nvidia-smi -q -d TEMPERATURE`. Exits non-zero on any mismatch. Needs python3 with aiohttp.
 """
 import asyncio
 import json
@@ -30,6 +32,21 @@ def nvidia_smi():
                                 power_w=float(power) if power not in ("[N/A]", "N/A") else None,
                                 t_ms=int(time.time() * 1000))
     return rows
+
+
+def temperature_limits(index):
+    """The slowdown and shutdown temperatures `nvidia-smi -q -d TEMPERATURE` prints for GPU `index`, °C."""
+    out = subprocess.run(["nvidia-smi", "-q", "-d", "TEMPERATURE", "-i", str(index)],
+                         check=True, capture_output=True, text=True).stdout
+    limits = {}
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        value = value.strip().split(" ")[0]
+        if key.strip() == "GPU Slowdown Temp" and value.isdigit():
+            limits["slowdown"] = int(value)
+        if key.strip() == "GPU Shutdown Temp" and value.isdigit():
+            limits["shutdown"] = int(value)
+    return limits
 
 
 def compare_processes(base, devices, failures):
@@ -122,9 +139,20 @@ async def main(base):
             # nvidia-smi prints whole MiB, so 1 MiB is the finest agreement it can show.
             ok = diff <= 0.01 or abs(used_mib - s["used_mib"]) <= 1
             row("memory.used", f"{used_mib:.1f} MiB ({diff * 100:.2f}% off)", f"{s['used_mib']} MiB", ok)
-        power = latest.get("power_draw_mw")
-        row("power.draw", f"{power / 1000:.1f} W" if power is not None else "n/a",
-            f"{smi['power_w']} W", True)
+        # Power: each nvidia-smi reading against the tick nearest in time; the job's load moves it, so the
+        # band is 10 % or 20 W, whichever is wider (both read the same NVML counter).
+        for reading in [smi_before] + smi_during:
+            s = reading[i]
+            nearest = min(ticks, key=lambda t: abs(t["samples"][i]["timestamp_ms"] - s["t_ms"])) if ticks else None
+            power = (nearest["samples"][i] if nearest else latest).get("power_draw_mw")
+            theirs = s["power_w"]
+            ok = power is not None and theirs is not None and abs(power / 1000 - theirs) <= max(0.1 * theirs, 20)
+            row("power.draw", f"{power / 1000:.1f} W" if power is not None else "n/a", f"{theirs} W", ok)
+        # The GPU's own temperature thresholds, which the page's severity is measured against.
+        limits = temperature_limits(i)
+        for field, name in [("slowdown_temp_c", "slowdown"), ("shutdown_temp_c", "shutdown")]:
+            ours, theirs = dev.get(field), limits.get(name)
+            row(f"temp.{name}", f"{ours} C", f"{theirs} C", ours == theirs)
     compare_processes(base, devices, failures)
     print()
     if failures:
