@@ -31,7 +31,8 @@ pub struct Cli {
 
     /// Inject a fault into the simulator, KIND:INDEX@START[+LENGTH]: from START after the first sample,
     /// for LENGTH or for good. Kinds: lost (falls off the bus, XID 79), hot (ramps to 92 °C, thermal
-    /// slowdown), power-brake, ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
+    /// slowdown), warm (settles at 84 °C, near the slowdown), power-brake, power-cap (draw at the limit,
+    /// sw_power_cap), ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
     /// exits, the GPU stays free), idle-holder (a notebook holds memory, computes nothing);
     /// job:INDEX:USER:GIB[:SM]@START+LENGTH runs a process of USER holding GIB GiB at SM % over exactly
     /// that window (for usage accounting tests; nothing else runs on that GPU);

@@ -56,6 +56,12 @@ pub struct DeviceInfo {
     /// Number of NVLink links the device has (0 when none).
     #[serde(default)]
     pub nvlink_links: u32,
+    /// Temperature at which the GPU starts slowing its clocks to cool down, °C (NVML's slowdown threshold).
+    #[serde(default)]
+    pub slowdown_temp_c: Option<u32>,
+    /// Temperature at which the GPU shuts down to protect itself, °C (NVML's shutdown threshold).
+    #[serde(default)]
+    pub shutdown_temp_c: Option<u32>,
 }
 
 /// Graphics, SM and memory clocks in MHz.

@@ -14,6 +14,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use shared::DevicesResponse;
 use shared::units::format_bytes;
 
+use crate::browser_overview::open_all_cards;
 pub(crate) use crate::support::eventually;
 use crate::support::{Said, TestServer, eventually_every};
 
@@ -105,6 +106,8 @@ async fn cards_show_the_simulated_gpus_and_charts_draw_as_ticks_arrive() {
     let api = server.url("/api/devices");
     with_browser(1280, 900, |c| async move {
         c.goto(&url).await.unwrap();
+        // The overview shows rows; the cards, with their charts, open from them.
+        open_all_cards(&c, 2).await;
         eventually(15, "two GPU cards", || async { (texts(&c, ".gpu-card .gpu-name").await.len() == 2).then_some(()) })
             .await;
         eventually(10, "status 'live'", || async { (status(&c).await == "live").then_some(()) }).await;
@@ -211,7 +214,7 @@ async fn the_page_reconnects_after_a_server_restart() {
         eventually(10, "status 'reconnecting'", || async { (status(&c).await == "reconnecting").then_some(()) }).await;
         let again = back_rx.await.unwrap();
         eventually(15, "status 'live' again", || async { (status(&c).await == "live").then_some(()) }).await;
-        assert_eq!(texts(&c, ".gpu-card").await.len(), 1);
+        assert_eq!(texts(&c, "tr.gpu-row").await.len(), 1, "the GPU's row is back");
         again.stop().await;
     })
     .await;
@@ -224,7 +227,7 @@ async fn on_a_phone_cards_stack_without_sideways_scrolling() {
     let url = server.url("/");
     with_browser(390, 844, |c| async move {
         c.goto(&url).await.unwrap();
-        eventually(15, "two GPU cards", || async { (texts(&c, ".gpu-card").await.len() == 2).then_some(()) }).await;
+        open_all_cards(&c, 2).await;
         let layout = js(
             &c,
             "const cards = [...document.querySelectorAll('.gpu-card')].map(e => e.getBoundingClientRect()); \

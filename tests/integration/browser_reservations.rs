@@ -28,6 +28,8 @@ async fn reserve_from_the_page_see_the_card_and_release() {
     with_browser(1400, 1200, |c| async move {
         let server = shared;
         c.goto(&url).await.unwrap();
+        // The holder shows on the card, which opens from the GPU's row.
+        crate::browser_overview::open_all_cards(&c, 2).await;
         eventually(20, "the form and both free GPUs", || async {
             let free = texts(&c, "#free-gpus").await.into_iter().next()?;
             let boxes = texts(&c, "#reservation-form .reservation-gpu").await;
@@ -55,6 +57,12 @@ async fn reserve_from_the_page_see_the_card_and_release() {
         assert!(left.contains(" m — advisory, not enforced"), "{line}");
         assert!(line.contains("fine-tuning"), "{line}");
         assert!(card_line(&c, 0).await.is_none(), "GPU 0 is not reserved");
+        let state = format!("reserved by {}", listed.user);
+        eventually(10, "GPU 1's row to say who reserved it", || async {
+            let shown = texts(&c, "tr.gpu-row[data-index='1'] .ov-state").await.concat();
+            (shown == state && texts(&c, "tr.gpu-row[data-index='0'] .ov-state").await.concat() == "free").then_some(())
+        })
+        .await;
         eventually(10, "Free to leave GPU 1 out", || async {
             let free = texts(&c, "#free-gpus").await.into_iter().next()?;
             let api: Value = get_json(server, "/api/processes").await;

@@ -15,6 +15,7 @@ use shared::units::{format_bytes, format_watts};
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
 
 use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser_overview::open_all_cards;
 use crate::support::TestServer;
 
 /// The simulator plus two more processes on GPU 0 (one that /proc hides) and
@@ -189,6 +190,14 @@ async fn a_lost_gpu_is_flagged_while_the_others_keep_updating() {
     // Tall enough that every card's memory chart is on screen, where charts draw.
     with_browser(1280, 3000, |c| async move {
         c.goto(&url).await.unwrap();
+        // The row says it first; the card, opened from it, says why.
+        eventually(15, "GPU 1's row marked lost", || async {
+            let state = texts(&c, "tr.gpu-row[data-index='1'] .ov-state").await.concat();
+            let badge = texts(&c, "tr.gpu-row.sev-critical[data-index='1'] .sev-badge").await.concat();
+            (state == "lost" && badge == "✖ lost").then_some(())
+        })
+        .await;
+        open_all_cards(&c, 3).await;
         let lost = ".gpu-card.gpu-lost[data-index='1']";
         eventually(15, "GPU 1 marked lost", || async { (texts(&c, lost).await.len() == 1).then_some(()) }).await;
         assert_eq!(texts(&c, &format!("{lost} .badge-lost")).await, ["LOST"]);
@@ -235,6 +244,7 @@ async fn memory_charts_below_the_fold_wait_until_scrolled_to() {
     let url = server.url("/");
     with_browser(1280, 900, |c| async move {
         c.goto(&url).await.unwrap();
+        open_all_cards(&c, 8).await;
         eventually(15, "eight cards with figures", || async {
             let shown = texts(&c, ".gpu-card .gpu-util").await;
             (shown.len() == 8 && shown.iter().all(|t| t.ends_with('%'))).then_some(())
@@ -371,6 +381,13 @@ async fn the_health_section_shows_ecc_nvlink_and_xids_of_an_h200() {
     let devices = server.url("/api/devices");
     with_browser(1280, 1400, |c| async move {
         c.goto(&url).await.unwrap();
+        // The XID is flagged on the GPU's row, in words.
+        eventually(15, "XID 48 on GPU 0's row", || async {
+            let badges = texts(&c, "tr.gpu-row.sev-critical[data-index='0'] .sev-badge").await;
+            badges.contains(&"✖ XID 48".to_owned()).then_some(())
+        })
+        .await;
+        open_all_cards(&c, 1).await;
         let card = ".gpu-card[data-index='0']";
         // The simulated H200 is busy from the start: P0 on a full Gen5 link, no fans to read.
         eventually(15, "a busy H200", || async {

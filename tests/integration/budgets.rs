@@ -151,11 +151,15 @@ fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted.get(((q * (sorted.len().max(1) - 1) as f64).round()) as usize).copied().unwrap_or(f64::NAN)
 }
 
-/// The browser windows the redraw is timed in: a laptop's, where the cards below
-/// the fold wait to be scrolled to, and one tall enough that all eight cards
-/// (every memory chart) are on screen at once.
-const WINDOWS: [(u32, u32, &str); 2] =
-    [(1280, 900, "1280×900 window"), (1280, 6000, "1280×6000, every card on screen")];
+/// The browser windows the redraw is timed in, and whether every GPU's card is opened from its
+/// overview row: the default view (eight rows, no card, no memory chart); a laptop's with every
+/// card open, where the cards below the fold wait to be scrolled to; and one tall enough that all
+/// eight cards (every memory chart) are on screen at once: the worst case.
+const WINDOWS: [(u32, u32, bool, &str); 3] = [
+    (1280, 800, false, "1280×800, the default overview (cards closed)"),
+    (1280, 900, true, "1280×900, every card open"),
+    (1280, 6000, true, "1280×6000, every card open and on screen"),
+];
 /// The target for a batch's p99 tick handling: printed with a verdict, not asserted.
 const TICK_P99_TARGET_MS: f64 = 8.0;
 
@@ -166,8 +170,8 @@ async fn chart_redraw_and_first_render_figures() {
     let server = TestServer::with_history(8, 100, dir.path()).await;
     let mut figures = String::from("\n| figure | value | target |\n| --- | --- | --- |\n");
     let mut verdicts = String::new();
-    for (width, height, window) in WINDOWS {
-        let (rows, verdict) = redraw_figures(&server.url("/"), width, height, window).await;
+    for (width, height, open, window) in WINDOWS {
+        let (rows, verdict) = redraw_figures(&server.url("/"), width, height, open, window).await;
         figures.push_str(&rows);
         verdicts.push_str(&verdict);
     }
@@ -193,9 +197,10 @@ async fn memory_charts(c: &fantoccini::Client) -> Vec<(u64, bool)> {
         .collect()
 }
 
-/// Waits for the cards, the first draw and every chart's hour-long answer; returns
-/// the first draw's and the first paint's time from navigation start.
-async fn load_an_hour(c: &fantoccini::Client, url: &str) -> (f64, Option<f64>) {
+/// Waits for the rows (with `open`, for every card and the first chart draw) and every chart's
+/// hour-long answer; returns the first render's and the first paint's time from navigation start:
+/// the first chart drawn when the cards are opened, the eight rows with figures when not.
+async fn load_an_hour(c: &fantoccini::Client, url: &str, open: bool) -> (f64, Option<f64>) {
     c.issue_cmd(Cdp {
         method: "Page.addScriptToEvaluateOnNewDocument",
         params: serde_json::json!({ "source": PROBE }),
@@ -203,6 +208,20 @@ async fn load_an_hour(c: &fantoccini::Client, url: &str) -> (f64, Option<f64>) {
     .await
     .expect("chromedriver passes DevTools commands");
     c.goto(url).await.unwrap();
+    let rows = eventually_every(15, Duration::from_millis(50), "eight GPU rows with figures", || async {
+        let shown = js(
+            c,
+            "const t = [...document.querySelectorAll('tr.gpu-row .ov-temp')].map(e => e.textContent); \
+             return t.length === 8 && t.every(x => x.endsWith('°C')) ? performance.now() : null",
+        )
+        .await;
+        shown.as_f64().ok_or(shown)
+    })
+    .await;
+    if !open {
+        return (rows, first_paint(c).await);
+    }
+    c.find(Locator::Css("#expand-all")).await.unwrap().click().await.unwrap();
     eventually(15, "eight GPU cards", || async { (texts(c, ".gpu-card").await.len() == 8).then_some(()) }).await;
     let first_render = eventually_every(10, Duration::from_millis(50), "the first chart draw", || async {
         let end = js(c, "return window.__gpudashProbe.firstDrawEnd || null").await.as_f64();
@@ -219,10 +238,17 @@ async fn load_an_hour(c: &fantoccini::Client, url: &str) -> (f64, Option<f64>) {
         }
     })
     .await;
-    let paint =
-        js(c, "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null")
-            .await
-            .as_f64();
+    (first_render, first_paint(c).await)
+}
+
+async fn first_paint(c: &fantoccini::Client) -> Option<f64> {
+    js(c, "const p = performance.getEntriesByName('first-contentful-paint')[0]; return p ? p.startTime : null")
+        .await
+        .as_f64()
+}
+
+/// Picks the 1 h range and waits until every history chart has its hour.
+async fn pick_an_hour(c: &fantoccini::Client) {
     let hour = eventually(10, "the 1h range button", || async {
         c.find(Locator::Css("#range-picker button[data-range='1h']")).await.ok()
     })
@@ -244,7 +270,6 @@ async fn load_an_hour(c: &fantoccini::Client, url: &str) -> (f64, Option<f64>) {
         (done == serde_json::Value::Bool(true)).then_some(())
     })
     .await;
-    (first_render, paint)
 }
 
 /// p50 / p99 / max of each batch, and each batch's p99.
@@ -278,12 +303,13 @@ fn load_average() -> String {
 
 /// Table rows for one window (tick handling, the page's script per tick, draws per tick,
 /// first draw and paint) and its verdict line. Asserts what is correctness, not timing.
-async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> (String, String) {
+async fn redraw_figures(url: &str, width: u32, height: u32, open: bool, window: &str) -> (String, String) {
     let mut figures = String::new();
     let mut verdict = String::new();
     let (out, said) = (&mut figures, &mut verdict);
     with_browser(width, height, |c| async move {
-        let (first_render, paint) = load_an_hour(&c, url).await;
+        let (first_render, paint) = load_an_hour(&c, url, open).await;
+        pick_an_hour(&c).await;
         let history_charts = texts(&c, "canvas.history-chart").await.len();
         assert_eq!(
             history_charts,
@@ -291,7 +317,7 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> (St
             "seven history charts per GPU: memory, util, SM and tensor activity, power, temperature, SM clock"
         );
         let before = memory_charts(&c).await;
-        assert_eq!(before.len(), 8, "a memory chart per GPU");
+        assert_eq!(before.len(), if open { 8 } else { 0 }, "a memory chart per open card, none for a closed one");
         let load_before = load_average();
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
         let timing = eventually(90, "300 timed ticks", || async {
@@ -346,7 +372,12 @@ async fn redraw_figures(url: &str, width: u32, height: u32, window: &str) -> (St
             out,
             "| {window}: machine load average, before / after the timed ticks | {load_before} / {load_after} | |"
         );
-        let _ = writeln!(out, "| {window}: first chart drawn, from navigation start | {first_render:.0} ms | ≤ 1 s |");
+        let first = if open {
+            "first chart drawn (cards opened by a click once the rows show), from navigation start"
+        } else {
+            "eight rows with figures (polled every 50 ms), from navigation start"
+        };
+        let _ = writeln!(out, "| {window}: {first} | {first_render:.0} ms | ≤ 1 s |");
         let _ = writeln!(out, "| {window}: first contentful paint | {:.0} ms | |", paint.unwrap_or(f64::NAN));
 
         let met = p99s.iter().filter(|p99| **p99 <= TICK_P99_TARGET_MS).count();

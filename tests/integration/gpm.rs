@@ -90,6 +90,7 @@ async fn the_page_shows_activity_beside_util_and_the_idle_holder() {
     let url = server.url("/");
     with_browser(1280, 2400, |c| async move {
         c.goto(&url).await.unwrap();
+        crate::browser_overview::open_all_cards(&c, 3).await;
         let sm = eventually(20, "SM and tensor activity on every card", || async {
             let sm = texts(&c, ".gpu-card .sm-active").await;
             let tensor = texts(&c, ".gpu-card .tensor-active").await;
@@ -101,7 +102,8 @@ async fn the_page_shows_activity_beside_util_and_the_idle_holder() {
             let flag = texts(&c, ".process-table[data-index='2'] .idle-flag").await.into_iter().next()?;
             let card = texts(&c, ".gpu-card[data-index='2'] .held-idle").await.into_iter().next()?;
             let overview = texts(&c, "#held-idle-gpus").await.into_iter().next()?;
-            (card.starts_with("Held idle: 6") && overview == "Held idle: GPU 2").then_some(flag)
+            let row = texts(&c, "tr.gpu-row[data-index='2'] .ov-state").await.concat();
+            (card.starts_with("Held idle: 6") && overview == "Held idle: GPU 2" && row == "held idle").then_some(flag)
         })
         .await;
         assert!(flag.starts_with("idle, holding 6") && flag.contains(" for "), "{flag}");

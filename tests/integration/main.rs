@@ -19,6 +19,7 @@ mod browser_auth;
 mod browser_bridge;
 mod browser_fleet;
 mod browser_lab;
+mod browser_overview;
 mod browser_reservations;
 mod browser_signals;
 mod browser_telemetry;

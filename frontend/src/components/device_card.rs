@@ -1,5 +1,5 @@
-//! One GPU's card: identity, memory bar, gauges, the memory chart, the health
-//! section and the lab's empty_cache button.
+//! One GPU's card, opened from its overview row: what is wrong, memory bar, gauges, the
+//! memory chart, the health section, and its identity (UUID, PCI, compute capability).
 
 use leptos::prelude::*;
 
@@ -11,10 +11,10 @@ use shared::{
 
 use crate::{
     components::{
-        empty_cache::EmptyCache,
         format::{self, mhz, na, percent},
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
+        overview::{SeverityBadges, worst_class},
     },
     hooks::{reservations::Reservations, theme::Theme},
     state::DashboardState,
@@ -40,6 +40,14 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     };
     let power = move || latest.with(|s| power_halves(s.as_ref()));
     let simulated = move || info.with(|i| i.as_ref().is_some_and(|i| i.simulated));
+    let findings = Memo::new(move |_| {
+        state.with(|s| {
+            s.device(index)
+                .map(|d| shared::severity::assess(&d.info, d.latest.as_ref(), s.health(index)))
+                .unwrap_or_default()
+        })
+    });
+    let card_class = move || format!("gpu-card {}", findings.with(|f| worst_class(f)));
     let lost = Memo::new(move |_| latest.with(|s| s.as_ref().and_then(|s| s.lost.clone())));
     let is_lost = move || lost.with(Option::is_some);
     let reservations = use_context::<Reservations>();
@@ -54,11 +62,13 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     };
 
     view! {
-        <article class="gpu-card" class:gpu-lost=is_lost data-index=index>
+        <article class=card_class class:gpu-lost=is_lost data-index=index>
             <header class="gpu-card-head">
                 <div class="gpu-title">
-                    <span class="gpu-index">{format!("GPU {index}")}</span>
-                    <h2 class="gpu-name" title=info_text(|i| i.name.clone())>{info_text(|i| i.name.clone())}</h2>
+                    <h3 class="gpu-heading">
+                        <span class="gpu-index">{format!("GPU {index}")}</span>
+                        <span class="gpu-name" title=info_text(|i| i.name.clone())>{info_text(|i| i.name.clone())}</span>
+                    </h3>
                     <Show when=is_lost>
                         <span class="badge badge-lost" title="The GPU stopped answering">
                             "LOST"
@@ -70,20 +80,9 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                         </span>
                     </Show>
                 </div>
-                <dl class="gpu-ids">
-                    <div>
-                        <dt>"UUID"</dt>
-                        <dd class="gpu-uuid">{info_text(|i| i.uuid.clone())}</dd>
-                    </div>
-                    <div>
-                        <dt>"PCI"</dt>
-                        <dd class="gpu-pci">{info_text(|i| i.pci_bus_id.clone())}</dd>
-                    </div>
-                    <div>
-                        <dt>"Compute"</dt>
-                        <dd class="gpu-cc">{info_text(|i| or_na(i.compute_capability, format_capability))}</dd>
-                    </div>
-                </dl>
+                <div class="gpu-severity" aria-label="What needs a look">
+                    <SeverityBadges findings=findings />
+                </div>
             </header>
 
             {move || held.get().map(|r| reserved_line(&r, now()))}
@@ -147,8 +146,29 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     wide=true
                 />
             </dl>
-            <EmptyCache index=index />
             <HealthDetails state=state index=index />
+            // Identity is looked up, not watched: folded, out of the header.
+            <details class="gpu-identity">
+                <summary>"Identity: UUID, PCI, compute capability"</summary>
+                <dl class="gpu-ids">
+                    <div>
+                        <dt>"UUID"</dt>
+                        <dd class="gpu-uuid">{info_text(|i| i.uuid.clone())}</dd>
+                    </div>
+                    <div>
+                        <dt>"PCI"</dt>
+                        <dd class="gpu-pci">{info_text(|i| i.pci_bus_id.clone())}</dd>
+                    </div>
+                    <div>
+                        <dt>"Compute"</dt>
+                        <dd class="gpu-cc">{info_text(|i| or_na(i.compute_capability, format_capability))}</dd>
+                    </div>
+                    <div>
+                        <dt>"Slowdown / shutdown"</dt>
+                        <dd class="gpu-thresholds">{info_text(thresholds)}</dd>
+                    </div>
+                </dl>
+            </details>
         </article>
     }
 }
@@ -177,6 +197,12 @@ fn encoder_decoder(sample: &DeviceSample) -> String {
         (None, None) => na(),
         (enc, dec) => format!("{} / {}", or_na(enc, percent), or_na(dec, percent)),
     }
+}
+
+/// The GPU's own temperature thresholds: "87 °C / 95 °C".
+fn thresholds(info: &DeviceInfo) -> String {
+    let celsius = |c: u32| format!("{c} °C");
+    format!("{} / {}", or_na(info.slowdown_temp_c, celsius), or_na(info.shutdown_temp_c, celsius))
 }
 
 fn format_capability(cc: ComputeCapability) -> String {

@@ -1,14 +1,14 @@
-//! The dashboard page: notices, who uses what, one card per GPU in a responsive
-//! grid, the process tables and the history charts.
+//! The dashboard page: notices, who uses what, one row per GPU (each opens into its
+//! card), the process tables and the history charts.
 
 use leptos::prelude::*;
 
 use crate::{
     components::{
         bridge::BridgePanel,
-        device_card::DeviceCard,
         history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
+        overview::Overview,
         processes::ProcessTables,
         reservations::ReservationsPanel,
         usage::WhoUsesWhat,
@@ -52,11 +52,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                     fallback=move || view! { <NoGpus gpu_error=gpu_error() /> }
                 >
                     <WhoUsesWhat state=state />
-                    <div class="gpu-grid">
-                        <For each=move || indices.get() key=|index| *index let:index>
-                            <DeviceCard state=state index=index theme=theme />
-                        </For>
-                    </div>
+                    <Overview state=state indices=indices theme=theme />
                     <ReservationsPanel state=state />
                     <ProcessTables state=state indices=indices />
                     <BridgePanel state=state bridge=bridge />

@@ -41,6 +41,8 @@ fn device(index: u32) -> DeviceInfo {
         max_clocks: shared::Clocks::default(),
         pcie_max: None,
         memory_bus_width: None,
+        slowdown_temp_c: None,
+        shutdown_temp_c: None,
         nvlink_links: 0,
     }
 }

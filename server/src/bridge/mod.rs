@@ -280,6 +280,8 @@ mod tests {
             max_clocks: Default::default(),
             pcie_max: None,
             memory_bus_width: None,
+            slowdown_temp_c: None,
+            shutdown_temp_c: None,
             nvlink_links: 0,
         }
     }

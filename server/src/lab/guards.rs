@@ -444,6 +444,8 @@ mod tests {
             max_clocks: shared::Clocks { memory_mhz: Some(3201), ..shared::Clocks::default() },
             pcie_max: Some(PcieLink { generation: 5, width: 16 }),
             memory_bus_width: Some(6144),
+            slowdown_temp_c: None,
+            shutdown_temp_c: None,
             nvlink_links: 18,
         }
     }

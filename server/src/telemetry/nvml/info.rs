@@ -2,7 +2,7 @@
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
-use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode, PerformanceState};
+use nvml_wrapper::enum_wrappers::device::{Clock, ComputeMode, PerformanceState, TemperatureThreshold};
 use nvml_wrapper::enums::device::SampleValue;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::structs::device::FieldId;
@@ -43,6 +43,9 @@ pub(super) fn read_info(nvml: &Nvml, index: u32) -> Result<(DeviceInfo, u32), Nv
             .map(|(generation, width)| PcieLink { generation, width }),
         memory_bus_width: device.memory_bus_width().ok(),
         nvlink_links: nvlinks,
+        // NotSupported (and any refusal) is "n/a": the page then judges no temperature.
+        slowdown_temp_c: device.temperature_threshold(TemperatureThreshold::Slowdown).ok(),
+        shutdown_temp_c: device.temperature_threshold(TemperatureThreshold::Shutdown).ok(),
     };
     Ok((info, device.num_fans().unwrap_or(0)))
 }

@@ -6,7 +6,7 @@ use shared::PcieLink;
 use shared::health::{DeviceHealth, EccCounts, NvLinkState, RemappedRows, RetiredPages};
 use shared::processes::{GpuProcess, ProcessKind};
 
-use super::faults::effects::{COOLED, Effects, HOT_PEAK, HOT_RAMP, Jobs, MEMORY_FULL, THERMAL_SLOWDOWN};
+use super::faults::effects::{COOLED, Effects, HOT_PEAK, HOT_RAMP, Jobs, MEMORY_FULL, THERMAL_SLOWDOWN, WARM_PEAK};
 use super::models::{self, COMMANDS, MODELS, USERS};
 use super::{HOLDER_MEMORY, IDLE_MEMORY, Phase, SimGpu, SimJob};
 
@@ -146,9 +146,15 @@ impl SimGpu {
         self.memory_used = self.memory_used.clamp(0.0, total);
         self.util += (util_goal - self.util) * (1.0 - (-dt / 0.5).exp());
         let load = self.util / 100.0;
-        if effects.hot {
-            // A failing fan or a blocked airflow: it heats within seconds.
-            self.temperature = (self.temperature + HOT_RAMP * dt).min(HOT_PEAK.max(self.temperature));
+        let peak = if effects.hot { Some(HOT_PEAK) } else { effects.warm.then_some(WARM_PEAK) };
+        if let Some(peak) = peak {
+            // A failing fan or a blocked airflow: it heats within seconds (a warm GPU past its
+            // peak, after a hot spell, cools to it as fast).
+            self.temperature = if self.temperature < peak {
+                (self.temperature + HOT_RAMP * dt).min(peak)
+            } else {
+                (self.temperature - HOT_RAMP * dt).max(peak)
+            };
         } else {
             if self.temperature > COOLED {
                 self.temperature = (self.temperature - HOT_RAMP * dt).max(COOLED);
@@ -159,6 +165,10 @@ impl SimGpu {
         }
         self.power_mw = model.idle_power_mw
             + ((f64::from(model.power_limit_mw - model.idle_power_mw)) * load * (0.85 + 0.1 * rng.f64())) as u32;
+        if effects.power_cap {
+            // The board sits at its limit, whatever the load: the driver holds it there.
+            self.power_mw = model.power_limit_mw - rng.u32(0..model.power_limit_mw / 100);
+        }
         if effects.brake {
             // The brake forces the clock down: the board draws a third of what the load would.
             self.power_mw = model.idle_power_mw + (self.power_mw - model.idle_power_mw) / 3;
@@ -173,11 +183,13 @@ impl SimGpu {
         let busy = self.util > 1.0;
         let load = self.util / 100.0;
         // Near the cap the driver trims clocks: show it the way NVML would.
-        let capped = f64::from(self.power_mw) > 0.92 * f64::from(model.power_limit_mw);
+        let capped = effects.power_cap || f64::from(self.power_mw) > 0.92 * f64::from(model.power_limit_mw);
         let thermal = self.temperature >= THERMAL_SLOWDOWN;
         let mut sm_clock =
             if busy { model.max_sm_clock_mhz - rng.u32(0..60) - if capped { 150 } else { 0 } } else { 345 };
         let mut clock_events = match (busy, capped) {
+            // A power-capped board draws its limit: it is not idle, whatever its kernels do.
+            (false, _) if effects.power_cap => vec!["sw_power_cap".to_owned()],
             (false, _) => vec!["idle".to_owned()],
             (true, true) => vec!["sw_power_cap".to_owned()],
             (true, false) => Vec::new(),

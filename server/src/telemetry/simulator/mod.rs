@@ -14,7 +14,7 @@ mod faults;
 mod gpu;
 mod models;
 
-use self::faults::effects::Effects;
+use self::faults::effects::{Effects, THERMAL_SHUTDOWN, THERMAL_SLOWDOWN};
 pub use self::faults::{Fault, FaultError, ScriptedJob, Window};
 use self::models::MODELS;
 use super::{ActivitySink, GpuSource, XidSink};
@@ -257,6 +257,8 @@ impl GpuSource for Simulator {
                     pcie_max: Some(PcieLink { generation: model.pcie_gen, width: 16 }),
                     memory_bus_width: Some(model.bus_width),
                     nvlink_links: model.nvlinks,
+                    slowdown_temp_c: Some(THERMAL_SLOWDOWN as u32),
+                    shutdown_temp_c: Some(THERMAL_SHUTDOWN as u32),
                 }
             })
             .collect()

@@ -4,8 +4,13 @@ use super::Fault;
 
 /// Where a hot GPU's temperature ramps to, °C.
 pub const HOT_PEAK: f64 = 92.0;
-/// Above this a GPU reports `sw_thermal_slowdown` and trims its clock, °C.
+/// Above this a GPU reports `sw_thermal_slowdown` and trims its clock, °C: the slowdown
+/// threshold the simulated GPUs report (NVML's `TemperatureThreshold::Slowdown`).
 pub const THERMAL_SLOWDOWN: f64 = 87.0;
+/// The shutdown threshold the simulated GPUs report, °C: above anything a fault reaches.
+pub const THERMAL_SHUTDOWN: f64 = 95.0;
+/// Where a warm GPU's temperature settles, °C: near its slowdown threshold, not past it.
+pub const WARM_PEAK: f64 = THERMAL_SLOWDOWN - 3.0;
 /// How fast a hot GPU heats, and cools back to [`COOLED`], °C per second.
 pub const HOT_RAMP: f64 = 10.0;
 /// Above anything a simulated job reaches by itself (78 °C at full load), °C: a GPU that was
@@ -35,8 +40,12 @@ pub enum Jobs {
 pub struct Effects {
     /// Heating towards [`HOT_PEAK`].
     pub hot: bool,
+    /// Heating towards [`WARM_PEAK`] (a hot fault wins when both hold).
+    pub warm: bool,
     /// The hardware power brake holds the clock down.
     pub brake: bool,
+    /// The board draws its power limit and the driver caps its clocks (`sw_power_cap`).
+    pub power_cap: bool,
     /// An uncorrectable ECC error since the last reset, a row remap pending.
     pub ecc: bool,
     /// An ECC fault has struck at some point (aggregate counters keep it after a reset).
@@ -57,7 +66,9 @@ impl Effects {
                 // Only its scripted processes run on a GPU with jobs (`Simulator::details`).
                 Fault::Job { .. } => effects.jobs = Jobs::Gone { until_ms: u64::MAX },
                 &Fault::Hot { window, .. } => effects.hot |= holds(window),
+                &Fault::Warm { window, .. } => effects.warm |= holds(window),
                 &Fault::PowerBrake { window, .. } => effects.brake |= holds(window),
+                &Fault::PowerCap { window, .. } => effects.power_cap |= holds(window),
                 &Fault::Ecc { window, .. } => {
                     effects.ecc |= holds(window);
                     effects.ecc_struck |= window.begun(first_ms, now_ms);
@@ -99,6 +110,9 @@ mod tests {
         assert!(at("hot:1@2s", 1, u64::MAX).hot, "without +LENGTH it lasts");
         assert_eq!(at("hot:1@2s", 0, 4_000), Effects::default());
         assert!(at("power-brake:1@0s+1s", 1, 1_000).brake);
+        assert!(at("power-cap:1@0s+1s", 1, 1_000).power_cap);
+        assert!(!at("power-cap:1@0s+1s", 1, 2_000).power_cap);
+        assert!(at("warm:1@0s+1s", 1, 1_000).warm);
         assert!(at("memory-full:1@0s+1s", 1, 1_500).memory_full);
         assert!(!at("memory-full:1@0s+1s", 1, 2_000).memory_full);
     }

@@ -66,8 +66,13 @@ pub enum Fault {
     /// The GPU overheats: its temperature ramps to [`effects::HOT_PEAK`] °C, with thermal slowdown
     /// above [`effects::THERMAL_SLOWDOWN`] °C, and cools back when the window ends.
     Hot { device: u32, window: Window },
+    /// The GPU runs warm: its temperature ramps to [`effects::WARM_PEAK`] °C, near its slowdown
+    /// threshold but short of it (no slowdown), and cools back when the window ends.
+    Warm { device: u32, window: Window },
     /// The board's hardware power brake holds the SM clock down.
     PowerBrake { device: u32, window: Window },
+    /// The board draws its power limit: the driver caps its clocks and reports `sw_power_cap`.
+    PowerCap { device: u32, window: Window },
     /// The driver logs one XID of `code` at `at_ms` after the first sample.
     Xid { device: u32, code: u64, at_ms: u64 },
     /// An uncorrectable ECC error with a row remap pending, until a reset (the window's end).
@@ -95,7 +100,9 @@ pub enum Fault {
     "'{0}' is not a fault; the simulator knows, with START after the first sample and an optional +LENGTH \
      after which the fault ends (without it, it lasts): lost:INDEX@DELAY[+LENGTH] (e.g. lost:1@30s: GPU 1 \
      falls off the bus after 30 s), hot:INDEX@START[+LENGTH] (temperature ramps to 92 °C, thermal \
-     slowdown), power-brake:INDEX@START[+LENGTH] (hardware power brake, SM clock drops), \
+     slowdown), warm:INDEX@START[+LENGTH] (temperature settles at 84 °C, near the 87 °C slowdown), \
+     power-brake:INDEX@START[+LENGTH] (hardware power brake, SM clock drops), \
+     power-cap:INDEX@START[+LENGTH] (power draw at the limit, clocks capped: sw_power_cap), \
      xid:INDEX:CODE@START (the driver logs XID CODE once, e.g. xid:0:13@5s), ecc:INDEX@START[+LENGTH] \
      (uncorrectable ECC error, row remap pending until a reset), memory-full:INDEX@START[+LENGTH] (memory \
      98 % used), job-ends:INDEX@START[+LENGTH] (its busy job exits; the GPU stays free), \
@@ -144,7 +151,9 @@ impl std::str::FromStr for Fault {
         Ok(match kind {
             "lost" => Fault::Lost { device, window },
             "hot" => Fault::Hot { device, window },
+            "warm" => Fault::Warm { device, window },
             "power-brake" => Fault::PowerBrake { device, window },
+            "power-cap" => Fault::PowerCap { device, window },
             "ecc" => Fault::Ecc { device, window },
             "memory-full" => Fault::MemoryFull { device, window },
             "job-ends" => Fault::JobEnds { device, window },
@@ -183,7 +192,9 @@ impl Fault {
             Fault::Lost { device, .. }
             | Fault::WrongResult { device }
             | Fault::Hot { device, .. }
+            | Fault::Warm { device, .. }
             | Fault::PowerBrake { device, .. }
+            | Fault::PowerCap { device, .. }
             | Fault::Xid { device, .. }
             | Fault::Ecc { device, .. }
             | Fault::MemoryFull { device, .. }

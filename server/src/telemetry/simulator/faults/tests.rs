@@ -29,6 +29,8 @@ fn every_fault_parses() {
         ("wrong-result:2", Fault::WrongResult { device: 2 }),
         ("hot:0@5s+30s", Fault::Hot { device: 0, window: window(5_000, Some(30_000)) }),
         ("power-brake:1@0s", Fault::PowerBrake { device: 1, window: window(0, None) }),
+        ("power-cap:2@1s+5s", Fault::PowerCap { device: 2, window: window(1_000, Some(5_000)) }),
+        ("warm:3@0s", Fault::Warm { device: 3, window: window(0, None) }),
         ("xid:1:48@10s", Fault::Xid { device: 1, code: 48, at_ms: 10_000 }),
         ("ecc:0@2s+1m", Fault::Ecc { device: 0, window: window(2_000, Some(60_000)) }),
         ("memory-full:7@500ms+5s", Fault::MemoryFull { device: 7, window: window(500, Some(5_000)) }),
@@ -81,6 +83,9 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
         "xid:1:13@5s+1s",
         "ecc:-1@1s",
         "memory-full:1:2@1s",
+        "power-cap:1",
+        "power-cap:x@1s",
+        "warm:1@1s+",
         "job-ends@1s",
         "idle-holder:a@1s",
         "job:0:ana:4@1s",
@@ -97,6 +102,8 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
             "wrong-result:INDEX",
             "hot:INDEX@START[+LENGTH]",
             "power-brake:INDEX@START[+LENGTH]",
+            "power-cap:INDEX@START[+LENGTH]",
+            "warm:INDEX@START[+LENGTH]",
             "xid:INDEX:CODE@START",
             "ecc:INDEX@START[+LENGTH]",
             "memory-full:INDEX@START[+LENGTH]",
@@ -149,6 +156,43 @@ fn a_power_brake_slows_the_clock_while_it_holds() {
     assert!(gpu0[4].sm_clock_mhz.unwrap() > 1800 && gpu0[6].sm_clock_mhz.unwrap() <= 660, "{gpu0:?}");
     assert!(gpu0[6].power_draw_mw < gpu0[4].power_draw_mw, "{gpu0:?}");
     assert!(gpu0[12].sm_clock_mhz.unwrap() > 1800, "{:?}", gpu0[12]);
+}
+
+#[test]
+fn a_power_cap_holds_the_draw_at_the_limit_while_it_holds() {
+    // The cap shows whatever the GPU runs, and only while it holds.
+    let sim = sim(1, &["power-cap:0@5s+5s"]);
+    let gpu0 = seconds(&sim, 0, 0..15);
+    let capped = |s: &DeviceSample| events(s).contains(&"sw_power_cap".to_owned());
+    assert_eq!(gpu0[..5].iter().map(capped).collect::<Vec<_>>(), [false; 5], "{:?}", &gpu0[..5]);
+    assert_eq!(gpu0[5..10].iter().map(capped).collect::<Vec<_>>(), [true; 5], "{:?}", &gpu0[5..10]);
+    for s in &gpu0[5..10] {
+        let (draw, limit) = (s.power_draw_mw.unwrap(), s.power_limit_mw.unwrap());
+        assert!(draw <= limit && draw >= limit / 100 * 99, "at the limit: {s:?}");
+    }
+    // After it, the draw follows the load again: never pinned at the limit.
+    assert!(
+        gpu0[10..].iter().all(|s| s.power_draw_mw.unwrap() < s.power_limit_mw.unwrap() / 100 * 97),
+        "{:?}",
+        &gpu0[10..]
+    );
+}
+
+#[test]
+fn a_warm_gpu_settles_near_its_slowdown_threshold_without_slowing_down() {
+    let warm = sim(2, &["warm:1@2s"]);
+    let slowdown = warm.devices()[1].slowdown_temp_c.unwrap();
+    assert_eq!((slowdown, warm.devices()[1].shutdown_temp_c), (87, Some(95)));
+    let gpu1 = seconds(&warm, 1, 0..20);
+    for s in &gpu1[10..] {
+        let t = s.temperature_c.unwrap();
+        assert!((slowdown - 5..slowdown).contains(&t), "near, not past, the threshold: {s:?}");
+        assert!(!events(s).contains(&"sw_thermal_slowdown".to_owned()), "{s:?}");
+    }
+    // A hot fault on top of it wins, and the GPU slows down.
+    let both = sim(1, &["warm:0@0s", "hot:0@5s"]);
+    let hot = seconds(&both, 0, 0..15);
+    assert!(hot[12..].iter().all(|s| s.temperature_c.unwrap() >= slowdown), "{:?}", &hot[12..]);
 }
 
 #[test]
