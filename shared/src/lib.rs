@@ -19,6 +19,7 @@ pub mod lab_view;
 pub mod processes;
 pub mod reservations;
 pub mod ring;
+pub mod status;
 mod tagged;
 pub mod telemetry;
 pub mod topology;

@@ -28,6 +28,7 @@ mod connections;
 mod edge;
 mod fleet;
 mod gpm;
+mod health_status;
 mod history;
 mod lab;
 mod lab_checks;
