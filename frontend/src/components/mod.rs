@@ -20,6 +20,7 @@ pub mod lab;
 pub mod login;
 pub mod memory_chart;
 pub mod notices;
+pub mod process_sort;
 pub mod processes;
 pub mod reservations;
 pub mod signals;

@@ -8,7 +8,7 @@ use shared::{
 };
 
 use crate::{
-    components::{format, processes::show_processes},
+    components::{format, processes::use_show_processes},
     hooks::reservations::Reservations,
     state::{DashboardState, process_filter::ProcessFilter},
 };
@@ -132,6 +132,7 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
 fn UserLink(user: String) -> impl IntoView {
     let title = format!("Show {user}'s processes");
     let filter = ProcessFilter::user(&user);
+    let show_processes = use_show_processes();
     view! {
         <button type="button" class="link-button filter-user" title=title on:click=move |_| show_processes(filter.clone())>
             {user}
@@ -142,6 +143,7 @@ fn UserLink(user: String) -> impl IntoView {
 /// "GPU n", filtering the process table to that GPU.
 #[component]
 fn GpuLink(index: u32) -> impl IntoView {
+    let show_processes = use_show_processes();
     view! {
         <button
             type="button"
