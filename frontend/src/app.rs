@@ -5,7 +5,10 @@ use leptos::{ev, prelude::*, task::spawn_local};
 use shared::auth::Role;
 
 use crate::{
-    components::{header::Header, notices::AnonymousBanner},
+    components::{
+        header::Header,
+        notices::{AnonymousBanner, DegradedNotice, StaleBanner},
+    },
     hooks::{alerts::use_alerts, lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
     pages::{
         Tab,
@@ -64,6 +67,8 @@ pub fn App() -> impl IntoView {
         <Show when=exposed>
             <AnonymousBanner />
         </Show>
+        <StaleBanner telemetry=telemetry />
+        <DegradedNotice telemetry=telemetry />
         {move || match can_view.get() {
             None => view! { <p class="placeholder page-placeholder">"Connecting…"</p> }.into_any(),
             Some(false) => view! { <LoginRequired /> }.into_any(),

@@ -65,6 +65,9 @@ pub struct FleetNode {
     pub stale: bool,
     /// Last successful scrape, ms since the epoch (to the subquery step, 1 s), when within the window.
     pub last_seen_ms: Option<u64>,
+    /// Why Prometheus's last scrape of it failed, in Prometheus's words, while it is down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
     pub gpus: u32,
     pub free_gpus: u32,
 }
@@ -166,6 +169,14 @@ impl FleetFilter {
             .as_deref()
             .is_none_or(|u| gpu.users.as_ref().is_some_and(|users| users.iter().any(|user| has(&user.user, u))));
         host_ok && model_ok && user_ok && (!self.free || gpu.free)
+    }
+
+    /// Whether `node`, a node without GPU figures (its target is down), passes: only the host
+    /// filter can say anything of it, so any other filter leaves it out.
+    pub fn matches_node(&self, node: &FleetNode) -> bool {
+        let has = |haystack: &str, needle: &str| haystack.to_lowercase().contains(&needle.to_lowercase());
+        let host_ok = self.host.as_deref().is_none_or(|h| has(&node.hostname, h) || has(&node.instance, h));
+        host_ok && self.model.is_none() && self.user.is_none() && !self.free
     }
 
     /// True when no filter is set.

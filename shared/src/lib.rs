@@ -20,6 +20,7 @@ pub mod processes;
 pub mod reservations;
 pub mod ring;
 pub mod severity;
+pub mod status;
 mod tagged;
 pub mod telemetry;
 pub mod topology;

@@ -95,12 +95,22 @@ pub struct UserUsage {
     pub idle_memory: u64,
 }
 
+/// What stands for the user of a process whose owner the server could not read.
+pub const UNKNOWN_USER: &str = "unknown";
+
+impl GpuProcess {
+    /// The user this process counts for in "who uses what" ([`UNKNOWN_USER`] when not known).
+    pub fn user_name(&self) -> &str {
+        self.user.as_deref().unwrap_or(UNKNOWN_USER)
+    }
+}
+
 /// Sums processes per user, biggest memory first: the "who uses what" overview.
 /// Redacted processes count for no one: who uses them is what was left out.
 pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
     let mut users: Vec<UserUsage> = Vec::new();
     for p in processes.iter().filter(|p| !p.redacted) {
-        let name = p.user.clone().unwrap_or_else(|| "unknown".to_owned());
+        let name = p.user_name().to_owned();
         let entry = match users.iter().position(|u| u.user == name) {
             Some(i) => &mut users[i],
             None => {

@@ -159,7 +159,7 @@ async fn where_viewing_is_open_anyone_sees_the_cards_and_may_log_in() {
         assert_eq!(count(&c, "button.empty-cache").await, 0, "anonymous viewers cannot act");
         // GPU 0 runs a job from the start: anonymous viewers see the row, not who runs what.
         eventually(10, "a redacted process row", || async {
-            (texts(&c, ".process-table[data-index='0'] td.user").await == ["sign in to see"]).then_some(())
+            (texts(&c, ".process-table tr.process-row[data-gpu='0'] td.user").await == ["sign in to see"]).then_some(())
         })
         .await;
         assert_eq!(first_text(&c, "#usage-hidden").await.as_deref(), Some("Sign in to see who uses which GPU."));
@@ -167,7 +167,7 @@ async fn where_viewing_is_open_anyone_sees_the_cards_and_may_log_in() {
         log_in(&c, OPERATOR).await;
         eventually(10, "#whoami", || async { first_text(&c, "#whoami").await.filter(|t| t.contains("omar")) }).await;
         eventually(10, "the user of GPU 0's job after login", || async {
-            let users = texts(&c, ".process-table[data-index='0'] td.user").await;
+            let users = texts(&c, ".process-table tr.process-row[data-gpu='0'] td.user").await;
             (users.len() == 1 && users[0] != "sign in to see" && users[0] != "?").then_some(())
         })
         .await;

@@ -80,7 +80,7 @@ async fn api_processes(server_api: &str) -> Option<Value> {
 
 /// `(pid, user, memory)` of the table rows of GPU `index`, as shown.
 async fn table_rows(c: &Client, index: u32) -> Vec<(String, String, String)> {
-    let css = |cell: &str| format!("table.process-table[data-index='{index}'] tr.process-row td.{cell}");
+    let css = |cell: &str| format!("table.process-table tr.process-row[data-gpu='{index}'] td.{cell}");
     let (pids, users, memory) =
         (texts(c, &css("pid")).await, texts(c, &css("user")).await, texts(c, &css("memory")).await);
     pids.into_iter().zip(users).zip(memory).map(|((p, u), m)| (p, u, m)).collect()
@@ -120,25 +120,25 @@ async fn process_tables_match_the_api_and_sort_by_a_clicked_column() {
         let full = "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x";
         let titles = js(
             &c,
-            "return [...document.querySelectorAll(\"table.process-table[data-index='0'] td.command\")]\
+            "return [...document.querySelectorAll(\"table.process-table tr[data-gpu='0'] td.command\")]\
              .map(td => [td.textContent, td.getAttribute('title')])",
         )
         .await;
         let notebook = titles.as_array().unwrap().iter().find(|t| t[1] == full).expect("the full command as a tooltip");
         let cut = notebook[0].as_str().unwrap();
-        assert!(cut.chars().count() <= 40 && cut.ends_with('…') && full.starts_with(cut.trim_end_matches('…')), "{cut}");
+        assert!(
+            cut.chars().count() <= 40 && cut.ends_with('…') && full.starts_with(cut.trim_end_matches('…')),
+            "{cut}"
+        );
 
         let pids = |rows: Vec<(String, String, String)>| rows.into_iter().map(|r| r.0).collect::<Vec<_>>();
         let descending = pids(shown);
-        c.find(Locator::Css("table.process-table[data-index='0'] th button[data-sort='memory']"))
-            .await
-            .unwrap()
-            .click()
-            .await
-            .unwrap();
+        c.find(Locator::Css("table.process-table th button[data-sort='memory']")).await.unwrap().click().await.unwrap();
         let ascending = pids(table_rows(&c, 0).await);
         assert_eq!(ascending, descending.iter().rev().cloned().collect::<Vec<_>>());
-        let sort = js(&c, "return document.querySelector(\"table.process-table[data-index='0'] th.col-memory\").getAttribute('aria-sort')").await;
+        let sort =
+            js(&c, "return document.querySelector(\"table.process-table th.col-memory\").getAttribute('aria-sort')")
+                .await;
         assert_eq!(sort, "ascending");
     })
     .await;

@@ -23,6 +23,7 @@ pub mod login;
 pub mod memory_chart;
 pub mod notices;
 pub mod overview;
+pub mod process_sort;
 pub mod processes;
 pub mod reservations;
 pub mod signals;

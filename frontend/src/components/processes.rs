@@ -1,6 +1,8 @@
-//! Who runs what on each GPU: a sortable process table per device.
+//! Who runs what: one process table for every GPU, with a GPU column, sortable by any column,
+//! filtered by user and GPU ([`ProcessFilter`], which "Who uses what" sets too), each row's full
+//! command line behind a disclosure button.
 
-use std::cmp::Ordering;
+use std::collections::HashSet;
 
 use leptos::prelude::*;
 use shared::{
@@ -11,158 +13,93 @@ use shared::{
 use crate::{
     components::activity::idle_text,
     components::format::{self, percent},
+    components::process_sort::{Column, SortOrder},
     components::signals::{SignalButtons, SignalControl, SignalPanel},
-    state::DashboardState,
+    state::{DashboardState, process_filter::ProcessFilter},
 };
 
-/// Command lines longer than this are cut in the table (the full one is the cell's tooltip).
+/// Command lines longer than this are cut in the table (the full one opens under the row).
 const COMMAND_CHARS: usize = 40;
+
+/// What the table says when no GPU runs a process.
+pub const NO_PROCESSES: &str =
+    "No GPU processes. Processes using a GPU appear here with their user, memory and command.";
 
 /// What a cell the server left out says (a blank or "?" would read as unknown to the server too).
 const REDACTED: &str = "sign in to see";
 /// The tooltip of such a cell.
 const REDACTED_TITLE: &str = "Who runs what is shown to signed-in viewers";
 
-/// A column the table can be sorted by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Column {
-    Pid,
-    User,
-    Command,
-    Memory,
-    Sm,
-    Runtime,
-    Container,
+/// The dashboard's process filter, provided as context for whoever sets it.
+pub fn provide_process_filter() -> RwSignal<ProcessFilter> {
+    let filter = RwSignal::new(ProcessFilter::default());
+    provide_context(filter);
+    filter
 }
 
-impl Column {
-    const ALL: [Self; 7] =
-        [Self::Pid, Self::User, Self::Command, Self::Memory, Self::Sm, Self::Runtime, Self::Container];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::Pid => "PID",
-            Self::User => "User",
-            Self::Command => "Command",
-            Self::Memory => "GPU memory",
-            Self::Sm => "SM",
-            Self::Runtime => "Running",
-            Self::Container => "Container",
+/// What a click on a user's name or a GPU calls: sets the process table's filter (where the
+/// dashboard provides one) and scrolls the table into view. Called while a component is built
+/// (event handlers run outside it, where there is no context to read).
+pub fn use_show_processes() -> impl Fn(ProcessFilter) + Copy + 'static {
+    let signal = use_context::<RwSignal<ProcessFilter>>();
+    move |filter| {
+        if let Some(signal) = signal {
+            signal.set(filter);
         }
-    }
-
-    /// The `data-sort` of the header and the class of the column's cells.
-    fn key(self) -> &'static str {
-        match self {
-            Self::Pid => "pid",
-            Self::User => "user",
-            Self::Command => "command",
-            Self::Memory => "memory",
-            Self::Sm => "sm",
-            Self::Runtime => "runtime",
-            Self::Container => "container",
-        }
-    }
-
-    /// Figures start biggest first, names from A.
-    fn starts_descending(self) -> bool {
-        matches!(self, Self::Memory | Self::Sm | Self::Runtime)
-    }
-
-    fn compare(self, a: &GpuProcess, b: &GpuProcess) -> Ordering {
-        match self {
-            Self::Pid => a.pid.cmp(&b.pid),
-            Self::User => a.user.cmp(&b.user),
-            Self::Command => a.command.as_ref().or(a.name.as_ref()).cmp(&b.command.as_ref().or(b.name.as_ref())),
-            Self::Memory => a.used_memory.cmp(&b.used_memory),
-            Self::Sm => a.sm_util.cmp(&b.sm_util),
-            // Running longer means started earlier; unknown starts count as shortest.
-            Self::Runtime => match (a.started_ms, b.started_ms) {
-                (Some(a), Some(b)) => b.cmp(&a),
-                (a, b) => a.is_some().cmp(&b.is_some()),
-            },
-            Self::Container => a.container.cmp(&b.container),
+        if let Some(table) = document().get_element_by_id("processes") {
+            table.scroll_into_view();
         }
     }
 }
 
-/// How a table is sorted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SortOrder {
-    pub column: Column,
-    pub descending: bool,
-}
-
-impl Default for SortOrder {
-    fn default() -> Self {
-        Self { column: Column::Memory, descending: true }
-    }
-}
-
-impl SortOrder {
-    /// After a click on `column`'s header: the same column reverses, another starts in its natural order.
-    pub fn clicked(self, column: Column) -> Self {
-        if column == self.column {
-            Self { column, descending: !self.descending }
-        } else {
-            Self { column, descending: column.starts_descending() }
-        }
-    }
-
-    /// Sorts `processes`, ties broken by PID so rows do not jump between updates.
-    pub fn sort(self, processes: &mut [GpuProcess]) {
-        processes.sort_by(|a, b| {
-            let order = self.column.compare(a, b).then_with(|| a.pid.cmp(&b.pid));
-            if self.descending { order.reverse() } else { order }
-        });
-    }
-}
-
-/// `#processes`: one table per GPU, under the cards.
+/// `#processes`: every GPU's processes in one table with a GPU column, sortable by any column,
+/// filtered by user and GPU.
 #[component]
-pub fn ProcessTables(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>) -> impl IntoView {
-    view! {
-        <section id="processes" class="section" aria-labelledby="processes-title">
-            <h2 id="processes-title" class="section-title">"Processes"</h2>
-            <div class="process-grid">
-                <For each=move || indices.get() key=|index| *index let:index>
-                    <ProcessTable state=state index=index />
-                </For>
-            </div>
-        </section>
-    }
-}
-
-/// `table.process-table[data-index]`: the processes of GPU `index`, sortable by any column.
-#[component]
-fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
+pub fn ProcessTable(state: ReadSignal<DashboardState>, filter: RwSignal<ProcessFilter>) -> impl IntoView {
     let order = RwSignal::new(SortOrder::default());
+    // Rows whose full command line is open, by (GPU, PID): kept across the redraws of every update.
+    let expanded = RwSignal::new(HashSet::<(u32, u32)>::new());
     let control = SignalControl::for_table();
     let signals = move || control.filter(|c| c.enabled());
-    let processes = Memo::new(move |_| state.with(|s| s.processes_on(index).cloned().collect::<Vec<_>>()));
-    let lost = Memo::new(move |_| state.with(|s| s.lost_reason(index).is_some()));
-    let name = Memo::new(move |_| state.with(|s| s.device(index).map(|d| d.info.name.clone()).unwrap_or_default()));
-    let rows = move || {
-        let mut rows = processes.get();
+    let all = Memo::new(move |_| state.with(|s| s.processes.clone()));
+    let shown = Memo::new(move |_| {
+        let mut rows: Vec<GpuProcess> =
+            filter.with(|f| all.with(|all| all.iter().filter(|p| f.matches(p)).cloned().collect()));
         order.get().sort(&mut rows);
+        rows
+    });
+    let rows = move || {
         let now = js_sys::Date::now() as u64;
         let signals = signals();
-        rows.into_iter().map(|p| view! { <ProcessRow process=p now_ms=now signals=signals /> }).collect_view()
+        let open = expanded.get();
+        shown
+            .get()
+            .into_iter()
+            .map(|p| {
+                let is_open = open.contains(&(p.device, p.pid));
+                view! { <ProcessRow process=p now_ms=now signals=signals expanded=expanded open=is_open /> }
+            })
+            .collect_view()
     };
-    let columns = move || Column::ALL.len() + usize::from(signals().is_some());
-    let empty_text = move || if lost.get() { "GPU lost" } else { "No processes" };
+    let columns = move || Column::ALL.len() + 1 + usize::from(signals().is_some());
+    let empty_text = move || empty_text(state, &filter.get());
+    let count = move || {
+        let (shown, all) = (shown.with(Vec::len), all.with(Vec::len));
+        if shown == all { format!("{all} processes") } else { format!("{shown} of {all} processes") }
+    };
 
     view! {
-        <div class="process-block" data-index=index>
-            <h3 class="process-title">
-                <span class="gpu-index">{format!("GPU {index}")}</span>
-                " "
-                <span class="process-gpu-name">{move || name.get()}</span>
-            </h3>
+        <section id="processes" class="section" aria-labelledby="processes-title" tabindex="-1">
+            <h2 id="processes-title" class="section-title">
+                "Processes"
+                {move || filter.with(ProcessFilter::describe).map(|what| view! { <span class="process-filtered">{format!(" — {what}")}</span> })}
+            </h2>
+            <ProcessFilters state=state filter=filter count=Signal::derive(count) />
             <div class="table-scroll">
-                <table class="process-table" data-index=index>
+                <table class="process-table" id="process-table">
                     <thead>
                         <tr>
+                            <th class="col-expand" scope="col"><span class="visually-hidden">"Full command"</span></th>
                             {Column::ALL
                                 .into_iter()
                                 .map(|column| view! { <SortHeader column=column order=order /> })
@@ -172,7 +109,7 @@ fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView 
                     </thead>
                     <tbody>
                         {rows}
-                        <Show when=move || processes.with(Vec::is_empty)>
+                        <Show when=move || shown.with(Vec::is_empty)>
                             <tr class="empty-row">
                                 <td colspan=columns>{empty_text}</td>
                             </tr>
@@ -181,6 +118,107 @@ fn ProcessTable(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView 
                 </table>
             </div>
             {move || signals().map(|control| view! { <SignalPanel control=control /> })}
+        </section>
+    }
+}
+
+/// What an empty table says: what would appear, and why nothing does.
+fn empty_text(state: ReadSignal<DashboardState>, filter: &ProcessFilter) -> String {
+    if let Some(gpu) = filter.gpu
+        && filter.user.is_none()
+        && state.with(|s| s.lost_reason(gpu).is_some())
+    {
+        return format!("GPU {gpu} is lost: its processes cannot be read.");
+    }
+    match filter.describe() {
+        None => NO_PROCESSES.to_owned(),
+        Some(what) => format!("No GPU processes of {what}. Clear the filter to see every process."),
+    }
+}
+
+/// `.process-filters`: the user and GPU selects and "Clear filter".
+#[component]
+fn ProcessFilters(
+    state: ReadSignal<DashboardState>,
+    filter: RwSignal<ProcessFilter>,
+    count: Signal<String>,
+) -> impl IntoView {
+    let users = Memo::new(move |_| {
+        state.with(|s| {
+            let mut users: Vec<String> =
+                s.processes.iter().filter(|p| !p.redacted).map(|p| p.user_name().to_owned()).collect();
+            users.sort_unstable();
+            users.dedup();
+            users
+        })
+    });
+    let gpus = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
+    let user_options = move || {
+        // A user chosen elsewhere (a link) stays listed even when they have no process now.
+        let mut names = users.get();
+        if let Some(chosen) = filter.with(|f| f.user.clone())
+            && !names.contains(&chosen)
+        {
+            names.push(chosen);
+        }
+        names
+            .into_iter()
+            .map(|name| {
+                let selected = filter.with(|f| f.user.as_deref() == Some(name.as_str()));
+                let value = name.clone();
+                view! { <option value=value selected=selected>{name}</option> }
+            })
+            .collect_view()
+    };
+    let gpu_options = move || {
+        gpus.get()
+            .into_iter()
+            .map(|index| {
+                let selected = filter.with(|f| f.gpu == Some(index));
+                view! { <option value=index.to_string() selected=selected>{format!("GPU {index}")}</option> }
+            })
+            .collect_view()
+    };
+    view! {
+        <div class="process-filters" role="group" aria-label="Filter the processes">
+            <label>
+                "User "
+                <select
+                    id="process-filter-user"
+                    prop:value=move || filter.with(|f| f.user.clone().unwrap_or_default())
+                    on:change=move |ev| {
+                        let value = event_target_value(&ev);
+                        filter.update(|f| f.user = (!value.is_empty()).then_some(value));
+                    }
+                >
+                    <option value="" selected=move || filter.with(|f| f.user.is_none())>"everyone"</option>
+                    {user_options}
+                </select>
+            </label>
+            <label>
+                "GPU "
+                <select
+                    id="process-filter-gpu"
+                    prop:value=move || filter.with(|f| f.gpu.map(|g| g.to_string()).unwrap_or_default())
+                    on:change=move |ev| {
+                        let value = event_target_value(&ev);
+                        filter.update(|f| f.gpu = value.parse().ok());
+                    }
+                >
+                    <option value="" selected=move || filter.with(|f| f.gpu.is_none())>"every GPU"</option>
+                    {gpu_options}
+                </select>
+            </label>
+            <button
+                type="button"
+                id="process-filter-clear"
+                class="small-button"
+                disabled=move || filter.with(ProcessFilter::is_empty)
+                on:click=move |_| filter.set(ProcessFilter::default())
+            >
+                "Clear filter"
+            </button>
+            <span class="process-count" role="status">{count}</span>
         </div>
     }
 }
@@ -208,8 +246,44 @@ fn SortHeader(column: Column, order: RwSignal<SortOrder>) -> impl IntoView {
     }
 }
 
+/// The button that opens or closes a row's full command line.
 #[component]
-fn ProcessRow(process: GpuProcess, now_ms: u64, signals: Option<SignalControl>) -> impl IntoView {
+fn ExpandButton(process: GpuProcess, expanded: RwSignal<HashSet<(u32, u32)>>, open: bool) -> impl IntoView {
+    let key = (process.device, process.pid);
+    let label = if open { "Hide the full command" } else { "Show the full command" };
+    view! {
+        <td class="expand">
+            <button
+                type="button"
+                class="expand-button"
+                aria-expanded=open.to_string()
+                aria-controls=command_row_id(key)
+                aria-label=format!("{label} of PID {}", process.pid)
+                title=label
+                on:click=move |_| expanded.update(|open| {
+                    if !open.remove(&key) {
+                        open.insert(key);
+                    }
+                })
+            >
+                {if open { "▾" } else { "▸" }}
+            </button>
+        </td>
+    }
+}
+
+fn command_row_id((device, pid): (u32, u32)) -> String {
+    format!("command-{device}-{pid}")
+}
+
+#[component]
+fn ProcessRow(
+    process: GpuProcess,
+    now_ms: u64,
+    signals: Option<SignalControl>,
+    expanded: RwSignal<HashSet<(u32, u32)>>,
+    open: bool,
+) -> impl IntoView {
     if process.redacted {
         return view! { <RedactedRow process=process now_ms=now_ms signals=signals.is_some() /> }.into_any();
     }
@@ -222,10 +296,39 @@ fn ProcessRow(process: GpuProcess, now_ms: u64, signals: Option<SignalControl>) 
         let title = format!("Flagged idle: {}", hold.signal.describe());
         view! { <span class="idle-flag" title=title>{idle_text(&process, hold, now_ms)}</span> }
     });
+    let user = process.user_name().to_owned();
+    let by_user = ProcessFilter::user(&user);
+    let show_processes = use_show_processes();
+    let device = process.device;
+    let key = (process.device, process.pid);
+    let columns = Column::ALL.len() + 1 + usize::from(signals.is_some());
+    let full = open.then(|| {
+        let text = process.command.clone().or_else(|| process.name.clone()).unwrap_or_else(|| "unknown".to_owned());
+        view! {
+            <tr class="command-row" id=command_row_id(key) data-pid=process.pid>
+                <td colspan=columns>
+                    <span class="command-label">"Full command: "</span>
+                    <code class="command-full">{text}</code>
+                </td>
+            </tr>
+        }
+    });
     view! {
-        <tr class="process-row" class:idle=process.idle.is_some() data-pid=process.pid>
+        <tr class="process-row" class:idle=process.idle.is_some() class:open=open data-pid=process.pid data-gpu=device>
+            <ExpandButton process=process.clone() expanded=expanded open=open />
+            <td class="gpu">
+                <button type="button" class="link-button filter-gpu" title=format!("Only GPU {device}'s processes")
+                    on:click=move |_| show_processes(ProcessFilter::gpu(device))>
+                    {device}
+                </button>
+            </td>
             <td class="pid">{process.pid}</td>
-            <td class="user">{process.user.unwrap_or_else(|| "?".to_owned())}</td>
+            <td class="user">
+                <button type="button" class="link-button filter-user" title=format!("Only {user}'s processes")
+                    on:click=move |_| show_processes(by_user.clone())>
+                    {process.user.clone().unwrap_or_else(|| "?".to_owned())}
+                </button>
+            </td>
             <td class="command" title=command>{short}</td>
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
             <td class="sm">{or_na(process.sm_util, percent)} {idle}</td>
@@ -235,6 +338,7 @@ fn ProcessRow(process: GpuProcess, now_ms: u64, signals: Option<SignalControl>) 
             </td>
             {actions}
         </tr>
+        {full}
     }
     .into_any()
 }
@@ -244,7 +348,9 @@ fn ProcessRow(process: GpuProcess, now_ms: u64, signals: Option<SignalControl>) 
 fn RedactedRow(process: GpuProcess, now_ms: u64, signals: bool) -> impl IntoView {
     let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
     view! {
-        <tr class="process-row redacted" data-pid=process.pid>
+        <tr class="process-row redacted" data-pid=process.pid data-gpu=process.device>
+            <td class="expand"></td>
+            <td class="gpu">{process.device}</td>
             <td class="pid">{process.pid}</td>
             <td class="user redacted" title=REDACTED_TITLE>{REDACTED}</td>
             <td class="command redacted" title=REDACTED_TITLE>{REDACTED}</td>
@@ -254,53 +360,5 @@ fn RedactedRow(process: GpuProcess, now_ms: u64, signals: bool) -> impl IntoView
             <td class="container redacted" title=REDACTED_TITLE>{REDACTED}</td>
             {signals.then(|| view! { <td class="actions"></td> })}
         </tr>
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use shared::processes::ProcessKind;
-
-    use super::*;
-
-    fn process(pid: u32, user: Option<&str>, memory: Option<u64>, started_ms: Option<u64>) -> GpuProcess {
-        GpuProcess {
-            device: 0,
-            pid,
-            kind: ProcessKind::Compute,
-            used_memory: memory,
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: user.map(str::to_owned),
-            name: None,
-            command: None,
-            started_ms,
-            container: None,
-            redacted: false,
-            idle: None,
-        }
-    }
-
-    fn pids(order: SortOrder, processes: &mut [GpuProcess]) -> Vec<u32> {
-        order.sort(processes);
-        processes.iter().map(|p| p.pid).collect()
-    }
-
-    #[test]
-    fn memory_descending_by_default_and_a_second_click_reverses() {
-        let mut rows = vec![
-            process(1, Some("bo"), Some(5), Some(100)),
-            process(2, Some("ana"), Some(50), Some(300)),
-            process(3, None, None, None),
-        ];
-        let order = SortOrder::default();
-        assert_eq!(pids(order, &mut rows), [2, 1, 3]);
-        let order = order.clicked(Column::Memory);
-        assert_eq!(pids(order, &mut rows), [3, 1, 2]);
-        let order = order.clicked(Column::User);
-        assert!(!order.descending);
-        assert_eq!(pids(order, &mut rows), [3, 2, 1], "unknown users first, then by name");
-        let order = order.clicked(Column::Runtime);
-        assert_eq!(pids(order, &mut rows), [1, 2, 3], "longest running first");
     }
 }

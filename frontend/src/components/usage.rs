@@ -7,7 +7,11 @@ use shared::{
     units::format_bytes,
 };
 
-use crate::{components::format, hooks::reservations::Reservations, state::DashboardState};
+use crate::{
+    components::{format, processes::use_show_processes},
+    hooks::reservations::Reservations,
+    state::{DashboardState, process_filter::ProcessFilter},
+};
 
 /// The overview a team reads first: who holds which GPUs, and which are free.
 #[component]
@@ -49,7 +53,14 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                 <Show
                     when=move || !users.with(Vec::is_empty)
                     fallback=move || {
-                        (!hidden.get()).then(|| view! { <p class="usage-nobody">"No GPU processes right now."</p> })
+                        (!hidden.get())
+                            .then(|| {
+                                view! {
+                                    <p class="usage-nobody">
+                                        "No GPU processes right now. Each user of a GPU appears here with their GPUs and memory."
+                                    </p>
+                                }
+                            })
                     }
                 >
                     <div class="table-scroll">
@@ -71,7 +82,9 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                                         .map(|u| {
                                             view! {
                                                 <tr class="user-row">
-                                                    <td class="usage-user">{u.user}</td>
+                                                    <td class="usage-user">
+                                                        <UserLink user=u.user />
+                                                    </td>
                                                     <td class="usage-gpus">{format::indexes(&u.devices)}</td>
                                                     <td class="usage-memory">{format_bytes(u.memory)}</td>
                                                     <td class="usage-processes">{u.processes}</td>
@@ -88,7 +101,18 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                     </div>
                 </Show>
                 <p id="free-gpus" class="free-gpus" class:none-free=move || free.with(Vec::is_empty)>
-                    {move || free_text(&free.get())}
+                    "Free: "
+                    {move || {
+                        let free = free.get();
+                        if free.is_empty() {
+                            return view! { "none" }.into_any();
+                        }
+                        free.into_iter()
+                            .enumerate()
+                            .map(|(i, index)| view! { {(i > 0).then_some(", ")} <GpuLink index=index /> })
+                            .collect_view()
+                            .into_any()
+                    }}
                 </p>
                 <Show when=move || !held_idle.with(Vec::is_empty)>
                     <p id="held-idle-gpus" class="held-idle-gpus" title="Memory held by processes that compute nothing">
@@ -103,11 +127,37 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
     }
 }
 
-/// "Free: GPU 1, GPU 2", or "Free: none".
-fn free_text(free: &[u32]) -> String {
-    if free.is_empty() { "Free: none".to_owned() } else { format!("Free: {}", gpu_list(free)) }
+/// A user's name that filters the process table to their processes.
+#[component]
+fn UserLink(user: String) -> impl IntoView {
+    let title = format!("Show {user}'s processes");
+    let filter = ProcessFilter::user(&user);
+    let show_processes = use_show_processes();
+    view! {
+        <button type="button" class="link-button filter-user" title=title on:click=move |_| show_processes(filter.clone())>
+            {user}
+        </button>
+    }
 }
 
+/// "GPU n", filtering the process table to that GPU.
+#[component]
+fn GpuLink(index: u32) -> impl IntoView {
+    let show_processes = use_show_processes();
+    view! {
+        <button
+            type="button"
+            class="link-button filter-gpu"
+            data-index=index
+            title=format!("Show GPU {index}'s processes")
+            on:click=move |_| show_processes(ProcessFilter::gpu(index))
+        >
+            {format!("GPU {index}")}
+        </button>
+    }
+}
+
+/// "GPU 1, GPU 2".
 fn gpu_list(devices: &[u32]) -> String {
     devices.iter().map(|i| format!("GPU {i}")).collect::<Vec<_>>().join(", ")
 }
@@ -117,8 +167,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_gpus_read_as_a_list_or_none() {
-        assert_eq!(free_text(&[1, 2]), "Free: GPU 1, GPU 2");
-        assert_eq!(free_text(&[]), "Free: none");
+    fn gpus_read_as_a_list() {
+        assert_eq!(gpu_list(&[1, 2]), "GPU 1, GPU 2");
+        assert_eq!(gpu_list(&[]), "");
     }
 }

@@ -49,6 +49,8 @@ pub struct Telemetry {
     pub status: ReadSignal<ConnectionStatus>,
     /// Counts snapshots: each (re)connection brings one, and state not sent on connect (the lab's) reloads on it.
     pub snapshots: ReadSignal<u32>,
+    /// When the last snapshot or tick arrived (browser clock, ms): the stale banner counts from it.
+    pub last_update: ReadSignal<Option<f64>>,
 }
 
 /// Opens the WebSocket once `session` may view, reopens it at every login or
@@ -59,10 +61,12 @@ pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>, alerts: Write
     let (state, set_state) = signal(DashboardState::default());
     let (status, set_status) = signal(ConnectionStatus::Connecting);
     let (snapshots, set_snapshots) = signal(0u32);
+    let (last_update, set_last_update) = signal(None::<f64>);
     let link = Rc::new(Link {
         set_state,
         set_status,
         set_snapshots,
+        set_last_update,
         lab,
         alerts,
         connection: RefCell::new(None),
@@ -83,7 +87,7 @@ pub fn use_telemetry(session: Session, lab: WriteSignal<LabState>, alerts: Write
     // The browser is single-threaded; the wrapper only satisfies `on_cleanup`'s bounds.
     let link = SendWrapper::new(link);
     on_cleanup(move || link.shut_down());
-    Telemetry { state, status, snapshots }
+    Telemetry { state, status, snapshots, last_update }
 }
 
 /// The socket and the state it feeds, shared by the socket's callbacks (which
@@ -92,6 +96,7 @@ struct Link {
     set_state: WriteSignal<DashboardState>,
     set_status: WriteSignal<ConnectionStatus>,
     set_snapshots: WriteSignal<u32>,
+    set_last_update: WriteSignal<Option<f64>>,
     lab: WriteSignal<LabState>,
     alerts: WriteSignal<AlertsState>,
     connection: RefCell<Option<Connection>>,
@@ -168,6 +173,7 @@ impl Link {
                 self.retry.set(FIRST_RETRY);
                 self.resync_requested.set(false);
                 self.set_snapshots.update(|n| *n = n.wrapping_add(1));
+                self.set_last_update.set(Some(js_sys::Date::now()));
             }
             ServerMessage::Tick(tick) => {
                 let mut outcome = TickOutcome::Ignored;
@@ -175,6 +181,9 @@ impl Link {
                     outcome = state.apply_tick(tick);
                     outcome != TickOutcome::Ignored
                 });
+                if outcome != TickOutcome::Ignored {
+                    self.set_last_update.set(Some(js_sys::Date::now()));
+                }
                 if outcome == TickOutcome::AppliedAfterGap {
                     self.request_resync();
                 }

@@ -9,7 +9,7 @@ use crate::{
         history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
         overview::Overview,
-        processes::ProcessTables,
+        processes::{ProcessTable, provide_process_filter},
         reservations::ReservationsPanel,
         usage::WhoUsesWhat,
     },
@@ -36,6 +36,8 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let bridge = use_bridge(Memo::new(move |_| tab.get() == Tab::Dashboard));
     provide_context(bridge);
     provide_context(use_reservations(Memo::new(move |_| tab.get() == Tab::Dashboard)));
+    // The one process table's filter, which "Who uses what" (and the overview) set.
+    let process_filter = provide_process_filter();
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {
@@ -54,7 +56,7 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                     <WhoUsesWhat state=state />
                     <Overview state=state indices=indices theme=theme />
                     <ReservationsPanel state=state />
-                    <ProcessTables state=state indices=indices />
+                    <ProcessTable state=state filter=process_filter />
                     <BridgePanel state=state bridge=bridge />
                     <HistorySection state=state indices=indices theme=theme />
                 </Show>

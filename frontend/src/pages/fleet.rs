@@ -80,7 +80,10 @@ pub fn FleetPage() -> impl IntoView {
         let filter = filter.get();
         fleet.with(|f| {
             let Some(f) = f.as_ref() else { return Vec::new() };
-            f.gpus.iter().filter(|g| filter.matches(g)).map(|g| fleet_row(g, node_of(f, g))).collect::<Vec<_>>()
+            let gpus = f.gpus.iter().filter(|g| filter.matches(g)).map(|g| fleet_row(g, node_of(f, g)));
+            // Down hosts with no GPU figures get a row of their own rather than none.
+            let down = f.nodes.iter().filter(|n| n.gpus == 0 && filter.matches_node(n)).map(down_row);
+            gpus.chain(down).collect::<Vec<_>>()
         })
     };
     let shown =
@@ -168,6 +171,8 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
     };
     let state = if gpu.lost {
         "lost".to_owned()
+    } else if let Some(node) = node.filter(|n| n.up == Some(false)) {
+        down_text(node)
     } else if gpu.stale {
         match node.and_then(|n| n.last_seen_ms) {
             Some(ms) => format!("stale since {}", format::time_of_day(ms as f64, true)),
@@ -198,6 +203,31 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
             <td class="fleet-power">{or_na(gpu.power_w, |w| format!("{w:.0} W"))}</td>
             <td class="fleet-users">{users}</td>
             <td class="fleet-state">{state}</td>
+        </tr>
+    }
+    .into_any()
+}
+
+/// "down since 14:02:11: connection refused", "down (never scraped): …".
+fn down_text(node: &FleetNode) -> String {
+    let since = node.last_seen_ms.map_or_else(
+        || "down (no good scrape in the window)".to_owned(),
+        |ms| format!("down since {}", format::day_and_time(ms as f64)),
+    );
+    match &node.last_error {
+        Some(error) => format!("{since}: {error}"),
+        None => since,
+    }
+}
+
+/// `tr.fleet-row.fleet-down` of a host whose target is down and whose GPUs Prometheus never saw in the window.
+fn down_row(node: &FleetNode) -> AnyView {
+    view! {
+        <tr class="fleet-row fleet-stale fleet-down" data-host=node.hostname.clone()>
+            <td class="fleet-host"><span title=node.instance.clone()>{node.hostname.clone()}</span></td>
+            <td class="fleet-gpu">"—"</td>
+            <td class="fleet-model" colspan="6">"no GPU figures: Prometheus cannot scrape this host"</td>
+            <td class="fleet-state">{down_text(node)}</td>
         </tr>
     }
     .into_any()

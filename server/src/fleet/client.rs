@@ -173,6 +173,43 @@ impl PrometheusClient {
             .collect())
     }
 
+    /// The active scrape targets that are not up (`GET /api/v1/targets?state=active`), with the
+    /// error of their last scrape. Not every Prometheus-compatible server has this API: a caller
+    /// treats an error as "no errors known".
+    pub async fn down_targets(&self) -> Result<Vec<DownTarget>, PrometheusError> {
+        let url = self.base.to_string();
+        let targets_url = self.base.join("api/v1/targets").map_err(|e| PrometheusError::Decode {
+            url: url.clone(),
+            reason: format!("cannot form the targets URL: {e}"),
+        })?;
+        let request = self.http.get(targets_url).query(&[("state", "active")]);
+        let request = match &self.auth {
+            PrometheusAuth::None => request,
+            PrometheusAuth::Bearer(token) => request.bearer_auth(token),
+            PrometheusAuth::Basic { user, password } => request.basic_auth(user, Some(password)),
+        };
+        let response = request.send().await.map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(PrometheusError::Status { url, status: status.as_u16() });
+        }
+        let answer: TargetsAnswer =
+            response.json().await.map_err(|e| PrometheusError::Decode { url, reason: e.to_string() })?;
+        Ok(answer
+            .data
+            .active_targets
+            .into_iter()
+            .filter(|t| t.health != "up")
+            .filter_map(|t| {
+                Some(DownTarget {
+                    instance: t.labels.get("instance")?.clone(),
+                    job: t.labels.get("job").cloned().unwrap_or_default(),
+                    last_error: Some(t.last_error).filter(|e| !e.is_empty()),
+                })
+            })
+            .collect())
+    }
+
     fn transport_error(&self, e: &reqwest::Error) -> PrometheusError {
         let url = self.base.to_string();
         if e.is_timeout() {
@@ -271,6 +308,38 @@ struct Answer {
 struct Data {
     result_type: String,
     result: serde_json::Value,
+}
+
+/// A scrape target Prometheus could not scrape last time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DownTarget {
+    pub instance: String,
+    pub job: String,
+    /// Prometheus's words, e.g. "Get \"http://gpu-07:7070/metrics\": connection refused".
+    pub last_error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TargetsAnswer {
+    data: TargetsData,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TargetsData {
+    #[serde(default)]
+    active_targets: Vec<RawTarget>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawTarget {
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    health: String,
+    #[serde(default)]
+    last_error: String,
 }
 
 #[derive(Deserialize)]

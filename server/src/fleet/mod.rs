@@ -7,6 +7,7 @@
 //! wait for it asynchronously, never holding a runtime thread.
 
 pub mod client;
+pub mod down;
 pub mod model;
 
 use std::sync::{Arc, Mutex};
@@ -170,9 +171,17 @@ impl Fleet {
             let promql = q.promql(self.config.window);
             async move { (q, self.client.query(&promql, time_s).await) }
         });
+        let (results, down) = futures_util::future::join(futures_util::future::join_all(queries), async {
+            // Only for the scrape errors' words: a server without the targets API still has a fleet.
+            self.client.down_targets().await.unwrap_or_else(|e| {
+                tracing::debug!("fleet: no scrape errors to show: {e}");
+                Vec::new()
+            })
+        })
+        .await;
         let mut answers = Answers::new();
         let mut error = None;
-        for (query, result) in futures_util::future::join_all(queries).await {
+        for (query, result) in results {
             match result {
                 Ok(series) => {
                     answers.insert(query, series);
@@ -195,7 +204,9 @@ impl Fleet {
                 response.error = Some(e.to_string());
             }
             None => {
-                let FleetView { nodes, gpus, summary, choices } = model::join(&answers);
+                let mut view = model::join(&answers);
+                down::add_down_targets(&mut view, &answers, &down);
+                let FleetView { nodes, gpus, summary, choices } = view;
                 response.nodes = nodes;
                 response.gpus = gpus;
                 response.summary = summary;
@@ -206,13 +217,19 @@ impl Fleet {
     }
 }
 
-/// `response` with only the GPUs `filter` passes, and the nodes that have one.
+/// `response` with only the GPUs `filter` passes, the nodes that have one, and the down nodes
+/// without GPU figures that its host filter passes.
 pub fn filtered(response: &FleetResponse, filter: &FleetFilter) -> FleetResponse {
     if filter.is_empty() {
         return response.clone();
     }
     let gpus: Vec<_> = response.gpus.iter().filter(|g| filter.matches(g)).cloned().collect();
-    let nodes = response.nodes.iter().filter(|n| gpus.iter().any(|g| g.instance == n.instance)).cloned().collect();
+    let nodes = response
+        .nodes
+        .iter()
+        .filter(|n| gpus.iter().any(|g| g.instance == n.instance) || (n.gpus == 0 && filter.matches_node(n)))
+        .cloned()
+        .collect();
     FleetResponse { gpus, nodes, ..response.clone() }
 }
 

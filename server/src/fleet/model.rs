@@ -239,6 +239,7 @@ fn node(index: &Indexed<'_>, keys: &BTreeSet<GpuKey>, instance: &str) -> FleetNo
         up: up_now,
         stale: up_now != Some(true) || (has_gpus && !any_present),
         last_seen_ms: index.last_seen.get(instance).map(|s| (s.value * 1000.0) as u64),
+        last_error: None,
         gpus: 0,
         free_gpus: 0,
     }
@@ -342,7 +343,7 @@ fn idle(used: Option<u64>, total: Option<u64>, util: Option<f64>) -> bool {
 }
 
 /// "gpu-07:9400" → "gpu-07"; "[::1]:9400" → "[::1]".
-fn host_of(instance: &str) -> &str {
+pub(super) fn host_of(instance: &str) -> &str {
     match instance.rsplit_once(':') {
         Some((host, port)) if port.chars().all(|c| c.is_ascii_digit()) && !host.is_empty() => host,
         _ => instance,

@@ -277,7 +277,9 @@ impl Telemetry {
         }
         let mut snapshot = self.read_live(|live| Snapshot {
             seq: live.seq,
-            host: self.host.clone(),
+            // Sockets do not tell admins apart: the driver's error goes out without file paths
+            // (an admin has the full text in `/api/devices` and the log).
+            host: self.host.without_paths(),
             devices: self.devices.clone(),
             latest: live.latest.clone(),
             history: self

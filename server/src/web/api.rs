@@ -6,8 +6,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
 use shared::activity::gpu_state;
+use shared::auth::Role;
 use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
 use shared::reservations::{free_unreserved, intruders};
+use shared::status::{degraded_reasons, status_of};
 use shared::{Device, DevicesResponse};
 
 use super::auth::Caller;
@@ -45,7 +47,13 @@ pub async fn devices(State(state): State<AppState>, caller: Option<Extension<Cal
             processes: processes.iter().filter(|p| p.device == info.index).cloned().collect(),
         })
         .collect();
-    Json(DevicesResponse { host: telemetry.host().clone(), devices })
+    // Where the server keeps its files (in a driver's error) is for admins only.
+    let admin = caller.as_deref().map_or_else(
+        || state.auth.anonymous().is_some_and(|a| a.role >= Role::Admin),
+        |c| c.identity.role >= Role::Admin,
+    );
+    let host = if admin { telemetry.host().clone() } else { telemetry.host().without_paths() };
+    Json(DevicesResponse { host, devices })
 }
 
 /// Body of `GET /api/processes`.
@@ -101,21 +109,30 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
 
 #[derive(Serialize)]
 struct Health {
+    /// "ok", "degraded" (see `reasons`) or "stalled".
     status: &'static str,
+    /// Why the status is not "ok", one sentence each (no file paths: `/healthz` is public).
+    reasons: Vec<String>,
     simulated: bool,
     devices: usize,
     last_sample_age_ms: Option<u64>,
 }
 
-/// `GET /healthz`: 200 while samples keep coming, 503 when the sampler stalled.
+/// `GET /healthz`: 200 while samples keep coming ("ok", or "degraded" with the reasons when no
+/// driver was found or a GPU is lost: the server itself is alive), 503 when the sampler stalled.
 pub async fn healthz(State(state): State<AppState>) -> Response {
     let telemetry = &state.telemetry;
     let age = telemetry.last_tick().1.map(|t| now_ms().saturating_sub(t));
     // Three missed periods, and never less than five seconds, before calling it stalled.
     let stale_after = (3 * telemetry.host().interval_ms).max(5_000);
     let healthy = age.is_some_and(|age| age <= stale_after);
+    let mut reasons = degraded_reasons(telemetry.host(), &telemetry.latest());
+    if !healthy {
+        reasons.insert(0, format!("no sample for over {} ms", stale_after));
+    }
     let body = Health {
-        status: if healthy { "ok" } else { "stalled" },
+        status: if healthy { status_of(&reasons).as_str() } else { "stalled" },
+        reasons,
         simulated: telemetry.host().simulated,
         devices: telemetry.devices().len(),
         last_sample_age_ms: age,
