@@ -30,6 +30,7 @@ mod fleet;
 mod gpm;
 mod history;
 mod lab;
+mod lab_busy;
 mod lab_checks;
 mod lab_store;
 mod metrics;

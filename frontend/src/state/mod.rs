@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod history;
 pub mod lab;
 pub mod lab_form;
+pub mod lab_target;
 
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,

@@ -299,8 +299,8 @@ mod tests {
         let line = takeaway(ExperimentKind::Memory, &result(vec![], steps)).unwrap();
         assert!(line.ends_with("can use it now"), "{line}");
         // A pool that caches nothing (the faulty one) has nothing to return, and says so.
-        let uncached = vec![step("start", 0, 0), step("alloc block 1", GIB, GIB), step("empty_cache", 0, 0)];
-        let uncached = vec![uncached[0].clone(), uncached[1].clone(), step("free all", 0, 0), uncached[2].clone()];
+        let uncached =
+            vec![step("start", 0, 0), step("alloc block 1", GIB, GIB), step("free all", 0, 0), step("empty_cache", 0, 0)];
         assert!(takeaway(ExperimentKind::Memory, &result(vec![], uncached)).unwrap().contains("nothing to return"));
         assert_eq!(takeaway(ExperimentKind::Memory, &result(vec![], vec![])), None, "no steps, no line");
     }
