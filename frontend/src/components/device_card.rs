@@ -11,7 +11,6 @@ use shared::{
 
 use crate::{
     components::{
-        empty_cache::EmptyCache,
         format::{self, mhz, na, percent},
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
@@ -147,7 +146,6 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     wide=true
                 />
             </dl>
-            <EmptyCache index=index />
             <HealthDetails state=state index=index />
         </article>
     }

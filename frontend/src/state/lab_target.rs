@@ -32,14 +32,13 @@ pub fn gpu_choices(state: &DashboardState, reservations: &[Reservation], now_ms:
         .iter()
         .map(|device| {
             let index = device.info.index;
-            let (word, owners) = status(state, reservations, now_ms, index, free.contains(&index));
-            let owners = if owners.is_empty() { String::new() } else { format!(": {owners}") };
-            GpuChoice { index, label: format!("GPU {index} — {word}{owners} ({})", device.info.name), state: word }
+            let (word, detail) = status(state, reservations, now_ms, index, free.contains(&index));
+            GpuChoice { index, label: format!("GPU {index} — {word}{detail} ({})", device.info.name), state: word }
         })
         .collect()
 }
 
-/// The state word of GPU `index` and who holds it ("ana 20.0 GiB, bo 1.00 GiB"; "by bo" when reserved).
+/// The state word of GPU `index` and who holds it (": ana 20.0 GiB, bo 1.00 GiB"; " by bo" when reserved).
 fn status(
     state: &DashboardState,
     reservations: &[Reservation],
@@ -61,8 +60,11 @@ fn status(
         .collect::<Vec<_>>()
         .join(", ");
     let owners = if owners.is_empty() && !on_it.is_empty() { "someone (sign in to see)".to_owned() } else { owners };
+    let owners = if owners.is_empty() { owners } else { format!(": {owners}") };
     match (use_state, holder(reservations, index, now_ms)) {
-        (GpuState::Free, Some(r)) => ("reserved", format!("by {}", r.user)),
+        // Anonymous viewers see "reserved" for the holder's name: no "by" then.
+        (GpuState::Free, Some(r)) if r.redacted => ("reserved", String::new()),
+        (GpuState::Free, Some(r)) => ("reserved", format!(" by {}", r.user)),
         (GpuState::HeldIdle, _) => ("held idle", owners),
         (_, _) => ("busy", owners),
     }
@@ -166,7 +168,7 @@ mod tests {
                 "GPU 0 — busy: ana 20.0 GiB (NVIDIA H200)",
                 "GPU 1 — busy: bo 3.00 GiB (NVIDIA H200)",
                 "GPU 2 — lost (NVIDIA H200)",
-                "GPU 3 — reserved: by bo (NVIDIA H200)",
+                "GPU 3 — reserved by bo (NVIDIA H200)",
                 "GPU 4 — free (NVIDIA H200)",
             ]
         );
