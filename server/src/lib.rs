@@ -455,9 +455,10 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         interval: config.interval,
         store,
         lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
-        // The lab's part of --simulate-fault (wrong-result); the simulator injects the rest.
+        // The lab's part of --simulate-fault (wrong-result); the simulator injects the rest. The simulator's
+        // processes make GPUs busy for the lab as NVML's do on hardware.
         simulated_lab: lab::SimulatedLab {
-            probe: Some(Arc::new(lab::guards::SimulatedProbe::with_faults(&config.faults))),
+            probe: Some(Arc::new(lab::guards::SimulatedProbe::with_faults(&config.faults).following_simulator())),
             ..lab::SimulatedLab::default()
         },
         exposed_without_auth: exposed && auth.tokens.is_empty(),

@@ -1,6 +1,7 @@
 //! The Lab view in a real browser, against the simulated lab: forms, plan
 //! notes, progress, the shared queue and Cancel, drawn results, recent runs,
-//! and the empty_cache button on the cards.
+//! the lab pool's empty_cache buttons, the experiments in PyTorch's words, and
+//! the picker and confirm step that keep the lab off others' GPUs.
 
 use std::time::Duration;
 
@@ -168,20 +169,26 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
             .await;
         eventually(10, "its chart drawn again", || async { (draws(&c, run).await > 0).then_some(()) }).await;
 
-        // The transfer left the lab's pool holding memory on GPU 0: empty_cache hands it back.
-        click(&c, "#tab-dashboard").await;
+        // The transfer left the lab's pool holding memory on GPU 0: empty_cache, on the Lab (not the
+        // Dashboard's cards), hands it back, and says whose pool it is.
+        assert_eq!(js(&c, "return document.querySelectorAll('.gpu-card button.empty-cache').length").await, 0);
+        let help = first_text(&c, "#lab-pool .lab-pool-help").await.unwrap_or_default();
+        assert!(help.contains("the lab's own pool") && help.contains("does not touch your process's"), "{help}");
         // The button is disabled while the lab's status still shows a run on GPU 0.
         eventually(10, "empty_cache enabled", || async {
-            let enabled = js(&c, "const b = document.querySelector('.gpu-card[data-index=\"0\"] button.empty-cache'); return !!b && !b.disabled").await;
+            let enabled = js(&c, "const b = document.querySelector('#lab-pool .lab-pool-gpu[data-index=\"0\"] button.empty-cache'); return !!b && !b.disabled").await;
             (enabled == serde_json::Value::Bool(true)).then_some(())
         })
         .await;
-        click(&c, ".gpu-card[data-index=\"0\"] button.empty-cache").await;
-        let released =
-            eventually(10, "released", || first_text(&c, ".gpu-card[data-index=\"0\"] .empty-cache-result")).await;
+        click(&c, "#lab-pool .lab-pool-gpu[data-index=\"0\"] button.empty-cache").await;
+        let released = eventually(10, "released", || {
+            first_text(&c, "#lab-pool .lab-pool-gpu[data-index=\"0\"] .empty-cache-result")
+        })
+        .await;
         assert!(released.starts_with("released "), "{released}");
         assert_ne!(released, "released 0 B", "the transfer's buffers were cached");
 
+        click(&c, "#tab-dashboard").await;
         click(&c, "#tab-lab").await;
         eventually(10, "the chart drawn after the tab switch", || async { (draws(&c, run).await > 0).then_some(()) })
             .await;
@@ -228,15 +235,13 @@ async fn the_queue_shows_a_run_waiting_behind_another_and_cancel_removes_it() {
         .await;
 
         // While GPU 0 runs, its empty_cache waits, and says why.
-        click(&c, "#tab-dashboard").await;
-        let button =
-            c.wait().for_element(Locator::Css(".gpu-card[data-index=\"0\"] button.empty-cache")).await.unwrap();
+        let pool_button = "#lab-pool .lab-pool-gpu[data-index=\"0\"] button.empty-cache";
+        let button = c.wait().for_element(Locator::Css(pool_button)).await.unwrap();
         assert!(button.attr("disabled").await.unwrap().is_some(), "disabled while a run is on the GPU");
         let title = button.attr("title").await.unwrap().unwrap_or_default();
         assert!(title.contains("queued or running"), "{title}");
 
         // A running run is cancelled at its next step.
-        click(&c, "#tab-lab").await;
         click(&c, &format!("#lab-queue tr.queue-entry[data-run=\"{first}\"] button.cancel-run")).await;
         eventually(10, "an empty queue", || async {
             texts(&c, "#lab-queue tr.queue-entry").await.is_empty().then_some(())
@@ -261,6 +266,85 @@ async fn without_cuda_the_lab_says_why_and_the_dashboard_still_works() {
         assert!(texts(&c, "button.run-button").await.is_empty());
         click(&c, "#tab-dashboard").await;
         eventually(10, "the no-GPU notice", || first_text(&c, "#no-gpus")).await;
+    })
+    .await;
+    server.stop().await;
+}
+
+/// The `<option>` texts of the GPU picker, by value.
+async fn picker(c: &Client) -> Vec<(String, String)> {
+    let options = js(c, "return [...document.querySelectorAll('#lab-device option')].map(o => [o.value, o.textContent])").await;
+    serde_json::from_value(options).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_lab_speaks_pytorch_and_asks_before_taking_every_gpu() {
+    let server = lab_server(4, 20).await;
+    // GPUs 0 and 2 start a simulated job at once; 1 and 3 idle for 20 s or more.
+    crate::support::eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
+        let processes: serde_json::Value = crate::support::get_json(&server, "/api/processes").await;
+        let on = |d: u32| processes["processes"].as_array().is_some_and(|l| l.iter().any(|p| p["device"] == d));
+        (on(0) && on(2)).then_some(())
+    })
+    .await;
+    let url = server.url("/");
+    with_browser(1400, 1000, |c| async move {
+        open_lab(&c, &url).await;
+        // The picker starts on the first free GPU, and every option says its state and owner.
+        let chosen = eventually(10, "a free GPU picked", || async {
+            let value = js(&c, "return document.querySelector('#lab-device').value").await;
+            value.as_str().filter(|v| *v != "0").map(str::to_owned)
+        })
+        .await;
+        assert_eq!(chosen, "1");
+        let options = picker(&c).await;
+        assert_eq!(options.len(), 4, "{options:?}");
+        assert!(options[0].1.starts_with("GPU 0 — busy: ") && options[0].1.contains("GiB"), "{options:?}");
+        assert!(options[1].1.starts_with("GPU 1 — free"), "{options:?}");
+
+        // Each form shows its experiment in PyTorch.
+        let snippet = js(&c, "return document.querySelector('form.lab-form[data-kind=transfer] .lab-pytorch code').textContent").await;
+        assert!(snippet.as_str().is_some_and(|s| s.contains("pin_memory=True") && s.contains("non_blocking=True")));
+
+        // p2p takes every GPU: the form asks first, naming each with its owner; Cancel queues nothing.
+        click(&c, "button.run-button[data-kind=p2p]").await;
+        let question = eventually(5, "the confirm step", || first_text(&c, "form.lab-form[data-kind=p2p] .lab-confirm-question")).await;
+        assert!(question.starts_with("This run takes 4 GPUs at once"), "{question}");
+        assert!(question.contains("GPU 0 — busy: ") && question.contains("GPU 1 — free"), "{question}");
+        click(&c, "form.lab-form[data-kind=p2p] button.cancel-run").await;
+        eventually(5, "the question gone", || async { texts(&c, ".lab-confirm").await.is_empty().then_some(()) }).await;
+        assert_eq!(shown_run(&c).await, None, "nothing was queued");
+        type_into(&c, "form.lab-form[data-kind=p2p] input[name=repetitions]", "2").await;
+        click(&c, "button.run-button[data-kind=p2p]").await;
+        click(&c, "form.lab-form[data-kind=p2p] button.confirm-run").await;
+        let p2p = eventually(5, "the p2p run", || shown_run(&c)).await;
+
+        // Its result: the takeaway computed from its figures, and the snippet, under the heatmaps.
+        eventually(20, "the heatmaps drawn", || async { (draws(&c, p2p).await > 0).then_some(()) }).await;
+        let takeaway = eventually(5, "the takeaway", || first_text(&c, "#lab-run .lab-takeaway")).await;
+        assert!(takeaway.starts_with("Takeaway: peer access made copies") && takeaway.contains("GB/s"), "{takeaway}");
+        let code = first_text(&c, "#lab-run .lab-pytorch code").await.unwrap_or_default();
+        assert!(code.contains("torch.cuda.can_device_access_peer"), "{code}");
+        // Long notes show their first sentence; the rest opens on demand.
+        let summaries = texts(&c, "#lab-run .lab-note-long summary").await;
+        assert!(summaries.iter().any(|s| s.starts_with("Bandwidth: one ")), "{summaries:?}");
+
+        // The memory run: the takeaway says what empty_cache returned; the chart names its steps.
+        click(&c, "button.run-button[data-kind=memory]").await;
+        let memory = eventually(5, "the memory run", || async { shown_run(&c).await.filter(|id| *id != p2p) }).await;
+        eventually(20, "the memory chart drawn", || async { (draws(&c, memory).await > 0).then_some(()) }).await;
+        let takeaway = eventually(5, "the memory takeaway", || first_text(&c, "#lab-run .lab-takeaway")).await;
+        assert!(takeaway.starts_with("Takeaway: empty_cache() returned 2.00 GiB to the driver"), "{takeaway}");
+        let legend = texts(&c, "#lab-run .lab-legend li").await;
+        assert!(legend.iter().any(|l| l == "device used (NVML), change since start"), "{legend:?}");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        let view = c.find(Locator::Css("#lab-run")).await.unwrap();
+        std::fs::write(dir.join("lab-memory.png"), view.screenshot().await.unwrap()).unwrap();
+        click(&c, &format!("#lab-runs tr.recent-run[data-run=\"{p2p}\"] .view-run")).await;
+        eventually(10, "the heatmaps drawn again", || async { (draws(&c, p2p).await > 0).then_some(()) }).await;
+        let view = c.find(Locator::Css("#lab-run")).await.unwrap();
+        std::fs::write(dir.join("lab-p2p.png"), view.screenshot().await.unwrap()).unwrap();
     })
     .await;
     server.stop().await;

@@ -34,6 +34,7 @@ mod gpm;
 mod health_status;
 mod history;
 mod lab;
+mod lab_busy;
 mod lab_checks;
 mod lab_store;
 mod metrics;

@@ -206,3 +206,30 @@ async fn experiments_on_different_gpus_run_at_the_same_time() {
     }
     server.stop().await;
 }
+
+#[tokio::test]
+async fn simulated_p2p_reports_no_peer_access_where_the_topology_has_none() {
+    // GPU 3 is another model than GPU 0: the simulated topology gives the pair no P2P ("NS").
+    let server = server(4, 1).await;
+    let topology: Topology = get_json(&server, "/api/topology").await;
+    assert_eq!(topology.pair(0, 3).expect("pair 0,3").p2p_read, "NS");
+    let pairs = json!([{ "a": 0, "b": 1 }, { "a": 0, "b": 3 }]);
+    let id = submit(&server, 0, json!({ "kind": "p2p", "pairs": pairs, "repetitions": 2 })).await;
+    let run = finished(&server, id).await;
+    assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary);
+    let result = run.result.expect("a result");
+    let enabled = result.matrices.iter().find(|m| m.name == "unidirectional, peer access enabled").expect("enabled");
+    let disabled = result.matrices.iter().find(|m| m.name == "unidirectional, peer access disabled").expect("off");
+    assert_eq!(enabled.devices, vec![0, 1, 3]);
+    assert!(enabled.cells[0][1].is_some(), "0 and 1 are NVLinked H200s: {:?}", enabled.cells);
+    assert_eq!((enabled.cells[0][2], enabled.cells[2][0]), (None, None), "no peer figures for 0 and 3");
+    assert!(disabled.cells[0][2].is_some() && disabled.cells[2][0].is_some(), "staged copies still measured");
+    assert!(!result.figures.iter().any(|f| f.name.starts_with("GPU 0→3") && f.name.ends_with("enabled")));
+    assert!(
+        result.notes.iter().any(|n| n.starts_with("GPUs 0 and 3 cannot access each other's memory")),
+        "said like hardware says it: {:?}",
+        result.notes
+    );
+    assert!(!result.checks.is_empty() && result.checks.iter().all(|c| c.passed), "{:?}", result.checks);
+    server.stop().await;
+}

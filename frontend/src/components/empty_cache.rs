@@ -1,5 +1,6 @@
-//! The empty_cache button on a GPU card: hands the lab's cached pool memory on
-//! that GPU back to the driver, and says how much it released.
+//! The empty_cache button of a GPU in the Lab's pool panel: hands the lab's cached pool
+//! memory on that GPU back to the driver, and says how much it released. It is the
+//! lab's pool, not the reader's process's (that one is the PyTorch bridge's).
 
 use leptos::{prelude::*, task::spawn_local};
 use shared::{auth::Role, units::format_bytes};
@@ -42,7 +43,10 @@ pub fn EmptyCache(index: u32) -> impl IntoView {
         if busy.get() {
             format!("GPU {index} has lab runs queued or running; empty the cache once they end")
         } else {
-            format!("Hand the lab's cached memory on GPU {index} back to the driver (like torch.cuda.empty_cache())")
+            format!(
+                "Hand the lab's cached memory on GPU {index} back to the driver (torch.cuda.empty_cache() for the \
+                 lab's own pool; your process's cache is not touched)"
+            )
         }
     };
     view! {

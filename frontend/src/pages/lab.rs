@@ -4,14 +4,19 @@
 use leptos::prelude::*;
 
 use crate::{
-    components::lab::{
-        forms::{ExperimentForm, RunTarget, offered},
-        queue::LabQueue,
-        run_view::RunView,
-        runs::RecentRuns,
-        topology::TopologyMatrix,
+    components::{
+        empty_cache::EmptyCache,
+        lab::{
+            forms::{ExperimentForm, RunTarget, offered},
+            queue::LabQueue,
+            run_view::RunView,
+            runs::RecentRuns,
+            topology::TopologyMatrix,
+        },
     },
-    hooks::{lab::Lab, telemetry::Telemetry, theme::Theme},
+    hooks::{lab::Lab, reservations::use_reservations, telemetry::Telemetry, theme::Theme},
+    pages::Tab,
+    state::lab_target::{default_gpu, gpu_choices},
 };
 
 #[component]
@@ -20,6 +25,24 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
     let state = telemetry.state;
     let device = RwSignal::new(0u32);
     let force = RwSignal::new(false);
+    // Each GPU with its state and owners, "free" by the rule the dashboard's "Free: GPU …" uses.
+    // The Dashboard's reservations are its own context: the Lab reads the list while it is shown.
+    let tab = use_context::<ReadSignal<Tab>>();
+    let reservations = use_reservations(Memo::new(move |_| tab.is_some_and(|t| t.get() == Tab::Lab)));
+    let choices = Memo::new(move |_| {
+        let (list, now) = reservations.list.with(|l| (l.reservations.clone(), l.now_ms));
+        state.with(|s| gpu_choices(s, &list, now))
+    });
+    // The picker starts on a free GPU, once: a GPU that turns busy later does not move it under the reader.
+    let defaulted = StoredValue::new(false);
+    Effect::new(move |_| {
+        let choices = choices.get();
+        if !choices.is_empty() && !defaulted.get_value() {
+            defaulted.set_value(true);
+            device.set(default_gpu(&choices));
+        }
+    });
+    let indexes = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
     // Memos: the view below is rebuilt only when availability changes, not at every lab event.
     let available = Memo::new(move |_| lab.state.with(|s| s.available()));
     let reason = Memo::new(move |_| {
@@ -56,15 +79,31 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                     </Show>
                     <div class="lab-layout">
                         <div class="lab-column">
-                            <RunTarget state=state device=device force=force />
+                            <RunTarget choices=choices device=device force=force />
                             <div class="lab-forms">
                                 {move || {
                                     experiments()
                                         .into_iter()
-                                        .map(|info| view! { <ExperimentForm info=info device=device force=force /> })
+                                        .map(|info| view! { <ExperimentForm info=info choices=choices device=device force=force /> })
                                         .collect_view()
                                 }}
                             </div>
+                            <section id="lab-pool" class="lab-panel lab-pool-panel" aria-labelledby="lab-pool-title">
+                                <h3 id="lab-pool-title" class="lab-panel-title">"The lab's memory pool"</h3>
+                                <p class="lab-pool-help">
+                                    "empty_cache here empties the lab's own pool on that GPU: the memory gpudash's experiments cached. "
+                                    "It does not touch your process's cache. For your own, call torch.cuda.empty_cache() in it, "
+                                    "or use the PyTorch bridge's remote empty_cache on the Dashboard."
+                                </p>
+                                <ul class="lab-pool-list">
+                                    {move || indexes.get().into_iter().map(|index| view! {
+                                        <li class="lab-pool-gpu" data-index=index>
+                                            <span class="lab-pool-name">{format!("GPU {index}")}</span>
+                                            <EmptyCache index=index />
+                                        </li>
+                                    }).collect_view()}
+                                </ul>
+                            </section>
                             <TopologyMatrix />
                         </div>
                         <div class="lab-column">

@@ -119,11 +119,44 @@ impl LabState {
     }
 }
 
+/// Notes longer than this collapse to their first sentence.
+pub const LONG_NOTE: usize = 160;
+
+/// A result note as the page shows it: whole when short; a long one as its first sentence,
+/// with the rest (or, with no sentence early on, the whole note) behind it.
+pub fn note_parts(note: &str) -> (String, Option<String>) {
+    if note.chars().count() <= LONG_NOTE {
+        return (note.to_owned(), None);
+    }
+    let sentence_end = note.match_indices(". ").map(|(i, _)| i + 1).find(|&i| i >= 20);
+    match sentence_end.filter(|&i| note[..i].chars().count() <= LONG_NOTE) {
+        Some(end) => (note[..end].to_owned(), Some(note[end..].trim_start().to_owned())),
+        None => {
+            let cut: String = note.chars().take(100).collect();
+            let cut = cut.rsplit_once(' ').map_or(cut.as_str(), |(head, _)| head).to_owned();
+            (format!("{cut}…"), Some(note.to_owned()))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use shared::lab::{ExperimentKind, Progress};
 
     use super::*;
+
+    #[test]
+    fn long_notes_collapse_to_their_first_sentence() {
+        assert_eq!(note_parts("Short."), ("Short.".to_owned(), None));
+        let long = format!("Host buffers are written before they are timed. {}", "More words here. ".repeat(12));
+        let (summary, rest) = note_parts(&long);
+        assert_eq!(summary, "Host buffers are written before they are timed.");
+        assert!(rest.unwrap().starts_with("More words here."));
+        let run_on = "word ".repeat(60);
+        let (summary, rest) = note_parts(&run_on);
+        assert!(summary.ends_with("word…") && summary.chars().count() <= 101, "{summary}");
+        assert_eq!(rest.as_deref(), Some(run_on.as_str()), "no sentence: the whole note behind it");
+    }
 
     fn run(id: u64, device: u32, status: RunStatus) -> RunSummary {
         RunSummary {

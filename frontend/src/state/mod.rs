@@ -9,6 +9,7 @@ pub mod history;
 pub mod lab;
 pub mod lab_form;
 pub mod process_filter;
+pub mod lab_target;
 
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,

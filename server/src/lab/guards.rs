@@ -85,6 +85,12 @@ pub trait DeviceProbe: Send + Sync {
         let _ = device;
         None
     }
+    /// Whether `a` and `b` can access each other's memory (`cuDeviceCanAccessPeer`); `None` where the probe
+    /// cannot say (the CUDA executor asks the driver itself).
+    fn peer_access(&self, a: u32, b: u32) -> Option<bool> {
+        let _ = (a, b);
+        None
+    }
     /// Whether runs on `device` must observe wrong results (the simulator's `wrong-result` fault), so
     /// their correctness checks can be seen to fail.
     fn wrong_results(&self, device: u32) -> bool {
@@ -153,11 +159,14 @@ pub fn parse_meminfo(text: &str) -> Option<HostMemory> {
     Some(HostMemory { total: field("MemTotal")?, available: field("MemAvailable")? })
 }
 
-/// The simulator's probe: memory from the telemetry hub, processes as a test sets them,
-/// peaks of an H200 on PCIe Gen5 x16.
+/// The simulator's probe: memory from the telemetry hub, processes as a test sets them (or, for
+/// `--simulate`, as the simulator lists them: [`SimulatedProbe::following_simulator`]), peer access
+/// as the simulated topology says, peaks of an H200 on PCIe Gen5 x16.
 #[derive(Debug, Default)]
 pub struct SimulatedProbe {
     telemetry: OnceLock<Arc<Telemetry>>,
+    /// Busy GPUs are those the simulator's processes compute on, as NVML's list makes them on hardware.
+    follows_simulator: bool,
     processes: Mutex<HashMap<u32, Vec<ComputeProcess>>>,
     failures: Mutex<HashMap<u32, String>>,
     /// GPUs whose runs observe wrong results.
@@ -172,6 +181,14 @@ impl SimulatedProbe {
             probe.attach(t);
         }
         probe
+    }
+
+    /// Takes the simulator's processes (the telemetry's latest list) as the GPUs' compute processes, so the
+    /// busy-GPU refusal applies under `--simulate` as on hardware; a GPU a test set processes for keeps those.
+    #[must_use]
+    pub fn following_simulator(mut self) -> Self {
+        self.follows_simulator = true;
+        self
     }
 
     /// Reads memory from `telemetry` from now on (the first call wins).
@@ -233,7 +250,18 @@ impl DeviceProbe for SimulatedProbe {
 
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
         let map = self.processes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        Ok(map.get(&device).cloned().unwrap_or_default())
+        if let Some(set) = map.get(&device) {
+            return Ok(set.clone());
+        }
+        match self.telemetry.get().filter(|_| self.follows_simulator) {
+            Some(telemetry) => Ok(simulator_processes(telemetry, device)),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn peer_access(&self, a: u32, b: u32) -> Option<bool> {
+        let topology = self.telemetry.get()?.topology()?;
+        Some(topology.pair(a, b)?.p2p_read == "OK")
     }
 
     fn host_memory(&self) -> Result<HostMemory, MeminfoError> {
@@ -243,6 +271,19 @@ impl DeviceProbe for SimulatedProbe {
     fn peaks(&self, _device: u32) -> LinkPeaks {
         LinkPeaks::new(Some(PcieLink { generation: 5, width: 16 }), Some(6016), Some(3201))
     }
+}
+
+/// The compute processes the simulator lists on `device`, plus gpudash itself: the simulator never
+/// lists the lab, where NVML would once it holds a context, and an unlisted lab would make
+/// [`check_processes`] take one of the others for it.
+fn simulator_processes(telemetry: &Telemetry, device: u32) -> Vec<ComputeProcess> {
+    let details = telemetry.details();
+    let compute = details
+        .processes
+        .iter()
+        .filter(|p| p.device == device && p.kind != shared::processes::ProcessKind::Graphics)
+        .map(|p| ComputeProcess { pid: p.pid, used_bytes: p.used_memory });
+    compute.chain(std::iter::once(ComputeProcess { pid: std::process::id(), used_bytes: None })).collect()
 }
 
 /// Why the lab will not start a run on a GPU.

@@ -35,6 +35,9 @@ pub(super) fn empty(chart: ChartSpec, unit: &str) -> RunResult {
     }
 }
 
+/// The memory chart's third curve: the device's used memory (NVML, every process) less what it was at the start.
+pub const NVML_CHANGE: &str = "device used (NVML), change since start";
+
 /// The memory experiment's readings.
 #[derive(Debug, Clone, Default)]
 pub struct MemoryMeasurements {
@@ -61,10 +64,13 @@ pub fn memory(m: MemoryMeasurements) -> RunResult {
             })
             .collect(),
     };
+    // NVML's figure counts every process on the GPU: drawn as is, it would dwarf the pool. Its change
+    // since the start is what this run did to the device, on the pool's own scale.
+    let nvml_start = m.steps.first().and_then(|s| s.nvml_used);
     r.series = vec![
         curve("allocated (pool used)", &|s| Some(s.allocated)),
         curve("reserved (pool reserved)", &|s| Some(s.reserved)),
-        curve("device used (NVML)", &|s| s.nvml_used),
+        curve(NVML_CHANGE, &|s| Some(s.nvml_used?.saturating_sub(nvml_start?))),
     ];
     r.figures.extend(figure("allocation served from the pool", "µs", summarize(&m.pooled_us)));
     r.figures.extend(figure("fresh allocation from the driver", "µs", summarize(&m.fresh_us)));
@@ -300,6 +306,22 @@ pub fn precision(samples: &[GemmSample]) -> RunResult {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_chart_draws_nvml_as_the_change_since_the_start() {
+        const GIB: u64 = 1 << 30;
+        let step = |label: &str, allocated, reserved, nvml| MemoryStep {
+            label: label.into(),
+            allocated,
+            reserved,
+            nvml_used: Some(nvml),
+        };
+        let steps = vec![step("start", 0, 0, 90 * GIB), step("alloc block 1", GIB, GIB, 91 * GIB + (1 << 29))];
+        let r = memory(MemoryMeasurements { steps, ..MemoryMeasurements::default() });
+        let nvml = r.series.iter().find(|s| s.name == NVML_CHANGE).unwrap();
+        let gib: Vec<f64> = nvml.points.iter().map(|p| p.y.median).collect();
+        assert_eq!(gib, [0.0, 1.5], "90 GiB others hold is not drawn");
+    }
 
     #[test]
     fn transfer_has_curves_references_and_efficiency() {

@@ -307,15 +307,21 @@ impl SimulatedExecutor {
 
 impl SimulatedExecutor {
     /// Two H200s on NV18: ~395 GB/s one way (PyTorch's figure on the lent pair), staged through the
-    /// host with peer access off.
+    /// host with peer access off; pairs the simulated topology gives no P2P are measured staged only.
     fn p2p(&mut self, p: &P2pParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
         let size = p.size as f64;
         let ms = |gbps: f64, latency_us: f64, bytes: f64| latency_us / 1e3 + bytes / (gbps * 1e9) * 1e3;
         let mut samples = Vec::new();
         let mut checks = Vec::new();
         let latency_n = p.repetitions * LATENCY_REPETITIONS_PER_REPETITION;
+        let mut no_peer_access = Vec::new();
         for (i, pair) in p.pairs.iter().enumerate() {
-            for peer in [true, false] {
+            // As on hardware: where the topology says the GPUs cannot reach each other, no peer-enabled copies.
+            let peer_ok = ctx.probe.peer_access(pair.a, pair.b) != Some(false);
+            if !peer_ok {
+                no_peer_access.push(*pair);
+            }
+            for peer in [true, false].into_iter().filter(|&peer| peer_ok || !peer) {
                 let (uni, bidi, latency_us) = if peer { (395.0, 740.0, 2.4) } else { (21.0, 33.0, 11.5) };
                 for (from, to) in [(pair.a, pair.b), (pair.b, pair.a)] {
                     // Copies to a faulty GPU land wrong.
@@ -333,7 +339,7 @@ impl SimulatedExecutor {
                 self.pace(ctx, done, &format!("GPU {} ↔ {}, {mode}", pair.a, pair.b))?;
             }
         }
-        Ok(p2p::report(P2pMeasurements { devices: p.devices(), size: p.size, samples, no_peer_access: vec![], checks }))
+        Ok(p2p::report(P2pMeasurements { devices: p.devices(), size: p.size, samples, no_peer_access, checks }))
     }
 }
 

@@ -169,6 +169,9 @@ pub fn text(run: &Run) -> String {
     for note in &r.notes {
         let _ = writeln!(out, "   note: {note}");
     }
+    if let Some(line) = shared::lab::pytorch::takeaway(s.kind, r) {
+        let _ = writeln!(out, "   in PyTorch: {line}");
+    }
     out
 }
 

@@ -46,7 +46,12 @@ impl RunChart<'_> {
             .chain(self.previous)
             .flat_map(|r| r.series.iter().flat_map(|s| s.points.iter().map(|p| p.x)))
             .collect();
-        let x_ticks = if log_x {
+        // The memory experiment's x is its steps: named ("alloc 3", "free all", "empty_cache"), one tick each.
+        let steps: Vec<String> =
+            result.memory_steps.iter().map(|s| step_label(&s.label, look.width, result.memory_steps.len())).collect();
+        let x_ticks = if !steps.is_empty() && !log_x {
+            (0..steps.len()).map(|i| i as f64).collect()
+        } else if log_x {
             log_ticks_at(measured.iter().copied(), x.clone(), max_x_ticks)
         } else {
             linear_ticks(x.start, x.end, max_x_ticks)
@@ -54,6 +59,9 @@ impl RunChart<'_> {
         let y_ticks = if log_y { decade_ticks(y.start, y.end) } else { linear_ticks(y.start, y.end, 6) };
         let bytes = x_desc.contains("bytes");
         let x_label = |t: f64| {
+            if let Some(step) = usize::try_from(t.round() as i64).ok().and_then(|i| steps.get(i)).filter(|_| !log_x) {
+                return step.clone();
+            }
             let v = if log_x { snap(from_axis(t, true), &measured) } else { t };
             if bytes { exact_bytes(v.round() as u64) } else { three_digits(v) }
         };
@@ -272,7 +280,7 @@ fn heatmap<DB: DrawingBackend>(
     area.draw(&Text::new(caption, (look.px(8.0) as i32, look.px(4.0) as i32), font))?;
     let inner = area.margin(look.px(18.0), 0, 0, 0);
     let mut chart = Plot::frame(&inner, look, &axes)?;
-    let (lo, hi) = bounds(matrix.cells.iter().flatten().flatten().copied());
+    let (_, hi) = bounds(matrix.cells.iter().flatten().flatten().copied());
     let style = look.font(11.0).color(&look.palette.text).pos(Pos::new(HPos::Center, VPos::Center));
     for (r, cells) in matrix.cells.iter().enumerate() {
         let y = (n - 1 - r) as f64;
@@ -280,8 +288,7 @@ fn heatmap<DB: DrawingBackend>(
             let x = c as f64;
             let (fill, text) = match cell {
                 Some(v) => {
-                    let t = if hi > lo { (v - lo) / (hi - lo) } else { 1.0 };
-                    let t = if matrix.higher_is_better { t } else { 1.0 - t };
+                    let t = shade(*v, hi, matrix.higher_is_better);
                     (look.palette.line.mix(0.15 + 0.75 * t), three_digits(*v))
                 }
                 None => (look.palette.grid.mix(0.25), "—".to_owned()),
@@ -293,9 +300,47 @@ fn heatmap<DB: DrawingBackend>(
     Ok(())
 }
 
+/// A memory step's name on the x axis: "alloc block 3" reads "alloc 3", "free 4 blocks" "free 4"; where
+/// `count` names do not fit across `width` CSS pixels, the allocations are numbered only ("3").
+pub fn step_label(label: &str, width: f64, count: usize) -> String {
+    let crowded = width / (count.max(1) as f64) < 64.0;
+    if let Some(n) = label.strip_prefix("alloc block ") {
+        return if crowded { n.to_owned() } else { format!("alloc {n}") };
+    }
+    if let Some(n) = label.strip_prefix("free ").and_then(|rest| rest.strip_suffix(" blocks")) {
+        return format!("free {n}");
+    }
+    label.to_owned()
+}
+
+/// How dark a heatmap cell is, 0 to 1 (1 the best): on a scale from 0 to the matrix's largest cell, not
+/// from its smallest, so 390 against 395 GB/s reads as nearly equal rather than as worst against best.
+pub(super) fn shade(value: f64, largest: f64, higher_is_better: bool) -> f64 {
+    let t = if largest > 0.0 { (value / largest).clamp(0.0, 1.0) } else { 1.0 };
+    if higher_is_better { t } else { 1.0 - t }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_steps_are_named_on_the_axis() {
+        assert_eq!(step_label("alloc block 3", 900.0, 12), "alloc 3");
+        assert_eq!(step_label("alloc block 3", 400.0, 12), "3", "crowded");
+        assert_eq!(step_label("free 4 blocks", 400.0, 12), "free 4");
+        assert_eq!(step_label("free all", 900.0, 12), "free all");
+        assert_eq!(step_label("empty_cache", 900.0, 12), "empty_cache");
+    }
+
+    #[test]
+    fn heatmaps_scale_from_zero() {
+        assert!(shade(390.0, 395.0, true) > 0.98, "near the best, not the lightest");
+        assert!((shade(21.0, 395.0, true) - 0.053).abs() < 0.001);
+        // Latency: lower is better, so the smaller figure is the darker.
+        assert!(shade(2.4, 11.5, false) > shade(11.5, 11.5, false));
+        assert_eq!(shade(0.0, 0.0, true), 1.0);
+    }
 
     #[test]
     fn span_kinds_drop_their_numbers() {

@@ -6,11 +6,13 @@
 //! durations `f64` milliseconds unless a field says otherwise.
 //!
 //! By topic: [`params`] (requests and parameters), [`results`] (runs and what
-//! they measured), [`events`] (status, queue and WebSocket events); every type
+//! they measured), [`events`] (status, queue and WebSocket events), [`pytorch`]
+//! (each experiment in PyTorch's words); every type
 //! is re-exported here, so `shared::lab::X` names each.
 
 pub mod events;
 pub mod params;
+pub mod pytorch;
 pub mod results;
 
 pub use events::{ExperimentInfo, LabDevice, LabEvent, LabStatus, QUEUE_LISTED, QueueEntry, TrimOutcome};

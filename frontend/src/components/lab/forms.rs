@@ -1,27 +1,28 @@
 //! The GPU picker, the "force" switch and one form per experiment, built from
 //! the experiment's defaults; a form shows what the reader must fix, the
-//! server's refusal as it is, or the plan the server made for the queued run.
+//! server's refusal as it is, or the plan the server made for the queued run,
+//! and the experiment in PyTorch.
 
 use leptos::{ev, prelude::*, task::spawn_local};
+use serde_json::Value;
 use shared::{
     auth::Role,
     lab::{CopyKind, ExperimentKind},
 };
 
+use super::pytorch::InPyTorch;
 use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
-        DashboardState,
         lab_form::{self, ExperimentDoc, Field, FieldKind, FieldValue},
+        lab_target::{GpuChoice, several_gpus_question},
     },
 };
 
-/// `#lab-device` and `#lab-force`: which GPU the forms run on, and whether to run beside other work.
+/// `#lab-device` and `#lab-force`: which GPU the forms run on (each option says whether it is free, busy,
+/// held idle, reserved or lost, and by whom), and whether to run beside other work.
 #[component]
-pub fn RunTarget(state: ReadSignal<DashboardState>, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
-    let devices = Memo::new(move |_| {
-        state.with(|s| s.devices.iter().map(|d| (d.info.index, d.info.name.clone())).collect::<Vec<_>>())
-    });
+pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
     view! {
         <div class="lab-target">
             <label class="lab-target-field">
@@ -33,13 +34,13 @@ pub fn RunTarget(state: ReadSignal<DashboardState>, device: RwSignal<u32>, force
                 >
                     {move || {
                         let chosen = device.get_untracked();
-                        devices
+                        choices
                             .get()
                             .into_iter()
-                            .map(|(index, name)| {
+                            .map(|c| {
                                 view! {
-                                    <option value=index.to_string() selected=index == chosen>
-                                        {format!("GPU {index} — {name}")}
+                                    <option value=c.index.to_string() data-state=c.state selected=c.index == chosen>
+                                        {c.label}
                                     </option>
                                 }
                             })
@@ -55,9 +56,30 @@ pub fn RunTarget(state: ReadSignal<DashboardState>, device: RwSignal<u32>, force
     }
 }
 
-/// `form.lab-form[data-kind]`: one experiment's parameters and its Run button.
+/// The GPUs a p2p request takes: those its pairs name, or every GPU when it names none.
+fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
+    let named: Vec<u32> = params["pairs"]
+        .as_array()
+        .map(|pairs| pairs.iter().flat_map(|p| [&p["a"], &p["b"]]).filter_map(Value::as_u64).collect::<Vec<_>>())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| u32::try_from(d).ok())
+        .collect();
+    let mut devices = if named.is_empty() { choices.iter().map(|c| c.index).collect() } else { named };
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+}
+
+/// `form.lab-form[data-kind]`: one experiment's parameters and its Run button; a run on several GPUs
+/// (p2p) first asks, naming each GPU with its state and owners (`.lab-confirm`).
 #[component]
-pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
+pub fn ExperimentForm(
+    info: ExperimentDoc,
+    choices: Memo<Vec<GpuChoice>>,
+    device: RwSignal<u32>,
+    force: RwSignal<bool>,
+) -> impl IntoView {
     let lab = expect_context::<Lab>();
     let session = expect_context::<Session>();
     let kind = info.kind;
@@ -66,8 +88,27 @@ pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSigna
     let error = RwSignal::new(None::<String>);
     let plan = RwSignal::new(Vec::<String>::new());
     let busy = RwSignal::new(false);
+    // The question asked before a run on several GPUs, and the parameters it would run with.
+    let confirm = RwSignal::new(None::<(String, Value)>);
     let may_run = move || session.allows(Role::Operator);
 
+    let send = move |params: Value| {
+        busy.set(true);
+        let (device, force) = (device.get_untracked(), force.get_untracked());
+        spawn_local(async move {
+            match lab.submit(device, params, force).await {
+                Ok(run) => {
+                    plan.try_set(run.plan.notes);
+                }
+                Err(failure) => {
+                    plan.try_set(Vec::new());
+                    error.try_set(Some(failure.message.clone()));
+                    session.unauthorized(&failure);
+                }
+            }
+            busy.try_set(false);
+        });
+    };
     let submit = {
         let fields = fields.clone();
         let values = values.clone();
@@ -83,21 +124,21 @@ pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSigna
                 }
             };
             error.set(None);
-            busy.set(true);
-            let (device, force) = (device.get_untracked(), force.get_untracked());
-            spawn_local(async move {
-                match lab.submit(device, params, force).await {
-                    Ok(run) => {
-                        plan.try_set(run.plan.notes);
-                    }
-                    Err(failure) => {
-                        plan.try_set(Vec::new());
-                        error.try_set(Some(failure.message.clone()));
-                        session.unauthorized(&failure);
-                    }
+            if kind == ExperimentKind::P2p {
+                let choices = choices.get_untracked();
+                let devices = p2p_devices(&params, &choices);
+                if devices.len() > 1 {
+                    confirm.set(Some((several_gpus_question(&choices, &devices), params)));
+                    return;
                 }
-                busy.try_set(false);
-            });
+            }
+            send(params);
+        }
+    };
+    let confirmed = move |_| {
+        if let Some((_, params)) = confirm.get_untracked() {
+            confirm.set(None);
+            send(params);
         }
     };
 
@@ -113,11 +154,18 @@ pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSigna
                     when=may_run
                     fallback=|| view! { <span class="role-hint">"Running experiments needs the operator role."</span> }
                 >
-                    <button type="submit" class="run-button" data-kind=kind.name() disabled=move || busy.get()>
+                    <button type="submit" class="run-button" data-kind=kind.name() disabled=move || busy.get() || confirm.with(Option::is_some)>
                         {format!("Run {}", kind.name())}
                     </button>
                 </Show>
             </div>
+            <Show when=move || confirm.with(Option::is_some)>
+                <div class="lab-confirm" role="alertdialog" aria-label="Run on several GPUs?">
+                    <p class="lab-confirm-question">{move || confirm.with(|c| c.as_ref().map(|(q, _)| q.clone()))}</p>
+                    <button type="button" class="confirm-run" on:click=confirmed>"Run on these GPUs"</button>
+                    <button type="button" class="cancel-run" on:click=move |_| confirm.set(None)>"Cancel"</button>
+                </div>
+            </Show>
             <Show when=move || error.with(Option::is_some)>
                 <p class="lab-error" role="alert">{move || error.get().unwrap_or_default()}</p>
             </Show>
@@ -127,6 +175,7 @@ pub fn ExperimentForm(info: ExperimentDoc, device: RwSignal<u32>, force: RwSigna
                     <ul>{move || plan.get().into_iter().map(|note| view! { <li>{note}</li> }).collect_view()}</ul>
                 </div>
             </Show>
+            <InPyTorch kind=kind />
         </form>
     }
 }

@@ -1,8 +1,10 @@
 //! The Lab view's parts: the experiment forms, the shared queue, a run's
-//! result (chart, figures, checks, notes) and the recent runs.
+//! result (chart, figures, checks, notes, the takeaway and the experiment in
+//! PyTorch) and the recent runs.
 
 pub mod chart;
 pub mod forms;
+pub mod pytorch;
 pub mod queue;
 pub mod run_view;
 pub mod runs;

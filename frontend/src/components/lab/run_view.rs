@@ -4,13 +4,14 @@
 
 use leptos::{html, logging, prelude::*, task::spawn_local};
 use shared::{
-    lab::{ChartSpec, RunResult, RunStatus},
+    lab::{ChartSpec, ExperimentKind, RunResult, RunStatus},
     lab_view::RunDoc,
     units::three_digits,
 };
 
 use super::{
     chart::{self, SERIES_COLORS, span_kind},
+    pytorch::{InPyTorch, takeaway},
     status_class, status_label,
 };
 use crate::{
@@ -23,6 +24,7 @@ use crate::{
         theme::Theme,
     },
     pages::Tab,
+    state::lab::note_parts,
 };
 
 /// The selected run, or a hint to pick one.
@@ -119,7 +121,10 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
             {move || run.with(|r| r.as_ref().filter(|r| !r.plan.notes.is_empty()).map(|r| view! {
                 <ul class="run-plan">{r.plan.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
             }))}
-            {move || result.get().map(|result| view! { <RunResultView id=id result=result previous=previous simulated=simulated() theme=theme /> })}
+            {move || {
+                let kind = run.with(|r| r.as_ref().map(|r| r.kind))?;
+                result.get().map(|result| view! { <RunResultView id=id kind=kind result=result previous=previous simulated=simulated() theme=theme /> })
+            }}
         </section>
     }
 }
@@ -149,6 +154,7 @@ fn run_facts(run: &RunDoc) -> impl IntoView + use<> {
 #[component]
 fn RunResultView(
     id: u64,
+    kind: ExperimentKind,
     result: RunResult,
     previous: RwSignal<Option<RunDoc>>,
     simulated: bool,
@@ -196,6 +202,7 @@ fn RunResultView(
     let figures = result.figures.clone();
     view! {
         <div class="run-result">
+            {takeaway(kind, &result)}
             <canvas
                 node_ref=canvas_ref
                 class="lab-chart"
@@ -212,10 +219,22 @@ fn RunResultView(
                     <li class="legend-previous">{move || format!("faint: previous run #{}", previous_id())}</li>
                 </Show>
             </ul>
+            <InPyTorch kind=kind open=true />
             <ul class="lab-notes">
                 {result.notes.iter().map(|note| {
                     let key = note.contains("zero page");
-                    view! { <li class="lab-note" class:lab-note-key=key>{note.clone()}</li> }
+                    match note_parts(note) {
+                        (whole, None) => view! { <li class="lab-note" class:lab-note-key=key>{whole}</li> }.into_any(),
+                        (first, Some(rest)) => view! {
+                            <li class="lab-note lab-note-long" class:lab-note-key=key>
+                                <details>
+                                    <summary>{first}</summary>
+                                    <p>{rest}</p>
+                                </details>
+                            </li>
+                        }
+                        .into_any(),
+                    }
                 }).collect_view()}
             </ul>
             <div class="table-scroll">

@@ -1,0 +1,69 @@
+//! The busy-GPU refusal under `--simulate`: the simulator's processes make a GPU busy
+//! for the lab as NVML's list does on hardware, so a run there is refused unless forced.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gpudash::lab::SimulatedLab;
+use gpudash::lab::guards::SimulatedProbe;
+use gpudash::telemetry::simulator::Simulator;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use shared::lab::{Run, RunStatus};
+use tokio::net::TcpListener;
+
+use crate::support::{TestServer, eventually, finished, get_json};
+
+/// Two simulated GPUs with the lab's probe as `--simulate` builds it: GPU 0 starts a job at once,
+/// GPU 1 only after an idle spell of 20 s or more.
+async fn simulate_server() -> TestServer {
+    let probe = Arc::new(SimulatedProbe::with_faults(&[]).following_simulator());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options {
+        simulated_lab: SimulatedLab { probe: Some(probe), step: Some(Duration::from_millis(1)) },
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.expect("start");
+    let base = format!("http://{}", running.addr());
+    TestServer { running, base }
+}
+
+async fn submit(server: &TestServer, device: u32, force: bool) -> (StatusCode, Value) {
+    let body = json!({ "device": device, "params": { "kind": "latency", "repetitions": 10 }, "force": force });
+    let response = reqwest::Client::new().post(server.url("/api/runs")).json(&body).send().await.expect("request");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+#[tokio::test]
+async fn a_gpu_the_simulator_computes_on_is_refused_unless_forced() {
+    let server = simulate_server().await;
+    let pid = eventually(10, "the simulator's job on GPU 0", || async {
+        let processes: Value = get_json(&server, "/api/processes").await;
+        processes["processes"].as_array()?.iter().find(|p| p["device"] == 0)?["pid"].as_u64()
+    })
+    .await;
+
+    let (status, body) = submit(&server, 0, false).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let error = body["error"].as_str().expect("a message");
+    assert!(
+        error.contains(&format!("GPU 0 has 1 other process(es) computing: pid {pid}")) && error.contains("force"),
+        "{error}"
+    );
+    let lab: Value = get_json(&server, "/api/lab").await;
+    assert_eq!(lab["queue"], json!([]), "a refusal queues nothing: {lab}");
+
+    // GPU 1 idles at first: the same run is taken there, and the lab does not count itself as another process.
+    let (status, body) = submit(&server, 1, false).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    let free: Run = serde_json::from_value(body).expect("a run");
+    assert_eq!(finished(&server, free.summary.id).await.summary.status, RunStatus::Succeeded);
+
+    let (status, body) = submit(&server, 0, true).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "forced: {body}");
+    let forced: Run = serde_json::from_value(body).expect("a run");
+    assert!(forced.plan.notes.iter().any(|n| n.contains("running anyway (forced)")), "{:?}", forced.plan.notes);
+    assert_eq!(finished(&server, forced.summary.id).await.summary.status, RunStatus::Succeeded);
+    server.stop().await;
+}
