@@ -26,7 +26,8 @@ const TABS: [(&str, &str); 6] = [
 ];
 
 /// A job, heat, an ECC error, an XID, full memory and a lost GPU among the 8.
-const FAULTS: [&str; 6] = ["job:0:ana:20:80@0s+1h", "hot:2@0s", "ecc:3@0s", "xid:4:79@0s", "memory-full:5@0s", "lost:7@0s"];
+const FAULTS: [&str; 6] =
+    ["job:0:ana:20:80@0s+1h", "hot:2@0s", "ecc:3@0s", "xid:4:79@0s", "memory-full:5@0s", "lost:7@0s"];
 
 fn axe_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("axe/node_modules/axe-core/axe.min.js")
@@ -205,16 +206,17 @@ async fn arrow_keys_move_between_tabs_and_the_skip_link_comes_first() {
 }
 
 /// Where the page is wider than the window: the document's scroll width, and every visible table
-/// cell whose right edge (or its scrolling wrapper's, where it has one) is past the window.
+/// cell, tab, button, link or field whose right edge (or its scrolling wrapper's, where it sits in
+/// one) is past the window; a parent that clips it (`overflow: hidden`) hides it, it does not fit it.
 const OFF_SCREEN: &str = "const vw = document.documentElement.clientWidth; const out = []; \
   const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + \
     (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : ''); \
-  for (const cell of document.querySelectorAll('td, th')) { \
-    if (!cell.offsetParent) continue; \
-    let box = cell; \
-    for (let e = cell.parentElement; e && e !== document.body; e = e.parentElement) { \
+  for (const item of document.querySelectorAll('td, th, [role=tab], button, a, input, select')) { \
+    if (!item.offsetParent || item.id === 'skip-to-processes') continue; \
+    let box = item; \
+    for (let e = item.parentElement; e && e !== document.body; e = e.parentElement) { \
       const o = getComputedStyle(e).overflowX; \
-      if (o === 'auto' || o === 'scroll' || o === 'hidden') { box = e; break; } } \
+      if (o === 'auto' || o === 'scroll') { box = e; break; } } \
     const r = box.getBoundingClientRect(); \
     if (r.right > vw + 0.5) out.push(name(box) + ' ends at ' + Math.round(r.right)); } \
   return { vw, inner: window.innerWidth, sw: document.documentElement.scrollWidth, off: [...new Set(out)] };";

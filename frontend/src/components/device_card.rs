@@ -35,7 +35,8 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
         let fraction = latest.with(|s| s.as_ref().and_then(|s| s.memory_fraction(memory_total())));
         fraction.map(|f| f * 100.0)
     };
-    let memory_words_now = move || memory_words(latest.with(|s| s.as_ref().and_then(|s| s.memory_used)), memory_total());
+    let memory_words_now =
+        move || memory_words(latest.with(|s| s.as_ref().and_then(|s| s.memory_used)), memory_total());
     let util_percent = move || latest.with(|s| s.as_ref().and_then(|s| s.gpu_util).map(f64::from));
     let util_words = move || latest.with(|s| s.as_ref().and_then(|s| s.gpu_util).map_or_else(na, percent));
     let memory_text = move || {

@@ -3,8 +3,8 @@
 //! theme toggle.
 
 use leptos::{ev, prelude::*};
-use wasm_bindgen::JsCast;
 use shared::{HostInfo, auth::Role, units::or_na};
+use wasm_bindgen::JsCast;
 
 use crate::{
     components::login::LoginForm,
@@ -142,8 +142,20 @@ fn tab_after_key(shown: &[Tab], current: Tab, key: &str) -> Option<Tab> {
     let at = shown.iter().position(|t| *t == current).unwrap_or(0);
     let last = shown.len().checked_sub(1)?;
     let to = match key {
-        "ArrowRight" => if at == last { 0 } else { at + 1 },
-        "ArrowLeft" => if at == 0 { last } else { at - 1 },
+        "ArrowRight" => {
+            if at == last {
+                0
+            } else {
+                at + 1
+            }
+        }
+        "ArrowLeft" => {
+            if at == 0 {
+                last
+            } else {
+                at - 1
+            }
+        }
         "Home" => 0,
         "End" => last,
         _ => return None,
