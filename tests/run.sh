@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpudash's whole test suite, from a fresh Debian machine with only Rust:
 # installs what the tests need (the wasm32 target, Chromium and ChromeDriver,
-# Prometheus for promtool, curl, nginx for the reverse-proxy test),
+# Prometheus for promtool, curl, nginx for the reverse-proxy test, npm for axe-core),
 # then runs formatting, lints, unit, integration and browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,7 @@ command -v promtool >/dev/null || need+=(prometheus)
 command -v curl >/dev/null || need+=(curl)
 [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v python3 >/dev/null || need+=(python3)
+command -v npm >/dev/null || need+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
   step "Debian packages: ${need[*]}"
@@ -35,6 +36,9 @@ cargo fmt --all -- --check
 step "clippy (server, shared, tests; then the browser app on wasm32)"
 cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
 cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
+
+step "axe-core (npm, pinned in tests/axe/package-lock.json) for the accessibility browser test"
+(cd tests/axe && npm ci --no-audit --no-fund --loglevel=error)
 
 step "tests (unit, integration, browser)"
 cargo test --workspace --exclude gpudash-frontend

@@ -3,6 +3,7 @@
 
 use leptos::{ev, prelude::*, task::spawn_local};
 use shared::auth::Role;
+use wasm_bindgen::JsCast;
 
 use crate::{
     components::{
@@ -63,6 +64,7 @@ pub fn App() -> impl IntoView {
     let lab_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Lab);
     let alerts_visited = Memo::new(move |was: Option<&bool>| was.copied().unwrap_or(false) || tab.get() == Tab::Alerts);
     view! {
+        <SkipToProcesses tab=tab />
         <Header telemetry=telemetry theme=theme tab=tab />
         <Show when=exposed>
             <AnonymousBanner />
@@ -74,34 +76,80 @@ pub fn App() -> impl IntoView {
             Some(false) => view! { <LoginRequired /> }.into_any(),
             Some(true) => view! {
                 // The dashboard stays mounted (its charts keep their history); the audit log is built when shown.
-                <div class="tab-panel" hidden=move || tab.get() != Tab::Dashboard>
+                <TabPanel tab=tab which=Tab::Dashboard>
                     <Dashboard telemetry=telemetry theme=theme.theme />
-                </div>
-                <Show when=move || lab_visited.get()>
-                    <div class="tab-panel" hidden=move || tab.get() != Tab::Lab>
+                </TabPanel>
+                <TabPanel tab=tab which=Tab::Lab>
+                    <Show when=move || lab_visited.get()>
                         <LabPage telemetry=telemetry theme=theme.theme />
-                    </div>
-                </Show>
-                <Show when=move || fleet_visited.get()>
-                    <div class="tab-panel" hidden=move || tab.get() != Tab::Fleet>
+                    </Show>
+                </TabPanel>
+                <TabPanel tab=tab which=Tab::Fleet>
+                    <Show when=move || fleet_visited.get()>
                         <FleetPage />
-                    </div>
-                </Show>
-                <Show when=move || alerts_visited.get()>
-                    <div class="tab-panel" hidden=move || tab.get() != Tab::Alerts>
+                    </Show>
+                </TabPanel>
+                <TabPanel tab=tab which=Tab::Alerts>
+                    <Show when=move || alerts_visited.get()>
                         <AlertsPage telemetry=telemetry />
-                    </div>
-                </Show>
+                    </Show>
+                </TabPanel>
                 // Built each time it is shown, so it asks for the figures of now.
-                <Show when=move || tab.get() == Tab::Usage>
-                    <UsagePage />
-                </Show>
-                <Show when=move || tab.get() == Tab::Audit && admin.get()>
-                    <AuditPage />
-                </Show>
+                <TabPanel tab=tab which=Tab::Usage>
+                    <Show when=move || tab.get() == Tab::Usage>
+                        <UsagePage />
+                    </Show>
+                </TabPanel>
+                <TabPanel tab=tab which=Tab::Audit>
+                    <Show when=move || tab.get() == Tab::Audit && admin.get()>
+                        <AuditPage />
+                    </Show>
+                </TabPanel>
             }
             .into_any(),
         }}
+    }
+}
+
+/// `#panel-<key>`, the `tabpanel` that `#tab-<key>` controls; hidden while another tab is shown.
+#[component]
+fn TabPanel(tab: RwSignal<Tab>, which: Tab, children: Children) -> impl IntoView {
+    view! {
+        <div
+            class="tab-panel"
+            role="tabpanel"
+            id=format!("panel-{}", which.key())
+            aria-labelledby=format!("tab-{}", which.key())
+            hidden=move || tab.get() != which
+        >
+            {children()}
+        </div>
+    }
+}
+
+/// `#skip-to-processes`, the first thing Tab reaches: shown when focused, it opens the dashboard
+/// and moves the focus to its process table.
+#[component]
+fn SkipToProcesses(tab: RwSignal<Tab>) -> impl IntoView {
+    let skip = move |ev: ev::MouseEvent| {
+        ev.prevent_default();
+        tab.set(Tab::Dashboard);
+        let _ = window().location().set_hash("processes");
+        // After the dashboard's panel is shown again, so that it can be scrolled to.
+        request_animation_frame(|| {
+            let target = document().get_element_by_id("processes");
+            if let Some(target) = target.and_then(|t| t.dyn_into::<web_sys::HtmlElement>().ok()) {
+                // Focusable by script only, so that Tab goes on from the table.
+                let _ = target.set_attribute("tabindex", "-1");
+                target.scroll_into_view();
+                let _ = target.focus();
+            }
+        });
+    };
+    view! {
+        <a id="skip-to-processes" class="skip-link" href="#processes" on:click=skip>
+            "Skip to processes"
+        </a>
     }
 }
 

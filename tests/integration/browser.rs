@@ -33,6 +33,9 @@ const CHROMIUM_FLAGS: [&str; 9] = [
     "--disable-dev-shm-usage",
 ];
 
+/// Windows narrower than this are emulated phones (headless Chromium widens a narrower window).
+const PHONE_WIDTH: u32 = 500;
+
 fn tool(var: &str, default: &str) -> String {
     let path = std::env::var(var).unwrap_or_else(|_| default.to_owned());
     assert!(
@@ -65,7 +68,13 @@ where
     args.push(format!("--user-data-dir={}", profile.path().display()));
     args.push(format!("--window-size={width},{height}"));
     let mut capabilities = serde_json::Map::new();
-    capabilities.insert("goog:chromeOptions".into(), serde_json::json!({ "binary": chromium, "args": args }));
+    let mut options = serde_json::json!({ "binary": chromium, "args": args });
+    if width < PHONE_WIDTH {
+        // A desktop window is never narrower than 500 px: below that, a phone's screen.
+        options["mobileEmulation"] =
+            serde_json::json!({ "deviceMetrics": { "width": width, "height": height, "pixelRatio": 1.0 } });
+    }
+    capabilities.insert("goog:chromeOptions".into(), options);
 
     let client = eventually_every(20, Duration::from_millis(100), "chromedriver to start a session", || async {
         ClientBuilder::new(HttpConnector::new())

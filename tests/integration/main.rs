@@ -14,6 +14,7 @@ mod bad_input;
 mod bridge;
 mod bridge_allocator;
 mod browser;
+mod browser_a11y;
 mod browser_alerts;
 mod browser_auth;
 mod browser_bridge;

@@ -15,6 +15,7 @@ use crate::{
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
         overview::{SeverityBadges, worst_class},
+        meter::{Meter, memory_words},
     },
     hooks::{reservations::Reservations, theme::Theme},
     state::DashboardState,
@@ -32,8 +33,12 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     let memory_total = move || info.with(|i| i.as_ref().map_or(0, |i| i.memory_total));
     let used_percent = move || {
         let fraction = latest.with(|s| s.as_ref().and_then(|s| s.memory_fraction(memory_total())));
-        fraction.map_or(0.0, |f| (f * 100.0).clamp(0.0, 100.0))
+        fraction.map(|f| f * 100.0)
     };
+    let memory_words_now =
+        move || memory_words(latest.with(|s| s.as_ref().and_then(|s| s.memory_used)), memory_total());
+    let util_percent = move || latest.with(|s| s.as_ref().and_then(|s| s.gpu_util).map(f64::from));
+    let util_words = move || latest.with(|s| s.as_ref().and_then(|s| s.gpu_util).map_or_else(na, percent));
     let memory_text = move || {
         let used = latest.with(|s| s.as_ref().and_then(|s| s.memory_used));
         format!("{} / {}", or_na(used, format_bytes), format_bytes(memory_total()))
@@ -65,8 +70,10 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
         <article class=card_class class:gpu-lost=is_lost data-index=index>
             <header class="gpu-card-head">
                 <div class="gpu-title">
+                    // The number inside the heading, so a heading list reads "GPU 3 NVIDIA H100 …".
                     <h3 class="gpu-heading">
                         <span class="gpu-index">{format!("GPU {index}")}</span>
+                        " "
                         <span class="gpu-name" title=info_text(|i| i.name.clone())>{info_text(|i| i.name.clone())}</span>
                     </h3>
                     <Show when=is_lost>
@@ -96,19 +103,17 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                     <span class="metric-label">"Memory"</span>
                     <span class="mem-text">{memory_text}</span>
                 </div>
-                <div
-                    class="mem-bar"
-                    role="meter"
-                    aria-valuemin="0"
-                    aria-valuemax="100"
-                    aria-valuenow=move || format!("{:.0}", used_percent())
-                >
-                    <div class="mem-bar-fill" style:width=move || format!("{:.1}%", used_percent())></div>
-                </div>
+                <Meter class="mem-bar" label="Memory used" percent=used_percent text=memory_words_now />
             </section>
 
             <dl class="metrics">
-                <Metric label="GPU util" class="gpu-util" value=gauge(|s| or_na(s.gpu_util, percent)) />
+                <div class="metric">
+                    <dt class="metric-label">"GPU util"</dt>
+                    <dd class="metric-value gpu-util">
+                        {gauge(|s| or_na(s.gpu_util, percent))}
+                        <Meter class="util-bar" label="GPU utilization" percent=util_percent text=util_words />
+                    </dd>
+                </div>
                 <Metric label="Mem util" class="mem-util" value=gauge(|s| or_na(s.mem_util, percent)) />
                 <Metric label="Temp" class="temperature" value=gauge(|s| or_na(s.temperature_c, |c| format!("{c} °C"))) />
                 <div class="metric">

@@ -2,8 +2,9 @@
 //! the firing alerts' badge, host facts, who is signed in, connection status and the
 //! theme toggle.
 
-use leptos::prelude::*;
+use leptos::{ev, prelude::*};
 use shared::{HostInfo, auth::Role, units::or_na};
+use wasm_bindgen::JsCast;
 
 use crate::{
     components::login::LoginForm,
@@ -61,32 +62,52 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
     }
 }
 
-/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, `#tab-usage`, and for admins `#tab-audit`.
+/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, `#tab-usage`, and for admins
+/// `#tab-audit`: ARIA tabs, each controlling `#panel-<key>`; only the selected one is in the Tab order, and
+/// Left/Right (wrapping), Home and End move to and open the others.
 #[component]
 fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
     let session = expect_context::<Session>();
     let fleet = use_context::<crate::app::FleetTab>();
     let fleet_on = move || fleet.is_some_and(|f| f.0.get());
+    let shown = move || {
+        Tab::ALL
+            .into_iter()
+            .filter(|t| match t {
+                Tab::Fleet => fleet_on(),
+                Tab::Audit => session.allows(Role::Admin),
+                _ => true,
+            })
+            .collect::<Vec<_>>()
+    };
+    let on_key = move |ev: ev::KeyboardEvent| {
+        let Some(next) = tab_after_key(&shown(), tab.get_untracked(), &ev.key()) else {
+            return;
+        };
+        ev.prevent_default();
+        open(tab, next);
+        focus_tab(next);
+    };
     let button = move |which: Tab| {
+        let selected = move || tab.get() == which;
         view! {
             <button
                 type="button"
                 role="tab"
                 id=format!("tab-{}", which.key())
                 class="tab"
-                class:active=move || tab.get() == which
-                aria-selected=move || (tab.get() == which).to_string()
-                on:click=move |_| {
-                    tab.set(which);
-                    let _ = window().location().set_hash(which.key());
-                }
+                class:active=selected
+                aria-selected=move || selected().to_string()
+                aria-controls=format!("panel-{}", which.key())
+                tabindex=move || if selected() { "0" } else { "-1" }
+                on:click=move |_| open(tab, which)
             >
                 {which.label()}
             </button>
         }
     };
     view! {
-        <nav class="tabs" role="tablist">
+        <nav class="tabs" role="tablist" aria-label="Pages" on:keydown=on_key>
             {button(Tab::Dashboard)}
             {button(Tab::Lab)}
             <Show when=fleet_on>
@@ -98,6 +119,65 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
                 {button(Tab::Audit)}
             </Show>
         </nav>
+    }
+}
+
+/// Shows `which` and names it in the URL.
+fn open(tab: RwSignal<Tab>, which: Tab) {
+    tab.set(which);
+    let _ = window().location().set_hash(which.key());
+}
+
+/// Moves the keyboard focus to `which`'s tab button.
+fn focus_tab(which: Tab) {
+    let button = document().get_element_by_id(&format!("tab-{}", which.key()));
+    if let Some(button) = button.and_then(|b| b.dyn_into::<web_sys::HtmlElement>().ok()) {
+        let _ = button.focus();
+    }
+}
+
+/// The tab an arrow, Home or End `key` moves to from `current` among the `shown` tabs, in their
+/// order (Left and Right wrap around); `None` for any other key.
+fn tab_after_key(shown: &[Tab], current: Tab, key: &str) -> Option<Tab> {
+    let at = shown.iter().position(|t| *t == current).unwrap_or(0);
+    let last = shown.len().checked_sub(1)?;
+    let to = match key {
+        "ArrowRight" => {
+            if at == last {
+                0
+            } else {
+                at + 1
+            }
+        }
+        "ArrowLeft" => {
+            if at == 0 {
+                last
+            } else {
+                at - 1
+            }
+        }
+        "Home" => 0,
+        "End" => last,
+        _ => return None,
+    };
+    shown.get(to).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arrows_wrap_and_home_end_jump() {
+        let shown = [Tab::Dashboard, Tab::Lab, Tab::Alerts, Tab::Usage];
+        assert_eq!(tab_after_key(&shown, Tab::Dashboard, "ArrowRight"), Some(Tab::Lab));
+        assert_eq!(tab_after_key(&shown, Tab::Usage, "ArrowRight"), Some(Tab::Dashboard));
+        assert_eq!(tab_after_key(&shown, Tab::Dashboard, "ArrowLeft"), Some(Tab::Usage));
+        assert_eq!(tab_after_key(&shown, Tab::Alerts, "ArrowLeft"), Some(Tab::Lab));
+        assert_eq!(tab_after_key(&shown, Tab::Alerts, "Home"), Some(Tab::Dashboard));
+        assert_eq!(tab_after_key(&shown, Tab::Lab, "End"), Some(Tab::Usage));
+        assert_eq!(tab_after_key(&shown, Tab::Lab, "Enter"), None);
+        assert_eq!(tab_after_key(&[], Tab::Lab, "End"), None);
     }
 }
 

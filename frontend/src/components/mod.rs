@@ -21,6 +21,7 @@ pub mod history_plot;
 pub mod lab;
 pub mod login;
 pub mod memory_chart;
+pub mod meter;
 pub mod notices;
 pub mod overview;
 pub mod process_sort;

@@ -20,6 +20,9 @@ pub enum Tab {
 }
 
 impl Tab {
+    /// Every tab, in the header's order.
+    pub const ALL: [Self; 6] = [Self::Dashboard, Self::Lab, Self::Fleet, Self::Alerts, Self::Usage, Self::Audit];
+
     /// The URL fragment and the tab button's id suffix (`#tab-lab`).
     pub fn key(self) -> &'static str {
         match self {
@@ -51,6 +54,7 @@ impl Tab {
             "alerts" => Self::Alerts,
             "usage" => Self::Usage,
             "audit" => Self::Audit,
+            // The skip link's target is on the dashboard; anything else is too.
             _ => Self::Dashboard,
         }
     }
@@ -62,7 +66,7 @@ mod tests {
 
     #[test]
     fn fragments_name_tabs() {
-        for tab in [Tab::Dashboard, Tab::Lab, Tab::Fleet, Tab::Alerts, Tab::Usage, Tab::Audit] {
+        for tab in Tab::ALL {
             assert_eq!(Tab::from_fragment(&format!("#{}", tab.key())), tab);
         }
         assert_eq!(Tab::from_fragment(""), Tab::Dashboard);

@@ -152,6 +152,7 @@ pub fn UsagePage() -> impl IntoView {
                 <h2 class="section-title">"Usage"</h2>
                 <select
                     id="usage-range"
+                    aria-label="Range"
                     prop:value=move || match span.get() {
                         Span::Today => "today",
                         Span::Week => "7d",

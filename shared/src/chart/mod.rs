@@ -8,6 +8,7 @@
 //! the backend is the caller's). No I/O here; the callers own the SVG string or the canvas.
 
 mod axes;
+mod contrast;
 mod kinds;
 mod plot;
 mod style;
@@ -25,6 +26,7 @@ use plotters::{
 pub use axes::{
     Axes, bounds, decade_ticks, from_axis, linear_ticks, lines_bounds, log_ticks_at, pad, shorten, to_axis,
 };
+pub use contrast::{TEXT_CONTRAST, contrast_ratio, hex_contrast, relative_luminance};
 pub use kinds::{L2_LABEL, span_kind};
 pub use style::{Look, Palette, SERIES_COLORS, parse_hex_color, series_color};
 
