@@ -8,8 +8,8 @@ pub mod alerts;
 pub mod history;
 pub mod lab;
 pub mod lab_form;
-pub mod process_filter;
 pub mod lab_target;
+pub mod process_filter;
 
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,
