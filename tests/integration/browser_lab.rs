@@ -273,7 +273,8 @@ async fn without_cuda_the_lab_says_why_and_the_dashboard_still_works() {
 
 /// The `<option>` texts of the GPU picker, by value.
 async fn picker(c: &Client) -> Vec<(String, String)> {
-    let options = js(c, "return [...document.querySelectorAll('#lab-device option')].map(o => [o.value, o.textContent])").await;
+    let options =
+        js(c, "return [...document.querySelectorAll('#lab-device option')].map(o => [o.value, o.textContent])").await;
     serde_json::from_value(options).unwrap_or_default()
 }
 
@@ -281,7 +282,7 @@ async fn picker(c: &Client) -> Vec<(String, String)> {
 async fn the_lab_speaks_pytorch_and_asks_before_taking_every_gpu() {
     let server = lab_server(4, 20).await;
     // GPUs 0 and 2 start a simulated job at once; 1 and 3 idle for 20 s or more.
-    crate::support::eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
+    eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
         let processes: serde_json::Value = crate::support::get_json(&server, "/api/processes").await;
         let on = |d: u32| processes["processes"].as_array().is_some_and(|l| l.iter().any(|p| p["device"] == d));
         (on(0) && on(2)).then_some(())
@@ -303,12 +304,16 @@ async fn the_lab_speaks_pytorch_and_asks_before_taking_every_gpu() {
         assert!(options[1].1.starts_with("GPU 1 — free"), "{options:?}");
 
         // Each form shows its experiment in PyTorch.
-        let snippet = js(&c, "return document.querySelector('form.lab-form[data-kind=transfer] .lab-pytorch code').textContent").await;
+        let snippet =
+            js(&c, "return document.querySelector('form.lab-form[data-kind=transfer] .lab-pytorch code').textContent")
+                .await;
         assert!(snippet.as_str().is_some_and(|s| s.contains("pin_memory=True") && s.contains("non_blocking=True")));
 
         // p2p takes every GPU: the form asks first, naming each with its owner; Cancel queues nothing.
         click(&c, "button.run-button[data-kind=p2p]").await;
-        let question = eventually(5, "the confirm step", || first_text(&c, "form.lab-form[data-kind=p2p] .lab-confirm-question")).await;
+        let question =
+            eventually(5, "the confirm step", || first_text(&c, "form.lab-form[data-kind=p2p] .lab-confirm-question"))
+                .await;
         assert!(question.starts_with("This run takes 4 GPUs at once"), "{question}");
         assert!(question.contains("GPU 0 — busy: ") && question.contains("GPU 1 — free"), "{question}");
         click(&c, "form.lab-form[data-kind=p2p] button.cancel-run").await;

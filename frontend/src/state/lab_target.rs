@@ -83,9 +83,7 @@ pub fn default_gpu(choices: &[GpuChoice]) -> u32 {
 pub fn several_gpus_question(choices: &[GpuChoice], devices: &[u32]) -> String {
     let lines: Vec<String> = devices
         .iter()
-        .map(|d| {
-            choices.iter().find(|c| c.index == *d).map_or_else(|| format!("GPU {d}"), |c| c.label.clone())
-        })
+        .map(|d| choices.iter().find(|c| c.index == *d).map_or_else(|| format!("GPU {d}"), |c| c.label.clone()))
         .collect();
     format!(
         "This run takes {} GPUs at once, each for the whole run: {}. Others' runs on them wait. Run it?",
@@ -115,7 +113,8 @@ mod tests {
             memory_bus_width: None,
             nvlink_links: 0,
         };
-        let latest = DeviceSample { index, timestamp_ms: 1, lost: lost.then(|| "fell off".into()), ..Default::default() };
+        let latest =
+            DeviceSample { index, timestamp_ms: 1, lost: lost.then(|| "fell off".into()), ..Default::default() };
         DeviceState { info, latest: Some(latest), memory: MemoryRing::new(1000), memory_revision: 0 }
     }
 

@@ -119,7 +119,8 @@ fn transfer(figures: &[Figure]) -> Option<String> {
     let pair = |way: &str| {
         let (size, pinned) = largest(figures, &format!("{way}_pinned"))?;
         let (other, pageable) = largest(figures, &format!("{way}_pageable"))?;
-        (size == other && pinned > 0.0 && pageable > 0.0).then(|| (way.to_uppercase(), size.to_owned(), pinned / pageable))
+        (size == other && pinned > 0.0 && pageable > 0.0)
+            .then(|| (way.to_uppercase(), size.to_owned(), pinned / pageable))
     };
     let (way, size, ratio) = pair("h2d").or_else(|| pair("d2h"))?;
     Some(if ratio >= 1.2 {
@@ -299,8 +300,12 @@ mod tests {
         let line = takeaway(ExperimentKind::Memory, &result(vec![], steps)).unwrap();
         assert!(line.ends_with("can use it now"), "{line}");
         // A pool that caches nothing (the faulty one) has nothing to return, and says so.
-        let uncached =
-            vec![step("start", 0, 0), step("alloc block 1", GIB, GIB), step("free all", 0, 0), step("empty_cache", 0, 0)];
+        let uncached = vec![
+            step("start", 0, 0),
+            step("alloc block 1", GIB, GIB),
+            step("free all", 0, 0),
+            step("empty_cache", 0, 0),
+        ];
         assert!(takeaway(ExperimentKind::Memory, &result(vec![], uncached)).unwrap().contains("nothing to return"));
         assert_eq!(takeaway(ExperimentKind::Memory, &result(vec![], vec![])), None, "no steps, no line");
     }
@@ -341,7 +346,10 @@ mod tests {
             fig("bf16 8192", 158.1),
         ];
         let line = takeaway(ExperimentKind::Precision, &result(figures, vec![])).unwrap();
-        assert_eq!(line, "at n = 8192, bf16 autocast ran 3.10× the fp32 FLOP/s, tf32 (allow_tf32) ran 8.12× the fp32 FLOP/s");
+        assert_eq!(
+            line,
+            "at n = 8192, bf16 autocast ran 3.10× the fp32 FLOP/s, tf32 (allow_tf32) ran 8.12× the fp32 FLOP/s"
+        );
         let no_fp32 = vec![fig("bf16 8192", 790.0), fig("fp16 8192", 770.0)];
         assert_eq!(takeaway(ExperimentKind::Precision, &result(no_fp32, vec![])), None);
         assert_eq!(takeaway(ExperimentKind::Precision, &result(vec![fig("fp32 4096", 50.0)], vec![])), None);
@@ -355,8 +363,14 @@ mod tests {
             fig("CUDA graph of empty kernels, per kernel (GPU events)", 0.9),
         ];
         let line = takeaway(ExperimentKind::Latency, &result(figures, vec![])).unwrap();
-        assert!(line.starts_with("each kernel launch cost the host 4.00 µs, 0.900 µs per kernel in a CUDA graph (4.44× less)"));
-        assert!(line.ends_with("a launch plus synchronize took 8.90 µs, which .item() and print(tensor) pay in a loop"));
+        assert!(
+            line.starts_with(
+                "each kernel launch cost the host 4.00 µs, 0.900 µs per kernel in a CUDA graph (4.44× less)"
+            )
+        );
+        assert!(
+            line.ends_with("a launch plus synchronize took 8.90 µs, which .item() and print(tensor) pay in a loop")
+        );
         assert_eq!(takeaway(ExperimentKind::Latency, &result(vec![fig("event record (host)", 1.0)], vec![])), None);
     }
 
@@ -368,7 +382,12 @@ mod tests {
             fig("GPU 0→3 unidirectional, peer access disabled", 20.0),
         ];
         let line = takeaway(ExperimentKind::P2p, &result(figures, vec![])).unwrap();
-        assert!(line.starts_with("peer access made copies 18.8× faster than staging through the host (GPU 0→1: 395 vs 21.0 GB/s)"), "{line}");
+        assert!(
+            line.starts_with(
+                "peer access made copies 18.8× faster than staging through the host (GPU 0→1: 395 vs 21.0 GB/s)"
+            ),
+            "{line}"
+        );
         let staged = vec![fig("GPU 0→3 unidirectional, peer access disabled", 20.0)];
         let line = takeaway(ExperimentKind::P2p, &result(staged, vec![])).unwrap();
         assert!(line.starts_with("no pair here has peer access") && line.contains("20.0 GB/s"), "{line}");
