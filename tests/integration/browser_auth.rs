@@ -91,6 +91,10 @@ async fn viewing_needs_a_token_and_each_role_sees_its_own_buttons() {
         assert_eq!(count(&c, "button.empty-cache").await, 0, "no empty_cache on the dashboard");
         click(&c, "#tab-lab").await;
         eventually(10, "Run buttons", || async { (count(&c, "button.run-button").await >= 5).then_some(()) }).await;
+        eventually(10, "empty_cache on the Lab's pool panel", || async {
+            (count(&c, "#lab-pool button.empty-cache").await == 2).then_some(())
+        })
+        .await;
         assert_eq!(count(&c, "#tab-audit").await, 0, "the audit log is for admins");
         log_out(&c).await;
 
@@ -99,6 +103,8 @@ async fn viewing_needs_a_token_and_each_role_sees_its_own_buttons() {
         eventually(10, "the viewer's lab", || async { (count(&c, "form.lab-form").await >= 5).then_some(()) }).await;
         assert_eq!(first_text(&c, "#whoami").await.as_deref(), Some("vera (viewer)"));
         assert_eq!(count(&c, "button.run-button").await, 0);
+        assert_eq!(count(&c, "#lab-pool").await, 1, "the viewer's Lab is drawn");
+        assert_eq!(count(&c, "button.empty-cache").await, 0, "with no button to act");
         assert!(first_text(&c, ".role-hint").await.unwrap().contains("operator role"));
         click(&c, "#tab-dashboard").await;
         cards_appear(&c).await;
@@ -173,6 +179,11 @@ async fn where_viewing_is_open_anyone_sees_the_cards_and_may_log_in() {
         .await;
         assert_eq!(count(&c, "#usage-hidden").await, 0);
         assert_eq!(count(&c, "button.empty-cache").await, 0, "empty_cache is the Lab's, not the dashboard's");
+        click(&c, "#tab-lab").await;
+        eventually(10, "empty_cache on the Lab after login", || async {
+            (count(&c, "#lab-pool button.empty-cache").await == 2).then_some(())
+        })
+        .await;
         assert_eq!(count(&c, "#login-form").await, 0, "the form closes after login");
     })
     .await;

@@ -282,7 +282,7 @@ async fn picker(c: &Client) -> Vec<(String, String)> {
 async fn the_lab_speaks_pytorch_and_asks_before_taking_every_gpu() {
     let server = lab_server(4, 20).await;
     // GPUs 0 and 2 start a simulated job at once; 1 and 3 idle for 20 s or more.
-    crate::support::eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
+    eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
         let processes: serde_json::Value = crate::support::get_json(&server, "/api/processes").await;
         let on = |d: u32| processes["processes"].as_array().is_some_and(|l| l.iter().any(|p| p["device"] == d));
         (on(0) && on(2)).then_some(())

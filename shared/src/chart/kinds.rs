@@ -105,7 +105,11 @@ impl RunChart<'_> {
             }
             let line = on_axes(&series.points);
             let label = LEGEND.then(|| series.name.clone());
-            chart.labelled_path(&line, ShapeStyle::from(color).stroke_width(look.px(2.0)), label)?;
+            // The memory curves meet (reserved follows allocated up, NVML's change follows reserved): each
+            // earlier one is drawn wider, so one that runs under another still shows at its edges.
+            let nested = if steps.is_empty() { 0 } else { result.series.len() - 1 - i };
+            let width = look.px(2.0 + 2.5 * nested as f64);
+            chart.labelled_path(&line, ShapeStyle::from(color).stroke_width(width), label)?;
             chart.dots(&line, look.px(2.5), color.filled())?;
         }
         if LEGEND && !result.series.is_empty() {
@@ -301,7 +305,8 @@ fn heatmap<DB: DrawingBackend>(
 }
 
 /// A memory step's name on the x axis: "alloc block 3" reads "alloc 3", "free 4 blocks" "free 4"; where
-/// `count` names do not fit across `width` CSS pixels, the allocations are numbered only ("3").
+/// `count` names do not fit across `width` CSS pixels, the allocations are numbered only ("3") and "free all"
+/// reads "freed".
 pub fn step_label(label: &str, width: f64, count: usize) -> String {
     let crowded = width / (count.max(1) as f64) < 64.0;
     if let Some(n) = label.strip_prefix("alloc block ") {
@@ -310,7 +315,8 @@ pub fn step_label(label: &str, width: f64, count: usize) -> String {
     if let Some(n) = label.strip_prefix("free ").and_then(|rest| rest.strip_suffix(" blocks")) {
         return format!("free {n}");
     }
-    label.to_owned()
+    // "free all" beside "empty_cache" overlaps where the names are crowded.
+    if crowded && label == "free all" { "freed".to_owned() } else { label.to_owned() }
 }
 
 /// How dark a heatmap cell is, 0 to 1 (1 the best): on a scale from 0 to the matrix's largest cell, not
@@ -330,6 +336,7 @@ mod tests {
         assert_eq!(step_label("alloc block 3", 400.0, 12), "3", "crowded");
         assert_eq!(step_label("free 4 blocks", 400.0, 12), "free 4");
         assert_eq!(step_label("free all", 900.0, 12), "free all");
+        assert_eq!(step_label("free all", 400.0, 12), "freed");
         assert_eq!(step_label("empty_cache", 900.0, 12), "empty_cache");
     }
 
