@@ -21,6 +21,7 @@ pub mod reservations;
 pub mod ring;
 mod tagged;
 pub mod telemetry;
+pub mod time_axis;
 pub mod topology;
 pub mod units;
 pub mod usage;

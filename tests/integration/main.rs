@@ -18,6 +18,7 @@ mod browser_alerts;
 mod browser_auth;
 mod browser_bridge;
 mod browser_fleet;
+mod browser_history;
 mod browser_lab;
 mod browser_reservations;
 mod browser_signals;
