@@ -65,6 +65,9 @@ pub struct AuditEntry {
     pub target: String,
     pub outcome: AuditOutcome,
     pub detail: String,
+    /// The entry in words, e.g. "ana ran an experiment (run 12)" (empty from older servers).
+    #[serde(default)]
+    pub summary: String,
 }
 
 /// How an audited action ended.

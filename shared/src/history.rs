@@ -1,4 +1,5 @@
-//! History queries: `GET /api/history` and the metrics it can chart.
+//! History queries: `GET /api/history` (one GPU's metric), `GET /api/history/all`
+//! (every metric of every GPU over one range) and the metrics they can chart.
 
 use serde::{Deserialize, Serialize};
 
@@ -141,6 +142,79 @@ pub struct HistoryResponse {
     pub points: Vec<HistoryPoint>,
 }
 
+/// The time ranges the page offers and `GET /api/history/all?range=` takes.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HistoryRange {
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    #[serde(rename = "1h")]
+    Hour,
+    #[serde(rename = "24h")]
+    Day,
+    #[serde(rename = "7d")]
+    Week,
+}
+
+impl HistoryRange {
+    pub const ALL: [Self; 4] = [Self::FiveMinutes, Self::Hour, Self::Day, Self::Week];
+
+    /// The name in URLs and on the page's buttons, e.g. "24h".
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::FiveMinutes => "5m",
+            Self::Hour => "1h",
+            Self::Day => "24h",
+            Self::Week => "7d",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.key() == key)
+    }
+
+    pub fn millis(self) -> u64 {
+        const MINUTE: u64 = 60_000;
+        match self {
+            Self::FiveMinutes => 5 * MINUTE,
+            Self::Hour => 60 * MINUTE,
+            Self::Day => 24 * 60 * MINUTE,
+            Self::Week => 7 * 24 * 60 * MINUTE,
+        }
+    }
+}
+
+/// One GPU's metric in a [`HistoryAllResponse`].
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HistoryLine {
+    pub device: u32,
+    pub metric: Metric,
+    /// Oldest first, empty buckets left out.
+    pub points: Vec<HistoryPoint>,
+}
+
+/// Body of `GET /api/history/all`: every metric of every GPU over one range, in one
+/// answer, so the page makes one request per range picked.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct HistoryAllResponse {
+    pub from: u64,
+    pub to: u64,
+    /// Width of each bucket in ms, the same for every line.
+    pub bucket_ms: u64,
+    /// `Minute` when any line was read from the minute rollups.
+    pub resolution: Resolution,
+    /// True when the history comes from the simulator.
+    pub simulated: bool,
+    /// Each GPU (by index) and, within it, each metric of [`Metric::ALL`] in order.
+    pub lines: Vec<HistoryLine>,
+}
+
+impl HistoryAllResponse {
+    /// The points of GPU `device`'s `metric`, if the answer has them.
+    pub fn line(&self, device: u32, metric: Metric) -> Option<&[HistoryPoint]> {
+        self.lines.iter().find(|l| l.device == device && l.metric == metric).map(|l| l.points.as_slice())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,6 +226,11 @@ mod tests {
             assert_eq!(serde_json::to_string(&metric).unwrap(), format!("\"{}\"", metric.name()));
         }
         assert_eq!(Metric::from_name("fan"), None);
+        for range in HistoryRange::ALL {
+            assert_eq!(HistoryRange::from_key(range.key()), Some(range));
+            assert_eq!(serde_json::to_string(&range).unwrap(), format!("\"{}\"", range.key()));
+        }
+        assert_eq!(HistoryRange::from_key("2w"), None);
     }
 
     #[test]

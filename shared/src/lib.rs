@@ -23,6 +23,7 @@ pub mod severity;
 pub mod status;
 mod tagged;
 pub mod telemetry;
+pub mod time_axis;
 pub mod topology;
 pub mod units;
 pub mod usage;

@@ -1,5 +1,5 @@
 //! The page's telemetry beyond the memory gauge, in a real browser: process
-//! tables, who uses what, a lost GPU, history charts and the health section.
+//! tables, who uses what, a lost GPU, the history notice and the health section.
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -286,80 +286,9 @@ async fn save_screenshot(c: &Client, name: &str) {
     std::fs::write(dir.join(name), png).unwrap();
 }
 
-/// `data-draws` and `data-points` of the memory history charts.
-async fn history_marks(c: &Client) -> Vec<(u64, u64)> {
-    let marks = js(
-        c,
-        "return [...document.querySelectorAll('canvas.history-chart[data-metric=memory_used]')]\
-         .map(e => [+e.getAttribute('data-draws'), +e.getAttribute('data-points')])",
-    )
-    .await;
-    marks.as_array().into_iter().flatten().map(|m| (m[0].as_u64().unwrap_or(0), m[1].as_u64().unwrap_or(0))).collect()
-}
-
+/// With history on, the charts are `browser_history.rs`'s.
 #[tokio::test]
-async fn history_charts_fetch_the_picked_range_or_say_history_is_off() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = TestServer::with_history(2, 200, dir.path()).await;
-    let url = server.url("/");
-    let stored = server.url("/api/history?device=0&metric=memory_used&points=1000");
-    // The last minute at one point per 60 ms: every sample is a point of its own.
-    let stored = move || {
-        let now = gpudash::telemetry::now_ms();
-        format!("{stored}&from={}&to={now}", now - 60_000)
-    };
-    with_browser(1280, 2200, |c| async move {
-        c.goto(&url).await.unwrap();
-        eventually(15, "the range picker", || async { (texts(&c, "#range-picker button").await.len() == 4).then_some(()) })
-            .await;
-        assert_eq!(texts(&c, "#range-picker button.active").await, ["5m"]);
-        let metrics = js(
-            &c,
-            "return [...document.querySelectorAll(\".history-row[data-index='0'] canvas.history-chart\")].map(e => e.dataset.metric)",
-        )
-        .await;
-        assert_eq!(metrics, serde_json::json!(["memory_used", "gpu_util", "sm_active", "tensor_active", "power_draw", "temperature", "sm_clock"]));
-        // Let the store take a few seconds of samples, then ask for the last hour.
-        eventually(15, "a few seconds of samples in the store", || async {
-            let body: shared::history::HistoryResponse = reqwest::get(stored()).await.ok()?.json().await.ok()?;
-            (body.points.len() >= 10).then_some(())
-        })
-        .await;
-        c.find(Locator::Css("#range-picker button[data-range='1h']")).await.unwrap().click().await.unwrap();
-        assert_eq!(texts(&c, "#range-picker button.active").await, ["1h"]);
-        eventually(10, "an hour-long /api/history request per chart", || async {
-            let spans = js(
-                &c,
-                "return performance.getEntriesByType('resource').map(e => new URL(e.name))\
-                 .filter(u => u.pathname === '/api/history' && u.searchParams.get('metric') === 'memory_used')\
-                 .map(u => +u.searchParams.get('to') - +u.searchParams.get('from'))",
-            )
-            .await;
-            let hours = spans.as_array()?.iter().filter(|s| s.as_u64() == Some(3_600_000)).count();
-            (hours == 2).then_some(())
-        })
-        .await;
-        eventually(10, "the memory history drawn with points", || async {
-            let marks = history_marks(&c).await;
-            (marks.len() == 2 && marks.iter().all(|&(draws, points)| draws > 0 && points > 0)).then_some(())
-        })
-        .await;
-        let inked = js(
-            &c,
-            "const k = document.querySelector('canvas.history-chart'); const d = k.getContext('2d')\
-             .getImageData(0, 0, k.width, k.height).data; let n = 0; \
-             for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n;",
-        )
-        .await;
-        assert!(inked.as_u64().unwrap() > 500, "the history canvas is blank: {inked}");
-        // The live tail keeps the chart moving without another fetch.
-        let (draws, _) = history_marks(&c).await[0];
-        eventually(10, "live redraws", || async { (history_marks(&c).await[0].0 > draws).then_some(()) }).await;
-        save_screenshot(&c, "history.png").await;
-    })
-    .await;
-    server.stop().await;
-
+async fn without_history_the_section_says_it_is_off() {
     let server = TestServer::simulated(1, 1000).await;
     let url = server.url("/");
     with_browser(1280, 900, |c| async move {

@@ -1,7 +1,8 @@
-//! `GET /api/history` against a real SQLite database in a temporary directory.
+//! `GET /api/history` and `GET /api/history/all` against a real SQLite database in a
+//! temporary directory.
 
 use reqwest::StatusCode;
-use shared::history::{HistoryResponse, Metric, Resolution};
+use shared::history::{HistoryAllResponse, HistoryResponse, Metric, Resolution};
 
 use crate::support::{TestServer, eventually};
 
@@ -73,4 +74,59 @@ async fn without_history_the_endpoint_says_it_is_off() {
     let body: serde_json::Value = response.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("--no-history"));
     server.stop().await;
+}
+
+#[tokio::test]
+async fn one_request_brings_every_metric_of_every_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_history(3, 100, dir.path()).await;
+    let all = || async {
+        let body: HistoryAllResponse =
+            reqwest::get(server.url("/api/history/all?range=5m&points=300")).await.ok()?.json().await.ok()?;
+        Some(body)
+    };
+    let body = eventually(15, "a second of every GPU on disk", || async {
+        let body = all().await?;
+        body.lines.iter().all(|l| l.metric != Metric::PowerDraw || l.points.len() >= 5).then_some(body)
+    })
+    .await;
+    assert_eq!(body.to - body.from, 300_000, "the range names five minutes");
+    assert_eq!(body.bucket_ms, 1000, "five minutes in at most 300 buckets");
+    assert!(body.simulated);
+    assert_eq!(body.resolution, Resolution::Raw);
+    assert_eq!(body.lines.len(), 3 * Metric::ALL.len(), "every metric of every GPU");
+    for device in 0..3 {
+        for metric in Metric::ALL {
+            assert!(body.line(device, metric).is_some(), "GPU {device} {metric:?}");
+        }
+        let power = body.line(device, Metric::PowerDraw).unwrap();
+        assert!(power.len() <= 300 && power.iter().all(|p| p.min <= p.avg && p.avg <= p.max && p.max > 0.0));
+    }
+    // The same figures as the one-line endpoint, for the same range and buckets.
+    let url =
+        server.url(&format!("/api/history?device=2&metric=power_draw&from={}&to={}&points=300", body.from, body.to));
+    let one: HistoryResponse = reqwest::get(&url).await.unwrap().json().await.unwrap();
+    assert_eq!(one.bucket_ms, body.bucket_ms);
+    assert_eq!(one.points, body.line(2, Metric::PowerDraw).unwrap());
+
+    for (query, expected) in [
+        ("range=2w", "unknown range '2w'; the ranges are 5m, 1h, 24h, 7d"),
+        ("range=1h&from=5", "not both"),
+        ("points=0", "from 1 to 2000"),
+        ("points=2001", "from 1 to 2000"),
+        ("from=10&to=5", "before"),
+        ("to=soon", "whole number"),
+        ("device=0", "unknown parameter 'device'"),
+    ] {
+        let response = reqwest::get(server.url(&format!("/api/history/all?{query}"))).await.unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{query}");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert!(body["error"].as_str().unwrap_or_default().contains(expected), "{query}: {body}");
+    }
+    server.stop().await;
+
+    let off = TestServer::simulated(1, 1000).await;
+    let response = reqwest::get(off.url("/api/history/all?range=1h")).await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    off.stop().await;
 }

@@ -19,6 +19,7 @@ mod browser_alerts;
 mod browser_auth;
 mod browser_bridge;
 mod browser_fleet;
+mod browser_history;
 mod browser_lab;
 mod browser_overview;
 mod browser_processes;

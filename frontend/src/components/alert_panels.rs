@@ -122,7 +122,7 @@ pub fn SilencesPanel(telemetry: Telemetry, now: RwSignal<f64>) -> impl IntoView 
                             <strong>{s.rule.title()}</strong>
                             " on "
                             <span title=s.gpu_uuid.clone()>{gpu}</span>
-                            {format!(" until {} by {} ({})", format::day_and_time(s.until_ms as f64), s.by, s.reason)}
+                            {format!(" until {} by {} ({})", format::stamp(s.until_ms as f64), s.by, s.reason)}
                         </span>
                         <Show when=move || session.allows(Role::Operator)>
                             <button type="button" class="small-button alerts-lift" on:click=move |_| lift(id)>"Lift"</button>
@@ -194,7 +194,7 @@ fn failing(webhook: &WebhookStatus) -> bool {
 
 fn webhook_row(w: &WebhookStatus) -> impl IntoView + use<> {
     let last_error = match (&w.last_error, w.last_error_ms) {
-        (Some(text), Some(ms)) => format!("{text} ({})", format::day_and_time(ms as f64)),
+        (Some(text), Some(ms)) => format!("{text} ({})", format::stamp(ms as f64)),
         (Some(text), None) => text.clone(),
         (None, _) => "—".to_owned(),
     };

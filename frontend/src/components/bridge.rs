@@ -75,7 +75,7 @@ fn BridgeProcess(state: ReadSignal<DashboardState>, bridge: Bridge, id: u64) -> 
                 <Show when=stale>
                     <span
                         class="badge badge-stale"
-                        title=field(|p| format!("no report for three intervals; last seen {}", format::day_and_time(p.last_seen_ms as f64)))
+                        title=field(|p| format!("no report for three intervals; last seen {}", format::stamp(p.last_seen_ms as f64)))
                     >
                         "stale"
                     </span>

@@ -68,7 +68,7 @@ pub fn AllocatorMap(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> i
 fn OomLine(oom: OomRecord) -> impl IntoView {
     let text = oom.describe(&format::time_of_day(oom.at_ms as f64, false));
     view! {
-        <p class="bridge-oom" data-device=oom.device title=format::day_and_time(oom.at_ms as f64)>
+        <p class="bridge-oom" data-device=oom.device title=format::stamp(oom.at_ms as f64)>
             {text}
         </p>
     }

@@ -48,13 +48,33 @@ pub struct TimeChart<'a> {
     pub box_size: (f64, f64),
 }
 
+/// One line of a time chart: its color, whether its min–max band is filled, and the
+/// runs of points (no gaps within one) it is drawn through.
+pub struct ChartLine<'a> {
+    pub color: RGBColor,
+    pub band: bool,
+    pub segments: Vec<&'a [BandPoint]>,
+}
+
 impl TimeChart<'_> {
-    /// Draws `segments` (each a run of points without gaps) on `canvas`, sized to its CSS box.
+    /// Draws `segments` (each a run of points without gaps) on `canvas`, sized to its CSS box,
+    /// in the accent color with its band.
     pub fn draw(
         &self,
         canvas: &HtmlCanvasElement,
         segments: &[&[BandPoint]],
     ) -> Result<(), Box<dyn std::error::Error>> {
+        let line = ChartLine { color: cached_palette(canvas).line, band: true, segments: segments.to_vec() };
+        self.draw_lines(canvas, &[line]).map(|_| ())
+    }
+
+    /// Draws every line on `canvas`, sized to its CSS box; returns the plot area's left
+    /// and right edges in CSS pixels, for a pointer's x to be read back as a time.
+    pub fn draw_lines(
+        &self,
+        canvas: &HtmlCanvasElement,
+        lines: &[ChartLine<'_>],
+    ) -> Result<(f64, f64), Box<dyn std::error::Error>> {
         let ratio = fit_to_size(canvas, self.box_size);
         let px = |css_px: f64| (css_px * ratio).round() as u32;
         let palette = cached_palette(canvas);
@@ -62,7 +82,7 @@ impl TimeChart<'_> {
         let root = backend.into_drawing_area();
         root.fill(&palette.background)?;
 
-        let (font, margin, x_area, y_area, line) =
+        let (font, margin, x_area, y_area, width) =
             if self.compact { (10.5, 6.0, 20.0, 48.0, 1.5) } else { (11.0, 8.0, 30.0, 40.0, 2.0) };
         let label: TextStyle<'_> = ("sans-serif", f64::from(px(font))).into_font().color(&palette.text);
         let mut chart = ChartBuilder::on(&root)
@@ -91,15 +111,20 @@ impl TimeChart<'_> {
         }
         mesh.draw()?;
 
-        for segment in segments {
-            // The band: along the highs, then back along the lows.
-            let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (p.x, p.high)).collect();
-            band.extend(segment.iter().rev().map(|p| (p.x, p.low)));
-            chart.draw_series(std::iter::once(Polygon::new(band, palette.line.mix(self.band_opacity).filled())))?;
-            chart.draw_series(LineSeries::new(
-                segment.iter().map(|p| (p.x, p.mid)),
-                ShapeStyle::from(palette.line).stroke_width(px(line)),
-            ))?;
+        for line in lines {
+            for segment in &line.segments {
+                if line.band {
+                    // The band: along the highs, then back along the lows.
+                    let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (p.x, p.high)).collect();
+                    band.extend(segment.iter().rev().map(|p| (p.x, p.low)));
+                    chart
+                        .draw_series(std::iter::once(Polygon::new(band, line.color.mix(self.band_opacity).filled())))?;
+                }
+                chart.draw_series(LineSeries::new(
+                    segment.iter().map(|p| (p.x, p.mid)),
+                    ShapeStyle::from(line.color).stroke_width(px(width)),
+                ))?;
+            }
         }
         let marker = ShapeStyle::from(palette.text).stroke_width(px(1.0));
         let (top, bottom) = (self.y_max, self.y_max * 0.92);
@@ -109,8 +134,9 @@ impl TimeChart<'_> {
                 .filter(|x| self.x_range.contains(x))
                 .map(|&x| PathElement::new(vec![(x, top), (x, bottom)], marker)),
         )?;
+        let (x_pixels, _) = chart.plotting_area().get_pixel_range();
         root.present()?;
-        Ok(())
+        Ok((f64::from(x_pixels.start) / ratio, f64::from(x_pixels.end) / ratio))
     }
 }
 

@@ -1,5 +1,5 @@
 //! How the page writes figures that `shared::units` does not cover: clocks,
-//! links, durations, energy, rates, and lists of GPUs.
+//! links, durations, energy, rates, lists of GPUs, and timestamps.
 
 use shared::{
     PcieLink,
@@ -91,12 +91,12 @@ pub fn time_of_day(ms: f64, seconds: bool) -> String {
     if seconds { format!("{h:02}:{m:02}:{s:02}") } else { format!("{h:02}:{m:02}") }
 }
 
-/// Weekday and time of `ms` in the browser's zone: "Tue 14:05".
-pub fn day_and_time(ms: f64) -> String {
-    const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-    let date = js_sys::Date::new(&ms.into());
-    let day = DAYS.get(date.get_day() as usize).copied().unwrap_or_default();
-    format!("{day} {}", time_of_day(ms, false))
+/// A timestamp in the browser's zone that says its date when it is not today:
+/// "14:05" today, "30 Nov 14:05" this year, "30 Nov 2025 14:05" before (the rule
+/// is `shared::time_axis::stamp`, tested there).
+pub fn stamp(ms: f64) -> String {
+    let offset = -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000;
+    shared::time_axis::stamp(ms.max(0.0) as u64, js_sys::Date::now() as u64, offset)
 }
 
 #[cfg(test)]

@@ -111,7 +111,7 @@ fn Row(label: &'static str, class: &'static str, value: impl Fn() -> String + Se
 fn XidItem(xid: XidEvent) -> impl IntoView {
     view! {
         <li class="xid">
-            <time class="xid-time">{format::day_and_time(xid.timestamp_ms as f64)}</time>
+            <time class="xid-time">{format::stamp(xid.timestamp_ms as f64)}</time>
             <span class="xid-code">{format!("XID {}", xid.code)}</span>
             <span class="xid-meaning">{xid.meaning}</span>
         </li>

@@ -1,11 +1,12 @@
-//! `#history`: the range picker and, per GPU, a row of history charts; or a
-//! notice when the server keeps no history.
+//! `#history`: the range picker and GPU picker (sticky while the charts scroll by),
+//! then one chart per metric with every GPU as a line; or a notice when the
+//! server keeps no history.
 
 use leptos::prelude::*;
 
 use crate::{
     components::history_chart::HistoryChart,
-    hooks::theme::Theme,
+    hooks::{history::use_history, theme::Theme},
     state::{
         DashboardState,
         history::{CHARTED, HistoryRange},
@@ -21,13 +22,17 @@ pub fn HistorySection(
 ) -> impl IntoView {
     let history_on = Memo::new(move |_| state.with(|s| s.host.as_ref().is_some_and(|h| h.history)));
     let (range, set_range) = signal(HistoryRange::FiveMinutes);
+    // The one GPU drilled down to, or every GPU.
+    let shown = RwSignal::new(None::<u32>);
+    let feed = use_history(state, range, history_on);
 
     view! {
         <section id="history" class="section" aria-labelledby="history-title">
-            <div class="section-head">
+            <div class="section-head history-head">
                 <h2 id="history-title" class="section-title">"History"</h2>
                 <Show when=move || history_on.get()>
                     <RangePicker range=range set_range=set_range />
+                    <GpuPicker indices=indices shown=shown />
                 </Show>
             </div>
             <Show
@@ -40,9 +45,27 @@ pub fn HistorySection(
                     }
                 }
             >
-                <For each=move || indices.get() key=|index| *index let:index>
-                    <HistoryRow state=state index=index range=range theme=theme />
-                </For>
+                <Show when=move || feed.error.with(Option::is_some)>
+                    <p class="history-error" role="alert">{move || feed.error.get().unwrap_or_default()}</p>
+                </Show>
+                <div class="history-charts" data-requests=move || feed.requests.get().to_string()>
+                    {CHARTED
+                        .into_iter()
+                        .map(|metric| {
+                            view! {
+                                <HistoryChart
+                                    state=state
+                                    indices=indices
+                                    metric=metric
+                                    range=range
+                                    theme=theme
+                                    feed=feed
+                                    shown=shown
+                                />
+                            }
+                        })
+                        .collect_view()}
+                </div>
             </Show>
         </section>
     }
@@ -74,28 +97,23 @@ fn RangePicker(range: ReadSignal<HistoryRange>, set_range: WriteSignal<HistoryRa
     }
 }
 
-/// The charts of GPU `index`, side by side on wide screens, stacked on phones.
+/// `#history-gpu`: every GPU, or one to drill down to (the legends' buttons set it too).
 #[component]
-fn HistoryRow(
-    state: ReadSignal<DashboardState>,
-    index: u32,
-    range: ReadSignal<HistoryRange>,
-    theme: ReadSignal<Theme>,
-) -> impl IntoView {
-    let name = Memo::new(move |_| state.with(|s| s.device(index).map(|d| d.info.name.clone()).unwrap_or_default()));
+fn GpuPicker(indices: Memo<Vec<u32>>, shown: RwSignal<Option<u32>>) -> impl IntoView {
+    let value = move || shown.get().map_or_else(|| "all".to_owned(), |i| i.to_string());
     view! {
-        <div class="history-row" data-index=index>
-            <h3 class="history-gpu">
-                <span class="gpu-index">{format!("GPU {index}")}</span>
-                " "
-                <span>{move || name.get()}</span>
-            </h3>
-            <div class="history-charts">
-                {CHARTED
-                    .into_iter()
-                    .map(|metric| view! { <HistoryChart state=state index=index metric=metric range=range theme=theme /> })
-                    .collect_view()}
-            </div>
-        </div>
+        <label class="history-gpu-picker">
+            "GPU "
+            <select
+                id="history-gpu"
+                prop:value=value
+                on:change=move |ev| shown.set(event_target_value(&ev).parse().ok())
+            >
+                <option value="all">"all"</option>
+                <For each=move || indices.get() key=|index| *index let:index>
+                    <option value=index.to_string()>{index.to_string()}</option>
+                </For>
+            </select>
+        </label>
     }
 }

@@ -1,15 +1,20 @@
-//! One history chart: a device's metric over the picked range, fetched from
-//! `/api/history` and kept moving with the live samples ([`use_history_series`]);
-//! min–max band and average line ([`super::history_plot`]).
+//! One history chart: a metric of every GPU over the picked range, a line per GPU
+//! in the shared palette, its legend under the plot (a button per GPU drills down
+//! to it), and on hover a crosshair with the time and every line's value.
 
-use leptos::{html, logging, prelude::*};
-use shared::history::Metric;
+use leptos::{ev, html, logging, prelude::*};
+use shared::{
+    chart::SERIES_COLORS,
+    history::Metric,
+    time_axis::{Civil, stamp},
+    units::three_digits,
+};
 
-use super::history_plot::{display_unit, draw, y_ceiling};
+use super::history_plot::{Drawn, display_unit, draw, nearest, y_ceiling, zone_offset_ms};
 use crate::{
     components::chart::LivePacer,
     hooks::{
-        history::{HistoryFeed, use_history_series},
+        history::HistoryFeed,
         theme::Theme,
         visible::{use_box_size, use_on_screen},
     },
@@ -21,25 +26,43 @@ const MIN_REDRAW_MS: f64 = 900.0;
 /// A bucket still filling (a long range's) is redrawn this often for its moving mean.
 const OPEN_BUCKET_REDRAW_MS: f64 = 5000.0;
 
-/// `canvas.history-chart[data-metric]` of GPU `index`.
+/// What the pointer is over: where, when, and each shown GPU's value then.
+#[derive(Debug, Clone, PartialEq)]
+struct Hover {
+    /// CSS pixels from the canvas's left edge: the crosshair's and the tooltip's place.
+    x: f64,
+    width: f64,
+    time: String,
+    values: Vec<(u32, String)>,
+}
+
+/// `figure.history-cell[data-metric]`: `canvas.history-chart`, `.history-legend`, `.history-tooltip`.
 #[component]
 pub fn HistoryChart(
     state: ReadSignal<DashboardState>,
-    index: u32,
+    indices: Memo<Vec<u32>>,
     metric: Metric,
     range: ReadSignal<HistoryRange>,
     theme: ReadSignal<Theme>,
+    feed: HistoryFeed,
+    shown: RwSignal<Option<u32>>,
 ) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
     let box_size = use_box_size(canvas_ref);
-    let HistoryFeed { series, error, answers } = use_history_series(state, index, metric, range, canvas_ref);
-
-    let ceiling = Memo::new(move |_| state.with(|s| y_ceiling(s, index, metric)));
+    let visible = Memo::new(move |_| match shown.get() {
+        Some(one) => vec![one],
+        None => indices.get(),
+    });
+    let ceiling = Memo::new(move |_| {
+        let shown = visible.get();
+        state.with(|s| shown.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
+    });
+    let drawn = StoredValue::new(None::<Drawn>);
+    let hover = RwSignal::new(None::<Hover>);
     // Off screen (below the fold, or the dashboard tab hidden) the chart waits, then draws once shown.
     let on_screen = use_on_screen(canvas_ref);
     let mut draws = 0u32;
     let mut pacer = LivePacer::<DrawKey>::default();
-    // The newest bucket's start at the last draw.
     let mut drawn_bucket: Option<u64> = None;
     Effect::new(move |_| {
         let key = DrawKey {
@@ -47,9 +70,11 @@ pub fn HistoryChart(
             theme: theme.get(),
             size: box_size.get(),
             ceiling: ceiling.get(),
-            answers: answers.get(),
+            answers: feed.answers.get(),
+            shown: shown.get(),
         };
-        series.track();
+        let lines = visible.get();
+        feed.set.track();
         if !on_screen.get() {
             pacer.off_screen();
             return;
@@ -58,45 +83,146 @@ pub fn HistoryChart(
             return;
         };
         let now = js_sys::Date::now();
-        let newest = series.with_untracked(|s| s.points().last().map(|p| p.t));
+        let newest = feed.set.with_untracked(|set| {
+            lines.iter().filter_map(|&i| set.series(i, metric)?.points().last().map(|p| p.t)).max()
+        });
         // New samples are due when a bucket closed (or the open one has been moving a while);
-        // the pacer then has the 5 × GPUs charts take turns instead of all redrawing in one tick.
+        // the pacer then has the charts take turns instead of all redrawing in one tick.
         let due =
             |elapsed: f64| elapsed >= MIN_REDRAW_MS && (drawn_bucket != newest || elapsed >= OPEN_BUCKET_REDRAW_MS);
         if !pacer.draw_now(key, now, state.with_untracked(|s| s.seq), due) {
             return;
         }
         drawn_bucket = newest;
-        let drawn = series.with_untracked(|s| draw(&canvas, size, s, metric, key.range, key.ceiling, now));
-        match drawn {
-            Ok(points) => {
+        let result = feed.set.with_untracked(|set| {
+            let series: Vec<_> = lines.iter().filter_map(|&i| Some((i, set.series(i, metric)?))).collect();
+            draw(&canvas, size, &series, metric, key.range, key.ceiling, now)
+        });
+        match result {
+            Ok(done) => {
                 draws += 1;
+                drawn.set_value(Some(done));
                 let _ = canvas.set_attribute("data-draws", &draws.to_string());
-                let _ = canvas.set_attribute("data-points", &points.to_string());
+                let _ = canvas.set_attribute("data-points", &done.points.to_string());
+                let _ = canvas.set_attribute("data-lines", &lines.len().to_string());
             }
-            Err(err) => logging::warn!("gpudash: cannot draw the {} history of GPU {index}: {err}", metric.name()),
+            Err(err) => logging::warn!("gpudash: cannot draw the {} history: {err}", metric.name()),
         }
     });
 
+    let on_move = move |ev: ev::MouseEvent| {
+        let x = f64::from(ev.offset_x());
+        let Some(done) = drawn.get_value() else { return };
+        let Some(t) = done.time_at(x) else {
+            hover.set(None);
+            return;
+        };
+        let (unit, divisor) = display_unit(metric);
+        let values = feed.set.with_untracked(|set| {
+            visible
+                .get_untracked()
+                .into_iter()
+                .filter_map(|i| {
+                    let point = nearest(set.series(i, metric)?.points(), t)?;
+                    Some((i, format!("{} {unit}", three_digits(point.avg / divisor))))
+                })
+                .collect()
+        });
+        let offset = zone_offset_ms(t as f64);
+        let time = if range.get_untracked().millis() <= 3_600_000 {
+            Civil::at(t, offset).time(true)
+        } else {
+            stamp(t, js_sys::Date::now() as u64, offset)
+        };
+        let width = box_size.get_untracked().map_or(0.0, |(w, _)| w);
+        hover.set(Some(Hover { x: done.x_of(t), width, time, values }));
+    };
+
     let (unit, _) = display_unit(metric);
     view! {
-        <figure class="history-cell">
+        <figure class="history-cell" data-metric=metric.name()>
             <figcaption class="history-caption">
                 {metric.label()}
                 <span class="history-unit">{format!(" ({unit})")}</span>
             </figcaption>
-            <canvas
-                node_ref=canvas_ref
-                class="history-chart"
-                data-metric=metric.name()
-                data-index=index
-                role="img"
-                aria-label=move || format!("{} of GPU {index} over the last {}", metric.label(), range.get().key())
-            ></canvas>
-            <Show when=move || error.with(Option::is_some)>
-                <p class="history-error">{move || error.get().unwrap_or_default()}</p>
-            </Show>
+            <div class="history-plot">
+                <canvas
+                    node_ref=canvas_ref
+                    class="history-chart"
+                    data-metric=metric.name()
+                    role="img"
+                    aria-label=move || {
+                        let who = shown.get().map_or_else(|| "every GPU".to_owned(), |i| format!("GPU {i}"));
+                        format!("{} of {who} over the last {}", metric.label(), range.get().key())
+                    }
+                    on:mousemove=on_move
+                    on:mouseleave=move |_| hover.set(None)
+                ></canvas>
+                {move || hover.get().map(|h| tooltip(&h))}
+            </div>
+            <Legend indices=indices shown=shown metric=metric />
         </figure>
+    }
+}
+
+/// The crosshair and the tooltip beside it (on the left of the crosshair past the middle).
+fn tooltip(hover: &Hover) -> impl IntoView + use<> {
+    let side = if hover.x > hover.width / 2.0 {
+        format!("right: {:.0}px", (hover.width - hover.x + 10.0).max(0.0))
+    } else {
+        format!("left: {:.0}px", hover.x + 10.0)
+    };
+    let rows = hover
+        .values
+        .iter()
+        .map(|(i, value)| {
+            let color = format!("background: {}", SERIES_COLORS[*i as usize % SERIES_COLORS.len()]);
+            view! {
+                <li data-index=*i>
+                    <span class="history-swatch" style=color></span>
+                    {format!("GPU {i}: {value}")}
+                </li>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="history-crosshair" style=format!("left: {:.0}px", hover.x)></div>
+        <div class="history-tooltip" role="status" style=side>
+            <div class="history-tooltip-time">{hover.time.clone()}</div>
+            <ul>{rows}</ul>
+        </div>
+    }
+}
+
+/// `ul.history-legend`: a button per GPU in its line's color, off the plot; pressing
+/// one shows only that GPU (in every chart), pressing it again shows them all.
+#[component]
+fn Legend(indices: Memo<Vec<u32>>, shown: RwSignal<Option<u32>>, metric: Metric) -> impl IntoView {
+    view! {
+        <ul class="history-legend" aria-label=format!("GPUs in the {} chart", metric.label())>
+            <For each=move || indices.get() key=|index| *index let:index>
+                {
+                    let pressed = move || shown.get() == Some(index);
+                    let hidden = move || shown.get().is_some_and(|one| one != index);
+                    let color = format!("background: {}", SERIES_COLORS[index as usize % SERIES_COLORS.len()]);
+                    view! {
+                        <li>
+                            <button
+                                type="button"
+                                data-index=index
+                                class:dimmed=hidden
+                                aria-pressed=move || pressed().to_string()
+                                title="Show only this GPU; press again for all"
+                                on:click=move |_| shown.update(|s| *s = if *s == Some(index) { None } else { Some(index) })
+                            >
+                                <span class="history-swatch" style=color></span>
+                                {format!("GPU {index}")}
+                            </button>
+                        </li>
+                    }
+                }
+            </For>
+        </ul>
     }
 }
 
@@ -109,4 +235,5 @@ struct DrawKey {
     size: Option<(f64, f64)>,
     ceiling: Option<f64>,
     answers: u32,
+    shown: Option<u32>,
 }

@@ -1,14 +1,16 @@
 //! Drawing a history chart: display units, the y ceiling, time ticks on round
-//! local times, gaps split out, and the [`TimeChart`] call.
+//! local times (`shared::time_axis`), gaps split out, a line per GPU in the shared
+//! palette, and reading the pointer back as a time.
 
-use shared::history::Metric;
+use shared::{
+    chart::series_color,
+    history::{HistoryPoint, Metric},
+    time_axis::TimeTicks,
+};
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::{
-        chart::{BandPoint, TimeChart},
-        format,
-    },
+    components::chart::{BandPoint, ChartLine, TimeChart},
     state::{
         DashboardState,
         history::{HistoryRange, HistorySeries},
@@ -39,32 +41,9 @@ pub fn y_ceiling(state: &DashboardState, index: u32, metric: Metric) -> Option<f
     }
 }
 
-/// Steps the time axis may take, in ms: round minutes, hours and days.
-const TIME_STEPS: [u64; 14] = [
-    15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000, 3_600_000, 7_200_000, 10_800_000,
-    21_600_000, 43_200_000, 86_400_000,
-];
-
-/// Tick times between `from` and `to` at the smallest round step that gives at
-/// most `max_ticks`, aligned on the local clock (`offset_ms` east of UTC); and that step.
-fn time_ticks(from: u64, to: u64, max_ticks: u64, offset_ms: i64) -> (Vec<u64>, u64) {
-    let span = to.saturating_sub(from);
-    let step = TIME_STEPS.into_iter().find(|step| span / step <= max_ticks.max(1)).unwrap_or(86_400_000);
-    let local = |t: u64| t as i64 + offset_ms;
-    let first = local(from).div_euclid(step as i64) * step as i64 + step as i64 - offset_ms;
-    let ticks = (0..).map(|k| first + k * step as i64).take_while(|&t| t <= to as i64).map(|t| t as u64).collect();
-    (ticks, step)
-}
-
-/// A tick's label: seconds on short steps, the weekday on day steps.
-fn time_label(ms: f64, step: u64) -> String {
-    if step < 60_000 {
-        format::time_of_day(ms, true)
-    } else if step >= 43_200_000 {
-        format::day_and_time(ms)
-    } else {
-        format::time_of_day(ms, false)
-    }
+/// The offset of the browser's zone at `ms`, ms east of UTC.
+pub fn zone_offset_ms(ms: f64) -> i64 {
+    -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000
 }
 
 /// Splits points where buckets are missing (the server was down), so no line bridges the gap.
@@ -83,46 +62,102 @@ fn segments(points: &[BandPoint], gap_ms: u64) -> Vec<&[BandPoint]> {
     out
 }
 
-/// Draws the chart; returns how many buckets it drew.
+/// What a draw showed: the time range, the plot area's left and right edges (CSS
+/// pixels) and how many buckets of all lines were drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drawn {
+    pub from: u64,
+    pub to: u64,
+    pub plot: (f64, f64),
+    pub points: usize,
+}
+
+impl Drawn {
+    /// The time under CSS pixel `x` of the canvas, if it is over the plot area.
+    pub fn time_at(&self, x: f64) -> Option<u64> {
+        let (left, right) = self.plot;
+        (right > left && (left..=right).contains(&x))
+            .then(|| self.from + ((x - left) / (right - left) * (self.to - self.from) as f64) as u64)
+    }
+
+    /// CSS pixel x of time `t` on the canvas.
+    pub fn x_of(&self, t: u64) -> f64 {
+        let (left, right) = self.plot;
+        left + (t.saturating_sub(self.from)) as f64 / (self.to - self.from).max(1) as f64 * (right - left)
+    }
+}
+
+/// The bucket of `points` (oldest first) whose start is nearest `t`.
+pub fn nearest(points: &[HistoryPoint], t: u64) -> Option<&HistoryPoint> {
+    let at = points.partition_point(|p| p.t < t);
+    let after = points.get(at);
+    let before = at.checked_sub(1).and_then(|i| points.get(i));
+    match (before, after) {
+        (Some(b), Some(a)) => Some(if t - b.t <= a.t - t { b } else { a }),
+        (b, a) => b.or(a),
+    }
+}
+
+/// Draws one line per `(GPU index, series)` in the GPU's palette color (with the
+/// min–max band when only one GPU is shown) over the last `range`.
 pub fn draw(
     canvas: &HtmlCanvasElement,
     box_size: (f64, f64),
-    series: &HistorySeries,
+    lines: &[(u32, &HistorySeries)],
     metric: Metric,
     range: HistoryRange,
     ceiling: Option<f64>,
     now_ms: f64,
-) -> Result<usize, Box<dyn std::error::Error>> {
+) -> Result<Drawn, Box<dyn std::error::Error>> {
     let (unit, divisor) = display_unit(metric);
-    let to = now_ms.max(series.points().last().map_or(0.0, |p| p.t as f64)) as u64;
+    let newest = lines.iter().filter_map(|(_, s)| s.points().last()).map(|p| p.t as f64).fold(0.0, f64::max);
+    let to = now_ms.max(newest) as u64;
     let from = to.saturating_sub(range.millis());
-    let first = series.points().partition_point(|p| p.t < from);
-    let visible = &series.points()[first..];
-    let data_max = visible.iter().map(|p| p.max / divisor).fold(0.0, f64::max);
-
-    let max_ticks = (box_size.0 / 80.0).clamp(2.0, 8.0) as u64;
-    let offset_ms = -js_sys::Date::new_0().get_timezone_offset() as i64 * 60_000;
-    let (ticks, step) = time_ticks(from, to, max_ticks, offset_ms);
-    let points: Vec<BandPoint> = visible
+    let visible: Vec<(u32, &[HistoryPoint], u64)> = lines
         .iter()
-        .map(|p| BandPoint { x: p.t as i64, low: p.min / divisor, mid: p.avg / divisor, high: p.max / divisor })
+        .map(|(index, s)| (*index, &s.points()[s.points().partition_point(|p| p.t < from)..], s.bucket_ms()))
         .collect();
-    let gap_ms = (series.bucket_ms() * 3).max(5_000);
-    TimeChart {
+    let data_max = visible.iter().flat_map(|(_, points, _)| points.iter()).map(|p| p.max / divisor).fold(0.0, f64::max);
+
+    let max_ticks = (box_size.0 / 95.0).clamp(2.0, 8.0) as u64;
+    let ticks = TimeTicks::new(from, to, max_ticks, zone_offset_ms(to as f64));
+    let band_points: Vec<(u32, Vec<BandPoint>, u64)> = visible
+        .iter()
+        .map(|(index, points, bucket_ms)| {
+            let points = points
+                .iter()
+                .map(|p| BandPoint { x: p.t as i64, low: p.min / divisor, mid: p.avg / divisor, high: p.max / divisor })
+                .collect();
+            (*index, points, (bucket_ms * 3).max(5_000))
+        })
+        .collect();
+    let band = band_points.len() == 1;
+    let chart_lines: Vec<ChartLine<'_>> = band_points
+        .iter()
+        .map(|(index, points, gap_ms)| ChartLine {
+            color: series_color(*index as usize),
+            band,
+            segments: segments(points, *gap_ms),
+        })
+        .collect();
+    let plot = TimeChart {
         x_range: from as i64..to as i64,
-        x_ticks: ticks.into_iter().map(|t| t as i64).collect(),
-        x_label: &|x| time_label(x as f64, step),
+        x_ticks: ticks.ticks.iter().map(|&t| t as i64).collect(),
+        x_label: &|x| ticks.label(x.max(0) as u64),
         x_desc: None,
         y_max: ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0),
         y_desc: unit,
         y_labels: 4,
         compact: true,
         markers: &[],
-        band_opacity: 0.25,
+        band_opacity: 0.2,
         box_size,
     }
-    .draw(canvas, &segments(&points, gap_ms))?;
-    Ok(visible.len())
+    .draw_lines(canvas, &chart_lines)?;
+    // The tick labels, for tests and screen readers that cannot read the canvas.
+    let labels: Vec<String> = ticks.ticks.iter().map(|&t| ticks.label(t)).collect();
+    let _ = canvas.set_attribute("data-x-ticks", &labels.join("|"));
+    Ok(Drawn { from, to, plot, points: visible.iter().map(|(_, p, _)| p.len()).sum() })
 }
 
 #[cfg(test)]
@@ -134,18 +169,17 @@ mod tests {
     }
 
     #[test]
-    fn ticks_fall_on_round_local_times() {
-        // One hour from 10:07 UTC: every 15 minutes at most 4 ticks, on the quarter hour.
-        let from = 10 * 3_600_000 + 7 * 60_000;
-        let (ticks, step) = time_ticks(from, from + 3_600_000, 4, 0);
-        assert_eq!(step, 900_000);
-        assert_eq!(
-            ticks,
-            [10 * 3_600_000 + 900_000, 10 * 3_600_000 + 1_800_000, 10 * 3_600_000 + 2_700_000, 11 * 3_600_000]
-        );
-        // Half an hour east of UTC, hour ticks land on local hours.
-        let (ticks, _) = time_ticks(0, 3 * 3_600_000, 3, 1_800_000);
-        assert_eq!(ticks, [1_800_000, 5_400_000, 9_000_000]);
+    fn the_pointer_reads_back_as_a_time_and_finds_the_nearest_bucket() {
+        let drawn = Drawn { from: 1000, to: 2000, plot: (50.0, 150.0), points: 0 };
+        assert_eq!(drawn.time_at(100.0), Some(1500));
+        assert_eq!(drawn.time_at(10.0), None, "over the y labels");
+        assert_eq!(drawn.x_of(1500), 100.0);
+        let p = |t| HistoryPoint { t, min: 0.0, avg: 0.0, max: 0.0 };
+        let points = [p(1000), p(1200), p(1400)];
+        assert_eq!(nearest(&points, 1290).map(|p| p.t), Some(1200));
+        assert_eq!(nearest(&points, 1310).map(|p| p.t), Some(1400));
+        assert_eq!(nearest(&points, 9999).map(|p| p.t), Some(1400));
+        assert_eq!(nearest(&[], 5), None);
     }
 
     #[test]

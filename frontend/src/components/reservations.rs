@@ -72,8 +72,8 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
                     <tr class="reservation-row" data-id=id>
                         <td class="reservation-gpus">{format::indexes(&r.devices)}</td>
                         <td class="reservation-user">{r.user.clone()}</td>
-                        <td class="reservation-from">{format::day_and_time(r.start_ms as f64)}</td>
-                        <td class="reservation-to">{format::day_and_time(r.end_ms as f64)}</td>
+                        <td class="reservation-from">{format::stamp(r.start_ms as f64)}</td>
+                        <td class="reservation-to">{format::stamp(r.end_ms as f64)}</td>
                         <td class="reservation-note">{r.note.clone()}</td>
                         <td class="reservation-intruders" class:warn=!r.intruders.is_empty()>{intruders}</td>
                         <td>

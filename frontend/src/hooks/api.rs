@@ -4,7 +4,7 @@
 //! cookie with it; a refusal comes back as the server's own message.
 
 use serde::{Deserialize, de::DeserializeOwned};
-use shared::history::{HistoryResponse, Metric};
+use shared::history::{HistoryAllResponse, HistoryRange};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Headers, RequestInit, Response};
@@ -28,22 +28,10 @@ impl ApiFailure {
     }
 }
 
-/// What a query asks `/api/history` for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryQuery {
-    pub device: u32,
-    pub metric: Metric,
-    pub from_ms: u64,
-    pub to_ms: u64,
-    pub points: u32,
-}
-
-/// `GET /api/history`; the failure carries the server's own message when it sent one.
-pub async fn fetch_history(query: HistoryQuery) -> Result<HistoryResponse, ApiFailure> {
-    let HistoryQuery { device, metric, from_ms, to_ms, points } = query;
-    let url =
-        format!("/api/history?device={device}&metric={}&from={from_ms}&to={to_ms}&points={points}", metric.name());
-    get_json(&url).await
+/// `GET /api/history/all`: every metric of every GPU over `range` ending at `to_ms`,
+/// at most `points` buckets a line; the failure carries the server's own message.
+pub async fn fetch_history_all(range: HistoryRange, to_ms: u64, points: u32) -> Result<HistoryAllResponse, ApiFailure> {
+    get_json(&format!("/api/history/all?range={}&to={to_ms}&points={points}", range.key())).await
 }
 
 /// `GET url`, its JSON answer.

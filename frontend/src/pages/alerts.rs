@@ -122,19 +122,19 @@ fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
         (None, None, true) => Some("user hidden (sign in)".to_owned()),
         (None, None, false) => None,
     };
-    let fired = format::day_and_time(alert.fired_ms as f64);
+    let fired = format::stamp(alert.fired_ms as f64);
     let when = match alert.resolved_ms {
         None => format!("fired {fired} · firing for {}", format::duration(now_ms.saturating_sub(alert.fired_ms))),
         Some(end) => format!(
             "fired {fired} · resolved {} after {}",
-            format::day_and_time(end as f64),
+            format::stamp(end as f64),
             format::duration(end.saturating_sub(alert.fired_ms))
         ),
     };
     let silenced = alert
         .silenced
         .as_ref()
-        .map(|s| format!("silenced until {} by {} ({})", format::day_and_time(s.until_ms as f64), s.by, s.reason));
+        .map(|s| format!("silenced until {} by {} ({})", format::stamp(s.until_ms as f64), s.by, s.reason));
     let can_silence = firing && alert.silenced.is_none();
     let target = (alert.rule, alert.gpu_index);
     view! {

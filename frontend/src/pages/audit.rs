@@ -119,23 +119,28 @@ pub fn AuditPage() -> impl IntoView {
                             <th>"Time"</th>
                             <th>"User"</th>
                             <th>"Client"</th>
-                            <th>"Action"</th>
+                            <th>"What happened"</th>
                             <th>"Target"</th>
                             <th>"Outcome"</th>
                             <th>"Detail"</th>
                         </tr>
                     </thead>
                     <tbody>
-                        {move || entries.get().unwrap_or_default().into_iter().map(|e| view! {
+                        {move || entries.get().unwrap_or_default().into_iter().map(|e| {
+                            let said = if e.summary.is_empty() { e.action.clone() } else { e.summary.clone() };
+                            view! {
                             <tr class="audit-entry" data-id=e.id>
-                                <td>{format::day_and_time(e.timestamp_ms as f64)}</td>
+                                <td>{format::stamp(e.timestamp_ms as f64)}</td>
                                 <td class="audit-user">{e.user}</td>
                                 <td class="mono">{e.client}</td>
-                                <td class="audit-action">{e.action}</td>
+                                <td class="audit-action" data-action=e.action.clone() title=e.action.clone()>
+                                    {said}
+                                </td>
                                 <td>{e.target}</td>
                                 <td class=format!("audit-outcome outcome-{}", e.outcome.name())>{e.outcome.name()}</td>
                                 <td class="audit-detail">{e.detail}</td>
                             </tr>
+                            }
                         }).collect_view()}
                     </tbody>
                 </table>

@@ -1,40 +1,10 @@
-//! The history charts' data: the range picked, and each chart's series, the
-//! buckets `/api/history` answered followed by the live tail merged in from ticks.
+//! The history charts' data: the range picked, and each GPU's series of each
+//! metric, the buckets `/api/history/all` answered followed by the live tail
+//! merged in from ticks.
 
-use shared::history::{HistoryPoint, Metric};
+use shared::history::{HistoryAllResponse, HistoryPoint, Metric};
 
-/// The time ranges the history section offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HistoryRange {
-    FiveMinutes,
-    Hour,
-    Day,
-    Week,
-}
-
-impl HistoryRange {
-    pub const ALL: [Self; 4] = [Self::FiveMinutes, Self::Hour, Self::Day, Self::Week];
-
-    /// The button's label and `data-range`, e.g. "24h".
-    pub fn key(self) -> &'static str {
-        match self {
-            Self::FiveMinutes => "5m",
-            Self::Hour => "1h",
-            Self::Day => "24h",
-            Self::Week => "7d",
-        }
-    }
-
-    pub fn millis(self) -> u64 {
-        const MINUTE: u64 = 60_000;
-        match self {
-            Self::FiveMinutes => 5 * MINUTE,
-            Self::Hour => 60 * MINUTE,
-            Self::Day => 24 * 60 * MINUTE,
-            Self::Week => 7 * 24 * 60 * MINUTE,
-        }
-    }
-}
+pub use shared::history::HistoryRange;
 
 /// The metrics charted for every GPU, in the order shown.
 pub const CHARTED: [Metric; 7] = [
@@ -46,6 +16,66 @@ pub const CHARTED: [Metric; 7] = [
     Metric::Temperature,
     Metric::SmClock,
 ];
+
+/// Every charted series: one per GPU and metric, all fetched in one request.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HistorySet {
+    lines: Vec<(u32, Metric, HistorySeries)>,
+    /// Each GPU's newest live sample merged, so a tick is never merged twice.
+    merged_until: Vec<(u32, u64)>,
+}
+
+impl HistorySet {
+    /// The series of GPU `device`'s `metric`, if any sample or answer had it.
+    pub fn series(&self, device: u32, metric: Metric) -> Option<&HistorySeries> {
+        self.lines.iter().find(|(d, m, _)| *d == device && *m == metric).map(|(_, _, s)| s)
+    }
+
+    fn series_mut(&mut self, device: u32, metric: Metric) -> &mut HistorySeries {
+        let at = match self.lines.iter().position(|(d, m, _)| *d == device && *m == metric) {
+            Some(at) => at,
+            None => {
+                self.lines.push((device, metric, HistorySeries::live(1000)));
+                self.lines.len() - 1
+            }
+        };
+        &mut self.lines[at].2
+    }
+
+    /// A fetch went out: every series remembers the live samples that come meanwhile.
+    pub fn begin_fetch(&mut self) {
+        self.lines.iter_mut().for_each(|(_, _, s)| s.begin_fetch());
+    }
+
+    /// Takes the answer of `/api/history/all` for the charted metrics.
+    pub fn finish_fetch(&mut self, answer: HistoryAllResponse) {
+        for line in answer.lines.into_iter().filter(|l| CHARTED.contains(&l.metric)) {
+            self.series_mut(line.device, line.metric).finish_fetch(answer.bucket_ms, line.points);
+        }
+    }
+
+    /// The fetch failed: the points stay as they are.
+    pub fn abandon_fetch(&mut self) {
+        self.lines.iter_mut().for_each(|(_, _, s)| s.abandon_fetch());
+    }
+
+    /// Merges GPU `device`'s sample taken at `t` (its value of each charted metric),
+    /// unless it was merged already; forgets buckets before `from`.
+    pub fn push(&mut self, device: u32, t: u64, value: impl Fn(Metric) -> Option<f64>, from: u64) {
+        match self.merged_until.iter_mut().find(|(d, _)| *d == device) {
+            Some((_, until)) if *until >= t => return,
+            Some((_, until)) => *until = t,
+            None => self.merged_until.push((device, t)),
+        }
+        for metric in CHARTED {
+            if let Some(v) = value(metric) {
+                let series = self.series_mut(device, metric);
+                series.push(t, v);
+                series.trim_before(from);
+            }
+        }
+    }
+}
 
 /// One chart's points, oldest first, on a grid of `bucket_ms`-wide buckets.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -176,5 +206,31 @@ mod tests {
     #[test]
     fn ranges_read_as_their_buttons() {
         assert_eq!(HistoryRange::ALL.map(HistoryRange::key), ["5m", "1h", "24h", "7d"]);
+    }
+
+    #[test]
+    fn one_answer_fills_every_gpu_and_a_tick_merges_once() {
+        use shared::history::{HistoryLine, Resolution};
+        let mut set = HistorySet::default();
+        set.push(1, 5_000, |_| Some(1.0), 0);
+        set.begin_fetch();
+        set.push(1, 65_000, |m| (m == Metric::GpuUtil).then_some(9.0), 0);
+        set.push(1, 65_000, |m| (m == Metric::GpuUtil).then_some(50.0), 0);
+        let line = |device, metric| HistoryLine { device, metric, points: vec![bucket(0, 1.0, 1.0, 1.0)] };
+        set.finish_fetch(HistoryAllResponse {
+            from: 0,
+            to: 120_000,
+            bucket_ms: 60_000,
+            resolution: Resolution::Raw,
+            simulated: true,
+            lines: vec![line(0, Metric::GpuUtil), line(1, Metric::GpuUtil), line(1, Metric::MemClock)],
+        });
+        assert_eq!(set.series(0, Metric::GpuUtil).unwrap().points(), [bucket(0, 1.0, 1.0, 1.0)]);
+        assert_eq!(
+            set.series(1, Metric::GpuUtil).unwrap().points(),
+            [bucket(0, 1.0, 1.0, 1.0), bucket(60_000, 9.0, 9.0, 9.0)],
+            "the sample that came meanwhile is merged once"
+        );
+        assert!(set.series(1, Metric::MemClock).is_none(), "memory clock is not charted");
     }
 }

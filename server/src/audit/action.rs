@@ -100,6 +100,48 @@ impl Action {
     }
 }
 
+impl Action {
+    /// The action of a stored id, if it is one.
+    pub fn from_id(id: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.id() == id)
+    }
+
+    /// What someone did, in the past tense: "ran an experiment".
+    pub const fn done(self) -> &'static str {
+        match self {
+            Self::Login => "logged in",
+            Self::AuthBearer => "sent a token",
+            Self::ExperimentStart => "ran an experiment",
+            Self::ExperimentCancel => "cancelled a run",
+            Self::EmptyCache => "emptied the lab's cache",
+            Self::AuditRead => "read the audit log",
+            Self::BridgeReport => "reported a PyTorch process",
+            Self::BridgeAttach => "attached a PyTorch process",
+            Self::BridgeConsent => "changed a PyTorch process's consent",
+            Self::BridgeEmptyCache => "emptied a process's cache",
+            Self::BridgeAllocatorMap => "asked a process for its allocator map",
+            Self::AlertSilence => "silenced an alert",
+            Self::AlertUnsilence => "ended a silence",
+            Self::ProcessSignal => "signalled a process",
+            Self::ReservationCreate => "reserved a GPU",
+            Self::ReservationRelease => "released a reservation",
+        }
+    }
+}
+
+/// An audit entry in words: "ana ran an experiment (run 12)", "bob was refused
+/// signalling a process (pid 4242)", "ana tried running an experiment (GPU 0); it failed".
+pub fn summary(user: &str, action: &str, target: &str, outcome: shared::auth::AuditOutcome) -> String {
+    use shared::auth::AuditOutcome;
+    let target = if target.is_empty() { String::new() } else { format!(" ({target})") };
+    match (Action::from_id(action), outcome) {
+        (Some(a), AuditOutcome::Ok) => format!("{user} {}{target}", a.done()),
+        (Some(a), AuditOutcome::Denied) => format!("{user} was refused {}{target}", a.doing()),
+        (Some(a), AuditOutcome::Failed) => format!("{user} tried {}{target}; it failed", a.doing()),
+        (None, outcome) => format!("{user}: {action}{target}, {}", outcome.name()),
+    }
+}
+
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.id())
@@ -124,5 +166,21 @@ mod tests {
         assert_eq!(Action::ExperimentStart.id(), "experiment.start");
         assert_eq!(Action::BridgeEmptyCache.id(), "bridge.empty_cache");
         assert_eq!(Action::ExperimentCancel.doing(), "cancelling a run");
+    }
+
+    #[test]
+    fn entries_read_as_sentences() {
+        use shared::auth::AuditOutcome;
+        assert_eq!(summary("ana", "experiment.start", "run 12", AuditOutcome::Ok), "ana ran an experiment (run 12)");
+        assert_eq!(
+            summary("bob", "process.signal", "pid 4242", AuditOutcome::Denied),
+            "bob was refused signalling a process (pid 4242)"
+        );
+        assert_eq!(
+            summary("ana", "experiment.start", "GPU 0", AuditOutcome::Failed),
+            "ana tried running an experiment (GPU 0); it failed"
+        );
+        assert_eq!(summary("ana", "old.thing", "", AuditOutcome::Ok), "ana: old.thing, ok");
+        assert!(Action::ALL.iter().all(|a| Action::from_id(a.id()) == Some(*a)));
     }
 }

@@ -151,6 +151,7 @@ impl Audit {
                     target: event.target.to_owned(),
                     outcome: event.outcome,
                     detail: event.detail.to_owned(),
+                    summary: String::new(),
                 };
                 log.1.push_back(entry);
                 if log.1.len() > MEMORY_ENTRIES {
@@ -186,13 +187,17 @@ impl Audit {
     /// from `spawn_blocking`). `query` is assumed valid ([`AuditQuery::validate`]).
     /// Sees every entry recorded before the call.
     pub fn list(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, AuditStoreError> {
-        match &self.shared.backend {
-            Backend::Sqlite(store) => store.list(query),
+        let mut entries = match &self.shared.backend {
+            Backend::Sqlite(store) => store.list(query)?,
             Backend::Memory(log) => {
                 let log = lock(log);
-                Ok(log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect())
+                log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect()
             }
+        };
+        for e in &mut entries {
+            e.summary = action::summary(&e.user, &e.action, &e.target, e.outcome);
         }
+        Ok(entries)
     }
 
     /// Writes closed windows of denials every few seconds and deletes old entries

@@ -205,6 +205,7 @@ fn list(conn: &Connection, query: &AuditQuery) -> rusqlite::Result<Vec<AuditEntr
                 outcome: outcome(r.get_ref(6)?)
                     .map_err(|e| rusqlite::Error::FromSqlConversionFailure(6, rusqlite::types::Type::Text, e.into()))?,
                 detail: r.get(7)?,
+                summary: String::new(),
             })
         },
     )?;

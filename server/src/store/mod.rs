@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-pub use query::{HistoryQuery, QueryError};
+pub use query::{HistoryQuery, QueryError, bucket_width};
 pub use recorder::Recorder;
 
 /// How long each resolution is kept.
@@ -97,6 +97,18 @@ impl Store {
     pub fn history(&self, query: &HistoryQuery, now_ms: u64) -> Result<query::Answer, QueryError> {
         let reader = self.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         query::run(&reader, query, self.retention, now_ms)
+    }
+
+    /// Every metric of every GPU in `devices` over `(from, to, points)` (blocking: call
+    /// from `spawn_blocking`). The range is checked like a [`HistoryQuery`]'s.
+    pub fn history_all(
+        &self,
+        devices: &[u32],
+        range: (u64, u64, u32),
+        now_ms: u64,
+    ) -> Result<Vec<(u32, shared::history::Metric, query::Answer)>, QueryError> {
+        let reader = self.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        query::run_all(&reader, devices, range, self.retention, now_ms)
     }
 }
 

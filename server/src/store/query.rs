@@ -121,6 +121,26 @@ pub(super) fn run(
     Ok(Answer { bucket_ms: width, resolution: if used_minutes { Resolution::Minute } else { Resolution::Raw }, points })
 }
 
+/// Every metric of every GPU in `devices` over `from..to` in at most `points` buckets
+/// each (all on one grid): one lock and one pass for `GET /api/history/all`.
+pub(super) fn run_all(
+    conn: &Connection,
+    devices: &[u32],
+    range: (u64, u64, u32),
+    retention: Retention,
+    now_ms: u64,
+) -> Result<Vec<(u32, Metric, Answer)>, QueryError> {
+    let (from, to, points) = range;
+    let mut lines = Vec::with_capacity(devices.len() * Metric::ALL.len());
+    for &device in devices {
+        for metric in Metric::ALL {
+            let answer = run(conn, &HistoryQuery { device, metric, from, to, points }, retention, now_ms)?;
+            lines.push((device, metric, answer));
+        }
+    }
+    Ok(lines)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -212,5 +232,16 @@ mod tests {
         assert!(err.contains("'from'"), "{err}");
         let answer = store.history(&query(0, MAX_TIME_MS, 7), T0).unwrap();
         assert!(answer.points.len() <= 7, "{}", answer.points.len());
+    }
+
+    #[test]
+    fn every_metric_of_every_gpu_shares_one_grid() {
+        let (_dir, store) = filled_store(600, Retention::default());
+        let lines = store.history_all(&[0, 1], (T0, T0 + 600_000, 60), T0 + 600_000).unwrap();
+        assert_eq!(lines.len(), 2 * Metric::ALL.len());
+        assert!(lines.iter().all(|(_, _, a)| a.bucket_ms == 10_000));
+        let memory = |device| lines.iter().find(|(d, m, _)| *d == device && *m == Metric::MemoryUsed).unwrap();
+        assert_eq!(memory(0).2.points.len(), 60, "GPU 0 recorded memory every second");
+        assert!(memory(1).2.points.is_empty(), "GPU 1 recorded nothing");
     }
 }

@@ -144,7 +144,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 /// Any other `/api/...` path.
 pub async fn not_found(uri: Uri) -> ApiError {
     ApiError::not_found(format!(
-        "no endpoint '{}'; the API has /api/devices, /api/processes, /api/history, /metrics, /healthz and /ws",
+        "no endpoint '{}'; the API has /api/devices, /api/processes, /api/history, /api/history/all, /metrics, /healthz and /ws",
         uri.path()
     ))
 }

@@ -1,4 +1,5 @@
-//! `GET /api/history`: a device's metric over a time range, downsampled.
+//! `GET /api/history`: a device's metric over a time range, downsampled; and
+//! `GET /api/history/all`: every metric of every GPU over one range, in one answer.
 
 use std::collections::HashMap;
 
@@ -6,10 +7,10 @@ use axum::Json;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use shared::history::{HistoryResponse, Metric};
+use shared::history::{HistoryAllResponse, HistoryLine, HistoryRange, HistoryResponse, Metric, Resolution};
 
 use super::{ApiError, AppState};
-use crate::store::{HistoryQuery, QueryError};
+use crate::store::{HistoryQuery, QueryError, Store};
 use crate::telemetry::now_ms;
 
 const PARAMETERS: &str = "device, metric, from, to, points";
@@ -23,22 +24,14 @@ pub async fn history(
     let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
     // Bad input is bad input whether or not history is on: validate first.
     let query = parse(&params, &state, now_ms())?;
-    let Some(store) = state.store.clone() else {
-        return Err(ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            message: "history is off on this server (started with --no-history)".to_owned(),
-        });
-    };
+    let store = history_store(&state)?;
     let answer = tokio::task::spawn_blocking({
         let query = query.clone();
         move || store.history(&query, now_ms())
     })
     .await
     .map_err(|e| ApiError::internal(format!("history query task failed: {e}")))?
-    .map_err(|e| match e {
-        QueryError::Invalid(message) => ApiError::bad_request(message),
-        QueryError::Sqlite(e) => ApiError::internal(format!("history query failed: {e}")),
-    })?;
+    .map_err(query_error)?;
     Ok(Json(HistoryResponse {
         device: query.device,
         metric: query.metric,
@@ -92,4 +85,95 @@ fn parse(params: &HashMap<String, String>, state: &AppState, now: u64) -> Result
     let query = HistoryQuery { device: u32::try_from(device).unwrap_or(u32::MAX), metric, from, to, points };
     query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(query)
+}
+
+const ALL_PARAMETERS: &str = "range, from, to, points";
+/// Most buckets per line of `/api/history/all`: 9 metrics × 8 GPUs × 2000 is already
+/// 144,000 points in one answer.
+const MAX_ALL_POINTS: u32 = 2000;
+
+/// `GET /api/history/all?range=1h&points=800` (or `from`/`to` instead of `range`).
+pub async fn history_all(
+    State(state): State<AppState>,
+    params: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<HistoryAllResponse>, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
+    let (from, to, points) = parse_all(&params, now_ms())?;
+    let store = history_store(&state)?;
+    let devices: Vec<u32> = state.telemetry.devices().iter().map(|d| d.index).collect();
+    let lines = tokio::task::spawn_blocking(move || store.history_all(&devices, (from, to, points), now_ms()))
+        .await
+        .map_err(|e| ApiError::internal(format!("history query task failed: {e}")))?
+        .map_err(query_error)?;
+    let bucket_ms = crate::store::bucket_width(from, to, points);
+    let minutes = lines.iter().any(|(_, _, a)| a.resolution == Resolution::Minute);
+    Ok(Json(HistoryAllResponse {
+        from,
+        to,
+        bucket_ms,
+        resolution: if minutes { Resolution::Minute } else { Resolution::Raw },
+        simulated: state.telemetry.host().simulated,
+        lines: lines.into_iter().map(|(device, metric, a)| HistoryLine { device, metric, points: a.points }).collect(),
+    }))
+}
+
+/// `(from, to, points)` of an `/api/history/all` query, or what is wrong with it.
+fn parse_all(params: &HashMap<String, String>, now: u64) -> Result<(u64, u64, u32), ApiError> {
+    if let Some(unknown) = params.keys().find(|k| !ALL_PARAMETERS.split(", ").any(|p| p == k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "unknown parameter '{unknown}'; the parameters are {ALL_PARAMETERS}"
+        )));
+    }
+    let number = |name: &str| -> Result<Option<u64>, ApiError> {
+        params
+            .get(name)
+            .map(|v| {
+                v.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!(
+                        "'{name}' must be a whole number ≥ 0 (ms since epoch for times), not '{v}'"
+                    ))
+                })
+            })
+            .transpose()
+    };
+    let keys = || HistoryRange::ALL.map(HistoryRange::key).join(", ");
+    let range = params
+        .get("range")
+        .map(|key| {
+            HistoryRange::from_key(key)
+                .ok_or_else(|| ApiError::bad_request(format!("unknown range '{key}'; the ranges are {}", keys())))
+        })
+        .transpose()?;
+    if range.is_some() && params.contains_key("from") {
+        return Err(ApiError::bad_request("give 'range' or 'from', not both"));
+    }
+    let to = number("to")?.unwrap_or(now);
+    let from = match range {
+        Some(range) => to.saturating_sub(range.millis()),
+        None => number("from")?.unwrap_or(to.saturating_sub(DEFAULT_RANGE_MS)),
+    };
+    let points = number("points")?.map_or(DEFAULT_POINTS, |p| u32::try_from(p).unwrap_or(u32::MAX));
+    if !(1..=MAX_ALL_POINTS).contains(&points) {
+        return Err(ApiError::bad_request(format!(
+            "'points' must be from 1 to {MAX_ALL_POINTS} (per GPU and metric), not {points}"
+        )));
+    }
+    let query = HistoryQuery { device: 0, metric: Metric::GpuUtil, from, to, points };
+    query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok((from, to, points))
+}
+
+/// The history database, or a 503 that says history is off.
+fn history_store(state: &AppState) -> Result<Store, ApiError> {
+    state.store.clone().ok_or_else(|| ApiError {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: "history is off on this server (started with --no-history)".to_owned(),
+    })
+}
+
+fn query_error(e: QueryError) -> ApiError {
+    match e {
+        QueryError::Invalid(message) => ApiError::bad_request(message),
+        QueryError::Sqlite(e) => ApiError::internal(format!("history query failed: {e}")),
+    }
 }

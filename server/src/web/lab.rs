@@ -81,16 +81,17 @@ pub async fn submit(
         ),
     })?;
     let target = format!("GPU {}", request.device);
-    let what = format!("{:?}", request.params);
+    // In words, not the params' Debug: "a p2p experiment on GPUs 0, 1".
+    let what = match &request.params {
+        shared::lab::ExperimentParams::P2p(p2p) if !p2p.devices().is_empty() => format!(
+            "a p2p experiment on GPUs {}",
+            p2p.devices().iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+        ),
+        params => format!("a {} experiment on {target}", params.kind().name()),
+    };
     match blocking(&state, move |lab| lab.submit(request, &who)).await {
         Ok(run) => {
-            caller.audit(
-                &state,
-                Action::ExperimentStart,
-                &format!("run {}", run.summary.id),
-                Outcome::Ok,
-                &format!("{target}: {what}"),
-            );
+            caller.audit(&state, Action::ExperimentStart, &format!("run {}", run.summary.id), Outcome::Ok, &what);
             Ok((StatusCode::ACCEPTED, Json(run)).into_response())
         }
         Err(e) => {

@@ -124,6 +124,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/processes", get(api::processes))
         .route("/api/processes/{pid}/signal", post(signals::signal))
         .route("/api/history", get(history::history))
+        .route("/api/history/all", get(history::history_all))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/topology", get(topology::topology))

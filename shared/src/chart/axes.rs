@@ -79,6 +79,22 @@ pub fn linear_ticks(lo: f64, hi: f64, max: usize) -> Vec<f64> {
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
+/// Byte ticks over `lo..hi` (bytes) a power of two apart, at most `max` of them:
+/// 256 MiB, 512 MiB, 768 MiB… or 1 GiB, 2 GiB…, so each reads as a whole binary unit.
+pub fn pow2_ticks(lo: f64, hi: f64, max: usize) -> Vec<f64> {
+    let span = hi - lo;
+    if span <= 0.0 || !span.is_finite() {
+        return vec![lo];
+    }
+    let mut step = 1.0f64;
+    while span / step > max.max(1) as f64 {
+        step *= 2.0;
+    }
+    let first = (lo / step).ceil() as i64;
+    let last = (hi / step).floor() as i64;
+    (first..=last).map(|k| k as f64 * step).collect()
+}
+
 /// Log-axis ticks (log10 units) at the measured x values, thinned to at most `max`.
 pub fn log_ticks_at(values: impl Iterator<Item = f64>, range: Range<f64>, max: usize) -> Vec<f64> {
     let mut ticks: Vec<f64> = values.filter(|v| *v > 0.0).map(f64::log10).filter(|t| range.contains(t)).collect();
@@ -201,5 +217,17 @@ mod tests {
         assert_eq!(row_label(&rows, 5.0), "");
         assert_eq!(shorten("launch + synchronize (host)", 10), "launch + …");
         assert_eq!(label_area(&rows, 1000.0), 6.0 * 6.2 + 12.0);
+    }
+
+    #[test]
+    fn byte_ticks_fall_on_powers_of_two() {
+        const MIB: f64 = (1u64 << 20) as f64;
+        let read = |ticks: Vec<f64>| ticks.into_iter().map(|t| exact_bytes(t as u64)).collect::<Vec<_>>();
+        assert_eq!(read(pow2_ticks(0.0, 1100.0 * MIB, 5)), ["0", "256 MiB", "512 MiB", "768 MiB", "1 GiB"]);
+        assert_eq!(
+            read(pow2_ticks(0.0, 80.0 * 1024.0 * MIB, 6)),
+            ["0", "16 GiB", "32 GiB", "48 GiB", "64 GiB", "80 GiB"]
+        );
+        assert_eq!(pow2_ticks(5.0, 5.0, 4), [5.0]);
     }
 }

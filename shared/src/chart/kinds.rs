@@ -7,7 +7,7 @@ use std::ops::Range;
 use plotters::{
     coord::Shift,
     drawing::DrawingArea,
-    element::Text,
+    element::{PathElement, Text},
     prelude::DrawingBackend,
     style::{
         Color, ShapeStyle,
@@ -18,8 +18,8 @@ use plotters::{
 use super::{
     DrawError, Look, RunChart,
     axes::{
-        Axes, bounds, decade_ticks, from_axis, label_area, linear_ticks, lines_bounds, log_ticks_at, row_label,
-        shorten, snap, tick_count, to_axis,
+        Axes, bounds, decade_ticks, from_axis, label_area, linear_ticks, lines_bounds, log_ticks_at, pow2_ticks,
+        row_label, shorten, snap, tick_count, to_axis,
     },
     plot::Plot,
     series_color,
@@ -49,15 +49,17 @@ impl RunChart<'_> {
         // The memory experiment's x is its steps: named ("alloc 3", "free all", "empty_cache"), one tick each.
         let steps: Vec<String> =
             result.memory_steps.iter().map(|s| step_label(&s.label, look.width, result.memory_steps.len())).collect();
+        let bytes = x_desc.contains("bytes");
         let x_ticks = if !steps.is_empty() && !log_x {
             (0..steps.len()).map(|i| i as f64).collect()
         } else if log_x {
             log_ticks_at(measured.iter().copied(), x.clone(), max_x_ticks)
+        } else if bytes {
+            pow2_ticks(x.start.max(0.0), x.end, max_x_ticks)
         } else {
             linear_ticks(x.start, x.end, max_x_ticks)
         };
         let y_ticks = if log_y { decade_ticks(y.start, y.end) } else { linear_ticks(y.start, y.end, 6) };
-        let bytes = x_desc.contains("bytes");
         let x_label = |t: f64| {
             if let Some(step) = usize::try_from(t.round() as i64).ok().and_then(|i| steps.get(i)).filter(|_| !log_x) {
                 return step.clone();
@@ -67,8 +69,28 @@ impl RunChart<'_> {
         };
         let y_label = |t: f64| three_digits(from_axis(t, log_y));
         let (x_lo, x_hi, y_lo, y_hi) = (x.start, x.end, y.start, y.end);
-        let axes = Axes { x, x_ticks, x_label: &x_label, x_desc, y, y_ticks, y_label: &y_label, y_desc, y_area: 52.0 };
-        let mut chart = Plot::frame(root, look, &axes)?;
+        // Wide enough for the longest y label ("0.0125", "1.20e+03"), so none is cut off.
+        let y_labels: Vec<String> = y_ticks.iter().map(|&t| y_label(t)).collect();
+        let y_area = label_area(&y_labels, look.width).max(52.0);
+        let axes = Axes { x, x_ticks, x_label: &x_label, x_desc, y, y_ticks, y_label: &y_label, y_desc, y_area };
+        // The legend goes in a strip under the plot, off the data.
+        let mut entries: Vec<(String, ShapeStyle)> = Vec::new();
+        if LEGEND {
+            for series in self.previous.iter().flat_map(|p| &p.series) {
+                let color = series_color(self.series_index(&series.name));
+                let style = ShapeStyle::from(color.mix(0.35)).stroke_width(look.px(1.0));
+                let name = match self.previous_id {
+                    Some(id) => format!("{} (run {id})", series.name),
+                    None => format!("{} (previous run)", series.name),
+                };
+                entries.push((name, style));
+            }
+            for (i, series) in result.series.iter().enumerate() {
+                entries.push((series.name.clone(), ShapeStyle::from(series_color(i)).stroke_width(look.px(2.0))));
+            }
+        }
+        let (plot_area, legend_area) = legend_split(root, look, &entries);
+        let mut chart = Plot::frame(&plot_area, look, &axes)?;
         let on_axes = |points: &[crate::lab::Point]| -> Vec<(f64, f64)> {
             points.iter().map(|p| (to_axis(p.x, log_x), to_axis(p.y.median, log_y))).collect()
         };
@@ -88,11 +110,7 @@ impl RunChart<'_> {
             for series in &previous.series {
                 let color = series_color(self.series_index(&series.name));
                 let style = ShapeStyle::from(color.mix(0.35)).stroke_width(look.px(1.0));
-                let label = LEGEND.then(|| match self.previous_id {
-                    Some(id) => format!("{} (run {id})", series.name),
-                    None => format!("{} (previous run)", series.name),
-                });
-                chart.labelled_path(&on_axes(&series.points), style, label)?;
+                chart.path(&on_axes(&series.points), style)?;
             }
         }
         for (i, series) in result.series.iter().enumerate() {
@@ -104,16 +122,15 @@ impl RunChart<'_> {
                 chart.polygon(&band, color.mix(0.15).filled())?;
             }
             let line = on_axes(&series.points);
-            let label = LEGEND.then(|| series.name.clone());
             // The memory curves meet (reserved follows allocated up, NVML's change follows reserved): each
             // earlier one is drawn wider, so one that runs under another still shows at its edges.
             let nested = if steps.is_empty() { 0 } else { result.series.len() - 1 - i };
             let width = look.px(2.0 + 2.5 * nested as f64);
-            chart.labelled_path(&line, ShapeStyle::from(color).stroke_width(width), label)?;
+            chart.path(&line, ShapeStyle::from(color).stroke_width(width))?;
             chart.dots(&line, look.px(2.5), color.filled())?;
         }
-        if LEGEND && !result.series.is_empty() {
-            chart.legend(look)?;
+        if let Some(area) = legend_area {
+            legend_strip(&area, look, &entries)?;
         }
         Ok(())
     }
@@ -326,6 +343,60 @@ pub(super) fn shade(value: f64, largest: f64, higher_is_better: bool) -> f64 {
     if higher_is_better { t } else { 1.0 - t }
 }
 
+/// Height of a legend row, CSS pixels.
+const LEGEND_ROW: f64 = 18.0;
+
+/// Where each legend entry goes, `(row, x)` in CSS pixels, wrapping at `width`.
+fn legend_places(names: &[&str], width: f64) -> Vec<(usize, f64)> {
+    let (mut row, mut x) = (0, 12.0);
+    names
+        .iter()
+        .map(|name| {
+            let w = 30.0 + name.chars().count() as f64 * 6.5;
+            if x + w > width && x > 12.0 {
+                row += 1;
+                x = 12.0;
+            }
+            let at = (row, x);
+            x += w + 10.0;
+            at
+        })
+        .collect()
+}
+
+/// `area` split into the plot and, when there are `entries`, a strip under it for their legend.
+fn legend_split<DB: DrawingBackend>(
+    area: &Area<DB>,
+    look: &Look,
+    entries: &[(String, ShapeStyle)],
+) -> (Area<DB>, Option<Area<DB>>) {
+    if entries.is_empty() {
+        return (area.clone(), None);
+    }
+    let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+    let rows = legend_places(&names, look.width).last().map_or(1, |(row, _)| row + 1);
+    let height = area.dim_in_pixel().1 as i32 - look.px(LEGEND_ROW * rows as f64 + 6.0) as i32;
+    let (plot, strip) = area.split_vertically(height.max(0));
+    (plot, Some(strip))
+}
+
+/// The legend: a short line in each curve's style and its name, in rows under the plot.
+fn legend_strip<DB: DrawingBackend>(
+    area: &Area<DB>,
+    look: &Look,
+    entries: &[(String, ShapeStyle)],
+) -> Result<(), DrawError> {
+    let names: Vec<&str> = entries.iter().map(|(n, _)| n.as_str()).collect();
+    let font = look.font(11.0).color(&look.palette.text).pos(Pos::new(HPos::Left, VPos::Center));
+    for ((name, style), (row, x)) in entries.iter().zip(legend_places(&names, look.width)) {
+        let y = look.px(LEGEND_ROW * row as f64 + LEGEND_ROW / 2.0) as i32;
+        let x = look.px(x) as i32;
+        area.draw(&PathElement::new(vec![(x, y), (x + look.px(18.0) as i32, y)], *style))?;
+        area.draw(&Text::new(name.clone(), (x + look.px(24.0) as i32, y), font.clone()))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -347,6 +418,14 @@ mod tests {
         // Latency: lower is better, so the smaller figure is the darker.
         assert!(shade(2.4, 11.5, false) > shade(11.5, 11.5, false));
         assert_eq!(shade(0.0, 0.0, true), 1.0);
+    }
+
+    #[test]
+    fn legend_entries_wrap_into_rows_under_the_plot() {
+        let places = legend_places(&["h2d_pinned", "h2d_pageable", "d2h_pinned"], 260.0);
+        assert_eq!(places[0], (0, 12.0));
+        assert_eq!(places[1].0, 0);
+        assert_eq!(places[2], (1, 12.0), "the third entry wraps");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! every kind also keeps plotters' generic code in the wasm once.
 
 use plotters::{
-    chart::{ChartBuilder, ChartContext, SeriesLabelPosition},
+    chart::{ChartBuilder, ChartContext},
     coord::{Shift, cartesian::Cartesian2d, combinators::WithKeyPoints, types::RangedCoordi64},
     drawing::DrawingArea,
     element::{Circle, PathElement, Polygon, Rectangle, Text},
@@ -71,21 +71,8 @@ impl<'a, DB: DrawingBackend + 'a> Plot<'a, DB> {
     }
 
     pub fn path(&mut self, points: &[(f64, f64)], style: ShapeStyle) -> Result<(), DrawError> {
-        self.labelled_path(points, style, None)
-    }
-
-    /// A path with an entry in the legend when `label` is given.
-    pub fn labelled_path(
-        &mut self,
-        points: &[(f64, f64)],
-        style: ShapeStyle,
-        label: Option<String>,
-    ) -> Result<(), DrawError> {
         let points: Vec<(i64, i64)> = points.iter().copied().map(at).collect();
-        let drawn = self.0.draw_series(std::iter::once(PathElement::new(points, style)))?;
-        if let Some(label) = label {
-            drawn.label(label).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        }
+        self.0.draw_series(std::iter::once(PathElement::new(points, style)))?;
         Ok(())
     }
 
@@ -107,19 +94,6 @@ impl<'a, DB: DrawingBackend + 'a> Plot<'a, DB> {
 
     pub fn text(&mut self, text: String, point: (f64, f64), style: &TextStyle<'_>) -> Result<(), DrawError> {
         self.0.draw_series(std::iter::once(Text::new(text, at(point), style.clone())))?;
-        Ok(())
-    }
-
-    /// The legend of the labelled paths, in the lower right corner.
-    pub fn legend(&mut self, look: &Look) -> Result<(), DrawError> {
-        let palette = &look.palette;
-        self.0
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font(look.font(11.0).color(&palette.text))
-            .background_style(palette.background.mix(0.85))
-            .border_style(palette.text.mix(0.3))
-            .draw()?;
         Ok(())
     }
 }

@@ -49,6 +49,15 @@ pub(super) fn cases() -> Vec<Case> {
             S::BAD_REQUEST,
             "year 9999",
         ),
+        case(Method::GET, "/api/history/all?range=2w", S::BAD_REQUEST, "the ranges are 5m, 1h, 24h, 7d"),
+        case(Method::GET, "/api/history/all?range=1h&from=0", S::BAD_REQUEST, "not both"),
+        case(Method::GET, "/api/history/all?points=0", S::BAD_REQUEST, "from 1 to 2000"),
+        case(Method::GET, "/api/history/all?points=4294967296", S::BAD_REQUEST, "from 1 to 2000"),
+        case(Method::GET, "/api/history/all?from=9&to=1", S::BAD_REQUEST, "before"),
+        case(Method::GET, "/api/history/all?to=18446744073709551615", S::BAD_REQUEST, "year 9999"),
+        case(Method::GET, "/api/history/all?from=%FF", S::BAD_REQUEST, "whole number"),
+        case(Method::GET, "/api/history/all?metric=gpu_util", S::BAD_REQUEST, "unknown parameter 'metric'"),
+        case(Method::POST, "/api/history/all", S::METHOD_NOT_ALLOWED, "not allowed"),
         Case {
             headers: &[("host", "rebind.test:7070")],
             ..case(Method::GET, "/api/devices", S::MISDIRECTED_REQUEST, "--public-url")

@@ -77,8 +77,8 @@ fn QueueRow(id: u64, entry: QueueEntry, error: RwSignal<Option<String>>) -> impl
     let message = move || progress.with(|p| p.as_ref().map(|p| p.message.clone()).unwrap_or_default());
     let running = run.status == RunStatus::Running;
     let since = match (running, run.started_ms) {
-        (true, Some(started)) => format!("running since {}", format::time_of_day(started as f64, true)),
-        _ => format!("queued at {}", format::time_of_day(run.submitted_ms as f64, true)),
+        (true, Some(started)) => format!("running since {}", format::stamp(started as f64)),
+        _ => format!("queued at {}", format::stamp(run.submitted_ms as f64)),
     };
     let position = if running { "running".to_owned() } else { format!("{}", entry.position) };
     let gpus = if run.devices.len() > 1 { indexes(&run.devices) } else { run.device.to_string() };

@@ -142,7 +142,7 @@ fn run_facts(run: &RunDoc) -> impl IntoView + use<> {
     let text = format!(
         "asked by {} at {}{took} · {} · driver {} · CUDA {} · {}",
         s.requested_by,
-        format::time_of_day(s.submitted_ms as f64, true),
+        format::stamp(s.submitted_ms as f64),
         if env.gpu_name.is_empty() { "GPU" } else { &env.gpu_name },
         env.driver_version.as_deref().unwrap_or("n/a"),
         env.cuda_driver_version.as_deref().unwrap_or("n/a"),

@@ -65,7 +65,7 @@ fn RunRow(run: RunSummary) -> impl IntoView {
             </td>
             <td class=format!("run-checks {checks}")>{checks}</td>
             <td>{run.requested_by}</td>
-            <td>{format::day_and_time(run.submitted_ms as f64)}</td>
+            <td>{format::stamp(run.submitted_ms as f64)}</td>
         </tr>
     }
 }
