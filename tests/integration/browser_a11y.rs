@@ -130,10 +130,10 @@ async fn press(c: &Client, key: Key) {
     c.perform_actions(keys).await.expect("keys pressed");
 }
 
-/// The tab with the keyboard focus, and the selected one, by id.
+/// The id of the element with the keyboard focus, of the selected tab(s), and the URL fragment.
 async fn focused_and_selected(c: &Client) -> (String, String, String) {
     let state = js(
-        &c,
+        c,
         "return [document.activeElement.id, \
                  [...document.querySelectorAll('[role=tab][aria-selected=true]')].map(t => t.id).join(','), \
                  location.hash]",
