@@ -80,7 +80,7 @@ impl Scene {
 async fn show_tab(c: &Client, key: &str, ready: &str) {
     c.wait().for_element(Locator::Css(&format!("#tab-{key}"))).await.unwrap().click().await.unwrap();
     let what = format!("the {key} tab's content ({ready})");
-    eventually(40, &what, || async { (!texts(c, ready).await.is_empty()).then_some(()) }).await;
+    eventually(60, &what, || async { (!texts(c, ready).await.is_empty()).then_some(()) }).await;
 }
 
 /// axe-core's serious and critical violations on the page as it is, one line each with every
@@ -130,10 +130,10 @@ async fn press(c: &Client, key: Key) {
     c.perform_actions(keys).await.expect("keys pressed");
 }
 
-/// The tab with the keyboard focus, and the selected one, by id.
+/// The id of the element with the keyboard focus, of the selected tab(s), and the URL fragment.
 async fn focused_and_selected(c: &Client) -> (String, String, String) {
     let state = js(
-        &c,
+        c,
         "return [document.activeElement.id, \
                  [...document.querySelectorAll('[role=tab][aria-selected=true]')].map(t => t.id).join(','), \
                  location.hash]",
@@ -152,14 +152,19 @@ async fn arrow_keys_move_between_tabs_and_the_skip_link_comes_first() {
         eventually(15, "two GPU cards", || async { (texts(&c, ".gpu-card").await.len() == 2).then_some(()) }).await;
 
         // Each tab names its panel, and each panel its tab; only the selected tab is in the Tab order.
-        let wiring = js(
-            &c,
-            "return [...document.querySelectorAll('[role=tablist] [role=tab]')].map(t => { \
-               const p = document.getElementById(t.getAttribute('aria-controls')); \
-               return [t.id, t.tabIndex, p && p.getAttribute('role'), p && p.getAttribute('aria-labelledby')]; })",
-        )
+        // The panels may be built a frame after the tabs: wait until every tab's panel is there.
+        let wiring = eventually(10, "a panel for every tab", || async {
+            let wiring = js(
+                &c,
+                "return [...document.querySelectorAll('[role=tablist] [role=tab]')].map(t => { \
+                   const p = document.getElementById(t.getAttribute('aria-controls')); \
+                   return [t.id, t.tabIndex, p && p.getAttribute('role'), p && p.getAttribute('aria-labelledby')]; })",
+            )
+            .await;
+            let wiring: Vec<(String, i64, Option<String>, Option<String>)> = serde_json::from_value(wiring).ok()?;
+            wiring.iter().all(|w| w.2.is_some()).then_some(wiring)
+        })
         .await;
-        let wiring: Vec<(String, i64, Option<String>, Option<String>)> = serde_json::from_value(wiring).unwrap();
         let ids: Vec<&str> = wiring.iter().map(|w| w.0.as_str()).collect();
         assert_eq!(ids, ["tab-dashboard", "tab-lab", "tab-alerts", "tab-usage", "tab-audit"]);
         for (id, tabindex, role, labelled_by) in &wiring {
