@@ -154,7 +154,8 @@ async fn one_table_lists_every_gpu_sorts_filters_and_expands_the_command() {
         // "Free: GPU 3" filters to that GPU, whose table says why it is empty.
         click(&c, "#process-filter-clear").await;
         // Clicked as a script does: the sticky top bar may cover it where the page now stands.
-        js(&c, &format!("document.querySelector(\"#free-gpus button.filter-gpu[data-index='{FREE_GPU}']\").click()")).await;
+        js(&c, &format!("document.querySelector(\"#free-gpus button.filter-gpu[data-index='{FREE_GPU}']\").click()"))
+            .await;
         eventually(10, "GPU 3's empty table", || async {
             let empty = texts(&c, "#processes tr.empty-row").await;
             (rows(&c).await.is_empty()
