@@ -1,6 +1,6 @@
 //! The Fleet tab in a real browser: Debian's Prometheus scraping three
 //! simulated gpudash instances, read by a fourth; every host and GPU listed,
-//! filters narrowing the rows, a stopped instance greyed as stale, and the
+//! filters narrowing the rows, a stopped instance greyed as stale (down, with the scrape error), and the
 //! time the page takes to render an answer.
 
 use std::time::Duration;
@@ -77,12 +77,14 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
         clear(&c, "#fleet-filter-model").await;
         eventually(5, "all rows back", || async { (row_hosts(&c).await.len() == 6).then_some(()) }).await;
 
-        // fleet-b stops: its rows turn stale within the staleness window, and stay listed.
+        // fleet-b stops: its rows turn stale within the staleness window, and stay listed, saying
+        // since when it is down and Prometheus's words for why.
         let node = dead.lock().unwrap().take().expect("the node to stop");
         node.stop().await;
-        eventually(20, "fleet-b rows stale", || async {
+        eventually(20, "fleet-b rows down", || async {
             let stale = texts(&c, "tr.fleet-stale[data-host=fleet-b] .fleet-state").await;
-            (stale.len() == 2 && stale.iter().all(|t| t.starts_with("stale"))).then_some(())
+            let down = |t: &String| t.starts_with("down since") && t.contains("connection refused");
+            (stale.len() == 2 && stale.iter().all(down)).then_some(())
         })
         .await;
         let others = texts(&c, "tr.fleet-stale:not([data-host=fleet-b])").await;

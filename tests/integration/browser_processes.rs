@@ -101,7 +101,8 @@ async fn one_table_lists_every_gpu_sorts_filters_and_expands_the_command() {
     let server = TestServer::with_source(Box::new(source), 300).await;
     let url = server.url("/");
     let api = server.url("/api/processes");
-    with_browser(1280, 900, |c| async move {
+    // A short window, so that the table starts below it.
+    with_browser(1280, 500, |c| async move {
         c.goto(&url).await.unwrap();
         // One table, with a GPU column, holding every GPU's processes.
         let all = eventually(20, "the table equal to /api/processes", || async {
@@ -133,19 +134,28 @@ async fn one_table_lists_every_gpu_sorts_filters_and_expands_the_command() {
         click(&c, "#process-filter-clear").await;
         rows_become(&c, "every row again", all.len(), |_| true).await;
 
-        // A user's name in "Who uses what" filters the table and brings it into view.
-        js(&c, "window.scrollTo(0, 0)").await;
+        // A user's name in "Who uses what" filters the table and brings it into view (clicked at the
+        // page's top, where the table is below the short window, so the scroll is the link's doing).
         let zoe_link = "#who-uses-what button.filter-user[title=\"Show zoe's processes\"]";
-        click(&c, zoe_link).await;
+        let top = "return document.querySelector('#processes').getBoundingClientRect().top";
+        js(&c, "window.scrollTo(0, 0)").await;
+        let before = js(&c, top).await.as_f64().unwrap();
+        let height = js(&c, "return window.innerHeight").await.as_f64().unwrap();
+        assert!(before > height, "the table starts out of view: top {before} of {height}");
+        js(&c, &format!("document.querySelector(`{zoe_link}`).click()")).await;
         rows_become(&c, "zoe's rows from her name", zoe, |r| r.2 == "zoe").await;
         let user_select = js(&c, "return document.querySelector('#process-filter-user').value").await;
         assert_eq!(user_select, "zoe");
-        let top = js(&c, "return document.querySelector('#processes').getBoundingClientRect().top").await;
-        assert!(top.as_f64().unwrap().abs() < 100.0, "the table scrolled into view: top {top}");
+        let after = js(&c, top).await.as_f64().unwrap();
+        assert!((-1.0..height - 100.0).contains(&after), "the table scrolled into view: top {after} of {height}");
+        let bar = js(&c, "return document.querySelector('.topbar').getBoundingClientRect().bottom").await;
+        assert!(after >= bar.as_f64().unwrap() - 1.0, "its heading clear of the sticky top bar ({bar}): top {after}");
 
         // "Free: GPU 3" filters to that GPU, whose table says why it is empty.
         click(&c, "#process-filter-clear").await;
-        click(&c, &format!("#free-gpus button.filter-gpu[data-index='{FREE_GPU}']")).await;
+        // Clicked as a script does: the sticky top bar may cover it where the page now stands.
+        js(&c, &format!("document.querySelector(\"#free-gpus button.filter-gpu[data-index='{FREE_GPU}']\").click()"))
+            .await;
         eventually(10, "GPU 3's empty table", || async {
             let empty = texts(&c, "#processes tr.empty-row").await;
             (rows(&c).await.is_empty()
