@@ -3,13 +3,14 @@
 //! colour and words, from the simulator's faults.
 
 use std::path::Path;
+use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually_every};
 
 /// Opens every GPU's card (the overview shows rows only) and waits until all `count` are drawn.
 pub(crate) async fn open_all_cards(c: &Client, count: usize) {
@@ -73,9 +74,10 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         .fold(Simulator::new(8, 500), |s, f| s.with_fault(f.parse().unwrap()));
         let server = TestServer::with_source(Box::new(simulator), 500).await;
         c.goto(&server.url("/")).await.unwrap();
-        eventually(15, "eight GPU rows with figures", || async {
+        eventually_every(15, Duration::from_millis(200), "eight GPU rows with figures", || async {
             let temps = texts(&c, "tr.gpu-row .ov-temp").await;
-            (temps.len() == 8 && temps.iter().take(7).all(|t| t.ends_with("°C"))).then_some(())
+            let page = js(&c, "return document.body.innerText.slice(0, 400)").await;
+            (temps.len() == 8 && temps.iter().take(7).all(|t| t.ends_with("°C"))).then_some(()).ok_or((temps, page))
         })
         .await;
 
