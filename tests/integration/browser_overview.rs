@@ -91,23 +91,6 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         let expected: Vec<String> = (0..8).map(|i| format!("▸GPU {i}")).collect();
         assert_eq!(headings, serde_json::json!(expected), "each row's heading names its GPU");
 
-        // Everything a team checks first is on the first screen, rows included.
-        let fits = js(
-            &c,
-            "const bottom = s => document.querySelector(s).getBoundingClientRect().bottom; \
-             const rows = [...document.querySelectorAll('tr.gpu-row')].map(r => r.getBoundingClientRect()); \
-             return { inner: innerHeight, free: bottom('#free-gpus'), usage: bottom('#who-uses-what'), \
-                      rows: rows.map(r => r.bottom), tallest: Math.max(...rows.map(r => r.height)) }",
-        )
-        .await;
-        let inner = fits["inner"].as_f64().unwrap();
-        let rows: Vec<f64> = fits["rows"].as_array().unwrap().iter().filter_map(Value::as_f64).collect();
-        assert_eq!(rows.len(), 8, "{fits}");
-        assert!(fits["free"].as_f64().unwrap() <= inner, "'Free' below the fold: {fits}");
-        assert!(fits["usage"].as_f64().unwrap() <= inner, "'Who uses what' below the fold: {fits}");
-        assert!(rows.iter().all(|&b| b <= inner), "a GPU row below the fold: {fits}");
-        assert!(fits["tallest"].as_f64().unwrap() <= 42.0, "rows stay compact: {fits}");
-
         // Bars carry their value for screen readers and as visible text.
         let meter = js(
             &c,
@@ -130,6 +113,24 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         assert!(cell_class(&c, 6, ".ov-mem").await.contains("sev-critical"));
         badge(&c, 7, "lost", "sev-critical", 15).await;
         assert_eq!(cell(&c, 7, ".ov-state").await, "lost");
+        // Once every fault has struck ("Lost: GPU 7" included),
+        // everything a team checks first is on the first screen, rows included.
+        let fits = js(
+            &c,
+            "const bottom = s => document.querySelector(s).getBoundingClientRect().bottom; \
+             const rows = [...document.querySelectorAll('tr.gpu-row')].map(r => r.getBoundingClientRect()); \
+             return { inner: innerHeight, free: bottom('#free-gpus'), usage: bottom('#who-uses-what'), \
+                      rows: rows.map(r => r.bottom), tallest: Math.max(...rows.map(r => r.height)) }",
+        )
+        .await;
+        let inner = fits["inner"].as_f64().unwrap();
+        let rows: Vec<f64> = fits["rows"].as_array().unwrap().iter().filter_map(Value::as_f64).collect();
+        assert_eq!(rows.len(), 8, "{fits}");
+        assert!(fits["free"].as_f64().unwrap() <= inner, "'Free' below the fold: {fits}");
+        assert!(fits["usage"].as_f64().unwrap() <= inner, "'Who uses what' below the fold: {fits}");
+        assert!(rows.iter().all(|&b| b <= inner), "a GPU row below the fold: {fits}");
+        assert!(fits["tallest"].as_f64().unwrap() <= 42.0, "rows stay compact: {fits}");
+
         let (_, fine) = row(&c, 0).await;
         assert!(fine.iter().all(|(text, _)| !text.contains("°C")), "GPU 0 has nothing wrong with its heat: {fine:?}");
         // The warm GPU then turns hot: past its slowdown threshold, throttled.
