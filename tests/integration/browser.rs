@@ -113,7 +113,8 @@ async fn cards_show_the_simulated_gpus_and_charts_draw_as_ticks_arrive() {
     let server = TestServer::simulated(2, 1000).await;
     let url = server.url("/");
     let api = server.url("/api/devices");
-    with_browser(1280, 900, |c| async move {
+    // Tall enough for both opened cards' charts to be on screen, where charts draw.
+    with_browser(1280, 1800, |c| async move {
         c.goto(&url).await.unwrap();
         // The overview shows rows; the cards, with their charts, open from them.
         open_all_cards(&c, 2).await;

@@ -3,13 +3,14 @@
 //! colour and words, from the simulator's faults.
 
 use std::path::Path;
+use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually_every};
 
 /// Opens every GPU's card (the overview shows rows only) and waits until all `count` are drawn.
 pub(crate) async fn open_all_cards(c: &Client, count: usize) {
@@ -73,9 +74,10 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         .fold(Simulator::new(8, 500), |s, f| s.with_fault(f.parse().unwrap()));
         let server = TestServer::with_source(Box::new(simulator), 500).await;
         c.goto(&server.url("/")).await.unwrap();
-        eventually(15, "eight GPU rows with figures", || async {
+        eventually_every(15, Duration::from_millis(200), "eight GPU rows with figures", || async {
             let temps = texts(&c, "tr.gpu-row .ov-temp").await;
-            (temps.len() == 8 && temps.iter().take(7).all(|t| t.ends_with("°C"))).then_some(())
+            let page = js(&c, "return document.body.innerText.slice(0, 400)").await;
+            (temps.len() == 8 && temps.iter().take(7).all(|t| t.ends_with("°C"))).then_some(()).ok_or((temps, page))
         })
         .await;
 
@@ -88,23 +90,6 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         .await;
         let expected: Vec<String> = (0..8).map(|i| format!("▸GPU {i}")).collect();
         assert_eq!(headings, serde_json::json!(expected), "each row's heading names its GPU");
-
-        // Everything a team checks first is on the first screen, rows included.
-        let fits = js(
-            &c,
-            "const bottom = s => document.querySelector(s).getBoundingClientRect().bottom; \
-             const rows = [...document.querySelectorAll('tr.gpu-row')].map(r => r.getBoundingClientRect()); \
-             return { inner: innerHeight, free: bottom('#free-gpus'), usage: bottom('#who-uses-what'), \
-                      rows: rows.map(r => r.bottom), tallest: Math.max(...rows.map(r => r.height)) }",
-        )
-        .await;
-        let inner = fits["inner"].as_f64().unwrap();
-        let rows: Vec<f64> = fits["rows"].as_array().unwrap().iter().filter_map(Value::as_f64).collect();
-        assert_eq!(rows.len(), 8, "{fits}");
-        assert!(fits["free"].as_f64().unwrap() <= inner, "'Free' below the fold: {fits}");
-        assert!(fits["usage"].as_f64().unwrap() <= inner, "'Who uses what' below the fold: {fits}");
-        assert!(rows.iter().all(|&b| b <= inner), "a GPU row below the fold: {fits}");
-        assert!(fits["tallest"].as_f64().unwrap() <= 42.0, "rows stay compact: {fits}");
 
         // Bars carry their value for screen readers and as visible text.
         let meter = js(
@@ -128,6 +113,24 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         assert!(cell_class(&c, 6, ".ov-mem").await.contains("sev-critical"));
         badge(&c, 7, "lost", "sev-critical", 15).await;
         assert_eq!(cell(&c, 7, ".ov-state").await, "lost");
+        // Once every fault has struck ("Lost: GPU 7" included),
+        // everything a team checks first is on the first screen, rows included.
+        let fits = js(
+            &c,
+            "const bottom = s => document.querySelector(s).getBoundingClientRect().bottom; \
+             const rows = [...document.querySelectorAll('tr.gpu-row')].map(r => r.getBoundingClientRect()); \
+             return { inner: innerHeight, free: bottom('#free-gpus'), usage: bottom('#who-uses-what'), \
+                      rows: rows.map(r => r.bottom), tallest: Math.max(...rows.map(r => r.height)) }",
+        )
+        .await;
+        let inner = fits["inner"].as_f64().unwrap();
+        let rows: Vec<f64> = fits["rows"].as_array().unwrap().iter().filter_map(Value::as_f64).collect();
+        assert_eq!(rows.len(), 8, "{fits}");
+        assert!(fits["free"].as_f64().unwrap() <= inner, "'Free' below the fold: {fits}");
+        assert!(fits["usage"].as_f64().unwrap() <= inner, "'Who uses what' below the fold: {fits}");
+        assert!(rows.iter().all(|&b| b <= inner), "a GPU row below the fold: {fits}");
+        assert!(fits["tallest"].as_f64().unwrap() <= 42.0, "rows stay compact: {fits}");
+
         let (_, fine) = row(&c, 0).await;
         assert!(fine.iter().all(|(text, _)| !text.contains("°C")), "GPU 0 has nothing wrong with its heat: {fine:?}");
         // The warm GPU then turns hot: past its slowdown threshold, throttled.
