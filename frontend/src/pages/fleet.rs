@@ -212,7 +212,7 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
 fn down_text(node: &FleetNode) -> String {
     let since = node.last_seen_ms.map_or_else(
         || "down (no good scrape in the window)".to_owned(),
-        |ms| format!("down since {}", format::day_and_time(ms as f64)),
+        |ms| format!("down since {}", format::stamp(ms as f64)),
     );
     match &node.last_error {
         Some(error) => format!("{since}: {error}"),
