@@ -33,7 +33,10 @@ pub fn degraded_reasons<'a>(host: &HostInfo, latest: impl IntoIterator<Item = &'
     }
     for sample in latest {
         if let Some(lost) = &sample.lost {
-            reasons.push(format!("GPU {} is lost: {}", sample.index, hide_paths(lost)));
+            // The samplers already say "GPU 7 is lost: …"; a bare reason gets the GPU's name here.
+            let lost = hide_paths(lost);
+            let named = format!("GPU {} ", sample.index);
+            reasons.push(if lost.starts_with(&named) { lost } else { format!("GPU {} is lost: {lost}", sample.index) });
         }
     }
     reasons
@@ -125,6 +128,9 @@ mod tests {
         let lost = DeviceSample { index: 1, lost: Some("fell off the bus".into()), ..Default::default() };
         let reasons = degraded_reasons(&host(None), [&fine, &lost]);
         assert_eq!(reasons, ["GPU 1 is lost: fell off the bus"]);
+        let named =
+            DeviceSample { index: 1, lost: Some("GPU 1 is lost: fell off the bus".into()), ..Default::default() };
+        assert_eq!(degraded_reasons(&host(None), [&named]), ["GPU 1 is lost: fell off the bus"], "named once");
         assert_eq!(status_of(&reasons), ServiceStatus::Degraded);
 
         let reasons = degraded_reasons(&host(Some("NVIDIA driver not available: /lib/libnvidia-ml.so")), []);

@@ -17,7 +17,7 @@ use crate::support::TestServer;
 
 /// Each tab's id key and what shows that its content has arrived.
 const TABS: [(&str, &str); 6] = [
-    ("dashboard", "#panel-dashboard .gpu-card[data-index='7'] .gpu-name"),
+    ("dashboard", "#panel-dashboard .gpu-card[data-index='7'] .gpu-name"), // every card is opened first
     ("lab", "#panel-lab .lab-layout"),
     ("fleet", "#panel-fleet tr.fleet-row"),
     ("alerts", "#panel-alerts #alerts-list"),
@@ -105,6 +105,8 @@ async fn axe_finds_nothing_serious_on_any_tab_in_either_theme() {
         c.update_timeouts(TimeoutConfiguration::new(Some(Duration::from_secs(60)), None, None)).await.unwrap();
         c.goto(&url).await.unwrap();
         assert_eq!(js(&c, &format!("{axe}\n;return typeof window.axe")).await, "object", "axe-core loads");
+        // The rows and every card they open are scanned.
+        crate::browser_overview::open_all_cards(&c, 8).await;
         let mut found = Vec::new();
         for _theme in 0..2 {
             let theme = js(&c, "return document.documentElement.getAttribute('data-theme')").await;
@@ -149,7 +151,7 @@ async fn arrow_keys_move_between_tabs_and_the_skip_link_comes_first() {
     with_browser(1280, 800, |c| async move {
         c.goto(&url).await.unwrap();
         c.wait().for_element(Locator::Css("#tab-audit")).await.unwrap();
-        eventually(15, "two GPU cards", || async { (texts(&c, ".gpu-card").await.len() == 2).then_some(()) }).await;
+        eventually(15, "two GPU rows", || async { (texts(&c, "tr.gpu-row").await.len() == 2).then_some(()) }).await;
 
         // Each tab names its panel, and each panel its tab; only the selected tab is in the Tab order.
         // The panels may be built a frame after the tabs: wait until every tab's panel is there.
@@ -234,6 +236,7 @@ async fn on_a_phone_every_tab_stacks_with_no_column_off_screen() {
         c.goto(&url).await.unwrap();
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
         std::fs::create_dir_all(&dir).unwrap();
+        crate::browser_overview::open_all_cards(&c, 8).await;
         let mut found = Vec::new();
         for (key, ready) in TABS {
             show_tab(&c, key, ready).await;

@@ -15,9 +15,9 @@ use crate::support::{TestServer, get_json};
 
 /// GPU 1 falls off the bus this long after the first sample: time for the browser to
 /// start and the test to subscribe first (the test fails, saying so, if it did not).
-const FIRST_LOST: &str = "lost:1@15s";
+const FIRST_LOST: &str = "lost:1@25s";
 /// GPU 0 follows, after the test has unsubscribed.
-const SECOND_LOST: &str = "lost:0@30s";
+const SECOND_LOST: &str = "lost:0@45s";
 
 /// Records every `new Notification(title, {body})` the page makes, then lets the browser's own run.
 const RECORD_NOTIFICATIONS: &str = "window.__notes = []; const Real = window.Notification; \

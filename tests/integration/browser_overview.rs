@@ -136,7 +136,16 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         // The warm GPU then turns hot: past its slowdown threshold, throttled.
         let hot = badge(&c, 3, "slowdown at 87 °C", "sev-critical", 20).await;
         assert!(hot.starts_with("✖ "), "{hot}");
-        badge(&c, 3, "throttled: thermal", "sev-critical", 5).await;
+        // A row shows its worst finding as a badge; the others are counted ("+1") and named in its tooltip.
+        let more = eventually(5, "GPU 3's other finding in the row's '+1'", || async {
+            let more = texts(&c, "tr.gpu-row[data-index='3'] .sev-more").await.concat();
+            let title =
+                js(&c, "return document.querySelector(\"tr.gpu-row[data-index='3'] .sev-more\")?.title ?? ''").await;
+            let title = title.as_str().unwrap_or_default().to_owned();
+            (more == "+1" && title.contains("throttled: thermal")).then_some(title)
+        })
+        .await;
+        assert!(!more.contains("slowdown at"), "the badge's finding is not repeated: {more}");
 
         save_screenshot(&c, "overview-1280x800.png").await;
 

@@ -99,7 +99,7 @@ async fn the_page_shows_activity_beside_util_and_the_idle_holder() {
         .await;
         assert_eq!(sm[2], "0.0%", "the notebook's GPU does nothing: {sm:?}");
         let flag = eventually(20, "the notebook flagged idle in its row and on its card", || async {
-            let flag = texts(&c, ".process-table[data-index='2'] .idle-flag").await.into_iter().next()?;
+            let flag = texts(&c, "#processes tr.process-row[data-gpu='2'] .idle-flag").await.into_iter().next()?;
             let card = texts(&c, ".gpu-card[data-index='2'] .held-idle").await.into_iter().next()?;
             let overview = texts(&c, "#held-idle-gpus").await.into_iter().next()?;
             let row = texts(&c, "tr.gpu-row[data-index='2'] .ov-state").await.concat();

@@ -20,7 +20,7 @@ use crate::{
 };
 
 /// How many findings a row shows as badges; the rest are counted ("+2") and listed in its tooltip.
-const ROW_BADGES: usize = 2;
+const ROW_BADGES: usize = 1;
 
 /// The table of GPUs; `indices` changes only with a snapshot.
 #[component]
