@@ -6,7 +6,8 @@ Fetches /api/devices, reads 5 s of /ws messages, and queries
 they arrive. Checks: name and UUID identical, memory total identical, memory
 used within 1% (or within nvidia-smi's own resolution of 1 MiB, for an idle GPU's few MiB),
 power within 10% or 20 W of the reading nearest in time, the slowdown and shutdown
-temperatures identical to `nvidia-smi -q -d TEMPERATURE`. Exits non-zero on any mismatch. Needs python3 with aiohttp.
+temperatures identical to pynvml's and to `nvidia-smi -q -d TEMPERATURE` (on drivers that print
+them only as T.Limit offsets, the gap between the two). Exits non-zero on any mismatch. Needs python3 with aiohttp.
 """
 import asyncio
 import json
@@ -35,17 +36,34 @@ def nvidia_smi():
 
 
 def temperature_limits(index):
-    """The slowdown and shutdown temperatures `nvidia-smi -q -d TEMPERATURE` prints for GPU `index`, °C."""
+    """The slowdown and shutdown temperatures of GPU `index`, °C, two ways.
+
+    `nvidia-smi -q -d TEMPERATURE` prints them on older drivers ("GPU Slowdown Temp : 90 C"); newer
+    ones (580 on the H200) print only offsets from T.Limit ("GPU Slowdown T.Limit Temp : -2 C"), and
+    T.Limit itself is not printed as a temperature, so there only the gap between the two can be
+    compared. pynvml's nvmlDeviceGetTemperatureThreshold gives the absolute figures.
+    """
     out = subprocess.run(["nvidia-smi", "-q", "-d", "TEMPERATURE", "-i", str(index)],
                          check=True, capture_output=True, text=True).stdout
-    limits = {}
+    fields = {}
     for line in out.splitlines():
         key, _, value = line.partition(":")
         value = value.strip().split(" ")[0]
-        if key.strip() == "GPU Slowdown Temp" and value.isdigit():
-            limits["slowdown"] = int(value)
-        if key.strip() == "GPU Shutdown Temp" and value.isdigit():
-            limits["shutdown"] = int(value)
+        if value.lstrip("-").isdigit():
+            fields[key.strip()] = int(value)
+    limits = {"slowdown": fields.get("GPU Slowdown Temp"), "shutdown": fields.get("GPU Shutdown Temp")}
+    slow_off, shut_off = fields.get("GPU Slowdown T.Limit Temp"), fields.get("GPU Shutdown T.Limit Temp")
+    limits["gap"] = slow_off - shut_off if None not in (slow_off, shut_off) else None
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        limits["pynvml_slowdown"] = pynvml.nvmlDeviceGetTemperatureThreshold(
+            handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)
+        limits["pynvml_shutdown"] = pynvml.nvmlDeviceGetTemperatureThreshold(
+            handle, pynvml.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)
+    except Exception as e:  # noqa: BLE001 - reported as a mismatch below
+        print(f"pynvml: {e}")
     return limits
 
 
@@ -150,9 +168,16 @@ async def main(base):
             row("power.draw", f"{power / 1000:.1f} W" if power is not None else "n/a", f"{theirs} W", ok)
         # The GPU's own temperature thresholds, which the page's severity is measured against.
         limits = temperature_limits(i)
-        for field, name in [("slowdown_temp_c", "slowdown"), ("shutdown_temp_c", "shutdown")]:
-            ours, theirs = dev.get(field), limits.get(name)
-            row(f"temp.{name}", f"{ours} C", f"{theirs} C", ours == theirs)
+        slowdown, shutdown = dev.get("slowdown_temp_c"), dev.get("shutdown_temp_c")
+        for name, ours in [("slowdown", slowdown), ("shutdown", shutdown)]:
+            theirs = limits.get(name)
+            if theirs is not None:
+                row(f"temp.{name}", f"{ours} C", f"{theirs} C", ours == theirs)
+            pynvml_value = limits.get(f"pynvml_{name}")
+            row(f"temp.{name}", f"{ours} C", f"{pynvml_value} C (pynvml)", ours == pynvml_value)
+        if limits.get("gap") is not None:
+            ours = shutdown - slowdown if None not in (slowdown, shutdown) else None
+            row("temp.gap", f"shutdown-slowdown {ours} C", f"{limits['gap']} C (T.Limit offsets)", ours == limits["gap"])
     compare_processes(base, devices, failures)
     print()
     if failures:

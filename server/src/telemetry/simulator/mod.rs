@@ -281,7 +281,11 @@ impl GpuSource for Simulator {
                     return DeviceSample { index, timestamp_ms, lost: Some(reason), ..DeviceSample::default() };
                 }
                 let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
-                gpu.step(index, timestamp_ms, rng, next_pid, effects)
+                let mut sample = gpu.step(index, timestamp_ms, rng, next_pid, effects);
+                if let Some(jobs) = self.scripted_jobs(index, first_ms, timestamp_ms) {
+                    follow_jobs(&mut sample, &jobs);
+                }
+                sample
             })
             .collect()
     }
@@ -338,6 +342,23 @@ impl GpuSource for Simulator {
                 }
             })
             .ok()
+    }
+}
+
+/// A GPU running scripted jobs reads what they hold and run: its idle memory plus theirs, and their SM
+/// shares summed as its util, so the gauges agree with the process list.
+fn follow_jobs(sample: &mut DeviceSample, jobs: &[shared::processes::GpuProcess]) {
+    if jobs.is_empty() {
+        return;
+    }
+    if let (Some(used), Some(free)) = (sample.memory_used, sample.memory_free) {
+        let total = used.saturating_add(free);
+        let used = used.saturating_add(jobs.iter().filter_map(|p| p.used_memory).sum()).min(total);
+        sample.memory_used = Some(used);
+        sample.memory_free = Some(total - used);
+    }
+    if sample.gpu_util.is_some() {
+        sample.gpu_util = Some(jobs.iter().filter_map(|p| p.sm_util).sum::<u32>().min(100));
     }
 }
 

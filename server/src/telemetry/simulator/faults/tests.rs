@@ -331,3 +331,21 @@ fn a_scripted_job_runs_exactly_its_window_and_nothing_else_runs_there() {
         std::time::Duration::from_secs(2)
     );
 }
+
+#[test]
+fn a_scripted_jobs_gpu_reads_its_memory_and_sm_share() {
+    let sim = Simulator::new(1, 100).with_fault("job:0:ana:40:85@1s+2s".parse().unwrap());
+    let reading = |ms: u64| sim.sample(ms).remove(0);
+    let before = reading(10_000);
+    let during = reading(11_500);
+    let after = reading(13_500);
+    let gib = |s: &DeviceSample| s.memory_used.unwrap() as f64 / (1u64 << 30) as f64;
+    assert!(gib(&before) < 1.0 && before.gpu_util == Some(0), "idle before: {before:?}");
+    assert!((gib(&during) - gib(&before) - 40.0).abs() < 1.0, "its 40 GiB on the gauge: {during:?}");
+    assert_eq!(during.gpu_util, Some(85), "its SM share as util");
+    assert_eq!(
+        during.memory_used.unwrap() + during.memory_free.unwrap(),
+        before.memory_used.unwrap() + before.memory_free.unwrap()
+    );
+    assert!(gib(&after) < 1.0 && after.gpu_util == Some(0), "idle after: {after:?}");
+}
