@@ -112,6 +112,8 @@ mod tests {
             pcie_max: None,
             memory_bus_width: None,
             nvlink_links: 0,
+            slowdown_temp_c: None,
+            shutdown_temp_c: None,
         };
         let latest =
             DeviceSample { index, timestamp_ms: 1, lost: lost.then(|| "fell off".into()), ..Default::default() };
