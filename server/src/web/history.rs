@@ -46,11 +46,47 @@ pub async fn history(
 }
 
 fn parse(params: &HashMap<String, String>, state: &AppState, now: u64) -> Result<HistoryQuery, ApiError> {
-    if let Some(unknown) = params.keys().find(|k| !PARAMETERS.split(", ").any(|p| p == k.as_str())) {
-        return Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {PARAMETERS}")));
+    let params = Params::new(params, PARAMETERS)?;
+    let devices = state.telemetry.devices();
+    let device =
+        params.number("device")?.ok_or_else(|| ApiError::bad_request("'device' is required, e.g. device=0"))?;
+    if !devices.iter().any(|d| u64::from(d.index) == device) {
+        return Err(ApiError::not_found(format!(
+            "no GPU with index {device}; this server has {}",
+            if devices.is_empty() { "none".to_owned() } else { format!("indexes 0 to {}", devices.len() - 1) }
+        )));
     }
-    let number = |name: &str| -> Result<Option<u64>, ApiError> {
-        params
+    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
+    let metric = match params.0.get("metric") {
+        Some(name) => Metric::from_name(name).ok_or_else(|| {
+            ApiError::bad_request(format!("unknown metric '{name}'; the metrics are {}", names.join(", ")))
+        })?,
+        None => return Err(ApiError::bad_request(format!("'metric' is required, one of {}", names.join(", ")))),
+    };
+    let (from, to) = params.span(now)?;
+    let points = params.points()?;
+    let query = HistoryQuery { device: u32::try_from(device).unwrap_or(u32::MAX), metric, from, to, points };
+    query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(query)
+}
+
+/// A history request's query string, once its names are known to be ones it may use.
+struct Params<'a>(&'a HashMap<String, String>);
+
+impl<'a> Params<'a> {
+    /// `params`, or a 400 naming the first parameter not in `allowed` ("a, b, c").
+    fn new(params: &'a HashMap<String, String>, allowed: &str) -> Result<Self, ApiError> {
+        match params.keys().find(|k| !allowed.split(", ").any(|p| p == k.as_str())) {
+            Some(unknown) => {
+                Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {allowed}")))
+            }
+            None => Ok(Self(params)),
+        }
+    }
+
+    /// The whole number `name`, if given.
+    fn number(&self, name: &str) -> Result<Option<u64>, ApiError> {
+        self.0
             .get(name)
             .map(|v| {
                 v.parse::<u64>().map_err(|_| {
@@ -60,31 +96,35 @@ fn parse(params: &HashMap<String, String>, state: &AppState, now: u64) -> Result
                 })
             })
             .transpose()
-    };
-    let devices = state.telemetry.devices();
-    let device = number("device")?.ok_or_else(|| ApiError::bad_request("'device' is required, e.g. device=0"))?;
-    if !devices.iter().any(|d| u64::from(d.index) == device) {
-        return Err(ApiError::not_found(format!(
-            "no GPU with index {device}; this server has {}",
-            if devices.is_empty() { "none".to_owned() } else { format!("indexes 0 to {}", devices.len() - 1) }
-        )));
     }
-    let names: Vec<&str> = Metric::ALL.iter().map(|m| m.name()).collect();
-    let metric = match params.get("metric") {
-        Some(name) => Metric::from_name(name).ok_or_else(|| {
-            ApiError::bad_request(format!("unknown metric '{name}'; the metrics are {}", names.join(", ")))
-        })?,
-        None => return Err(ApiError::bad_request(format!("'metric' is required, one of {}", names.join(", ")))),
-    };
-    let to = number("to")?.unwrap_or(now);
-    let from = number("from")?.unwrap_or(to.saturating_sub(DEFAULT_RANGE_MS));
-    let points = match number("points")? {
-        None => DEFAULT_POINTS,
-        Some(p) => u32::try_from(p).unwrap_or(u32::MAX),
-    };
-    let query = HistoryQuery { device: u32::try_from(device).unwrap_or(u32::MAX), metric, from, to, points };
-    query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(query)
+
+    /// `(from, to)`: `to` defaults to `now`; `from` to an hour before `to`, or `range` before it
+    /// where the request may name a range. Whether the span makes sense is `HistoryQuery::validate`'s.
+    fn span(&self, now: u64) -> Result<(u64, u64), ApiError> {
+        let keys = || HistoryRange::ALL.map(HistoryRange::key).join(", ");
+        let range = self
+            .0
+            .get("range")
+            .map(|key| {
+                HistoryRange::from_key(key)
+                    .ok_or_else(|| ApiError::bad_request(format!("unknown range '{key}'; the ranges are {}", keys())))
+            })
+            .transpose()?;
+        if range.is_some() && self.0.contains_key("from") {
+            return Err(ApiError::bad_request("give 'range' or 'from', not both"));
+        }
+        let to = self.number("to")?.unwrap_or(now);
+        let from = match range {
+            Some(range) => to.saturating_sub(range.millis()),
+            None => self.number("from")?.unwrap_or(to.saturating_sub(DEFAULT_RANGE_MS)),
+        };
+        Ok((from, to))
+    }
+
+    /// `points`, or the default.
+    fn points(&self) -> Result<u32, ApiError> {
+        Ok(self.number("points")?.map_or(DEFAULT_POINTS, |p| u32::try_from(p).unwrap_or(u32::MAX)))
+    }
 }
 
 const ALL_PARAMETERS: &str = "range, from, to, points";
@@ -119,40 +159,9 @@ pub async fn history_all(
 
 /// `(from, to, points)` of an `/api/history/all` query, or what is wrong with it.
 fn parse_all(params: &HashMap<String, String>, now: u64) -> Result<(u64, u64, u32), ApiError> {
-    if let Some(unknown) = params.keys().find(|k| !ALL_PARAMETERS.split(", ").any(|p| p == k.as_str())) {
-        return Err(ApiError::bad_request(format!(
-            "unknown parameter '{unknown}'; the parameters are {ALL_PARAMETERS}"
-        )));
-    }
-    let number = |name: &str| -> Result<Option<u64>, ApiError> {
-        params
-            .get(name)
-            .map(|v| {
-                v.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "'{name}' must be a whole number ≥ 0 (ms since epoch for times), not '{v}'"
-                    ))
-                })
-            })
-            .transpose()
-    };
-    let keys = || HistoryRange::ALL.map(HistoryRange::key).join(", ");
-    let range = params
-        .get("range")
-        .map(|key| {
-            HistoryRange::from_key(key)
-                .ok_or_else(|| ApiError::bad_request(format!("unknown range '{key}'; the ranges are {}", keys())))
-        })
-        .transpose()?;
-    if range.is_some() && params.contains_key("from") {
-        return Err(ApiError::bad_request("give 'range' or 'from', not both"));
-    }
-    let to = number("to")?.unwrap_or(now);
-    let from = match range {
-        Some(range) => to.saturating_sub(range.millis()),
-        None => number("from")?.unwrap_or(to.saturating_sub(DEFAULT_RANGE_MS)),
-    };
-    let points = number("points")?.map_or(DEFAULT_POINTS, |p| u32::try_from(p).unwrap_or(u32::MAX));
+    let params = Params::new(params, ALL_PARAMETERS)?;
+    let (from, to) = params.span(now)?;
+    let points = params.points()?;
     if !(1..=MAX_ALL_POINTS).contains(&points) {
         return Err(ApiError::bad_request(format!(
             "'points' must be from 1 to {MAX_ALL_POINTS} (per GPU and metric), not {points}"
