@@ -1,18 +1,15 @@
-//! The audit table: one writer thread owns its connection, so handlers never
-//! touch SQLite on the async runtime. Inserts are queued and return at once;
-//! reads and pruning go through the same queue, so a read sees every row
-//! queued before it (a test that reads the log right after an action's
-//! response finds the action).
+//! The audit table, written by its own [`DbWriter`] thread, so handlers never touch SQLite on the
+//! async runtime. Inserts are queued and return at once; reads and pruning go through the same
+//! queue, so a read sees every row queued before it (a test that reads the log right after an
+//! action's response finds the action).
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, Sender};
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use rusqlite::types::{FromSqlError, ValueRef};
 use rusqlite::{Connection, params};
 use shared::auth::{AuditEntry, AuditOutcome, AuditQuery};
+
+use super::writer::{self, DbWriter, Stopped};
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -37,6 +34,12 @@ pub enum AuditStoreError {
     Stopped,
 }
 
+impl From<Stopped> for AuditStoreError {
+    fn from(_: Stopped) -> Self {
+        Self::Stopped
+    }
+}
+
 /// One row to insert; its id comes from the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRow {
@@ -49,116 +52,50 @@ pub struct AuditRow {
     pub detail: String,
 }
 
-enum Job {
-    Insert(AuditRow),
-    List(AuditQuery, Sender<rusqlite::Result<Vec<AuditEntry>>>),
-    /// Deletes the rows older than this time; answers how many.
-    Prune(u64, Sender<rusqlite::Result<usize>>),
-    /// Answers once every job queued before it is done.
-    Sync(Sender<()>),
-}
-
-/// The handle to the audit table's writer thread; dropping the last clone
-/// writes what is queued and waits for the thread.
+/// The handle to the audit table's writer thread; dropping the last clone writes what is
+/// queued and waits for the thread.
 #[derive(Debug, Clone)]
 pub struct AuditStore {
-    writer: Arc<Writer>,
-}
-
-#[derive(Debug)]
-struct Writer {
-    jobs: Option<Sender<Job>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        drop(self.jobs.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-impl std::fmt::Debug for Job {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Job::Insert(_) => "Insert",
-            Job::List(..) => "List",
-            Job::Prune(..) => "Prune",
-            Job::Sync(_) => "Sync",
-        })
-    }
+    writer: DbWriter,
 }
 
 impl AuditStore {
     /// Opens (or creates) the audit table in the database at `path` and starts its writer.
     pub fn open(path: &Path) -> Result<Self, AuditStoreError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(Duration::from_secs(5))?;
-        // The history database is in WAL mode; there NORMAL survives a crash of the process.
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let conn = writer::open_file(path)?;
         conn.execute_batch(SCHEMA)?;
-        let (jobs, receiver) = mpsc::channel();
-        let thread = std::thread::Builder::new()
-            .name("gpudash-audit".into())
-            .spawn(move || run(&conn, &receiver))
-            .map_err(AuditStoreError::Thread)?;
-        Ok(Self { writer: Arc::new(Writer { jobs: Some(jobs), thread: Some(thread) }) })
+        let writer = DbWriter::start("gpudash-audit", conn).map_err(AuditStoreError::Thread)?;
+        Ok(Self { writer })
     }
 
     /// Queues a row; never blocks. A failed write is logged by the writer.
     pub fn insert(&self, row: AuditRow) {
-        if self.send(Job::Insert(row)).is_err() {
+        let sent = self.writer.send(move |conn| {
+            if let Err(e) = insert(conn, &row) {
+                tracing::error!("could not write the audit log: {e}");
+            }
+        });
+        if sent.is_err() {
             tracing::error!("the audit writer has stopped; an audit entry was not stored");
         }
     }
 
     /// The newest rows that pass `query`'s filters, newest first (blocking: call from `spawn_blocking`).
     pub fn list(&self, query: &AuditQuery) -> Result<Vec<AuditEntry>, AuditStoreError> {
-        self.ask(|reply| Job::List(query.clone(), reply))?.map_err(AuditStoreError::from)
+        let query = query.clone();
+        Ok(self.writer.ask(move |conn| list(conn, &query))??)
     }
 
     /// Deletes the rows older than `oldest_ms`; returns how many (blocking).
     pub fn prune(&self, oldest_ms: u64) -> Result<usize, AuditStoreError> {
-        self.ask(|reply| Job::Prune(oldest_ms, reply))?.map_err(AuditStoreError::from)
+        Ok(self
+            .writer
+            .ask(move |conn| conn.execute("DELETE FROM audit WHERE ts < ?1", params![as_i64(oldest_ms)]))??)
     }
 
     /// Waits until every row queued so far is written (blocking).
     pub fn sync(&self) -> Result<(), AuditStoreError> {
-        self.ask(Job::Sync)
-    }
-
-    fn ask<T>(&self, job: impl FnOnce(Sender<T>) -> Job) -> Result<T, AuditStoreError> {
-        let (reply, answer) = mpsc::channel();
-        self.send(job(reply))?;
-        answer.recv().map_err(|_| AuditStoreError::Stopped)
-    }
-
-    fn send(&self, job: Job) -> Result<(), AuditStoreError> {
-        let jobs = self.writer.jobs.as_ref().ok_or(AuditStoreError::Stopped)?;
-        jobs.send(job).map_err(|_| AuditStoreError::Stopped)
-    }
-}
-
-fn run(conn: &Connection, jobs: &Receiver<Job>) {
-    while let Ok(job) = jobs.recv() {
-        match job {
-            Job::Insert(row) => {
-                if let Err(e) = insert(conn, &row) {
-                    tracing::error!("could not write the audit log: {e}");
-                }
-            }
-            Job::List(query, reply) => {
-                let _ = reply.send(list(conn, &query));
-            }
-            Job::Prune(oldest_ms, reply) => {
-                let _ = reply.send(conn.execute("DELETE FROM audit WHERE ts < ?1", params![as_i64(oldest_ms)]));
-            }
-            Job::Sync(reply) => {
-                let _ = reply.send(());
-            }
-        }
+        Ok(self.writer.ask(|_| ())?)
     }
 }
 

@@ -1,5 +1,5 @@
 //! One SQLite connection owned by its own thread and fed jobs in order: the writer behind the
-//! alerts and usage tables. Saves are queued and return at once; a read ([`DbWriter::ask`]) goes
+//! audit, alerts and usage tables. Saves are queued and return at once; a read ([`DbWriter::ask`]) goes
 //! through the same queue, so it sees every save queued before it. Dropping the last handle
 //! writes what is queued, then ends the thread.
 
