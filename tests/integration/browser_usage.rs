@@ -34,7 +34,12 @@ async fn the_usage_tab_shows_the_table_the_chart_and_the_csv_link() {
         assert!(texts(&c, "#usage-empty").await.is_empty(), "not empty");
         let href = js(&c, "return document.querySelector('#usage-csv').getAttribute('href')").await;
         let href = href.as_str().unwrap_or_default().to_owned();
-        assert!(href.starts_with("/api/usage.csv?from=") && href.ends_with("&group=user"), "{href}");
+        // Days in the browser's own zone: the page sends its offset, and says so under the tables.
+        let zone = js(&c, "return -new Date().getTimezoneOffset()").await.as_i64().unwrap();
+        let tail = format!("&group=user&utc_offset={zone}");
+        assert!(href.starts_with("/api/usage.csv?from=") && href.ends_with(&tail), "{href}");
+        let hint = texts(&c, ".usage-page .hint").await.join(" ");
+        assert!(hint.contains("midnight to midnight in your time zone (UTC"), "{hint}");
         let csv = reqwest::get(format!("{base}{href}")).await.unwrap().text().await.unwrap();
         assert!(csv.starts_with("user,gpu_hours,") && csv.contains("\nana,"), "{csv}");
     })

@@ -128,6 +128,17 @@ async fn a_range_before_any_job_is_empty_and_no_history_keeps_sums_in_memory() {
     let empty: UsageResponse =
         reqwest::get(server.url("/api/usage?from=0&to=1000&group=day")).await.unwrap().json().await.unwrap();
     assert!(empty.rows.is_empty(), "{empty:?}");
+    // Days start at the asked zone's midnight, and the answer says which zone.
+    for offset in [-300i64, 0, 330] {
+        let url = server.url(&format!("/api/usage?{}&group=day&utc_offset={offset}", range()));
+        let days: UsageResponse = reqwest::get(url).await.unwrap().json().await.unwrap();
+        assert_eq!(i64::from(days.utc_offset), offset);
+        assert!(!days.rows.is_empty(), "ana's job has a day");
+        for row in &days.rows {
+            let start = row.day.unwrap() as i64;
+            assert_eq!((start + offset * 60_000).rem_euclid(86_400_000), 0, "offset {offset}: {row:?}");
+        }
+    }
     server.stop().await;
 }
 

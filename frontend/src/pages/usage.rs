@@ -4,7 +4,7 @@
 //! docs/ACCOUNTING.md.
 
 use leptos::{prelude::*, task::spawn_local};
-use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, day_of, parse_utc_date, utc_date};
+use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, date, day_of, parse_date};
 
 use crate::hooks::{api::get_json, session::Session};
 
@@ -33,19 +33,41 @@ impl Span {
     }
 }
 
-/// The query for `span` at `now`; a custom range runs from the start of its first UTC day to
-/// the end of its last (`YYYY-MM-DD` each), checked by the rule the server applies.
-fn range_for(span: Span, now: u64, first: &str, last: &str, group: UsageGroup) -> Result<UsageQuery, String> {
+/// The browser's zone now, minutes east of UTC (JavaScript counts them west).
+fn utc_offset_now() -> i32 {
+    -(js_sys::Date::new_0().get_timezone_offset() as i32)
+}
+
+/// `UTC+1`, `UTC-5:30`, `UTC`: a zone offset for people.
+fn zone_name(utc_offset: i32) -> String {
+    let (sign, minutes) = if utc_offset < 0 { ('-', -utc_offset) } else { ('+', utc_offset) };
+    match (minutes / 60, minutes % 60) {
+        (0, 0) => "UTC".to_owned(),
+        (hours, 0) => format!("UTC{sign}{hours}"),
+        (hours, rest) => format!("UTC{sign}{hours}:{rest:02}"),
+    }
+}
+
+/// The query for `span` at `now`, with days in the zone `utc_offset` minutes east of UTC; a
+/// custom range runs from the start of its first day to the end of its last (`YYYY-MM-DD` each),
+/// checked by the rule the server applies.
+fn range_for(
+    span: Span,
+    now: u64,
+    utc_offset: i32,
+    (first, last): (&str, &str),
+    group: UsageGroup,
+) -> Result<UsageQuery, String> {
     let (from, to) = match span {
-        Span::Today => (day_of(now), now + 1),
+        Span::Today => (day_of(now, utc_offset), now + 1),
         Span::Week => (now.saturating_sub(7 * DAY_MS), now + 1),
         Span::Month => (now.saturating_sub(30 * DAY_MS), now + 1),
         Span::Custom => {
-            let day = |text: &str, name: &str| parse_utc_date(text).ok_or_else(|| format!("pick a {name} day"));
+            let day = |text: &str, name: &str| parse_date(text, utc_offset).ok_or_else(|| format!("pick a {name} day"));
             (day(first, "first")?, day(last, "last")? + DAY_MS)
         }
     };
-    UsageQuery::new(from, to, group).map_err(|e| e.to_string())
+    UsageQuery::new(from, to, group, utc_offset).map_err(|e| e.to_string())
 }
 
 /// One bar segment of the stacked chart.
@@ -59,8 +81,9 @@ struct Segment {
     title: String,
 }
 
-/// The users in chart order (most GPU-hours first) and the segments of `user_day` rows.
-fn stack(rows: &[UsageRow]) -> (Vec<String>, Vec<Segment>) {
+/// The users in chart order (most GPU-hours first) and the segments of `user_day` rows, days
+/// named in the zone `utc_offset` minutes east of UTC.
+fn stack(rows: &[UsageRow], utc_offset: i32) -> (Vec<String>, Vec<Segment>) {
     let mut users: Vec<(String, f64)> = Vec::new();
     let mut days: Vec<u64> = Vec::new();
     for row in rows {
@@ -93,7 +116,7 @@ fn stack(rows: &[UsageRow]) -> (Vec<String>, Vec<Segment>) {
                 width: slot * 0.7,
                 height,
                 colour: PALETTE[u % PALETTE.len()],
-                title: format!("{user}, {}: {} GPU-hours", utc_date(day), hours(row.gpu_hours)),
+                title: format!("{user}, {}: {} GPU-hours", date(day, utc_offset), hours(row.gpu_hours)),
             });
         }
     }
@@ -113,9 +136,12 @@ pub fn UsagePage() -> impl IntoView {
     let answers = RwSignal::new(None::<(UsageResponse, UsageResponse, UsageResponse)>);
     let error = RwSignal::new(None::<String>);
     let csv = RwSignal::new(None::<String>);
+    let zone = RwSignal::new(utc_offset_now());
     let load = move || {
         let now = js_sys::Date::now() as u64;
-        let query = |group| range_for(span.get_untracked(), now, &first.get_untracked(), &last.get_untracked(), group);
+        zone.set(utc_offset_now());
+        let days = (first.get_untracked(), last.get_untracked());
+        let query = |group| range_for(span.get_untracked(), now, zone.get_untracked(), (&days.0, &days.1), group);
         let (by_user, by_gpu, by_day) =
             match (query(UsageGroup::User), query(UsageGroup::Gpu), query(UsageGroup::UserDay)) {
                 (Ok(u), Ok(g), Ok(d)) => (u, g, d),
@@ -166,7 +192,7 @@ pub fn UsagePage() -> impl IntoView {
                         }
                     }
                 >
-                    <option value="today">"Today (UTC)"</option>
+                    <option value="today">"Today"</option>
                     <option value="7d">"Last 7 days"</option>
                     <option value="30d">"Last 30 days"</option>
                     <option value="custom">"Custom…"</option>
@@ -189,13 +215,17 @@ pub fn UsagePage() -> impl IntoView {
                      and energy appear here as soon as their processes run on a GPU."
                 </p>
             </Show>
-            <UsageChart rows=Signal::derive(move || rows(|a| &a.2)) />
+            <UsageChart rows=Signal::derive(move || rows(|a| &a.2)) zone=zone />
             <h3>"Per user"</h3>
             <UsageTable id="usage-users" key="User" rows=Signal::derive(move || rows(|a| &a.0)) />
             <h3>"Per GPU"</h3>
             <UsageTable id="usage-gpus" key="GPU" rows=Signal::derive(move || rows(|a| &a.1)) />
             <p class="hint">
-                "GPU-hours split a shared GPU by SM share; nothing is charged while gpudash was not running."
+                {move || format!(
+                    "Days run from midnight to midnight in your time zone ({}). GPU-hours split a shared GPU by SM \
+                     share; nothing is charged while gpudash was not running.",
+                    zone_name(zone.get()),
+                )}
             </p>
         </main>
     }
@@ -234,10 +264,10 @@ fn UsageTable(id: &'static str, key: &'static str, rows: Signal<Vec<UsageRow>>) 
     }
 }
 
-/// GPU-hours per UTC day, stacked by user, with a legend.
+/// GPU-hours per day (in the viewer's zone), stacked by user, with a legend.
 #[component]
-fn UsageChart(rows: Signal<Vec<UsageRow>>) -> impl IntoView {
-    let chart = Memo::new(move |_| rows.with(|r| stack(r)));
+fn UsageChart(rows: Signal<Vec<UsageRow>>, zone: RwSignal<i32>) -> impl IntoView {
+    let chart = Memo::new(move |_| rows.with(|r| stack(r, zone.get())));
     view! {
         <figure id="usage-chart" class="usage-chart">
             <svg viewBox=format!("0 0 {CHART_WIDTH} {CHART_HEIGHT}") role="img" aria-label="GPU-hours per day by user">
@@ -266,22 +296,25 @@ mod tests {
 
     #[test]
     fn ranges_follow_the_picker_and_the_shared_rule() {
+        const HOUR: u64 = 3_600_000;
         let now = 20_000 * DAY_MS + 5_000;
-        let today = range_for(Span::Today, now, "", "", UsageGroup::User).unwrap();
-        assert_eq!((today.from, today.to), (20_000 * DAY_MS, now + 1));
-        let week = range_for(Span::Week, now, "", "", UsageGroup::Gpu).unwrap();
+        let utc = |span, days, group| range_for(span, now, 0, days, group);
+        let today = utc(Span::Today, ("", ""), UsageGroup::User).unwrap();
+        assert_eq!((today.from, today.to, today.utc_offset), (20_000 * DAY_MS, now + 1, 0));
+        let week = utc(Span::Week, ("", ""), UsageGroup::Gpu).unwrap();
         assert_eq!(week.to - week.from, 7 * DAY_MS + 1);
-        let custom = range_for(Span::Custom, now, "1970-01-02", "1970-01-03", UsageGroup::User).unwrap();
+        let custom = utc(Span::Custom, ("1970-01-02", "1970-01-03"), UsageGroup::User).unwrap();
         assert_eq!((custom.from, custom.to), (DAY_MS, 3 * DAY_MS));
-        assert!(range_for(Span::Custom, now, "", "1970-01-03", UsageGroup::User).unwrap_err().contains("first day"));
-        assert!(
-            range_for(Span::Custom, now, "1970-01-05", "1970-01-03", UsageGroup::User).unwrap_err().contains("before")
-        );
-        assert!(
-            range_for(Span::Custom, now, "2020-01-01", "2022-01-01", UsageGroup::User).unwrap_err().contains("366")
-        );
-        assert_eq!(parse_utc_date("2025-12-01"), Some(20_423 * DAY_MS));
-        assert_eq!(parse_utc_date("2025-13-01"), None);
+        assert!(utc(Span::Custom, ("", "1970-01-03"), UsageGroup::User).unwrap_err().contains("first day"));
+        assert!(utc(Span::Custom, ("1970-01-05", "1970-01-03"), UsageGroup::User).unwrap_err().contains("before"));
+        assert!(utc(Span::Custom, ("2020-01-01", "2022-01-01"), UsageGroup::User).unwrap_err().contains("366"));
+        // Five seconds past midnight UTC is still yesterday evening in UTC−5: "today" began 19 h ago.
+        let west = range_for(Span::Today, now, -300, ("", ""), UsageGroup::User).unwrap();
+        assert_eq!((west.from, west.utc_offset), (19_999 * DAY_MS + 5 * HOUR, -300));
+        assert_eq!(now - west.from, 19 * HOUR + 5_000);
+        let east = range_for(Span::Custom, now, 60, ("1970-01-02", "1970-01-02"), UsageGroup::User).unwrap();
+        assert_eq!((east.from, east.to), (DAY_MS - HOUR, 2 * DAY_MS - HOUR), "a custom day is the zone's day");
+        assert_eq!((zone_name(0), zone_name(60), zone_name(-330)), ("UTC".into(), "UTC+1".into(), "UTC-5:30".into()));
     }
 
     #[test]
@@ -292,11 +325,11 @@ mod tests {
             gpu_hours,
             ..UsageRow::default()
         };
-        let (users, segments) = stack(&[row("bo", 1, 1.0), row("ana", 1, 1.0), row("ana", 2, 2.0)]);
+        let (users, segments) = stack(&[row("bo", 1, 1.0), row("ana", 1, 1.0), row("ana", 2, 2.0)], 0);
         assert_eq!(users, ["ana", "bo"]);
         assert_eq!(segments.len(), 3);
         let day1: f64 = segments.iter().filter(|s| s.x < CHART_WIDTH / 2.0).map(|s| s.height).sum();
         assert!((day1 - CHART_HEIGHT).abs() < 1e-9, "the busiest day fills the chart");
-        assert!(stack(&[]).1.is_empty());
+        assert!(stack(&[], 0).1.is_empty());
     }
 }

@@ -101,9 +101,10 @@ impl UsageStore {
         }
     }
 
-    /// Sums per user, GPU and UTC day of the buckets that overlap `[from, to)` (blocking).
-    pub fn days(&self, from: u64, to: u64) -> Result<Vec<Bucket>, UsageStoreError> {
-        Ok(self.ask(move |conn| days(conn, from, to))??)
+    /// Sums per user, GPU and day of the buckets that overlap `[from, to)`, days starting at the
+    /// midnights of the zone `utc_offset` minutes east of UTC (blocking).
+    pub fn days(&self, from: u64, to: u64, utc_offset: i32) -> Result<Vec<Bucket>, UsageStoreError> {
+        Ok(self.ask(move |conn| days(conn, from, to, utc_offset))??)
     }
 
     /// Rolls minutes older than `minutes_from` into hours and deletes hours older than a year (blocking).
@@ -159,17 +160,20 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
     transaction.commit()
 }
 
-/// Every bucket that overlaps `[from, to)`, summed per user, GPU and UTC day: a range that starts
-/// mid-minute keeps that minute (a job started a moment after `from` is not cut short).
-fn days(conn: &Connection, from: u64, to: u64) -> rusqlite::Result<Vec<Bucket>> {
+/// Every bucket that overlaps `[from, to)`, summed per user, GPU and day (from the zone's
+/// midnight, `utc_offset` minutes east of UTC): a range that starts mid-minute keeps that minute
+/// (a job started a moment after `from` is not cut short). An hour rolled up from minutes falls
+/// whole into the day it starts in: with a half-hour zone, its last half hour may belong to the next.
+fn days(conn: &Connection, from: u64, to: u64, utc_offset: i32) -> rusqlite::Result<Vec<Bucket>> {
     let day = shared::usage::DAY_MS;
+    let offset = i64::from(utc_offset) * 60_000;
     let mut statement = conn.prepare_cached(
-        "SELECT user, device, start - start % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
+        "SELECT user, device, start - ((start + ?4) % ?3 + ?3) % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
          FROM (SELECT * FROM usage_minutes WHERE start > ?1 - 60000 AND start < ?2
                UNION ALL SELECT * FROM usage_hours WHERE start > ?1 - 3600000 AND start < ?2)
          GROUP BY user, device, day ORDER BY day, user, device",
     )?;
-    let rows = statement.query_map(params![as_i64(from), as_i64(to), as_i64(day)], |r| {
+    let rows = statement.query_map(params![as_i64(from), as_i64(to), as_i64(day), offset], |r| {
         Ok(Bucket {
             user: r.get(0)?,
             device: r.get(1)?,
@@ -213,21 +217,39 @@ mod tests {
     fn adding_to_a_minute_adds_and_days_sum_minutes_and_hours() {
         let store = UsageStore::memory().unwrap();
         store.add(vec![bucket("ana", 0, 60_000, 1.5), bucket("ana", 0, 61_000, 2.0), bucket("bo", 1, 120_000, 4.0)]);
-        let days = store.days(0, 3_600_000).unwrap();
+        let days = store.days(0, 3_600_000, 0).unwrap();
         assert_eq!(days.len(), 2, "{days:?}");
         assert_eq!((days[0].user.as_str(), days[0].sums.gpu_s, days[0].sums.memory_gib_s), ("ana", 3.5, 7.0));
-        assert_eq!(store.days(120_000, 180_000).unwrap().len(), 1, "the minute before the range stays out");
-        let overlapping = store.days(150_000, 160_000).unwrap();
+        assert_eq!(store.days(120_000, 180_000, 0).unwrap().len(), 1, "the minute before the range stays out");
+        let overlapping = store.days(150_000, 160_000, 0).unwrap();
         assert_eq!(overlapping.len(), 1, "a range that starts mid-minute keeps that minute: {overlapping:?}");
         assert_eq!(overlapping[0].user, "bo");
         // Rolled into hours, the sums stay, and a later minute adds to them.
         store.roll_up(10 * 60_000, 10 * 60_000).unwrap();
         store.add(vec![bucket("ana", 0, 11 * 60_000, 1.0)]);
         store.roll_up(20 * 60_000, 20 * 60_000).unwrap();
-        let days = store.days(0, 3_600_000).unwrap();
+        let days = store.days(0, 3_600_000, 0).unwrap();
         assert_eq!(days.iter().find(|b| b.user == "ana").unwrap().sums.gpu_s, 4.5);
         // Hours older than a year go.
         store.roll_up(0, HOURS_KEPT_MS + 2 * 3_600_000).unwrap();
-        assert!(store.days(0, 3_600_000).unwrap().is_empty());
+        assert!(store.days(0, 3_600_000, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn days_start_at_the_zones_midnight() {
+        use shared::usage::DAY_MS;
+        const HOUR: u64 = 3_600_000;
+        let monday = 20_423 * DAY_MS; // 2025-12-01 00:00 UTC
+        let store = UsageStore::memory().unwrap();
+        // 22:30 and 23:30 UTC on Monday: Monday in UTC, Monday and Tuesday in UTC+1, Monday in UTC−5.
+        let (early, late) = (monday + 22 * HOUR + HOUR / 2, monday + 23 * HOUR + HOUR / 2);
+        store.add(vec![bucket("ana", 0, early, 1.0), bucket("ana", 0, late, 2.0)]);
+        let starts = |offset| {
+            let days = store.days(monday - DAY_MS, monday + 2 * DAY_MS, offset).unwrap();
+            days.iter().map(|b| (b.start, b.sums.gpu_s)).collect::<Vec<_>>()
+        };
+        assert_eq!(starts(0), [(monday, 3.0)]);
+        assert_eq!(starts(60), [(monday - HOUR, 1.0), (monday + DAY_MS - HOUR, 2.0)]);
+        assert_eq!(starts(-300), [(monday + 5 * HOUR, 3.0)]);
     }
 }

@@ -8,7 +8,7 @@ pub mod engine;
 
 use std::collections::BTreeMap;
 
-use shared::usage::{DAY_MS, HIDDEN_USER, UsageGroup, UsageRow, utc_date};
+use shared::usage::{HIDDEN_USER, UsageQuery, UsageRow, date, day_of};
 
 use crate::store::usage::{Bucket, Sums};
 
@@ -18,13 +18,15 @@ const KWH_J: f64 = 3.6e6;
 /// A row's keys, in row order: day, user, GPU (each `None` when the group has none).
 type RowKey = (Option<u64>, Option<String>, Option<u32>);
 
-/// Rows of `group` from per-day buckets; with `hide_users` every user is [`HIDDEN_USER`] (an
-/// anonymous viewer of a server with tokens). Largest GPU-hours first; rows with a day by day.
-pub fn rows(buckets: &[Bucket], group: UsageGroup, hide_users: bool) -> Vec<UsageRow> {
+/// Rows of `query`'s group from per-day buckets (days in its zone); with `hide_users` every user
+/// is [`HIDDEN_USER`] (an anonymous viewer of a server with tokens). Largest GPU-hours first; rows
+/// with a day by day.
+pub fn rows(buckets: &[Bucket], query: UsageQuery, hide_users: bool) -> Vec<UsageRow> {
+    let group = query.group;
     let mut groups: BTreeMap<RowKey, Sums> = BTreeMap::new();
     for bucket in buckets {
         let user = group.has_user().then(|| if hide_users { HIDDEN_USER.to_owned() } else { bucket.user.clone() });
-        let day = group.has_day().then_some(bucket.start - bucket.start % DAY_MS);
+        let day = group.has_day().then(|| day_of(bucket.start, query.utc_offset));
         let gpu = group.has_gpu().then_some(bucket.device);
         let sums = groups.entry((day, user, gpu)).or_default();
         sums.gpu_s += bucket.sums.gpu_s;
@@ -52,8 +54,10 @@ pub fn rows(buckets: &[Bucket], group: UsageGroup, hide_users: bool) -> Vec<Usag
     rows
 }
 
-/// `rows` as CSV with a header: the group's keys, then the sums (days as `YYYY-MM-DD`, UTC).
-pub fn csv(rows: &[UsageRow], group: UsageGroup) -> String {
+/// `rows` as CSV with a header: the group's keys, then the sums (days as `YYYY-MM-DD` in the
+/// query's zone).
+pub fn csv(rows: &[UsageRow], query: UsageQuery) -> String {
+    let group = query.group;
     let mut header: Vec<&str> = Vec::new();
     if group.has_day() {
         header.push("day");
@@ -69,7 +73,7 @@ pub fn csv(rows: &[UsageRow], group: UsageGroup) -> String {
     for row in rows {
         let mut cells = Vec::new();
         if let Some(day) = row.day.filter(|_| group.has_day()) {
-            cells.push(utc_date(day));
+            cells.push(date(day, query.utc_offset));
         }
         if let Some(user) = row.user.as_ref().filter(|_| group.has_user()) {
             cells.push(csv_cell(user));
@@ -94,7 +98,13 @@ fn csv_cell(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use shared::usage::{DAY_MS, UsageGroup};
+
     use super::*;
+
+    fn by(group: UsageGroup) -> UsageQuery {
+        UsageQuery { from: 0, to: DAY_MS, group, utc_offset: 0 }
+    }
 
     fn bucket(user: &str, device: u32, day: u64, gpu_s: f64) -> Bucket {
         Bucket {
@@ -108,27 +118,30 @@ mod tests {
     #[test]
     fn rows_group_and_hide_users_for_anonymous_viewers() {
         let buckets = [bucket("ana", 0, 1, 3600.0), bucket("bo", 1, 1, 7200.0), bucket("ana", 1, 2, 3600.0)];
-        let by_user = rows(&buckets, UsageGroup::User, false);
+        let by_user = rows(&buckets, by(UsageGroup::User), false);
         assert_eq!(by_user.len(), 2);
         assert_eq!((by_user[0].user.as_deref(), by_user[0].gpu_hours), (Some("ana"), 2.0));
         assert_eq!(by_user[1].energy_kwh, 1.0);
         assert_eq!(by_user[0].gpu, None);
-        let by_gpu = rows(&buckets, UsageGroup::Gpu, false);
+        let by_gpu = rows(&buckets, by(UsageGroup::Gpu), false);
         assert_eq!((by_gpu[0].gpu, by_gpu[0].gpu_hours, by_gpu[0].user.as_deref()), (Some(1), 3.0, None));
-        let by_day = rows(&buckets, UsageGroup::Day, false);
+        let by_day = rows(&buckets, by(UsageGroup::Day), false);
         assert_eq!(by_day.iter().map(|r| r.day.unwrap() / DAY_MS).collect::<Vec<_>>(), [1, 2]);
-        let hidden = rows(&buckets, UsageGroup::User, true);
+        let hidden = rows(&buckets, by(UsageGroup::User), true);
         assert_eq!(hidden.len(), 1);
         assert_eq!((hidden[0].user.as_deref(), hidden[0].gpu_hours), (Some(HIDDEN_USER), 4.0));
-        assert_eq!(rows(&buckets, UsageGroup::UserGpu, false).len(), 3);
+        assert_eq!(rows(&buckets, by(UsageGroup::UserGpu), false).len(), 3);
     }
 
     #[test]
     fn csv_has_a_header_and_safe_cells() {
         let buckets = [bucket("=cmd,x", 0, 20_423, 3600.0)];
-        let text = csv(&rows(&buckets, UsageGroup::UserDay, false), UsageGroup::UserDay);
+        let text = csv(&rows(&buckets, by(UsageGroup::UserDay), false), by(UsageGroup::UserDay));
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], "day,user,gpu_hours,memory_gib_hours,idle_gib_hours,energy_kwh");
         assert_eq!(lines[1], "2025-12-01,\"'=cmd,x\",1.000000,0.000000,0.000000,1.000000");
+        // The same day's start, read in UTC−5, is the evening before.
+        let west = UsageQuery { utc_offset: -300, ..by(UsageGroup::Day) };
+        assert!(csv(&rows(&buckets, west, false), west).lines().nth(1).unwrap().starts_with("2025-11-30,"));
     }
 }

@@ -15,7 +15,7 @@ use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::telemetry::Visibility;
 
-const PARAMETERS: &str = "from, to, group";
+const PARAMETERS: &str = "from, to, group, utc_offset";
 
 pub async fn usage(
     State(state): State<AppState>,
@@ -27,6 +27,7 @@ pub async fn usage(
         from: query.from,
         to: query.to,
         group: query.group,
+        utc_offset: query.utc_offset,
         simulated: state.telemetry.host().simulated,
         persistent: state.usage.persistent(),
         rows,
@@ -41,7 +42,7 @@ pub async fn usage_csv(
     let (query, rows) = answer(&state, caller.as_deref(), params).await?;
     let name = format!("attachment; filename=\"gpudash-usage-{}-{}.csv\"", query.from, query.to);
     let headers = [(header::CONTENT_TYPE, "text/csv; charset=utf-8".to_owned()), (header::CONTENT_DISPOSITION, name)];
-    Ok((headers, crate::usage::csv(&rows, query.group)).into_response())
+    Ok((headers, crate::usage::csv(&rows, query)).into_response())
 }
 
 async fn answer(
@@ -54,13 +55,13 @@ async fn answer(
         return Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {PARAMETERS}")));
     }
     let get = |name: &str| params.get(name).map(String::as_str);
-    let query =
-        UsageQuery::parse(get("from"), get("to"), get("group")).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let query = UsageQuery::parse(get("from"), get("to"), get("group"), get("utc_offset"))
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
     let store = state.usage.clone();
-    let buckets = tokio::task::spawn_blocking(move || store.days(query.from, query.to))
+    let buckets = tokio::task::spawn_blocking(move || store.days(query.from, query.to, query.utc_offset))
         .await
         .map_err(|e| ApiError::internal(format!("usage query task failed: {e}")))?
         .map_err(|e| ApiError::internal(format!("usage query failed: {e}")))?;
     let hide_users = visibility(state, caller) == Visibility::Redacted;
-    Ok((query, crate::usage::rows(&buckets, query.group, hide_users)))
+    Ok((query, crate::usage::rows(&buckets, query, hide_users)))
 }

@@ -264,6 +264,9 @@ fn usage_cases() -> Vec<Case> {
         both!("to=1", "'from' is required"),
         both!("from=0", "'to' is required"),
         both!("from=0&to=1&user=ana", "unknown parameter 'user'"),
+        both!("from=0&to=1&utc_offset=900", "from -840 to 840"),
+        both!("from=0&to=1&utc_offset=+1:00", "whole minutes east of UTC"),
+        both!("from=0&to=1&utc_offset=", "not ''"),
     ]
     .into_iter()
     .flatten()
