@@ -91,15 +91,18 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         let expected: Vec<String> = (0..8).map(|i| format!("▸GPU {i}")).collect();
         assert_eq!(headings, serde_json::json!(expected), "each row's heading names its GPU");
 
-        // Bars carry their value for screen readers and as visible text.
+        // Bars carry their value for screen readers and as visible text (read in one script: a tick
+        // between two reads would change the value).
         let meter = js(
             &c,
             "const m = document.querySelector(\"tr.gpu-row[data-index='6'] .ov-mem [role=meter]\"); \
-             return [m.getAttribute('aria-label'), +m.getAttribute('aria-valuenow'), m.getAttribute('aria-valuetext')]",
+             const shown = document.querySelector(\"tr.gpu-row[data-index='6'] .ov-mem .ov-bar-text\"); \
+             return [m.getAttribute('aria-label'), +m.getAttribute('aria-valuenow'), m.getAttribute('aria-valuetext'), \
+                     shown.textContent.trim()]",
         )
         .await;
         assert_eq!(meter[0], "GPU 6 memory used");
-        assert_eq!(meter[2].as_str().unwrap(), cell(&c, 6, ".ov-mem .ov-bar-text").await);
+        assert_eq!(meter[2], meter[3], "the meter's text is the bar's visible text");
 
         // Every state, in words as well as colour.
         let warm = badge(&c, 3, "near slowdown 87 °C", "sev-warning", 15).await;

@@ -8,6 +8,7 @@ pub mod auth;
 mod bridge;
 mod error;
 mod fleet;
+mod frames;
 mod history;
 mod lab;
 mod metrics;
@@ -35,7 +36,7 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
-pub use ws::{AlertFrames, LabFrames};
+pub use frames::{AlertFrames, LabFrames};
 
 use crate::store::Store;
 use crate::telemetry::Telemetry;

@@ -6,29 +6,24 @@
 //! An anonymous viewer of a server with tokens gets the redacted encoding of
 //! each message (see [`Visibility`]), decided once, when the socket opens.
 //!
-//! The lab publishes plain [`LabEvent`]s; [`LabFrames`] encodes each once, for
-//! every socket, the way the telemetry hub encodes ticks; [`AlertFrames`] does the same for alerts.
+//! The lab's and the alerts' events reach sockets as [`super::frames`], each encoded once for
+//! every socket, the way the telemetry hub encodes ticks.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Extension;
 use axum::extract::State;
-use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
 use futures_util::{SinkExt, StreamExt};
-use shared::alerts::AlertEvent;
-use shared::lab::LabEvent;
 use shared::{ClientMessage, ServerMessage};
-use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
 use super::api::visibility;
 use super::auth::Caller;
-use crate::alerts::Alerts;
+use super::frames;
 use crate::auth::SessionRef;
-use crate::lab::Lab;
 use crate::telemetry::{Visibility, encode};
 
 /// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
@@ -40,136 +35,6 @@ const MESSAGES_PER_SECOND: u32 = 10;
 const READ_BUFFER: usize = MAX_CLIENT_MESSAGE;
 /// A socket that cannot take a message for this long is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-/// Encoded lab events a slow socket may fall behind before it gets a fresh status.
-const LAB_BACKLOG: usize = 256;
-/// Encoded alert events a slow socket may fall behind before it skips some.
-const ALERT_BACKLOG: usize = 256;
-
-/// A lab event serialized for sockets: as is, and without the people it names
-/// ([`LabEvent::hide_people`]) for anonymous visitors when tokens exist. Each is
-/// encoded once per event; events that name nobody share one buffer.
-#[derive(Debug, Clone)]
-pub struct LabFrame {
-    full: Utf8Bytes,
-    redacted: Utf8Bytes,
-}
-
-impl LabFrame {
-    fn new(event: LabEvent) -> Self {
-        let mut hidden = event.clone();
-        let full = encode(&ServerMessage::Lab(event));
-        let redacted = if hidden.hide_people() { encode(&ServerMessage::Lab(hidden)) } else { full.clone() };
-        Self { full, redacted }
-    }
-
-    /// The bytes a viewer with `visibility` gets.
-    pub fn text_for(&self, visibility: Visibility) -> Utf8Bytes {
-        match visibility {
-            Visibility::Full => self.full.clone(),
-            Visibility::Redacted => self.redacted.clone(),
-        }
-    }
-}
-
-/// The lab's events as WebSocket frames, each encoded once and shared by every socket.
-#[derive(Debug, Clone)]
-pub struct LabFrames {
-    frames: broadcast::Sender<LabFrame>,
-}
-
-impl LabFrames {
-    /// Starts encoding what `lab` publishes, on a task that ends when the lab's event channel closes.
-    /// If the task itself falls behind, the lab's current status replaces what it missed.
-    pub fn relay(lab: &Arc<Lab>) -> Self {
-        let (frames, _) = broadcast::channel(LAB_BACKLOG);
-        let mut events = lab.subscribe();
-        let lab = Arc::downgrade(lab);
-        let sender = frames.clone();
-        tokio::spawn(async move {
-            loop {
-                let event = match events.recv().await {
-                    Ok(event) => event,
-                    Err(RecvError::Lagged(_)) => match lab.upgrade() {
-                        Some(lab) => LabEvent::Status(lab.status()),
-                        None => return,
-                    },
-                    Err(RecvError::Closed) => return,
-                };
-                // No socket listening is normal.
-                let _ = sender.send(LabFrame::new(event));
-            }
-        });
-        Self { frames }
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<LabFrame> {
-        self.frames.subscribe()
-    }
-}
-
-/// An alert event serialized for sockets: as is, and without the user for anonymous visitors
-/// when tokens exist ([`shared::alerts::Alert::redact`]); each encoded once per event.
-#[derive(Debug, Clone)]
-pub struct AlertFrame {
-    full: Utf8Bytes,
-    redacted: Utf8Bytes,
-}
-
-impl AlertFrame {
-    fn new(event: AlertEvent) -> Self {
-        let mut hidden = event.clone();
-        hidden.alert.redact();
-        let named = hidden.alert.redacted;
-        let full = encode(&ServerMessage::Alert(event));
-        let redacted = if named { encode(&ServerMessage::Alert(hidden)) } else { full.clone() };
-        Self { full, redacted }
-    }
-
-    /// The bytes a viewer with `visibility` gets.
-    pub fn text_for(&self, visibility: Visibility) -> Utf8Bytes {
-        match visibility {
-            Visibility::Full => self.full.clone(),
-            Visibility::Redacted => self.redacted.clone(),
-        }
-    }
-}
-
-/// The alerts' events as WebSocket frames, each encoded once and shared by every socket.
-#[derive(Debug, Clone)]
-pub struct AlertFrames {
-    frames: broadcast::Sender<AlertFrame>,
-}
-
-impl AlertFrames {
-    /// Starts encoding what `alerts` publishes, on a task that ends when their channel closes.
-    /// A relay that falls behind skips what it missed (the page's next `GET /api/alerts` has it).
-    pub fn relay(alerts: &Alerts) -> Self {
-        let (frames, _) = broadcast::channel(ALERT_BACKLOG);
-        let mut events = alerts.subscribe();
-        let sender = frames.clone();
-        tokio::spawn(async move {
-            loop {
-                match events.recv().await {
-                    Ok(event) => {
-                        let _ = sender.send(AlertFrame::new(event));
-                    }
-                    Err(RecvError::Lagged(skipped)) => tracing::warn!(skipped, "alert events skipped for sockets"),
-                    Err(RecvError::Closed) => return,
-                }
-            }
-        });
-        Self { frames }
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<AlertFrame> {
-        self.frames.subscribe()
-    }
-}
-
-/// The lab's current status as a frame for `visibility`, to resynchronise a socket that fell behind.
-fn lab_status_frame(lab: &Lab, visibility: Visibility) -> Utf8Bytes {
-    LabFrame::new(LabEvent::Status(lab.status())).text_for(visibility)
-}
 
 /// `GET /ws`: upgrades to the telemetry stream.
 pub async fn upgrade(
@@ -234,7 +99,7 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                 lab = lab_events.recv() => match lab {
                     Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
                     // Fell behind on lab events: the current lab status replaces what was missed.
-                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(lab_status_frame(&state.lab, visibility))).await?,
+                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(frames::lab_status(&state.lab, visibility))).await?,
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 alert = alert_events.recv() => match alert {
