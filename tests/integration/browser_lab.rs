@@ -9,21 +9,17 @@ use fantoccini::{Client, Locator};
 use gpudash::lab::SimulatedLab;
 use gpudash::telemetry::NoGpus;
 use gpudash::telemetry::simulator::Simulator;
-use tokio::net::TcpListener;
 
 use crate::browser::{eventually, js, texts, with_browser};
 use crate::support::TestServer;
 
 /// Simulated GPUs whose lab sleeps `step_ms` per experiment step, so progress can be watched.
 async fn lab_server(count: u32, step_ms: u64) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { step: Some(Duration::from_millis(step_ms)), ..SimulatedLab::default() },
         ..gpudash::Options::new(Duration::from_millis(500))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 500)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(count, 500)), options).await
 }
 
 /// Clicks the element, scrolled to the middle of the window (clear of the sticky top bar).
