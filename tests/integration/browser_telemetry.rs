@@ -9,7 +9,7 @@ use serde_json::Value;
 use shared::processes::GpuProcess;
 use shared::units::{format_bytes, format_watts};
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
 use crate::browser_overview::open_all_cards;
 use crate::support::{TestServer, WithProcesses};
 
@@ -240,14 +240,6 @@ async fn memory_charts_below_the_fold_wait_until_scrolled_to() {
     })
     .await;
     server.stop().await;
-}
-
-/// Saves what the browser shows under target/screenshots, for a look by eye.
-async fn save_screenshot(c: &Client, name: &str) {
-    let png = c.screenshot().await.unwrap();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), png).unwrap();
 }
 
 /// With history on, the charts are `browser_history.rs`'s.
