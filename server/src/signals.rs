@@ -130,21 +130,7 @@ mod tests {
     use super::*;
 
     fn process(pid: u32, started_ms: Option<u64>) -> GpuProcess {
-        GpuProcess {
-            device: 0,
-            pid,
-            kind: shared::processes::ProcessKind::Compute,
-            used_memory: None,
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: Some("ana".to_owned()),
-            name: None,
-            command: None,
-            started_ms,
-            container: None,
-            redacted: false,
-            idle: None,
-        }
+        GpuProcess { user: Some("ana".to_owned()), started_ms, ..shared::testing::process(0, pid) }
     }
 
     #[test]

@@ -132,23 +132,12 @@ pub fn idle_memory(processes: &[&GpuProcess]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::processes::ProcessKind;
 
     fn process(device: u32, idle: bool) -> GpuProcess {
         GpuProcess {
-            device,
-            pid: 7,
-            kind: ProcessKind::Compute,
             used_memory: Some(3 << 30),
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: None,
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
             idle: idle.then_some(IdleHold { since_ms: 1, signal: IdleSignal::SmActivity }),
+            ..crate::testing::process(device, 7)
         }
     }
 

@@ -23,6 +23,9 @@ pub mod severity;
 pub mod status;
 mod tagged;
 pub mod telemetry;
+/// Builders for tests (the `testing` feature): never in release code.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod time_axis;
 pub mod topology;
 pub mod units;

@@ -258,21 +258,7 @@ mod tests {
     use super::*;
 
     fn process(device: u32, user: Option<&str>, memory: u64) -> GpuProcess {
-        GpuProcess {
-            device,
-            pid: 1,
-            kind: ProcessKind::Compute,
-            used_memory: Some(memory),
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: user.map(str::to_owned),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
-        }
+        GpuProcess { user: user.map(str::to_owned), used_memory: Some(memory), ..crate::testing::process(device, 1) }
     }
 
     #[test]

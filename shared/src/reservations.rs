@@ -337,19 +337,8 @@ mod tests {
     fn intruders_are_other_users_processes_while_in_force() {
         let r = reservation(1, &[1], NOW, NOW + H);
         let p = |device, pid, user: Option<&str>| GpuProcess {
-            device,
-            pid,
-            kind: crate::processes::ProcessKind::Compute,
-            used_memory: None,
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: user.map(str::to_owned),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
+            ..crate::testing::process(device, pid)
         };
         let processes = [p(1, 30, Some("bo")), p(1, 20, Some("ana")), p(0, 10, Some("bo")), p(1, 40, None)];
         assert_eq!(intruders(&r, &processes, NOW), [30, 40]);

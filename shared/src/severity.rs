@@ -215,21 +215,7 @@ mod tests {
     use crate::health::{EccCounts, RemappedRows, RetiredPages, XidEvent};
 
     fn info(slowdown: Option<u32>) -> DeviceInfo {
-        DeviceInfo {
-            index: 0,
-            name: "GPU".into(),
-            uuid: "GPU-0".into(),
-            pci_bus_id: "0".into(),
-            compute_capability: None,
-            memory_total: 100,
-            simulated: true,
-            max_clocks: crate::Clocks::default(),
-            pcie_max: None,
-            memory_bus_width: None,
-            nvlink_links: 0,
-            slowdown_temp_c: slowdown,
-            shutdown_temp_c: None,
-        }
+        DeviceInfo { memory_total: 100, slowdown_temp_c: slowdown, ..crate::testing::device(0) }
     }
 
     fn texts(findings: &[Finding]) -> Vec<(Level, &str)> {

@@ -6,18 +6,16 @@
 use std::time::Duration;
 
 use gpudash::auth::AuthConfig;
-use gpudash::telemetry::GpuSource;
 use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::Value;
-use shared::processes::{GpuProcess, ProcessKind};
-use shared::{Details, DeviceInfo, DeviceSample, HostInfo, ServerMessage};
-use tokio::net::TcpListener;
+use shared::ServerMessage;
+use shared::processes::GpuProcess;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::browser::eventually;
 use crate::security::{ADMIN, VIEWER};
-use crate::support::{Socket, TestServer, next_message};
+use crate::support::{Socket, TestServer, WithProcesses, next_message};
 
 const WITNESS_PID: u32 = 900_011;
 /// What names the witness process's owner and work: none of it may reach an anonymous viewer.
@@ -26,42 +24,20 @@ const WITNESS_SECRET: &str = "s3cret-api-key";
 const WITNESS_CONTAINER: &str = "c0ffee123456";
 const WITNESS_EXECUTABLE: &str = "serve-llm";
 
-/// The simulator plus one process on GPU 1 whose user, command line (with a
-/// secret) and container are known, so a test can look for them.
-struct Witness(Simulator);
-
-impl GpuSource for Witness {
-    fn host(&self) -> HostInfo {
-        self.0.host()
-    }
-
-    fn devices(&self) -> Vec<DeviceInfo> {
-        self.0.devices()
-    }
-
-    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
-        self.0.sample(timestamp_ms)
-    }
-
-    fn details(&self, timestamp_ms: u64) -> Details {
-        let mut details = self.0.details(timestamp_ms);
-        details.processes.push(GpuProcess {
-            device: 1,
-            pid: WITNESS_PID,
-            kind: ProcessKind::Compute,
-            used_memory: Some(3 << 30),
-            sm_util: Some(40),
-            sm_util_seen_ms: Some(timestamp_ms),
-            user: Some(WITNESS_USER.to_owned()),
-            name: Some(WITNESS_EXECUTABLE.to_owned()),
-            command: Some(format!("{WITNESS_EXECUTABLE} --model llama --api-key={WITNESS_SECRET}")),
-            started_ms: Some(timestamp_ms - 60_000),
-            container: Some(WITNESS_CONTAINER.to_owned()),
-            redacted: false,
-            idle: None,
-        });
-        details
-    }
+/// Adds one process on GPU 1 whose user, command line (with a secret) and container are
+/// known, so a test can look for them.
+fn witness(now_ms: u64, processes: &mut Vec<GpuProcess>) {
+    processes.push(GpuProcess {
+        used_memory: Some(3 << 30),
+        sm_util: Some(40),
+        sm_util_seen_ms: Some(now_ms),
+        user: Some(WITNESS_USER.to_owned()),
+        name: Some(WITNESS_EXECUTABLE.to_owned()),
+        command: Some(format!("{WITNESS_EXECUTABLE} --model llama --api-key={WITNESS_SECRET}")),
+        started_ms: Some(now_ms - 60_000),
+        container: Some(WITNESS_CONTAINER.to_owned()),
+        ..shared::testing::process(1, WITNESS_PID)
+    });
 }
 
 /// A server with history in `dir` and, when `auth_file` is `Some`, the security
@@ -77,10 +53,7 @@ async fn server(auth_file: Option<&str>, dir: &std::path::Path) -> TestServer {
     };
     let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).unwrap();
     let options = gpudash::Options { auth, store: Some(store), ..gpudash::Options::new(Duration::from_millis(200)) };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let running = gpudash::start_with(listener, Box::new(Witness(Simulator::new(2, 200))), options).await.unwrap();
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(WithProcesses::new(Simulator::new(2, 200), witness)), options).await
 }
 
 async fn get(server: &TestServer, path: &str, token: Option<&str>) -> (StatusCode, String) {

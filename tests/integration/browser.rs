@@ -3,7 +3,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -104,6 +104,19 @@ pub(crate) async fn js(client: &Client, script: &str) -> serde_json::Value {
     client.execute(script, vec![]).await.expect("script runs")
 }
 
+/// Where browser tests leave screenshots for a look by eye: `target/screenshots`, made if missing.
+pub(crate) fn screenshot_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
+    std::fs::create_dir_all(&dir).expect("create target/screenshots");
+    dir
+}
+
+/// Saves what the browser shows as `name` in [`screenshot_dir`].
+pub(crate) async fn save_screenshot(client: &Client, name: &str) {
+    let png = client.screenshot().await.expect("a screenshot");
+    std::fs::write(screenshot_dir().join(name), png).expect("write the screenshot");
+}
+
 async fn status(client: &Client) -> String {
     texts(client, "#conn-status").await.into_iter().next().unwrap_or_default()
 }
@@ -175,10 +188,7 @@ async fn cards_show_the_simulated_gpus_and_charts_draw_as_ticks_arrive() {
         })
         .await;
 
-        let png = c.screenshot().await.unwrap();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("dashboard.png"), png).unwrap();
+        save_screenshot(&c, "dashboard.png").await;
     })
     .await;
     server.stop().await;

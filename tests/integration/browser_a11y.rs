@@ -11,7 +11,7 @@ use fantoccini::actions::{InputSource, KeyAction, KeyActions};
 use fantoccini::{Client, Locator, key::Key, wd::TimeoutConfiguration};
 use gpudash::telemetry::simulator::{Fault, Simulator};
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, screenshot_dir, texts, with_browser};
 use crate::fleet::{ChildGuard, instance, quick_fleet_config, start_prometheus};
 use crate::support::TestServer;
 
@@ -234,8 +234,7 @@ async fn on_a_phone_every_tab_stacks_with_no_column_off_screen() {
     let url = scene.server.url("/");
     with_browser(390, 844, |c| async move {
         c.goto(&url).await.unwrap();
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = screenshot_dir();
         crate::browser_overview::open_all_cards(&c, 8).await;
         let mut found = Vec::new();
         for (key, ready) in TABS {

@@ -9,21 +9,17 @@ use fantoccini::{Client, Locator};
 use gpudash::lab::SimulatedLab;
 use gpudash::telemetry::NoGpus;
 use gpudash::telemetry::simulator::Simulator;
-use tokio::net::TcpListener;
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, save_screenshot, screenshot_dir, texts, with_browser};
 use crate::support::TestServer;
 
 /// Simulated GPUs whose lab sleeps `step_ms` per experiment step, so progress can be watched.
 async fn lab_server(count: u32, step_ms: u64) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { step: Some(Duration::from_millis(step_ms)), ..SimulatedLab::default() },
         ..gpudash::Options::new(Duration::from_millis(500))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 500)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(count, 500)), options).await
 }
 
 /// Clicks the element, scrolled to the middle of the window (clear of the sticky top bar).
@@ -158,10 +154,8 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         assert!(note.contains("zero page"), "{note}");
         let legend = texts(&c, "#lab-run .lab-legend li").await;
         assert!(legend.iter().any(|l| l == "h2d_pinned"), "{legend:?}");
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
         let chart = c.find(Locator::Css("#lab-run")).await.unwrap();
-        std::fs::write(dir.join("lab-transfer.png"), chart.screenshot().await.unwrap()).unwrap();
+        std::fs::write(screenshot_dir().join("lab-transfer.png"), chart.screenshot().await.unwrap()).unwrap();
 
         // Clicking an older run shows it again.
         click(&c, &format!("#lab-runs tr.recent-run[data-run=\"{run}\"] .view-run")).await;
@@ -192,7 +186,7 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
         click(&c, "#tab-lab").await;
         eventually(10, "the chart drawn after the tab switch", || async { (draws(&c, run).await > 0).then_some(()) })
             .await;
-        std::fs::write(dir.join("lab.png"), c.screenshot().await.unwrap()).unwrap();
+        save_screenshot(&c, "lab.png").await;
     })
     .await;
     server.stop().await;
@@ -342,8 +336,7 @@ async fn the_lab_speaks_pytorch_and_asks_before_taking_every_gpu() {
         assert!(takeaway.starts_with("Takeaway: empty_cache() returned 2.00 GiB to the driver"), "{takeaway}");
         let legend = texts(&c, "#lab-run .lab-legend li").await;
         assert!(legend.iter().any(|l| l == "device used (NVML), change since start"), "{legend:?}");
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = screenshot_dir();
         let view = c.find(Locator::Css("#lab-run")).await.unwrap();
         std::fs::write(dir.join("lab-memory.png"), view.screenshot().await.unwrap()).unwrap();
         click(&c, &format!("#lab-runs tr.recent-run[data-run=\"{p2p}\"] .view-run")).await;

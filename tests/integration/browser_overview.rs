@@ -2,14 +2,13 @@
 //! "Free" and "Who uses what", a row that opens into its card, and every severity state in
 //! colour and words, from the simulator's faults.
 
-use std::path::Path;
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
 use crate::support::{TestServer, eventually_every};
 
 /// Opens every GPU's card (the overview shows rows only) and waits until all `count` are drawn.
@@ -187,10 +186,4 @@ async fn cell_class(c: &Client, index: u32, css: &str) -> String {
 
 async fn attribute(c: &Client, css: &str, name: &str) -> String {
     c.find(Locator::Css(css)).await.unwrap().attr(name).await.unwrap().unwrap_or_default()
-}
-
-async fn save_screenshot(c: &Client, name: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), c.screenshot().await.unwrap()).unwrap();
 }

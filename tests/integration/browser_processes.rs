@@ -4,14 +4,12 @@
 //! "Loading…" placeholder.
 
 use fantoccini::{Client, Locator};
-use gpudash::telemetry::GpuSource;
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
-use shared::processes::{GpuProcess, ProcessKind};
-use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
+use shared::processes::GpuProcess;
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::support::TestServer;
+use crate::support::{TestServer, WithProcesses};
 
 /// The GPU nothing runs on, so "Free: GPU 3" is there to click.
 const FREE_GPU: u32 = 3;
@@ -19,45 +17,22 @@ const ZOE_PID: u32 = 900_101;
 const ZOE_COMMAND: &str =
     "python3 train.py --model llama-3-8b --dataset /data/corpus --epochs 3 --batch-size 16 --lr 3e-4";
 
-/// The simulator without processes on GPU 3, plus zoe on GPUs 0 and 1 and ana on GPU 1.
-struct SharedBox(Simulator);
-
-impl GpuSource for SharedBox {
-    fn host(&self) -> HostInfo {
-        self.0.host()
-    }
-
-    fn devices(&self) -> Vec<DeviceInfo> {
-        self.0.devices()
-    }
-
-    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
-        self.0.sample(timestamp_ms)
-    }
-
-    fn details(&self, timestamp_ms: u64) -> Details {
-        let mut details = self.0.details(timestamp_ms);
-        details.processes.retain(|p| p.device != FREE_GPU);
-        let extra = |device: u32, pid: u32, user: &str, gib: u64, command: &str| GpuProcess {
-            device,
-            pid,
-            kind: ProcessKind::Compute,
-            used_memory: Some(gib << 30),
-            sm_util: Some(20),
-            sm_util_seen_ms: Some(timestamp_ms),
-            user: Some(user.to_owned()),
-            name: Some("python3".to_owned()),
-            command: Some(command.to_owned()),
-            started_ms: Some(timestamp_ms - 600_000),
-            container: None,
-            redacted: false,
-            idle: None,
-        };
-        details.processes.push(extra(0, ZOE_PID, "zoe", 5, ZOE_COMMAND));
-        details.processes.push(extra(1, ZOE_PID + 1, "zoe", 2, "python3 eval.py"));
-        details.processes.push(extra(1, ZOE_PID + 2, "ana", 3, "python3 notebook.py"));
-        details
-    }
+/// The simulator's processes without those on GPU 3, plus zoe on GPUs 0 and 1 and ana on GPU 1.
+fn shared_box(now_ms: u64, processes: &mut Vec<GpuProcess>) {
+    processes.retain(|p| p.device != FREE_GPU);
+    let extra = |device: u32, pid: u32, user: &str, gib: u64, command: &str| GpuProcess {
+        used_memory: Some(gib << 30),
+        sm_util: Some(20),
+        sm_util_seen_ms: Some(now_ms),
+        user: Some(user.to_owned()),
+        name: Some("python3".to_owned()),
+        command: Some(command.to_owned()),
+        started_ms: Some(now_ms - 600_000),
+        ..shared::testing::process(device, pid)
+    };
+    processes.push(extra(0, ZOE_PID, "zoe", 5, ZOE_COMMAND));
+    processes.push(extra(1, ZOE_PID + 1, "zoe", 2, "python3 eval.py"));
+    processes.push(extra(1, ZOE_PID + 2, "ana", 3, "python3 notebook.py"));
 }
 
 /// `(gpu, pid, user)` of every row shown, in order.
@@ -97,7 +72,7 @@ async fn rows_become(c: &Client, what: &str, count: usize, keep: impl Fn(&(Strin
 
 #[tokio::test]
 async fn one_table_lists_every_gpu_sorts_filters_and_expands_the_command() {
-    let source = SharedBox(Simulator::new(4, 300));
+    let source = WithProcesses::new(Simulator::new(4, 300), shared_box);
     let server = TestServer::with_source(Box::new(source), 300).await;
     let url = server.url("/");
     let api = server.url("/api/processes");

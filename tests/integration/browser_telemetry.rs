@@ -1,77 +1,41 @@
 //! The page's telemetry beyond the memory gauge, in a real browser: process
 //! tables, who uses what, a lost GPU, the history notice and the health section.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use fantoccini::{Client, Locator};
 use gpudash::telemetry::simulator::Simulator;
-use gpudash::telemetry::{GpuSource, XidSink};
 use serde_json::Value;
-use shared::health::{XidEvent, xid_meaning};
-use shared::processes::{GpuProcess, ProcessKind};
+use shared::processes::GpuProcess;
 use shared::units::{format_bytes, format_watts};
-use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
 use crate::browser_overview::open_all_cards;
-use crate::support::TestServer;
-
-/// The simulator plus two more processes on GPU 0 (one that /proc hides) and
-/// an XID 48 on GPU 0, so a table has rows to sort and the health section has an error to show.
-struct CrowdedSimulator(Simulator);
+use crate::support::{TestServer, WithProcesses};
 
 const HIDDEN_PID: u32 = 900_002;
 
-impl GpuSource for CrowdedSimulator {
-    fn host(&self) -> HostInfo {
-        self.0.host()
-    }
-
-    fn devices(&self) -> Vec<DeviceInfo> {
-        self.0.devices()
-    }
-
-    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
-        self.0.sample(timestamp_ms)
-    }
-
-    fn details(&self, timestamp_ms: u64) -> Details {
-        let mut details = self.0.details(timestamp_ms);
-        let extra = |pid: u32, user: Option<&str>, gib: u64| GpuProcess {
-            device: 0,
-            pid,
-            kind: ProcessKind::Compute,
-            used_memory: Some(gib << 30),
-            sm_util: Some(3),
-            sm_util_seen_ms: Some(timestamp_ms),
-            user: user.map(str::to_owned),
-            name: user.map(|_| "python3".to_owned()),
-            command: user.map(|_| "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x".to_owned()),
-            started_ms: user.map(|_| timestamp_ms - 2 * 3_600_000),
-            container: None,
-            redacted: false,
-            idle: None,
-        };
-        details.processes.push(extra(900_001, Some("zoe"), 3));
-        details.processes.push(extra(HIDDEN_PID, None, 1));
-        details
-    }
-
-    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
-        sink(XidEvent {
-            device: 0,
-            timestamp_ms: gpudash::telemetry::now_ms(),
-            code: 48,
-            meaning: xid_meaning(48).into(),
-        });
-        self.0.watch_xids(sink, stop)
-    }
+/// Two more processes on GPU 0 (one that /proc hides), so a table has rows to sort.
+fn crowd(now_ms: u64, processes: &mut Vec<GpuProcess>) {
+    let extra = |pid: u32, user: Option<&str>, gib: u64| GpuProcess {
+        used_memory: Some(gib << 30),
+        sm_util: Some(3),
+        sm_util_seen_ms: Some(now_ms),
+        user: user.map(str::to_owned),
+        name: user.map(|_| "python3".to_owned()),
+        command: user.map(|_| "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x".to_owned()),
+        started_ms: user.map(|_| now_ms - 2 * 3_600_000),
+        ..shared::testing::process(0, pid)
+    };
+    processes.push(extra(900_001, Some("zoe"), 3));
+    processes.push(extra(HIDDEN_PID, None, 1));
 }
 
+/// The simulator with [`crowd`]'s processes and an XID 48 on GPU 0 from the start, so the
+/// health section has an error to show.
 async fn crowded(count: u32, interval_ms: u64) -> TestServer {
-    TestServer::with_source(Box::new(CrowdedSimulator(Simulator::new(count, interval_ms))), interval_ms).await
+    let simulator = Simulator::new(count, interval_ms).with_fault("xid:0:48@0s".parse().unwrap());
+    TestServer::with_source(Box::new(WithProcesses::new(simulator, crowd)), interval_ms).await
 }
 
 async fn api_processes(server_api: &str) -> Option<Value> {
@@ -276,14 +240,6 @@ async fn memory_charts_below_the_fold_wait_until_scrolled_to() {
     })
     .await;
     server.stop().await;
-}
-
-/// Saves what the browser shows under target/screenshots, for a look by eye.
-async fn save_screenshot(c: &Client, name: &str) {
-    let png = c.screenshot().await.unwrap();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), png).unwrap();
 }
 
 /// With history on, the charts are `browser_history.rs`'s.

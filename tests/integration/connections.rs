@@ -8,20 +8,17 @@ use gpudash::telemetry::simulator::Simulator;
 use gpudash::web::serve::ConnectionLimits;
 use reqwest::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::browser::eventually;
 use crate::support::{TestServer, connect, next_message};
 
 async fn limited_server(max: usize, header_timeout: Duration) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = gpudash::Options {
         connections: ConnectionLimits { max, header_timeout },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.unwrap();
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
 }
 
 /// Whether the server closes `stream` within `secs` (reads until end of file or a reset).

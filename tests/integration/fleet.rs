@@ -128,15 +128,12 @@ pub(crate) fn quick_fleet_config(url: &str) -> FleetConfig {
 
 /// A simulated gpudash reporting `hostname`.
 pub(crate) async fn instance(hostname: &str, gpus: u32, fleet: Option<FleetConfig>) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         hostname: Some(hostname.to_owned()),
         fleet,
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(gpus, 200)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(gpus, 200)), options).await
 }
 
 /// Polls `url` until `done` holds, failing after `secs` with the last answer.

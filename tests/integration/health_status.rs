@@ -9,7 +9,6 @@ use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::Value;
 use shared::{DevicesResponse, ServerMessage};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::security::{ADMIN, VIEWER};
@@ -66,11 +65,8 @@ async fn healthz_stays_ok_on_a_healthy_simulator() {
 async fn driverless_team_server() -> TestServer {
     let auth = AuthConfig::load(None, Some(&format!("vera:viewer:{VIEWER},ada:admin:{ADMIN}"))).unwrap();
     let options = gpudash::Options { auth, ..gpudash::Options::new(Duration::from_millis(200)) };
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let source = Box::new(NoGpus::new(DRIVER_ERROR.to_owned(), 200));
-    let running = gpudash::start_with(listener, source, options).await.unwrap();
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(source, options).await
 }
 
 async fn devices_as(server: &TestServer, token: &str) -> DevicesResponse {

@@ -13,23 +13,19 @@ use shared::ServerMessage;
 use shared::lab::{
     ExperimentKind, LabEvent, LabStatus, QUEUE_LISTED, Run, RunRequest, RunStatus, RunSummary, TrimOutcome,
 };
-use tokio::net::TcpListener;
 
 use crate::support::{TestServer, connect, eventually, eventually_every, finished, get_json, next_message};
 
 /// A server with `count` simulated GPUs whose lab sleeps `step` per experiment step.
 async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (TestServer, Arc<SimulatedProbe>) {
     let probe = Arc::new(SimulatedProbe::default());
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         lab: LabOptions { config, ..LabOptions::default() },
         simulated_lab: SimulatedLab { probe: Some(probe.clone()), step: Some(Duration::from_millis(step_ms)) },
         auth: lab_tokens(),
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    (TestServer { running, base }, probe)
+    (TestServer::with_options(Box::new(Simulator::new(count, 200)), options).await, probe)
 }
 
 /// Operators named after the test users; each test user's token is `<user>-token-for-tests`.

@@ -10,7 +10,6 @@ use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::lab::{Run, RunStatus};
-use tokio::net::TcpListener;
 
 use crate::support::{TestServer, eventually, finished, get_json};
 
@@ -18,14 +17,11 @@ use crate::support::{TestServer, eventually, finished, get_json};
 /// GPU 1 only after an idle spell of 20 s or more.
 async fn simulate_server() -> TestServer {
     let probe = Arc::new(SimulatedProbe::with_faults(&[]).following_simulator());
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { probe: Some(probe), step: Some(Duration::from_millis(1)) },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
 }
 
 async fn submit(server: &TestServer, device: u32, force: bool) -> (StatusCode, Value) {

@@ -12,7 +12,6 @@ use gpudash::lab::guards::SimulatedProbe;
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::{Value, json};
 use shared::lab::{Run, RunStatus};
-use tokio::net::TcpListener;
 
 use crate::support::{TestServer, eventually};
 
@@ -21,14 +20,11 @@ async fn faulty_server(args: &[&str]) -> TestServer {
     let cli = gpudash::config::Cli::try_parse_from(args).expect("flags parse");
     let config = gpudash::config::Config::from(cli);
     let probe = Arc::new(SimulatedProbe::with_faults(&config.faults));
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { probe: Some(probe), step: Some(Duration::from_millis(1)) },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
 }
 
 /// Submits `params` on `device` and waits for the run to end.

@@ -10,20 +10,16 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::lab::{ChartSpec, LabStatus, Run, RunStatus};
 use shared::topology::Topology;
-use tokio::net::TcpListener;
 
 use crate::support::{TestServer, eventually, eventually_every, finished, get_json};
 
 /// `count` simulated GPUs (H200s up to three, then other models) whose lab sleeps `step_ms` per step.
 async fn server(count: u32, step_ms: u64) -> TestServer {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { step: Some(Duration::from_millis(step_ms)), ..SimulatedLab::default() },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(count, 200)), options).await.expect("start");
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(count, 200)), options).await
 }
 
 async fn post(server: &TestServer, path: &str, body: &Value) -> (StatusCode, Value) {

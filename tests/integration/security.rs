@@ -12,7 +12,6 @@ use reqwest::StatusCode;
 use reqwest::header::{COOKIE, ORIGIN, SET_COOKIE};
 use serde_json::{Value, json};
 use shared::auth::{AuditOutcome, AuditQuery};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -36,11 +35,8 @@ async fn team_server_with(viewers: &str, metrics: &str, store: Option<Store>) ->
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), format!("viewers = \"{viewers}\"\nmetrics = \"{metrics}\"\n")).unwrap();
     let auth = AuthConfig::load(Some(file.path()), Some(&tokens)).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let options = gpudash::Options { auth, store, ..gpudash::Options::new(Duration::from_millis(200)) };
-    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 200)), options).await.unwrap();
-    let base = format!("http://{}", running.addr());
-    TestServer { running, base }
+    TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
 }
 
 async fn call(method: &str, url: &str, token: Option<&str>, body: Option<Value>) -> (StatusCode, Value) {

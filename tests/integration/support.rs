@@ -1,13 +1,18 @@
 //! Starting a dashboard for a test, and small HTTP/WebSocket helpers.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use gpudash::Running;
-use gpudash::telemetry::GpuSource;
 use gpudash::telemetry::simulator::Simulator;
-use shared::ServerMessage;
+use gpudash::telemetry::{ActivitySink, GpuSource, XidSink};
+use shared::processes::GpuProcess;
+use shared::topology::Topology;
+use shared::{Details, DeviceInfo, DeviceSample, HostInfo, ServerMessage};
 use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -28,13 +33,9 @@ impl TestServer {
     /// Simulated GPUs with history in `dir`.
     pub async fn with_history(count: u32, interval_ms: u64, dir: &Path) -> Self {
         let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
         let options =
             gpudash::Options { store: Some(store), ..gpudash::Options::new(Duration::from_millis(interval_ms)) };
-        let running =
-            gpudash::start_with(listener, Box::new(Simulator::new(count, interval_ms)), options).await.expect("start");
-        let base = format!("http://{}", running.addr());
-        Self { running, base }
+        Self::with_options(Box::new(Simulator::new(count, interval_ms)), options).await
     }
 
     /// Any source, with options beyond the sampling period.
@@ -67,6 +68,56 @@ impl TestServer {
 
     pub async fn stop(self) {
         self.running.shutdown().await.expect("clean shutdown");
+    }
+}
+
+/// The simulator with a test's own processes among its own: `edit` changes the processes of
+/// every details read (given the read's time, ms since the epoch), e.g. adds one to look for or
+/// leaves a GPU free. Everything else is the simulator's, the XIDs its faults raise included.
+pub struct WithProcesses<F> {
+    simulator: Simulator,
+    edit: F,
+}
+
+impl<F: Fn(u64, &mut Vec<GpuProcess>) + Send + Sync + 'static> WithProcesses<F> {
+    pub fn new(simulator: Simulator, edit: F) -> Self {
+        Self { simulator, edit }
+    }
+}
+
+impl<F: Fn(u64, &mut Vec<GpuProcess>) + Send + Sync + 'static> GpuSource for WithProcesses<F> {
+    fn host(&self) -> HostInfo {
+        self.simulator.host()
+    }
+
+    fn devices(&self) -> Vec<DeviceInfo> {
+        self.simulator.devices()
+    }
+
+    fn sample(&self, timestamp_ms: u64) -> Vec<DeviceSample> {
+        self.simulator.sample(timestamp_ms)
+    }
+
+    fn details(&self, timestamp_ms: u64) -> Details {
+        let mut details = self.simulator.details(timestamp_ms);
+        (self.edit)(timestamp_ms, &mut details.processes);
+        details
+    }
+
+    fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
+        self.simulator.watch_xids(sink, stop)
+    }
+
+    fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<JoinHandle<()>> {
+        self.simulator.watch_activity(sink, stop)
+    }
+
+    fn details_period(&self, interval: Duration) -> Duration {
+        self.simulator.details_period(interval)
+    }
+
+    fn topology(&self) -> Option<Topology> {
+        self.simulator.topology()
     }
 }
 

@@ -376,23 +376,13 @@ pub fn worst_class(findings: &[Finding]) -> &'static str {
 mod tests {
     use super::*;
     use shared::activity::{Activity, IdleHold, IdleSignal};
-    use shared::processes::ProcessKind;
 
     fn process(user: &str, gib: u64, idle: bool) -> GpuProcess {
         GpuProcess {
-            device: 0,
-            pid: 1,
-            kind: ProcessKind::Compute,
             used_memory: Some(gib << 30),
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: Some(user.to_owned()),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
             idle: idle.then_some(IdleHold { since_ms: 0, signal: IdleSignal::SmActivity }),
+            ..shared::testing::process(0, 1)
         }
     }
 

@@ -105,25 +105,14 @@ impl SortOrder {
 
 #[cfg(test)]
 mod tests {
-    use shared::processes::ProcessKind;
-
     use super::*;
 
     fn process(pid: u32, user: Option<&str>, memory: Option<u64>, started_ms: Option<u64>) -> GpuProcess {
         GpuProcess {
-            device: 0,
-            pid,
-            kind: ProcessKind::Compute,
             used_memory: memory,
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: user.map(str::to_owned),
-            name: None,
-            command: None,
             started_ms,
-            container: None,
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(0, pid)
         }
     }
 

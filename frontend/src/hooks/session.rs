@@ -155,19 +155,8 @@ mod tests {
     #[test]
     fn signal_buttons_follow_the_flag_and_the_shared_rule() {
         let process = |user: &str| shared::processes::GpuProcess {
-            device: 0,
-            pid: 9,
-            kind: shared::processes::ProcessKind::Compute,
-            used_memory: None,
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: Some(user.to_owned()),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(0, 9)
         };
         let on = |me: Me| Me { signals: true, ..me };
         assert!(may_signal(Some(&on(me("omar", Role::Operator))), &process("omar")));

@@ -100,21 +100,7 @@ mod tests {
     use super::*;
 
     fn device(index: u32, lost: bool) -> DeviceState {
-        let info = DeviceInfo {
-            index,
-            name: "NVIDIA H200".into(),
-            uuid: String::new(),
-            pci_bus_id: String::new(),
-            compute_capability: None,
-            memory_total: 0,
-            simulated: true,
-            max_clocks: shared::Clocks::default(),
-            pcie_max: None,
-            memory_bus_width: None,
-            nvlink_links: 0,
-            slowdown_temp_c: None,
-            shutdown_temp_c: None,
-        };
+        let info = DeviceInfo { memory_total: 0, simulated: true, ..shared::testing::device(index) };
         let latest =
             DeviceSample { index, timestamp_ms: 1, lost: lost.then(|| "fell off".into()), ..Default::default() };
         DeviceState { info, latest: Some(latest), memory: MemoryRing::new(1000), memory_revision: 0 }
@@ -122,19 +108,9 @@ mod tests {
 
     fn process(device: u32, user: &str, gib: u64) -> GpuProcess {
         GpuProcess {
-            device,
-            pid: 100 + device,
-            kind: shared::processes::ProcessKind::Compute,
             used_memory: Some(gib << 30),
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: Some(user.to_owned()),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(device, 100 + device)
         }
     }
 

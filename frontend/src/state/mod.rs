@@ -171,21 +171,7 @@ mod tests {
     }
 
     fn info(index: u32) -> DeviceInfo {
-        DeviceInfo {
-            index,
-            name: "Sim H100".to_owned(),
-            uuid: format!("GPU-{index}"),
-            pci_bus_id: format!("00000000:0{index}:00.0"),
-            compute_capability: None,
-            memory_total: 80 << 30,
-            simulated: true,
-            max_clocks: shared::Clocks::default(),
-            pcie_max: None,
-            memory_bus_width: None,
-            slowdown_temp_c: None,
-            shutdown_temp_c: None,
-            nvlink_links: 0,
-        }
+        DeviceInfo { name: "Sim H100".to_owned(), simulated: true, ..shared::testing::device(index) }
     }
 
     fn sample(index: u32, seconds: u64, used: u64) -> DeviceSample {
@@ -193,21 +179,7 @@ mod tests {
     }
 
     fn process(device: u32, pid: u32) -> GpuProcess {
-        GpuProcess {
-            device,
-            pid,
-            kind: shared::processes::ProcessKind::Compute,
-            used_memory: Some(1 << 30),
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: Some("ana".to_owned()),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
-        }
+        GpuProcess { used_memory: Some(1 << 30), user: Some("ana".to_owned()), ..shared::testing::process(device, pid) }
     }
 
     fn snapshot(state: &mut DashboardState, seq: u64) {

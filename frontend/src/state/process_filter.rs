@@ -49,26 +49,10 @@ impl ProcessFilter {
 
 #[cfg(test)]
 mod tests {
-    use shared::processes::ProcessKind;
-
     use super::*;
 
     fn process(device: u32, user: Option<&str>, redacted: bool) -> GpuProcess {
-        GpuProcess {
-            device,
-            pid: 1,
-            kind: ProcessKind::Compute,
-            used_memory: None,
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: user.map(str::to_owned),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted,
-            idle: None,
-        }
+        GpuProcess { user: user.map(str::to_owned), redacted, ..shared::testing::process(device, 1) }
     }
 
     #[test]

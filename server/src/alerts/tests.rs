@@ -5,7 +5,7 @@ use std::time::Duration;
 use shared::activity::{IdleHold, IdleSignal};
 use shared::alerts::{Alert, Rule, Severity, Silence};
 use shared::health::{DeviceHealth, XidEvent};
-use shared::processes::{GpuProcess, ProcessKind};
+use shared::processes::GpuProcess;
 use shared::{DeviceInfo, DeviceSample};
 
 use super::config::Rules;
@@ -30,38 +30,15 @@ struct World {
 }
 
 fn device(index: u32) -> DeviceInfo {
-    DeviceInfo {
-        index,
-        name: "NVIDIA H200".into(),
-        uuid: format!("GPU-{index}"),
-        pci_bus_id: String::new(),
-        compute_capability: None,
-        memory_total: 100 << 30,
-        simulated: false,
-        max_clocks: shared::Clocks::default(),
-        pcie_max: None,
-        memory_bus_width: None,
-        slowdown_temp_c: None,
-        shutdown_temp_c: None,
-        nvlink_links: 0,
-    }
+    DeviceInfo { memory_total: 100 << 30, ..shared::testing::device(index) }
 }
 
 fn process(device: u32, pid: u32, user: &str) -> GpuProcess {
     GpuProcess {
-        device,
-        pid,
-        kind: ProcessKind::Compute,
         used_memory: Some(8 << 30),
-        sm_util: None,
-        sm_util_seen_ms: None,
         user: Some(user.into()),
         name: Some("python3".into()),
-        command: None,
-        started_ms: None,
-        container: None,
-        redacted: false,
-        idle: None,
+        ..shared::testing::process(device, pid)
     }
 }
 

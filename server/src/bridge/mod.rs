@@ -270,38 +270,16 @@ mod tests {
 
     fn device(index: u32, uuid: &str) -> DeviceInfo {
         DeviceInfo {
-            index,
             name: "g".into(),
             uuid: uuid.into(),
-            pci_bus_id: String::new(),
-            compute_capability: None,
             memory_total: 1000,
             simulated: true,
-            max_clocks: Default::default(),
-            pcie_max: None,
-            memory_bus_width: None,
-            slowdown_temp_c: None,
-            shutdown_temp_c: None,
-            nvlink_links: 0,
+            ..shared::testing::device(index)
         }
     }
 
     fn nvml_row(pid: u32, device: u32, used: u64) -> GpuProcess {
-        GpuProcess {
-            device,
-            pid,
-            kind: shared::processes::ProcessKind::Compute,
-            used_memory: Some(used),
-            sm_util: None,
-            sm_util_seen_ms: None,
-            user: Some("ana".into()),
-            name: None,
-            command: None,
-            started_ms: None,
-            container: None,
-            redacted: false,
-            idle: None,
-        }
+        GpuProcess { used_memory: Some(used), user: Some("ana".into()), ..shared::testing::process(device, pid) }
     }
 
     #[test]

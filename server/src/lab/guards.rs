@@ -475,19 +475,12 @@ mod tests {
 
     fn device(index: u32) -> DeviceInfo {
         DeviceInfo {
-            index,
-            name: "NVIDIA H200".into(),
-            uuid: String::new(),
-            pci_bus_id: String::new(),
-            compute_capability: None,
             memory_total: 141 * GIB,
-            simulated: false,
             max_clocks: shared::Clocks { memory_mhz: Some(3201), ..shared::Clocks::default() },
             pcie_max: Some(PcieLink { generation: 5, width: 16 }),
             memory_bus_width: Some(6144),
-            slowdown_temp_c: None,
-            shutdown_temp_c: None,
             nvlink_links: 18,
+            ..shared::testing::device(index)
         }
     }
 

@@ -395,19 +395,12 @@ mod tests {
         hub.publish(vec![sample(0, 10, 5)], 10);
         let rx = hub.subscribe();
         let process = GpuProcess {
-            device: 0,
-            pid: 4242,
-            kind: shared::processes::ProcessKind::Compute,
             used_memory: Some(5),
-            sm_util: None,
-            sm_util_seen_ms: None,
             user: Some("ana".into()),
             name: Some("python3".into()),
             command: Some("python3 serve.py --api-key=s3cret".into()),
-            started_ms: None,
             container: Some("c0ffee123456".into()),
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(0, 4242)
         };
         hub.publish_details(Details { health: vec![], processes: vec![process] });
         rx

@@ -111,7 +111,6 @@ impl IdleTracker {
 #[cfg(test)]
 mod tests {
     use shared::activity::Activity;
-    use shared::processes::ProcessKind;
 
     use super::*;
 
@@ -128,19 +127,11 @@ mod tests {
 
     fn holder(memory: u64, sm_util: Option<u32>) -> GpuProcess {
         GpuProcess {
-            device: 0,
-            pid: 9,
-            kind: ProcessKind::Compute,
             used_memory: Some(memory),
             sm_util,
-            sm_util_seen_ms: None,
             user: Some("ana".into()),
-            name: None,
-            command: None,
             started_ms: Some(0),
-            container: None,
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(0, 9)
         }
     }
 

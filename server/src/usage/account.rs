@@ -142,25 +142,15 @@ pub fn gpu_idle(reading: &Reading<'_>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use shared::processes::ProcessKind;
-
     use super::*;
 
     fn process(user: Option<&str>, gib: u64, sm: Option<u32>, started_ms: u64) -> GpuProcess {
         GpuProcess {
-            device: 0,
-            pid: 1,
-            kind: ProcessKind::Compute,
             used_memory: Some(gib << 30),
             sm_util: sm,
-            sm_util_seen_ms: None,
             user: user.map(str::to_owned),
-            name: None,
-            command: None,
             started_ms: Some(started_ms),
-            container: None,
-            redacted: false,
-            idle: None,
+            ..shared::testing::process(0, 1)
         }
     }
 
