@@ -30,7 +30,7 @@ pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, picked: RwSignal<PickedGpu>, for
                 <select
                     id="lab-device"
                     on:change=move |ev| {
-                        picked.set(PickedGpu::by_reader(event_target_value(&ev).parse().unwrap_or(0)))
+                        picked.set(PickedGpu::by_reader(event_target_value(&ev).parse().unwrap_or(0)));
                     }
                     // Picking the GPU already shown fires no change, yet it is the reader's choice too.
                     on:click=move |_| picked.update(|p| *p = PickedGpu::by_reader(p.index()))
