@@ -10,7 +10,10 @@ use crate::{
         header::Header,
         notices::{AnonymousBanner, DegradedNotice, StaleBanner},
     },
-    hooks::{alerts::use_alerts, lab::use_lab, session::use_session, telemetry::use_telemetry, theme::use_theme},
+    hooks::{
+        alerts::use_alerts, lab::use_lab, reservations::use_reservations, session::use_session,
+        telemetry::use_telemetry, theme::use_theme,
+    },
     pages::{
         Tab,
         alerts::AlertsPage,
@@ -39,6 +42,8 @@ pub fn App() -> impl IntoView {
     provide_context(lab);
     provide_context(alerts);
     provide_context(tab.read_only());
+    // One reservations poll for the two tabs that show them (the Dashboard's panel and cards, the Lab's picker).
+    provide_context(use_reservations(Memo::new(move |_| matches!(tab.get(), Tab::Dashboard | Tab::Lab))));
     let follow = window_event_listener(ev::hashchange, move |_| {
         tab.set(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
     });

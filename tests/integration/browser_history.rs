@@ -63,6 +63,23 @@ async fn hover_memory(c: &Client, fraction: f64) -> Vec<String> {
     texts(c, "figure[data-metric=memory_used] .history-tooltip li").await
 }
 
+/// Waits for every chart's crosshair tooltip to be gone (stale values must not linger).
+async fn tooltip_gone(c: &Client, when: &str) {
+    eventually(5, &format!("no tooltip {when}"), || async {
+        texts(c, ".history-tooltip").await.is_empty().then_some(())
+    })
+    .await;
+}
+
+/// Picks `value` ("all" or a GPU index) in `#history-gpu`, as a reader does.
+async fn pick_gpu(c: &Client, value: &str) {
+    let script = format!(
+        "const s = document.getElementById('history-gpu'); s.value = '{value}'; \
+         s.dispatchEvent(new Event('change', {{bubbles: true}}));"
+    );
+    js(c, &script).await;
+}
+
 async fn click(c: &Client, css: &str) {
     c.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
 }
@@ -130,9 +147,23 @@ async fn history_reads_like_grafana_one_chart_per_metric_with_every_gpu() {
             lines(&c).await.iter().all(|&n| n == u64::from(GPUS)).then_some(())
         })
         .await;
+        // The pointer still rests on the plot (no mouseleave), yet GPU 2's crosshair is gone with the drill-down.
+        tooltip_gone(&c, "after pressing the legend").await;
         assert_eq!(requests(&c, "/api/history/all").await, 1, "drilling down fetches nothing");
 
+        // Likewise through the GPU selector.
+        assert_eq!(hover_memory(&c, 0.5).await.len(), GPUS as usize);
+        pick_gpu(&c, "1").await;
+        eventually(10, "only GPU 1 drawn", || async { lines(&c).await.iter().all(|&n| n == 1).then_some(()) }).await;
+        tooltip_gone(&c, "after picking GPU 1").await;
+        pick_gpu(&c, "all").await;
+        eventually(10, "every GPU again", || async {
+            lines(&c).await.iter().all(|&n| n == u64::from(GPUS)).then_some(())
+        })
+        .await;
+
         js(&c, "document.getElementById('history').scrollIntoView()").await;
+        assert_eq!(hover_memory(&c, 0.5).await.len(), GPUS as usize);
         click(&c, "#range-picker button[data-range='1h']").await;
         eventually(10, "an hour's ticks", || async {
             let ticks = js(&c, "return document.querySelector('canvas.history-chart').dataset.xTicks").await;
@@ -141,6 +172,7 @@ async fn history_reads_like_grafana_one_chart_per_metric_with_every_gpu() {
                 .then_some(())
         })
         .await;
+        tooltip_gone(&c, "after another range").await;
         save_screenshot(&c, "history-1h.png").await;
 
         // A week: one more request, day ticks that say the date, and the picker still in reach.

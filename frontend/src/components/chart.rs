@@ -15,7 +15,7 @@ use plotters::{
     style::{Color, IntoFont, RGBColor, ShapeStyle, TextStyle},
 };
 use plotters_canvas::CanvasBackend;
-use shared::chart::{Palette, parse_hex_color};
+use shared::chart::{Palette, parse_hex_color, pow2_ticks};
 use web_sys::HtmlCanvasElement;
 
 /// A point of a banded line: the band spans `low..high`, the line runs through `mid`.
@@ -37,7 +37,8 @@ pub struct TimeChart<'a> {
     pub x_desc: Option<&'a str>,
     pub y_max: f64,
     pub y_desc: &'a str,
-    pub y_labels: usize,
+    /// Where the y labels go, in the y axis's units (e.g. `shared::chart::pow2_ticks` for bytes).
+    pub y_ticks: Vec<f64>,
     /// Small charts: tighter margins and smaller text.
     pub compact: bool,
     /// Opacity of the band's fill.
@@ -91,13 +92,15 @@ impl TimeChart<'_> {
             .margin_right(px(10.0))
             .x_label_area_size(px(x_area))
             .y_label_area_size(px(y_area))
-            .build_cartesian_2d(self.x_range.clone().with_key_points(self.x_ticks.clone()), 0.0..self.y_max)?;
+            .build_cartesian_2d(
+                self.x_range.clone().with_key_points(self.x_ticks.clone()),
+                (0..fixed(self.y_max)).with_key_points(self.y_ticks.iter().map(|&t| fixed(t)).collect()),
+            )?;
         let y_max = self.y_max;
         let x_label = |x: &i64| (self.x_label)(*x);
-        let y_label = |y: &f64| value_tick(*y, y_max);
+        let y_label = |y: &i64| value_tick(*y as f64 / FIXED, y_max);
         let mut mesh = chart.configure_mesh();
-        mesh.y_labels(self.y_labels)
-            .x_label_formatter(&x_label)
+        mesh.x_label_formatter(&x_label)
             .y_label_formatter(&y_label)
             .y_desc(self.y_desc)
             .label_style(label.clone())
@@ -115,19 +118,19 @@ impl TimeChart<'_> {
             for segment in &line.segments {
                 if line.band {
                     // The band: along the highs, then back along the lows.
-                    let mut band: Vec<(i64, f64)> = segment.iter().map(|p| (p.x, p.high)).collect();
-                    band.extend(segment.iter().rev().map(|p| (p.x, p.low)));
+                    let mut band: Vec<(i64, i64)> = segment.iter().map(|p| (p.x, fixed(p.high))).collect();
+                    band.extend(segment.iter().rev().map(|p| (p.x, fixed(p.low))));
                     chart
                         .draw_series(std::iter::once(Polygon::new(band, line.color.mix(self.band_opacity).filled())))?;
                 }
                 chart.draw_series(LineSeries::new(
-                    segment.iter().map(|p| (p.x, p.mid)),
+                    segment.iter().map(|p| (p.x, fixed(p.mid))),
                     ShapeStyle::from(line.color).stroke_width(px(width)),
                 ))?;
             }
         }
         let marker = ShapeStyle::from(palette.text).stroke_width(px(1.0));
-        let (top, bottom) = (self.y_max, self.y_max * 0.92);
+        let (top, bottom) = (fixed(self.y_max), fixed(self.y_max * 0.92));
         chart.draw_series(
             self.markers
                 .iter()
@@ -250,6 +253,21 @@ impl DrawSlots {
     }
 }
 
+/// Chart units per unit of value on the y axis: integers underneath, because plotters binds
+/// custom ticks only to axes with default formatting, which f64 lacks (as in `shared::chart`).
+const FIXED: f64 = 10_000.0;
+
+fn fixed(v: f64) -> i64 {
+    (v * FIXED).round() as i64
+}
+
+/// Ticks of a GiB axis up to `y_max` GiB at whole binary steps (0, 32, 64, 96, 128 on a 141 GiB
+/// H200), at most `max`: `shared::chart::pow2_ticks`, the rule of the Lab's byte axes.
+pub fn gib_ticks(y_max: f64, max: usize) -> Vec<f64> {
+    const GIB: f64 = (1u64 << 30) as f64;
+    pow2_ticks(0.0, y_max * GIB, max).into_iter().map(|bytes| bytes / GIB).collect()
+}
+
 /// A y-axis label: whole numbers, with one decimal on short axes where ticks fall between.
 pub fn value_tick(value: f64, y_max: f64) -> String {
     if y_max < 10.0 { format!("{value:.1}") } else { format!("{value:.0}") }
@@ -365,6 +383,13 @@ mod tests {
         assert!(!slots.take(7, false), "a third chart waits for the next tick");
         assert!(slots.take(7, true) && !slots.take(7, true), "one late chart more");
         assert!(slots.take(8, false), "a new tick has slots again");
+    }
+
+    #[test]
+    fn memory_axes_tick_at_whole_binary_steps() {
+        assert_eq!(gib_ticks(141.0, 5), [0.0, 32.0, 64.0, 96.0, 128.0], "not plotters' 13.97 GiB steps");
+        assert_eq!(gib_ticks(80.0, 5), [0.0, 16.0, 32.0, 48.0, 64.0, 80.0]);
+        assert_eq!(gib_ticks(1.5, 4), [0.0, 0.5, 1.0, 1.5]);
     }
 
     #[test]

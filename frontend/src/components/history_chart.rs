@@ -59,6 +59,13 @@ pub fn HistoryChart(
     });
     let drawn = StoredValue::new(None::<Drawn>);
     let hover = RwSignal::new(None::<Hover>);
+    // A drill-down or another range redraws the chart: the crosshair's time and values no longer
+    // hold, and with the pointer resting on the plot no mouseleave would ever clear them.
+    Effect::new(move |_| {
+        shown.track();
+        range.track();
+        hover.set(None);
+    });
     // Off screen (below the fold, or the dashboard tab hidden) the chart waits, then draws once shown.
     let on_screen = use_on_screen(canvas_ref);
     let mut draws = 0u32;

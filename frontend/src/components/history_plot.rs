@@ -3,14 +3,14 @@
 //! palette, and reading the pointer back as a time.
 
 use shared::{
-    chart::series_color,
+    chart::{linear_ticks, series_color},
     history::{HistoryPoint, Metric},
     time_axis::TimeTicks,
 };
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, ChartLine, TimeChart},
+    components::chart::{BandPoint, ChartLine, TimeChart, gib_ticks},
     state::{
         DashboardState,
         history::{HistoryRange, HistorySeries},
@@ -39,6 +39,12 @@ pub fn y_ceiling(state: &DashboardState, index: u32, metric: Metric) -> Option<f
         Metric::SmClock => device.info.max_clocks.sm_mhz.map(f64::from),
         Metric::MemClock => device.info.max_clocks.memory_mhz.map(f64::from),
     }
+}
+
+/// Where the y labels go, in display units: memory at whole binary steps (the Lab's and the memory
+/// chart's rule), the rest at 1, 2 or 5 × a power of ten.
+fn y_ticks(metric: Metric, y_max: f64) -> Vec<f64> {
+    if metric == Metric::MemoryUsed { gib_ticks(y_max, 4) } else { linear_ticks(0.0, y_max, 4) }
 }
 
 /// The offset of the browser's zone at `ms`, ms east of UTC.
@@ -140,14 +146,15 @@ pub fn draw(
             segments: segments(points, *gap_ms),
         })
         .collect();
+    let y_max = ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0);
     let plot = TimeChart {
         x_range: from as i64..to as i64,
         x_ticks: ticks.ticks.iter().map(|&t| t as i64).collect(),
         x_label: &|x| ticks.label(x.max(0) as u64),
         x_desc: None,
-        y_max: ceiling.unwrap_or(0.0).max(data_max * 1.05).max(1.0),
+        y_max,
         y_desc: unit,
-        y_labels: 4,
+        y_ticks: y_ticks(metric, y_max),
         compact: true,
         markers: &[],
         band_opacity: 0.2,

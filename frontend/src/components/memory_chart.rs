@@ -5,7 +5,7 @@ use shared::{HISTORY_WINDOW_MS, MemoryRing, bridge::AttachedProcess};
 use web_sys::HtmlCanvasElement;
 
 use crate::{
-    components::chart::{BandPoint, LivePacer, TimeChart},
+    components::chart::{BandPoint, LivePacer, TimeChart, gib_ticks},
     hooks::{
         bridge::Bridge,
         theme::Theme,
@@ -137,7 +137,8 @@ fn draw(
         x_desc: Some("seconds ago"),
         y_max,
         y_desc: "GiB",
-        y_labels: 5,
+        // Whole binary steps (0, 32, 64, 96, 128 GiB on a 141 GiB H200), by the rule the Lab's byte axes use.
+        y_ticks: gib_ticks(y_max, 5),
         compact: false,
         band_opacity: 0.18,
         box_size,

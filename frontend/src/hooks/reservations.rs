@@ -1,5 +1,6 @@
 //! `use_reservations()`: the GPUs booked now and later (`GET /api/reservations`), reloaded every
-//! 5 s while the dashboard is shown, booking and releasing. Reservations are advisory.
+//! 5 s while the Dashboard or the Lab is shown (one poll, provided by `app.rs`), booking and
+//! releasing. Reservations are advisory.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use super::{
     poll::use_poll,
 };
 
-/// How often the list is reloaded while the dashboard is shown.
+/// How often the list is reloaded while it is shown.
 const PERIOD: Duration = Duration::from_secs(5);
 
 /// The reservations as last listed, and the server's clock then.

@@ -15,7 +15,6 @@ use crate::{
     },
     hooks::{
         bridge::use_bridge,
-        reservations::use_reservations,
         telemetry::{ConnectionStatus, Telemetry},
         theme::Theme,
     },
@@ -35,7 +34,6 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let tab = expect_context::<ReadSignal<Tab>>();
     let bridge = use_bridge(Memo::new(move |_| tab.get() == Tab::Dashboard));
     provide_context(bridge);
-    provide_context(use_reservations(Memo::new(move |_| tab.get() == Tab::Dashboard)));
     // The one process table's filter, which "Who uses what" (and the overview) set.
     let process_filter = provide_process_filter();
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));

@@ -14,32 +14,30 @@ use crate::{
             topology::TopologyMatrix,
         },
     },
-    hooks::{lab::Lab, reservations::use_reservations, telemetry::Telemetry, theme::Theme},
-    pages::Tab,
-    state::lab_target::{default_gpu, gpu_choices},
+    hooks::{lab::Lab, reservations::Reservations, telemetry::Telemetry, theme::Theme},
+    state::lab_target::{PickedGpu, gpu_choices},
 };
 
 #[component]
 pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView {
     let lab = expect_context::<Lab>();
     let state = telemetry.state;
-    let device = RwSignal::new(0u32);
+    let picked = RwSignal::new(PickedGpu::default());
+    let device = Memo::new(move |_| picked.get().index());
     let force = RwSignal::new(false);
     // Each GPU with its state and owners, "free" by the rule the dashboard's "Free: GPU …" uses.
-    // The Dashboard's reservations are its own context: the Lab reads the list while it is shown.
-    let tab = use_context::<ReadSignal<Tab>>();
-    let reservations = use_reservations(Memo::new(move |_| tab.is_some_and(|t| t.get() == Tab::Lab)));
+    // The one reservations poll, `app.rs`'s, which runs while the Lab is shown.
+    let reservations = expect_context::<Reservations>();
     let choices = Memo::new(move |_| {
         let (list, now) = reservations.list.with(|l| (l.reservations.clone(), l.now_ms));
         state.with(|s| gpu_choices(s, &list, now))
     });
-    // The picker starts on a free GPU, once: a GPU that turns busy later does not move it under the reader.
-    let defaulted = StoredValue::new(false);
+    // The picker is on a free GPU until the reader picks one: the default follows each new list (the
+    // processes and reservations may be read after the GPUs); the reader's choice is never moved.
     Effect::new(move |_| {
-        let choices = choices.get();
-        if !choices.is_empty() && !defaulted.get_value() {
-            defaulted.set_value(true);
-            device.set(default_gpu(&choices));
+        let next = choices.with(|c| picked.get_untracked().follow(c));
+        if next != picked.get_untracked() {
+            picked.set(next);
         }
     });
     let indexes = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
@@ -79,7 +77,7 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                     </Show>
                     <div class="lab-layout">
                         <div class="lab-column">
-                            <RunTarget choices=choices device=device force=force />
+                            <RunTarget choices=choices picked=picked force=force />
                             <div class="lab-forms">
                                 {move || {
                                     experiments()

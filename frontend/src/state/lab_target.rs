@@ -79,6 +79,32 @@ pub fn default_gpu(choices: &[GpuChoice]) -> u32 {
         .map_or(0, |c| c.index)
 }
 
+/// The GPU the picker is on: the default ([`default_gpu`]) until the reader picks one, then theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PickedGpu {
+    index: u32,
+    /// Whether the reader chose it: then no later list moves it.
+    by_reader: bool,
+}
+
+impl PickedGpu {
+    /// The reader's own choice, kept whatever the GPUs' states do later.
+    pub fn by_reader(index: u32) -> Self {
+        Self { index, by_reader: true }
+    }
+
+    /// The GPU to run on.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// After the list changed (the GPUs, their processes or the reservations were read): the default
+    /// follows it, since a first list read before the processes calls every GPU free; a choice stays.
+    pub fn follow(self, choices: &[GpuChoice]) -> Self {
+        if self.by_reader || choices.is_empty() { self } else { Self { index: default_gpu(choices), by_reader: false } }
+    }
+}
+
 /// What a run on several GPUs asks before it is queued: each GPU it takes, with its state and owners.
 pub fn several_gpus_question(choices: &[GpuChoice], devices: &[u32]) -> String {
     let lines: Vec<String> = devices
@@ -154,6 +180,25 @@ mod tests {
         let busy = state(2, vec![process(0, "ana", 20), process(1, "bo", 3)], None);
         assert_eq!(default_gpu(&gpu_choices(&busy, &[], 0)), 0);
         assert_eq!(default_gpu(&[]), 0);
+    }
+
+    #[test]
+    fn the_default_follows_the_list_until_the_reader_picks() {
+        // The GPU list arrives before the processes: every GPU reads free, the default is GPU 0.
+        let first = PickedGpu::default().follow(&gpu_choices(&state(3, vec![], None), &[], 0));
+        assert_eq!(first.index(), 0);
+        // The processes arrive: GPU 0 is busy, so the default moves to the first free one.
+        let busy = state(3, vec![process(0, "ana", 20)], None);
+        let second = first.follow(&gpu_choices(&busy, &[], 0));
+        assert_eq!(second.index(), 1, "not left on a busy GPU");
+        // A reservation read later moves it again.
+        assert_eq!(second.follow(&gpu_choices(&busy, &[reservation(1, "bo")], 50)).index(), 2);
+        // An empty list (no snapshot yet) leaves it be.
+        assert_eq!(second.follow(&[]), second);
+        // The reader's choice stays, even on a GPU that turns busy.
+        let mine = PickedGpu::by_reader(0);
+        assert_eq!(mine.follow(&gpu_choices(&busy, &[], 0)).index(), 0);
+        assert_eq!(mine.follow(&gpu_choices(&state(3, vec![], None), &[], 0)), mine);
     }
 
     #[test]

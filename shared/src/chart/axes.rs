@@ -228,6 +228,8 @@ mod tests {
             read(pow2_ticks(0.0, 80.0 * 1024.0 * MIB, 6)),
             ["0", "16 GiB", "32 GiB", "48 GiB", "64 GiB", "80 GiB"]
         );
+        // An H200's 141 GiB: the dashboard's memory chart ticks there by this rule too.
+        assert_eq!(read(pow2_ticks(0.0, 141.0 * 1024.0 * MIB, 5)), ["0", "32 GiB", "64 GiB", "96 GiB", "128 GiB"]);
         assert_eq!(pow2_ticks(5.0, 5.0, 4), [5.0]);
     }
 }

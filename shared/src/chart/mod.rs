@@ -24,7 +24,7 @@ use plotters::{
 };
 
 pub use axes::{
-    Axes, bounds, decade_ticks, from_axis, linear_ticks, lines_bounds, log_ticks_at, pad, shorten, to_axis,
+    Axes, bounds, decade_ticks, from_axis, linear_ticks, lines_bounds, log_ticks_at, pad, pow2_ticks, shorten, to_axis,
 };
 pub use contrast::{TEXT_CONTRAST, contrast_ratio, hex_contrast, relative_luminance};
 pub use kinds::{L2_LABEL, span_kind};

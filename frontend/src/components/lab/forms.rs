@@ -15,25 +15,29 @@ use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
         lab_form::{self, ExperimentDoc, Field, FieldKind, FieldValue},
-        lab_target::{GpuChoice, several_gpus_question},
+        lab_target::{GpuChoice, PickedGpu, several_gpus_question},
     },
 };
 
 /// `#lab-device` and `#lab-force`: which GPU the forms run on (each option says whether it is free, busy,
 /// held idle, reserved or lost, and by whom), and whether to run beside other work.
 #[component]
-pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, device: RwSignal<u32>, force: RwSignal<bool>) -> impl IntoView {
+pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, picked: RwSignal<PickedGpu>, force: RwSignal<bool>) -> impl IntoView {
     view! {
         <div class="lab-target">
             <label class="lab-target-field">
                 <span class="field-label">"GPU"</span>
                 <select
                     id="lab-device"
-                    on:change=move |ev| device.set(event_target_value(&ev).parse().unwrap_or(0))
-                    prop:value=move || device.get().to_string()
+                    on:change=move |ev| {
+                        picked.set(PickedGpu::by_reader(event_target_value(&ev).parse().unwrap_or(0)));
+                    }
+                    // Picking the GPU already shown fires no change, yet it is the reader's choice too.
+                    on:click=move |_| picked.update(|p| *p = PickedGpu::by_reader(p.index()))
+                    prop:value=move || picked.get().index().to_string()
                 >
                     {move || {
-                        let chosen = device.get_untracked();
+                        let chosen = picked.get_untracked().index();
                         choices
                             .get()
                             .into_iter()
@@ -77,7 +81,7 @@ fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
 pub fn ExperimentForm(
     info: ExperimentDoc,
     choices: Memo<Vec<GpuChoice>>,
-    device: RwSignal<u32>,
+    device: Memo<u32>,
     force: RwSignal<bool>,
 ) -> impl IntoView {
     let lab = expect_context::<Lab>();
