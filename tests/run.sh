@@ -33,9 +33,10 @@ cargo fmt --all -- --check
 
 # Under clippy, server/build.rs embeds an empty app instead of building the wasm; the test build
 # below builds it (once) for real.
-step "clippy (server, shared, tests; then the browser app on wasm32)"
+step "clippy (server, shared, tests; then the browser app on wasm32, and natively with its tests)"
 cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
 cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
+cargo clippy -p gpudash-frontend --all-targets -- -D warnings
 
 step "axe-core (npm, pinned in tests/axe/package-lock.json) for the accessibility browser test"
 (cd tests/axe && npm ci --no-audit --no-fund --loglevel=error)

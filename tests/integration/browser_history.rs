@@ -8,7 +8,7 @@ use gpudash::telemetry::GpuSource as _;
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::{Value, json};
 
-use crate::browser::{eventually, js, texts, with_browser};
+use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
 use crate::support::TestServer;
 
 const GPUS: u32 = 4;
@@ -82,14 +82,6 @@ async fn pick_gpu(c: &Client, value: &str) {
 
 async fn click(c: &Client, css: &str) {
     c.find(Locator::Css(css)).await.unwrap().click().await.unwrap();
-}
-
-/// Saves what the browser shows under target/screenshots, for a look by eye.
-async fn save_screenshot(c: &Client, name: &str) {
-    let png = c.screenshot().await.unwrap();
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/screenshots");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join(name), png).unwrap();
 }
 
 #[tokio::test]

@@ -69,7 +69,11 @@ async fn a_lab_run_shows_its_plan_progress_chart_figures_and_notes() {
     with_browser(1400, 1000, |c| async move {
         open_lab(&c, &url).await;
         let form = "form.lab-form[data-kind=latency]";
-        c.find(Locator::Css("#lab-device")).await.unwrap().select_by_value("0").await.unwrap();
+        // Picking the GPU already shown fires no `change`: go through GPU 1 so that GPU 0 is the
+        // reader's own choice, which the picker's default never moves.
+        let picker = c.find(Locator::Css("#lab-device")).await.unwrap();
+        picker.clone().select_by_value("1").await.unwrap();
+        picker.select_by_value("0").await.unwrap();
 
         // The page names a bad number itself; the server's range refusal is shown as it is.
         type_into(&c, &format!("{form} input[name=repetitions]"), "lots").await;

@@ -223,6 +223,32 @@ fn power_halves(sample: Option<&DeviceSample>) -> (String, String) {
     }
 }
 
+/// "Reserved by ana for 2 h 10 m — advisory, not enforced", the note, and a warning when someone
+/// else runs on the GPU meanwhile.
+fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
+    let left = shared::reservations::time_left(r.end_ms.saturating_sub(now_ms));
+    // An anonymous viewer is not told who.
+    let who = if r.redacted { String::new() } else { format!(" by {}", r.user) };
+    let note = (!r.note.is_empty()).then(|| view! { <span class="reserved-note">{format!(" · {}", r.note)}</span> });
+    let intruders = (!r.intruders.is_empty()).then(|| {
+        let pids: Vec<String> = r.intruders.iter().map(u32::to_string).collect();
+        view! {
+            <p class="reservation-intruders" role="alert">
+                {format!("⚠ Someone else runs here during the reservation: PID {}", pids.join(", "))}
+            </p>
+        }
+    });
+    view! {
+        <div class="gpu-reservation">
+            <p class="reserved-by" title=shared::reservations::ADVISORY>
+                {format!("Reserved{who} for {left} — advisory, not enforced")}
+                {note}
+            </p>
+            {intruders}
+        </div>
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,31 +275,5 @@ mod tests {
         assert_eq!(encoder_decoder(&sample), "0% / 12%");
         assert_eq!(encoder_decoder(&DeviceSample::default()), "n/a");
         assert_eq!(format_capability(ComputeCapability { major: 9, minor: 0 }), "9.0");
-    }
-}
-
-/// "Reserved by ana for 2 h 10 m — advisory, not enforced", the note, and a warning when someone
-/// else runs on the GPU meanwhile.
-fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
-    let left = shared::reservations::time_left(r.end_ms.saturating_sub(now_ms));
-    // An anonymous viewer is not told who.
-    let who = if r.redacted { String::new() } else { format!(" by {}", r.user) };
-    let note = (!r.note.is_empty()).then(|| view! { <span class="reserved-note">{format!(" · {}", r.note)}</span> });
-    let intruders = (!r.intruders.is_empty()).then(|| {
-        let pids: Vec<String> = r.intruders.iter().map(u32::to_string).collect();
-        view! {
-            <p class="reservation-intruders" role="alert">
-                {format!("⚠ Someone else runs here during the reservation: PID {}", pids.join(", "))}
-            </p>
-        }
-    });
-    view! {
-        <div class="gpu-reservation">
-            <p class="reserved-by" title=shared::reservations::ADVISORY>
-                {format!("Reserved{who} for {left} — advisory, not enforced")}
-                {note}
-            </p>
-            {intruders}
-        </div>
     }
 }
