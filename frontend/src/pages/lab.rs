@@ -23,7 +23,6 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
     let lab = expect_context::<Lab>();
     let state = telemetry.state;
     let picked = RwSignal::new(PickedGpu::default());
-    let device = Memo::new(move |_| picked.get().index());
     let force = RwSignal::new(false);
     // Each GPU with its state and owners, "free" by the rule the dashboard's "Free: GPU …" uses.
     // The one reservations poll, `app.rs`'s, which runs while the Lab is shown.
@@ -82,7 +81,7 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                                 {move || {
                                     experiments()
                                         .into_iter()
-                                        .map(|info| view! { <ExperimentForm info=info choices=choices device=device force=force /> })
+                                        .map(|info| view! { <ExperimentForm info=info choices=choices picked=picked force=force /> })
                                         .collect_view()
                                 }}
                             </div>

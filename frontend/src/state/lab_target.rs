@@ -79,7 +79,8 @@ pub fn default_gpu(choices: &[GpuChoice]) -> u32 {
         .map_or(0, |c| c.index)
 }
 
-/// The GPU the picker is on: the default ([`default_gpu`]) until the reader picks one, then theirs.
+/// The GPU the picker is on: the default ([`default_gpu`]) until the reader picks one or runs an
+/// experiment on it, then theirs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PickedGpu {
     index: u32,

@@ -76,12 +76,14 @@ fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
 }
 
 /// `form.lab-form[data-kind]`: one experiment's parameters and its Run button; a run on several GPUs
-/// (p2p) first asks, naming each GPU with its state and owners (`.lab-confirm`).
+/// (p2p) first asks, naming each GPU with its state and owners (`.lab-confirm`). Running on the
+/// picker's GPU makes it the reader's choice: the lab's own memory pool, which the run leaves on that
+/// GPU, must not move the default to another GPU for the next run.
 #[component]
 pub fn ExperimentForm(
     info: ExperimentDoc,
     choices: Memo<Vec<GpuChoice>>,
-    device: Memo<u32>,
+    picked: RwSignal<PickedGpu>,
     force: RwSignal<bool>,
 ) -> impl IntoView {
     let lab = expect_context::<Lab>();
@@ -98,7 +100,8 @@ pub fn ExperimentForm(
 
     let send = move |params: Value| {
         busy.set(true);
-        let (device, force) = (device.get_untracked(), force.get_untracked());
+        let (device, force) = (picked.get_untracked().index(), force.get_untracked());
+        picked.set(PickedGpu::by_reader(device));
         spawn_local(async move {
             match lab.submit(device, params, force).await {
                 Ok(run) => {
