@@ -18,17 +18,34 @@ pub const OTHER_OPERATOR: &str = "other-operator-token-0123456789";
 pub const VIEWER: &str = "signal-viewer-token-0123456789";
 pub const ADMIN: &str = "signal-admin-token-0123456789";
 
+/// Waits (5 s at most) until `pid`'s command line reads `expected`: `spawn` returns before the
+/// child's exec is done, and until then /proc shows the shell's command line, or none at all.
+fn exec_done(pid: u32, expected: &[u8]) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != expected {
+        assert!(std::time::Instant::now() < deadline, "PID {pid} did not exec within 5 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// A child process the test owns; killed and reaped if the test ends first.
 pub struct Started(pub Child);
 
 impl Started {
-    /// `sh -c script` (it may `exec` into the process the test wants).
+    /// `sh -c script` (it may `exec` into the process the test wants: with `exec sleep 600`, this
+    /// returns once it has).
     pub fn shell(script: &str) -> Self {
-        Self(Command::new("sh").arg("-c").arg(script).spawn().expect("spawn sh"))
+        let started = Self(Command::new("sh").arg("-c").arg(script).spawn().expect("spawn sh"));
+        if script.ends_with("exec sleep 600") {
+            exec_done(started.pid(), b"sleep\0600\0");
+        }
+        started
     }
 
     pub fn sleep() -> Self {
-        Self(Command::new("sleep").arg("600").spawn().expect("spawn sleep"))
+        let started = Self(Command::new("sleep").arg("600").spawn().expect("spawn sleep"));
+        exec_done(started.pid(), b"sleep\0600\0");
+        started
     }
 
     pub fn pid(&self) -> u32 {

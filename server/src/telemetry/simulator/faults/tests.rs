@@ -296,6 +296,13 @@ fn an_idle_holder_holds_memory_and_computes_nothing_while_it_holds() {
 fn a_host_process_is_listed_with_what_proc_says_until_it_exits() {
     let mut child = std::process::Command::new("sleep").arg("600").spawn().expect("spawn sleep");
     let pid = child.id();
+    // `spawn` returns once the child exists, not once its exec is done: until then /proc holds no
+    // command line (CI once read None here). Wait for it, with a deadline.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != b"sleep\0600\0" {
+        assert!(std::time::Instant::now() < deadline, "sleep did not exec within 5 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let sim = sim(2, &[&format!("pid:1:{pid}")]);
     sim.sample(T0);
     let listed = sim.details(T0).processes.into_iter().find(|p| p.pid == pid).expect("the sleep is listed");
