@@ -37,14 +37,14 @@ impl Started {
     pub fn shell(script: &str) -> Self {
         let started = Self(Command::new("sh").arg("-c").arg(script).spawn().expect("spawn sh"));
         if script.ends_with("exec sleep 600") {
-            exec_done(started.pid(), b"sleep\0600\0");
+            exec_done(started.pid(), b"sleep\x00600\x00");
         }
         started
     }
 
     pub fn sleep() -> Self {
         let started = Self(Command::new("sleep").arg("600").spawn().expect("spawn sleep"));
-        exec_done(started.pid(), b"sleep\0600\0");
+        exec_done(started.pid(), b"sleep\x00600\x00");
         started
     }
 

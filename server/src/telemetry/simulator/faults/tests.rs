@@ -299,7 +299,7 @@ fn a_host_process_is_listed_with_what_proc_says_until_it_exits() {
     // `spawn` returns once the child exists, not once its exec is done: until then /proc holds no
     // command line (CI once read None here). Wait for it, with a deadline.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != b"sleep\0600\0" {
+    while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != b"sleep\x00600\x00" {
         assert!(std::time::Instant::now() < deadline, "sleep did not exec within 5 s");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
