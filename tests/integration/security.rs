@@ -157,9 +157,15 @@ async fn a_flood_of_denied_logins_writes_a_few_rows_and_a_count_while_real_login
 #[tokio::test]
 async fn token_gated_viewing_needs_a_token_everywhere_but_the_page() {
     let server = team_server("token", "token").await;
-    for path in
-        ["/api/devices", "/api/history?device=0&metric=gpu_util", "/api/history/all?range=1h", "/metrics", "/api/runs"]
-    {
+    for path in [
+        "/api/devices",
+        "/api/history?device=0&metric=gpu_util",
+        "/api/history/all?range=1h",
+        "/api/usage?from=0&to=1&utc_offset=60",
+        "/api/usage.csv?from=0&to=1&utc_offset=-300",
+        "/metrics",
+        "/api/runs",
+    ] {
         let (status, body) = call("GET", &server.url(path), None, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
         assert!(body["error"].as_str().unwrap().contains("token"), "{path}: {body}");
