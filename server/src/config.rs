@@ -97,6 +97,17 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = crate::web::site::parse_trusted_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
+    /// On this machine, the user (name or uid) a loopback proxy runs as, e.g. www-data: forwarded headers
+    /// from a loopback --trusted-proxy are believed only from that user's sockets, so another local user
+    /// cannot forge X-Forwarded-For. Repeatable.
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    pub trusted_proxy_user: Vec<u32>,
+
+    /// Without tokens, a local user (name or uid) besides the one running gpudash who may use it as admin
+    /// from this machine. Repeatable. Other local users are refused: give them tokens instead.
+    #[arg(long, env = "GPUDASH_LOCAL_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    pub local_user: Vec<u32>,
+
     /// How long a viewer's or operator's browser session lasts (5m to 30d).
     #[arg(long, env = "GPUDASH_SESSION_LIFETIME", value_name = "DURATION", default_value = "12h", value_parser = parse_session)]
     pub session_lifetime: Duration,
@@ -121,6 +132,12 @@ pub struct Cli {
     /// is closed [default: 4096, or what the open-file limit allows].
     #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
     pub max_connections: Option<usize>,
+
+    /// Most connections one client address (an IPv6 /64) holds at once, trusted proxies excepted;
+    /// a quarter of it is how many anonymous WebSockets one client may hold (4 to 1000000).
+    #[arg(long, env = "GPUDASH_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value = "64",
+          value_parser = parse_max_connections_per_client)]
+    pub max_connections_per_client: usize,
 
     /// Alert rules' thresholds and webhooks (TOML; see server/src/alerts/config.rs). Every rule is on
     /// with its defaults without it. Re-read on SIGHUP: a bad file is refused and the running rules stay.
@@ -171,6 +188,8 @@ pub struct Config {
     pub admin_session_lifetime: Duration,
     /// `--max-connections`; `None` derives it from the open-file limit.
     pub max_connections: Option<usize>,
+    /// `--max-connections-per-client`.
+    pub max_connections_per_client: usize,
     /// `--idle-memory` and `--idle-after`.
     pub idle: crate::telemetry::IdleRule,
     /// `--alerts-file`, read at start (a bad file stops start-up) and on SIGHUP.
@@ -199,12 +218,15 @@ impl From<Cli> for Config {
             site: crate::web::site::Site {
                 public: cli.public_url,
                 trusted_proxies: cli.trusted_proxy,
+                proxy_users: crate::web::local_user::Users { uids: cli.trusted_proxy_user },
+                local_users: crate::web::local_user::Users { uids: cli.local_user },
                 ..crate::web::site::Site::default()
             },
             session_lifetime: cli.session_lifetime,
             admin_session_lifetime: cli.admin_session_lifetime,
             hostname: cli.hostname,
             max_connections: cli.max_connections,
+            max_connections_per_client: cli.max_connections_per_client,
             idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
             alerts_file: cli.alerts_file,
             alert_webhooks: cli.alert_webhook,
@@ -310,6 +332,10 @@ pub const MAX_CONNECTIONS: usize = 1_000_000;
 
 fn parse_max_connections(value: &str) -> Result<usize, ConfigError> {
     parse_count(value, "connections", 16..=MAX_CONNECTIONS)
+}
+
+fn parse_max_connections_per_client(value: &str) -> Result<usize, ConfigError> {
+    parse_count(value, "connections per client", 4..=MAX_CONNECTIONS)
 }
 
 fn parse_idle_after(value: &str) -> Result<Duration, ConfigError> {
@@ -433,6 +459,10 @@ mod tests {
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
             (&["--hostname", " "][..], "not a host name"),
             (&["--audit-days", "0"][..], "from 1 to 3650"),
+            (&["--max-connections-per-client", "3"][..], "from 4 to 1000000"),
+            (&["--local-user", "no-such-user-here"][..], "give a user name or a numeric uid"),
+            (&["--trusted-proxy-user", ""][..], "give a user name or a numeric uid"),
+            (&["--max-connections-per-client", "many"][..], "from 4 to 1000000"),
             (&["--audit-days", "3651"][..], "from 1 to 3650"),
             (&["--audit-days", "half a year"][..], "from 1 to 3650"),
             (&["--max-connections", "0"][..], "from 16 to 1000000"),

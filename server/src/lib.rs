@@ -103,7 +103,7 @@ pub struct Options {
     pub allow_anonymous: bool,
     /// How long the audit log keeps an entry (`--audit-days`).
     pub audit_retention: Duration,
-    /// The connection limit and request-head timeout (`--max-connections`).
+    /// The connection limits and request timeouts (`--max-connections`, `--max-connections-per-client`).
     pub connections: web::serve::ConnectionLimits,
     /// When a process holding memory counts as idle (`--idle-memory`, `--idle-after`).
     pub idle: telemetry::IdleRule,
@@ -471,6 +471,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         audit_retention: config.audit_retention,
         connections: web::serve::ConnectionLimits {
             max: web::serve::max_connections(config.max_connections, open_files),
+            per_client: config.max_connections_per_client,
+            exempt: config.site.trusted_proxies.clone(),
             ..web::serve::ConnectionLimits::default()
         },
         idle: config.idle,
@@ -497,6 +499,7 @@ fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
                 gpu_uuid: oom.gpu_uuid,
                 device: oom.record.device,
                 owner: oom.owner,
+                reporter: oom.reporter,
                 at_ms: oom.record.at_ms,
                 what: oom.record.figures(),
             })

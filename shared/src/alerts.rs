@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::Role;
+
 /// The rules gpudash evaluates on every sample.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
@@ -63,6 +65,13 @@ impl Rule {
     /// The rule named `name`, if there is one.
     pub fn parse(name: &str) -> Option<Rule> {
         Rule::ALL.into_iter().find(|rule| rule.as_str() == name)
+    }
+
+    /// True for rules that report a broken GPU (an XID, an uncorrectable ECC error, a GPU off the
+    /// bus): silencing one hides a failure from everyone, so operators may do it only briefly
+    /// (see [`longest_silence_ms`]).
+    pub fn hardware_fault(self) -> bool {
+        matches!(self, Rule::Xid | Rule::Ecc | Rule::DeviceLost)
     }
 
     /// True for rules about one process (one alert per process, not per GPU).
@@ -202,6 +211,41 @@ impl Silence {
     pub const SOMEONE: &'static str = "an operator";
 }
 
+/// Shortest silence: one minute.
+pub const MIN_SILENCE_MS: u64 = 60 * 1000;
+/// Longest silence: 30 days (an admin's, or any silence of a rule that is no hardware fault).
+pub const MAX_SILENCE_MS: u64 = 30 * 24 * 3600 * 1000;
+/// Longest silence an operator may put on a hardware-fault rule ([`Rule::hardware_fault`]): 4 hours,
+/// enough for a reset or a reseat; longer takes an admin.
+pub const MAX_OPERATOR_FAULT_SILENCE_MS: u64 = 4 * 3600 * 1000;
+/// Most silences in force that one user may have set.
+pub const MAX_SILENCES_PER_USER: usize = 32;
+/// Longest reason for a silence, in characters.
+pub const MAX_SILENCE_REASON: usize = 200;
+
+/// Longest silence a caller with `role` may put on `rule`.
+pub fn longest_silence_ms(rule: Rule, role: Role) -> u64 {
+    if rule.hardware_fault() && role < Role::Admin { MAX_OPERATOR_FAULT_SILENCE_MS } else { MAX_SILENCE_MS }
+}
+
+/// Why a silence request is refused (each says what is allowed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SilenceInvalid {
+    #[error("'duration' = '{0}' is not a duration from 1m to 30d; use e.g. \"30m\", \"2h\" or \"7d\"")]
+    Duration(String),
+    #[error(
+        "'{rule}' reports a broken GPU (xid, ecc and device_lost do): operators may silence it for at most {}h, \
+         not '{given}'; pick {}h or less, or ask an admin (up to 30d)",
+        MAX_OPERATOR_FAULT_SILENCE_MS / 3_600_000,
+        MAX_OPERATOR_FAULT_SILENCE_MS / 3_600_000
+    )]
+    FaultTooLong { rule: &'static str, given: String },
+    #[error("'reason' must be 1 to {MAX_SILENCE_REASON} characters: say why")]
+    Reason,
+    #[error("'reason' holds a control character (a newline, a tab or similar); use plain text on one line")]
+    ReasonControl,
+}
+
 /// Body of `POST /api/alerts/silences`: silence `rule` on a GPU for `duration` (e.g. "2h").
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -211,6 +255,26 @@ pub struct SilenceRequest {
     pub gpu: u32,
     pub duration: String,
     pub reason: String,
+}
+
+impl SilenceRequest {
+    /// Checks the request of a caller with `role`, its `duration` read as `duration_ms` (`None`
+    /// when it is not a duration), and returns the reason as it is kept (trimmed, format
+    /// characters dropped: [`crate::text::typed_line`]).
+    pub fn validate(&self, duration_ms: Option<u64>, role: Role) -> Result<String, SilenceInvalid> {
+        let given = self.duration.trim();
+        let ms = duration_ms
+            .filter(|ms| (MIN_SILENCE_MS..=MAX_SILENCE_MS).contains(ms))
+            .ok_or_else(|| SilenceInvalid::Duration(self.duration.clone()))?;
+        if ms > longest_silence_ms(self.rule, role) {
+            return Err(SilenceInvalid::FaultTooLong { rule: self.rule.as_str(), given: given.to_owned() });
+        }
+        let reason = crate::text::typed_line(&self.reason).map_err(|_| SilenceInvalid::ReasonControl)?;
+        if reason.is_empty() || reason.chars().count() > MAX_SILENCE_REASON {
+            return Err(SilenceInvalid::Reason);
+        }
+        Ok(reason)
+    }
 }
 
 /// What a webhook delivery looks like right now.
@@ -410,6 +474,39 @@ mod tests {
         seen.redact();
         assert_eq!(seen.silenced.as_ref().map(|s| s.by.as_str()), Some(Silence::SOMEONE));
         assert!(seen.redacted, "a silence's author is a name too, even on an alert that names no user");
+    }
+
+    #[test]
+    fn operators_silence_hardware_faults_briefly_and_admins_for_up_to_30_days() {
+        const H: u64 = 3_600_000;
+        let request = |rule: Rule, duration: &str| SilenceRequest {
+            rule,
+            gpu: 0,
+            duration: duration.into(),
+            reason: " fan\u{200B} swap ".into(),
+        };
+        assert_eq!(request(Rule::DeviceLost, "4h").validate(Some(4 * H), Role::Operator), Ok("fan swap".into()));
+        let refused = request(Rule::DeviceLost, "5h").validate(Some(5 * H), Role::Operator).unwrap_err();
+        assert_eq!(refused, SilenceInvalid::FaultTooLong { rule: "device_lost", given: "5h".into() });
+        let message = refused.to_string();
+        assert!(message.contains("at most 4h, not '5h'") && message.contains("ask an admin"), "{message}");
+        for rule in [Rule::Xid, Rule::Ecc] {
+            assert!(request(rule, "1d").validate(Some(24 * H), Role::Operator).is_err(), "{rule:?}");
+        }
+        assert!(request(Rule::Xid, "30d").validate(Some(MAX_SILENCE_MS), Role::Admin).is_ok());
+        assert!(request(Rule::Temperature, "30d").validate(Some(MAX_SILENCE_MS), Role::Operator).is_ok());
+        let too_short = request(Rule::Temperature, "30s").validate(Some(30_000), Role::Admin);
+        assert!(too_short.unwrap_err().to_string().contains("from 1m to 30d"));
+        assert_eq!(
+            request(Rule::Temperature, "soon").validate(None, Role::Admin),
+            Err(SilenceInvalid::Duration("soon".into()))
+        );
+        let blank = SilenceRequest { reason: "\u{200B} ".into(), ..request(Rule::Temperature, "1h") };
+        assert_eq!(blank.validate(Some(H), Role::Admin), Err(SilenceInvalid::Reason));
+        let newline = SilenceRequest { reason: "a\nb".into(), ..request(Rule::Temperature, "1h") };
+        assert_eq!(newline.validate(Some(H), Role::Admin), Err(SilenceInvalid::ReasonControl));
+        let hardware: Vec<Rule> = Rule::ALL.into_iter().filter(|r| r.hardware_fault()).collect();
+        assert_eq!(hardware, [Rule::Xid, Rule::Ecc, Rule::DeviceLost]);
     }
 
     #[test]

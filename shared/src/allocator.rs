@@ -11,7 +11,8 @@ use crate::units::format_bytes;
 pub const MAP_VERSION: u32 = 1;
 /// Segments a map lists one by one (largest first); the rest are folded into [`OtherSegments`].
 pub const MAX_SEGMENTS: usize = 512;
-/// Segments per device in `GET /api/bridge` (the page draws no more); the detail has all.
+/// Segments per device the page draws (the rest folded into one); `GET /api/bridge` lists none,
+/// `GET /api/bridge/{id}` all.
 pub const LISTED_SEGMENTS: usize = 128;
 /// Power-of-two buckets of the free-block histogram: 2^0 … 2^63 bytes.
 pub const MAX_BUCKETS: usize = 64;

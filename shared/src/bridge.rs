@@ -145,7 +145,7 @@ pub struct EmptyCacheState {
     pub refused: bool,
 }
 
-/// An attached PyTorch process as `GET /api/bridge` lists it.
+/// An attached PyTorch process as `GET /api/bridge` lists it (a summary) or `GET /api/bridge/{id}` details it.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct AttachedProcess {
     /// The server's handle for this process (for `POST /api/bridge/{id}/empty_cache`).
@@ -174,7 +174,8 @@ pub struct AttachedProcess {
     /// The process sends allocator maps.
     #[serde(default)]
     pub share_allocator_map: bool,
-    /// Its latest allocator map (in `GET /api/bridge` at most `LISTED_SEGMENTS` segments a device).
+    /// Its latest allocator map: in `GET /api/bridge` each device's totals only (no segments, no
+    /// histogram: the list is reloaded every 2 s), whole in `GET /api/bridge/{id}`.
     #[serde(default)]
     pub allocator: Option<AllocatorView>,
     /// The last "Refresh map" request.

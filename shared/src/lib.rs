@@ -26,6 +26,7 @@ pub mod telemetry;
 /// Builders for tests (the `testing` feature): never in release code.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod text;
 pub mod time_axis;
 pub mod topology;
 pub mod units;

@@ -11,6 +11,11 @@ use crate::processes::GpuProcess;
 
 /// Longest reservation: one year.
 pub const MAX_LENGTH_MS: u64 = 366 * 24 * 3600 * 1000;
+/// Shortest reservation: five minutes (a shorter one books nothing a person could use, and
+/// thousands of them only bloat the list every page reloads).
+pub const MIN_LENGTH_MS: u64 = 5 * 60 * 1000;
+/// Most reservations one user may hold at once, counting those still to come and those in force.
+pub const MAX_PER_USER: usize = 16;
 /// How far ahead a reservation may start: one year.
 pub const MAX_AHEAD_MS: u64 = 366 * 24 * 3600 * 1000;
 /// A start up to this far in the past (a slow form, a clock a little behind) is taken as "now";
@@ -124,6 +129,11 @@ pub enum ReservationInvalid {
     EndBeforeStart { start: u64, end: u64 },
     #[error("the reservation lasts {days} days; the longest allowed is 366 days (one year)")]
     TooLong { days: u64 },
+    #[error(
+        "the reservation lasts {seconds} s from now; the shortest allowed is {} minutes: move 'end_ms' later",
+        MIN_LENGTH_MS / 60_000
+    )]
+    TooShort { seconds: u64 },
     #[error("'start_ms' is more than 5 minutes in the past; reservations book the present or the future")]
     InThePast,
     #[error("'start_ms' is more than a year ahead; book at most 366 days ahead")]
@@ -136,7 +146,8 @@ pub enum ReservationInvalid {
 
 impl ReservationRequest {
     /// Checks the request against a host with `device_count` GPUs at `now_ms` and returns it
-    /// tidied: devices sorted, a start just past taken as now, the note trimmed.
+    /// tidied: devices sorted, a start just past taken as now, the note trimmed and cleaned of
+    /// format characters ([`crate::text::typed_line`]).
     pub fn validate(mut self, device_count: usize, now_ms: u64) -> Result<ReservationRequest, ReservationInvalid> {
         if self.devices.is_empty() {
             return Err(ReservationInvalid::NoDevices);
@@ -165,15 +176,16 @@ impl ReservationRequest {
         if length > MAX_LENGTH_MS {
             return Err(ReservationInvalid::TooLong { days: length / (24 * 3600 * 1000) });
         }
-        let note = self.note.trim();
+        if length < MIN_LENGTH_MS {
+            return Err(ReservationInvalid::TooShort { seconds: length / 1000 });
+        }
+        // Format characters (U+202E, zero-width ones) go: the note is shown to everyone.
+        let note = crate::text::typed_line(&self.note).map_err(|_| ReservationInvalid::NoteControl)?;
         let chars = note.chars().count();
         if chars > MAX_NOTE {
             return Err(ReservationInvalid::NoteTooLong(chars));
         }
-        if note.chars().any(char::is_control) {
-            return Err(ReservationInvalid::NoteControl);
-        }
-        self.note = note.to_owned();
+        self.note = note;
         Ok(self)
     }
 }
@@ -303,6 +315,32 @@ mod tests {
         let fine = ReservationRequest { note: "  fine-tuning ".into(), ..request(&[2, 0], NOW - 60_000, NOW + H) };
         let fine = v(fine).unwrap();
         assert_eq!((fine.devices, fine.start_ms, fine.note.as_str()), (vec![0, 2], NOW, "fine-tuning"));
+    }
+
+    #[test]
+    fn a_reservation_lasts_at_least_five_minutes_from_now() {
+        let v = |r: ReservationRequest| r.validate(4, NOW);
+        assert_eq!(v(request(&[0], NOW, NOW + 1)), Err(ReservationInvalid::TooShort { seconds: 0 }));
+        let short = v(request(&[0], NOW, NOW + MIN_LENGTH_MS - 1000)).unwrap_err();
+        assert_eq!(short, ReservationInvalid::TooShort { seconds: 299 });
+        assert!(short.to_string().contains("the shortest allowed is 5 minutes"), "{short}");
+        // A start a little in the past counts from now: what is left must still be five minutes.
+        let late = request(&[0], NOW - 4 * 60_000, NOW + 60_000);
+        assert_eq!(v(late), Err(ReservationInvalid::TooShort { seconds: 60 }));
+        assert!(v(request(&[0], NOW, NOW + MIN_LENGTH_MS)).is_ok(), "exactly five minutes");
+    }
+
+    #[test]
+    fn notes_lose_bidi_overrides_and_zero_width_characters() {
+        let note = "\u{202E}gninut-enif\u{202C} by\u{200B} ana\u{FEFF}\u{2066}";
+        let kept = ReservationRequest { note: note.into(), ..request(&[0], NOW, NOW + H) }.validate(4, NOW).unwrap();
+        assert_eq!(kept.note, "gninut-enif by ana");
+        // Counted after cleaning: 200 letters and some zero-width spaces fit.
+        let padded = format!("{}{}", "x".repeat(MAX_NOTE), "\u{200B}".repeat(50));
+        let kept = ReservationRequest { note: padded, ..request(&[0], NOW, NOW + H) }.validate(4, NOW).unwrap();
+        assert_eq!(kept.note.chars().count(), MAX_NOTE);
+        let tab = ReservationRequest { note: "a\tb\u{202E}".into(), ..request(&[0], NOW, NOW + H) };
+        assert_eq!(tab.validate(4, NOW), Err(ReservationInvalid::NoteControl), "controls are refused, not dropped");
     }
 
     #[test]

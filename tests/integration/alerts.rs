@@ -282,3 +282,133 @@ async fn anonymous_viewers_see_alerts_without_user_names() {
     assert!(serde_json::to_string(&signed).unwrap().contains("omar"));
     server.stop().await;
 }
+
+/// `POST /api/alerts/silences` of `rule` on GPU `gpu` for `duration` as `token`.
+async fn silence(server: &TestServer, token: &str, rule: &str, gpu: u32, duration: &str) -> (StatusCode, Value) {
+    let body = json!({"rule": rule, "gpu": gpu, "duration": duration, "reason": "maintenance"});
+    let response =
+        reqwest::Client::new().post(server.url("/api/alerts/silences")).bearer_auth(token).json(&body).send().await;
+    let response = response.unwrap();
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn unsilence(server: &TestServer, token: &str, id: &Value) -> (StatusCode, Value) {
+    let url = server.url(&format!("/api/alerts/silences/{id}"));
+    let response = reqwest::Client::new().delete(url).bearer_auth(token).send().await.unwrap();
+    (response.status(), response.json().await.unwrap_or(Value::Null))
+}
+
+/// The flood and the overreach seen: an operator silenced `device_lost` for 30 days, set
+/// thousands of silences, and ended other people's. Now hardware faults take an admin past 4h,
+/// one user has at most 32 in force, and only a silence's author or an admin ends it.
+#[tokio::test]
+async fn silences_are_capped_per_user_ended_by_their_author_and_long_fault_silences_take_an_admin() {
+    use crate::security::{ADMIN, OPERATOR, OTHER_OPERATOR, team_server};
+    use shared::alerts::MAX_SILENCES_PER_USER;
+    let server = team_server("open", "open").await;
+    for rule in ["device_lost", "xid", "ecc"] {
+        let (status, refused) = silence(&server, OPERATOR, rule, 0, "30d").await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{rule}: {refused}");
+        let message = refused["error"].as_str().unwrap();
+        assert!(message.contains(&format!("'{rule}' reports a broken GPU")), "{message}");
+        assert!(message.contains("at most 4h, not '30d'") && message.contains("ask an admin"), "{message}");
+    }
+    let (status, ours) = silence(&server, OPERATOR, "device_lost", 0, "4h").await;
+    assert_eq!(status, StatusCode::CREATED, "4h is an operator's to set: {ours}");
+    let (status, long) = silence(&server, ADMIN, "xid", 1, "30d").await;
+    assert_eq!(status, StatusCode::CREATED, "an admin may: {long}");
+    let (status, body) = silence(&server, OPERATOR, "temperature", 0, "30s").await;
+    assert!(status == StatusCode::BAD_REQUEST && body["error"].as_str().unwrap().contains("from 1m to 30d"), "{body}");
+
+    // Someone else's silence: not another operator's to end.
+    let (status, refused) = unsilence(&server, OTHER_OPERATOR, &ours["id"]).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("is omar's: only who set it or an admin"), "{refused}");
+    let now: AlertsResponse = get_json(&server, "/api/alerts").await;
+    assert_eq!(now.silences.len(), 2, "still in force: {:?}", now.silences);
+
+    // Up to 32 in force per user; the 33rd is refused, another user is not.
+    for i in 1..MAX_SILENCES_PER_USER {
+        let (status, body) = silence(&server, OPERATOR, "temperature", u32::try_from(i % 2).unwrap(), "1h").await;
+        assert_eq!(status, StatusCode::CREATED, "silence {i}: {body}");
+    }
+    let (status, refused) = silence(&server, OPERATOR, "gpu_free", 1, "1h").await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.contains("omar already has 32 silences in force") && message.contains("at most 32"), "{message}");
+    let (status, theirs) = silence(&server, OTHER_OPERATOR, "gpu_free", 1, "1h").await;
+    assert_eq!(status, StatusCode::CREATED, "the cap is per user: {theirs}");
+
+    // An admin may end anyone's; the room it makes is the author's again.
+    let (status, body) = unsilence(&server, ADMIN, &ours["id"]).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "{body}");
+    let (status, body) = silence(&server, OPERATOR, "gpu_free", 1, "1h").await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = unsilence(&server, OTHER_OPERATOR, &theirs["id"]).await;
+    assert_eq!(status, StatusCode::NO_CONTENT, "one's own: {body}");
+
+    let client = reqwest::Client::new();
+    let audit = client.get(server.url("/api/audit?limit=1000")).bearer_auth(ADMIN).send().await.unwrap();
+    let triples = crate::support::audit_triples(&audit.json().await.unwrap());
+    for expected in [
+        ("omar", "alert.silence", "denied"),
+        ("omar", "alert.silence", "failed"),
+        ("olga", "alert.unsilence", "denied"),
+        ("ada", "alert.unsilence", "ok"),
+    ] {
+        let expected = (expected.0.to_owned(), expected.1.to_owned(), expected.2.to_owned());
+        assert!(triples.contains(&expected), "{expected:?} missing from {triples:?}");
+    }
+    server.stop().await;
+}
+
+/// A reload refused for a bad webhook URL, or for TOML syntax on the line holding it, says what
+/// is wrong and where, but never the URL's path (a Slack webhook's path is its token).
+#[tokio::test]
+async fn a_refused_reload_never_shows_a_webhooks_token() {
+    const SECRET: &str = "T0AAAA/B0BBBB/XOXB-SECRET-TOKEN";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("alerts.toml");
+    std::fs::write(&file, "[rules.temperature]\ncelsius = 70\n").unwrap();
+    let options = gpudash::Options {
+        alerts: gpudash::alerts::AlertsConfig::load(&file).unwrap(),
+        alerts_file: Some(file.clone()),
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let hangup = || {
+        let status = std::process::Command::new("kill").args(["-HUP", &std::process::id().to_string()]).status();
+        assert!(status.unwrap().success());
+    };
+    let cases = [
+        // A port out of range: the URL does not parse; the host and the port are what is shown.
+        (
+            format!("[[webhook]]\nurl = \"https://hooks.slack.com:99999/services/{SECRET}\"\n"),
+            &["invalid port number", "'https://hooks.slack.com:99999/…'", "(line 2)"][..],
+        ),
+        // Two keys on one line: toml's own message quotes the line.
+        (
+            format!("[[webhook]]\nurl = \"https://hooks.slack.com/services/{SECRET}\" format = \"slack\"\n"),
+            &["is not valid", "(line 2, column"][..],
+        ),
+        // A string left open on the URL's line.
+        (
+            format!("[[webhook]]\nformat = \"slack\"\nurl = \"https://hooks.slack.com/services/{SECRET}\n"),
+            &["is not valid", "(line 3, column"][..],
+        ),
+    ];
+    for (text, says) in &cases {
+        std::fs::write(&file, text).unwrap();
+        hangup();
+        let response = eventually(10, &format!("the file refused, saying {says:?}"), || async {
+            let now = alerts(&server).await;
+            now.reload_error.as_deref().is_some_and(|e| says.iter().all(|s| e.contains(s))).then_some(now)
+        })
+        .await;
+        let error = response.reload_error.clone().unwrap_or_default();
+        assert!(error.contains("alerts.toml"), "{error}");
+        let whole = serde_json::to_string(&response).unwrap();
+        assert!(!whole.contains("SECRET") && !whole.contains("B0BBBB"), "{whole}");
+    }
+    server.stop().await;
+}

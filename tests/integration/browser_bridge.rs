@@ -111,7 +111,8 @@ async fn the_lab_shows_the_topology_matrix_or_why_p2p_is_missing() {
     }
 }
 
-/// Issue 21: the allocator map drawn as segments with its numbers, the OOM line, "Refresh map", a "≤" peak.
+/// Issue 21: the allocator map's numbers, its segments drawn once opened (from the process's detail:
+/// the list carries totals only), the OOM line, "Refresh map", a "≤" peak.
 #[tokio::test]
 async fn the_allocator_map_and_the_oom_line_render() {
     use crate::bridge_allocator::{map, report};
@@ -130,7 +131,19 @@ async fn the_allocator_map_and_the_oom_line_render() {
     with_browser(1400, 1000, |c| async move {
         c.goto(&url).await.expect("webdriver answers");
         let process = ".bridge-process[data-pid='4545']";
-        c.wait().for_element(Locator::Css(&format!("{process} .alloc-strip"))).await.unwrap();
+        c.wait().for_element(Locator::Css(&format!("{process} .alloc-largest"))).await.unwrap();
+        assert!(texts(&c, &format!("{process} .alloc-seg")).await.is_empty(), "segments load when opened");
+        // Opened through the page's current button each time: the rows re-render with every reload.
+        let open = format!(
+            "const b = document.querySelector(\"{process} button.bridge-show-segments\"); \
+             if (b && b.getAttribute('aria-expanded') === 'false') b.click(); return null"
+        );
+        eventually(15, "the segments drawn from the process's detail", || async {
+            js(&c, &open).await;
+            (js(&c, &format!("return document.querySelectorAll(\"{process} .alloc-seg\").length")).await == json!(4))
+                .then_some(())
+        })
+        .await;
         let widths = js(&c, &format!("return [...document.querySelectorAll(\"{process} .alloc-seg\")].map(s => [s.style.width, s.querySelector('.alloc-fill').style.width])")).await;
         assert_eq!(widths, json!([["25%", "60%"], ["25%", "60%"], ["25%", "60%"], ["25%", "60%"]]));
         assert_eq!(texts(&c, &format!("{process} .alloc-largest")).await, ["largest free block 8.00 MiB"]);

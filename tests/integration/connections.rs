@@ -1,6 +1,7 @@
 //! Connection limits: idle sockets past `--max-connections` are closed (oldest first) while
-//! `/healthz` keeps answering; slow request heads and idle keep-alives time out; WebSockets
-//! count against the limit but are never closed to make room.
+//! `/healthz` keeps answering; slow request heads and idle keep-alives time out; signed-in
+//! WebSockets count against the limit but are never closed to make room (the floods of slow
+//! bodies and anonymous WebSockets are in `floods.rs`).
 
 use std::time::Duration;
 
@@ -11,11 +12,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::browser::eventually;
-use crate::support::{TestServer, connect, next_message};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::support::{TestServer, next_message};
+
+const ADMIN: &str = "admin-token-0123456789";
 
 async fn limited_server(max: usize, header_timeout: Duration) -> TestServer {
     let options = gpudash::Options {
-        connections: ConnectionLimits { max, header_timeout },
+        connections: ConnectionLimits { max, header_timeout, ..ConnectionLimits::default() },
         ..gpudash::Options::new(Duration::from_millis(200))
     };
     TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
@@ -104,12 +109,19 @@ async fn a_trickling_request_head_and_an_idle_keep_alive_are_closed_after_the_he
 }
 
 #[tokio::test]
-async fn websockets_count_against_the_limit_and_are_never_closed_to_make_room() {
-    const MAX: usize = 8;
-    let server = limited_server(MAX, Duration::from_secs(120)).await;
+async fn signed_in_websockets_count_against_the_limit_and_are_never_closed_to_make_room() {
+    const MAX: usize = 16;
+    let options = gpudash::Options {
+        auth: gpudash::auth::AuthConfig::load(None, Some(&format!("ada:admin:{ADMIN}"))).unwrap(),
+        connections: ConnectionLimits { max: MAX, header_timeout: Duration::from_secs(120), ..Default::default() },
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await;
     let mut sockets = Vec::new();
     for _ in 0..MAX {
-        let mut socket = connect(&server.ws_url()).await;
+        let mut request = server.ws_url().into_client_request().unwrap();
+        request.headers_mut().insert("authorization", format!("Bearer {ADMIN}").parse().unwrap());
+        let (mut socket, _): (crate::support::Socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
         assert!(matches!(next_message(&mut socket, 5).await, shared::ServerMessage::Snapshot(_)));
         sockets.push(socket);
     }

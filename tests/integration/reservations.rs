@@ -1,6 +1,7 @@
 //! Advisory reservations end to end: booking, conflicts naming the holder and the times,
 //! back-to-back bookings, release by the holder or an admin only, expiry, the free list, the
-//! metric, intruders (marked and alerted to the holder), the audit log, and a restart.
+//! metric, intruders (marked and alerted to the holder), the audit log, a restart, and the
+//! limits: five minutes at least, sixteen per user, notes without hidden characters.
 
 use std::time::Duration;
 
@@ -144,26 +145,50 @@ async fn workstation() -> TestServer {
     TestServer::with_options(Box::new(sim), gpudash::Options::new(Duration::from_millis(100))).await
 }
 
+/// A reservation on GPU 0 ending in 20 s, held by "ana", put in the history in `dir` as an
+/// older gpudash (one without the five-minute minimum) left it: expiry without a long wait.
+fn stored_short_reservation(dir: &std::path::Path) -> gpudash::store::Store {
+    let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).unwrap();
+    let table = gpudash::store::reservations::ReservationStore::open(store.path()).unwrap();
+    let now = now_ms();
+    let short = Reservation {
+        id: 0,
+        devices: vec![0],
+        user: "ana".into(),
+        start_ms: now,
+        end_ms: now + 20_000,
+        note: "warm-up".into(),
+        created_ms: now,
+        released_ms: None,
+        intruders: Vec::new(),
+        redacted: false,
+    };
+    table.insert(&short).unwrap();
+    store
+}
+
 #[tokio::test]
 async fn a_reservation_leaves_the_free_list_shows_in_metrics_and_expires_on_its_own() {
-    let server = workstation().await;
-    eventually(10, "GPU 0 free", || async {
-        let p: Value = get_json(&server, "/api/processes").await;
-        (p["free_devices"] == json!([0])).then_some(())
-    })
-    .await;
-    let (status, made) = reserve(&server, None, &[0], now_ms(), now_ms() + 3_000).await;
-    assert_eq!(status, StatusCode::CREATED, "the local user books on loopback: {made}");
-    let holder = made["user"].as_str().unwrap().to_owned();
-    assert_ne!(holder, "anonymous", "the OS user holds it");
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Simulator::new(2, 100)
+        .with_fault("job-ends:0@0s".parse().unwrap())
+        .with_fault("job-ends:1@10m".parse().unwrap());
+    let options = gpudash::Options {
+        store: Some(stored_short_reservation(dir.path())),
+        ..gpudash::Options::new(Duration::from_millis(100))
+    };
+    let server = TestServer::with_options(Box::new(sim), options).await;
+    let held = listed(&server, None).await;
+    let first = held.first().map(|r| (r.user.as_str(), r.devices.as_slice()));
+    assert_eq!((held.len(), first), (1, Some(("ana", &[0][..]))), "{held:?}");
     let p: Value = get_json(&server, "/api/processes").await;
-    assert_eq!(p["free_devices"], json!([]), "GPU 0 is reserved now: {p}");
+    assert_eq!(p["free_devices"], json!([]), "GPU 0 is reserved now, GPU 1 busy: {p}");
     let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
     let line = metrics.lines().find(|l| l.starts_with("gpudash_reservation_active{")).unwrap();
     assert!(line.starts_with("gpudash_reservation_active{gpu=\"0\",UUID=\"GPU-"), "{line}");
-    assert!(line.contains(&format!("user=\"{holder}\"")) && line.ends_with(" 1"), "{line}");
+    assert!(line.contains("user=\"ana\"") && line.ends_with(" 1"), "{line}");
 
-    eventually(10, "the reservation to expire", || async {
+    eventually(40, "the reservation to expire", || async {
         let p: Value = get_json(&server, "/api/processes").await;
         let gone = listed(&server, None).await.is_empty();
         (gone && p["free_devices"] == json!([0])).then_some(())
@@ -171,6 +196,63 @@ async fn a_reservation_leaves_the_free_list_shows_in_metrics_and_expires_on_its_
     .await;
     let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
     assert!(!metrics.lines().any(|l| l.starts_with("gpudash_reservation_active{")), "expired");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bookings_last_at_least_five_minutes_and_one_user_holds_at_most_sixteen() {
+    use shared::reservations::{MAX_PER_USER, MIN_LENGTH_MS};
+    let server = team_server("open", "open").await;
+    let start = now_ms() + HOUR;
+    // The flood seen: all GPUs for 1 ms.
+    let (status, refused) = reserve(&server, Some(OPERATOR), &[0, 1], start, start + 1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.contains("lasts 0 s") && message.contains("the shortest allowed is 5 minutes"), "{message}");
+    let (status, refused) = reserve(&server, Some(OPERATOR), &[0], start, start + MIN_LENGTH_MS - 1).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+
+    // Sixteen back-to-back five-minute bookings of both GPUs, then no more for omar.
+    let slot = |i: u64| (start + i * MIN_LENGTH_MS, start + (i + 1) * MIN_LENGTH_MS);
+    let mut ids = Vec::new();
+    for i in 0..MAX_PER_USER as u64 {
+        let (status, made) = reserve(&server, Some(OPERATOR), &[0, 1], slot(i).0, slot(i).1).await;
+        assert_eq!(status, StatusCode::CREATED, "booking {i}: {made}");
+        ids.push(made["id"].as_u64().unwrap());
+    }
+    let next = slot(MAX_PER_USER as u64);
+    let (status, refused) = reserve(&server, Some(OPERATOR), &[0, 1], next.0, next.1).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let message = refused["error"].as_str().unwrap();
+    assert!(message.contains("omar already holds 16") && message.contains("at most 16: release one"), "{message}");
+    let (status, made) = reserve(&server, Some(OTHER_OPERATOR), &[0, 1], next.0, next.1).await;
+    assert_eq!(status, StatusCode::CREATED, "the cap is per user: {made}");
+    let (status, body) =
+        send(&server, Method::DELETE, &format!("/api/reservations/{}", ids[0]), Some(OPERATOR), None).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let after = slot(MAX_PER_USER as u64 + 1);
+    let (status, made) = reserve(&server, Some(OPERATOR), &[0, 1], after.0, after.1).await;
+    assert_eq!(status, StatusCode::CREATED, "a release makes room: {made}");
+    let mine = listed(&server, Some(VIEWER)).await.into_iter().filter(|r| r.user == "omar").count();
+    assert_eq!(mine, MAX_PER_USER);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn notes_lose_bidi_overrides_and_zero_width_characters() {
+    let server = team_server("open", "open").await;
+    let start = now_ms() + HOUR;
+    // U+202E would show "gninut-enif" as "fine-tuning"; U+200B and U+FEFF show as nothing.
+    let note = "\u{202E}gninut-enif\u{202C} for\u{200B} ana\u{FEFF}";
+    let body = json!({ "devices": [0], "start_ms": start, "end_ms": start + HOUR, "note": note });
+    let (status, made) = send(&server, Method::POST, "/api/reservations", Some(OPERATOR), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["note"], "gninut-enif for ana", "{made}");
+    let seen = listed(&server, Some(VIEWER)).await;
+    assert_eq!(seen[0].note, "gninut-enif for ana");
+    let body = json!({ "devices": [1], "start_ms": start, "end_ms": start + HOUR, "note": "a\u{2029}\nb" });
+    let (status, refused) = send(&server, Method::POST, "/api/reservations", Some(OPERATOR), Some(body)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "a newline is still refused: {refused}");
     server.stop().await;
 }
 

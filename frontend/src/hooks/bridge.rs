@@ -1,6 +1,7 @@
 //! `use_bridge()`: the PyTorch processes attached through `gpudash.attach()`
-//! (`GET /api/bridge`), reloaded every 2 s while the dashboard is shown, and
-//! their remote `empty_cache` requests.
+//! (`GET /api/bridge`, summaries), reloaded every 2 s while the dashboard is shown;
+//! one process's whole allocator map (`GET /api/bridge/{id}`), and their remote
+//! `empty_cache` requests.
 
 use std::time::Duration;
 
@@ -42,6 +43,11 @@ impl Bridge {
                 self.error.try_set(Some(failure.message));
             }
         }
+    }
+
+    /// `GET /api/bridge/{id}`: one process with its whole allocator map (the list carries only its totals).
+    pub async fn detail(self, id: u64) -> Result<AttachedProcess, ApiFailure> {
+        get_json(&format!("/api/bridge/{id}")).await
     }
 
     /// `POST /api/bridge/{id}/empty_cache`: the request is handed to the process with its next report.

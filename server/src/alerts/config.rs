@@ -31,6 +31,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use shared::alerts::{Rule, Severity};
 
+use super::deliver::format::{redact_urls, target_text};
+
 /// Why an alerts file was refused; the message names the file, the place and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AlertsFileError {
@@ -238,7 +240,7 @@ impl AlertsConfig {
     /// Validates the text of an alerts file called `path` (for messages).
     pub fn parse(text: &str, path: &str) -> Result<Self, AlertsFileError> {
         let file: File = toml::from_str(text)
-            .map_err(|e| AlertsFileError::Invalid { path: path.to_owned(), reason: e.to_string() })?;
+            .map_err(|e| AlertsFileError::Invalid { path: path.to_owned(), reason: toml_reason(text, &e) })?;
         let range = |what: String| AlertsFileError::OutOfRange { path: path.to_owned(), what };
         let mut rules = Rules::default();
         let r = file.rules;
@@ -265,6 +267,19 @@ impl AlertsConfig {
             .collect::<Result<_, _>>()?;
         Ok(AlertsConfig { rules, webhooks })
     }
+}
+
+/// toml's message and where it points, without the line of the file it quotes (a webhook's URL
+/// there holds its token; the refusal is shown to every signed-in viewer), URLs in it shown as
+/// their targets.
+fn toml_reason(text: &str, e: &toml::de::Error) -> String {
+    let at = e.span().and_then(|span| text.get(..span.start)).map(|before| {
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+        format!(" (line {line}, column {column})")
+    });
+    let message = e.message().trim().replace('\n', "; ");
+    redact_urls(&format!("{message}{}", at.unwrap_or_default()))
 }
 
 /// `what` with the line it is about: the key it names (the word after the table, or the one quoted in
@@ -430,13 +445,15 @@ fn load_webhook(entry: &FileWebhook) -> Result<Webhook, String> {
     Ok(Webhook { url, format: entry.format, min_severity, timeout })
 }
 
-/// A webhook URL: http or https with a host (also what `--alert-webhook` takes).
+/// A webhook URL: http or https with a host (also what `--alert-webhook` takes). A refusal shows
+/// the URL as the webhook status does ([`target_text`]): its path and query may be its token.
 pub fn parse_webhook_url(text: &str) -> Result<url::Url, String> {
+    let shown = target_text(text);
     let url = url::Url::parse(text.trim())
-        .map_err(|e| format!("url = '{text}' is not a URL ({e}); use e.g. https://hooks.example.org/gpus"))?;
+        .map_err(|e| format!("url = '{shown}' is not a URL ({e}); use e.g. https://hooks.example.org/gpus"))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
         return Err(format!(
-            "url = '{text}' is not an http(s) URL with a host; use e.g. https://hooks.example.org/gpus"
+            "url = '{shown}' is not an http(s) URL with a host; use e.g. https://hooks.example.org/gpus"
         ));
     }
     Ok(url)

@@ -19,7 +19,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use shared::alerts::{Alert, AlertEvent, Rule, RuleSummary, Silence, Subscription, SubscriptionKind, WebhookStatus};
+use shared::alerts::{
+    Alert, AlertEvent, MAX_SILENCES_PER_USER, Rule, RuleSummary, Silence, Subscription, SubscriptionKind, WebhookStatus,
+};
 use tokio::sync::{broadcast, watch};
 
 pub use config::{AlertsConfig, AlertsFileError, Rules, Webhook, WebhookFormat};
@@ -34,6 +36,20 @@ use crate::store::alerts::{AlertFilter, AlertStore, AlertStoreError, SubscribeRe
 const EVENT_BACKLOG: usize = 1024;
 /// Most subscriptions one user may have.
 pub const MAX_SUBSCRIPTIONS: u32 = 32;
+
+/// Why a silence was not set, or not ended.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SilenceRefused {
+    #[error(
+        "{by} already has {held} silences in force; one user may have at most {MAX_SILENCES_PER_USER}: \
+         end one first"
+    )]
+    TooMany { by: String, held: usize },
+    #[error("no silence {0} in force; GET /api/alerts lists them")]
+    NotFound(u64),
+    #[error("silence {id} is {by}'s: only who set it or an admin may end it")]
+    NotYours { id: u64, by: String },
+}
 
 type WebhookReport = Box<dyn Fn() -> Vec<WebhookStatus> + Send + Sync>;
 type OomSource = Box<dyn Fn(u64) -> Vec<OomSignal> + Send + Sync>;
@@ -130,7 +146,8 @@ impl Alerts {
             }
             Err(e) => {
                 tracing::error!("{e}; the rules already running keep running");
-                *lock(&self.inner.reload_error) = Some(e.to_string());
+                // Shown to every signed-in viewer: no webhook's token, whatever the message quotes.
+                *lock(&self.inner.reload_error) = Some(deliver::format::redact_urls(&e.to_string()));
                 Err(e)
             }
         }
@@ -213,21 +230,42 @@ impl Alerts {
         lock(&self.inner.silences).iter().filter(|s| s.from_ms <= now_ms && now_ms < s.until_ms).cloned().collect()
     }
 
-    /// Silences `rule` on a GPU (blocking); a firing alert it covers is announced as silenced.
-    pub fn silence(&self, silence: Silence) -> Result<Silence, AlertStoreError> {
-        let stored = self.inner.store.add_silence(silence)?;
-        lock(&self.inner.silences).push(stored.clone());
+    /// Silences `rule` on a GPU (blocking), unless its author already has
+    /// [`MAX_SILENCES_PER_USER`] in force; a firing alert it covers is announced as silenced.
+    pub fn silence(&self, silence: Silence) -> Result<Result<Silence, SilenceRefused>, AlertStoreError> {
+        let now = crate::telemetry::now_ms();
+        let stored = {
+            // Held across the insert, so two racing requests cannot both take the last place.
+            let mut silences = lock(&self.inner.silences);
+            let held = silences.iter().filter(|s| s.by == silence.by && s.from_ms <= now && now < s.until_ms).count();
+            if held >= MAX_SILENCES_PER_USER {
+                return Ok(Err(SilenceRefused::TooMany { by: silence.by, held }));
+            }
+            let stored = self.inner.store.add_silence(silence)?;
+            silences.push(stored.clone());
+            stored
+        };
         self.reapply_silences();
-        Ok(stored)
+        Ok(Ok(stored))
     }
 
-    /// Ends silence `id` now (blocking); `false` when none such is in force.
-    pub fn unsilence(&self, id: u64) -> Result<bool, AlertStoreError> {
+    /// Ends silence `id` now for `by` (blocking): only its author may, or anyone when `admin`.
+    pub fn unsilence(
+        &self,
+        id: u64,
+        by: &str,
+        admin: bool,
+    ) -> Result<Result<Silence, SilenceRefused>, AlertStoreError> {
         let now = crate::telemetry::now_ms();
+        let found = lock(&self.inner.silences).iter().find(|s| s.id == id && now < s.until_ms).cloned();
+        let Some(silence) = found else { return Ok(Err(SilenceRefused::NotFound(id))) };
+        if silence.by != by && !admin {
+            return Ok(Err(SilenceRefused::NotYours { id, by: silence.by }));
+        }
         let ended = self.inner.store.end_silence(id, now)?;
         lock(&self.inner.silences).retain(|s| s.id != id);
         self.reapply_silences();
-        Ok(ended)
+        Ok(if ended { Ok(silence) } else { Err(SilenceRefused::NotFound(id)) })
     }
 
     fn reapply_silences(&self) {

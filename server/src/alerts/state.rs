@@ -75,6 +75,8 @@ pub struct Book {
     pub(super) holding: HashMap<Key, u64>,
     pub(super) gpus: HashMap<String, GpuMemory>,
     pub(super) changes: Vec<Change>,
+    /// What caps the `oom` rule's alerts (per process and per reporter).
+    pub(super) oom_caps: super::oom::OomCaps,
 }
 
 /// What a newly fired alert says.

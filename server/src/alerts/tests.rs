@@ -430,6 +430,7 @@ fn an_oom_fires_at_once_for_the_processs_user_and_resolves_when_quiet_or_gone() 
         gpu_uuid: Some("GPU-1".into()),
         device: 0,
         owner: "ana".into(),
+        reporter: "ana".into(),
         at_ms,
         what: "asked for 2.00 GiB, largest free block 512 MiB, 3.50 GiB free in total (fragmented)".into(),
     };

@@ -2,8 +2,10 @@
 //! empty_cache, login success/failure) with who, when, from where and how it
 //! ended. Kept in the history database when there is one (written on the
 //! store's audit thread, so recording never blocks a handler), else in memory.
-//! Denied authentication attempts are aggregated ([`denied`]) and entries
-//! older than the retention are deleted.
+//! Denials of every kind are aggregated ([`denied`]), entries older than the
+//! retention are deleted, and the log holds at most [`Caps`] rows: denials and
+//! allowed actions are capped apart, so no flood of denials can push out a
+//! login or a reservation.
 
 mod action;
 pub mod denied;
@@ -22,8 +24,17 @@ use self::denied::{Denial, DeniedWindows, Summary};
 use crate::store::audit::{AuditRow, AuditStore, AuditStoreError};
 use crate::telemetry::now_ms;
 
-/// Entries kept when there is no database.
-const MEMORY_ENTRIES: usize = 10_000;
+/// Rows kept at most, denials and the rest (allowed or failed actions) apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caps {
+    pub allowed: usize,
+    pub denied: usize,
+}
+
+/// The caps of the history database's audit table.
+pub const SQLITE_CAPS: Caps = Caps { allowed: 500_000, denied: 20_000 };
+/// The caps of the in-memory log (with `--no-history`).
+pub const MEMORY_CAPS: Caps = Caps { allowed: 10_000, denied: 2_000 };
 /// How long entries are kept unless `--audit-days` says otherwise.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(180 * 24 * 3600);
 /// How often closed windows of denials are written as summaries.
@@ -48,13 +59,22 @@ pub struct Event<'a> {
 enum Backend {
     /// The history database's audit table, written on its own thread.
     Sqlite(AuditStore),
-    Memory(Mutex<(u64, VecDeque<AuditEntry>)>),
+    Memory(Mutex<MemoryLog>),
+}
+
+/// The log without a database: denials and the rest in rings of their own.
+#[derive(Debug, Default)]
+struct MemoryLog {
+    last_id: u64,
+    allowed: VecDeque<AuditEntry>,
+    denied: VecDeque<AuditEntry>,
 }
 
 #[derive(Debug)]
 struct Shared {
     backend: Backend,
     denied: Mutex<DeniedWindows>,
+    caps: Caps,
 }
 
 /// A shared handle to the audit log.
@@ -68,16 +88,22 @@ pub struct Audit {
 impl Audit {
     /// The log inside the database file at `path`.
     pub fn sqlite(path: &Path) -> Result<Self, AuditStoreError> {
-        Ok(Self::with(Backend::Sqlite(AuditStore::open(path)?)))
+        Ok(Self::with(Backend::Sqlite(AuditStore::open(path)?), SQLITE_CAPS))
     }
 
     /// A log that lives as long as the process (with `--no-history`).
     pub fn memory() -> Self {
-        Self::with(Backend::Memory(Mutex::new((0, VecDeque::new()))))
+        Self::with(Backend::Memory(Mutex::default()), MEMORY_CAPS)
     }
 
-    fn with(backend: Backend) -> Self {
-        Self { shared: Arc::new(Shared { backend, denied: Mutex::default() }), keep: DEFAULT_RETENTION }
+    fn with(backend: Backend, caps: Caps) -> Self {
+        Self { shared: Arc::new(Shared { backend, denied: Mutex::default(), caps }), keep: DEFAULT_RETENTION }
+    }
+
+    #[cfg(test)]
+    fn capped(self, caps: Caps) -> Self {
+        let Ok(shared) = Arc::try_unwrap(self.shared) else { unreachable!("a fresh log has one handle") };
+        Self { shared: Arc::new(Shared { caps, ..shared }), keep: self.keep }
     }
 
     /// The same log, keeping entries for `keep` (`--audit-days`) instead of 180 days.
@@ -85,12 +111,18 @@ impl Audit {
         Self { keep, ..self }
     }
 
-    /// Records an event; also logged, so nothing is lost if the database fails.
+    /// Records an event; also logged, so nothing is lost if the database fails. A denial
+    /// of any kind is aggregated as [`Audit::record_denied`] says.
     pub fn record(&self, event: &Event<'_>) {
-        self.insert(now_ms(), event);
+        if event.outcome == Outcome::Denied {
+            let Event { user, client, action, target, detail, .. } = *event;
+            self.record_denied_at(now_ms(), &Denial { user, client, action, target, detail });
+        } else {
+            self.insert(now_ms(), event);
+        }
     }
 
-    /// Records a denied authentication attempt ([`Action::Login`], [`Action::AuthBearer`]),
+    /// Records a denied attempt (a wrong token, a role too low, someone else's process),
     /// aggregated: per client and action, the first denials of a minute are written
     /// as rows, the rest are counted into one row when the minute closes.
     pub fn record_denied(&self, user: &str, client: &str, action: Action, target: &str, detail: &str) {
@@ -141,9 +173,9 @@ impl Audit {
             }),
             Backend::Memory(log) => {
                 let mut log = lock(log);
-                log.0 += 1;
+                log.last_id += 1;
                 let entry = AuditEntry {
-                    id: log.0,
+                    id: log.last_id,
                     timestamp_ms: ts,
                     user: event.user.to_owned(),
                     client: event.client.to_owned(),
@@ -153,11 +185,27 @@ impl Audit {
                     detail: event.detail.to_owned(),
                     summary: String::new(),
                 };
-                log.1.push_back(entry);
-                if log.1.len() > MEMORY_ENTRIES {
-                    log.1.pop_front();
+                let (ring, cap) = if event.outcome == Outcome::Denied {
+                    (&mut log.denied, self.shared.caps.denied)
+                } else {
+                    (&mut log.allowed, self.shared.caps.allowed)
+                };
+                ring.push_back(entry);
+                while ring.len() > cap {
+                    ring.pop_front();
                 }
             }
+        }
+    }
+
+    /// Deletes the oldest rows past the caps, denials and the rest apart; returns how many
+    /// (blocking). Only the database needs it: the memory rings never grow past them.
+    fn cap(&self, allowed_too: bool) -> Result<usize, AuditStoreError> {
+        match &self.shared.backend {
+            Backend::Sqlite(store) => {
+                store.cap(self.shared.caps.denied, allowed_too.then_some(self.shared.caps.allowed))
+            }
+            Backend::Memory(_) => Ok(0),
         }
     }
 
@@ -168,9 +216,10 @@ impl Audit {
             Backend::Sqlite(store) => store.prune(oldest),
             Backend::Memory(log) => {
                 let mut log = lock(log);
-                let before = log.1.len();
-                log.1.retain(|e| e.timestamp_ms >= oldest);
-                Ok(before - log.1.len())
+                let before = log.allowed.len() + log.denied.len();
+                log.allowed.retain(|e| e.timestamp_ms >= oldest);
+                log.denied.retain(|e| e.timestamp_ms >= oldest);
+                Ok(before - log.allowed.len() - log.denied.len())
             }
         }
     }
@@ -180,6 +229,20 @@ impl Audit {
             Ok(0) => {}
             Ok(n) => tracing::info!("deleted {n} audit entries older than the retention (--audit-days)"),
             Err(e) => tracing::error!("could not delete old audit entries: {e}"),
+        }
+        self.cap_logged(true);
+    }
+
+    fn cap_logged(&self, allowed_too: bool) {
+        let caps = self.shared.caps;
+        match self.cap(allowed_too) {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                "deleted the {n} oldest audit entries past the caps ({} denials, {} other entries)",
+                caps.denied,
+                caps.allowed
+            ),
+            Err(e) => tracing::error!("could not cap the audit log: {e}"),
         }
     }
 
@@ -191,7 +254,11 @@ impl Audit {
             Backend::Sqlite(store) => store.list(query)?,
             Backend::Memory(log) => {
                 let log = lock(log);
-                log.1.iter().rev().filter(|e| query.matches(e)).take(query.limit() as usize).cloned().collect()
+                let mut matching: Vec<AuditEntry> =
+                    log.allowed.iter().chain(&log.denied).filter(|e| query.matches(e)).cloned().collect();
+                matching.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));
+                matching.truncate(query.limit() as usize);
+                matching
             }
         };
         for e in &mut entries {
@@ -218,6 +285,7 @@ impl Audit {
                     audit.prune_logged(now_ms());
                 } else {
                     audit.flush_denied(now_ms(), false);
+                    audit.cap_logged(false);
                 }
             })
             .await;
@@ -327,6 +395,45 @@ mod tests {
         let rows = audit.list(&query()).unwrap();
         assert!(rows[0].detail.starts_with("3 more denied auth.bearer attempts from ::1"), "{rows:?}");
         assert_eq!(rows[0].target, "/api/devices");
+    }
+
+    #[test]
+    fn every_kind_of_denial_is_aggregated() {
+        let audit = Audit::memory();
+        for _ in 0..1000 {
+            audit.record(&Event { user: "anonymous", outcome: Outcome::Denied, ..event(Action::ExperimentStart) });
+        }
+        let rows = audit.list(&AuditQuery { limit: Some(1000), ..query() }).unwrap();
+        assert_eq!(rows.len(), ROWS_PER_WINDOW as usize, "the rest wait for the window's summary");
+        audit.flush_denied(0, true);
+        let rows = audit.list(&AuditQuery { limit: Some(1000), ..query() }).unwrap();
+        assert!(rows[0].detail.starts_with("995 more denied experiment.start attempts from 127.0.0.1"), "{rows:?}");
+    }
+
+    #[test]
+    fn denials_never_push_out_allowed_actions() {
+        let dir = tempfile::tempdir().unwrap();
+        for audit in both(&dir) {
+            let audit = audit.capped(Caps { allowed: 3, denied: 5 });
+            audit.insert(1, &event(Action::Login));
+            audit.insert(2, &event(Action::ReservationCreate));
+            for i in 0..50 {
+                let client = format!("10.0.{i}.1");
+                audit.insert(10 + i, &Event { client: &client, outcome: Outcome::Denied, ..event(Action::Login) });
+            }
+            audit.cap(true).unwrap();
+            let rows = audit.list(&AuditQuery { limit: Some(1000), ..query() }).unwrap();
+            let (denied, allowed): (Vec<_>, Vec<_>) = rows.iter().partition(|e| e.outcome == Outcome::Denied);
+            assert_eq!(denied.len(), 5, "the newest denials are kept");
+            assert_eq!(denied[0].client, "10.0.49.1");
+            assert_eq!(allowed.iter().map(|e| e.timestamp_ms).collect::<Vec<_>>(), [2, 1], "nothing allowed lost");
+            for t in 3..6 {
+                audit.insert(100 + t, &event(Action::EmptyCache));
+            }
+            audit.cap(true).unwrap();
+            let rows = audit.list(&AuditQuery { limit: Some(1000), outcome: Some(Outcome::Ok), ..query() }).unwrap();
+            assert_eq!(rows.len(), 3, "allowed rows have a cap of their own");
+        }
     }
 
     #[test]

@@ -4,10 +4,11 @@
 
 use std::collections::VecDeque;
 
-use shared::allocator::{AllocatorReport, AllocatorView, MapReason, MapRequestState, OomRecord};
+use shared::allocator::{AllocatorReport, AllocatorView, DeviceMap, MapReason, MapRequestState, OomRecord};
 use shared::bridge::Command;
 
-use super::{BridgeError, Registry};
+use super::attached::MapDetail;
+use super::{BridgeError, Registry, Reporter};
 
 /// Maps one process may send: at most one per this many ms (an OOM's map aside)...
 pub const MAP_SPACING_MS: u64 = 200;
@@ -40,8 +41,10 @@ pub struct MapAccepted {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecentOom {
     pub pid: u32,
-    /// Who attached the process.
+    /// Whose process it is (the PID's Unix user, or who attached it when this host does not show it).
     pub owner: String,
+    /// The token user whose report attached it.
+    pub reporter: String,
     /// The device's UUID, as the process's latest report gave it.
     pub gpu_uuid: Option<String>,
     pub record: OomRecord,
@@ -89,12 +92,17 @@ impl AllocatorState {
         shares.then_some(Command::AllocatorMap { id })
     }
 
-    /// The page's view: the latest map (each device's segments cut to `segments`), the request, the OOMs.
-    pub(super) fn view(&self, segments: usize) -> (Option<AllocatorView>, Option<MapRequestState>, Vec<OomRecord>) {
-        let latest = self
-            .latest
-            .as_ref()
-            .map(|view| AllocatorView { maps: view.maps.iter().map(|m| m.folded(segments)).collect(), ..view.clone() });
+    /// The page's view: the latest map (whole, or each device's totals only), the request, the OOMs.
+    pub(super) fn view(&self, map: MapDetail) -> (Option<AllocatorView>, Option<MapRequestState>, Vec<OomRecord>) {
+        let latest = self.latest.as_ref().map(|view| match map {
+            MapDetail::Whole => view.clone(),
+            MapDetail::Totals => AllocatorView {
+                reason: view.reason,
+                taken_ms: view.taken_ms,
+                cost_ms: view.cost_ms,
+                maps: view.maps.iter().map(totals_only).collect(),
+            },
+        });
         (latest, self.request, self.ooms.iter().copied().collect())
     }
 
@@ -104,11 +112,17 @@ impl AllocatorState {
     }
 }
 
+/// A device's map without its segments and histogram: what the list carries.
+fn totals_only(map: &DeviceMap) -> DeviceMap {
+    DeviceMap { device: map.device, segments: Vec::new(), other: None, free_histogram: Vec::new(), totals: map.totals }
+}
+
 impl Registry {
-    /// Takes `owner`'s allocator map for a process they attached.
+    /// Takes `by`'s allocator map for a process they may report for (as [`Registry::report`]).
     pub fn allocator_report(
         &self,
-        owner: &str,
+        by: &Reporter,
+        pid_owner: Option<&str>,
         report: AllocatorReport,
         now_ms: u64,
     ) -> Result<MapAccepted, BridgeError> {
@@ -116,10 +130,11 @@ impl Registry {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let key = (report.host.clone(), report.pid);
+        inner.admit(&key, by, pid_owner)?;
         let Some(entry) = inner.processes.get_mut(&key) else {
             return Err(BridgeError::NotAttached { pid: report.pid, host: report.host });
         };
-        if entry.owner != owner {
+        if entry.owner != by.user && !by.admin {
             return Err(BridgeError::NotOwner {
                 pid: report.pid,
                 host: report.host,
@@ -160,7 +175,13 @@ impl Registry {
             .filter_map(|p| {
                 let record = p.allocator.newest_oom()?;
                 let gpu_uuid = p.report.devices.iter().find(|d| d.device == record.device).and_then(|d| d.uuid.clone());
-                Some(RecentOom { pid: p.report.pid, owner: p.owner.clone(), gpu_uuid, record })
+                Some(RecentOom {
+                    pid: p.report.pid,
+                    owner: p.owner.clone(),
+                    reporter: p.reporter.clone(),
+                    gpu_uuid,
+                    record,
+                })
             })
             .collect()
     }
@@ -174,7 +195,7 @@ mod tests {
     use super::*;
 
     fn attach(registry: &Registry, share: bool) -> u64 {
-        registry.report("ana", report(share), 0).unwrap().id
+        registry.report(&Reporter::user("ana"), None, report(share), 0).unwrap().id
     }
 
     fn report(share: bool) -> Report {
@@ -210,18 +231,28 @@ mod tests {
     fn maps_are_spaced_requests_handed_over_and_ooms_kept() {
         let registry = Registry::default();
         let periodic = map(MapReason::Periodic, None);
-        assert!(matches!(registry.allocator_report("ana", periodic.clone(), 0), Err(BridgeError::NotAttached { .. })));
+        assert!(matches!(
+            registry.allocator_report(&Reporter::user("ana"), None, periodic.clone(), 0),
+            Err(BridgeError::NotAttached { .. })
+        ));
         let id = attach(&registry, true);
-        registry.allocator_report("ana", periodic.clone(), 1_000).unwrap();
-        assert!(matches!(registry.allocator_report("ana", periodic.clone(), 1_100), Err(BridgeError::TooFast(_))));
-        assert!(matches!(registry.allocator_report("bob", periodic, 2_000), Err(BridgeError::NotOwner { .. })));
+        registry.allocator_report(&Reporter::user("ana"), None, periodic.clone(), 1_000).unwrap();
+        assert!(matches!(
+            registry.allocator_report(&Reporter::user("ana"), None, periodic.clone(), 1_100),
+            Err(BridgeError::TooFast(_))
+        ));
+        assert!(matches!(
+            registry.allocator_report(&Reporter::user("bob"), None, periodic, 2_000),
+            Err(BridgeError::NotOwner { .. })
+        ));
         let request = registry.request_map(id, 1_200).unwrap();
-        let answer = registry.report("ana", report(true), 1_300).unwrap().answer;
+        let answer = registry.report(&Reporter::user("ana"), None, report(true), 1_300).unwrap().answer;
         assert_eq!(answer.commands, [Command::AllocatorMap { id: request.id }]);
-        registry.allocator_report("ana", map(MapReason::Requested, None), 1_400).unwrap();
+        registry.allocator_report(&Reporter::user("ana"), None, map(MapReason::Requested, None), 1_400).unwrap();
         let oom = Some(OomEvent { device: 0, requested_bytes: Some(1 << 30) });
         // An OOM's map is never refused for coming right after another.
-        let accepted = registry.allocator_report("ana", map(MapReason::Oom, oom), 1_450).unwrap();
+        let accepted =
+            registry.allocator_report(&Reporter::user("ana"), None, map(MapReason::Oom, oom), 1_450).unwrap();
         assert_eq!(accepted.oom.unwrap().requested_bytes, Some(1 << 30));
         let listed = &registry.list(&[], &[], 1_500)[0];
         assert_eq!(listed.map_request.unwrap().done_ms, Some(1_400));
@@ -246,10 +277,13 @@ mod tests {
         attach(&registry, true);
         let oom = || map(MapReason::Oom, Some(OomEvent { device: 0, requested_bytes: None }));
         for i in 0..OOMS_PER_MINUTE as u64 {
-            registry.allocator_report("ana", oom(), i).unwrap();
+            registry.allocator_report(&Reporter::user("ana"), None, oom(), i).unwrap();
         }
-        assert!(matches!(registry.allocator_report("ana", oom(), 100), Err(BridgeError::TooFast(_))));
-        registry.allocator_report("ana", oom(), 61_000).unwrap();
+        assert!(matches!(
+            registry.allocator_report(&Reporter::user("ana"), None, oom(), 100),
+            Err(BridgeError::TooFast(_))
+        ));
+        registry.allocator_report(&Reporter::user("ana"), None, oom(), 61_000).unwrap();
         assert_eq!(registry.detail(1, &[], &[], 61_000).unwrap().ooms.len(), OOMS_KEPT);
     }
 }

@@ -9,11 +9,23 @@ use super::allocator::AllocatorState;
 use super::spans::SpanLog;
 use super::{EXPIRE_AFTER_MAX_MS, EXPIRE_AFTER_MS, Notice};
 
+/// How much of an allocator map a view carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum MapDetail {
+    /// Each device's totals only: no segments, no histogram (the list, reloaded every 2 s).
+    Totals,
+    /// Every segment (one process's detail).
+    Whole,
+}
+
 #[derive(Debug)]
 pub(super) struct Attached {
     pub(super) id: u64,
-    /// The token user whose first report created the entry; only they may report for it.
+    /// Whose process it is: the PID's Unix user when this host shows the process, else the token
+    /// user whose report created the entry. Only they (or an admin) may report for it.
     pub(super) owner: String,
+    /// The token user whose report created the entry (the per-user caps count these).
+    pub(super) reporter: String,
     /// The latest report without its spans and results (what the page shows).
     pub(super) report: Report,
     first_seen_ms: u64,
@@ -31,10 +43,11 @@ pub(super) struct Attached {
 
 impl Attached {
     /// The entry a process's first report creates.
-    pub(super) fn new(id: u64, owner: &str, report: &Report, now_ms: u64) -> Self {
+    pub(super) fn new(id: u64, owner: &str, reporter: &str, report: &Report, now_ms: u64) -> Self {
         Attached {
             id,
             owner: owner.to_owned(),
+            reporter: reporter.to_owned(),
             report: without_spans(report.clone()),
             first_seen_ms: now_ms,
             last_seen_ms: now_ms,
@@ -105,16 +118,16 @@ impl Attached {
     }
 
     /// The page's view, joined with NVML's rows for its PID, with the `recent` newest spans and
-    /// at most `segments` segments a device in its allocator map.
+    /// as much of its allocator map as `map` says.
     pub(super) fn view(
         &self,
         devices: &[DeviceInfo],
         nvml: &[GpuProcess],
         now_ms: u64,
         recent: usize,
-        segments: usize,
+        map: MapDetail,
     ) -> AttachedProcess {
-        let (allocator, map_request, ooms) = self.allocator.view(segments);
+        let (allocator, map_request, ooms) = self.allocator.view(map);
         let rows: Vec<&GpuProcess> = nvml.iter().filter(|row| row.pid == self.report.pid).collect();
         let attached = self.report.devices.iter().map(|torch| attached_device(torch, devices, &rows)).collect();
         AttachedProcess {
@@ -187,7 +200,7 @@ mod tests {
             "interval_s": 1.0, "allow_remote_empty_cache": false, "devices": []
         }))
         .unwrap();
-        let mut entry = Attached::new(1, "ana", &report, 0);
+        let mut entry = Attached::new(1, "ana", "ana", &report, 0);
         entry.pending = Some(7);
         entry.empty_cache =
             Some(EmptyCacheState { id: 7, requested_ms: 0, done_ms: None, released_bytes: None, refused: false });

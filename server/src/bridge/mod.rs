@@ -6,24 +6,25 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use shared::DeviceInfo;
-use shared::allocator::{LISTED_SEGMENTS, MAX_SEGMENTS};
 use shared::bridge::{AttachedProcess, EmptyCacheState, Report, ReportAnswer};
 use shared::processes::GpuProcess;
 
 mod allocator;
 mod attached;
+mod owner;
 mod spans;
 mod validate;
 
 pub use allocator::{MAP_SPACING_MS, MapAccepted, OOMS_PER_MINUTE, RecentOom};
-use attached::Attached;
+use attached::{Attached, MapDetail};
+pub use owner::{Reporter, pid_owner};
 use validate::validate;
 
 /// Newest spans per process in `GET /api/bridge` (for chart annotations).
 const RECENT_SPANS_LISTED: usize = 20;
 /// Newest spans per process in `GET /api/bridge/{id}`.
 const RECENT_SPANS_DETAILED: usize = 200;
-/// Attached processes one token user may have at once (on a server without tokens, everyone is one user).
+/// Attached processes one token user may have attached at once (on a server without tokens, everyone is one user).
 pub const MAX_PER_USER: usize = 32;
 /// Attached processes the server keeps at once, whoever reported them.
 pub const MAX_TOTAL: usize = 256;
@@ -62,6 +63,10 @@ pub enum BridgeError {
         "process {pid} on '{host}' was attached by '{owner}': only they may report for it (an entry with no report for 10 minutes expires)"
     )]
     NotOwner { pid: u32, host: String, owner: String, audit: bool },
+    #[error(
+        "process {pid} runs as Unix user '{owner}' on this host: only a token named '{owner}' or an admin may report for it, not '{user}'"
+    )]
+    NotPidOwner { pid: u32, owner: String, user: String },
     #[error(
         "'{user}' already has {MAX_PER_USER} attached processes, the most one user may have; a process that stops reporting is dropped after 10 minutes"
     )]
@@ -124,28 +129,49 @@ impl Inner {
         });
     }
 
-    /// Refuses a new entry for `owner` past either cap.
-    fn check_caps(&self, owner: &str) -> Result<(), BridgeError> {
+    /// Refuses a new entry attached by `reporter` past either cap.
+    fn check_caps(&self, reporter: &str) -> Result<(), BridgeError> {
         if self.processes.len() >= MAX_TOTAL {
             return Err(BridgeError::TooMany);
         }
-        if self.processes.values().filter(|p| p.owner == owner).count() >= MAX_PER_USER {
-            return Err(BridgeError::TooManyForUser { user: owner.to_owned() });
+        if self.processes.values().filter(|p| p.reporter == reporter).count() >= MAX_PER_USER {
+            return Err(BridgeError::TooManyForUser { user: reporter.to_owned() });
         }
         Ok(())
+    }
+
+    /// Refuses `by`'s report for a process that runs as someone else on this host. An entry bound
+    /// to another user than the PID's describes a process that is gone (its PID reused) or was
+    /// claimed before it existed: it is dropped, whoever reports now.
+    fn admit(&mut self, key: &(String, u32), by: &Reporter, pid_owner: Option<&str>) -> Result<(), BridgeError> {
+        if let Some(owner) = pid_owner
+            && let Some(entry) = self.processes.get(key).filter(|p| p.owner != owner)
+        {
+            tracing::info!(pid = key.1, host = %key.0, bound_to = %entry.owner, owner, "PyTorch process dropped: its PID runs as another user");
+            self.processes.remove(key);
+        }
+        owner::check(by, key.1, pid_owner)
     }
 }
 
 impl Registry {
-    /// Takes `owner`'s report and returns the commands waiting for that process.
-    pub fn report(&self, owner: &str, report: Report, now_ms: u64) -> Result<Accepted, BridgeError> {
+    /// Takes `by`'s report for a process that runs as `pid_owner` on this host ([`pid_owner`]; `None`
+    /// when the host shows no such PID) and returns the commands waiting for that process.
+    pub fn report(
+        &self,
+        by: &Reporter,
+        pid_owner: Option<&str>,
+        report: Report,
+        now_ms: u64,
+    ) -> Result<Accepted, BridgeError> {
         validate(&report)?;
         let mut inner = self.lock();
         inner.expire(now_ms);
         let key = (report.host.clone(), report.pid);
+        inner.admit(&key, by, pid_owner)?;
         let mut notices = Vec::new();
         match inner.processes.get_mut(&key) {
-            Some(entry) if entry.owner != owner => {
+            Some(entry) if entry.owner != by.user && !by.admin => {
                 let audit =
                     entry.refusal_audited_ms.is_none_or(|last| now_ms.saturating_sub(last) >= REFUSAL_AUDIT_EVERY_MS);
                 if audit {
@@ -164,14 +190,15 @@ impl Registry {
                 }
             }
             None => {
-                inner.check_caps(owner)?;
+                inner.check_caps(&by.user)?;
                 let id = inner.take_id();
-                tracing::info!(pid = report.pid, host = %report.host, owner, "PyTorch process attached: {}", report.process_name);
+                let owner = owner::bound_to(by, pid_owner);
+                tracing::info!(pid = report.pid, host = %report.host, %owner, reporter = %by.user, "PyTorch process attached: {}", report.process_name);
                 notices.push(Notice::Attached {
                     process_name: report.process_name.clone(),
                     allow_remote_empty_cache: report.allow_remote_empty_cache,
                 });
-                let entry = Attached::new(id, owner, &report, now_ms);
+                let entry = Attached::new(id, &owner, &by.user, &report, now_ms);
                 inner.processes.insert(key.clone(), entry);
             }
         }
@@ -207,20 +234,21 @@ impl Registry {
         Ok(state)
     }
 
-    /// Every attached process joined with NVML's rows for its PID, newest first.
+    /// Every attached process joined with NVML's rows for its PID, newest first: summaries, each
+    /// allocator map cut to its totals (the whole map is in [`Registry::detail`]).
     pub fn list(&self, devices: &[DeviceInfo], nvml: &[GpuProcess], now_ms: u64) -> Vec<AttachedProcess> {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let mut out: Vec<AttachedProcess> = inner
             .processes
             .values()
-            .map(|p| p.view(devices, nvml, now_ms, RECENT_SPANS_LISTED, LISTED_SEGMENTS))
+            .map(|p| p.view(devices, nvml, now_ms, RECENT_SPANS_LISTED, MapDetail::Totals))
             .collect();
         out.sort_by(|a, b| b.last_seen_ms.cmp(&a.last_seen_ms).then(a.pid.cmp(&b.pid)));
         out
     }
 
-    /// One attached process with more of its recent spans.
+    /// One attached process with more of its recent spans and its whole allocator map.
     pub fn detail(
         &self,
         id: u64,
@@ -231,7 +259,7 @@ impl Registry {
         let mut inner = self.lock();
         inner.expire(now_ms);
         let process = inner.processes.values().find(|p| p.id == id).ok_or(BridgeError::NoProcess(id))?;
-        Ok(process.view(devices, nvml, now_ms, RECENT_SPANS_DETAILED, MAX_SEGMENTS))
+        Ok(process.view(devices, nvml, now_ms, RECENT_SPANS_DETAILED, MapDetail::Whole))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -240,212 +268,4 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
-    use shared::bridge::{Command, CommandResult, Span, TorchMemory};
-
-    use super::*;
-
-    fn report(pid: u32, allow: bool) -> Report {
-        Report {
-            version: 1,
-            pid,
-            host: "node".into(),
-            process_name: "python train.py".into(),
-            torch_version: "2.11.0".into(),
-            cuda_version: Some("13.0".into()),
-            allow_remote_empty_cache: allow,
-            share_allocator_map: false,
-            interval_s: 1.0,
-            devices: vec![TorchMemory {
-                device: 0,
-                uuid: Some("GPU-a".into()),
-                allocated: 100,
-                reserved: 400,
-                ..Default::default()
-            }],
-            spans: vec![],
-            command_results: vec![],
-        }
-    }
-
-    fn device(index: u32, uuid: &str) -> DeviceInfo {
-        DeviceInfo {
-            name: "g".into(),
-            uuid: uuid.into(),
-            memory_total: 1000,
-            simulated: true,
-            ..shared::testing::device(index)
-        }
-    }
-
-    fn nvml_row(pid: u32, device: u32, used: u64) -> GpuProcess {
-        GpuProcess { used_memory: Some(used), user: Some("ana".into()), ..shared::testing::process(device, pid) }
-    }
-
-    #[test]
-    fn reports_join_nvml_by_pid_and_uuid() {
-        let registry = Registry::default();
-        registry.report("ana", report(42, false), 1_000).unwrap();
-        let devices = [device(0, "GPU-x"), device(3, "GPU-a")];
-        let list = registry.list(&devices, &[nvml_row(42, 3, 900)], 1_500);
-        let p = &list[0];
-        assert!(p.pid_matched && !p.stale);
-        assert_eq!(p.user.as_deref(), Some("ana"));
-        assert_eq!(p.devices[0].gpu, 3, "matched by UUID, not by the process's own index");
-        assert_eq!((p.devices[0].nvml_used, p.devices[0].overhead), (Some(900), Some(500)));
-        let unmatched = registry.list(&devices, &[], 1_500);
-        assert!(!unmatched[0].pid_matched, "another PID namespace");
-    }
-
-    #[test]
-    fn silent_processes_turn_stale_but_stay() {
-        let registry = Registry::default();
-        registry.report("ana", report(7, false), 0).unwrap();
-        assert!(!registry.list(&[], &[], 4_000)[0].stale);
-        let later = registry.list(&[], &[], 6_000);
-        assert_eq!(later.len(), 1);
-        assert!(later[0].stale);
-    }
-
-    #[test]
-    fn empty_cache_needs_consent_and_round_trips() {
-        let registry = Registry::default();
-        registry.report("ana", report(1, false), 0).unwrap();
-        registry.report("ana", Report { host: "other".into(), ..report(2, true) }, 0).unwrap();
-        let list = registry.list(&[], &[], 0);
-        let (refuses, allows) =
-            (list.iter().find(|p| p.pid == 1).unwrap().id, list.iter().find(|p| p.pid == 2).unwrap().id);
-        assert_eq!(registry.request_empty_cache(refuses, 10), Err(BridgeError::NotAllowed(1)));
-        assert_eq!(registry.request_empty_cache(999, 10), Err(BridgeError::NoProcess(999)));
-        let state = registry.request_empty_cache(allows, 10).unwrap();
-        let answer = registry.report("ana", Report { host: "other".into(), ..report(2, true) }, 20).unwrap().answer;
-        assert_eq!(answer.commands, vec![Command::EmptyCache { id: state.id }]);
-        let done = Report {
-            host: "other".into(),
-            command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 300 }],
-            ..report(2, true)
-        };
-        assert!(registry.report("ana", done, 30).unwrap().answer.commands.is_empty());
-        let after = registry.list(&[], &[], 30);
-        let process = after.iter().find(|p| p.pid == 2).unwrap();
-        assert_eq!(process.empty_cache.unwrap().released_bytes, Some(300));
-    }
-
-    #[test]
-    fn bad_reports_are_refused_with_the_rule() {
-        let registry = Registry::default();
-        for (report, expected) in [
-            (Report { version: 2, ..report(1, false) }, "version 1"),
-            (Report { pid: 0, ..report(1, false) }, "'pid'"),
-            (Report { interval_s: f64::NAN, ..report(1, false) }, "'interval_s'"),
-            (Report { host: String::new(), ..report(1, false) }, "'host'"),
-            (Report { torch_version: "9".repeat(65), ..report(1, false) }, "'torch_version'"),
-            (Report { devices: vec![TorchMemory::default(); 17], ..report(1, false) }, "at most 16 devices"),
-        ] {
-            let err = registry.report("ana", report, 0).unwrap_err().to_string();
-            assert!(err.contains(expected), "{err}");
-        }
-        assert!(registry.list(&[], &[], 0).is_empty(), "nothing stored");
-    }
-
-    #[test]
-    fn silent_processes_expire_after_ten_minutes_or_ten_intervals() {
-        let registry = Registry::default();
-        registry.report("ana", report(7, false), 0).unwrap();
-        registry.report("ana", Report { interval_s: 600.0, ..report(8, false) }, 0).unwrap();
-        assert_eq!(registry.list(&[], &[], EXPIRE_AFTER_MS).len(), 2);
-        let pids: Vec<u32> = registry.list(&[], &[], EXPIRE_AFTER_MS + 1).iter().map(|p| p.pid).collect();
-        assert_eq!(pids, [8], "ten 600 s intervals are longer than 10 minutes, but capped at an hour");
-        assert!(registry.list(&[], &[], EXPIRE_AFTER_MAX_MS + 1).is_empty());
-    }
-
-    #[test]
-    fn caps_per_user_and_in_total_refuse_new_processes_only() {
-        let registry = Registry::default();
-        for pid in 1..=MAX_PER_USER as u32 {
-            registry.report("ana", report(pid, false), 0).unwrap();
-        }
-        let refused = registry.report("ana", report(1_000, false), 0).unwrap_err();
-        assert_eq!(refused, BridgeError::TooManyForUser { user: "ana".into() });
-        assert!(refused.to_string().contains("32 attached processes"), "{refused}");
-        registry.report("ana", report(1, false), 1).expect("a known process keeps reporting");
-        let mut user = 0;
-        while registry.list(&[], &[], 1).len() < MAX_TOTAL {
-            user += 1;
-            for pid in 1..=MAX_PER_USER as u32 {
-                registry.report(&format!("user{user}"), report(pid + 100 * user, false), 1).unwrap();
-            }
-        }
-        assert_eq!(registry.report("newcomer", report(99_999, false), 1).unwrap_err(), BridgeError::TooMany);
-        // Once the flood goes silent, it expires and makes room again.
-        registry.report("newcomer", report(99_999, false), 2 + EXPIRE_AFTER_MS).expect("room after expiry");
-    }
-
-    #[test]
-    fn another_users_report_for_the_same_process_is_refused_and_changes_nothing() {
-        let registry = Registry::default();
-        let first = registry.report("ana", report(5, false), 0).unwrap();
-        assert!(matches!(first.notices[..], [Notice::Attached { .. }]));
-        let spoof = Report { allow_remote_empty_cache: true, ..report(5, true) };
-        let refused = registry.report("eve", spoof.clone(), 10).unwrap_err();
-        assert!(matches!(&refused, BridgeError::NotOwner { owner, audit: true, .. } if owner == "ana"), "{refused:?}");
-        assert!(refused.to_string().contains("attached by 'ana'"), "{refused}");
-        let again = registry.report("eve", spoof, 20).unwrap_err();
-        assert!(matches!(again, BridgeError::NotOwner { audit: false, .. }), "retries are not audited each time");
-        let listed = &registry.list(&[], &[], 30)[0];
-        assert!(!listed.allow_remote_empty_cache, "the spoofed consent was not stored");
-        assert_eq!(registry.request_empty_cache(first.id, 30), Err(BridgeError::NotAllowed(5)));
-    }
-
-    #[test]
-    fn consent_is_checked_again_at_delivery_and_results_need_a_delivered_command() {
-        let registry = Registry::default();
-        let id = registry.report("ana", report(9, true), 0).unwrap().id;
-        let state = registry.request_empty_cache(id, 10).unwrap();
-        let early = Report {
-            command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 1 << 40 }],
-            ..report(9, false)
-        };
-        let withdrawn = registry.report("ana", early, 20).unwrap();
-        assert!(withdrawn.answer.commands.is_empty(), "consent withdrawn: not delivered");
-        assert_eq!(
-            withdrawn.notices,
-            [Notice::ConsentChanged { allow: false }, Notice::Withheld { command: state.id }]
-        );
-        let after = registry.list(&[], &[], 20)[0].empty_cache.unwrap();
-        assert!(after.refused && after.released_bytes.is_none(), "an undelivered command takes no result: {after:?}");
-
-        registry.report("ana", report(9, true), 30).unwrap();
-        let state = registry.request_empty_cache(id, 40).unwrap();
-        let delivered = registry.report("ana", report(9, true), 50).unwrap();
-        assert_eq!(delivered.notices, [Notice::Delivered { command: state.id }]);
-        let done = Report {
-            command_results: vec![CommandResult { id: state.id, ok: true, released_bytes: 300 }],
-            ..report(9, true)
-        };
-        let notices = registry.report("ana", done.clone(), 60).unwrap().notices;
-        assert_eq!(notices, [Notice::Done { command: state.id, ok: true, released_bytes: 300 }]);
-        assert!(registry.report("ana", done, 70).unwrap().notices.is_empty(), "a result counts once");
-    }
-
-    #[test]
-    fn the_list_keeps_only_a_few_recent_spans_and_the_detail_more() {
-        let registry = Registry::default();
-        let spans: Vec<Span> = (0..300)
-            .map(|i| Span {
-                name: "step".into(),
-                device: 0,
-                start_ms: i,
-                elapsed_ms: 1.0,
-                memory_delta: 0,
-                memory_peak: 0,
-                peak_bound: false,
-            })
-            .collect();
-        let id = registry.report("ana", Report { spans, ..report(3, false) }, 0).unwrap().id;
-        let listed = &registry.list(&[], &[], 0)[0];
-        assert_eq!((listed.recent_spans.len(), listed.spans[0].count), (RECENT_SPANS_LISTED, 300));
-        assert_eq!(registry.detail(id, &[], &[], 0).unwrap().recent_spans.len(), RECENT_SPANS_DETAILED);
-        assert_eq!(registry.detail(id + 1, &[], &[], 0), Err(BridgeError::NoProcess(id + 1)));
-    }
-}
+mod tests;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
 use shared::processes::GpuProcess;
-use shared::reservations::{Reservation, ReservationInvalid, ReservationRequest, intruders};
+use shared::reservations::{MAX_PER_USER, Reservation, ReservationInvalid, ReservationRequest, intruders};
 
 use crate::store::reservations::{ReservationStore, ReservationStoreError};
 
@@ -19,6 +19,11 @@ pub enum ReservationError {
     /// Another reservation holds one of the GPUs at that time (the message names it).
     #[error("{0}; pick other GPUs or times, or ask the holder to release it")]
     Conflict(String),
+    #[error(
+        "{user} already holds {held} reservations still to come or in force; one user may hold at most \
+         {MAX_PER_USER}: release one first"
+    )]
+    TooMany { user: String, held: usize },
     #[error("no reservation {0}; GET /api/reservations?all=1 lists them")]
     NotFound(u64),
     #[error("reservation {id} is {holder}'s: only its holder or an admin may release it")]
@@ -68,7 +73,8 @@ impl Reservations {
         Ok(all)
     }
 
-    /// Books `request` for `user` at `now_ms` (blocking: writes the table).
+    /// Books `request` for `user` at `now_ms` (blocking: writes the table), unless `user` already
+    /// holds [`MAX_PER_USER`] reservations still to come or in force.
     pub fn create(
         &self,
         request: ReservationRequest,
@@ -91,6 +97,10 @@ impl Reservations {
         };
         let store = self.lock();
         let current = self.current(now_ms);
+        let held = current.iter().filter(|r| r.user == user).count();
+        if held >= MAX_PER_USER {
+            return Err(ReservationError::TooMany { user: user.to_owned(), held });
+        }
         if let Some(holder) = current.iter().find(|r| r.overlaps(&reservation)) {
             return Err(ReservationError::Conflict(holder.conflict_message(&reservation.devices)));
         }
@@ -162,6 +172,20 @@ mod tests {
         assert!(matches!(r.release(99, "ana", true, NOW), Err(ReservationError::NotFound(99))));
         assert!(r.active(NOW).is_empty());
         assert_eq!(r.all().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn one_user_holds_at_most_sixteen_and_a_release_or_an_expiry_makes_room() {
+        let r = Reservations::open(None, NOW).unwrap();
+        let book = |i: u64, user: &str, now: u64| r.create(request(&[0], NOW + i * H, NOW + (i + 1) * H), user, 4, now);
+        let made: Vec<Reservation> = (0..16).map(|i| book(i, "ana", NOW).unwrap()).collect();
+        let refused = book(16, "ana", NOW).unwrap_err();
+        assert!(matches!(refused, ReservationError::TooMany { held: 16, .. }), "{refused}");
+        assert!(refused.to_string().contains("at most 16: release one first"), "{refused}");
+        book(16, "bo", NOW).expect("the cap is per user");
+        r.release(made[3].id, "ana", false, NOW).unwrap();
+        book(17, "ana", NOW).expect("a release makes room");
+        book(18, "ana", NOW + H).expect("the first one ended: room again");
     }
 
     #[test]

@@ -21,7 +21,8 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS audit (
     outcome TEXT NOT NULL,
     detail TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);";
+CREATE INDEX IF NOT EXISTS audit_ts ON audit (ts);
+CREATE INDEX IF NOT EXISTS audit_outcome ON audit (outcome, id);";
 
 /// Why the audit table could not be read or pruned.
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +92,26 @@ impl AuditStore {
         Ok(self
             .writer
             .ask(move |conn| conn.execute("DELETE FROM audit WHERE ts < ?1", params![as_i64(oldest_ms)]))??)
+    }
+
+    /// Deletes the oldest denials past `denied` rows, and with `others` the oldest other rows
+    /// past that many; returns how many (blocking).
+    pub fn cap(&self, denied: usize, others: Option<usize>) -> Result<usize, AuditStoreError> {
+        Ok(self.writer.ask(move |conn| {
+            let mut deleted = conn.execute(
+                "DELETE FROM audit WHERE outcome = 'denied' AND id <= (SELECT id FROM audit WHERE outcome = 'denied' \
+                 ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+                params![as_i64(denied as u64)],
+            )?;
+            if let Some(others) = others {
+                deleted += conn.execute(
+                    "DELETE FROM audit WHERE outcome != 'denied' AND id <= (SELECT id FROM audit \
+                     WHERE outcome != 'denied' ORDER BY id DESC LIMIT 1 OFFSET ?1)",
+                    params![as_i64(others as u64)],
+                )?;
+            }
+            Ok::<_, rusqlite::Error>(deleted)
+        })??)
     }
 
     /// Waits until every row queued so far is written (blocking).

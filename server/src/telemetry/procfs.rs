@@ -77,7 +77,8 @@ impl ProcReader {
         let stat = read("stat").map(|b| String::from_utf8_lossy(&b).into_owned());
         ProcInfo {
             user: status.as_deref().and_then(uid).map(user_name),
-            name: stat.as_deref().and_then(comm).map(str::to_owned),
+            // Shown as `shared::text::shown` keeps names: no bidi overrides, no zero-width characters.
+            name: stat.as_deref().and_then(comm).map(shared::text::shown),
             command: read("cmdline").and_then(|b| command_line(&b)),
             started_ms: stat
                 .as_deref()
@@ -129,7 +130,7 @@ fn comm(stat: &str) -> Option<&str> {
 fn command_line(raw: &[u8]) -> Option<String> {
     let parts: Vec<String> =
         raw.split(|&b| b == 0).filter(|p| !p.is_empty()).map(|p| String::from_utf8_lossy(p).into_owned()).collect();
-    (!parts.is_empty()).then(|| parts.join(" "))
+    (!parts.is_empty()).then(|| shared::text::shown(&parts.join(" ")))
 }
 
 /// The first 12 characters of a 64-hex container id in a cgroup path
@@ -159,6 +160,7 @@ mod tests {
         assert_eq!(uid("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n"), Some(1001));
         assert_eq!(command_line(b"python3\0train.py\0--bs\x0032\0"), Some("python3 train.py --bs 32".to_owned()));
         assert_eq!(command_line(b""), None);
+        assert_eq!(command_line("gpt\u{202E}hs.py\0-v".as_bytes()), Some("gpths.py -v".to_owned()));
         assert_eq!(boot_time_ms("cpu 1 2 3\nbtime 1700000000\n"), Some(1_700_000_000_000));
     }
 

@@ -1,33 +1,39 @@
 //! The alerts API: `GET /api/alerts` (stored alerts, silences, rules, webhooks), silences
 //! (operators, audited) and each caller's own notification subscriptions.
 
-use std::time::Duration;
-
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Deserialize;
-use shared::alerts::{AlertState, AlertsResponse, Silence, SilenceRequest, SubscriptionKind, SubscriptionsResponse};
+use shared::alerts::{
+    AlertState, AlertsResponse, Silence, SilenceInvalid, SilenceRequest, SubscriptionKind, SubscriptionsResponse,
+};
 use shared::auth::Role;
 
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::alerts::{Alerts, parse_rule};
+use crate::alerts::{Alerts, SilenceRefused, parse_rule};
 use crate::audit::{Action, Outcome};
 use crate::store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
 use crate::telemetry::{Visibility, now_ms};
 
-/// Shortest and longest silence.
-const SILENCE_RANGE: std::ops::RangeInclusive<Duration> = Duration::from_secs(60)..=Duration::from_secs(30 * 24 * 3600);
-/// Longest reason for a silence, in characters.
-const MAX_REASON: usize = 200;
-
 impl From<AlertStoreError> for ApiError {
     fn from(e: AlertStoreError) -> Self {
         ApiError::internal(format!("alerts: {e}"))
+    }
+}
+
+impl From<SilenceRefused> for ApiError {
+    fn from(e: SilenceRefused) -> Self {
+        let status = match e {
+            SilenceRefused::TooMany { .. } => StatusCode::CONFLICT,
+            SilenceRefused::NotFound(_) => StatusCode::NOT_FOUND,
+            SilenceRefused::NotYours { .. } => StatusCode::FORBIDDEN,
+        };
+        ApiError { status, message: e.to_string() }
     }
 }
 
@@ -138,19 +144,19 @@ pub async fn silence(
             "invalid silence ({e}); send {{\"rule\":\"temperature\",\"gpu\":0,\"duration\":\"2h\",\"reason\":\"fan being replaced\"}}"
         ))
     })?;
-    let duration = humantime::parse_duration(request.duration.trim())
+    let target = format!("GPU {} {}", request.gpu, request.rule.as_str());
+    let duration_ms = humantime::parse_duration(request.duration.trim())
         .ok()
-        .filter(|d| SILENCE_RANGE.contains(d))
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "'duration' = '{}' is not a duration from 1m to 30d; use e.g. \"30m\", \"2h\" or \"7d\"",
-                request.duration
-            ))
-        })?;
-    let reason = request.reason.trim().to_owned();
-    if reason.is_empty() || reason.chars().count() > MAX_REASON {
-        return Err(ApiError::bad_request(format!("'reason' must be 1 to {MAX_REASON} characters: say why")));
-    }
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let reason = request.validate(duration_ms, caller.identity.role).map_err(|e| match e {
+        SilenceInvalid::FaultTooLong { .. } => {
+            let message = e.to_string();
+            caller.audit(&state, Action::AlertSilence, &target, Outcome::Denied, &message);
+            ApiError { status: StatusCode::FORBIDDEN, message }
+        }
+        _ => ApiError::bad_request(e.to_string()),
+    })?;
+    let duration_ms = duration_ms.unwrap_or_default();
     let Some(gpu) = state.telemetry.devices().iter().find(|d| d.index == request.gpu) else {
         return Err(ApiError::not_found(format!(
             "no GPU {}; this host has {} GPUs, numbered from 0",
@@ -166,20 +172,26 @@ pub async fn silence(
         by: caller.identity.user.clone(),
         reason,
         from_ms: now,
-        until_ms: now.saturating_add(u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)),
+        until_ms: now.saturating_add(duration_ms),
     };
-    let target = format!("GPU {} {}", request.gpu, request.rule.as_str());
     let detail = format!("for {}: {}", request.duration.trim(), silence.reason);
-    let stored = blocking(&state, move |a| a.silence(silence)).await?;
-    caller.audit(&state, Action::AlertSilence, &target, Outcome::Ok, &detail);
-    Ok((StatusCode::CREATED, Json(stored)).into_response())
+    match blocking(&state, move |a| a.silence(silence)).await? {
+        Ok(stored) => {
+            caller.audit(&state, Action::AlertSilence, &target, Outcome::Ok, &detail);
+            Ok((StatusCode::CREATED, Json(stored)).into_response())
+        }
+        Err(refused) => {
+            caller.audit(&state, Action::AlertSilence, &target, Outcome::Failed, &refused.to_string());
+            Err(refused.into())
+        }
+    }
 }
 
 fn id(text: &str, what: &str) -> Result<u64, ApiError> {
     text.parse().map_err(|_| ApiError::bad_request(format!("'{text}' is not a {what} id; use a whole number")))
 }
 
-/// `DELETE /api/alerts/silences/{id}` → 204.
+/// `DELETE /api/alerts/silences/{id}` → 204: its author or an admin.
 pub async fn unsilence(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -188,11 +200,20 @@ pub async fn unsilence(
     let target = format!("silence {text}");
     caller.require(&state, Role::Operator, Action::AlertUnsilence, &target)?;
     let id = id(&text, "silence")?;
-    if blocking(&state, move |a| a.unsilence(id)).await? {
-        caller.audit(&state, Action::AlertUnsilence, &target, Outcome::Ok, "ended");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::not_found(format!("no silence {id} in force; GET /api/alerts lists them")))
+    let by = caller.identity.user.clone();
+    let admin = caller.identity.role >= Role::Admin;
+    match blocking(&state, move |a| a.unsilence(id, &by, admin)).await? {
+        Ok(ended) => {
+            let detail = format!("ended {}'s silence of {}", ended.by, ended.rule.as_str());
+            caller.audit(&state, Action::AlertUnsilence, &target, Outcome::Ok, &detail);
+            Ok(StatusCode::NO_CONTENT)
+        }
+        Err(refused) => {
+            if let SilenceRefused::NotYours { .. } = refused {
+                caller.audit(&state, Action::AlertUnsilence, &target, Outcome::Denied, &refused.to_string());
+            }
+            Err(refused.into())
+        }
     }
 }
 

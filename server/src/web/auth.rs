@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use shared::auth::{LoginRequest, Me, Role};
 
+use super::local_user::{self, ConnectionOwner};
 use super::tls::PeerAddr;
 use super::{ApiError, AppState, site};
 use crate::audit::{Action, Event, Outcome};
@@ -79,15 +80,23 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         .extensions()
         .get::<ConnectInfo<PeerAddr>>()
         .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |ConnectInfo(PeerAddr(addr))| *addr);
+    let owner = request.extensions().get::<ConnectionOwner>().cloned();
+    // The owner of a loopback socket is looked up (once per connection) only where it decides something.
+    let owner_uid = || owner.as_ref().and_then(ConnectionOwner::uid);
     let headers = request.headers();
-    let site = match state.site.check(peer, headers) {
+    let checked = if state.site.proxy_users.uids.is_empty() || !peer.ip().is_loopback() {
+        state.site.check(peer, headers)
+    } else {
+        state.site.check_from(peer, owner_uid(), headers)
+    };
+    let site = match checked {
         Ok(site) => site,
         Err(refusal) => return refusal.into_response(),
     };
     if let Err(refusal) = same_origin(&state.site, &site, headers, request.method(), &path) {
         return refusal.into_response();
     }
-    if let Err(refusal) = tokenless_behind_proxy(&state, &site) {
+    if let Err(refusal) = tokenless_behind_proxy(&state, &site, &path, owner_uid) {
         return refusal.into_response();
     }
     let client = site.client.to_string();
@@ -96,7 +105,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
-    let session = session_cookie(headers);
+    let session = session_cookie(headers, site.secure);
     let identified = match bearer {
         // A wrong Bearer token counts against the address, like a wrong login; a right one always works.
         Some(token) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
@@ -149,12 +158,42 @@ fn refused_response(refused: &Refused, invalid: &str) -> Response {
     }
 }
 
-/// Without tokens every caller is the local admin; that holds only for someone on this
-/// machine. A request that came through a proxy, or names the server by something other
-/// than a loopback address, could come from anyone: refuse it unless `--allow-anonymous`.
-fn tokenless_behind_proxy(state: &AppState, site: &site::Request) -> Result<(), ApiError> {
+/// Without tokens every caller is the local admin; that holds only for the user running
+/// gpudash (or a `--local-user`) on this machine. A request that came through a proxy, names
+/// the server by something other than a loopback address, or comes from another local user's
+/// socket (a plain proxy, someone else's browser) could be anyone: refuse it unless `--allow-anonymous`.
+fn tokenless_behind_proxy(
+    state: &AppState,
+    site: &site::Request,
+    path: &str,
+    owner: impl FnOnce() -> Option<u32>,
+) -> Result<(), ApiError> {
+    if state.auth.enabled() || state.allow_anonymous {
+        return Ok(());
+    }
     let only_local = !site.forwarded && site.loopback_host;
-    if state.auth.enabled() || state.allow_anonymous || only_local {
+    // Health, and open metrics, for any local user: a health check or a Prometheus running as its own user.
+    let for_anyone_local = path == "/healthz" || (path == "/metrics" && state.auth.config().open_metrics);
+    if only_local && !for_anyone_local {
+        let own = local_user::own_uid();
+        return match owner() {
+            Some(uid) if uid == own || state.site.local_users.contains(uid) => Ok(()),
+            who => Err(ApiError {
+                status: StatusCode::FORBIDDEN,
+                message: format!(
+                    "this dashboard has no tokens, so only the user running it, {}, may use it from this machine; \
+                     this connection is {}. Configure tokens (`gpudash token`, --auth-file), or name this user with \
+                     --local-user",
+                    local_user::describe(own),
+                    who.map_or_else(
+                        || "from a socket whose owner cannot be read".to_owned(),
+                        |uid| format!("{}'s", local_user::describe(uid))
+                    ),
+                ),
+            }),
+        };
+    }
+    if only_local {
         return Ok(());
     }
     Err(ApiError {
@@ -202,9 +241,10 @@ fn same_origin(
     Ok(())
 }
 
-/// The session id from either cookie name (the secure one first).
-fn session_cookie(headers: &HeaderMap) -> Option<String> {
-    cookie(headers, SECURE_SESSION_COOKIE).or_else(|| cookie(headers, SESSION_COOKIE))
+/// The session id from the cookie of the page's scheme: over https only the `__Host-` one,
+/// since any plain-http service on the same host name can plant a `gpudash_session`.
+fn session_cookie(headers: &HeaderMap, secure: bool) -> Option<String> {
+    cookie(headers, if secure { SECURE_SESSION_COOKIE } else { SESSION_COOKIE })
 }
 
 fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -291,7 +331,7 @@ impl From<Refused> for ApiError {
 
 /// `POST /api/logout`: ends the session (its open WebSockets close) and clears the cookie.
 pub async fn logout(State(state): State<AppState>, Extension(edge): Extension<Edge>, headers: HeaderMap) -> Response {
-    if let Some(session) = session_cookie(&headers) {
+    if let Some(session) = session_cookie(&headers, edge.site.secure) {
         state.auth.logout(&session);
     }
     let mut response = StatusCode::NO_CONTENT.into_response();
@@ -362,7 +402,10 @@ mod tests {
         assert!(session_set_cookie(true, "x", 60).ends_with("; Secure"));
         assert!(!session_set_cookie(false, "x", 60).contains("Secure"));
         let h = headers(&[(header::COOKIE, "gpudash_session=old; __Host-gpudash_session=new")]);
-        assert_eq!(session_cookie(&h).as_deref(), Some("new"));
+        assert_eq!(session_cookie(&h, true).as_deref(), Some("new"));
+        assert_eq!(session_cookie(&h, false).as_deref(), Some("old"));
+        let planted = headers(&[(header::COOKIE, "gpudash_session=planted-by-a-plain-http-port")]);
+        assert_eq!(session_cookie(&planted, true), None, "over https the plain name is not accepted");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use shared::bridge::{AttachedProcess, Report, ReportAnswer};
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
-use crate::bridge::{Accepted, BridgeError, Notice};
+use crate::bridge::{Accepted, BridgeError, Notice, Reporter};
 use crate::telemetry::now_ms;
 
 impl From<BridgeError> for ApiError {
@@ -25,7 +25,7 @@ impl From<BridgeError> for ApiError {
             | BridgeError::Stale(_)
             | BridgeError::MapNotShared(_)
             | BridgeError::NotAttached { .. } => StatusCode::CONFLICT,
-            BridgeError::NotOwner { .. } => StatusCode::FORBIDDEN,
+            BridgeError::NotOwner { .. } | BridgeError::NotPidOwner { .. } => StatusCode::FORBIDDEN,
             BridgeError::TooManyForUser { .. } | BridgeError::TooMany | BridgeError::TooFast(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
@@ -34,9 +34,27 @@ impl From<BridgeError> for ApiError {
     }
 }
 
+/// Who reports, and whom the reported PID belongs to on this host (looked up off the runtime: NSS may be LDAP).
+async fn reporter_and_owner(caller: &Caller, pid: u32) -> Result<(Reporter, Option<String>), ApiError> {
+    let by = Reporter { user: caller.identity.user.clone(), admin: caller.identity.role >= Role::Admin };
+    let owner = tokio::task::spawn_blocking(move || crate::bridge::pid_owner(pid))
+        .await
+        .map_err(|e| ApiError::internal(format!("looking up the owner of PID {pid} failed: {e}")))?;
+    Ok((by, owner))
+}
+
+/// Audits a refused report for someone else's process (the audit log aggregates a flood of them).
+fn audit_refusal(state: &AppState, caller: &Caller, action: Action, e: &BridgeError, pid: u32, host: &str) {
+    if matches!(e, BridgeError::NotOwner { audit: true, .. } | BridgeError::NotPidOwner { .. }) {
+        let target = format!("PyTorch process {pid} on {host}");
+        caller.audit(state, action, &target, Outcome::Denied, &e.to_string());
+    }
+}
+
 /// `POST /api/bridge/report`: one report from `gpudash.attach()`; answers with pending commands.
 /// Reporting changes what the team sees, so it takes the operator role when tokens are configured;
-/// a process belongs to the user whose report attached it.
+/// a process belongs to the Unix user it runs as (or, when this host does not show its PID, to the
+/// user whose report attached it): anyone else but an admin is refused.
 pub async fn report(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -50,16 +68,14 @@ pub async fn report(
         ApiError::bad_request(format!("invalid report ({e}); see the bridge section of the README for the format"))
     })?;
     let (pid, host) = (report.pid, report.host.clone());
-    match state.bridge.report(&caller.identity.user, report, now_ms()) {
+    let (by, owner) = reporter_and_owner(&caller, pid).await?;
+    match state.bridge.report(&by, owner.as_deref(), report, now_ms()) {
         Ok(accepted) => {
             audit_notices(&state, &caller, &accepted, pid, &host);
             Ok(Json(accepted.answer))
         }
         Err(e) => {
-            if let BridgeError::NotOwner { audit: true, .. } = &e {
-                let target = format!("PyTorch process {pid} on {host}");
-                caller.audit(&state, Action::BridgeReport, &target, Outcome::Denied, &e.to_string());
-            }
+            audit_refusal(&state, &caller, Action::BridgeReport, &e, pid, &host);
             Err(e.into())
         }
     }
@@ -110,7 +126,8 @@ fn require_signed_in(state: &AppState, caller: &Caller) -> Result<(), ApiError> 
     Ok(())
 }
 
-/// `GET /api/bridge`: attached processes, allocated vs reserved vs NVML, span summaries, a few recent spans.
+/// `GET /api/bridge`: attached processes, allocated vs reserved vs NVML, span summaries, a few recent spans,
+/// each allocator map's totals (the page reloads it every 2 s: segments come per process, from the detail).
 pub async fn list(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -120,7 +137,7 @@ pub async fn list(
     Ok(Json(state.bridge.list(state.telemetry.devices(), &details.processes, now_ms())))
 }
 
-/// `GET /api/bridge/{id}`: one attached process with more of its recent spans.
+/// `GET /api/bridge/{id}`: one attached process with more of its recent spans and its whole allocator map.
 pub async fn detail(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -155,7 +172,7 @@ pub async fn empty_cache(
 pub const MAX_MAP_BODY: usize = 256 * 1024;
 
 /// `POST /api/bridge/allocator`: an allocator map from `attach(..., share_allocator_map=True)`, periodic,
-/// asked for, or taken at an out-of-memory error. The process must have reported first, by the same user.
+/// asked for, or taken at an out-of-memory error. The process must have reported first; the same owner rule holds.
 pub async fn allocator(
     State(state): State<AppState>,
     Extension(caller): Extension<Caller>,
@@ -180,7 +197,11 @@ pub async fn allocator(
         ))
     })?;
     let (pid, host) = (report.pid, report.host.clone());
-    let accepted = state.bridge.allocator_report(&caller.identity.user, report, now_ms())?;
+    let (by, owner) = reporter_and_owner(&caller, pid).await?;
+    let accepted = state.bridge.allocator_report(&by, owner.as_deref(), report, now_ms()).map_err(|e| {
+        audit_refusal(&state, &caller, Action::BridgeAllocatorMap, &e, pid, &host);
+        ApiError::from(e)
+    })?;
     if let Some(oom) = accepted.oom {
         let target = format!("PyTorch process {} (pid {pid} on {host})", accepted.id);
         let detail = format!("out-of-memory error on device {}: {}", oom.device, oom.figures());

@@ -11,6 +11,7 @@ mod fleet;
 mod frames;
 mod history;
 mod lab;
+pub mod local_user;
 mod metrics;
 mod metrics_gpm;
 mod reservations;

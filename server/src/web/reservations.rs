@@ -21,7 +21,9 @@ impl From<ReservationError> for ApiError {
     fn from(e: ReservationError) -> Self {
         let status = match &e {
             ReservationError::Invalid(_) => StatusCode::BAD_REQUEST,
-            ReservationError::Conflict(_) | ReservationError::Over(_) => StatusCode::CONFLICT,
+            ReservationError::Conflict(_) | ReservationError::Over(_) | ReservationError::TooMany { .. } => {
+                StatusCode::CONFLICT
+            }
             ReservationError::NotFound(_) => StatusCode::NOT_FOUND,
             ReservationError::NotYours { .. } => StatusCode::FORBIDDEN,
             ReservationError::Store(_) => return ApiError::internal(format!("reservations: {e}")),

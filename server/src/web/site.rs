@@ -109,6 +109,11 @@ pub struct Site {
     pub names: Vec<String>,
     /// Peers whose `X-Forwarded-*` / `Forwarded` headers are believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// `--trusted-proxy-user`: when named, a loopback trusted proxy's headers are believed only
+    /// from these users' sockets.
+    pub proxy_users: super::local_user::Users,
+    /// `--local-user`: without tokens, who besides gpudash's own user may use it from this machine.
+    pub local_users: super::local_user::Users,
 }
 
 /// What the edge learned about one request.
@@ -181,7 +186,16 @@ const FORWARDING_HEADERS: [&str; 5] =
 impl Site {
     /// Accepts `peer`'s request for one of this dashboard's names, or refuses it with 421.
     pub fn check(&self, peer: SocketAddr, headers: &HeaderMap) -> Result<Request, ApiError> {
-        let trusted = self.trusts(peer.ip());
+        self.check_from(peer, None, headers)
+    }
+
+    /// [`Site::check`], knowing the uid that owns a loopback peer's socket (`None`: unknown):
+    /// with `--trusted-proxy-user`, only those users' loopback sockets are trusted proxies.
+    pub fn check_from(&self, peer: SocketAddr, owner: Option<u32>, headers: &HeaderMap) -> Result<Request, ApiError> {
+        let proxy_user = self.proxy_users.uids.is_empty()
+            || !peer.ip().is_loopback()
+            || owner.is_some_and(|uid| self.proxy_users.contains(uid));
+        let trusted = self.trusts(peer.ip()) && proxy_user;
         let forwarded = FORWARDING_HEADERS.iter().any(|name| headers.contains_key(*name));
         let client =
             if trusted { forwarded_client(headers, &self.trusted_proxies).unwrap_or(peer.ip()) } else { peer.ip() };
@@ -316,7 +330,23 @@ mod tests {
             public: vec![PublicUrl::parse("https://gpu1.example.com").unwrap()],
             names: vec!["gpu1".into()],
             trusted_proxies: vec![parse_trusted_proxy("127.0.0.1").unwrap()],
+            ..Site::default()
         }
+    }
+
+    #[test]
+    fn with_proxy_users_a_loopback_proxy_is_trusted_only_from_their_sockets() {
+        let open = site();
+        let site = Site { proxy_users: super::super::local_user::Users { uids: vec![33] }, ..site() };
+        let mut forged = HeaderMap::new();
+        forged.insert(header::HOST, "127.0.0.1:7070".parse().unwrap());
+        forged.insert("x-forwarded-for", "203.0.113.9".parse().unwrap());
+        let client = |owner| site.check_from(peer("127.0.0.1"), owner, &forged).unwrap().client.to_string();
+        assert_eq!(client(Some(33)), "203.0.113.9", "the proxy's user");
+        assert_eq!(client(Some(1001)), "127.0.0.1", "another local user cannot forge the client");
+        assert_eq!(client(None), "127.0.0.1");
+        let unnamed = open.check_from(peer("127.0.0.1"), Some(1001), &forged).unwrap();
+        assert_eq!(unnamed.client.to_string(), "203.0.113.9", "without --trusted-proxy-user, as before");
     }
 
     #[test]

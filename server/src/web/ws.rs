@@ -43,11 +43,18 @@ pub async fn upgrade(
     caller: Option<Extension<Caller>>,
 ) -> Response {
     let visibility = visibility(&state, caller.as_deref());
+    // Anonymous sockets may be closed to make room at the connection limits (serve.rs).
+    let anonymous = caller.as_ref().is_none_or(|caller| caller.identity.anonymous);
     let session = caller.and_then(|Extension(caller)| caller.session);
-    ws.max_message_size(MAX_CLIENT_MESSAGE)
+    let mut response = ws
+        .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .read_buffer_size(READ_BUFFER)
-        .on_upgrade(move |socket| stream(socket, state, visibility, session))
+        .on_upgrade(move |socket| stream(socket, state, visibility, session));
+    if anonymous {
+        response.extensions_mut().insert(super::serve::AnonymousSocket);
+    }
+    response
 }
 
 /// Why a socket's loop ended.

@@ -159,6 +159,15 @@ pub(super) fn cases() -> Vec<Case> {
             token: Some(VIEWER),
             ..case(Method::POST, "/api/bridge/999999/allocator_map", S::FORBIDDEN, "operator role")
         },
+        post(
+            "/api/bridge/report",
+            concat!(
+                "{\"version\": 1, \"pid\": 1, \"host\": \"h\", \"process_name\": \"p\", \"cuda_version\": null,",
+                " \"torch_version\": \"2\", \"allow_remote_empty_cache\": true, \"interval_s\": 1, \"devices\": []}"
+            ),
+            S::FORBIDDEN,
+            "or an admin may report for it, not 'omar'",
+        ),
         post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "invalid login"),
         post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),
@@ -329,6 +338,13 @@ fn alert_cases() -> Vec<Case> {
         case(Method::DELETE, "/api/alerts/subscriptions/abc", S::BAD_REQUEST, "not a subscription id"),
         case(Method::DELETE, "/api/alerts/subscriptions/999", S::NOT_FOUND, "no subscription 999"),
         Case { token: None, ..case(Method::GET, SUBSCRIPTIONS, S::UNAUTHORIZED, "needs a token") },
+        post(SILENCES, r#"{"rule":"device_lost","gpu":0,"duration":"1d","reason":"r"}"#, S::FORBIDDEN, "at most 4h"),
+        post(
+            SILENCES,
+            r#"{"rule":"xid","gpu":0,"duration":"2h","reason":"a\nb"}"#,
+            S::BAD_REQUEST,
+            "control character",
+        ),
     ]
 }
 
@@ -363,5 +379,6 @@ fn reservation_cases() -> Vec<Case> {
         case(Method::DELETE, "/api/reservations/999", S::NOT_FOUND, "no reservation 999"),
         Case { token: Some(VIEWER), ..case(Method::DELETE, "/api/reservations/1", S::FORBIDDEN, "operator role") },
         case(Method::PUT, "/api/reservations", S::METHOD_NOT_ALLOWED, "not allowed"),
+        post(PATH, &body("[0,1]", soon, soon + 1, "n"), S::BAD_REQUEST, "the shortest allowed is 5 minutes"),
     ]
 }

@@ -85,3 +85,27 @@ fn the_oom_rule_takes_quiet_and_refuses_for() {
     assert!(refused.contains("[rules.oom] quiet = '0s'"), "{refused}");
     assert_eq!(Rules::default().oom, RuleConfig { enabled: true, severity: Severity::Critical, hold: Duration::ZERO });
 }
+
+#[test]
+fn refusals_never_quote_a_webhooks_token() {
+    let secret = "T0AAA/B0BBB/XOXB-SECRET";
+    let cases = [
+        // The URL itself is bad: a port out of range, a scheme not http(s), no scheme at all.
+        (format!("[[webhook]]\nurl = \"https://hooks.slack.com:99999/services/{secret}\"\n"), "invalid port number"),
+        (format!("[[webhook]]\nurl = \"ftp://bot:pw@hooks.example.org/{secret}\"\n"), "not an http(s) URL"),
+        (format!("[[webhook]]\nurl = \"hooks.slack.com/services/{secret}\"\n"), "not a URL"),
+        // TOML syntax on the line holding the URL: toml's own message quotes that line.
+        (format!("[[webhook]]\nurl = \"https://hooks.slack.com/services/{secret}\" format = \"slack\"\n"), "line 2"),
+        (format!("[[webhook]]\nurl = \"https://hooks.slack.com/services/{secret}\n"), "line 2"),
+        (format!("[[webhook]]\nurl = https://hooks.slack.com/services/{secret}\n"), "line 2"),
+    ];
+    for (text, expected) in &cases {
+        let message = AlertsConfig::parse(text, "alerts.toml").unwrap_err().to_string();
+        assert!(!message.contains("SECRET") && !message.contains("B0BBB"), "{text:?}: {message}");
+        assert!(message.contains(expected) && message.contains("alerts.toml"), "{text:?}: {message}");
+    }
+    let message = AlertsConfig::parse(&cases[0].0, "alerts.toml").unwrap_err().to_string();
+    assert!(message.contains("'https://hooks.slack.com:99999/…'") && message.ends_with("(line 2)"), "{message}");
+    let message = parse_webhook_url(&format!("https://hooks.slack.com/services/{secret}?x")).unwrap();
+    assert!(message.as_str().contains("SECRET"), "a good URL is kept whole: only messages hide it");
+}

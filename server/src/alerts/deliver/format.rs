@@ -152,6 +152,62 @@ pub fn target(url: &url::Url) -> String {
     format!("{}://{host}{port}/{}", url.scheme(), if hidden { "…" } else { "" })
 }
 
+/// A webhook URL as written (in a file, on the command line), shown as [`target`] shows a parsed
+/// one. Text that is no URL keeps only its scheme, host and a port of digits (a malformed port is
+/// often what is wrong); text without `scheme://` shows as "…".
+pub fn target_text(text: &str) -> String {
+    let text = text.trim();
+    if let Ok(url) = url::Url::parse(text)
+        && url.host().is_some()
+    {
+        return target(&url);
+    }
+    let Some((scheme, rest)) = text.split_once("://") else { return "…".to_owned() };
+    if scheme.is_empty() || scheme.len() > 16 || !scheme.chars().all(scheme_char) {
+        return "…".to_owned();
+    }
+    let end = rest.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, after)| after);
+    let (host, port) = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or((host_port, ""), |(ip, port)| (&host_port[..ip.len() + 2], port)),
+        None => host_port.split_once(':').map_or((host_port, ""), |(host, port)| (host, port)),
+    };
+    let port = port.strip_prefix(':').unwrap_or(port);
+    let port = if !port.is_empty() && port.len() <= 6 && port.bytes().all(|b| b.is_ascii_digit()) {
+        format!(":{port}")
+    } else {
+        String::new()
+    };
+    let hidden = end < rest.len() || host_port.len() > host.len() + port.len() || authority.len() > host_port.len();
+    format!("{scheme}://{host}{port}/{}", if hidden { "…" } else { "" })
+}
+
+/// `message` with every URL in it (`scheme://…` up to a space or a quote) shown as
+/// [`target_text`] shows it: what the alerts file's refusals go through before anyone sees them.
+pub fn redact_urls(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find("://") {
+        let start = rest[..at].char_indices().rev().take_while(|&(_, c)| scheme_char(c)).last().map_or(at, |(i, _)| i);
+        let after = &rest[at + 3..];
+        let end = at
+            + 3
+            + after
+                .find(|c: char| c.is_whitespace() || matches!(c, '\'' | '"' | '`' | '<' | '>'))
+                .unwrap_or(after.len());
+        out.push_str(&rest[..start]);
+        out.push_str(&target_text(&rest[start..end]));
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+fn scheme_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,5 +273,28 @@ mod tests {
         assert_eq!(t("https://bot:s3cret@hooks.example.org/T0/B1/XYZ?token=1"), "https://hooks.example.org:443/…");
         assert_eq!(t("http://127.0.0.1:9000/"), "http://127.0.0.1:9000/");
         assert_eq!(t("http://[::1]:8080/x"), "http://[::1]:8080/…");
+    }
+
+    #[test]
+    fn written_urls_show_like_targets_even_when_they_are_no_urls() {
+        let slack = "https://hooks.slack.com/services/T000/B000/XOXB-SECRET";
+        assert_eq!(target_text(slack), "https://hooks.slack.com:443/…");
+        assert_eq!(target_text("ftp://bot:pw@hooks.example.org/t/SECRET"), "ftp://hooks.example.org:21/…");
+        assert_eq!(target_text("https://hooks.slack.com:99999/services/SECRET"), "https://hooks.slack.com:99999/…");
+        assert_eq!(target_text("https://bot:SECRET@hooks example/x"), "https://hooks/…");
+        assert_eq!(target_text("https://hooks:SECRET/x"), "https://hooks/…", "a port of letters is left out");
+        assert_eq!(target_text("http://[::1:9/SECRET"), "http://[::1:9/…");
+        assert_eq!(target_text("hooks.slack.com/services/SECRET"), "…");
+        assert_eq!(target_text("xoxb-SECRET"), "…");
+        let message =
+            format!("url = '{slack}' is wrong; see `https://x.org/a?token=SECRET`, or \"ftp://u:SECRET@h/\".");
+        let shown = redact_urls(&message);
+        assert!(!shown.contains("SECRET"), "{shown}");
+        assert_eq!(
+            shown,
+            "url = 'https://hooks.slack.com:443/…' is wrong; see `https://x.org:443/…`, or \"ftp://h:21/\"."
+        );
+        assert_eq!(redact_urls("no address here: line 3"), "no address here: line 3");
+        assert_eq!(redact_urls("ünï ://SECRET/x"), "ünï …");
     }
 }

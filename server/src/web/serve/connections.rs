@@ -1,127 +1,300 @@
-//! Every open connection and what it is doing (waiting for a request, serving one, or a
-//! WebSocket), so that at the limit the one idle longest can be told to close.
+//! Every open connection, whose it is and what it is doing (waiting for a request, reading a
+//! request's body, serving one, or a WebSocket), so that at a limit the right one can be told
+//! to close. The rules, in the order they apply:
+//!
+//! 1. One client address (an IPv6 /64) holds at most `per_client` connections; past it the
+//!    client's own connection idle longest closes, else the newcomer is refused. Trusted proxies
+//!    are exempt: they carry everyone.
+//! 2. Past `max - reserve` open connections only 127.0.0.1 and ::1 are admitted: the last
+//!    `reserve` slots are kept so an admin on the machine can always get in. (The rest of
+//!    127.0.0.0/8 counts as any other client, which is how the flood tests stand in for remote
+//!    attackers.)
+//! 3. At the limit, to make room, from the client holding the most connections (the newcomer's
+//!    own, or one holding more than the newcomer's client does): its connection
+//!    idle longest; else the one that has trickled its request body longest (over [`SLOW_BODY`]);
+//!    else its oldest anonymous WebSocket. Signed-in WebSockets and requests being answered are
+//!    never closed. With none to close, the newcomer is refused.
+//! 4. One client holds at most `per_client / 4` anonymous WebSockets; a newer one closes its oldest.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use ipnet::IpNet;
 use tokio::sync::Notify;
 
-/// At most one warning about the limit this often, however many connections hit it.
+/// At most one warning about the limits this often, however many connections hit them.
 const WARN_EVERY: Duration = Duration::from_secs(10);
+/// A request body still arriving after this long may be closed to make room at the limit.
+pub(super) const SLOW_BODY: Duration = Duration::from_secs(1);
 
 /// What an open connection is doing, for choosing which one to close at the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Waiting for a request head since then (or in its TLS handshake).
     Idle(Instant),
+    /// Reading a request's body since then.
+    Reading(Instant),
     /// Serving this many requests (their responses not yet fully sent).
     Busy(u32),
-    /// A WebSocket: never closed to make room.
-    Upgraded,
+    /// A WebSocket since then: closed to make room only when anonymous.
+    Upgraded { anonymous: bool, since: Instant },
     /// Chosen to make room; its task is closing it.
     Closing,
+}
+
+/// The limits the registry keeps.
+#[derive(Debug, Clone)]
+pub(super) struct Limits {
+    /// Open connections in all.
+    pub max: usize,
+    /// Open connections per client address.
+    pub per_client: usize,
+    /// Peers exempt from `per_client` (trusted proxies).
+    pub exempt: Vec<IpNet>,
+}
+
+impl Limits {
+    /// Slots only loopback may take: a sixteenth of the limit, 1 to 64.
+    fn reserve(&self) -> usize {
+        (self.max / 16).clamp(1, 64).min(self.max.saturating_sub(1))
+    }
+
+    /// Anonymous WebSockets one client may hold.
+    fn anonymous_sockets(&self) -> usize {
+        (self.per_client / 4).max(1)
+    }
+}
+
+/// The key a client's connections are counted under: its address, or its /64 for IPv6
+/// (one host usually has a whole /64).
+fn client_key(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip else { return ip };
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return IpAddr::V4(v4);
+    }
+    if v6.is_loopback() {
+        return ip;
+    }
+    let s = v6.segments();
+    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+}
+
+/// Tells a connection's tasks to close it: the HTTP task, and after an upgrade the
+/// WebSocket's, whose socket starts failing (see `Held` in serve.rs).
+#[derive(Debug, Default)]
+pub(super) struct Closer {
+    closing: AtomicBool,
+    notify: Notify,
+}
+
+impl Closer {
+    fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    /// Whether the connection has been told to close.
+    pub(super) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
+    }
+
+    /// Completes once the connection is told to close (at once if it already was).
+    pub(super) async fn closed(&self) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.is_closing() {
+            return;
+        }
+        notified.await;
+    }
+}
+
+#[derive(Debug)]
+struct Open {
+    state: State,
+    close: Arc<Closer>,
+    client: IpAddr,
 }
 
 /// Every open connection and what it is doing.
 #[derive(Debug)]
 pub(super) struct Registry {
-    max: usize,
+    limits: Limits,
     inner: Mutex<Inner>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     next_id: u64,
-    open: HashMap<u64, (State, Arc<Notify>)>,
-    /// Closed or refused at the limit since the last warning.
+    open: HashMap<u64, Open>,
+    /// Open connections per client key.
+    per_client: HashMap<IpAddr, usize>,
+    /// Closed or refused at a limit since the last warning.
     closed: u64,
     refused: u64,
     last_warning: Option<Instant>,
 }
 
+impl Inner {
+    /// Marks `id` closing and wakes its task.
+    fn close(&mut self, id: u64) {
+        if let Some(open) = self.open.get_mut(&id) {
+            open.state = State::Closing;
+            open.close.close();
+            self.closed += 1;
+        }
+    }
+
+    /// The connection to close to make room, among those `of` accepts: see the module's rule 3.
+    /// The client holding the most connections gives one up first, so a flood from a few
+    /// addresses closes its own sockets, not a lone admin's fresh connection.
+    fn victim(&self, now: Instant, of: impl Fn(&Open) -> bool) -> Option<u64> {
+        let rank = |state: State| match state {
+            State::Idle(since) => Some((0, since)),
+            State::Reading(since) if now.saturating_duration_since(since) >= SLOW_BODY => Some((1, since)),
+            State::Upgraded { anonymous: true, since } => Some((2, since)),
+            _ => None,
+        };
+        self.open
+            .iter()
+            .filter(|(_, o)| of(o))
+            .filter_map(|(id, o)| {
+                let (category, since) = rank(o.state)?;
+                let held = self.per_client.get(&o.client).copied().unwrap_or(0);
+                Some((std::cmp::Reverse(held), category, since, *id))
+            })
+            .min()
+            .map(|(.., id)| id)
+    }
+}
+
 impl Registry {
-    pub(super) fn new(max: usize) -> Self {
-        Self { max, inner: Mutex::default() }
+    pub(super) fn new(limits: Limits) -> Self {
+        Self { limits, inner: Mutex::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A slot for a new connection; at the limit, the connection idle longest is told to close
-    /// first, and with none idle the new one is refused (`None`: dropping the socket closes it).
-    pub(super) fn admit(self: &Arc<Self>) -> Option<Slot> {
+    /// A slot for a new connection from `peer`, or `None` (dropping the socket closes it):
+    /// see the module's rules 1 to 3.
+    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+        let now = Instant::now();
+        let client = client_key(peer);
         let mut inner = self.lock();
-        if inner.open.len() >= self.max {
-            let idle_longest = inner
-                .open
-                .iter()
-                .filter_map(|(id, (state, _))| match state {
-                    State::Idle(since) => Some((*since, *id)),
-                    _ => None,
-                })
-                .min();
-            let admitted = match idle_longest.and_then(|(_, id)| inner.open.get_mut(&id)) {
-                Some((state, close)) => {
-                    *state = State::Closing;
-                    close.notify_one();
-                    inner.closed += 1;
-                    true
-                }
-                None => {
-                    inner.refused += 1;
-                    false
-                }
-            };
-            self.warn_at_limit(&mut inner);
+        let exempt = self.limits.exempt.iter().any(|net| net.contains(&peer) || net.contains(&client));
+        if !exempt && inner.per_client.get(&client).copied().unwrap_or(0) >= self.limits.per_client {
+            let own = inner.victim(now, |o| o.client == client);
+            let admitted = self.make_room(&mut inner, own);
             if !admitted {
+                return None;
+            }
+        }
+        let home = client == IpAddr::V4(Ipv4Addr::LOCALHOST) || client == IpAddr::V6(Ipv6Addr::LOCALHOST);
+        let room = if home { self.limits.max } else { self.limits.max - self.limits.reserve() };
+        let open = inner.open.values().filter(|o| o.state != State::Closing).count();
+        if open >= room {
+            // Only from itself or a client holding more: a few busy addresses cannot push out a lone admin.
+            let held = |ip: &IpAddr| inner.per_client.get(ip).copied().unwrap_or(0);
+            let mine = held(&client);
+            let victim = inner.victim(now, |o| o.client == client || held(&o.client) > mine);
+            if !self.make_room(&mut inner, victim) {
                 return None;
             }
         }
         let id = inner.next_id;
         inner.next_id += 1;
-        let close = Arc::new(Notify::new());
-        inner.open.insert(id, (State::Idle(Instant::now()), close.clone()));
+        let close = Arc::new(Closer::default());
+        inner.open.insert(id, Open { state: State::Idle(now), close: close.clone(), client });
+        *inner.per_client.entry(client).or_default() += 1;
         Some(Slot { id, close, registry: self.clone() })
     }
 
-    /// One line per [`WARN_EVERY`], however many connections hit the limit.
+    /// Closes `victim` if there is one, and warns once per [`WARN_EVERY`]; false means refuse.
+    fn make_room(&self, inner: &mut Inner, victim: Option<u64>) -> bool {
+        match victim {
+            Some(id) => inner.close(id),
+            None => inner.refused += 1,
+        }
+        self.warn_at_limit(inner);
+        victim.is_some()
+    }
+
+    /// One line per [`WARN_EVERY`], however many connections hit the limits.
     fn warn_at_limit(&self, inner: &mut Inner) {
         if inner.last_warning.is_some_and(|at| at.elapsed() < WARN_EVERY) {
             return;
         }
+        let busiest = inner.per_client.iter().max_by_key(|(_, n)| **n);
         tracing::warn!(
-            "connection limit reached: {} open (--max-connections {}); closed {} idle connection(s) and refused {} \
-             since the last warning. If these are real clients, raise --max-connections (GPUDASH_MAX_CONNECTIONS)",
+            "connection limits reached: {} open (--max-connections {}, {} per client, the last {} kept for loopback); \
+             closed {} connection(s) (idle, slow request bodies, anonymous WebSockets) and refused {} since the \
+             last warning; the busiest client, {}, holds {}. If these are real clients, raise --max-connections or \
+             --max-connections-per-client",
             inner.open.len(),
-            self.max,
+            self.limits.max,
+            self.limits.per_client,
+            self.limits.reserve(),
             inner.closed,
             inner.refused,
+            busiest.map_or_else(|| "none".to_owned(), |(ip, _)| ip.to_string()),
+            busiest.map_or(0, |(_, n)| *n),
         );
         inner.closed = 0;
         inner.refused = 0;
         inner.last_warning = Some(Instant::now());
     }
 
-    fn set(&self, id: u64, state: State) {
-        if let Some((current, _)) = self.lock().open.get_mut(&id) {
-            *current = state;
+    /// Applies `change` to a connection's state, unless it is closing or a WebSocket.
+    fn update(&self, id: u64, change: impl FnOnce(State) -> State) {
+        if let Some(open) = self.lock().open.get_mut(&id)
+            && !matches!(open.state, State::Upgraded { .. } | State::Closing)
+        {
+            open.state = change(open.state);
         }
     }
 
-    /// Applies `change` to a connection's state, unless it is closing or a WebSocket.
-    fn update(&self, id: u64, change: impl FnOnce(State) -> State) {
-        if let Some((current, _)) = self.lock().open.get_mut(&id)
-            && !matches!(current, State::Upgraded | State::Closing)
-        {
-            *current = change(*current);
+    /// The connection became a WebSocket; an anonymous one past the client's share closes
+    /// the client's oldest anonymous WebSocket (rule 4).
+    fn upgraded(&self, id: u64, anonymous: bool) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        let Some(open) = inner.open.get_mut(&id) else { return };
+        if open.state == State::Closing {
+            return;
+        }
+        open.state = State::Upgraded { anonymous, since: now };
+        let client = open.client;
+        if !anonymous {
+            return;
+        }
+        let mut theirs: Vec<(Instant, u64)> = inner
+            .open
+            .iter()
+            .filter(|(_, o)| o.client == client)
+            .filter_map(|(id, o)| match o.state {
+                State::Upgraded { anonymous: true, since } => Some((since, *id)),
+                _ => None,
+            })
+            .collect();
+        let share = self.limits.anonymous_sockets();
+        if theirs.len() > share {
+            theirs.sort_unstable();
+            for (_, id) in &theirs[..theirs.len() - share] {
+                inner.close(*id);
+            }
+            self.warn_at_limit(&mut inner);
         }
     }
 
     #[cfg(test)]
     fn state(&self, id: u64) -> Option<State> {
-        self.lock().open.get(&id).map(|(state, _)| *state)
+        self.lock().open.get(&id).map(|o| o.state)
     }
 }
 
@@ -129,14 +302,22 @@ impl Registry {
 #[derive(Debug)]
 pub(super) struct Slot {
     pub(super) id: u64,
-    /// Notified when the registry closes this connection to make room.
-    pub(super) close: Arc<Notify>,
+    /// Told when the registry closes this connection to make room.
+    pub(super) close: Arc<Closer>,
     registry: Arc<Registry>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.registry.lock().open.remove(&self.id);
+        let mut inner = self.registry.lock();
+        if let Some(open) = inner.open.remove(&self.id)
+            && let Some(n) = inner.per_client.get_mut(&open.client)
+        {
+            *n -= 1;
+            if *n == 0 {
+                inner.per_client.remove(&open.client);
+            }
+        }
     }
 }
 
@@ -148,17 +329,28 @@ pub(super) struct Busy {
 }
 
 impl Busy {
-    pub(super) fn start(registry: Arc<Registry>, id: u64) -> Self {
+    /// A request has arrived; `with_body` when its body is still to be read.
+    pub(super) fn start(registry: Arc<Registry>, id: u64, with_body: bool) -> Self {
+        let now = Instant::now();
         registry.update(id, |state| match state {
             State::Busy(n) => State::Busy(n + 1),
+            _ if with_body => State::Reading(now),
             _ => State::Busy(1),
         });
         Self { registry, id }
     }
 
+    /// The request's body has been read (or dropped): the connection is serving it.
+    pub(super) fn body_read(&self) {
+        self.registry.update(self.id, |state| match state {
+            State::Reading(_) => State::Busy(1),
+            other => other,
+        });
+    }
+
     /// The response switched protocols: the connection is a WebSocket from now on.
-    pub(super) fn upgraded(&self) {
-        self.registry.set(self.id, State::Upgraded);
+    pub(super) fn upgraded(&self, anonymous: bool) {
+        self.registry.upgraded(self.id, anonymous);
     }
 }
 
@@ -175,34 +367,121 @@ impl Drop for Busy {
 mod tests {
     use super::*;
 
-    #[test]
-    fn at_the_limit_the_connection_idle_longest_closes_and_websockets_stay() {
-        let registry = Arc::new(Registry::new(3));
-        let websocket = registry.admit().unwrap();
-        registry.set(websocket.id, State::Upgraded);
-        let oldest = registry.admit().unwrap();
-        let busy = registry.admit().unwrap();
-        let request = Busy::start(registry.clone(), busy.id);
+    const HOME: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-        let newcomer = registry.admit().expect("room made by closing an idle connection");
+    fn registry(max: usize, per_client: usize) -> Arc<Registry> {
+        Arc::new(Registry::new(Limits { max, per_client, exempt: Vec::new() }))
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn at_the_limit_the_connection_idle_longest_closes_and_signed_in_websockets_stay() {
+        let registry = registry(3, 100);
+        let websocket = registry.admit(HOME).unwrap();
+        Busy::start(registry.clone(), websocket.id, false).upgraded(false);
+        let oldest = registry.admit(HOME).unwrap();
+        let busy = registry.admit(HOME).unwrap();
+        let request = Busy::start(registry.clone(), busy.id, false);
+
+        let newcomer = registry.admit(HOME).expect("room made by closing an idle connection");
         assert_eq!(registry.state(oldest.id), Some(State::Closing));
-        assert_eq!(registry.state(websocket.id), Some(State::Upgraded));
+        assert!(matches!(registry.state(websocket.id), Some(State::Upgraded { anonymous: false, .. })));
         assert_eq!(registry.state(busy.id), Some(State::Busy(1)));
         drop(oldest);
 
         // The newcomer is idle now: it goes next, then nothing is left to close.
-        let another = registry.admit().unwrap();
+        let another = registry.admit(HOME).unwrap();
         assert_eq!(registry.state(newcomer.id), Some(State::Closing));
         drop(newcomer);
-        let second_request = Busy::start(registry.clone(), another.id);
-        assert!(registry.admit().is_none(), "a WebSocket and two busy connections: refused");
+        let second_request = Busy::start(registry.clone(), another.id, false);
+        assert!(registry.admit(HOME).is_none(), "a signed-in WebSocket and two busy connections: refused");
 
         // A request that has been answered leaves its connection idle, so closable again.
         drop(request);
         assert!(matches!(registry.state(busy.id), Some(State::Idle(_))));
-        assert!(registry.admit().is_some());
+        assert!(registry.admit(HOME).is_some());
         assert_eq!(registry.state(busy.id), Some(State::Closing));
         assert_eq!(registry.state(another.id), Some(State::Busy(1)));
         drop(second_request);
+    }
+
+    #[test]
+    fn a_slow_body_then_an_anonymous_websocket_make_room_and_a_fresh_body_does_not() {
+        let registry = registry(2, 100);
+        let socket = registry.admit(HOME).unwrap();
+        Busy::start(registry.clone(), socket.id, false).upgraded(true);
+        let reading = registry.admit(HOME).unwrap();
+        let body = Busy::start(registry.clone(), reading.id, true);
+        // The body began just now: not slow yet, so the anonymous WebSocket goes.
+        let first = registry.admit(HOME).unwrap();
+        assert_eq!(registry.state(socket.id), Some(State::Closing));
+        assert!(matches!(registry.state(reading.id), Some(State::Reading(_))));
+        drop(socket);
+        let _answering = Busy::start(registry.clone(), first.id, false);
+        // A body trickling for over a second is closed to make room.
+        registry.lock().open.get_mut(&reading.id).unwrap().state = State::Reading(Instant::now() - SLOW_BODY * 2);
+        let _second = registry.admit(HOME).unwrap();
+        assert_eq!(registry.state(reading.id), Some(State::Closing));
+        // A body read in time leaves the connection busy, not closable.
+        body.body_read();
+        assert_eq!(registry.state(reading.id), Some(State::Closing), "closing stays closing");
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_and_others_still_get_in() {
+        let registry = registry(100, 4);
+        let attacker = ip("10.0.0.9");
+        let mut held: Vec<_> = (0..4).map(|_| registry.admit(attacker).unwrap()).collect();
+        // Busy ones cannot be closed: the fifth is refused.
+        let requests: Vec<_> = held.iter().map(|s| Busy::start(registry.clone(), s.id, false)).collect();
+        assert!(registry.admit(attacker).is_none());
+        assert!(registry.admit(ip("10.0.0.10")).is_some(), "another client is not affected");
+        // IPv6 clients count by /64.
+        let v6: Vec<_> = (1..=4).map(|i| registry.admit(ip(&format!("2001:db8::{i}"))).unwrap()).collect();
+        assert!(registry.admit(ip("2001:db8::ffff")).is_some(), "its own idle oldest closes");
+        assert_eq!(registry.state(v6[0].id), Some(State::Closing));
+        drop(requests);
+        // Once idle, the client's own oldest makes room for its newest.
+        let fifth = registry.admit(attacker).unwrap();
+        assert!(held.iter().any(|s| registry.state(s.id) == Some(State::Closing)));
+        held.push(fifth);
+    }
+
+    #[test]
+    fn trusted_proxies_are_exempt_from_the_per_client_share() {
+        let registry =
+            Arc::new(Registry::new(Limits { max: 100, per_client: 2, exempt: vec!["10.9.0.0/16".parse().unwrap()] }));
+        let slots: Vec<_> = (0..10).map(|_| registry.admit(ip("10.9.0.1")).unwrap()).collect();
+        assert!(slots.iter().all(|s| matches!(registry.state(s.id), Some(State::Idle(_)))));
+    }
+
+    #[test]
+    fn the_last_slots_are_kept_for_loopback() {
+        let registry = registry(32, 100); // a reserve of 2
+        let outside: Vec<_> = (0..30).map(|i| registry.admit(ip(&format!("10.1.0.{i}"))).unwrap()).collect();
+        let requests: Vec<_> = outside.iter().map(|s| Busy::start(registry.clone(), s.id, false)).collect();
+        assert!(registry.admit(ip("10.2.0.1")).is_none(), "the reserve is not for outside clients");
+        let home: Vec<_> = (0..2).map(|_| registry.admit(HOME).expect("loopback takes a reserved slot")).collect();
+        let _busy: Vec<_> = home.iter().map(|s| Busy::start(registry.clone(), s.id, false)).collect();
+        assert!(registry.admit(HOME).is_none(), "the limit holds for loopback too");
+        drop(requests);
+    }
+
+    #[test]
+    fn a_client_keeps_its_share_of_anonymous_websockets_and_the_oldest_goes() {
+        let registry = registry(100, 8); // two anonymous WebSockets each
+        let client = ip("10.0.0.7");
+        let sockets: Vec<_> = (0..3).map(|_| registry.admit(client).unwrap()).collect();
+        for s in &sockets {
+            Busy::start(registry.clone(), s.id, false).upgraded(true);
+        }
+        assert_eq!(registry.state(sockets[0].id), Some(State::Closing));
+        assert!(matches!(registry.state(sockets[2].id), Some(State::Upgraded { anonymous: true, .. })));
+        let signed_in = registry.admit(client).unwrap();
+        Busy::start(registry.clone(), signed_in.id, false).upgraded(false);
+        assert!(matches!(registry.state(sockets[1].id), Some(State::Upgraded { .. })), "signed-in ones not counted");
     }
 }
