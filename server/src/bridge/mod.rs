@@ -161,10 +161,15 @@ impl Registry {
         &self,
         by: &Reporter,
         pid_owner: Option<&str>,
-        report: Report,
+        mut report: Report,
         now_ms: u64,
     ) -> Result<Accepted, BridgeError> {
         validate(&report)?;
+        // Names a client sent are kept as the system's are: without controls or format characters.
+        report.process_name = shared::text::shown(&report.process_name);
+        for span in &mut report.spans {
+            span.name = shared::text::shown(&span.name);
+        }
         let mut inner = self.lock();
         inner.expire(now_ms);
         let key = (report.host.clone(), report.pid);

@@ -238,3 +238,11 @@ fn the_list_keeps_only_a_few_recent_spans_and_the_detail_more() {
     assert_eq!(registry.detail(id, &[], &[], 0).unwrap().recent_spans.len(), RECENT_SPANS_DETAILED);
     assert_eq!(registry.detail(id + 1, &[], &[], 0), Err(BridgeError::NoProcess(id + 1)));
 }
+
+#[test]
+fn names_a_client_sends_lose_bidi_overrides_and_zero_width_characters() {
+    let registry = Registry::default();
+    let sneaky = Report { process_name: "python \u{202E}yp.niart\u{200B}".into(), ..report(9, false) };
+    registry.report(&Reporter::user("ana"), None, sneaky, 0).unwrap();
+    assert_eq!(registry.list(&[], &[], 0)[0].process_name, "python yp.niart");
+}
