@@ -139,6 +139,8 @@ pub async fn start_server_with(
 ) -> Result<(Child, String), String> {
     let mut child = Command::new(server)
         .args(["--simulate", &gpus.to_string(), "--listen", "127.0.0.1:0", "--no-history"])
+        // Every viewer here comes from 127.0.0.1: this measures capacity, not the per-client share.
+        .args(["--max-connections-per-client", "1000000"])
         .arg("--interval")
         .arg(format!("{}ms", interval.as_millis()))
         .args(extra)
