@@ -3,6 +3,7 @@
 
 import logging
 import os
+import pwd
 import time
 
 import gpudash
@@ -104,7 +105,9 @@ def test_reconnects_when_the_server_comes_back_and_never_raises():
 
 
 def test_refusals_and_garbage_never_reach_the_training_loop():
-    server = Server(tokens="ana:operator:ana-token-0123456789,vic:viewer:vic-token-0123456789")
+    # An operator reports only for processes of its own name: this test's process runs as `me`.
+    me = pwd.getpwuid(os.getuid()).pw_name
+    server = Server(tokens=f"{me}:operator:ana-token-0123456789,vic:viewer:vic-token-0123456789")
     try:
         for token in ["wrong-token-0123456789", "vic-token-0123456789"]:
             attachment = gpudash.attach(server.url, token=token, interval=0.1)
