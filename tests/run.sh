@@ -52,3 +52,6 @@ step "Python client (python/): installs with pip, tests against gpudash --simula
 python3 -m venv target/py
 target/py/bin/pip install --quiet --upgrade pip pytest ./python
 GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q python/tests
+
+step "GPU comparisons' verdict rule, without a GPU (tests/gpu/compare.py: paired intervals, INCONCLUSIVE exits 2)"
+target/py/bin/python -m pytest -q -p no:cacheprovider tests/gpu/test_compare.py

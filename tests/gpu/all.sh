@@ -15,6 +15,7 @@ OUT=${OUT:-/tmp/gpudash-gpu}
 mkdir -p "$OUT"
 results=()
 failed=0
+inconclusive=0
 part() {
   local name=$1 limit=$2; shift 2
   local started=$SECONDS rc=0
@@ -25,6 +26,10 @@ part() {
   elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     results+=("$name: FAIL, timed out after $limit s — see $name.log")
     failed=1
+  elif [ "$rc" -eq 2 ]; then
+    # compare.py's rule: every row decided or more rounds, up to a bound; a row still undecided is no pass.
+    results+=("$name: INCONCLUSIVE (exit 2: a row the interleaved rounds could not decide, $((SECONDS - started)) s) — see $name.log")
+    inconclusive=1
   else
     results+=("$name: FAIL (exit $rc, $((SECONDS - started)) s) — see $name.log")
     failed=1
@@ -62,5 +67,9 @@ printf '%s\n' "${results[@]}"
 if [ "$failed" -ne 0 ]; then
   echo "all.sh: FAIL"
   exit 1
+fi
+if [ "$inconclusive" -ne 0 ]; then
+  echo "all.sh: INCONCLUSIVE (not a pass)"
+  exit 2
 fi
 echo "all.sh: PASS"

@@ -1,150 +1,320 @@
 """Shared by lab_vs_torch.py and p2p_vs_torch.py: running `gpudash bench`, reading its JSON
-defensively, the two-sided verdict over interleaved rounds, and the table.
+defensively, the verdict over paired rounds, the table, and the exit code.
 
-The verdict of a row. Each side gives one figure per round (the median of that round's timed
-repetitions); R rounds give R figures per side. Then
+Paired rounds. Each round measures gpudash and the reference back to back (the side that goes first
+alternates), and each side gives one figure per round (the median of that round's timed repetitions).
+Round i of gpudash and round i of the reference share that round's state of the machine (clocks, the
+pinned core's caches, what else ran), so the verdict is built on the per-round log-ratios
 
-    ratio = median(gpudash rounds) / median(reference rounds)
-    band  = [Q1(gpudash) / Q3(reference), Q3(gpudash) / Q1(reference)]
+    d_i = ln(gpudash_i / reference_i),  i = 1..n
 
-(Q1, Q3: quartiles of the per-round figures). The band is where the ratio can lie given both
-sides' round-to-round spread. With a tolerance of ±5% (some rows have an absolute floor, printed):
+and not on the two sides' spreads apart (an earlier band, [Q1(gpudash)/Q3(ref), Q3(gpudash)/Q1(ref)] over
+three unpaired rounds, left a real 15% gap INCONCLUSIVE 38% of the time at 10% round-to-round noise).
 
-    PASS          the whole band lies inside 1 ± tolerance;
-    FAIL          the whole band lies outside it, on either side (gpudash too slow or too fast);
-    INCONCLUSIVE  the band crosses 1 ± tolerance: the two sides' spread is wider than the target
-                  can judge. Counted and printed with both sides' rounds, never as PASS.
-    MISSING       a figure gpudash or the reference did not produce: counted as FAIL.
+The interval. A 95% Student t-interval on the mean of d_i, mean ± t(0.975, n-1) · sd / √n, printed as
+ratios (exp of the bounds). Why t and not a bootstrap: a row has 2 to ~15 rounds; a bootstrap of so few
+values has few distinct resamples and covers the truth well under 95% (at n = 3 the percentile interval
+is the range of the three values, which holds the true mean 75% of the time), while the t-interval is
+exact when the log-ratios are normal and widens with few rounds (t = 4.30 at n = 3, 2.14 at n = 15), so
+few rounds read UNDECIDED rather than falsely decided. The log makes "too slow" and "too fast" symmetric.
+Each extra round looks at the interval again; over up to 15 looks a row whose true ratio sits exactly on
+a limit ends on either side of it about 10% of the time, one 2% inside or outside the limit ends on the
+wrong side under 4% of the time (simulated in test_compare.py's terms).
+
+The verdict of a compared row, with its tolerance (±5% unless the row gives another, with a printed reason;
+more than ±10% without a reason is refused when the row is built):
+
+    PASS          the whole interval lies inside [1 - tolerance, 1 + tolerance];
+    FAIL          the whole interval lies outside it, on either side (gpudash too slow or too fast);
+    UNDECIDED     the interval crosses a limit (or fewer than 2 rounds): the scripts measure more rounds
+                  of that row's group, up to --max-rounds or the deadline;
+    INCONCLUSIVE  still UNDECIDED after the last round: never a PASS; the run exits 2;
+    MISSING       a figure gpudash or the reference did not produce in some round: counted as a failure.
+
+Identity rows read the same value on both sides (e.g. the same driver attribute of the same pool after the
+same steps): equal or not is all they can say, so they are printed apart, never counted as PASS; a
+difference is a failure. Rows with judged=False are printed for information only.
+
+The exit code (exit_code): 1 on any failure (FAIL, MISSING, a different identity row, a failed gpudash
+check, whatever else the script counts), else 2 when any row is INCONCLUSIVE, else 0.
 """
 import json
+import math
 import os
 import statistics
 import subprocess
 import time
 
 TOLERANCE = 0.05
+# A row may widen its tolerance up to this without saying why; beyond it, a reason is required and printed.
+TOLERANCE_WITHOUT_REASON = 0.10
+LEVEL = 0.95
+
+# t(0.975, df) for df = 1..30: the two-sided 95% Student t quantile (any statistics table).
+T_975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 
 
-def quartiles(values):
-    """(Q1, median, Q3) of the values, linear interpolation between order statistics."""
-    values = sorted(values)
-    if len(values) == 1:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q2, q3
+def t_975(df):
+    """The 97.5% quantile of Student's t with `df` degrees of freedom (the 95% two-sided interval's factor).
+
+    The table up to 30; beyond it the Cornish-Fisher expansion around the normal quantile, which gives
+    2.0423 at df = 30 (table: 2.042) and tends to 1.960."""
+    if df < 1:
+        raise ValueError(f"a t-interval needs at least 1 degree of freedom, got {df}")
+    if df <= len(T_975):
+        return T_975[df - 1]
+    z = 1.959964
+    return (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
+            + (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / (384 * df ** 3))
 
 
-def spread_text(values):
-    """'1.23 (IQR -0.4%/+0.6%)' of per-round figures."""
-    q1, m, q3 = quartiles(values)
-    if m == 0:
-        return f"{m:.4g}"
-    return f"{m:.4g} (IQR {(q1 / m - 1) * 100:+.1f}%/{(q3 / m - 1) * 100:+.1f}%)"
+def paired_interval(pairs):
+    """(ratio, lo, hi) of gpudash / reference over paired rounds [(gpudash, reference), ...]: the geometric
+    mean of the per-round ratios and its 95% t-interval (see the module's docstring). lo and hi are None
+    with fewer than 2 pairs: one round has no spread to judge by."""
+    logs = [math.log(mine / theirs) for mine, theirs in pairs]
+    if not logs:
+        return None, None, None
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), None, None
+    half = t_975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def exit_code(failures, inconclusive):
+    """The comparison's exit status: 1 when anything failed (FAIL or MISSING rows, different identity rows,
+    failed gpudash checks, topology mismatches: the caller adds them up), else 2 when any row stayed
+    INCONCLUSIVE (the run could not decide), else 0. A failure wins over INCONCLUSIVE: it is a finding."""
+    if failures:
+        return 1
+    if inconclusive:
+        return 2
+    return 0
+
+
+EXIT_MEANING = {0: "every row decided and passed", 1: "FAIL", 2: "INCONCLUSIVE: some rows could not be decided"}
+
+
+class Verdict:
+    """A row's verdict: `name` (PASS, FAIL, UNDECIDED, MISSING, EQUAL, DIFFERENT, info), the ratio (geometric
+    mean of the paired rounds), its 95% interval lo–hi (None when it has none) and the rounds it used."""
+
+    def __init__(self, name, ratio=None, lo=None, hi=None, rounds=0):
+        self.name, self.ratio, self.lo, self.hi, self.rounds = name, ratio, lo, hi, rounds
 
 
 class Row:
-    """One compared figure: per-round values of both sides, and how it is judged.
+    """One compared figure: the paired per-round values of both sides, and how it is judged.
 
-    `judged=False` rows are printed with a reason (`note`) and never counted.
-    `floor` is an absolute tolerance in the row's unit (e.g. 0.3 µs for host-side latency, where
-    timer and binding costs are of that order); the tolerance is max(5%, floor / reference).
+    tolerance  the relative limit of PASS and FAIL (default ±5%); above ±10% only with `reason`, a
+               sentence printed under the table (ValueError otherwise: a wide limit passes anything).
+    identity   both sides read the same value (the same driver attribute after the same steps): judged
+               equal or different, printed apart, never counted as PASS.
+    judged     False: printed for information (with `note`), never counted.
     """
 
-    def __init__(self, figure, unit, gpudash_name, reference_name, judged=True, floor=0.0, note=""):
+    def __init__(self, figure, unit, gpudash_name, reference_name, judged=True, tolerance=TOLERANCE, reason="",
+                 note="", identity=False):
+        if not 0 < tolerance < 1:
+            raise ValueError(f"row '{figure}': tolerance {tolerance!r} is not a fraction between 0 and 1")
+        if tolerance > TOLERANCE_WITHOUT_REASON and not reason.strip():
+            raise ValueError(f"row '{figure}': a tolerance of ±{tolerance:.0%} is wider than "
+                             f"±{TOLERANCE_WITHOUT_REASON:.0%} and needs a reason, printed with the table")
         self.figure, self.unit = figure, unit
         self.gpudash_name, self.reference_name = gpudash_name, reference_name
-        self.judged, self.floor, self.note = judged, floor, note
-        self.mine, self.theirs = [], []
+        self.judged, self.tolerance, self.reason = judged, tolerance, reason
+        self.note, self.identity = note, identity
+        self.mine, self.theirs = [], []  # every valid figure of each side, for the table's medians
+        self.pairs = []  # (round number, gpudash, reference) of the rounds where both sides gave a figure
         self.missing = []
 
     def add(self, mine, theirs, round_index):
         """Adds one round; a None on either side is remembered as MISSING in that round."""
+        ok_mine = isinstance(mine, (int, float)) and mine > 0
+        ok_theirs = isinstance(theirs, (int, float)) and theirs > 0
         if mine is None:
             self.missing.append(f"round {round_index + 1}: gpudash has no {self.gpudash_name}")
-        elif isinstance(mine, (int, float)) and mine > 0:
+        elif ok_mine:
             self.mine.append(float(mine))
         else:
             self.missing.append(f"round {round_index + 1}: gpudash's {self.gpudash_name} is {mine!r}")
         if theirs is None:
             if self.reference_name != "none":
                 self.missing.append(f"round {round_index + 1}: no reference figure")
-        elif isinstance(theirs, (int, float)) and theirs > 0:
+        elif ok_theirs:
             self.theirs.append(float(theirs))
         else:
             self.missing.append(f"round {round_index + 1}: reference figure is {theirs!r}")
-
-    def truncate(self, rounds):
-        """Keeps the first `rounds` rounds (after an interruption)."""
-        self.mine, self.theirs = self.mine[:rounds], self.theirs[:rounds]
+        if ok_mine and ok_theirs:
+            self.pairs.append((round_index + 1, float(mine), float(theirs)))
 
     def verdict(self):
-        """(verdict, ratio, lo, hi, tolerance)."""
-        if not self.mine or not self.theirs:
-            return ("MISSING" if self.judged else "info"), None, None, None, None
-        gq1, gm, gq3 = quartiles(self.mine)
-        tq1, tm, tq3 = quartiles(self.theirs)
-        ratio, lo, hi = gm / tm, gq1 / tq3, gq3 / tq1
-        tol = max(TOLERANCE, self.floor / tm)
+        """The row's Verdict from the rounds so far (see the module's docstring)."""
+        pairs = [(m, t) for _, m, t in self.pairs]
+        ratio, lo, hi = paired_interval(pairs)
+        rounds = len(pairs)
         if not self.judged:
-            return "info", ratio, lo, hi, tol
-        if self.missing:
+            return Verdict("info", ratio, lo, hi, rounds)
+        if self.missing or not pairs:
             # Some rounds lacked the figure: a gap is a failure, even when other rounds had it.
-            return "MISSING", ratio, lo, hi, tol
-        if 1 - tol <= lo and hi <= 1 + tol:
-            return "PASS", ratio, lo, hi, tol
-        if hi < 1 - tol or lo > 1 + tol:
-            return "FAIL", ratio, lo, hi, tol
-        return "INCONCLUSIVE", ratio, lo, hi, tol
+            return Verdict("MISSING", ratio, lo, hi, rounds)
+        if self.identity:
+            return Verdict("EQUAL" if all(m == t for m, t in pairs) else "DIFFERENT", ratio, None, None, rounds)
+        if lo is None:
+            return Verdict("UNDECIDED", ratio, lo, hi, rounds)
+        if 1 - self.tolerance <= lo and hi <= 1 + self.tolerance:
+            return Verdict("PASS", ratio, lo, hi, rounds)
+        if hi < 1 - self.tolerance or lo > 1 + self.tolerance:
+            return Verdict("FAIL", ratio, lo, hi, rounds)
+        return Verdict("UNDECIDED", ratio, lo, hi, rounds)
+
+    def decided(self):
+        """Whether more rounds cannot change the row's outcome: everything but UNDECIDED (a MISSING round stays
+        missing, an identity row or an info row has nothing to narrow)."""
+        return self.verdict().name != "UNDECIDED"
+
+
+class Tally:
+    """The table's counts: compared rows PASS / failed (FAIL, MISSING) / INCONCLUSIVE; identity rows equal /
+    failed (DIFFERENT, MISSING); info rows. `failures` is what exit_code counts from the rows."""
+
+    def __init__(self):
+        self.passed = self.failed = self.inconclusive = 0
+        self.identical = self.identity_failed = self.info = 0
+
+    @property
+    def failures(self):
+        return self.failed + self.identity_failed
+
+
+class RoundGroup:
+    """Rows measured together in a round (one `gpudash bench` run and its reference), with the seconds each of
+    its rounds took (both sides): what next_round needs to pick the groups of the next round."""
+
+    def __init__(self, name, rows):
+        self.name, self.rows = name, rows
+        self.round_seconds = []
+
+    def undecided(self):
+        """Whether a row of the group still needs rounds (its interval crosses a limit)."""
+        return not all(row.decided() for row in self.rows.values())
+
+    def longest_round(self):
+        """Seconds of the group's longest round so far, 0 before its first."""
+        return max(self.round_seconds, default=0.0)
+
+
+def next_round(groups, rounds_run, rounds, max_rounds, deadline_s, elapsed):
+    """(the groups to measure in the next round, why none when that list is empty).
+
+    Rounds 1 and 2 measure every group (an interval needs two pairs). Up to `rounds`, every group; after it, up
+    to `max_rounds`, only the groups with a row still UNDECIDED. From round 3 on, a group runs only if its
+    longest round so far still fits before `deadline_s` after the groups before it in this round, so a cheap
+    undecided group keeps getting rounds when an expensive one no longer fits."""
+    if rounds_run >= max_rounds:
+        return [], f"--max-rounds {max_rounds} reached"
+    if rounds_run < 2:
+        return list(groups), ""
+    wanted = list(groups) if rounds_run < rounds else [g for g in groups if g.undecided()]
+    if not wanted:
+        return [], "every row is decided"
+    todo, planned = [], elapsed
+    for g in wanted:
+        if planned + g.longest_round() <= deadline_s:
+            todo.append(g)
+            planned += g.longest_round()
+    if not todo:
+        return [], f"the next round of {', '.join(g.name for g in wanted)} would pass the {deadline_s:.0f} s deadline"
+    return todo, ""
 
 
 def print_table(rows, title, reference_label="PyTorch"):
-    """Prints the table and the details; returns (failed, inconclusive, passed) counts."""
+    """Prints the compared rows, the tolerance reasons, the identity rows and the non-PASS rows' rounds;
+    returns a Tally. A row still UNDECIDED here is INCONCLUSIVE: the rounds are over."""
+    compared = [r for r in rows if not r.identity]
+    identities = [r for r in rows if r.identity]
+    tally = Tally()
     print(f"\n== {title}")
-    print("ratio = gpudash / reference (medians of the per-round figures); band = [Q1(gpudash)/Q3(ref), "
-          "Q3(gpudash)/Q1(ref)]; PASS: band inside 1±tol; FAIL: band outside; INCONCLUSIVE: band crosses")
+    print(f"ratio = geometric mean of the per-round ratios gpudash / reference (each round measures both back to "
+          f"back); interval = its {LEVEL:.0%} t-interval over the rounds; PASS: interval inside 1±tol; FAIL: "
+          "wholly outside; INCONCLUSIVE: still crossing a limit after the last round (exit 2)")
     width = max([len(r.figure) for r in rows] + [6])
     print(f"{'figure':<{width}}  {'unit':<7} {'gpudash':>10} {reference_label:>10} {'ratio':>7}  "
-          f"{'band':<13} {'tol':>5}  verdict")
-    failed = inconclusive = passed = 0
+          f"{'95% interval':<13} {'tol':>5} {'rounds':>6}  verdict")
     details = []
-    for r in rows:
-        verdict, ratio, lo, hi, tol = r.verdict()
-        mine = f"{statistics.median(r.mine):10.4g}" if r.mine else f"{'-':>10}"
-        theirs = f"{statistics.median(r.theirs):10.4g}" if r.theirs else f"{'-':>10}"
-        ratio_text = f"{ratio:7.3f}" if ratio is not None else f"{'-':>7}"
-        band = f"{lo:.3f}–{hi:.3f}" if lo is not None else "-"
-        tol_text = f"±{tol * 100:.0f}%" if tol is not None else "-"
-        print(f"{r.figure:<{width}}  {r.unit:<7} {mine} {theirs} {ratio_text}  {band:<13} {tol_text:>5}  {verdict}")
-        if verdict in ("FAIL", "MISSING"):
-            failed += 1
-        elif verdict == "INCONCLUSIVE":
-            inconclusive += 1
-        elif verdict == "PASS":
-            passed += 1
-        if verdict != "PASS":
-            line = f"{r.figure} [{verdict}]: gpudash {r.gpudash_name} rounds " + \
-                   (", ".join(f"{v:.4g}" for v in r.mine) or "none")
-            if r.mine:
-                line += f" = {spread_text(r.mine)}"
-            if r.reference_name != "none":
-                line += f"; {r.reference_name} rounds " + (", ".join(f"{v:.4g}" for v in r.theirs) or "none")
-            if r.theirs:
-                line += f" = {spread_text(r.theirs)}"
-            if r.missing:
-                line += "; " + "; ".join(r.missing[:4])
-            if r.note:
-                line += f"; {r.note}"
-            details.append(line)
+    for r in compared:
+        v = r.verdict()
+        name = "INCONCLUSIVE" if v.name == "UNDECIDED" else v.name
+        tol = f"±{r.tolerance * 100:.0f}%" if r.judged else "-"
+        print(f"{r.figure:<{width}}  {r.unit:<7} {median_text(r.mine)} {median_text(r.theirs)} "
+              f"{ratio_text(v.ratio)}  {interval_text(v):<13} {tol:>5} {v.rounds:>6}  {name}")
+        if name == "PASS":
+            tally.passed += 1
+        elif name in ("FAIL", "MISSING"):
+            tally.failed += 1
+        elif name == "INCONCLUSIVE":
+            tally.inconclusive += 1
+        else:
+            tally.info += 1
+        if name != "PASS":
+            details.append(detail_line(r, name))
+    widened = {}  # (tolerance, reason) -> figures: rows sharing a reason print it once
+    for r in compared:
+        if r.tolerance != TOLERANCE:
+            widened.setdefault((r.tolerance, r.reason or "no reason given"), []).append(r.figure)
+    if widened:
+        print(f"\ntolerances other than ±{TOLERANCE:.0%}, and why:")
+        for (tolerance, reason), figures in widened.items():
+            print(f"  ±{tolerance:.0%} for {'; '.join(figures)}: {reason}")
+    if identities:
+        print("\nidentity checks (both sides read the same value; equal or not, never counted as PASS):")
+        for r in identities:
+            v = r.verdict()
+            values = ", ".join(f"{m:.6g}/{t:.6g}" for _, m, t in r.pairs) or "none"
+            print(f"  {r.figure:<{width}}  {r.unit:<7} rounds (gpudash/reference) {values}  {v.name}")
+            if v.name == "EQUAL":
+                tally.identical += 1
+            else:
+                tally.identity_failed += 1
+                details.append(detail_line(r, v.name))
     print("\nreferences (what the other side runs):")
     seen = []
     for r in rows:
         if r.reference_name not in seen and r.reference_name != "none":
             seen.append(r.reference_name)
             print(f"  {r.reference_name}")
-    print("rounds of every row not PASS (gpudash's JSON figure, then the reference):")
+    print("rounds of every row not PASS (gpudash's JSON figure / the reference = ratio):")
     for line in details:
         print("  " + line)
-    return failed, inconclusive, passed
+    return tally
+
+
+def median_text(values):
+    return f"{statistics.median(values):10.4g}" if values else f"{'-':>10}"
+
+
+def ratio_text(ratio):
+    return f"{ratio:7.3f}" if ratio is not None else f"{'-':>7}"
+
+
+def interval_text(v):
+    return f"{v.lo:.3f}–{v.hi:.3f}" if v.lo is not None else "-"
+
+
+def detail_line(r, name):
+    """'figure [VERDICT]: gpudash NAME / REFERENCE rounds 1: a/b = r, ...' with the missing rounds and the note."""
+    line = f"{r.figure} [{name}]: {r.gpudash_name} / {r.reference_name}, rounds "
+    line += ", ".join(f"{i}: {m:.4g}/{t:.4g} = {m / t:.3f}" for i, m, t in r.pairs) or "none paired"
+    if r.reference_name == "none" and r.mine:
+        line += "; gpudash " + ", ".join(f"{v:.4g}" for v in r.mine)
+    if r.missing:
+        line += "; " + "; ".join(r.missing[:4])
+    if r.note:
+        line += f"; {r.note}"
+    return line
 
 
 # ---- gpudash bench and its JSON ----

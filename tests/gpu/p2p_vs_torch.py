@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """gpudash's p2p experiment and /api/topology beside PyTorch and nvidia-smi, in one run, interleaved.
 
-Usage: python3 tests/gpu/p2p_vs_torch.py GPUDASH_BIN TOPOLOGY_JSON OUT_DIR [--rounds R] [--strict]
+Usage: python3 tests/gpu/p2p_vs_torch.py GPUDASH_BIN TOPOLOGY_JSON OUT_DIR [--rounds R] [--max-rounds M]
+                                         [--deadline-s S]
   TOPOLOGY_JSON  GET /api/topology of a gpudash on the same machine
   OUT_DIR        where tests/gpu/p2p.sh saved `nvidia-smi topo -m` (topo-m.txt) and
                  `topo -p2p r|w|a|n` (topo-p2p-<c>.txt); the last round's p2p JSON is saved there
@@ -13,10 +14,14 @@ current stream, as PyTorch copies there with peer access it enables itself; buff
 size, written), alternating which side goes first. Rows, per pair, with peer access enabled:
 one way in each direction, and both ways at once (PyTorch: a stream of each GPU, each copy given
 an idle current stream on its destination so PyTorch's cross-stream sync does not serialise them).
-Verdicts as in compare.py (two-sided, ±5% or the band from both sides' per-round spread).
+Verdicts as in compare.py: round i of gpudash and of PyTorch form a pair, and a row's 95% t-interval
+of the paired ratios is judged against 1 ± 5%. After --rounds rounds, more rounds (one `gpudash bench`
+measures every pair at once, so a round is all rows) run while a row is UNDECIDED, up to --max-rounds
+(default 3 × --rounds) or --deadline-s.
 4-byte latency (PyTorch's figure includes its op and cross-device event handling) and the peer
 access disabled figures (no PyTorch counterpart) are printed for information.
-Exits 1 on any FAIL or MISSING row, a failed gpudash check, or a topology mismatch.
+Exits 1 on any FAIL or MISSING row, a failed gpudash check, or a topology mismatch; else 2 when a row
+is still INCONCLUSIVE after the last round; else 0.
 """
 import argparse
 import json
@@ -27,7 +32,8 @@ import time
 
 import torch
 
-from compare import CheckLog, Row, matrix_cell, print_table, run_bench
+from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, exit_code, matrix_cell, next_round, print_table,
+                     run_bench)
 
 SIZE = 1 << 30
 WARMUP, REPS, LATENCY_REPS = 2, 5, 50
@@ -190,11 +196,23 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("topology")
     ap.add_argument("out_dir")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="rounds at least (the first 2 always run)")
+    ap.add_argument("--max-rounds", type=int, default=None,
+                    help="rounds at most while a row is UNDECIDED (default 3 × --rounds)")
     ap.add_argument("--deadline-s", type=float, default=60,
                     help="start no round that would end after this many seconds (at least 2 rounds run)")
-    ap.add_argument("--strict", action="store_true", help="INCONCLUSIVE rows fail too")
-    args = ap.parse_args()
+    ap.add_argument("--strict", action="store_true",
+                    help="no effect: INCONCLUSIVE rows always make the run exit 2")
+    try:
+        args = ap.parse_args()
+    except SystemExit as e:
+        # argparse exits 2 on a usage error; here 2 means INCONCLUSIVE, so a bad command line exits 1.
+        sys.exit(1 if e.code else 0)
+    if args.max_rounds is None:
+        args.max_rounds = 3 * args.rounds
+    args.max_rounds = max(args.max_rounds, args.rounds)
+    if args.strict:
+        print("--strict has no effect any more: an INCONCLUSIVE row always makes the run exit 2")
     count = torch.cuda.device_count()
     print(f"PyTorch {torch.__version__}, {count} GPUs: {[torch.cuda.get_device_name(i) for i in range(count)]}")
     try:
@@ -207,16 +225,19 @@ def main():
     params = {"kind": "p2p", "size": SIZE, "warmup": WARMUP, "repetitions": REPS}
     pairs = [(a, b) for a in range(count) for b in range(a + 1, count)]
     rows = make_rows(pairs)
+    group = RoundGroup("p2p", rows)  # one bench run measures every pair: a round is every row
     log = CheckLog()
     last = None
     started, rounds_run = time.monotonic(), 0
-    for r in range(args.rounds):
-        elapsed = time.monotonic() - started
-        if rounds_run >= 2 and elapsed + elapsed / rounds_run > args.deadline_s:
-            print(f"stopping after {rounds_run} rounds: another would pass the {args.deadline_s:.0f} s deadline")
+    while True:
+        todo, why_not = next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
+                                   time.monotonic() - started)
+        if not todo:
+            print(f"stopping after {rounds_run} rounds: {why_not}")
             break
+        round_started = time.monotonic()
         mine = theirs = None
-        for side in (("gpudash", "PyTorch") if r % 2 == 0 else ("PyTorch", "gpudash")):
+        for side in (("gpudash", "PyTorch") if rounds_run % 2 == 0 else ("PyTorch", "gpudash")):
             if side == "gpudash":
                 torch.cuda.synchronize()
                 run, _, problems = run_bench(args.binary, 0, "p2p", params, 120)
@@ -227,11 +248,12 @@ def main():
                 try:
                     theirs = torch_round(pairs)
                 except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-                    print(f"round {r + 1}: PyTorch's copies failed: {e}")
+                    print(f"round {rounds_run + 1}: PyTorch's copies failed: {e}")
                     theirs = {}
         for key, row in rows.items():
-            row.add(mine.get(key), theirs.get(key) if row.judged or key[0] == "lat" else None, r)
+            row.add(mine.get(key), theirs.get(key) if row.judged or key[0] == "lat" else None, rounds_run)
         rounds_run += 1
+        group.round_seconds.append(time.monotonic() - round_started)
         print(f"round {rounds_run} done at {time.monotonic() - started:.0f} s", flush=True)
     if last is not None:
         json.dump([last], open(f"{args.out_dir}/p2p.json", "w"), indent=1)
@@ -239,12 +261,12 @@ def main():
             print(f"note: gpudash copied {last.get('params', {}).get('size')} bytes, PyTorch {SIZE}")
         for note in (last.get("result") or {}).get("notes") or []:
             print(f"gpudash note: {note}")
-    failed, inconclusive, passed = print_table(list(rows.values()), f"p2p, {rounds_run} interleaved rounds")
+    tally = print_table(list(rows.values()), f"p2p, {rounds_run} interleaved rounds")
     check_failures = log.report()
-    print(f"\np2p: {passed} PASS, {failed} FAIL/MISSING, {inconclusive} INCONCLUSIVE, {check_failures} failed checks "
-          f"or runs, {failures} topology mismatches")
-    bad = failed + check_failures + failures + (inconclusive if args.strict else 0)
-    sys.exit(1 if bad else 0)
+    code = exit_code(tally.failures + check_failures + failures, tally.inconclusive)
+    print(f"\np2p: {tally.passed} PASS, {tally.failed} FAIL/MISSING, {tally.inconclusive} INCONCLUSIVE, "
+          f"{check_failures} failed checks or runs, {failures} topology mismatches; exit {code} ({EXIT_MEANING[code]})")
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,11 @@
-//! The red team's floods, bounded in count and time and aimed at loopback only: slow request
-//! bodies and anonymous WebSockets from other loopback addresses (127.0.0.2 and up) while
-//! `/healthz` and an admin's login are probed from 127.0.0.1, each of which must answer within
-//! a second throughout; and anonymous denials that must not flood the audit log.
+//! The red team's floods (`tests/load/attack.rs`), bounded in count and time and aimed at loopback
+//! only: slow request bodies and anonymous WebSockets from other loopback addresses (127.0.0.2 and
+//! up) while `/healthz` and an admin's login are probed from 127.0.0.1, each of which must be
+//! answered throughout; and anonymous denials that must not flood the audit log.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -14,11 +14,10 @@ use gpudash::telemetry::simulator::Simulator;
 use gpudash::web::serve::ConnectionLimits;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
 use tokio_tungstenite::MaybeTlsStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+use crate::attack::{self, Counts, Probes};
 use crate::support::{TestServer, next_message};
 
 const ADMIN: &str = "admin-token-0123456789";
@@ -44,94 +43,37 @@ async fn team_server(max: usize) -> TestServer {
     TestServer::with_options(Box::new(Simulator::new(2, 200)), options).await
 }
 
-/// A TCP connection to `to` from the loopback address `from`.
-async fn connect_from(from: Ipv4Addr, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = TcpSocket::new_v4()?;
-    socket.bind(SocketAddr::new(IpAddr::V4(from), 0))?;
-    socket.connect(to).await
-}
-
-/// The slowest answers the admin got while probing until `stop`: `/healthz` and a login, each on a
-/// new connection, every 100 ms. Panics on any answer that is not 200 or not within a second.
-async fn probe_until(server: &TestServer, stop: Arc<AtomicBool>) -> (Duration, Duration, u32) {
-    let client = reqwest::Client::builder().pool_max_idle_per_host(0).timeout(ANSWER_WITHIN).build().unwrap();
-    let (mut healthz, mut login, mut probes) = (Duration::ZERO, Duration::ZERO, 0);
-    let mut every = tokio::time::interval(Duration::from_millis(100));
-    while !stop.load(Ordering::Relaxed) {
-        every.tick().await;
-        let started = Instant::now();
-        let answer = client.get(server.url("/healthz")).send().await;
-        let status = answer.map(|r| r.status()).map_err(|e| format!("{e:?}"));
-        assert_eq!(status, Ok(StatusCode::OK), "/healthz after {:?} of the flood", started.elapsed());
-        healthz = healthz.max(started.elapsed());
-        let started = Instant::now();
-        let answer = client.post(server.url("/api/login")).json(&json!({ "token": ADMIN })).send().await;
-        let status = answer.map(|r| r.status()).map_err(|e| format!("{e:?}"));
-        assert_eq!(status, Ok(StatusCode::OK), "the admin's login after {:?}", started.elapsed());
-        login = login.max(started.elapsed());
-        probes += 1;
-    }
-    (healthz, login, probes)
-}
-
-/// One attacker's socket, again and again until `stop`: `POST /api/login` announcing 60,000 bytes
-/// of body, then one byte every 500 ms. Counts the connections it opened.
-async fn trickle(from: Ipv4Addr, to: SocketAddr, stop: Arc<AtomicBool>, opened: Arc<AtomicU64>) {
-    const HEAD: &[u8] = b"POST /api/login HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-                          Content-Length: 60000\r\n\r\n{\"token\":\"";
-    // At most one connection a second per socket: a refused one is retried, not spun on (this
-    // machine's cores are the server's too).
-    let mut reconnect = tokio::time::interval(Duration::from_secs(1));
-    while !stop.load(Ordering::Relaxed) {
-        reconnect.tick().await;
-        let Ok(mut stream) = connect_from(from, to).await else { continue };
-        opened.fetch_add(1, Ordering::Relaxed);
-        if stream.write_all(HEAD).await.is_err() {
-            continue;
-        }
-        let mut pace = tokio::time::interval(Duration::from_millis(500));
-        let mut buf = [0u8; 512];
-        while !stop.load(Ordering::Relaxed) {
-            tokio::select! {
-                read = stream.read(&mut buf) => if matches!(read, Ok(0) | Err(_)) { break },
-                _ = pace.tick() => if stream.write_all(b"a").await.is_err() { break },
-            }
-        }
-    }
+/// The admin's probes during `attackers`' flood; panics on any probe refused or not answered in time.
+async fn probed(server: &TestServer, attackers: Vec<tokio::task::JoinHandle<()>>, stop: Arc<AtomicBool>) -> Probes {
+    let base = server.url("");
+    let base = base.trim_end_matches('/');
+    let probes = attack::while_probing(base, ADMIN, ANSWER_WITHIN, FLOOD, attackers, stop).await;
+    assert!(probes.failures.is_empty(), "the admin was refused or kept waiting: {:#?}", probes.failures);
+    assert!(probes.healthz.len() >= 10, "the probes ran throughout ({})", probes.healthz.len());
+    probes
 }
 
 #[expect(clippy::print_stdout, reason = "the answer times are figures to read; the goal is asserted loosely")]
 async fn slow_bodies(max: usize, addresses: u8, sockets_each: usize) {
     let server = team_server(max).await;
-    let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let (stop, counts) = (Arc::new(AtomicBool::new(false)), Arc::new(Counts::default()));
     let mut attackers = Vec::new();
     for a in 0..addresses {
         for _ in 0..sockets_each {
             let from = Ipv4Addr::new(127, 0, 0, 2 + a);
-            attackers.push(tokio::spawn(trickle(from, server.running.addr(), stop.clone(), opened.clone())));
+            attackers.push(tokio::spawn(attack::trickle(from, server.running.addr(), stop.clone(), counts.clone())));
         }
     }
-    let stopper = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(FLOOD).await;
-            stop.store(true, Ordering::Relaxed);
-        })
-    };
-    let (healthz, login, probes) = probe_until(&server, stop.clone()).await;
-    stopper.await.unwrap();
-    for attacker in attackers {
-        attacker.abort();
-    }
+    let probes = probed(&server, attackers, stop).await;
     println!(
         "slow bodies: {} sockets from {addresses} address(es) at --max-connections {max}, {} connections opened in \
-         {FLOOD:?}; {probes} probes: /healthz at most {} ms, admin login at most {} ms",
+         {FLOOD:?}; {} probes: /healthz {}, admin login {} (p50 / p99 / max)",
         usize::from(addresses) * sockets_each,
-        opened.load(Ordering::Relaxed),
-        healthz.as_millis(),
-        login.as_millis(),
+        counts.opened.load(Ordering::Relaxed),
+        probes.healthz.len(),
+        Probes::summary(&probes.healthz),
+        Probes::summary(&probes.login),
     );
-    assert!(probes >= 10, "the probes ran throughout ({probes})");
     server.stop().await;
 }
 
@@ -155,56 +97,27 @@ async fn anonymous_websockets_past_the_limit_are_closed_and_a_signed_in_one_stay
         request.headers_mut().insert("authorization", format!("Bearer {ADMIN}").parse().unwrap());
         tokio_tungstenite::connect_async(request).await.unwrap().0
     };
-    let (stop, opened, closed) =
-        (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (stop, counts) = (Arc::new(AtomicBool::new(false)), Arc::new(Counts::default()));
     let mut attackers = Vec::new();
     // 20 addresses with 10 sockets each: twice the limit, and each address within its own share.
     for a in 0..20u8 {
         for _ in 0..10 {
-            let (stop, opened, closed) = (stop.clone(), opened.clone(), closed.clone());
-            let (to, url) = (server.running.addr(), server.ws_url());
-            attackers.push(tokio::spawn(async move {
-                let mut reconnect = tokio::time::interval(Duration::from_millis(250));
-                while !stop.load(Ordering::Relaxed) {
-                    reconnect.tick().await;
-                    let Ok(tcp) = connect_from(Ipv4Addr::new(127, 0, 0, 2 + a), to).await else { continue };
-                    let Ok((mut socket, _)) =
-                        tokio_tungstenite::client_async(url.as_str(), MaybeTlsStream::Plain(tcp)).await
-                    else {
-                        continue;
-                    };
-                    opened.fetch_add(1, Ordering::Relaxed);
-                    while !stop.load(Ordering::Relaxed) {
-                        if !matches!(socket.next().await, Some(Ok(_))) {
-                            closed.fetch_add(1, Ordering::Relaxed);
-                            break;
-                        }
-                    }
-                }
-            }));
+            let from = Ipv4Addr::new(127, 0, 0, 2 + a);
+            let task = attack::anonymous_socket(from, server.running.addr(), stop.clone(), counts.clone());
+            attackers.push(tokio::spawn(task));
         }
     }
-    let stopper = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(FLOOD).await;
-            stop.store(true, Ordering::Relaxed);
-        })
-    };
-    let (healthz, login, probes) = probe_until(&server, stop.clone()).await;
-    stopper.await.unwrap();
-    for attacker in attackers {
-        attacker.abort();
-    }
+    let probes = probed(&server, attackers, stop).await;
     println!(
         "anonymous WebSockets: 200 from 20 addresses at --max-connections {MAX}: {} opened, {} closed by the server \
-         in {FLOOD:?}; {probes} probes: /healthz at most {} ms, admin login at most {} ms",
-        opened.load(Ordering::Relaxed),
-        closed.load(Ordering::Relaxed),
-        healthz.as_millis(),
-        login.as_millis(),
+         in {FLOOD:?}; {} probes: /healthz {}, admin login {} (p50 / p99 / max)",
+        counts.opened.load(Ordering::Relaxed),
+        counts.closed.load(Ordering::Relaxed),
+        probes.healthz.len(),
+        Probes::summary(&probes.healthz),
+        Probes::summary(&probes.login),
     );
-    assert!(closed.load(Ordering::Relaxed) > 0, "anonymous WebSockets were closed to make room");
+    assert!(counts.closed.load(Ordering::Relaxed) > 0, "anonymous WebSockets were closed to make room");
     // The admin's socket was never closed: it still gets ticks (after all it buffered).
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -219,7 +132,7 @@ async fn one_client_keeps_only_its_share_of_anonymous_websockets() {
     let server = team_server(100).await;
     let mut sockets = Vec::new();
     for _ in 0..100 {
-        let tcp = connect_from(Ipv4Addr::new(127, 0, 0, 2), server.running.addr()).await.unwrap();
+        let tcp = attack::connect_from(Ipv4Addr::new(127, 0, 0, 2), server.running.addr()).await.unwrap();
         let (mut socket, _) =
             tokio_tungstenite::client_async(server.ws_url(), MaybeTlsStream::Plain(tcp)).await.unwrap();
         assert!(matches!(next_message(&mut socket, 5).await, shared::ServerMessage::Snapshot(_)));

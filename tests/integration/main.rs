@@ -10,6 +10,8 @@ mod alerts_rules;
 mod alerts_webhook;
 mod anonymous;
 mod api;
+#[path = "../load/attack.rs"]
+mod attack;
 mod bad_input;
 mod bridge;
 mod bridge_allocator;

@@ -19,7 +19,7 @@ use tokio::net::TcpStream;
 use tokio::process::Child;
 use tokio::time::Instant;
 
-use crate::fanout::start_server_with;
+use crate::fanout::{ONE_ADDRESS, start_server_with};
 use crate::procstat;
 use crate::quantile;
 
@@ -155,7 +155,8 @@ struct Footprint {
 }
 
 async fn start(args: &ConnectionArgs, extra: &[&str]) -> Result<(Child, String, String), String> {
-    let (server, addr) = start_server_with(&args.server, args.gpus, Duration::from_secs(1), extra).await?;
+    let extra: Vec<&str> = std::iter::once(ONE_ADDRESS).chain(extra.iter().copied()).collect();
+    let (server, addr) = start_server_with(&args.server, args.gpus, Duration::from_secs(1), &extra).await?;
     let pid = server.id().ok_or("the server exited at once")?.to_string();
     Ok((server, addr, pid))
 }

@@ -127,8 +127,11 @@ pub async fn run(args: FanoutArgs) -> Result<String, String> {
 
 /// Starts the server on a free loopback port and reads the address it logs.
 pub async fn start_server(server: &Path, gpus: u32, interval: Duration) -> Result<(Child, String), String> {
-    start_server_with(server, gpus, interval, &[]).await
+    start_server_with(server, gpus, interval, &[ONE_ADDRESS]).await
 }
+
+/// Every viewer of these tools comes from 127.0.0.1: they measure capacity, not the per-client share.
+pub const ONE_ADDRESS: &str = "--max-connections-per-client=1000000";
 
 /// [`start_server`] with `extra` flags.
 pub async fn start_server_with(
@@ -137,13 +140,23 @@ pub async fn start_server_with(
     interval: Duration,
     extra: &[&str],
 ) -> Result<(Child, String), String> {
+    start_server_env(server, gpus, interval, extra, &[]).await
+}
+
+/// [`start_server_with`] with `env` variables set for the server.
+pub async fn start_server_env(
+    server: &Path,
+    gpus: u32,
+    interval: Duration,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Result<(Child, String), String> {
     let mut child = Command::new(server)
         .args(["--simulate", &gpus.to_string(), "--listen", "127.0.0.1:0", "--no-history"])
-        // Every viewer here comes from 127.0.0.1: this measures capacity, not the per-client share.
-        .args(["--max-connections-per-client", "1000000"])
         .arg("--interval")
         .arg(format!("{}ms", interval.as_millis()))
         .args(extra)
+        .envs(env.iter().copied())
         .env("GPUDASH_LOG", "warn,gpudash=info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -2,7 +2,8 @@
 //! each wire encoding of a tick would weigh.
 //!
 //! `gpudash-load connections` measures what an idle connection and a WebSocket
-//! cost the server, and `/healthz` at the connection limit.
+//! cost the server, and `/healthz` at the connection limit; `gpudash-load floods`
+//! how fast the admin is answered during the red team's floods.
 //!
 //! `gpudash-load fanout` starts `gpudash --simulate` on loopback, opens N
 //! WebSockets, and reports tick delay, throughput and the server's CPU and
@@ -10,11 +11,13 @@
 //! `gpudash-load bridge-flood` floods the PyTorch bridge. Commands and
 //! results: docs/BENCHMARKS.md, "Live fan-out" and "Bridge flood".
 
+mod attack;
 mod bridge_flood;
 mod clients;
 mod connections;
 mod encodings;
 mod fanout;
+mod floods;
 mod procstat;
 mod soak;
 
@@ -36,6 +39,8 @@ enum Command {
     Connections(connections::ConnectionArgs),
     /// Many ~60 KB bridge reports with new PIDs while viewers read the list; peak memory and list size.
     BridgeFlood(bridge_flood::BridgeFloodArgs),
+    /// Slow bodies and anonymous WebSockets from other loopback addresses; the admin's answer times.
+    Floods(floods::FloodArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +50,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => block_on(soak::run(args)),
         Command::Connections(args) => block_on(connections::run(args)),
         Command::BridgeFlood(args) => block_on(bridge_flood::run(args)),
+        Command::Floods(args) => block_on(floods::run(args)),
     };
     match outcome.and_then(|report| writeln!(std::io::stdout().lock(), "{report}").map_err(anyhow_like)) {
         Ok(()) => ExitCode::SUCCESS,

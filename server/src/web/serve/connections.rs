@@ -6,7 +6,8 @@
 //!    client's own connection idle longest closes, else the newcomer is refused. Trusted proxies
 //!    are exempt: they carry everyone.
 //! 2. Past `max - reserve` open connections only 127.0.0.1 and ::1 are admitted: the last
-//!    `reserve` slots are kept so an admin on the machine can always get in. (The rest of
+//!    `reserve` slots are kept so an admin on the machine can always get in, and no outside
+//!    newcomer closes a connection from them to make room. (The rest of
 //!    127.0.0.0/8 counts as any other client, which is how the flood tests stand in for remote
 //!    attackers.)
 //! 3. At the limit, to make room, from the client holding the most connections (the newcomer's
@@ -113,6 +114,11 @@ impl Closer {
     }
 }
 
+/// 127.0.0.1 or ::1: the machine itself, where an admin connects from.
+fn is_home(client: IpAddr) -> bool {
+    client == IpAddr::V4(Ipv4Addr::LOCALHOST) || client == IpAddr::V6(Ipv6Addr::LOCALHOST)
+}
+
 #[derive(Debug)]
 struct Open {
     state: State,
@@ -195,14 +201,16 @@ impl Registry {
                 return None;
             }
         }
-        let home = client == IpAddr::V4(Ipv4Addr::LOCALHOST) || client == IpAddr::V6(Ipv6Addr::LOCALHOST);
-        let room = if home { self.limits.max } else { self.limits.max - self.limits.reserve() };
+        let room = if is_home(client) { self.limits.max } else { self.limits.max - self.limits.reserve() };
         let open = inner.open.values().filter(|o| o.state != State::Closing).count();
         if open >= room {
-            // Only from itself or a client holding more: a few busy addresses cannot push out a lone admin.
+            // Only from itself or a client holding more, so a few busy addresses cannot push out a lone
+            // admin; and an outside client never closes a connection from the machine itself.
             let held = |ip: &IpAddr| inner.per_client.get(ip).copied().unwrap_or(0);
             let mine = held(&client);
-            let victim = inner.victim(now, |o| o.client == client || held(&o.client) > mine);
+            let outside = !is_home(client);
+            let victim = inner
+                .victim(now, |o| o.client == client || (held(&o.client) > mine && !(outside && is_home(o.client))));
             if !self.make_room(&mut inner, victim) {
                 return None;
             }
@@ -465,6 +473,8 @@ mod tests {
         let requests: Vec<_> = outside.iter().map(|s| Busy::start(registry.clone(), s.id, false)).collect();
         assert!(registry.admit(ip("10.2.0.1")).is_none(), "the reserve is not for outside clients");
         let home: Vec<_> = (0..2).map(|_| registry.admit(HOME).expect("loopback takes a reserved slot")).collect();
+        assert!(registry.admit(ip("10.3.0.1")).is_none(), "an outside newcomer never closes the admin's idle one");
+        assert!(matches!(registry.state(home[0].id), Some(State::Idle(_))));
         let _busy: Vec<_> = home.iter().map(|s| Busy::start(registry.clone(), s.id, false)).collect();
         assert!(registry.admit(HOME).is_none(), "the limit holds for loopback too");
         drop(requests);
