@@ -73,8 +73,9 @@ SKIP_BEFORE = re.compile(
     re.IGNORECASE,
 )
 
-LOG_PATH = re.compile(r"(?:docs/)?gpu-runs/(?P<name>[\w*.\-]+?\.(?:log|txt))(?![\w.])")
-BARE_LOG = re.compile(r"(?<![\w/.\-])(?P<name>[\w\-]+(?:\.[\w\-]+)*\.(?:log|txt))(?![\w.])")
+# A name ends where no word character and no ".word" follows: "p2p.log." at a sentence's end counts.
+LOG_PATH = re.compile(r"(?:docs/)?gpu-runs/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)")
+BARE_LOG = re.compile(r"(?<![\w/.\-])(?P<name>[\w\-]+(?:\.[\w\-]+)*?\.(?:log|txt))(?!\w|\.\w)")
 CODE_SPAN = re.compile(r"`[^`]*`")
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
 URL = re.compile(r"https?://\S+")

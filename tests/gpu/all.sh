@@ -4,7 +4,7 @@
 #   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
 #   run(command="bash tests/gpu/all.sh h200 bridge gpm", carry=["target/release/gpudash", "target/release/gpudash-bench"],
 #       kind="nvidia-h200-x2", timeout_s=600)       # then the same with "bash tests/gpu/all.sh lab p2p"
-# Each part runs under its own timeout (h200 90 + bridge 120 + gpm 180 = 390 s; lab 250 + p2p 100 = 350 s),
+# Each part runs under its own timeout (h200 90 + bridge 120 + gpm 260 = 470 s; lab 250 + p2p 100 = 350 s),
 # so each call stays under the device tool's 10 minutes.
 # Each part's log lands in $OUT (the device tool's output folder); the summary is printed last,
 # and the exit status is non-zero when any part failed (or timed out).
@@ -51,7 +51,7 @@ if want p2p; then
     results+=("p2p: skipped (one GPU; run on nvidia-h200-x2)")
   fi
 fi
-want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM, idle holder, DCGM_FI_PROF_*
+want gpm && part gpm 260 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
 want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API

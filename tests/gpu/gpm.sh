@@ -2,7 +2,9 @@
 # GPM on a real GPU: gpudash beside three loads in turn (a Python loop of tiny kernels, a bf16
 # GEMM loop, a process that holds 2 GiB and sleeps). For each, gpudash's SM and tensor activity
 # are compared with NVML's GPM read through pynvml (nvidia-ml-py) in the same seconds (±5 points);
-# the sleeper must be flagged idle (--idle-after 10s); the DCGM_FI_PROF_* series must be in /metrics.
+# the sleeper must be flagged idle (--idle-after 10s); the DCGM_FI_PROF_* series must be in /metrics;
+# and SM activity must read K / SMs × duty (±3 points) on a load that keeps exactly K SMs busy
+# (tests/gpu/gpm_calibrated.py, at K = 13, 66, 132 and a 50% duty).
 #
 #   cargo build --release    # here, then on the GPU machine, with target/release/gpudash carried:
 #   bash tests/gpu/gpm.sh
@@ -104,6 +106,9 @@ done
 if [ -n "$flagged" ]; then echo "  flagged: $flagged"; else fail "the sleeper was not flagged idle within 40 s"; fi
 grep -m1 '^gpudash_process_idle_seconds{gpu="0"' <(curl -sf "$URL/metrics") || fail "gpudash_process_idle_seconds missing"
 kill "$LOAD" 2>/dev/null; wait "$LOAD" 2>/dev/null; LOAD=
+
+echo; echo "== a calibrated load: exactly K of the SMs busy for a duty cycle (tests/gpu/sm_load.cu)"
+python3 tests/gpu/gpm_calibrated.py "$URL" || fail "SM activity missed the calibrated load's K / SMs × duty"
 
 echo; echo "== GPM lines gpudash logged (should be none on an H200)"
 grep -i "activity" "$OUT/gpudash.log" || echo "  none"

@@ -9,7 +9,7 @@ use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
-use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors, table};
+use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault, table};
 use crate::store::runs::MemoryRunStore;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::{GpuSource, hostname};
@@ -74,7 +74,18 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         memory_margin: args.margin_mib.saturating_mul(1 << 20),
         ..LabConfig::default()
     };
-    let setup = match setup(args, config) {
+    // A fault injected on purpose, to show the checks catching it on real hardware (tests/gpu/lab.sh).
+    let fault = match cuda::Fault::from_env() {
+        Ok(fault) => fault,
+        Err(message) => {
+            eprintln!("gpudash bench: {message}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(fault) = fault {
+        eprintln!("gpudash bench: injecting the fault '{}' ({}): its check must fail", fault.name(), cuda::FAULT_VAR);
+    }
+    let setup = match setup(args, config, fault) {
         Ok(s) => s,
         Err(message) => {
             eprintln!("gpudash bench: {message}");
@@ -149,7 +160,7 @@ enum SetupError {
     NoDevice { device: u32, count: u32 },
 }
 
-fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, SetupError> {
+fn setup(args: &BenchArgs, config: LabConfig, fault: Option<cuda::Fault>) -> Result<LabSetup, SetupError> {
     let mut host = LabHost { hostname: hostname(), ..LabHost::default() };
     if args.simulate {
         // Two GPUs at least, so p2p runs too.
@@ -175,7 +186,7 @@ fn setup(args: &BenchArgs, config: LabConfig) -> Result<LabSetup, SetupError> {
     Ok(LabSetup {
         config,
         host,
-        executors: Ok(cuda_executors(&devices)),
+        executors: Ok(cuda_executors_with_fault(&devices, fault)),
         devices,
         probe,
         store: Arc::new(MemoryRunStore::default()),

@@ -39,7 +39,7 @@ use shared::lab::ExperimentKind;
 pub use self::api::Lab;
 pub use self::setup::{
     ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, SimulatedLab,
-    Unavailable, cuda_executors,
+    Unavailable, cuda_executors, cuda_executors_with_fault,
 };
 pub(crate) use self::state::Shared;
 

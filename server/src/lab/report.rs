@@ -7,7 +7,7 @@ use shared::lab::{
 };
 use shared::units::format_bytes;
 
-use super::checks::{self, GemmErrors, StreamsOutputs};
+use super::checks::{self, GemmErrors, GemmTiles, StreamsOutputs};
 use super::guards::LinkPeaks;
 use super::stats::{rates, summarize};
 
@@ -269,6 +269,8 @@ pub struct GemmSample {
     pub times_ms: Vec<f64>,
     /// The output's sampled rows and columns compared with the host.
     pub errors: GemmErrors,
+    /// A random tile of each timed repetition's output compared with the host.
+    pub tiles: GemmTiles,
 }
 
 pub fn precision(samples: &[GemmSample]) -> RunResult {
@@ -295,6 +297,9 @@ pub fn precision(samples: &[GemmSample]) -> RunResult {
             }
             let name = format!("{} {} matches the host", dtype.name(), s.size);
             r.checks.push(checks::gemm(name, &s.errors, dtype.tolerance()));
+            let name = format!("{} {}: every timed GEMM matches the host on a random tile", dtype.name(), s.size);
+            let repetitions = u32::try_from(s.times_ms.len()).unwrap_or(u32::MAX);
+            r.checks.push(checks::gemm_tiles(name, &s.tiles, repetitions, dtype.tolerance()));
         }
         r.series.push(Series { name: dtype.name().to_owned(), points });
     }
@@ -375,11 +380,17 @@ mod tests {
             size: 1024,
             times_ms: vec![1.0],
             errors: GemmErrors { worst: worst * 32.0, at: (1023, 7), compared, order: 1024 },
+            tiles: GemmTiles {
+                errors: GemmErrors { worst: worst * 32.0, at: (40, 41), compared: 32 * 32, order: 1024 },
+                tiles: 1,
+                seed: 7,
+            },
         };
         let r = precision(&[s(Dtype::Fp32, 1e-6), s(Dtype::Bf16, 0.5)]);
-        assert!(r.checks[1].detail.contains("row 1023, column 7"), "{:?}", r.checks[1]);
+        assert!(r.checks[2].detail.contains("row 1023, column 7"), "{:?}", r.checks[2]);
+        assert!(r.checks[3].detail.contains("(seed 7)") && r.checks[3].detail.contains("row 40"), "{:?}", r.checks[3]);
         assert_eq!(r.passed(), Some(false));
-        assert!(r.checks[0].passed && !r.checks[1].passed);
+        assert!(r.checks[0].passed && r.checks[1].passed && !r.checks[2].passed && !r.checks[3].passed);
         assert!((r.figures[0].stats.median - 2.147).abs() < 0.01, "{:?}", r.figures[0]);
     }
 

@@ -232,9 +232,15 @@ impl LabSetup {
 /// CUDA executors for `devices`, each matched to its CUDA ordinal by UUID; each knows
 /// every GPU's UUID too, for the p2p experiment.
 pub fn cuda_executors(devices: &[LabGpu]) -> ExecutorFactory {
+    cuda_executors_with_fault(devices, None)
+}
+
+/// [`cuda_executors`] injecting `fault` into every run (`gpudash bench` with `GPUDASH_BENCH_FAULT`).
+pub fn cuda_executors_with_fault(devices: &[LabGpu], fault: Option<cuda::Fault>) -> ExecutorFactory {
     let uuids: Vec<(u32, String)> = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
     Arc::new(move |device| {
         let uuid = uuids.iter().find(|(i, _)| *i == device).map(|(_, u)| u.clone());
-        Box::new(cuda::CudaExecutor::new(device, uuid).with_gpus(uuids.clone())) as Box<dyn Executor>
+        let executor = cuda::CudaExecutor::new(device, uuid).with_gpus(uuids.clone()).with_fault(fault);
+        Box::new(executor) as Box<dyn Executor>
     })
 }

@@ -60,6 +60,30 @@ fn model_copy(seed: u64, bytes: u64, wrong: bool) -> PatternCompare {
     checks::compare_pattern(&dst, seed, 0)
 }
 
+/// Model tiles of a GEMM of order min(size, 64), one per repetition, read from the exact product
+/// (`wrong`: spoiled by one where each tile is read), compared by the GPU path's own tile check.
+fn model_tiles(size: u32, repetitions: u32, wrong: bool) -> checks::GemmTiles {
+    let n = (size as usize).clamp(1, 64);
+    let mut rng = fastrand::Rng::with_seed(u64::from(size) + 1);
+    let mut matrix = || (0..n * n).map(|_| rng.f64() * 2.0 - 1.0).collect::<Vec<f64>>();
+    let (a, b) = (matrix(), matrix());
+    let seed = u64::from(size);
+    let mut tiles = checks::GemmTiles::new(n, seed);
+    let t = checks::GEMM_TILE.min(n);
+    for repetition in 0..repetitions {
+        let (i0, j0) = checks::tile_at(n, seed, repetition);
+        let mut got: Vec<f64> = (0..t * t)
+            .map(|k| (i0 + k % t, j0 + k / t))
+            .map(|(i, j)| (0..n).map(|l| a[i + l * n] * b[l + j * n]).sum())
+            .collect();
+        if wrong {
+            got[0] += 1.0;
+        }
+        tiles.add((i0, j0), &got, |i| a[i], |i| b[i]);
+    }
+    tiles
+}
+
 /// A model GEMM of order min(size, 64) on random data, compared by the GPU's sampler; `wrong` spoils
 /// one element of the last row, away from the first rows and columns.
 fn model_gemm(size: u32, wrong: bool) -> GemmErrors {
@@ -279,8 +303,10 @@ impl SimulatedExecutor {
                 let n3 = f64::from(size).powi(3);
                 let efficiency = n3 / (n3 + 1024f64.powi(3));
                 let ms = 2.0 * n3 / (peak * 1e12 * efficiency) * 1e3;
-                let errors = model_gemm(size, ctx.probe.wrong_results(ctx.device));
-                samples.push(GemmSample { dtype, size, times_ms: jitter(ms, p.repetitions), errors });
+                let wrong = ctx.probe.wrong_results(ctx.device);
+                let errors = model_gemm(size, wrong);
+                let tiles = model_tiles(size, p.repetitions, wrong);
+                samples.push(GemmSample { dtype, size, times_ms: jitter(ms, p.repetitions), errors, tiles });
                 self.pace(ctx, (i * p.dtypes.len() + j) as f64 / total, &format!("{} {size}", dtype.name()))?;
             }
         }

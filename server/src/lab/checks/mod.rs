@@ -315,6 +315,72 @@ pub fn gemm(name: String, errors: &GemmErrors, tolerance: f64) -> Check {
     }
 }
 
+/// The side of the random tile checked after every timed GEMM (smaller matrices: their order).
+pub const GEMM_TILE: usize = 32;
+
+/// Random tiles of a GEMM's output, one read after each timed repetition: the sampled rows and
+/// columns see only the last repetition's output and 0.4% of it at n = 8192; a tile per repetition
+/// sees every timed GEMM, somewhere new each time.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GemmTiles {
+    pub errors: GemmErrors,
+    /// Tiles compared (one per timed repetition).
+    pub tiles: u32,
+    /// The seed the tiles' positions came from (printed, so a failure can be found again).
+    pub seed: u64,
+}
+
+impl GemmTiles {
+    pub fn new(n: usize, seed: u64) -> Self {
+        Self { errors: GemmErrors { order: n, ..GemmErrors::default() }, tiles: 0, seed }
+    }
+
+    /// The tile at rows `i0..`, columns `j0..` of C = A·B (n×n, column-major; `a(i)`, `b(i)` elements of
+    /// A and B), read from the GPU as `got` (column-major, [`GEMM_TILE`] or n rows a column).
+    pub fn add(&mut self, (i0, j0): (usize, usize), got: &[f64], a: impl Fn(usize) -> f64, b: impl Fn(usize) -> f64) {
+        let n = self.errors.order;
+        let t = GEMM_TILE.min(n);
+        for (dj, column) in got.chunks_exact(t).enumerate() {
+            let j = j0 + dj;
+            for (di, &g) in column.iter().enumerate() {
+                let i = i0 + di;
+                let reference: f64 = (0..n).map(|l| a(i + l * n) * b(l + j * n)).sum();
+                let error = if g.is_finite() { (g - reference).abs() } else { f64::INFINITY };
+                self.errors.compared += 1;
+                if error > self.errors.worst || (error.is_nan() && !self.errors.worst.is_nan()) {
+                    self.errors.worst = error;
+                    self.errors.at = (i, j);
+                }
+            }
+        }
+        self.tiles += 1;
+    }
+}
+
+/// Where repetition `repetition`'s tile lies in an n×n output, from `seed`.
+pub fn tile_at(n: usize, seed: u64, repetition: u32) -> (usize, usize) {
+    let t = GEMM_TILE.min(n);
+    let mut rng = fastrand::Rng::with_seed(seed ^ u64::from(repetition).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    (rng.usize(0..=n - t), rng.usize(0..=n - t))
+}
+
+/// What the tile check says: one tile per timed repetition (`repetitions`), each within `tolerance`.
+pub fn gemm_tiles(name: String, tiles: &GemmTiles, repetitions: u32, tolerance: f64) -> Check {
+    let n = tiles.errors.order;
+    let t = GEMM_TILE.min(n);
+    let scaled = tiles.errors.worst / (n as f64).sqrt();
+    let complete = tiles.tiles == repetitions && tiles.errors.compared as usize == repetitions as usize * t * t;
+    Check {
+        name,
+        passed: n > 0 && repetitions > 0 && complete && scaled.is_finite() && scaled <= tolerance,
+        detail: format!(
+            "{} of {repetitions} timed repetitions had a random {t}×{t} tile read back (seed {}): max error/sqrt(k) \
+             {scaled:.2e} at row {}, column {} (tolerance {tolerance:.0e})",
+            tiles.tiles, tiles.seed, tiles.errors.at.0, tiles.errors.at.1
+        ),
+    }
+}
+
 /// What the streams experiment's kernels and copy produced, read back after the last round.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StreamsOutputs {

@@ -139,3 +139,54 @@ fn the_p2p_check_names_direction_and_mode() {
     assert_eq!(check.name, "GPU 1 → 0 copies are byte-exact, peer access disabled");
     assert!(!p2p_destination(0, 1, true, &PatternCompare { differ: 3, first: Some(0), ..ok }).passed);
 }
+
+/// C = A·B of inputs first rounded by `round`, sampled against the exact product.
+fn rounded_gemm_error(n: usize, round: impl Fn(f64) -> f64) -> GemmErrors {
+    let mut rng = fastrand::Rng::with_seed(3);
+    let a: Vec<f64> = (0..n * n).map(|_| f64::from(rng.f32() * 2.0 - 1.0)).collect();
+    let b: Vec<f64> = (0..n * n).map(|_| f64::from(rng.f32() * 2.0 - 1.0)).collect();
+    let (ar, br): (Vec<f64>, Vec<f64>) = (a.iter().map(|&v| round(v)).collect(), b.iter().map(|&v| round(v)).collect());
+    sampled(n, &a, &b, &product(n, &ar, &br))
+}
+
+#[test]
+fn the_tf32_tolerance_passes_tf32_inputs_and_refuses_bf16_precision() {
+    // tf32 keeps 10 mantissa bits: truncated (the worse of the two roundings) it passes...
+    let tf32 = |v: f64| f64::from(f32::from_bits((v as f32).to_bits() & !((1 << 13) - 1)));
+    let n = 512;
+    let tolerance = shared::lab::Dtype::Tf32.tolerance();
+    let kept = gemm("tf32".into(), &rounded_gemm_error(n, tf32), tolerance);
+    assert!(kept.passed, "{kept:?}");
+    // ...while inputs at bf16's 7 bits (what a GEMM that quietly ran in bf16 would read) fail it.
+    let bf16 = |v: f64| f64::from(half::bf16::from_f64(v).to_f32());
+    let lost = gemm("bf16 inputs".into(), &rounded_gemm_error(n, bf16), tolerance);
+    assert!(!lost.passed, "{lost:?}");
+}
+
+#[test]
+fn the_tile_check_sees_a_spoiled_tile_of_any_repetition_and_names_its_seed() {
+    let n = 96;
+    let mut rng = fastrand::Rng::with_seed(5);
+    let a: Vec<f64> = (0..n * n).map(|_| rng.f64() - 0.5).collect();
+    let b: Vec<f64> = (0..n * n).map(|_| rng.f64() - 0.5).collect();
+    let c = product(n, &a, &b);
+    let read = |(i0, j0): (usize, usize)| -> Vec<f64> {
+        (0..GEMM_TILE * GEMM_TILE).map(|k| c[(i0 + k % GEMM_TILE) + (j0 + k / GEMM_TILE) * n]).collect()
+    };
+    for spoiled in [None, Some(0), Some(4)] {
+        let mut tiles = GemmTiles::new(n, 42);
+        for repetition in 0..5 {
+            let at = tile_at(n, 42, repetition);
+            let mut got = read(at);
+            if spoiled == Some(repetition) {
+                got.iter_mut().for_each(|v| *v = 0.0);
+            }
+            tiles.add(at, &got, |i| a[i], |i| b[i]);
+        }
+        let check = gemm_tiles("tiles".into(), &tiles, 5, 1e-4);
+        assert_eq!(check.passed, spoiled.is_none(), "{check:?}");
+        assert!(check.detail.contains("(seed 42)"), "{check:?}");
+    }
+    assert!(!gemm_tiles("too few".into(), &GemmTiles::new(n, 1), 5, 1e-4).passed, "a repetition left unread fails");
+    assert_ne!(tile_at(n, 42, 0), tile_at(n, 42, 1), "each repetition looks somewhere new");
+}

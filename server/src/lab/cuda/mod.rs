@@ -9,6 +9,7 @@
 #![allow(unsafe_code)]
 
 mod copy_kernel;
+mod fault;
 mod latency;
 mod memory;
 mod p2p;
@@ -26,6 +27,7 @@ use cudarc::driver::{
 };
 use shared::lab::{ExperimentParams, RunResult};
 
+pub use self::fault::{FAULT_VAR, Fault};
 use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 
 /// Kernels the experiments launch, compiled by NVRTC for the device at hand.
@@ -95,6 +97,8 @@ pub(crate) struct Session {
     pub pool: sys::CUmemoryPool,
     module: Option<Arc<CudaModule>>,
     blas: Option<Arc<CudaBlas>>,
+    /// A fault to inject (`gpudash bench` with [`FAULT_VAR`] only).
+    pub fault: Option<Fault>,
 }
 
 impl Session {
@@ -110,7 +114,7 @@ impl Session {
         // SAFETY: the device comes from a live context.
         let pool = unsafe { result::device::get_default_mem_pool(ctx.cu_device()) }
             .map_err(cuda_err("getting the device's memory pool"))?;
-        let session = Self { ctx, stream, pool, module: None, blas: None };
+        let session = Self { ctx, stream, pool, module: None, blas: None, fault: None };
         // Keep freed blocks cached, as PyTorch's allocator does, until empty_cache.
         session.set_release_threshold(u64::MAX)?;
         Ok(session)
@@ -252,6 +256,7 @@ pub struct CudaExecutor {
     /// Every GPU of the lab (NVML index, UUID), for p2p runs.
     gpus: Vec<(u32, String)>,
     session: Option<Session>,
+    fault: Option<Fault>,
 }
 
 impl std::fmt::Debug for CudaExecutor {
@@ -264,7 +269,14 @@ impl CudaExecutor {
     /// The executor for NVML's GPU `device`, matched to CUDA's numbering by `uuid` when given.
     /// Nothing is opened until the first run.
     pub fn new(device: u32, uuid: Option<String>) -> Self {
-        Self { device, uuid, gpus: Vec::new(), session: None }
+        Self { device, uuid, gpus: Vec::new(), session: None, fault: None }
+    }
+
+    /// Injects `fault` into the runs (`gpudash bench` alone does, from [`FAULT_VAR`]).
+    #[must_use]
+    pub fn with_fault(mut self, fault: Option<Fault>) -> Self {
+        self.fault = fault;
+        self
     }
 
     /// Knows the other GPUs too (NVML index, UUID), so p2p runs can open them.
@@ -279,7 +291,9 @@ impl CudaExecutor {
             result::init().map_err(cuda_err("initialising CUDA"))?;
             let fallback = self.device as usize;
             let ordinal = self.uuid.as_deref().map_or(fallback, |u| ordinal_for(u, fallback));
-            self.session = Some(Session::open(ordinal)?);
+            let mut session = Session::open(ordinal)?;
+            session.fault = self.fault;
+            self.session = Some(session);
         }
         self.session.as_mut().ok_or_else(|| ExperimentError::Cuda("no CUDA session".into()))
     }

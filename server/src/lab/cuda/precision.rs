@@ -9,8 +9,8 @@ use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZero
 use half::{bf16, f16};
 use shared::lab::{Dtype, PrecisionParams, RunResult};
 
-use super::{Session, cuda_err, lib_err};
-use crate::lab::checks::{GemmErrors, GemmSampler};
+use super::{Fault, Session, cuda_err, lib_err};
+use crate::lab::checks::{self, GEMM_TILE, GemmErrors, GemmSampler, GemmTiles};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, GemmSample};
 
@@ -74,47 +74,44 @@ pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result
             ctx.check()?;
             ctx.progress((i * p.dtypes.len() + j) as f64 / total, &format!("{} GEMM {n}", dtype.name()));
             let handle = *blas.handle();
-            let (times, errors) = match dtype {
-                Dtype::Fp32 => {
-                    measure::<f32>(s, &hold, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?
+            // `gpudash bench` with GPUDASH_BENCH_FAULT=corrupt-tile: the first type and size's tiles are spoiled.
+            let corrupt = s.fault == Some(Fault::CorruptTile) && i == 0 && j == 0;
+            let g = Gemm { hold: &hold, handle, n, corrupt };
+            let (times, errors, tiles) = match dtype {
+                Dtype::Fp32 => measure::<f32>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
+                Dtype::Tf32 => {
+                    measure::<f32>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32, p, ctx)?
                 }
-                Dtype::Tf32 => measure::<f32>(
-                    s,
-                    &hold,
-                    handle,
-                    &a,
-                    &b,
-                    n,
-                    cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-                    p,
-                    ctx,
-                )?,
-                Dtype::Fp16 => {
-                    measure::<f16>(s, &hold, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?
-                }
-                Dtype::Bf16 => {
-                    measure::<bf16>(s, &hold, handle, &a, &b, n, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?
-                }
+                Dtype::Fp16 => measure::<f16>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
+                Dtype::Bf16 => measure::<bf16>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
             };
-            samples.push(GemmSample { dtype, size, times_ms: times, errors });
+            samples.push(GemmSample { dtype, size, times_ms: times, errors, tiles });
         }
     }
     Ok(report::precision(&samples))
 }
 
-/// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, and checks C's sampled rows and columns.
-#[allow(clippy::too_many_arguments)]
+/// What one size's GEMMs share: the spin kernel, cuBLAS, the order, and whether to spoil the tiles.
+struct Gemm<'a> {
+    hold: &'a cudarc::driver::CudaFunction,
+    handle: cudarc::cublas::sys::cublasHandle_t,
+    n: usize,
+    /// The corrupt-tile fault: zero each repetition's tile before it is read back.
+    corrupt: bool,
+}
+
+/// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, reads back a random tile of
+/// each timed repetition's output, and checks C's sampled rows and columns after the last.
 fn measure<T: Element>(
     s: &Session,
-    hold: &cudarc::driver::CudaFunction,
-    handle: cudarc::cublas::sys::cublasHandle_t,
+    g: &Gemm<'_>,
     a: &[f32],
     b: &[f32],
-    n: usize,
     compute: cublasComputeType_t,
     p: &PrecisionParams,
     ctx: &RunContext<'_>,
-) -> Result<(Vec<f64>, GemmErrors), ExperimentError> {
+) -> Result<(Vec<f64>, GemmErrors, GemmTiles), ExperimentError> {
+    let (hold, handle, n) = (g.hold, g.handle, g.n);
     let a_t: Vec<T> = a.iter().map(|&v| T::from_f32(v)).collect();
     let b_t: Vec<T> = b.iter().map(|&v| T::from_f32(v)).collect();
     let stream = &s.stream;
@@ -123,7 +120,7 @@ fn measure<T: Element>(
     let mut dc: CudaSlice<T> = stream.alloc_zeros(n * n).map_err(cuda_err("allocating C"))?;
     let dim = i32::try_from(n).map_err(|_| ExperimentError::Cuda("matrix too large".into()))?;
     let (alpha, beta) = (1.0f32, 0.0f32);
-    let mut gemm = || -> Result<(), ExperimentError> {
+    let gemm = |dc: &mut CudaSlice<T>| -> Result<(), ExperimentError> {
         let (pa, _ra) = da.device_ptr(stream);
         let (pb, _rb) = db.device_ptr(stream);
         let (pc, _rc) = dc.device_ptr_mut(stream);
@@ -155,22 +152,62 @@ fn measure<T: Element>(
         .map_err(lib_err("cublasGemmEx"))
     };
     for _ in 0..p.warmup {
-        gemm()?;
+        gemm(&mut dc)?;
     }
     let mut times = Vec::with_capacity(p.repetitions as usize);
-    for _ in 0..p.repetitions {
+    let mut tiles = GemmTiles::new(n, fastrand::u64(..));
+    for repetition in 0..p.repetitions {
         ctx.check()?;
         // Queued behind a spin kernel, so the host's cost of submitting the GEMM is outside the window.
         s.hold(hold)?;
         let start = s.record(stream)?;
-        gemm()?;
+        gemm(&mut dc)?;
         let end = s.record(stream)?;
         times.push(f64::from(start.elapsed_ms(&end).map_err(cuda_err("reading an event"))?));
+        let at = checks::tile_at(n, tiles.seed, repetition);
+        if g.corrupt {
+            corrupt_tile(s, &mut dc, n, at)?;
+        }
+        let got = read_tile(s, &dc, n, at)?;
+        tiles.add(at, &got, |i| a_t[i].to_f64(), |i| b_t[i].to_f64());
     }
     let errors = check_output(s, &dc, &a_t, &b_t, n, ctx)?;
     drop((da, db, dc));
     stream.synchronize().map_err(cuda_err("synchronizing"))?;
-    Ok((times, errors))
+    Ok((times, errors, tiles))
+}
+
+/// The [`GEMM_TILE`]-square tile of C (column-major n×n) at `(i0, j0)`, column by column, after the
+/// stream's work so far.
+fn read_tile<T: Element>(
+    s: &Session,
+    dc: &CudaSlice<T>,
+    n: usize,
+    (i0, j0): (usize, usize),
+) -> Result<Vec<f64>, ExperimentError> {
+    let t = GEMM_TILE.min(n);
+    let mut got = Vec::with_capacity(t * t);
+    for j in j0..j0 + t {
+        let column =
+            s.stream.clone_dtoh(&dc.slice(j * n + i0..j * n + i0 + t)).map_err(cuda_err("reading a tile of C"))?;
+        got.extend(column.iter().map(|v| v.to_f64()));
+    }
+    s.stream.synchronize().map_err(cuda_err("synchronizing"))?;
+    Ok(got)
+}
+
+/// The corrupt-tile fault: zeroes the tile at `(i0, j0)` of C.
+fn corrupt_tile<T: Element>(
+    s: &Session,
+    dc: &mut CudaSlice<T>,
+    n: usize,
+    (i0, j0): (usize, usize),
+) -> Result<(), ExperimentError> {
+    let t = GEMM_TILE.min(n);
+    for j in j0..j0 + t {
+        s.stream.memset_zeros(&mut dc.slice_mut(j * n + i0..j * n + i0 + t)).map_err(cuda_err("spoiling a tile"))?;
+    }
+    Ok(())
 }
 
 /// Compares C (column-major n×n, on the device) with A·B computed on the host over the sampler's

@@ -1,8 +1,9 @@
 //! Host↔device and device↔device bandwidth: pageable and pinned host buffers,
 //! written before they are timed, each copy between two CUDA events. Every size of
 //! every kind is verified: its source carries a pattern of its own (kind, size,
-//! position), its destination is poisoned first, and after the timed copies the
-//! destination is compared with the pattern where it landed.
+//! position), its destination is poisoned before the warm-ups and again between them
+//! and the timed copies, and after the timed copies the destination is compared with
+//! the pattern where it landed, so the check sees what the timed copies wrote.
 #![allow(unsafe_code)]
 
 use cudarc::driver::sys::CUevent_flags;
@@ -11,7 +12,7 @@ use shared::lab::{CopyKind, RunResult, TransferParams};
 use shared::units::format_bytes;
 
 use super::copy_kernel::{self, CopyKernel};
-use super::{Session, cuda_err};
+use super::{Fault, Session, cuda_err};
 use crate::lab::checks::{self, CopyVerification, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::report::{self, TransferSample};
@@ -119,15 +120,22 @@ pub fn run(s: &mut Session, p: &TransferParams, ctx: &RunContext<'_>) -> Result<
             for _ in 0..p.warmup {
                 copy_once(s, &mut b, copy, n)?;
             }
+            // The warm-ups wrote the destination: poison it again, so the check after the timed
+            // copies sees what they wrote, not what a warm-up left.
+            write_pattern(s, &mut b, ends(copy).1, n, checks::poison_seed(seed))?;
             s.stream.synchronize().map_err(cuda_err("synchronizing after warm-up"))?;
             let mut times = Vec::with_capacity(p.repetitions as usize);
             let batch = batch(copy, size);
+            // `gpudash bench` with GPUDASH_BENCH_FAULT=skip-copy: the first kind and size's timed copies are not made.
+            let skip = s.fault == Some(Fault::SkipCopy) && i == 0 && j == 0;
             for _ in 0..p.repetitions {
                 // Pageable copies are staged by the host inside the call: their host cost is the figure.
                 if held(copy) {
                     s.hold(&hold)?;
                 }
-                let window = timed(s, &start, &end, || (0..batch).try_for_each(|_| copy_once(s, &mut b, copy, n)))?;
+                let window = timed(s, &start, &end, || {
+                    (0..batch).filter(|_| !skip).try_for_each(|_| copy_once(s, &mut b, copy, n))
+                })?;
                 times.push(window / f64::from(batch));
             }
             samples.push(TransferSample { copy, bytes: size, times_ms: times });

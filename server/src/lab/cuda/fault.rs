@@ -1,0 +1,59 @@
+//! Faults injected on purpose into the CUDA path, to show each correctness check catching what it
+//! is there to catch on real hardware. Read from [`FAULT_VAR`] by `gpudash bench` alone; the server
+//! never injects one.
+
+/// The environment variable `gpudash bench` reads a fault from.
+pub const FAULT_VAR: &str = "GPUDASH_BENCH_FAULT";
+
+/// One fault, in the first place of its experiment that it fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// transfer: the timed copies of the first copy kind and size are not made (the window is
+    /// timed empty), so only the re-poisoned destination can tell.
+    SkipCopy,
+    /// precision: after each timed GEMM of the first type and size, a 32×32 tile of C is zeroed
+    /// where that repetition's random-tile check looks, between the sampled rows and columns.
+    CorruptTile,
+}
+
+impl Fault {
+    pub const ALL: [Fault; 2] = [Fault::SkipCopy, Fault::CorruptTile];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::SkipCopy => "skip-copy",
+            Fault::CorruptTile => "corrupt-tile",
+        }
+    }
+
+    /// A fault by name; the error lists the names allowed.
+    pub fn parse(text: &str) -> Result<Fault, String> {
+        let text = text.trim();
+        Self::ALL.into_iter().find(|f| f.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|f| f.name()).collect();
+            format!("{FAULT_VAR}='{text}' is not a fault; use one of {} (or leave it unset)", names.join(", "))
+        })
+    }
+
+    /// The fault [`FAULT_VAR`] names, if it is set and not empty.
+    pub fn from_env() -> Result<Option<Fault>, String> {
+        match std::env::var(FAULT_VAR) {
+            Ok(text) if !text.trim().is_empty() => Self::parse(&text).map(Some),
+            _ => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_are_read_by_name_and_others_refused_with_the_names() {
+        for fault in Fault::ALL {
+            assert_eq!(Fault::parse(fault.name()), Ok(fault));
+        }
+        let refused = Fault::parse("melt").unwrap_err();
+        assert!(refused.contains("skip-copy, corrupt-tile"), "{refused}");
+    }
+}
