@@ -430,7 +430,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     }
     let open_files = web::serve::raise_open_file_limit();
     let listener =
-        TcpListener::bind(config.listen).await.with_context(|| format!("cannot listen on '{}'", config.listen))?;
+        web::serve::listen(config.listen).with_context(|| format!("cannot listen on '{}'", config.listen))?;
     // Loading NVML blocks (it opens the driver): keep it off the runtime's workers.
     let source = {
         let config = config.clone();

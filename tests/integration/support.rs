@@ -13,7 +13,6 @@ use gpudash::telemetry::{ActivitySink, GpuSource, XidSink};
 use shared::processes::GpuProcess;
 use shared::topology::Topology;
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo, ServerMessage};
-use tokio::net::TcpListener;
 use tokio_tungstenite::tungstenite::Message;
 
 pub type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
@@ -40,7 +39,7 @@ impl TestServer {
 
     /// Any source, with options beyond the sampling period.
     pub async fn with_options(source: Box<dyn GpuSource>, options: gpudash::Options) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+        let listener = gpudash::web::serve::listen("127.0.0.1:0".parse().unwrap()).expect("bind loopback");
         let running = gpudash::start_with(listener, source, options).await.expect("start");
         let base = format!("http://{}", running.addr());
         Self { running, base }
@@ -52,7 +51,7 @@ impl TestServer {
 
     /// On a given address, e.g. to come back on the port a previous server had.
     pub async fn on(addr: &str, source: Box<dyn GpuSource>, interval_ms: u64) -> Self {
-        let listener = TcpListener::bind(addr).await.expect("bind loopback");
+        let listener = gpudash::web::serve::listen(addr.parse().expect("an address")).expect("bind loopback");
         let running = gpudash::start(listener, source, Duration::from_millis(interval_ms)).await.expect("start");
         let base = format!("http://{}", running.addr());
         Self { running, base }

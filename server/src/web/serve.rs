@@ -86,6 +86,19 @@ impl Default for ConnectionLimits {
 #[derive(Debug, Clone, Copy)]
 pub struct AnonymousSocket;
 
+/// Connections the kernel queues before gpudash accepts them (capped by `net.core.somaxconn`). A
+/// burst of a thousand reconnecting sockets must not crowd out an admin's SYN: a dropped SYN is sent
+/// again only after a second (the flood bench saw exactly that with tokio's default of 1024).
+pub const LISTEN_BACKLOG: u32 = 4096;
+
+/// A listening socket on `addr` with a backlog of [`LISTEN_BACKLOG`].
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Raises the soft open-file limit (`RLIMIT_NOFILE`) to the hard one; returns it, or `None` if unknown.
 pub fn raise_open_file_limit() -> Option<u64> {
     match rlimit::increase_nofile_limit(u64::MAX) {

@@ -340,16 +340,18 @@ impl GemmTiles {
     pub fn add(&mut self, (i0, j0): (usize, usize), got: &[f64], a: impl Fn(usize) -> f64, b: impl Fn(usize) -> f64) {
         let n = self.errors.order;
         let t = GEMM_TILE.min(n);
+        // The tile's rows of A, gathered once (A is column-major: a row is strided).
+        let rows: Vec<Vec<f64>> = (0..t).map(|di| (0..n).map(|l| a(i0 + di + l * n)).collect()).collect();
         for (dj, column) in got.chunks_exact(t).enumerate() {
             let j = j0 + dj;
+            let b_col: Vec<f64> = (0..n).map(|l| b(l + j * n)).collect();
             for (di, &g) in column.iter().enumerate() {
-                let i = i0 + di;
-                let reference: f64 = (0..n).map(|l| a(i + l * n) * b(l + j * n)).sum();
+                let reference: f64 = rows[di].iter().zip(&b_col).map(|(x, y)| x * y).sum();
                 let error = if g.is_finite() { (g - reference).abs() } else { f64::INFINITY };
                 self.errors.compared += 1;
                 if error > self.errors.worst || (error.is_nan() && !self.errors.worst.is_nan()) {
                     self.errors.worst = error;
-                    self.errors.at = (i, j);
+                    self.errors.at = (i0 + di, j);
                 }
             }
         }

@@ -156,6 +156,12 @@ fn measure<T: Element>(
     }
     let mut times = Vec::with_capacity(p.repetitions as usize);
     let mut tiles = GemmTiles::new(n, fastrand::u64(..));
+    let t = GEMM_TILE.min(n);
+    // Each repetition's tile is copied on the device, queued behind its GEMM and outside its window;
+    // all are read back and compared after the last, so the GEMMs still run back to back.
+    let mut kept: CudaSlice<T> =
+        stream.alloc_zeros(t * t * p.repetitions as usize).map_err(cuda_err("allocating the tiles"))?;
+    let mut at = Vec::with_capacity(p.repetitions as usize);
     for repetition in 0..p.repetitions {
         ctx.check()?;
         // Queued behind a spin kernel, so the host's cost of submitting the GEMM is outside the window.
@@ -163,13 +169,26 @@ fn measure<T: Element>(
         let start = s.record(stream)?;
         gemm(&mut dc)?;
         let end = s.record(stream)?;
-        times.push(f64::from(start.elapsed_ms(&end).map_err(cuda_err("reading an event"))?));
-        let at = checks::tile_at(n, tiles.seed, repetition);
+        let tile = checks::tile_at(n, tiles.seed, repetition);
         if g.corrupt {
-            corrupt_tile(s, &mut dc, n, at)?;
+            corrupt_tile(s, &mut dc, n, tile)?;
         }
-        let got = read_tile(s, &dc, n, at)?;
-        tiles.add(at, &got, |i| a_t[i].to_f64(), |i| b_t[i].to_f64());
+        keep_tile(
+            s,
+            &dc,
+            n,
+            tile,
+            &mut kept.slice_mut(repetition as usize * t * t..(repetition as usize + 1) * t * t),
+        )?;
+        at.push(tile);
+        times.push(f64::from(start.elapsed_ms(&end).map_err(cuda_err("reading an event"))?));
+    }
+    let kept = stream.clone_dtoh(&kept).map_err(cuda_err("reading the tiles back"))?;
+    stream.synchronize().map_err(cuda_err("synchronizing"))?;
+    for (tile, got) in at.into_iter().zip(kept.chunks_exact(t * t)) {
+        ctx.check()?;
+        let got: Vec<f64> = got.iter().map(|v| v.to_f64()).collect();
+        tiles.add(tile, &got, |i| a_t[i].to_f64(), |i| b_t[i].to_f64());
     }
     let errors = check_output(s, &dc, &a_t, &b_t, n, ctx)?;
     drop((da, db, dc));
@@ -177,23 +196,21 @@ fn measure<T: Element>(
     Ok((times, errors, tiles))
 }
 
-/// The [`GEMM_TILE`]-square tile of C (column-major n×n) at `(i0, j0)`, column by column, after the
-/// stream's work so far.
-fn read_tile<T: Element>(
+/// Copies the [`GEMM_TILE`]-square tile of C (column-major n×n) at `(i0, j0)` into `into`, column by
+/// column, on the stream.
+fn keep_tile<T: Element>(
     s: &Session,
     dc: &CudaSlice<T>,
     n: usize,
     (i0, j0): (usize, usize),
-) -> Result<Vec<f64>, ExperimentError> {
+    into: &mut cudarc::driver::CudaViewMut<'_, T>,
+) -> Result<(), ExperimentError> {
     let t = GEMM_TILE.min(n);
-    let mut got = Vec::with_capacity(t * t);
-    for j in j0..j0 + t {
-        let column =
-            s.stream.clone_dtoh(&dc.slice(j * n + i0..j * n + i0 + t)).map_err(cuda_err("reading a tile of C"))?;
-        got.extend(column.iter().map(|v| v.to_f64()));
+    for (dj, j) in (j0..j0 + t).enumerate() {
+        let column = dc.slice(j * n + i0..j * n + i0 + t);
+        s.stream.memcpy_dtod(&column, &mut into.slice_mut(dj * t..(dj + 1) * t)).map_err(cuda_err("keeping a tile"))?;
     }
-    s.stream.synchronize().map_err(cuda_err("synchronizing"))?;
-    Ok(got)
+    Ok(())
 }
 
 /// The corrupt-tile fault: zeroes the tile at `(i0, j0)` of C.
