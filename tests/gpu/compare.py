@@ -43,6 +43,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import time
 
 TOLERANCE = 0.05
@@ -437,3 +438,29 @@ class CheckLog:
         for p in self.problems:
             print(f"  [FAIL] {p}")
         return failures + len(self.problems)
+
+
+def add_round_arguments(ap, rounds, deadline_s, rounds_help, deadline_help):
+    """--rounds, --max-rounds, --deadline-s and the retired --strict, as both comparison scripts take them."""
+    ap.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
+    ap.add_argument("--max-rounds", type=int, default=None,
+                    help="rounds at most, extra ones measuring only groups with an UNDECIDED row "
+                         "(default 3 × --rounds)")
+    ap.add_argument("--deadline-s", type=float, default=deadline_s, help=deadline_help)
+    ap.add_argument("--strict", action="store_true",
+                    help="no effect: INCONCLUSIVE rows always make the run exit 2")
+
+
+def parse_round_arguments(ap):
+    """The parsed command line. A usage error exits 1 (argparse's 2 means INCONCLUSIVE here);
+    --max-rounds becomes 3 × --rounds by default and never less than --rounds; --strict says it does nothing."""
+    try:
+        args = ap.parse_args()
+    except SystemExit as e:
+        sys.exit(1 if e.code else 0)
+    if args.max_rounds is None:
+        args.max_rounds = 3 * args.rounds
+    args.max_rounds = max(args.max_rounds, args.rounds)
+    if args.strict:
+        print("--strict has no effect any more: an INCONCLUSIVE row always makes the run exit 2")
+    return args

@@ -444,27 +444,13 @@ def main():
     signal.signal(signal.SIGTERM, on_sigterm)
     ap = argparse.ArgumentParser()
     ap.add_argument("binary", nargs="?", default=os.environ.get("GPUDASH_BIN", "target/release/gpudash"))
-    ap.add_argument("--rounds", type=int, default=int(os.environ.get("ROUNDS", "5")),
-                    help="rounds of every group (the first 2 always run; later ones while they fit the deadline)")
-    ap.add_argument("--max-rounds", type=int, default=None,
-                    help="rounds at most, extra ones measuring only groups with an UNDECIDED row "
-                         "(default 3 × --rounds)")
-    ap.add_argument("--deadline-s", type=float, default=float(os.environ.get("DEADLINE_S", "210")),
-                    help="start no group's round that would end after this many seconds (2 rounds always run)")
+    compare.add_round_arguments(
+        ap, int(os.environ.get("ROUNDS", "5")), float(os.environ.get("DEADLINE_S", "210")),
+        "rounds of every group (the first 2 always run; later ones while they fit the deadline)",
+        "start no group's round that would end after this many seconds (2 rounds always run)")
     ap.add_argument("--device", type=int, default=0)
-    ap.add_argument("--strict", action="store_true",
-                    help="no effect: INCONCLUSIVE rows always make the run exit 2")
-    try:
-        args = ap.parse_args()
-    except SystemExit as e:
-        # argparse exits 2 on a usage error; here 2 means INCONCLUSIVE, so a bad command line exits 1.
-        sys.exit(1 if e.code else 0)
-    if args.max_rounds is None:
-        args.max_rounds = 3 * args.rounds
-    args.max_rounds = max(args.max_rounds, args.rounds)
+    args = compare.parse_round_arguments(ap)
     started = time.monotonic()
-    if args.strict:
-        print("--strict has no effect any more: an INCONCLUSIVE row always makes the run exit 2")
     torch.cuda.set_device(args.device)
     props = torch.cuda.get_device_properties(args.device)
     l2 = getattr(props, "L2_cache_size", 0) or L2_BYTES

@@ -67,13 +67,5 @@ elif [ "$rc" -ne 0 ]; then
   status=1
 fi
 
-if [ "$status" -ne 0 ]; then
-  step "result: FAIL  (artifacts in $OUT)"
-  exit 1
-fi
-if [ "$inconclusive" -ne 0 ]; then
-  step "result: INCONCLUSIVE: rows the comparison could not decide, see $OUT/compare.txt  (artifacts in $OUT)"
-  exit 2
-fi
-step "result: PASS  (artifacts in $OUT)"
-exit 0
+source tests/gpu/result.sh
+finish "$status" "$inconclusive"

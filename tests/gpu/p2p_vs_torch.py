@@ -32,8 +32,8 @@ import time
 
 import torch
 
-from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, exit_code, matrix_cell, next_round, print_table,
-                     run_bench)
+from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, matrix_cell, next_round,
+                     parse_round_arguments, print_table, run_bench)
 
 SIZE = 1 << 30
 WARMUP, REPS, LATENCY_REPS = 2, 5, 50
@@ -196,23 +196,9 @@ def main():
     ap.add_argument("binary")
     ap.add_argument("topology")
     ap.add_argument("out_dir")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds at least (the first 2 always run)")
-    ap.add_argument("--max-rounds", type=int, default=None,
-                    help="rounds at most while a row is UNDECIDED (default 3 × --rounds)")
-    ap.add_argument("--deadline-s", type=float, default=60,
-                    help="start no round that would end after this many seconds (at least 2 rounds run)")
-    ap.add_argument("--strict", action="store_true",
-                    help="no effect: INCONCLUSIVE rows always make the run exit 2")
-    try:
-        args = ap.parse_args()
-    except SystemExit as e:
-        # argparse exits 2 on a usage error; here 2 means INCONCLUSIVE, so a bad command line exits 1.
-        sys.exit(1 if e.code else 0)
-    if args.max_rounds is None:
-        args.max_rounds = 3 * args.rounds
-    args.max_rounds = max(args.max_rounds, args.rounds)
-    if args.strict:
-        print("--strict has no effect any more: an INCONCLUSIVE row always makes the run exit 2")
+    add_round_arguments(ap, 5, 60, "rounds at least (the first 2 always run)",
+                        "start no round that would end after this many seconds (at least 2 rounds run)")
+    args = parse_round_arguments(ap)
     count = torch.cuda.device_count()
     print(f"PyTorch {torch.__version__}, {count} GPUs: {[torch.cuda.get_device_name(i) for i in range(count)]}")
     try:

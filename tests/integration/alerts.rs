@@ -179,8 +179,9 @@ async fn a_fault_on_a_gpu_the_simulator_lacks_stops_start_up() {
     assert!(message.contains("GPU 2") && message.contains("GPUs 0 to 1"), "{message}");
 }
 
-#[tokio::test]
-async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() {
+/// A server whose rules come from an alerts file (temperature at 70 °C) it re-reads on SIGHUP; the
+/// directory holding the file lives as long as the returned handle.
+async fn reloading_server() -> (TestServer, tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("alerts.toml");
     std::fs::write(&file, "[rules.temperature]\ncelsius = 70\n").unwrap();
@@ -189,7 +190,12 @@ async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() 
         alerts_file: Some(file.clone()),
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    (TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await, dir, file)
+}
+
+#[tokio::test]
+async fn sighup_rereads_the_alerts_file_and_a_bad_one_keeps_the_running_rules() {
+    let (server, _dir, file) = reloading_server().await;
     let temperature = |r: &AlertsResponse| r.rules[0].condition.clone();
     assert!(temperature(&alerts(&server).await).contains("≥ 70 °C"));
     let hangup = || {
@@ -367,15 +373,7 @@ async fn silences_are_capped_per_user_ended_by_their_author_and_long_fault_silen
 #[tokio::test]
 async fn a_refused_reload_never_shows_a_webhooks_token() {
     const SECRET: &str = "T0AAAA/B0BBBB/XOXB-SECRET-TOKEN";
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("alerts.toml");
-    std::fs::write(&file, "[rules.temperature]\ncelsius = 70\n").unwrap();
-    let options = gpudash::Options {
-        alerts: gpudash::alerts::AlertsConfig::load(&file).unwrap(),
-        alerts_file: Some(file.clone()),
-        ..gpudash::Options::new(Duration::from_millis(200))
-    };
-    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let (server, _dir, file) = reloading_server().await;
     let hangup = || {
         let status = std::process::Command::new("kill").args(["-HUP", &std::process::id().to_string()]).status();
         assert!(status.unwrap().success());

@@ -225,6 +225,17 @@ async fn over_tls_the_cookie_is_host_bound_and_browsers_stay_on_https() {
     let response = client.get(server.url("/api/devices")).header(COOKIE, &session).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK);
     assert_eq!(response.headers()["strict-transport-security"], "max-age=31536000");
+    // Over https only the __Host- name counts: a plain `gpudash_session`, which any plain-http port of
+    // the host could plant, is not a session there, even with a live session's value.
+    let me = |cookie: String| {
+        let request = client.get(server.url("/api/me")).header(COOKIE, cookie);
+        async move { request.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+    };
+    assert_eq!(me(session.clone()).await["anonymous"], false, "the __Host- cookie signs in");
+    let planted = session.replacen("__Host-gpudash_session=", "gpudash_session=", 1);
+    assert!(planted.starts_with("gpudash_session="), "{planted}");
+    let as_planted = me(planted).await;
+    assert_eq!(as_planted["anonymous"], true, "a plain-named cookie is no session over https: {as_planted}");
     server.stop().await;
 }
 
