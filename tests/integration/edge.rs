@@ -229,7 +229,7 @@ async fn over_tls_the_cookie_is_host_bound_and_browsers_stay_on_https() {
     // the host could plant, is not a session there, even with a live session's value.
     let me = |cookie: String| {
         let request = client.get(server.url("/api/me")).header(COOKIE, cookie);
-        async move { request.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
     };
     assert_eq!(me(session.clone()).await["anonymous"], false, "the __Host- cookie signs in");
     let planted = session.replacen("__Host-gpudash_session=", "gpudash_session=", 1);
