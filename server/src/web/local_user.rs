@@ -82,14 +82,19 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// The uid of the socket whose local end is `client` and remote end `server`, in a
-/// `/proc/net/tcp[6]` table.
+/// The uid of the open socket whose local end is `client` and remote end `server`, in a
+/// `/proc/net/tcp[6]` table. Only an established socket with an inode counts: once the client
+/// closes, the kernel lists a TIME_WAIT entry for the same ends with uid 0 and inode 0, which
+/// must never pass for root's.
 fn owner_in(table: &str, client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    const ESTABLISHED: &str = "01";
     let same = |a: SocketAddr, b: SocketAddr| a.port() == b.port() && canonical(a.ip()) == canonical(b.ip());
     table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        let (local, remote, uid) = (address(fields.get(1)?)?, address(fields.get(2)?)?, fields.get(7)?);
-        (same(local, client) && same(remote, server)).then(|| uid.parse().ok()).flatten()
+        let (local, remote, state) = (address(fields.get(1)?)?, address(fields.get(2)?)?, *fields.get(3)?);
+        let (uid, inode) = (fields.get(7)?, *fields.get(9)?);
+        let open = state == ESTABLISHED && inode != "0";
+        (open && same(local, client) && same(remote, server)).then(|| uid.parse().ok()).flatten()
     })
 }
 
@@ -132,6 +137,12 @@ mod tests {
         assert_eq!(owner_in(&table, s, c), Some(1000));
         assert_eq!(owner_in(&table, "127.0.0.1:45001".parse().unwrap(), s), None);
         assert_eq!(owner_in("garbage\nlines here", c, s), None);
+        // Closed by the client: a TIME_WAIT entry (state 06, uid 0, inode 0) is nobody's, least of all root's.
+        let closed = format!(
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+             \x20  1: {lo}:{client} {lo}:{server} 06 00000000:00000000 03:00000000 00000000     0        0 0\n"
+        );
+        assert_eq!(owner_in(&closed, c, s), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -92,7 +93,7 @@ pub struct AnonymousSocket;
 pub const LISTEN_BACKLOG: u32 = 4096;
 
 /// A listening socket on `addr` with a backlog of [`LISTEN_BACKLOG`].
-pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+pub fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
@@ -157,7 +158,9 @@ pub async fn serve(
             accepted = listener.accept() => accepted,
         };
         let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
+            // An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d: every rule (trusted
+            // proxies, loopback, per-client counts, the audit log) sees it as the IPv4 address it is.
+            Ok((tcp, peer)) => (tcp, SocketAddr::new(peer.ip().to_canonical(), peer.port())),
             Err(e) => {
                 // Out of file descriptors (EMFILE) or the like: back off rather than spin.
                 if last_accept_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
@@ -169,7 +172,8 @@ pub async fn serve(
             }
         };
         let Some(slot) = shared.registry.admit(peer.ip()) else { continue };
-        let owner = ConnectionOwner::new(peer, tcp.local_addr().unwrap_or(local));
+        let own = tcp.local_addr().map(|a| SocketAddr::new(a.ip().to_canonical(), a.port())).unwrap_or(local);
+        let owner = ConnectionOwner::new(peer, own);
         // Small WebSocket frames and responses go out at once, not after Nagle's wait for the
         // peer's delayed ACK (the budgets test's tall window: tick p99 17-25 ms without, 11-14 ms with).
         if let Err(e) = tcp.set_nodelay(true) {
@@ -410,6 +414,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Held<I> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        if let Err(e) = self.check_open(cx) {
+            return Poll::Ready(Err(e));
+        }
         Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
     }
 

@@ -43,8 +43,10 @@ pub async fn upgrade(
     caller: Option<Extension<Caller>>,
 ) -> Response {
     let visibility = visibility(&state, caller.as_deref());
-    // Anonymous sockets may be closed to make room at the connection limits (serve.rs).
-    let anonymous = caller.as_ref().is_none_or(|caller| caller.identity.anonymous);
+    // Anonymous sockets may be closed to make room at the connection limits (serve.rs). Without tokens
+    // (and without --allow-anonymous) the only caller let in is the local user gpudash runs as: not a stranger.
+    let strangers = state.auth.enabled() || state.allow_anonymous;
+    let anonymous = strangers && caller.as_ref().is_none_or(|caller| caller.identity.anonymous);
     let session = caller.and_then(|Extension(caller)| caller.session);
     let mut response = ws
         .max_message_size(MAX_CLIENT_MESSAGE)

@@ -15,7 +15,8 @@
 //!    idle longest; else the one that has trickled its request body longest (over [`SLOW_BODY`]);
 //!    else its oldest anonymous WebSocket. Signed-in WebSockets and requests being answered are
 //!    never closed. With none to close, the newcomer is refused.
-//! 4. One client holds at most `per_client / 4` anonymous WebSockets; a newer one closes its oldest.
+//! 4. One client holds at most `per_client / 4` anonymous WebSockets; a newer one closes its oldest
+//!    (trusted proxies excepted: behind one, every viewer has its address).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -124,6 +125,8 @@ struct Open {
     state: State,
     close: Arc<Closer>,
     client: IpAddr,
+    /// A trusted proxy: it carries everyone, so no per-client rule applies to it.
+    exempt: bool,
 }
 
 /// Every open connection and what it is doing.
@@ -218,7 +221,7 @@ impl Registry {
         let id = inner.next_id;
         inner.next_id += 1;
         let close = Arc::new(Closer::default());
-        inner.open.insert(id, Open { state: State::Idle(now), close: close.clone(), client });
+        inner.open.insert(id, Open { state: State::Idle(now), close: close.clone(), client, exempt });
         *inner.per_client.entry(client).or_default() += 1;
         Some(Slot { id, close, registry: self.clone() })
     }
@@ -278,7 +281,7 @@ impl Registry {
         }
         open.state = State::Upgraded { anonymous, since: now };
         let client = open.client;
-        if !anonymous {
+        if !anonymous || open.exempt {
             return;
         }
         let mut theirs: Vec<(Instant, u64)> = inner
@@ -464,6 +467,13 @@ mod tests {
             Arc::new(Registry::new(Limits { max: 100, per_client: 2, exempt: vec!["10.9.0.0/16".parse().unwrap()] }));
         let slots: Vec<_> = (0..10).map(|_| registry.admit(ip("10.9.0.1")).unwrap()).collect();
         assert!(slots.iter().all(|s| matches!(registry.state(s.id), Some(State::Idle(_)))));
+        for slot in &slots {
+            Busy::start(registry.clone(), slot.id, false).upgraded(true);
+        }
+        assert!(
+            slots.iter().all(|s| matches!(registry.state(s.id), Some(State::Upgraded { .. }))),
+            "the anonymous share is per client, and a proxy carries many"
+        );
     }
 
     #[test]
