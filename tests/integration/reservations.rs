@@ -181,7 +181,12 @@ async fn a_reservation_leaves_the_free_list_shows_in_metrics_and_expires_on_its_
     let held = listed(&server, None).await;
     let first = held.first().map(|r| (r.user.as_str(), r.devices.as_slice()));
     assert_eq!((held.len(), first), (1, Some(("ana", &[0][..]))), "{held:?}");
-    let p: Value = get_json(&server, "/api/processes").await;
+    // The slow loop lists GPU 1's job a moment after start: until then GPU 1 reads free.
+    let p: Value = eventually(10, "GPU 1's job listed", || async {
+        let p: Value = get_json(&server, "/api/processes").await;
+        p["processes"].as_array().is_some_and(|list| !list.is_empty()).then_some(p)
+    })
+    .await;
     assert_eq!(p["free_devices"], json!([]), "GPU 0 is reserved now, GPU 1 busy: {p}");
     let metrics = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
     let line = metrics.lines().find(|l| l.starts_with("gpudash_reservation_active{")).unwrap();
