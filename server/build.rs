@@ -23,6 +23,7 @@ fn main() {
 
 fn build() -> Result<(), String> {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
+    pod_resources_api(&manifest_dir)?;
     let root = manifest_dir.parent().ok_or("server/ has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     for watched in [
@@ -72,6 +73,20 @@ fn build() -> Result<(), String> {
         .generate(&bindgen_dir)
         .map_err(|e| format!("wasm-bindgen: {e:#}"))?;
     embed(&root, &bindgen_dir, &out_dir)
+}
+
+/// Generates the kubelet's pod-resources gRPC client and server (`v1.rs` in OUT_DIR) from
+/// `proto/`, with protox (a protobuf compiler in Rust, so no `protoc` need be installed).
+/// The server half is for the tests' stand-in kubelet.
+fn pod_resources_api(manifest_dir: &Path) -> Result<(), String> {
+    let include = manifest_dir.join("proto");
+    let proto = "kubelet/podresources/v1/api.proto";
+    println!("cargo:rerun-if-changed={}", include.join(proto).display());
+    let descriptors = protox::compile([proto], [&include]).map_err(|e| format!("{proto}: {e}"))?;
+    tonic_prost_build::configure()
+        .build_transport(false)
+        .compile_fds(descriptors)
+        .map_err(|e| format!("generating the pod-resources API: {e}"))
 }
 
 /// True under `cargo clippy`, whose driver wraps rustc for the workspace's crates.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpudash's whole test suite, from a fresh Debian machine with only Rust:
 # installs what the tests need (the wasm32 target, Chromium and ChromeDriver,
-# Prometheus for promtool, curl, nginx for the reverse-proxy test, npm for axe-core),
+# Prometheus for promtool, curl, nginx for the reverse-proxy test, npm for axe-core, and a real
+# Podman and Slurm for the workload-identity tests),
 # then runs formatting, lints, unit, integration and browser tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +22,13 @@ command -v curl >/dev/null || need+=(curl)
 command -v python3 >/dev/null || need+=(python3)
 command -v npm >/dev/null || need+=(npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+# Workload identity (tests/integration/identity.rs, fixtures in tests/identity/): containers through
+# Podman's Docker-compatible API, jobs of a one-node Slurm.
+command -v podman >/dev/null || need+=(podman)
+command -v runc >/dev/null || [ -x /usr/sbin/runc ] || need+=(runc)
+[ -x /usr/sbin/slurmd ] || need+=(slurm-wlm)
+[ -x /usr/sbin/munged ] || need+=(munge)
+[ -x /bin/busybox ] || need+=(busybox-static)
 if [ ${#need[@]} -gt 0 ]; then
   step "Debian packages: ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -44,6 +52,9 @@ step "axe-core (npm, pinned in tests/axe/package-lock.json) for the accessibilit
 step "tests (unit, integration, browser)"
 cargo test --workspace --exclude gpudash-frontend
 cargo test -p gpudash-frontend
+
+step "packaging: the systemd unit, the Kubernetes manifests, the container image and the .deb, from the binary the tests built (tests/packaging/)"
+bash tests/packaging/run.sh
 
 step "frontend budgets: the app's gzip size (target 250 KiB, printed; ceiling 768 KiB), first render and chart redraw times (printed)"
 cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1

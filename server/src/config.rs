@@ -154,6 +154,9 @@ pub struct Cli {
     #[command(flatten)]
     pub fleet: crate::fleet::FleetArgs,
 
+    #[command(flatten)]
+    pub identity: crate::telemetry::identity::IdentityArgs,
+
     #[command(subcommand)]
     pub command: Option<crate::cli::Command>,
 }
@@ -196,6 +199,8 @@ pub struct Config {
     pub alerts_file: Option<PathBuf>,
     /// `--alert-webhook`: generic webhooks besides the alerts file's.
     pub alert_webhooks: Vec<url::Url>,
+    /// `--container-socket`, `--pod-resources-socket`, `--owner-label`.
+    pub identity: crate::telemetry::identity::IdentityArgs,
 }
 
 impl From<Cli> for Config {
@@ -230,6 +235,7 @@ impl From<Cli> for Config {
             idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
             alerts_file: cli.alerts_file,
             alert_webhooks: cli.alert_webhook,
+            identity: cli.identity,
         }
     }
 }
@@ -457,6 +463,9 @@ mod tests {
             (&["--simulate", "2", "--simulate-fault", "melt:1@2s"][..], "lost:INDEX@DELAY"),
             (&["--simulate", "2", "--simulate-fault", "pid:0:0"][..], "pid:INDEX:PID"),
             (&["--simulate-fault", "lost:1@2s"][..], "--simulate"),
+            (&["--container-socket", "docker.sock"][..], "absolute path of at most 107 bytes"),
+            (&["--pod-resources-socket", ""][..], "absolute path"),
+            (&["--owner-label", "team name"][..], "1 to 128 letters, digits"),
             (&["--hostname", " "][..], "not a host name"),
             (&["--audit-days", "0"][..], "from 1 to 3650"),
             (&["--max-connections-per-client", "3"][..], "from 4 to 1000000"),

@@ -115,6 +115,8 @@ pub struct Options {
     pub alert_webhooks: Vec<url::Url>,
     /// `--allow-signals`: admins (and operators, for their own) may send SIGTERM and SIGKILL to GPU processes.
     pub allow_signals: bool,
+    /// Where processes' containers, pods and Slurm jobs are read, and the owner label.
+    pub identity: telemetry::identity::IdentityConfig,
 }
 
 impl Options {
@@ -139,6 +141,7 @@ impl Options {
             alerts_file: None,
             alert_webhooks: Vec::new(),
             allow_signals: false,
+            identity: telemetry::identity::IdentityConfig::default(),
         }
     }
 }
@@ -179,7 +182,8 @@ pub async fn start_with(
     let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
     let mut first_tick = telemetry.subscribe();
     let details_period = source.details_period(options.interval);
-    let sampler = Sampler::spawn(source, telemetry.clone(), recorder, options.interval)?;
+    let identities = telemetry::identity::Identities::start(options.identity, &source.devices())?;
+    let sampler = Sampler::spawn(source, telemetry.clone(), recorder, Some(identities), options.interval)?;
     if tokio::time::timeout(FIRST_SAMPLE_TIMEOUT, first_tick.recv()).await.is_err() {
         tracing::warn!("no sample within {FIRST_SAMPLE_TIMEOUT:?}; serving anyway");
     }
@@ -208,9 +212,8 @@ pub async fn start_with(
     let bridge = Arc::new(bridge::Registry::default());
     watch_ooms(&alerts, &bridge);
     let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
-    if let Some(path) = options.alerts_file {
-        reload_on_sighup(alerts.clone(), path, shutdown_rx.clone())?;
-    }
+    // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
+    reload_on_sighup(alerts.clone(), options.alerts_file, shutdown_rx.clone())?;
     let usage = open_usage(options.store.as_ref())?;
     let minute_retention = options.store.as_ref().map_or(store::Retention::default().minute, |s| s.retention().minute);
     let usage_engine =
@@ -320,9 +323,10 @@ fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut
 }
 
 /// Re-reads the alerts file at every SIGHUP until shutdown.
+/// Re-reads the alerts file (`path`) on each SIGHUP; without one, SIGHUP is logged and changes nothing.
 fn reload_on_sighup(
     alerts: alerts::Alerts,
-    path: std::path::PathBuf,
+    path: Option<std::path::PathBuf>,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
@@ -330,7 +334,11 @@ fn reload_on_sighup(
         loop {
             tokio::select! {
                 Some(()) = hangups.recv() => {
-                    let (alerts, path) = (alerts.clone(), path.clone());
+                    let Some(path) = path.clone() else {
+                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file)");
+                        continue;
+                    };
+                    let alerts = alerts.clone();
                     // Reading the file blocks.
                     let _ = tokio::task::spawn_blocking(move || alerts.reload(&path)).await;
                 }
@@ -477,6 +485,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         },
         idle: config.idle,
         allow_signals: config.allow_signals,
+        identity: telemetry::identity::IdentityConfig::from_args(&config.identity),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;
     let scheme = if config.tls_cert.is_some() { "https" } else { "http" };

@@ -31,6 +31,7 @@ pub mod time_axis;
 pub mod topology;
 pub mod units;
 pub mod usage;
+pub mod workload;
 pub mod ws;
 
 pub use ring::{HISTORY_WINDOW_MS, MemoryRing};

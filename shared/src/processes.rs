@@ -26,7 +26,8 @@ pub struct GpuProcess {
     pub sm_util: Option<u32>,
     /// When NVML last saw the process on the SMs, ms since the epoch.
     pub sm_util_seen_ms: Option<u64>,
-    /// User name, or the numeric uid when it has no name; `None` when /proc hides the process.
+    /// The process's Unix user: its name, or the numeric uid when it has no name; `None` when /proc
+    /// hides the process. Inside a container this is usually root: see `owner`.
     pub user: Option<String>,
     /// Executable name, e.g. "python3".
     pub name: Option<String>,
@@ -34,10 +35,14 @@ pub struct GpuProcess {
     pub command: Option<String>,
     /// When the process started, ms since the epoch.
     pub started_ms: Option<u64>,
-    /// Short container id when the cgroup path names one.
-    pub container: Option<String>,
+    /// The container, pod or Slurm job it runs in, when it runs in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::workload::Workload>,
+    /// Whom it belongs to, by [`crate::workload::owner_of`]: what every team feature calls its user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<crate::workload::Owner>,
     /// True when the server left out who runs the process and what (see [`GpuProcess::redact`]):
-    /// `user`, `name`, `command` and `container` are then unknown to the viewer, not absent.
+    /// `user`, `owner`, `name`, `command` and `workload` are then unknown to the viewer, not absent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub redacted: bool,
     /// Set while the process holds memory on a GPU that does nothing (`--idle-memory`, `--idle-after`).
@@ -46,8 +51,8 @@ pub struct GpuProcess {
 }
 
 impl GpuProcess {
-    /// Leaves out what names a person or their work: user, executable, command line
-    /// (it can hold secrets) and container. What remains says that a GPU is busy and
+    /// Leaves out what names a person or their work: user, owner, executable, command line
+    /// (it can hold secrets) and workload. What remains says that a GPU is busy and
     /// how much it holds: the view of an anonymous visitor to a server with tokens.
     /// The PID stays: it keeps rows and metric series apart and names no one.
     pub fn redact(&mut self) {
@@ -64,13 +69,15 @@ impl GpuProcess {
             user,
             name,
             command,
-            container,
+            workload,
+            owner,
             redacted,
         } = self;
         *user = None;
         *name = None;
         *command = None;
-        *container = None;
+        *workload = None;
+        *owner = None;
         *redacted = true;
     }
 }
@@ -80,10 +87,10 @@ pub fn redact_all(processes: &mut [GpuProcess]) {
     processes.iter_mut().for_each(GpuProcess::redact);
 }
 
-/// One user's share of the machine's GPUs.
+/// One owner's share of the machine's GPUs.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct UserUsage {
-    /// User name; "unknown" for processes /proc does not show.
+    /// The owner ([`GpuProcess::user_name`]); "unknown" for processes /proc does not show.
     pub user: String,
     /// GPU indexes the user has processes on, ascending.
     pub devices: Vec<u32>,
@@ -99,9 +106,26 @@ pub struct UserUsage {
 pub const UNKNOWN_USER: &str = "unknown";
 
 impl GpuProcess {
-    /// The user this process counts for in "who uses what" ([`UNKNOWN_USER`] when not known).
+    /// Whom this process counts for in every team feature: its owner by the owner rule
+    /// ([`crate::workload::owner_of`]), else its Unix user, else [`UNKNOWN_USER`].
     pub fn user_name(&self) -> &str {
-        self.user.as_deref().unwrap_or(UNKNOWN_USER)
+        self.owner_name().unwrap_or(UNKNOWN_USER)
+    }
+
+    /// Its owner by the owner rule, else its Unix user; `None` when neither is known.
+    pub fn owner_name(&self) -> Option<&str> {
+        self.owner.as_ref().map(|o| o.name.as_str()).or(self.user.as_deref())
+    }
+
+    /// The Unix user, when it differs from [`GpuProcess::user_name`] (a container's root, a job's
+    /// runner): shown beside the owner.
+    pub fn unix_user_if_other(&self) -> Option<&str> {
+        self.user.as_deref().filter(|u| *u != self.user_name())
+    }
+
+    /// The owner rule applied to what is known of this process: sets `owner`.
+    pub fn apply_owner_rule(&mut self, owner_label: &str) {
+        self.owner = crate::workload::owner_of(self.user.as_deref(), self.workload.as_ref(), owner_label);
     }
 }
 
@@ -222,15 +246,16 @@ pub enum SignalRefused {
     #[error("signalling a process needs the operator role (for your own processes) or admin; {who} has viewer")]
     Viewer { who: String },
     #[error(
-        "an operator may signal only processes of their own Unix user: PID {pid} belongs to '{owner}', not '{caller}'; an admin may signal any"
+        "an operator may signal only processes they own: PID {pid} belongs to '{owner}', not '{caller}'; an admin may signal any"
     )]
     NotOwner { pid: u32, owner: String, caller: String },
-    #[error("PID {pid}'s Unix user is not known to gpudash (hidden by /proc), so only an admin may signal it")]
+    #[error("PID {pid}'s owner is not known to gpudash (hidden by /proc), so only an admin may signal it")]
     UnknownOwner { pid: u32 },
 }
 
-/// Who may signal `process`: an admin any GPU process; an operator only a process whose Unix
-/// user is `caller_user` (their token's user name); a viewer none. `who` names the caller in a refusal.
+/// Who may signal `process`: an admin any GPU process; an operator only a process its token's
+/// user name owns (by the owner rule: a job's user, a container's owner label... or the Unix
+/// user); a viewer none. `who` names the caller in a refusal.
 pub fn may_signal(
     role: crate::auth::Role,
     caller_user: &str,
@@ -241,7 +266,7 @@ pub fn may_signal(
     match role {
         Role::Admin => Ok(()),
         Role::Viewer => Err(SignalRefused::Viewer { who: who.to_owned() }),
-        Role::Operator => match process.user.as_deref().filter(|_| !process.redacted) {
+        Role::Operator => match Some(process.user_name()).filter(|o| !process.redacted && *o != UNKNOWN_USER) {
             Some(owner) if owner == caller_user => Ok(()),
             Some(owner) => Err(SignalRefused::NotOwner {
                 pid: process.pid,
@@ -281,13 +306,16 @@ mod tests {
         let mut p = GpuProcess {
             name: Some("python3".into()),
             command: Some("python3 serve.py --api-key=s3cret".into()),
-            container: Some("c0ffee123456".into()),
+            workload: Some(crate::workload::Workload {
+                container: Some(crate::workload::Container { id: "c0ffee123456".into(), ..Default::default() }),
+                ..Default::default()
+            }),
             started_ms: Some(7),
             ..process(1, Some("ana"), 40)
         };
         let kept = p.clone();
         redact_all(std::slice::from_mut(&mut p));
-        assert_eq!((p.user, p.name, p.command, p.container), (None, None, None, None));
+        assert_eq!((p.user, p.name, p.command, p.workload, p.owner), (None, None, None, None, None));
         assert!(p.redacted);
         assert_eq!((p.device, p.pid, p.used_memory, p.started_ms), (kept.device, kept.pid, Some(40), Some(7)));
     }
@@ -340,6 +368,32 @@ mod tests {
         redacted.redact();
         assert!(may_signal(Role::Operator, "ana", "'ana'", &redacted).is_err(), "a redacted user proves nothing");
         assert_eq!(may_signal(Role::Admin, "root", "'root'", &hidden), Ok(()));
+    }
+
+    #[test]
+    fn operators_signal_what_the_owner_rule_gives_them_not_what_root_runs() {
+        use crate::auth::Role;
+        use crate::workload::{Container, DEFAULT_OWNER_LABEL, Workload};
+        let in_container = |labels: Vec<(String, String)>| {
+            let mut p = GpuProcess { pid: 90, ..process(0, Some("root"), 1) };
+            let container =
+                Container { id: "c0ffee123456".into(), name: Some("trainer".into()), labels, ..Default::default() };
+            p.workload = Some(Workload { container: Some(container), ..Default::default() });
+            p.apply_owner_rule(DEFAULT_OWNER_LABEL);
+            p
+        };
+        let labelled = in_container(vec![("gpudash.user".into(), "ana".into())]);
+        assert_eq!((labelled.user_name(), labelled.unix_user_if_other()), ("ana", Some("root")));
+        assert_eq!(may_signal(Role::Operator, "ana", "'ana'", &labelled), Ok(()));
+        assert!(may_signal(Role::Operator, "root", "'root'", &labelled).is_err(), "root in a container is not root");
+        let unlabelled = in_container(Vec::new());
+        assert_eq!(unlabelled.user_name(), "container trainer");
+        let refused = may_signal(Role::Operator, "ana", "'ana'", &unlabelled).unwrap_err();
+        assert!(refused.to_string().contains("belongs to 'container trainer'"), "{refused}");
+        assert_eq!(
+            usage_by_user(&[labelled, unlabelled]).iter().map(|u| u.user.as_str()).collect::<Vec<_>>(),
+            ["ana", "container trainer"]
+        );
     }
 
     #[test]

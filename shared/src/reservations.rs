@@ -222,10 +222,11 @@ pub fn free_unreserved<'a>(
 /// True when `process` runs on a GPU that `reservation` holds at `now_ms` and belongs to someone
 /// other than the holder. A process whose user is unknown (or left out) counts as another's:
 /// the holder cannot be told it is theirs.
+/// (A process counts for its owner by the owner rule: a job's user, a container's owner label...)
 pub fn is_intruder(reservation: &Reservation, process: &GpuProcess, now_ms: u64) -> bool {
     reservation.active_at(now_ms)
         && reservation.devices.contains(&process.device)
-        && process.user.as_deref() != Some(reservation.user.as_str())
+        && process.owner_name() != Some(reservation.user.as_str())
 }
 
 /// PIDs of intruders on `reservation`'s GPUs at `now_ms`, ascending.

@@ -25,8 +25,13 @@ impl ServiceStatus {
 }
 
 /// Why the server is degraded, one sentence each; empty when it is not. `latest` is the newest
-/// reading of each GPU. The reasons name no file path (`/healthz` is public): see [`hide_paths`].
-pub fn degraded_reasons<'a>(host: &HostInfo, latest: impl IntoIterator<Item = &'a DeviceSample>) -> Vec<String> {
+/// reading of each GPU; `workload_problems` the broken workload sources (`Details::workload_problems`).
+/// The reasons name no file path (`/healthz` is public): see [`hide_paths`].
+pub fn degraded_reasons<'a>(
+    host: &HostInfo,
+    latest: impl IntoIterator<Item = &'a DeviceSample>,
+    workload_problems: &[String],
+) -> Vec<String> {
     let mut reasons = Vec::new();
     if let Some(error) = &host.gpu_error {
         reasons.push(format!("no GPU can be read: {}", hide_paths(error)));
@@ -39,6 +44,7 @@ pub fn degraded_reasons<'a>(host: &HostInfo, latest: impl IntoIterator<Item = &'
             reasons.push(if lost.starts_with(&named) { lost } else { format!("GPU {} is lost: {lost}", sample.index) });
         }
     }
+    reasons.extend(workload_problems.iter().map(|p| hide_paths(p)));
     reasons
 }
 
@@ -122,19 +128,23 @@ mod tests {
     #[test]
     fn a_missing_driver_or_a_lost_gpu_degrades() {
         let fine = DeviceSample { index: 0, ..Default::default() };
-        assert!(degraded_reasons(&host(None), [&fine]).is_empty());
+        assert!(degraded_reasons(&host(None), [&fine], &[]).is_empty());
         assert_eq!(status_of(&[]), ServiceStatus::Ok);
 
         let lost = DeviceSample { index: 1, lost: Some("fell off the bus".into()), ..Default::default() };
-        let reasons = degraded_reasons(&host(None), [&fine, &lost]);
+        let reasons = degraded_reasons(&host(None), [&fine, &lost], &[]);
         assert_eq!(reasons, ["GPU 1 is lost: fell off the bus"]);
         let named =
             DeviceSample { index: 1, lost: Some("GPU 1 is lost: fell off the bus".into()), ..Default::default() };
-        assert_eq!(degraded_reasons(&host(None), [&named]), ["GPU 1 is lost: fell off the bus"], "named once");
+        assert_eq!(degraded_reasons(&host(None), [&named], &[]), ["GPU 1 is lost: fell off the bus"], "named once");
         assert_eq!(status_of(&reasons), ServiceStatus::Degraded);
 
-        let reasons = degraded_reasons(&host(Some("NVIDIA driver not available: /lib/libnvidia-ml.so")), []);
+        let reasons = degraded_reasons(&host(Some("NVIDIA driver not available: /lib/libnvidia-ml.so")), [], &[]);
         assert_eq!(reasons, ["no GPU can be read: NVIDIA driver not available: [path hidden]"]);
         assert_eq!(host(Some("at /x/y")).without_paths().gpu_error.as_deref(), Some("at [path hidden]"));
+
+        let broken = ["the container engine at /run/docker.sock does not answer".to_owned()];
+        let reasons = degraded_reasons(&host(None), [&fine], &broken);
+        assert_eq!(reasons, ["the container engine at [path hidden] does not answer"]);
     }
 }

@@ -31,7 +31,7 @@ pub fn device(index: u32) -> DeviceInfo {
 }
 
 /// Compute process `pid` on GPU `device` as NVML lists it before anything else is known:
-/// no memory or SM figures, no owner, name, command, start or container, not redacted, not idle.
+/// no memory or SM figures, no owner, name, command, start or workload, not redacted, not idle.
 pub fn process(device: u32, pid: u32) -> GpuProcess {
     GpuProcess {
         device,
@@ -44,7 +44,8 @@ pub fn process(device: u32, pid: u32) -> GpuProcess {
         name: None,
         command: None,
         started_ms: None,
-        container: None,
+        workload: None,
+        owner: None,
         redacted: false,
         idle: None,
     }

@@ -29,11 +29,28 @@ pub enum UsageGroup {
     UserGpu,
     /// One row per user and day (the page's stacked chart).
     UserDay,
+    /// One row per container (by name); processes outside containers in one row without a name.
+    Container,
+    /// One row per Kubernetes pod (`NAMESPACE/NAME`).
+    Pod,
+    /// One row per Kubernetes namespace.
+    Namespace,
+    /// One row per Slurm job.
+    Job,
 }
 
 impl UsageGroup {
-    pub const ALL: [UsageGroup; 5] =
-        [UsageGroup::User, UsageGroup::Gpu, UsageGroup::Day, UsageGroup::UserGpu, UsageGroup::UserDay];
+    pub const ALL: [UsageGroup; 9] = [
+        UsageGroup::User,
+        UsageGroup::Gpu,
+        UsageGroup::Day,
+        UsageGroup::UserGpu,
+        UsageGroup::UserDay,
+        UsageGroup::Container,
+        UsageGroup::Pod,
+        UsageGroup::Namespace,
+        UsageGroup::Job,
+    ];
 
     /// The name in `group=`.
     pub fn name(self) -> &'static str {
@@ -43,6 +60,22 @@ impl UsageGroup {
             UsageGroup::Day => "day",
             UsageGroup::UserGpu => "user_gpu",
             UsageGroup::UserDay => "user_day",
+            UsageGroup::Container => "container",
+            UsageGroup::Pod => "pod",
+            UsageGroup::Namespace => "namespace",
+            UsageGroup::Job => "job",
+        }
+    }
+
+    /// The workload part rows are grouped by, for the workload groups.
+    pub fn workload_part(self) -> Option<crate::workload::Part> {
+        use crate::workload::Part;
+        match self {
+            UsageGroup::Container => Some(Part::Container),
+            UsageGroup::Pod => Some(Part::Pod),
+            UsageGroup::Namespace => Some(Part::Namespace),
+            UsageGroup::Job => Some(Part::Job),
+            _ => None,
         }
     }
 
@@ -70,6 +103,10 @@ pub struct UsageRow {
     /// Start of the day in the query's time zone, ms since the epoch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub day: Option<u64>,
+    /// The container, pod (`NS/NAME`), namespace or Slurm job id of the workload groups; `None`
+    /// in such a group for what ran outside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
     /// Time with a process on the GPU, split between users by SM share.
     pub gpu_hours: f64,
     /// Device memory held × time.
@@ -121,7 +158,9 @@ pub enum UsageQueryError {
     Backwards { from: u64, to: u64 },
     #[error("the range spans {days} days; one query may span at most 366 days")]
     TooLong { days: u64 },
-    #[error("'{0}' is not a group; the groups are user, gpu, day, user_gpu and user_day")]
+    #[error(
+        "'{0}' is not a group; the groups are user (or owner), gpu, day, user_gpu, user_day, container, pod, namespace and job"
+    )]
     UnknownGroup(String),
     #[error(
         "'utc_offset' must be whole minutes east of UTC from -840 to 840 (60 for UTC+1, -300 for UTC-5), not '{0}'"
@@ -142,7 +181,8 @@ impl UsageQuery {
             value.trim().parse::<u64>().map_err(|_| UsageQueryError::NotANumber { name, value: value.to_owned() })
         };
         let group = match group {
-            None => UsageGroup::User,
+            // "owner" is what the page calls a user: the owner rule's name (shared::workload).
+            None | Some("owner") => UsageGroup::User,
             Some(name) => UsageGroup::ALL
                 .into_iter()
                 .find(|g| g.name() == name)
@@ -263,7 +303,13 @@ mod tests {
         assert!(err(Some("2"), Some("1"), None).contains("must be before"));
         assert!(err(Some("1"), Some("1"), None).contains("must be before"));
         assert!(err(Some("0"), Some(&(MAX_RANGE_MS + 1).to_string()), None).contains("at most 366 days"));
-        assert!(err(Some("0"), Some("1"), Some("week")).contains("user, gpu, day"));
+        assert!(
+            err(Some("0"), Some("1"), Some("week"))
+                .contains("gpu, day, user_gpu, user_day, container, pod, namespace and job")
+        );
+        let owner = UsageQuery::parse(Some("0"), Some("1"), Some("owner"), None).unwrap();
+        assert_eq!(owner.group, UsageGroup::User, "'owner' is the user group");
+        assert_eq!(UsageQuery::parse(Some("0"), Some("1"), Some("job"), None).unwrap().group, UsageGroup::Job);
         assert!(UsageQuery::parse(Some("0"), Some(&MAX_RANGE_MS.to_string()), None, None).is_ok());
     }
 

@@ -28,6 +28,10 @@ pub struct Tick {
 pub struct Details {
     pub health: Vec<DeviceHealth>,
     pub processes: Vec<GpuProcess>,
+    /// Workload sources (container engine, kubelet, Slurm's environment) that are configured or
+    /// found but do not answer, one sentence each: `/healthz` and the page name them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_problems: Vec<String>,
 }
 
 /// Recent memory history of one device, oldest first.
@@ -104,6 +108,9 @@ pub struct Snapshot {
     /// Every GPU process right now.
     #[serde(default)]
     pub processes: Vec<GpuProcess>,
+    /// As [`Details::workload_problems`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workload_problems: Vec<String>,
 }
 
 /// On the wire an object tagged by `"type"`, the tag first: `{"type":"tick","seq":7,…}`.
@@ -223,6 +230,7 @@ mod tests {
             history: vec![DeviceHistory { index: 0, points: vec![MemoryPoint { timestamp_ms: 5, memory_used: 9 }] }],
             health: vec![],
             processes: vec![],
+            workload_problems: vec!["the container engine does not answer".into()],
         });
         let error = ServerMessage::Error { message: "too fast".into() };
         let details = ServerMessage::Details(Details::default());

@@ -5,9 +5,11 @@
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
 //!   gpudash-bench alerts [--gpus 8]                      rule evaluation CPU per tick; sample → webhook receipt
+//!   gpudash-bench identity [--processes 64]              a new process's workload lookup; a cached slow-loop pass
 
 mod alerts;
 mod fleet;
+mod identity;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -76,6 +78,13 @@ enum Bench {
         #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..=5000))]
         windows: u32,
     },
+    /// Time workload identity: the first look at a new process and a slow-loop pass over known ones.
+    Identity {
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        processes: u32,
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        passes: u32,
+    },
 }
 
 #[allow(clippy::print_stdout)]
@@ -92,6 +101,7 @@ fn main() -> ExitCode {
         Bench::History { days, gpus } => history(days, gpus),
         Bench::Fleet { nodes, gpus, prometheus, settle } => fleet::main(nodes, gpus, &prometheus, settle),
         Bench::Alerts { gpus, ticks, windows } => alerts::main(gpus, ticks, windows),
+        Bench::Identity { processes, passes } => identity::main(processes as usize, passes),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -38,7 +38,7 @@ part() {
 }
 # Parts to run: the arguments (h200 bridge p2p gpm lab alerts team allocator), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm lab alerts team allocator}")
+wanted=("${@:-h200 bridge p2p gpm lab alerts team allocator identity}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
 want h200 && part h200 90 tests/gpu/h200.sh       # gpudash vs nvidia-smi, processes, health, /metrics, sampler CPU, peers' costs
@@ -56,6 +56,7 @@ want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch,
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API
 want allocator && part allocator 150 tests/gpu/allocator.sh  # allocator map vs memory_snapshot(), no trace, OOM capture
+want identity && part identity 90 tests/gpu/identity.sh      # a PyTorch job shaped as a Slurm job: its owner in the API, usage, /metrics
 
 printf '
 == figures

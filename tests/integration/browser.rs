@@ -100,6 +100,17 @@ pub(crate) async fn texts(client: &Client, css: &str) -> Vec<String> {
     out
 }
 
+/// What the process table's owner cell shows for an `/api/processes` entry: the owner (else the
+/// Unix user, else "?"), and the Unix user in parentheses where it differs.
+pub(crate) fn owner_cell(p: &serde_json::Value) -> String {
+    let unix = p["user"].as_str();
+    let owner = p["owner"]["name"].as_str().or(unix).unwrap_or("?");
+    match unix.filter(|u| *u != owner) {
+        Some(unix) => format!("{owner} ({unix})"),
+        None => owner.to_owned(),
+    }
+}
+
 pub(crate) async fn js(client: &Client, script: &str) -> serde_json::Value {
     client.execute(script, vec![]).await.expect("script runs")
 }

@@ -51,7 +51,7 @@ async fn api_rows(api: &str) -> Option<Vec<(String, String, String)>> {
     let mut rows: Vec<_> = body["processes"]
         .as_array()?
         .iter()
-        .map(|p| (p["device"].to_string(), p["pid"].to_string(), p["user"].as_str().unwrap_or("?").to_owned()))
+        .map(|p| (p["device"].to_string(), p["pid"].to_string(), crate::browser::owner_cell(p)))
         .collect();
     rows.sort();
     Some(rows)

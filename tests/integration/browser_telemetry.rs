@@ -58,7 +58,7 @@ fn api_rows(api: &Value, index: u64) -> Vec<(String, String, String)> {
     processes
         .iter()
         .map(|p| {
-            let user = p["user"].as_str().unwrap_or("?").to_owned();
+            let user = crate::browser::owner_cell(p);
             let memory = p["used_memory"].as_u64().map_or_else(|| "n/a".to_owned(), format_bytes);
             (p["pid"].to_string(), user, memory)
         })

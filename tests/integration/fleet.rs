@@ -154,7 +154,8 @@ async fn own_users(server: &TestServer) -> Vec<(u32, Vec<String>)> {
     let mut users: Vec<(u32, Vec<String>)> = (0..2).map(|gpu| (gpu, Vec::new())).collect();
     for p in body["processes"].as_array().expect("processes") {
         let gpu = p["device"].as_u64().expect("a device index") as usize;
-        users[gpu].1.push(p["user"].as_str().unwrap_or("unknown").to_owned());
+        // The fleet's users are the nodes' `user` labels: each process's owner.
+        users[gpu].1.push(p["owner"]["name"].as_str().or(p["user"].as_str()).unwrap_or("unknown").to_owned());
     }
     users.iter_mut().for_each(|(_, u)| {
         u.sort();

@@ -38,6 +38,7 @@ mod floods;
 mod gpm;
 mod health_status;
 mod history;
+mod identity;
 mod lab;
 mod lab_busy;
 mod lab_checks;

@@ -270,7 +270,8 @@ async fn another_users_process_on_a_reserved_gpu_is_marked_and_alerts_the_holder
             .as_array()?
             .iter()
             .find(|p| p["device"] == 1)
-            .map(|p| (p["pid"].as_u64().unwrap(), p["user"].clone()))
+            // Whom it counts for: its owner (a container's label, a job's user...), not its Unix user.
+            .map(|p| (p["pid"].as_u64().unwrap(), p["owner"]["name"].clone()))
     })
     .await;
     let (status, made) = reserve(&server, None, &[1], now_ms(), now_ms() + 10 * MINUTE).await;

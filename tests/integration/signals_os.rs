@@ -90,3 +90,40 @@ async fn the_os_refusing_a_signal_is_said_clearly_and_changes_nothing() {
     assert_eq!(log[0]["outcome"], "denied", "{log}");
     assert!(log[0]["detail"].as_str().is_some_and(|d| d.contains("the OS refused")), "{log}");
 }
+
+/// SIGHUP (what `systemctl reload` sends) never ends the server, with or without an alerts file.
+#[tokio::test]
+async fn sighup_without_an_alerts_file_keeps_the_server_running() {
+    let mut child = Command::new(gpudash_binary())
+        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpudash starts");
+    let stderr = child.stderr.take().expect("piped");
+    let pid = child.id();
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let url = loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(30)).expect("gpudash says where it serves");
+        if let Some(url) = line.split("serving on ").nth(1) {
+            break url.trim().to_owned();
+        }
+    };
+    assert!(Command::new("kill").args(["-HUP", &pid.to_string()]).status().unwrap().success());
+    let said = loop {
+        let line = rx.recv_timeout(std::time::Duration::from_secs(10)).expect("gpudash logs the SIGHUP");
+        if line.contains("SIGHUP") {
+            break line;
+        }
+    };
+    assert!(said.contains("nothing to re-read"), "{said}");
+    let health = reqwest::get(format!("{url}/healthz")).await.expect("still serving after SIGHUP");
+    assert!(health.status().is_success());
+    drop(server);
+}

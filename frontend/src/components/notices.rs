@@ -92,7 +92,9 @@ pub fn DegradedNotice(telemetry: Telemetry) -> impl IntoView {
     let state = telemetry.state;
     let reasons = Memo::new(move |_| {
         state.with(|s| {
-            s.host.as_ref().map(|host| degraded_reasons(host, s.devices.iter().filter_map(|d| d.latest.as_ref())))
+            s.host.as_ref().map(|host| {
+                degraded_reasons(host, s.devices.iter().filter_map(|d| d.latest.as_ref()), &s.workload_problems)
+            })
         })
     });
     move || {

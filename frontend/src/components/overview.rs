@@ -321,10 +321,11 @@ struct OwnerChip {
     idle: bool,
 }
 
-/// One chip per user on the GPU, biggest first; processes the server left out are summed in one
-/// chip that says so (an anonymous viewer of a server with tokens is not told who).
+/// One chip per owner on the GPU, biggest first, naming the workload (container, pod or job) when
+/// the owner runs one there; processes the server left out are summed in one chip that says so (an
+/// anonymous viewer of a server with tokens is not told who).
 fn owner_chips(processes: &[&GpuProcess]) -> Vec<OwnerChip> {
-    let mut users: Vec<(String, u64, usize, bool)> = Vec::new();
+    let mut users: Vec<(String, u64, usize, bool, Vec<String>)> = Vec::new();
     let mut hidden: Option<(u64, usize)> = None;
     for p in processes {
         let memory = p.used_memory.unwrap_or(0);
@@ -333,23 +334,32 @@ fn owner_chips(processes: &[&GpuProcess]) -> Vec<OwnerChip> {
             (*m, *n) = (*m + memory, *n + 1);
             continue;
         }
-        let user = p.user.clone().unwrap_or_else(|| "unknown".to_owned());
+        let user = p.user_name().to_owned();
+        let workload = p.workload.as_ref().and_then(shared::workload::short_name);
         match users.iter_mut().find(|u| u.0 == user) {
-            Some(entry) => (entry.1, entry.2, entry.3) = (entry.1 + memory, entry.2 + 1, entry.3 && p.idle.is_some()),
-            None => users.push((user, memory, 1, p.idle.is_some())),
+            Some(entry) => {
+                (entry.1, entry.2, entry.3) = (entry.1 + memory, entry.2 + 1, entry.3 && p.idle.is_some());
+                entry.4.extend(workload.filter(|w| !entry.4.contains(w)));
+            }
+            None => users.push((user, memory, 1, p.idle.is_some(), workload.into_iter().collect())),
         }
     }
     users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let processes = |n: usize| if n == 1 { "1 process".to_owned() } else { format!("{n} processes") };
     let mut chips: Vec<OwnerChip> = users
         .into_iter()
-        .map(|(user, memory, n, idle)| OwnerChip {
-            text: format!("{user} {}", format_bytes(memory)),
+        .map(|(user, memory, n, idle, workloads)| OwnerChip {
+            text: match workloads.as_slice() {
+                [] => format!("{user} {}", format_bytes(memory)),
+                [one] => format!("{user} {} · {one}", format_bytes(memory)),
+                [first, rest @ ..] => format!("{user} {} · {first} +{}", format_bytes(memory), rest.len()),
+            },
             title: format!(
-                "{user}: {} holding {}{}",
+                "{user}: {} holding {}{}{}",
                 processes(n),
                 format_bytes(memory),
-                if idle { ", idle" } else { "" }
+                if idle { ", idle" } else { "" },
+                if workloads.is_empty() { String::new() } else { format!(", in {}", workloads.join(", ")) }
             ),
             user,
             idle,
@@ -400,6 +410,25 @@ mod tests {
         assert!(!chips.iter().any(|c| c.text.contains("eli") || c.title.contains("eli")));
         assert_eq!(chips[1].title, "ana: 2 processes holding 6.00 GiB");
         assert!(owner_chips(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_chip_names_its_owners_workload() {
+        use shared::workload::{Container, DEFAULT_OWNER_LABEL, Workload};
+        let mut in_container = process("root", 4, false);
+        in_container.workload = Some(Workload {
+            container: Some(Container {
+                id: "c0ffee123456".into(),
+                name: Some("trainer".into()),
+                labels: vec![(DEFAULT_OWNER_LABEL.into(), "ana".into())],
+                ..Container::default()
+            }),
+            ..Workload::default()
+        });
+        in_container.apply_owner_rule(DEFAULT_OWNER_LABEL);
+        let chips = owner_chips(&[&in_container]);
+        assert_eq!((chips[0].text.as_str(), chips[0].user.as_str()), ("ana 4.00 GiB · trainer", "ana"));
+        assert_eq!(chips[0].title, "ana: 1 process holding 4.00 GiB, in trainer");
     }
 
     #[test]

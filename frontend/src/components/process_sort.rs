@@ -14,23 +14,23 @@ pub enum Column {
     Memory,
     Sm,
     Runtime,
-    Container,
+    Workload,
 }
 
 impl Column {
     pub const ALL: [Self; 8] =
-        [Self::Gpu, Self::Pid, Self::User, Self::Command, Self::Memory, Self::Sm, Self::Runtime, Self::Container];
+        [Self::Gpu, Self::Pid, Self::User, Self::Command, Self::Memory, Self::Sm, Self::Runtime, Self::Workload];
 
     pub fn label(self) -> &'static str {
         match self {
             Self::Gpu => "GPU",
             Self::Pid => "PID",
-            Self::User => "User",
+            Self::User => "Owner",
             Self::Command => "Command",
             Self::Memory => "GPU memory",
             Self::Sm => "SM",
             Self::Runtime => "Running",
-            Self::Container => "Container",
+            Self::Workload => "Workload",
         }
     }
 
@@ -44,7 +44,7 @@ impl Column {
             Self::Memory => "memory",
             Self::Sm => "sm",
             Self::Runtime => "runtime",
-            Self::Container => "container",
+            Self::Workload => "workload",
         }
     }
 
@@ -57,7 +57,7 @@ impl Column {
         match self {
             Self::Gpu => a.device.cmp(&b.device),
             Self::Pid => a.pid.cmp(&b.pid),
-            Self::User => a.user.cmp(&b.user),
+            Self::User => a.user_name().cmp(b.user_name()),
             Self::Command => a.command.as_ref().or(a.name.as_ref()).cmp(&b.command.as_ref().or(b.name.as_ref())),
             Self::Memory => a.used_memory.cmp(&b.used_memory),
             Self::Sm => a.sm_util.cmp(&b.sm_util),
@@ -66,7 +66,10 @@ impl Column {
                 (Some(a), Some(b)) => b.cmp(&a),
                 (a, b) => a.is_some().cmp(&b.is_some()),
             },
-            Self::Container => a.container.cmp(&b.container),
+            Self::Workload => {
+                let name = |p: &GpuProcess| p.workload.as_ref().and_then(shared::workload::short_name);
+                name(a).cmp(&name(b))
+            }
         }
     }
 }

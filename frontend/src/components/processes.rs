@@ -289,7 +289,7 @@ fn ProcessRow(
     }
     let actions = signals.map(|control| view! { <SignalButtons control=control process=process.clone() /> });
     let command = process.command.clone().or_else(|| process.name.clone());
-    let container = process.container.clone();
+    let workload = process.workload.clone();
     let short = command.as_deref().map_or_else(|| "?".to_owned(), |c| shorten(c, COMMAND_CHARS));
     let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
     let idle = process.idle.map(|hold| {
@@ -298,6 +298,13 @@ fn ProcessRow(
     });
     let user = process.user_name().to_owned();
     let by_user = ProcessFilter::user(&user);
+    let owner_title = match &process.owner {
+        Some(owner) => format!("Only {user}'s processes (owner by {})", owner.source.describe()),
+        None => format!("Only {user}'s processes"),
+    };
+    let unix_user = process.unix_user_if_other().map(|unix| {
+        view! { <span class="unix-user" title="The Unix user the process runs as">{format!("({unix})")}</span> }
+    });
     let show_processes = use_show_processes();
     let device = process.device;
     let key = (process.device, process.pid);
@@ -324,21 +331,50 @@ fn ProcessRow(
             </td>
             <td class="pid">{process.pid}</td>
             <td class="user">
-                <button type="button" class="link-button filter-user" title=format!("Only {user}'s processes")
+                <button type="button" class="link-button filter-user" title=owner_title
                     on:click=move |_| show_processes(by_user.clone())>
-                    {process.user.clone().unwrap_or_else(|| "?".to_owned())}
+                    {process.owner_name().unwrap_or("?").to_owned()}
                 </button>
+                " "
+                {unix_user}
             </td>
             <td class="command" title=command>{short}</td>
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
             <td class="sm">{or_na(process.sm_util, percent)} {idle}</td>
             <td class="runtime">{runtime}</td>
-            <td class="container" title=container>
-                {process.container.unwrap_or_else(|| "—".to_owned())}
-            </td>
+            <WorkloadCell workload=workload />
             {actions}
         </tr>
         {full}
+    }
+    .into_any()
+}
+
+/// A process's container, pod or Slurm job: its short name, a click filters the table by it, and
+/// everything known (image, labels, account...) in the tooltip.
+#[component]
+fn WorkloadCell(workload: Option<shared::workload::Workload>) -> impl IntoView {
+    let show_processes = use_show_processes();
+    let Some(workload) = workload else {
+        return view! { <td class="workload">"—"</td> }.into_any();
+    };
+    let name = shared::workload::short_name(&workload).unwrap_or_default();
+    let kind = if workload.pod.is_some() {
+        "pod"
+    } else if workload.container.is_some() {
+        "container"
+    } else {
+        "job"
+    };
+    let title =
+        shared::workload::describe(&workload).into_iter().chain(shared::workload::facts(&workload)).collect::<Vec<_>>();
+    let filter = ProcessFilter::workload(&name);
+    view! {
+        <td class="workload" data-kind=kind title=title.join("\n")>
+            <button type="button" class="link-button filter-workload" on:click=move |_| show_processes(filter.clone())>
+                {name}
+            </button>
+        </td>
     }
     .into_any()
 }
@@ -357,7 +393,7 @@ fn RedactedRow(process: GpuProcess, now_ms: u64, signals: bool) -> impl IntoView
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
             <td class="sm">{or_na(process.sm_util, percent)}</td>
             <td class="runtime">{runtime}</td>
-            <td class="container redacted" title=REDACTED_TITLE>{REDACTED}</td>
+            <td class="workload redacted" title=REDACTED_TITLE>{REDACTED}</td>
             {signals.then(|| view! { <td class="actions"></td> })}
         </tr>
     }

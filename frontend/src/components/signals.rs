@@ -66,7 +66,7 @@ impl SignalControl {
 /// "python train.py, ana": what the confirmation names.
 fn describe(process: &GpuProcess) -> String {
     let command = process.command.as_deref().or(process.name.as_deref()).unwrap_or("?");
-    format!("{}, {}", shorten(command, QUESTION_CHARS), process.user.as_deref().unwrap_or("?"))
+    format!("{}, {}", shorten(command, QUESTION_CHARS), process.user_name())
 }
 
 /// `td.actions`: Stop (SIGTERM at once) and Kill (SIGKILL after a confirmation), where the caller may.

@@ -166,8 +166,17 @@ impl Link {
             }
         };
         match message {
-            ServerMessage::Snapshot(Snapshot { seq, host, devices, latest, history, health, processes }) => {
-                let details = Details { health, processes };
+            ServerMessage::Snapshot(Snapshot {
+                seq,
+                host,
+                devices,
+                latest,
+                history,
+                health,
+                processes,
+                workload_problems,
+            }) => {
+                let details = Details { health, processes, workload_problems };
                 self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history, details));
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);

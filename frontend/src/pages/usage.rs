@@ -137,6 +137,22 @@ pub fn UsagePage() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let csv = RwSignal::new(None::<String>);
     let zone = RwSignal::new(utc_offset_now());
+    // The workload table's grouping (container, pod, namespace or Slurm job) and its rows.
+    let by_workload = RwSignal::new(UsageGroup::Container);
+    let workload_rows = RwSignal::new(Vec::<UsageRow>::new());
+    let load_workloads = move || {
+        let now = js_sys::Date::now() as u64;
+        let days = (first.get_untracked(), last.get_untracked());
+        let group = by_workload.get_untracked();
+        let Ok(query) = range_for(span.get_untracked(), now, zone.get_untracked(), (&days.0, &days.1), group) else {
+            return;
+        };
+        spawn_local(async move {
+            if let Ok(answer) = get_json::<UsageResponse>(&format!("/api/usage?{}", query.query_string())).await {
+                workload_rows.try_set(answer.rows);
+            }
+        });
+    };
     let load = move || {
         let now = js_sys::Date::now() as u64;
         zone.set(utc_offset_now());
@@ -151,6 +167,7 @@ pub fn UsagePage() -> impl IntoView {
                 }
             };
         csv.set(Some(format!("/api/usage.csv?{}", by_user.query_string())));
+        load_workloads();
         spawn_local(async move {
             let get = |q: UsageQuery| async move {
                 get_json::<UsageResponse>(&format!("/api/usage?{}", q.query_string())).await
@@ -216,8 +233,29 @@ pub fn UsagePage() -> impl IntoView {
                 </p>
             </Show>
             <UsageChart rows=Signal::derive(move || rows(|a| &a.2)) zone=zone />
-            <h3>"Per user"</h3>
-            <UsageTable id="usage-users" key="User" rows=Signal::derive(move || rows(|a| &a.0)) />
+            <h3>"Per owner"</h3>
+            <UsageTable id="usage-users" key="Owner" rows=Signal::derive(move || rows(|a| &a.0)) />
+            <div class="section-head">
+                <h3>"Per workload"</h3>
+                <select
+                    id="usage-workload-group"
+                    aria-label="Group workloads by"
+                    prop:value=move || by_workload.get().name()
+                    on:change=move |ev| {
+                        let name = event_target_value(&ev);
+                        if let Some(group) = UsageGroup::ALL.into_iter().find(|g| g.name() == name) {
+                            by_workload.set(group);
+                            load_workloads();
+                        }
+                    }
+                >
+                    <option value="container">"Container"</option>
+                    <option value="pod">"Pod"</option>
+                    <option value="namespace">"Namespace"</option>
+                    <option value="job">"Slurm job"</option>
+                </select>
+            </div>
+            <UsageTable id="usage-workloads" key="Workload" rows=Signal::derive(move || workload_rows.get()) />
             <h3>"Per GPU"</h3>
             <UsageTable id="usage-gpus" key="GPU" rows=Signal::derive(move || rows(|a| &a.1)) />
             <p class="hint">
@@ -247,7 +285,12 @@ fn UsageTable(id: &'static str, key: &'static str, rows: Signal<Vec<UsageRow>>) 
                 </thead>
                 <tbody>
                     {move || rows.get().into_iter().map(|r| {
-                        let name = r.user.clone().or(r.gpu.map(|g| format!("GPU {g}"))).unwrap_or_default();
+                        let name = r
+                            .user
+                            .clone()
+                            .or(r.gpu.map(|g| format!("GPU {g}")))
+                            .or(r.workload.clone())
+                            .unwrap_or_else(|| "(outside one)".to_owned());
                         view! {
                             <tr class="usage-row">
                                 <td class="usage-key">{name}</td>

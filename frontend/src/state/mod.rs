@@ -48,6 +48,8 @@ pub struct DashboardState {
     pub health: Vec<DeviceHealth>,
     /// Every GPU process, as of the latest details.
     pub processes: Vec<GpuProcess>,
+    /// Workload sources that do not answer (`Details::workload_problems`).
+    pub workload_problems: Vec<String>,
     /// Sequence number of the last tick applied.
     pub seq: u64,
     revision: u64,
@@ -88,6 +90,7 @@ impl DashboardState {
     pub fn apply_details(&mut self, details: Details) {
         self.health = details.health;
         self.processes = details.processes;
+        self.workload_problems = details.workload_problems;
     }
 
     /// Appends a tick unless it was already applied.
@@ -184,7 +187,7 @@ mod tests {
 
     fn snapshot(state: &mut DashboardState, seq: u64) {
         let history = vec![DeviceHistory { index: 0, points: vec![point(10, 1), point(11, 2)] }];
-        let details = Details { health: vec![], processes: vec![process(1, 5)] };
+        let details = Details { health: vec![], processes: vec![process(1, 5)], workload_problems: vec![] };
         state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history, details);
     }
 
@@ -229,7 +232,7 @@ mod tests {
         let mut state = DashboardState::default();
         snapshot(&mut state, 1);
         assert_eq!(state.free_devices(&[], 0), [0]);
-        state.apply_details(Details { health: vec![], processes: vec![process(0, 9)] });
+        state.apply_details(Details { health: vec![], processes: vec![process(0, 9)], workload_problems: vec![] });
         assert_eq!(state.processes_on(0).map(|p| p.pid).collect::<Vec<_>>(), [9]);
         assert_eq!(state.free_devices(&[], 0), [1]);
         let reserved = Reservation {

@@ -11,38 +11,54 @@ pub struct ProcessFilter {
     pub user: Option<String>,
     /// A GPU's index.
     pub gpu: Option<u32>,
+    /// A workload's short name (`shared::workload::short_name`: a container, `NS/POD`, "job N").
+    pub workload: Option<String>,
 }
 
 impl ProcessFilter {
     /// Only `user`'s processes, on any GPU.
     pub fn user(user: &str) -> Self {
-        Self { user: Some(user.to_owned()), gpu: None }
+        Self { user: Some(user.to_owned()), ..Self::default() }
     }
 
     /// Only GPU `index`'s processes, whoever runs them.
     pub fn gpu(index: u32) -> Self {
-        Self { user: None, gpu: Some(index) }
+        Self { gpu: Some(index), ..Self::default() }
+    }
+
+    /// Only the processes of the workload called `name`.
+    pub fn workload(name: &str) -> Self {
+        Self { workload: Some(name.to_owned()), ..Self::default() }
     }
 
     /// Shows every process.
     pub fn is_empty(&self) -> bool {
-        self.user.is_none() && self.gpu.is_none()
+        self.user.is_none() && self.gpu.is_none() && self.workload.is_none()
     }
 
     /// Whether `process` passes. A process the server redacted has no user to match.
     pub fn matches(&self, process: &GpuProcess) -> bool {
         let user_ok = self.user.as_deref().is_none_or(|user| !process.redacted && process.user_name() == user);
         let gpu_ok = self.gpu.is_none_or(|gpu| process.device == gpu);
-        user_ok && gpu_ok
+        let workload_ok = self.workload.as_deref().is_none_or(|name| {
+            !process.redacted
+                && process.workload.as_ref().and_then(shared::workload::short_name).as_deref() == Some(name)
+        });
+        user_ok && gpu_ok && workload_ok
     }
 
     /// "GPU 3", "ana", "ana on GPU 3": what the table is filtered by, for its caption.
     pub fn describe(&self) -> Option<String> {
-        match (&self.user, self.gpu) {
+        let place = match (&self.user, self.gpu) {
             (None, None) => None,
             (Some(user), None) => Some(user.clone()),
             (None, Some(gpu)) => Some(format!("GPU {gpu}")),
             (Some(user), Some(gpu)) => Some(format!("{user} on GPU {gpu}")),
+        };
+        match (place, &self.workload) {
+            (place, None) => place,
+            (None, Some(workload)) => Some(workload.clone()),
+            (Some(place), Some(workload)) => Some(format!("{workload}, {place}")),
         }
     }
 }
@@ -67,7 +83,7 @@ mod tests {
         assert!(ProcessFilter::user("unknown").matches(&nobody1), "as who uses what names an unknown owner");
         assert!(!ProcessFilter::user("unknown").matches(&hidden1), "a redacted process names no one");
         assert!(ProcessFilter::gpu(1).matches(&hidden1) && !ProcessFilter::gpu(1).matches(&ana0));
-        let both = ProcessFilter { user: Some("bo".into()), gpu: Some(0) };
+        let both = ProcessFilter { user: Some("bo".into()), gpu: Some(0), workload: None };
         assert!(!both.matches(&bo1) && !both.matches(&ana0));
         assert_eq!(both.describe().as_deref(), Some("bo on GPU 0"));
         assert_eq!(ProcessFilter::gpu(3).describe().as_deref(), Some("GPU 3"));

@@ -180,7 +180,11 @@ impl Book {
                 Some(Verdict::Fire) => {
                     current.insert(key.clone());
                     let message = self.oom_caps.message(&signal.reporter, &key, message, true);
-                    let user = input.processes.iter().find(|p| p.pid == signal.pid).and_then(|p| p.user.clone());
+                    let user = input
+                        .processes
+                        .iter()
+                        .find(|p| p.pid == signal.pid)
+                        .and_then(|p| p.owner_name().map(str::to_owned));
                     let draft = Draft {
                         key,
                         gpu_index: info.index,

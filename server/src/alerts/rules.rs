@@ -324,7 +324,7 @@ impl Book {
                 let action = "ask its owner to finish or restart it (a notebook kernel left open?) so the memory goes \
                               back to the team";
                 let mut draft = self.draft(config, key, gpu, message, action);
-                draft.user.clone_from(&p.user);
+                draft.user = p.owner_name().map(str::to_owned);
                 self.fire(draft, silences, now);
             }
         }
@@ -344,7 +344,7 @@ impl Book {
         }
         if let Some(p) = gpu.processes.first() {
             memory.had_process = true;
-            memory.last_user = p.user.clone().or(memory.last_user.take());
+            memory.last_user = p.owner_name().map(str::to_owned).or(memory.last_user.take());
             return self.resolve(&key, now);
         }
         let (had, user) = (memory.had_process, memory.last_user.clone());

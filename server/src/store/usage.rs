@@ -18,14 +18,46 @@ const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS usage_minutes (
     user TEXT NOT NULL, device INTEGER NOT NULL, start INTEGER NOT NULL,
     gpu_s REAL NOT NULL, memory_gib_s REAL NOT NULL, idle_gib_s REAL NOT NULL, energy_j REAL NOT NULL,
-    PRIMARY KEY (start, user, device)
+    workload TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (start, user, device, workload)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS usage_hours (
     user TEXT NOT NULL, device INTEGER NOT NULL, start INTEGER NOT NULL,
     gpu_s REAL NOT NULL, memory_gib_s REAL NOT NULL, idle_gib_s REAL NOT NULL, energy_j REAL NOT NULL,
-    PRIMARY KEY (start, user, device)
+    workload TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (start, user, device, workload)
 ) WITHOUT ROWID;
 ";
+
+/// Tables from before workloads (their key was start, user, device) get the `workload` column,
+/// empty for every old bucket: a WITHOUT ROWID table's key cannot change in place, so each is
+/// copied into a new one in one transaction.
+const MIGRATE: &[&str] = &["usage_minutes", "usage_hours"];
+
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    for table in MIGRATE {
+        let has_workload: bool = conn.query_row(
+            &format!("SELECT COUNT(*) > 0 FROM pragma_table_info('{table}') WHERE name = 'workload'"),
+            [],
+            |r| r.get(0),
+        )?;
+        let exists: bool =
+            conn.query_row("SELECT COUNT(*) > 0 FROM sqlite_master WHERE name = ?1", [table], |r| r.get(0))?;
+        if exists && !has_workload {
+            let transaction = conn.transaction()?;
+            transaction.execute_batch(&format!(
+                "ALTER TABLE {table} RENAME TO {table}_old;
+                 {schema}
+                 INSERT INTO {table} (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j)
+                     SELECT user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j FROM {table}_old;
+                 DROP TABLE {table}_old;",
+                schema = SCHEMA
+            ))?;
+            transaction.commit()?;
+        }
+    }
+    Ok(())
+}
 
 /// The four sums of one bucket or group.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -36,11 +68,13 @@ pub struct Sums {
     pub energy_j: f64,
 }
 
-/// What one user used on one GPU in one minute (to add) or one UTC day (as read).
+/// What one user used on one GPU in one minute (to add) or one UTC day (as read), in one workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bucket {
     pub user: String,
     pub device: u32,
+    /// Its workload as `shared::workload::usage_key` writes it; empty outside one.
+    pub workload: String,
     /// Start of the minute (adding) or of the UTC day (reading), ms since the epoch.
     pub start: u64,
     pub sums: Sums,
@@ -75,7 +109,8 @@ impl UsageStore {
         Self::start(Connection::open_in_memory()?, false)
     }
 
-    fn start(conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
+    fn start(mut conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
+        migrate(&mut conn)?;
         conn.execute_batch(SCHEMA)?;
         let writer = DbWriter::start("gpudash-usage-db", conn).map_err(UsageStoreError::Thread)?;
         Ok(Self { writer, persistent })
@@ -137,9 +172,9 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
     let transaction = conn.transaction()?;
     {
         let mut insert = transaction.prepare_cached(
-            "INSERT INTO usage_minutes (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (start, user, device) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
+            "INSERT INTO usage_minutes (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j, workload)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+             ON CONFLICT (start, user, device, workload) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
                  memory_gib_s = memory_gib_s + excluded.memory_gib_s, idle_gib_s = idle_gib_s + excluded.idle_gib_s,
                  energy_j = energy_j + excluded.energy_j",
         )?;
@@ -153,7 +188,8 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
                 s.gpu_s,
                 s.memory_gib_s,
                 s.idle_gib_s,
-                s.energy_j
+                s.energy_j,
+                b.workload
             ])?;
         }
     }
@@ -168,15 +204,16 @@ fn days(conn: &Connection, from: u64, to: u64, utc_offset: i32) -> rusqlite::Res
     let day = shared::usage::DAY_MS;
     let offset = i64::from(utc_offset) * 60_000;
     let mut statement = conn.prepare_cached(
-        "SELECT user, device, start - ((start + ?4) % ?3 + ?3) % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
+        "SELECT user, device, start - ((start + ?4) % ?3 + ?3) % ?3 AS day, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j), workload
          FROM (SELECT * FROM usage_minutes WHERE start > ?1 - 60000 AND start < ?2
                UNION ALL SELECT * FROM usage_hours WHERE start > ?1 - 3600000 AND start < ?2)
-         GROUP BY user, device, day ORDER BY day, user, device",
+         GROUP BY user, device, day, workload ORDER BY day, user, device, workload",
     )?;
     let rows = statement.query_map(params![as_i64(from), as_i64(to), as_i64(day), offset], |r| {
         Ok(Bucket {
             user: r.get(0)?,
             device: r.get(1)?,
+            workload: r.get(7)?,
             start: r.get::<_, i64>(2)?.max(0) as u64,
             sums: Sums { gpu_s: r.get(3)?, memory_gib_s: r.get(4)?, idle_gib_s: r.get(5)?, energy_j: r.get(6)? },
         })
@@ -187,10 +224,10 @@ fn days(conn: &Connection, from: u64, to: u64, utc_offset: i32) -> rusqlite::Res
 fn roll_up(conn: &mut Connection, minutes_from: u64, hours_from: u64) -> rusqlite::Result<()> {
     let transaction = conn.transaction()?;
     transaction.execute(
-        "INSERT INTO usage_hours (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j)
-         SELECT user, device, start - start % ?2 AS hour, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j)
-         FROM usage_minutes WHERE start < ?1 GROUP BY user, device, hour
-         ON CONFLICT (start, user, device) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
+        "INSERT INTO usage_hours (user, device, start, gpu_s, memory_gib_s, idle_gib_s, energy_j, workload)
+         SELECT user, device, start - start % ?2 AS hour, SUM(gpu_s), SUM(memory_gib_s), SUM(idle_gib_s), SUM(energy_j), workload
+         FROM usage_minutes WHERE start < ?1 GROUP BY user, device, hour, workload
+         ON CONFLICT (start, user, device, workload) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,
              memory_gib_s = memory_gib_s + excluded.memory_gib_s, idle_gib_s = idle_gib_s + excluded.idle_gib_s,
              energy_j = energy_j + excluded.energy_j",
         params![as_i64(minutes_from), as_i64(HOUR_MS)],
@@ -208,9 +245,33 @@ mod tests {
         Bucket {
             user: user.to_owned(),
             device,
+            workload: String::new(),
             start,
             sums: Sums { gpu_s, memory_gib_s: 2.0 * gpu_s, ..Sums::default() },
         }
+    }
+
+    #[test]
+    fn tables_from_before_workloads_keep_their_sums_and_take_workloads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.sqlite");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "CREATE TABLE usage_minutes (user TEXT NOT NULL, device INTEGER NOT NULL, start INTEGER NOT NULL,
+                    gpu_s REAL NOT NULL, memory_gib_s REAL NOT NULL, idle_gib_s REAL NOT NULL, energy_j REAL NOT NULL,
+                    PRIMARY KEY (start, user, device)) WITHOUT ROWID;
+                 INSERT INTO usage_minutes VALUES ('ana', 0, 60000, 5.0, 1.0, 0.0, 2.0);",
+            )
+            .unwrap();
+        }
+        let store = UsageStore::open(&path).unwrap();
+        let mut in_job = bucket("ana", 0, 60_000, 1.0);
+        in_job.workload = "job=42".to_owned();
+        store.add(vec![in_job, bucket("ana", 0, 60_000, 1.0)]);
+        let days = store.days(0, 3_600_000, 0).unwrap();
+        let sum = |w: &str| days.iter().find(|b| b.workload == w).map(|b| b.sums.gpu_s);
+        assert_eq!((sum(""), sum("job=42")), (Some(6.0), Some(1.0)), "{days:?}");
     }
 
     #[test]

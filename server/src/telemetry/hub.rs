@@ -91,6 +91,7 @@ struct Live {
     last_tick_ms: Option<u64>,
     health: Vec<DeviceHealth>,
     processes: Vec<GpuProcess>,
+    workload_problems: Vec<String>,
     xids: VecDeque<XidEvent>,
 }
 
@@ -110,6 +111,7 @@ impl Telemetry {
                 last_tick_ms: None,
                 health: Vec::new(),
                 processes: Vec::new(),
+                workload_problems: Vec::new(),
                 xids: VecDeque::new(),
             }),
             snapshot: Mutex::new(None),
@@ -181,7 +183,11 @@ impl Telemetry {
 
     /// The slow loop's newest health readings (with recent XIDs) and processes.
     pub fn details(&self) -> Details {
-        self.read_live(|live| Details { health: live.health.clone(), processes: live.processes.clone() })
+        self.read_live(|live| Details {
+            health: live.health.clone(),
+            processes: live.processes.clone(),
+            workload_problems: live.workload_problems.clone(),
+        })
     }
 
     /// Sequence number of the newest tick and when it was taken.
@@ -226,11 +232,13 @@ impl Telemetry {
             }
             live.health.clone_from(&details.health);
             live.processes.clone_from(&details.processes);
+            live.workload_problems.clone_from(&details.workload_problems);
         }
         self.invalidate_snapshot();
         let redacted = self.redacting.then(|| {
             let mut redacted = details.clone();
             redact_all(&mut redacted.processes);
+            hide_paths_in(&mut redacted.workload_problems);
             encode(&ServerMessage::Details(redacted))
         });
         let _ = self.ticks.send(Frame { seq: None, text: encode(&ServerMessage::Details(details)), redacted });
@@ -290,12 +298,14 @@ impl Telemetry {
                 .collect(),
             health: live.health.clone(),
             processes: live.processes.clone(),
+            workload_problems: live.workload_problems.clone(),
         });
         let seq = Some(snapshot.seq);
         let frame = match visibility {
             Visibility::Full => Frame { seq, text: encode(&ServerMessage::Snapshot(snapshot)), redacted: None },
             Visibility::Redacted => {
                 redact_all(&mut snapshot.processes);
+                hide_paths_in(&mut snapshot.workload_problems);
                 let text = encode(&ServerMessage::Snapshot(snapshot));
                 Frame { seq, text: text.clone(), redacted: Some(text) }
             }
@@ -306,6 +316,13 @@ impl Telemetry {
 
     fn read_live<T>(&self, f: impl FnOnce(&Live) -> T) -> T {
         f(&self.live.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+}
+
+/// Where sockets live is nothing an anonymous viewer needs (an admin reads it in the log).
+fn hide_paths_in(problems: &mut [String]) {
+    for problem in problems {
+        *problem = shared::status::hide_paths(problem);
     }
 }
 
@@ -373,6 +390,7 @@ mod tests {
         hub.record_xid(XidEvent { device: 0, timestamp_ms: 1, code: 79, meaning: "off the bus".into() });
         let mut rx = hub.subscribe();
         hub.publish_details(Details {
+            workload_problems: vec![],
             health: vec![
                 DeviceHealth { index: 0, ..Default::default() },
                 DeviceHealth { index: 1, ..Default::default() },
@@ -399,10 +417,13 @@ mod tests {
             user: Some("ana".into()),
             name: Some("python3".into()),
             command: Some("python3 serve.py --api-key=s3cret".into()),
-            container: Some("c0ffee123456".into()),
+            workload: Some(shared::workload::Workload {
+                container: Some(shared::workload::Container { id: "c0ffee123456".into(), ..Default::default() }),
+                ..Default::default()
+            }),
             ..shared::testing::process(0, 4242)
         };
-        hub.publish_details(Details { health: vec![], processes: vec![process] });
+        hub.publish_details(Details { health: vec![], processes: vec![process], workload_problems: vec![] });
         rx
     }
 

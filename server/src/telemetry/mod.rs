@@ -4,6 +4,7 @@
 pub mod activity;
 mod history;
 mod hub;
+pub mod identity;
 pub mod idle;
 pub mod nvml;
 pub mod procfs;

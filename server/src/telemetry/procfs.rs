@@ -1,4 +1,4 @@
-//! What /proc says about a GPU process: owner, command, start time, container;
+//! What /proc says about a GPU process: Unix user, command, start time (its workload: `identity`);
 //! and the one parser of `/proc/<pid>/stat` in the tree (the load tests use it too).
 //!
 //! Four small files per process are read by hand rather than through the
@@ -14,7 +14,6 @@ pub struct ProcInfo {
     pub name: Option<String>,
     pub command: Option<String>,
     pub started_ms: Option<u64>,
-    pub container: Option<String>,
 }
 
 /// Clock ticks per second of the times in `/proc/<pid>/stat` (USER_HZ, `sysconf(_SC_CLK_TCK)`),
@@ -84,7 +83,6 @@ impl ProcReader {
                 .as_deref()
                 .and_then(parse_pid_stat)
                 .and_then(|s| Some(self.boot_ms? + s.starttime * 1000 / self.ticks_per_s)),
-            container: read("cgroup").and_then(|b| container_id(&String::from_utf8_lossy(&b))),
         }
     }
 
@@ -133,16 +131,6 @@ fn command_line(raw: &[u8]) -> Option<String> {
     (!parts.is_empty()).then(|| shared::text::shown(&parts.join(" ")))
 }
 
-/// The first 12 characters of a 64-hex container id in a cgroup path
-/// (Docker, containerd, CRI-O, Podman all put one there).
-fn container_id(cgroup: &str) -> Option<String> {
-    cgroup.lines().filter_map(|line| line.splitn(3, ':').nth(2)).flat_map(|path| path.split('/')).find_map(|segment| {
-        let id = segment.trim_end_matches(".scope");
-        let id = id.rsplit(['-', ':']).next().unwrap_or(id);
-        (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id[..12].to_owned())
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,20 +150,6 @@ mod tests {
         assert_eq!(command_line(b""), None);
         assert_eq!(command_line("gpt\u{202E}hs.py\0-v".as_bytes()), Some("gpths.py -v".to_owned()));
         assert_eq!(boot_time_ms("cpu 1 2 3\nbtime 1700000000\n"), Some(1_700_000_000_000));
-    }
-
-    #[test]
-    fn finds_container_ids_in_common_cgroup_layouts() {
-        let id = "3f4e1d2c5b6a798011223344556677889900aabbccddeeff0011223344556677";
-        for cgroup in [
-            format!("0::/system.slice/docker-{id}.scope\n"),
-            format!("12:memory:/docker/{id}\n"),
-            format!("0::/kubepods/besteffort/pod1234/cri-containerd-{id}.scope\n"),
-            format!("0::/kubepods.slice/kubepods-pod.slice/crio-{id}.scope\n"),
-        ] {
-            assert_eq!(container_id(&cgroup).as_deref(), Some("3f4e1d2c5b6a"), "{cgroup}");
-        }
-        assert_eq!(container_id("0::/user.slice/user-1000.slice/session-2.scope\n"), None);
     }
 
     #[test]

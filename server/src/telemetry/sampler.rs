@@ -9,6 +9,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::identity::Identities;
 use super::{GpuSource, Telemetry, now_ms};
 use crate::store::Recorder;
 
@@ -26,11 +27,13 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// Starts sampling `source` every `interval` into `hub`, and into history when a recorder is given.
+    /// Starts sampling `source` every `interval` into `hub`, and into history when a recorder is
+    /// given; `identities` names each process's workload and owner in the slow loop.
     pub fn spawn(
         source: Box<dyn GpuSource>,
         hub: Arc<Telemetry>,
         recorder: Option<Recorder>,
+        identities: Option<Identities>,
         interval: Duration,
     ) -> std::io::Result<Self> {
         let source: Arc<dyn GpuSource> = Arc::from(source);
@@ -57,7 +60,11 @@ impl Sampler {
         let details_period = source.details_period(interval);
         threads.push(std::thread::Builder::new().name("gpudash-details".into()).spawn(move || {
             every(details_period, &details_stopped, |timestamp_ms| {
-                slow_hub.publish_details(slow_source.details(timestamp_ms));
+                let mut details = slow_source.details(timestamp_ms);
+                if let Some(identities) = &identities {
+                    identities.attach(&mut details);
+                }
+                slow_hub.publish_details(details);
             });
         })?);
 
@@ -152,7 +159,7 @@ mod tests {
         let inner = Simulator::new(1, 100);
         let hub = Arc::new(Telemetry::new(inner.host(), inner.devices()));
         let flaky = Flaky { inner, calls: AtomicU32::new(0) };
-        let sampler = Sampler::spawn(Box::new(flaky), hub.clone(), None, Duration::from_millis(100)).unwrap();
+        let sampler = Sampler::spawn(Box::new(flaky), hub.clone(), None, None, Duration::from_millis(100)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(5);
         while hub.last_tick().0 < 2 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

@@ -48,6 +48,8 @@ pub struct Reading<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Charge {
     pub user: String,
+    /// The workload it ran in, as `shared::workload::usage_key` writes it.
+    pub workload: String,
     pub device: u32,
     /// The end of the interval charged (its reading's time).
     pub at_ms: u64,
@@ -105,19 +107,22 @@ impl Accountant {
                 energy_j: share * energy_j,
             };
             let user = user_of(process);
-            match by_user.iter_mut().find(|c| c.user == user) {
+            let workload =
+                if process.redacted { String::new() } else { shared::workload::usage_key(process.workload.as_ref()) };
+            match by_user.iter_mut().find(|c| c.user == user && c.workload == workload) {
                 Some(charge) => charge.totals.add(&totals),
-                None => by_user.push(Charge { user, device: reading.device, at_ms: reading.at_ms, totals }),
+                None => by_user.push(Charge { user, workload, device: reading.device, at_ms: reading.at_ms, totals }),
             }
         }
         by_user
     }
 }
 
-/// Who a process is charged to: its user, or [`UNKNOWN_USER`].
+/// Who a process is charged to: its owner by the owner rule (a job's user, a container's owner
+/// label... or its Unix user), or [`UNKNOWN_USER`].
 pub fn user_of(process: &GpuProcess) -> String {
-    match &process.user {
-        Some(user) if !process.redacted && !user.is_empty() => user.clone(),
+    match process.owner_name() {
+        Some(owner) if !process.redacted && !owner.is_empty() => owner.to_owned(),
         _ => UNKNOWN_USER.to_owned(),
     }
 }

@@ -19,8 +19,8 @@ pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
 /// How often minutes past the retention are rolled into hours (also once at start).
 const ROLL_UP_EVERY: Duration = Duration::from_secs(3600);
 
-/// Sums charged since the last flush, per (user, GPU, minute start).
-type Pending = HashMap<(String, u32, u64), Totals>;
+/// Sums charged since the last flush, per (user, workload key, GPU, minute start).
+type Pending = HashMap<(String, String, u32, u64), Totals>;
 
 /// Starts the accounting thread; it flushes and ends when `shutdown` turns true or the hub goes away.
 pub fn spawn(
@@ -93,7 +93,7 @@ fn charge(accountant: &mut Accountant, telemetry: &Telemetry, pending: &mut Pend
         };
         for charge in accountant.charge(&reading) {
             let minute = charge.at_ms - charge.at_ms % 60_000;
-            pending.entry((charge.user, charge.device, minute)).or_default().add(&charge.totals);
+            pending.entry((charge.user, charge.workload, charge.device, minute)).or_default().add(&charge.totals);
         }
     }
 }
@@ -101,9 +101,10 @@ fn charge(accountant: &mut Accountant, telemetry: &Telemetry, pending: &mut Pend
 fn flush(store: &UsageStore, pending: &mut Pending) {
     let buckets = pending
         .drain()
-        .map(|((user, device, start), t)| Bucket {
+        .map(|((user, workload, device, start), t)| Bucket {
             user,
             device,
+            workload,
             start,
             sums: Sums { gpu_s: t.gpu_s, memory_gib_s: t.memory_gib_s, idle_gib_s: t.idle_gib_s, energy_j: t.energy_j },
         })

@@ -15,8 +15,8 @@ use crate::store::usage::{Bucket, Sums};
 const HOUR_S: f64 = 3600.0;
 const KWH_J: f64 = 3.6e6;
 
-/// A row's keys, in row order: day, user, GPU (each `None` when the group has none).
-type RowKey = (Option<u64>, Option<String>, Option<u32>);
+/// A row's keys, in row order: day, user, GPU, workload (each `None` when the group has none).
+type RowKey = (Option<u64>, Option<String>, Option<u32>, Option<String>);
 
 /// Rows of `query`'s group from per-day buckets (days in its zone); with `hide_users` every user
 /// is [`HIDDEN_USER`] (an anonymous viewer of a server with tokens). Largest GPU-hours first; rows
@@ -28,7 +28,10 @@ pub fn rows(buckets: &[Bucket], query: UsageQuery, hide_users: bool) -> Vec<Usag
         let user = group.has_user().then(|| if hide_users { HIDDEN_USER.to_owned() } else { bucket.user.clone() });
         let day = group.has_day().then(|| day_of(bucket.start, query.utc_offset));
         let gpu = group.has_gpu().then_some(bucket.device);
-        let sums = groups.entry((day, user, gpu)).or_default();
+        // A workload's name can name a person (a container "ana-train"): hidden like users.
+        let workload = group.workload_part().and_then(|part| shared::workload::key_part(&bucket.workload, part));
+        let workload = workload.map(|w| if hide_users { HIDDEN_USER.to_owned() } else { w.to_owned() });
+        let sums = groups.entry((day, user, gpu, workload)).or_default();
         sums.gpu_s += bucket.sums.gpu_s;
         sums.memory_gib_s += bucket.sums.memory_gib_s;
         sums.idle_gib_s += bucket.sums.idle_gib_s;
@@ -36,10 +39,11 @@ pub fn rows(buckets: &[Bucket], query: UsageQuery, hide_users: bool) -> Vec<Usag
     }
     let mut rows: Vec<UsageRow> = groups
         .into_iter()
-        .map(|((day, user, gpu), s)| UsageRow {
+        .map(|((day, user, gpu, workload), s)| UsageRow {
             user,
             gpu,
             day,
+            workload,
             gpu_hours: s.gpu_s / HOUR_S,
             memory_gib_hours: s.memory_gib_s / HOUR_S,
             idle_gib_hours: s.idle_gib_s / HOUR_S,
@@ -48,7 +52,11 @@ pub fn rows(buckets: &[Bucket], query: UsageQuery, hide_users: bool) -> Vec<Usag
         .collect();
     if !group.has_day() {
         rows.sort_by(|a, b| {
-            b.gpu_hours.total_cmp(&a.gpu_hours).then_with(|| a.user.cmp(&b.user)).then(a.gpu.cmp(&b.gpu))
+            b.gpu_hours
+                .total_cmp(&a.gpu_hours)
+                .then_with(|| a.user.cmp(&b.user))
+                .then(a.gpu.cmp(&b.gpu))
+                .then_with(|| a.workload.cmp(&b.workload))
         });
     }
     rows
@@ -68,6 +76,9 @@ pub fn csv(rows: &[UsageRow], query: UsageQuery) -> String {
     if group.has_gpu() {
         header.push("gpu");
     }
+    if group.workload_part().is_some() {
+        header.push(group.name());
+    }
     header.extend(["gpu_hours", "memory_gib_hours", "idle_gib_hours", "energy_kwh"]);
     let mut out = header.join(",") + "\n";
     for row in rows {
@@ -80,6 +91,9 @@ pub fn csv(rows: &[UsageRow], query: UsageQuery) -> String {
         }
         if let Some(gpu) = row.gpu.filter(|_| group.has_gpu()) {
             cells.push(gpu.to_string());
+        }
+        if group.workload_part().is_some() {
+            cells.push(row.workload.as_deref().map(csv_cell).unwrap_or_default());
         }
         for value in [row.gpu_hours, row.memory_gib_hours, row.idle_gib_hours, row.energy_kwh] {
             cells.push(format!("{value:.6}"));
@@ -110,6 +124,7 @@ mod tests {
         Bucket {
             user: user.to_owned(),
             device,
+            workload: String::new(),
             start: day * DAY_MS,
             sums: Sums { gpu_s, energy_j: 3.6e6, ..Sums::default() },
         }
@@ -131,6 +146,26 @@ mod tests {
         assert_eq!(hidden.len(), 1);
         assert_eq!((hidden[0].user.as_deref(), hidden[0].gpu_hours), (Some(HIDDEN_USER), 4.0));
         assert_eq!(rows(&buckets, by(UsageGroup::UserGpu), false).len(), 3);
+    }
+
+    #[test]
+    fn rows_group_by_container_pod_namespace_and_job() {
+        let mut in_pod = bucket("ml", 0, 1, 3600.0);
+        in_pod.workload = "container=train;pod=ml/bert-0;namespace=ml".to_owned();
+        let mut in_job = bucket("ana", 1, 1, 7200.0);
+        in_job.workload = "job=4242".to_owned();
+        let buckets = [in_pod, in_job, bucket("bo", 0, 1, 1800.0)];
+        let names =
+            |group| rows(&buckets, by(group), false).into_iter().map(|r| (r.workload, r.gpu_hours)).collect::<Vec<_>>();
+        assert_eq!(names(UsageGroup::Job), [(Some("4242".to_owned()), 2.0), (None, 1.5)]);
+        assert_eq!(names(UsageGroup::Pod), [(None, 2.5), (Some("ml/bert-0".to_owned()), 1.0)]);
+        assert_eq!(names(UsageGroup::Namespace)[1], (Some("ml".to_owned()), 1.0));
+        assert_eq!(names(UsageGroup::Container)[1], (Some("train".to_owned()), 1.0));
+        let hidden = rows(&buckets, by(UsageGroup::Job), true);
+        assert_eq!(hidden[0].workload.as_deref(), Some(HIDDEN_USER), "a workload's name can name a person");
+        let text = csv(&rows(&buckets, by(UsageGroup::Job), false), by(UsageGroup::Job));
+        assert_eq!(text.lines().next(), Some("job,gpu_hours,memory_gib_hours,idle_gib_hours,energy_kwh"));
+        assert!(text.lines().any(|l| l.starts_with("4242,2.000000")), "{text}");
     }
 
     #[test]

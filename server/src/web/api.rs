@@ -126,7 +126,7 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     // Three missed periods, and never less than five seconds, before calling it stalled.
     let stale_after = (3 * telemetry.host().interval_ms).max(5_000);
     let healthy = age.is_some_and(|age| age <= stale_after);
-    let mut reasons = degraded_reasons(telemetry.host(), &telemetry.latest());
+    let mut reasons = degraded_reasons(telemetry.host(), &telemetry.latest(), &telemetry.details().workload_problems);
     if !healthy {
         reasons.insert(0, format!("no sample for over {} ms", stale_after));
     }

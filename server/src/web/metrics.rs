@@ -337,18 +337,37 @@ fn reservation_family(
     out.text
 }
 
-/// A process's labels: its GPU's, its pid, and who runs what unless redacted.
+/// A process's labels: its GPU's, its pid, and who runs what unless redacted: `user` is its owner
+/// by the owner rule, `unix_user` the Unix user, and its workload in dcgm-exporter's label names
+/// (`container`, `pod`, `namespace`, `hpc_job`), each only when it has one. They ride on the
+/// per-process series alone, never on device series.
 fn process_labels(p: &GpuProcess, gpus: &[Gpu<'_>]) -> String {
     let device = gpus.iter().find(|g| g.info.index == p.device).map(|g| g.labels.as_str()).unwrap_or_default();
     if p.redacted {
         return format!("{device},pid=\"{}\"", p.pid);
     }
-    format!(
-        "{device},pid=\"{}\",user=\"{}\",command=\"{}\"",
+    let mut labels = format!(
+        "{device},pid=\"{}\",user=\"{}\",unix_user=\"{}\",command=\"{}\"",
         p.pid,
+        escape(p.user_name()),
         escape(p.user.as_deref().unwrap_or("unknown")),
         escape(p.name.as_deref().unwrap_or("unknown"))
-    )
+    );
+    if let Some(w) = &p.workload {
+        let pod = w.pod.as_ref();
+        let container = pod.and_then(|p| p.container.as_deref()).or(w.container.as_ref().map(|c| c.shown_name()));
+        for (name, value) in [
+            ("container", container),
+            ("pod", pod.and_then(|p| p.name.as_deref())),
+            ("namespace", pod.and_then(|p| p.namespace.as_deref())),
+            ("hpc_job", w.job.as_ref().map(|j| j.id.as_str())),
+        ] {
+            if let Some(value) = value {
+                let _ = write!(labels, ",{name}=\"{}\"", escape(value));
+            }
+        }
+    }
+    labels
 }
 
 fn mib(bytes: u64) -> f64 {
@@ -439,6 +458,44 @@ mod tests {
         assert!(
             !text.contains("user=") && !text.contains("command=") && !text.contains(&format!("\"{user}\"")),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn processes_carry_their_owner_and_workload_in_dcgm_exporter_label_names() {
+        use shared::workload::{Pod, SlurmJob, Workload};
+        let sim = Simulator::new(1, 1000);
+        let latest = sim.sample(1_000);
+        let mut p = shared::testing::process(0, 42);
+        p.used_memory = Some(1 << 30);
+        p.user = Some("root".into());
+        p.workload = Some(Workload {
+            pod: Some(Pod {
+                namespace: Some("ml".into()),
+                name: Some("bert-0".into()),
+                container: Some("train".into()),
+                uid: None,
+                owner: None,
+            }),
+            job: Some(SlurmJob { id: "4242".into(), ..SlurmJob::default() }),
+            ..Workload::default()
+        });
+        p.apply_owner_rule(shared::workload::DEFAULT_OWNER_LABEL);
+        let text = render("h", false, &sim.devices(), &latest, &[], &[p]);
+        let line = text.lines().find(|l| l.starts_with("gpudash_process_memory_bytes{")).unwrap();
+        for label in [
+            "user=\"ml\"",
+            "unix_user=\"root\"",
+            "container=\"train\"",
+            "pod=\"bert-0\"",
+            "namespace=\"ml\"",
+            "hpc_job=\"4242\"",
+        ] {
+            assert!(line.contains(label), "{label} missing: {line}");
+        }
+        assert!(
+            !text.lines().filter(|l| l.starts_with("DCGM_")).any(|l| l.contains("pod=")),
+            "device series stay lean"
         );
     }
 

@@ -266,7 +266,10 @@ fn usage_cases() -> Vec<Case> {
     [
         both!("from=9&to=1", "'from' (9) must be before 'to' (1)"),
         both!("from=0&to=31708800001", "at most 366 days"),
-        both!("from=0&to=1&group=week", "the groups are user, gpu, day"),
+        both!(
+            "from=0&to=1&group=week",
+            "the groups are user (or owner), gpu, day, user_gpu, user_day, container, pod, namespace and job"
+        ),
         both!("from=yesterday&to=1", "whole number of ms"),
         both!("from=0&to=1.5", "whole number of ms"),
         both!("from=0&to=99999999999999999999", "whole number of ms"),

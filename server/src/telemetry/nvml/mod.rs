@@ -254,6 +254,7 @@ impl GpuSource for NvmlSource {
         Details {
             health: self.devices.iter().filter_map(|d| self.health(d, timestamp_ms)).collect(),
             processes: self.devices.iter().flat_map(|d| self.processes(d)).collect(),
+            workload_problems: Vec::new(),
         }
     }
 

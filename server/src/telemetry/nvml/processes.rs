@@ -1,5 +1,6 @@
 //! Who computes on each GPU: NVML's process lists joined with `/proc` (user,
-//! command, container) and the per-process SM use since the last look.
+//! command, start) and the per-process SM use since the last look. The workload and
+//! owner are set after, by `telemetry::identity`.
 
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
@@ -40,7 +41,8 @@ impl NvmlSource {
                     name: proc.name.or_else(|| self.nvml.sys_process_name(p.pid, 64).ok()),
                     command: proc.command,
                     started_ms: proc.started_ms,
-                    container: proc.container,
+                    workload: None,
+                    owner: None,
                     redacted: false,
                     idle: None,
                 });

@@ -72,7 +72,7 @@ impl Simulator {
                     user: "eli",
                     command: models::NOTEBOOK.to_owned(),
                     started_ms: 0,
-                    container: None,
+                    workload: None,
                     profile: 0,
                 });
             }

@@ -72,7 +72,7 @@ impl SimGpu {
             command: COMMANDS[pick % COMMANDS.len()].to_owned(),
             // Jobs look like they started a while ago, as on a real shared server.
             started_ms: now_ms.saturating_sub(rng.u64(0..3_600_000)),
-            container: pick.is_multiple_of(2).then(|| format!("{:012x}", rng.u64(..1 << 48))),
+            workload: models::workload(USERS[(pick + index as usize) % USERS.len()], pick, *next_pid, rng),
             profile: pick % COMMANDS.len(),
         });
         Phase::Job {
@@ -114,7 +114,7 @@ impl SimGpu {
                         user,
                         command: models::notebook(user, *next_pid),
                         started_ms: since_ms,
-                        container: None,
+                        workload: None,
                         profile: NOTEBOOK_PROFILE,
                     });
                 }
@@ -304,11 +304,16 @@ impl SimGpu {
             used_memory: Some(used),
             sm_util,
             sm_util_seen_ms: sm_util.and(self.last_ms),
-            user: Some(job.user.to_owned()),
+            // In a container or pod a job runs as root; its owner is what the workload says.
+            user: Some(
+                if job.workload.as_ref().is_some_and(|w| w.job.is_none()) { "root" } else { job.user }.to_owned(),
+            ),
             name: Some(name.to_owned()),
             command: Some(job.command.clone()),
             started_ms: Some(job.started_ms),
-            container: job.container.clone(),
+            // A made-up process has no /proc entry to read: "none" is known, not to be looked up.
+            workload: Some(job.workload.clone().unwrap_or_default()),
+            owner: None,
             redacted: false,
             idle: None,
         }

@@ -42,7 +42,8 @@ struct SimJob {
     user: &'static str,
     command: String,
     started_ms: u64,
-    container: Option<String>,
+    /// The container, pod or Slurm job it runs in (its Unix user is then root, but for Slurm).
+    workload: Option<shared::workload::Workload>,
     /// What its kernels keep busy: an index into [`models::PROFILES`].
     profile: usize,
 }
@@ -169,7 +170,8 @@ impl Simulator {
                     name: info.name,
                     command: info.command,
                     started_ms: info.started_ms,
-                    container: info.container,
+                    workload: None,
+                    owner: None,
                     redacted: false,
                     idle: None,
                 }
@@ -195,11 +197,12 @@ impl Simulator {
                     used_memory: Some(job.gib << 30),
                     sm_util: job.sm_util,
                     sm_util_seen_ms: job.sm_util.map(|_| now_ms),
-                    user: Some(job.user.clone()),
+                    user: Some(job.unix_user().to_owned()),
                     name: Some("python3".to_owned()),
                     command: Some(format!("python3 scripted_job_{n}.py (simulated)")),
                     started_ms: Some(window.start(first_ms)),
-                    container: None,
+                    workload: Some(job.workload.as_deref().cloned().unwrap_or_default()),
+                    owner: None,
                     redacted: false,
                     idle: None,
                 });

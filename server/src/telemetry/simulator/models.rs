@@ -1,5 +1,10 @@
 //! The GPU models the simulator imitates, and the people and commands its jobs run as.
 
+use shared::workload::{
+    COMPOSE_PROJECT_LABEL, COMPOSE_SERVICE_LABEL, Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload,
+    bounded_labels,
+};
+
 use super::MIB;
 
 /// A model the simulator imitates: what `nvidia-smi` would say about it.
@@ -75,6 +80,44 @@ pub(super) const COMMANDS: [&str; 5] = [
     "python bench_attention.py --seq-len 8192 --heads 32",
     "/opt/conda/bin/python3 -m ipykernel_launcher -f /root/.local/share/jupyter/runtime/kernel-4f2a.json",
 ];
+
+/// Where a random job of `user` runs, by `pick`: on the host, in a Compose container labelled with
+/// its owner, in a Slurm job, or in a Kubernetes pod of the user's namespace (one in four each).
+pub(super) fn workload(user: &str, pick: usize, pid: u32, rng: &mut fastrand::Rng) -> Option<Workload> {
+    let mut workload = Workload::default();
+    match pick % 4 {
+        0 => return None,
+        1 => {
+            let labels =
+                [(DEFAULT_OWNER_LABEL, user), (COMPOSE_PROJECT_LABEL, user), (COMPOSE_SERVICE_LABEL, "trainer")];
+            workload.container = Some(Container {
+                id: format!("{:012x}", rng.u64(..1 << 48)),
+                runtime: Some("docker".to_owned()),
+                name: Some(format!("{user}-trainer-1")),
+                image: Some("nvcr.io/nvidia/pytorch:24.05-py3".to_owned()),
+                labels: bounded_labels(labels, DEFAULT_OWNER_LABEL),
+            });
+        }
+        2 => {
+            workload.job = Some(SlurmJob {
+                id: (100_000 + pid).to_string(),
+                user: Some(user.to_owned()),
+                account: Some("lab".to_owned()),
+                partition: Some("gpu".to_owned()),
+            });
+        }
+        _ => {
+            workload.pod = Some(Pod {
+                namespace: Some(user.to_owned()),
+                name: Some(format!("{user}-finetune-0")),
+                container: Some("main".to_owned()),
+                uid: None,
+                owner: None,
+            });
+        }
+    }
+    Some(workload)
+}
 
 /// The command of the idle notebook (`Simulator::with_idle_holder`).
 pub(super) const NOTEBOOK: &str =

@@ -47,7 +47,10 @@ impl Window {
 /// A process a `job` fault runs: who, how much memory, what SM share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScriptedJob {
+    /// Whom it is for: its Unix user, or the owner its workload names.
     pub user: String,
+    /// `USER@container:NAME`, `USER@pod:NAMESPACE/NAME` or `USER@slurm:JOBID`: where it runs.
+    pub workload: Option<Box<shared::workload::Workload>>,
     /// Device memory it holds, GiB.
     pub gib: u64,
     /// Its SM utilization in percent; `None`: it runs no kernel (NVML gives no figure).
@@ -110,7 +113,8 @@ pub enum Fault {
      pid:INDEX:PID (this host's process PID is listed as a compute process on GPU INDEX until it exits, \
      e.g. pid:0:12345), and \
      job:INDEX:USER:GIB[:SM]@START+LENGTH (a process of USER holds GIB GiB at SM % for exactly that window, \
-     e.g. job:0:ana:4:50@2s+10s; without SM it runs no kernel; nothing else runs on that GPU), and \
+     e.g. job:0:ana:4:50@2s+10s; without SM it runs no kernel; nothing else runs on that GPU; USER@container:NAME, \
+     USER@pod:NAMESPACE/NAME or USER@slurm:JOBID runs it there, e.g. job:0:ana@slurm:4242:4:50@2s+10s), and \
      wrong-result:INDEX (e.g. wrong-result:0: GPU 0's lab runs produce wrong results, so their checks fail)"
 )]
 pub struct FaultError(pub String);
@@ -130,7 +134,8 @@ impl std::str::FromStr for Fault {
             let (device, pid) = (device.parse().map_err(|_| usage())?, pid.parse().map_err(|_| usage())?);
             return if pid == 0 { Err(usage()) } else { Ok(Fault::HostProcess { device, pid }) };
         }
-        let (target, when) = rest.split_once('@').ok_or_else(usage)?;
+        // The window follows the last '@' (a job's USER@KIND:NAME holds one too).
+        let (target, when) = rest.rsplit_once('@').ok_or_else(usage)?;
         let (start, length) = match when.split_once('+') {
             Some((start, length)) => (start, Some(duration_ms(length).ok_or_else(usage)?)),
             None => (when, None),
@@ -163,11 +168,14 @@ impl std::str::FromStr for Fault {
     }
 }
 
-/// `INDEX:USER:GIB[:SM]` of a job fault, which must have a length.
+/// `INDEX:USER[@KIND:NAME]:GIB[:SM]` of a job fault, which must have a length.
 fn parse_job(target: &str, window: Window) -> Option<Fault> {
     let mut parts = target.split(':');
     let device = parts.next()?.parse().ok()?;
-    let user = parts.next()?.to_owned();
+    let (user, workload) = match parts.next()?.split_once('@') {
+        None => (target.split(':').nth(1)?.to_owned(), None),
+        Some((user, kind)) => (user.to_owned(), Some(Box::new(scripted_workload(user, kind, parts.next()?)?))),
+    };
     let gib = parts.next()?.parse().ok()?;
     let sm_util =
         parts.next().map(|sm| sm.parse().ok().filter(|&sm| sm <= 100)).map_or(Some(None), |sm| sm.map(Some))?;
@@ -176,7 +184,64 @@ fn parse_job(target: &str, window: Window) -> Option<Fault> {
     if parts.next().is_some() || window.length_ms.is_none() || !valid_user {
         return None;
     }
-    Some(Fault::Job { device, job: ScriptedJob { user, gib, sm_util }, window })
+    Some(Fault::Job { device, job: ScriptedJob { user, workload, gib, sm_util }, window })
+}
+
+/// Where a scripted job runs: `container:NAME` (as root, owner label USER), `pod:NS/NAME` (as
+/// root; the namespace owns it) or `slurm:JOBID` (as USER, account "lab", partition "gpu").
+fn scripted_workload(user: &str, kind: &str, name: &str) -> Option<shared::workload::Workload> {
+    use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload};
+    let name_ok = |n: &str| {
+        (1..=63).contains(&n.len()) && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+    };
+    let mut workload = Workload::default();
+    match kind {
+        "container" if name_ok(name) => {
+            workload.container = Some(Container {
+                id: format!("{:012x}", fnv(name)),
+                runtime: Some("docker".to_owned()),
+                name: Some(name.to_owned()),
+                image: Some("nvcr.io/nvidia/pytorch:24.05-py3".to_owned()),
+                labels: vec![(DEFAULT_OWNER_LABEL.to_owned(), user.to_owned())],
+            });
+        }
+        "pod" => {
+            let (namespace, pod) = name.split_once('/').filter(|(ns, p)| name_ok(ns) && name_ok(p))?;
+            workload.pod = Some(Pod {
+                namespace: Some(namespace.to_owned()),
+                name: Some(pod.to_owned()),
+                container: Some("main".to_owned()),
+                uid: None,
+                owner: None,
+            });
+        }
+        "slurm" if !name.is_empty() && name.len() <= 12 && name.bytes().all(|b| b.is_ascii_digit()) => {
+            workload.job = Some(SlurmJob {
+                id: name.to_owned(),
+                user: Some(user.to_owned()),
+                account: Some("lab".to_owned()),
+                partition: Some("gpu".to_owned()),
+            });
+        }
+        _ => return None,
+    }
+    Some(workload)
+}
+
+/// A stable made-up container id from a name (FNV-1a, 48 bits).
+fn fnv(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+        & ((1 << 48) - 1)
+}
+
+impl ScriptedJob {
+    /// The Unix user its process runs as: root in a container or pod, the user otherwise.
+    pub fn unix_user(&self) -> &str {
+        match &self.workload {
+            Some(w) if w.job.is_none() => "root",
+            _ => &self.user,
+        }
+    }
 }
 
 /// A duration in `humantime`'s words ("30s", "1m", "0s"), in ms.

@@ -42,7 +42,7 @@ fn every_fault_parses() {
             "job:1:ana:4:75@1s+3s",
             Fault::Job {
                 device: 1,
-                job: ScriptedJob { user: "ana".into(), gib: 4, sm_util: Some(75) },
+                job: ScriptedJob { user: "ana".into(), workload: None, gib: 4, sm_util: Some(75) },
                 window: window(1_000, Some(3_000)),
             },
         ),
@@ -50,13 +50,42 @@ fn every_fault_parses() {
             "job:0:bo.b:2@0s+1m",
             Fault::Job {
                 device: 0,
-                job: ScriptedJob { user: "bo.b".into(), gib: 2, sm_util: None },
+                job: ScriptedJob { user: "bo.b".into(), workload: None, gib: 2, sm_util: None },
                 window: window(0, Some(60_000)),
             },
         ),
     ] {
         assert_eq!(text.parse::<Fault>().as_ref(), Ok(&fault), "{text}");
         assert_eq!(fault.device(), text.trim().split([':', '@']).nth(1).unwrap().parse::<u32>().unwrap());
+    }
+}
+
+#[test]
+fn scripted_jobs_run_in_containers_pods_and_slurm_jobs() {
+    let parse = |text: &str| match text.parse::<Fault>() {
+        Ok(Fault::Job { job, .. }) => job,
+        other => panic!("{text}: {other:?}"),
+    };
+    let slurm = parse("job:0:ana@slurm:4242:4:50@2s+10s");
+    let job = slurm.workload.as_ref().and_then(|w| w.job.as_ref()).unwrap();
+    assert_eq!((job.id.as_str(), job.user.as_deref(), slurm.unix_user(), slurm.gib), ("4242", Some("ana"), "ana", 4));
+    let container = parse("job:1:bo@container:trainer:2@0s+1m");
+    let c = container.workload.as_ref().and_then(|w| w.container.as_ref()).unwrap();
+    assert_eq!(
+        (c.name.as_deref(), c.label("gpudash.user"), container.unix_user()),
+        (Some("trainer"), Some("bo"), "root")
+    );
+    let pod = parse("job:2:cy@pod:ml/bert-0:1:90@0s+1m");
+    let p = pod.workload.as_ref().and_then(|w| w.pod.as_ref()).unwrap();
+    assert_eq!((p.namespace.as_deref(), p.name.as_deref(), pod.sm_util), (Some("ml"), Some("bert-0"), Some(90)));
+    for bad in [
+        "job:0:ana@slurm:12x:4@0s+1s",
+        "job:0:ana@vm:x:4@0s+1s",
+        "job:0:ana@pod:nonamespace:4@0s+1s",
+        "job:0:ana@container:<b>:4@0s+1s",
+        "job:0:ana@container::4@0s+1s",
+    ] {
+        assert!(bad.parse::<Fault>().is_err(), "{bad}");
     }
 }
 

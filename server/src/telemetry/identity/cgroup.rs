@@ -1,0 +1,131 @@
+//! What a process's cgroup path says of its workload: a container's id and runtime, a
+//! Kubernetes pod's UID, a Slurm job's id. Read once per process; no API is asked here.
+
+/// The workload ids one `/proc/<pid>/cgroup` names.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CgroupIds {
+    /// The full 64-hex container id.
+    pub container: Option<String>,
+    /// "docker", "podman", "containerd" or "cri-o" when the path's naming tells.
+    pub runtime: Option<&'static str>,
+    /// The pod's UID, with dashes (systemd paths write them as underscores).
+    pub pod_uid: Option<String>,
+    /// The Slurm job id (`job_N`).
+    pub slurm_job: Option<String>,
+}
+
+/// Reads the ids from every line of a `/proc/<pid>/cgroup` (`ID:CONTROLLERS:PATH`, v1 and v2).
+pub fn parse(cgroup: &str) -> CgroupIds {
+    let mut ids = CgroupIds::default();
+    for path in cgroup.lines().filter_map(|line| line.splitn(3, ':').nth(2)) {
+        let mut previous = "";
+        for segment in path.split('/') {
+            if ids.container.is_none()
+                && let Some((id, runtime)) = container(segment, previous)
+            {
+                ids.container = Some(id.to_owned());
+                ids.runtime = runtime;
+            }
+            if ids.pod_uid.is_none() {
+                ids.pod_uid = pod_uid(segment);
+            }
+            if ids.slurm_job.is_none() {
+                ids.slurm_job = segment.strip_prefix("job_").filter(|n| is_digits(n)).map(str::to_owned);
+            }
+            previous = segment;
+        }
+    }
+    ids
+}
+
+/// A container id in one path segment: `docker-ID.scope`, `libpod-ID`, `cri-containerd-ID.scope`,
+/// `crio-ID.scope`, or a bare id (under `/docker/`, or a pod's cgroup with the cgroupfs driver).
+fn container<'a>(segment: &'a str, previous: &str) -> Option<(&'a str, Option<&'static str>)> {
+    let name = segment.trim_end_matches(".scope");
+    let (prefix, id) = match name.rsplit_once(['-', ':']) {
+        Some((prefix, id)) => (prefix, id),
+        None => ("", name),
+    };
+    if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let runtime = match prefix {
+        "docker" => Some("docker"),
+        "libpod" => Some("podman"),
+        "cri-containerd" => Some("containerd"),
+        "crio" => Some("cri-o"),
+        "" if previous == "docker" => Some("docker"),
+        _ => None,
+    };
+    Some((id, runtime))
+}
+
+/// A pod UID in `pod<uid>` (cgroupfs driver) or `kubepods-<qos>-pod<uid_with_underscores>.slice`.
+fn pod_uid(segment: &str) -> Option<String> {
+    let name = segment.trim_end_matches(".slice");
+    let uid = name.rsplit_once("-pod").map(|(_, uid)| uid).or_else(|| name.strip_prefix("pod"))?;
+    let uid = uid.replace('_', "-");
+    let parts: Vec<usize> = uid.split('-').map(str::len).collect();
+    (parts == [8, 4, 4, 4, 12] && uid.bytes().all(|b| b == b'-' || b.is_ascii_hexdigit())).then_some(uid)
+}
+
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 20 && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809";
+
+    #[test]
+    fn container_ids_and_runtimes_in_every_layout() {
+        let cases = [
+            (format!("12:memory:/docker/{ID}\n"), Some("docker")),
+            (format!("0::/system.slice/docker-{ID}.scope\n"), Some("docker")),
+            (format!("4:memory:/libpod_parent/libpod-{ID}\n"), Some("podman")),
+            (format!("0::/machine.slice/libpod-{ID}.scope/container\n"), Some("podman")),
+            (
+                format!(
+                    "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{ID}.scope\n"
+                ),
+                Some("containerd"),
+            ),
+            (
+                format!("0::/kubepods.slice/kubepods-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/crio-{ID}.scope\n"),
+                Some("cri-o"),
+            ),
+            (format!("3:cpu:/kubepods/burstable/pod1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d/{ID}\n"), None),
+        ];
+        for (cgroup, runtime) in cases {
+            let ids = parse(&cgroup);
+            assert_eq!((ids.container.as_deref(), ids.runtime), (Some(ID), runtime), "{cgroup}");
+            if cgroup.contains("pod1b2c") {
+                assert_eq!(ids.pod_uid.as_deref(), Some("1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d"), "{cgroup}");
+            }
+        }
+    }
+
+    #[test]
+    fn slurm_jobs_in_v1_and_v2_layouts() {
+        let v1 = "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n1:cpu:/\n";
+        assert_eq!(parse(v1).slurm_job.as_deref(), Some("4242"));
+        let v2 = "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0\n";
+        assert_eq!(parse(v2).slurm_job.as_deref(), Some("77"));
+        assert_eq!(parse(v2).container, None);
+    }
+
+    #[test]
+    fn nothing_is_made_up_from_a_plain_or_hostile_path() {
+        for cgroup in [
+            "0::/user.slice/user-1000.slice/session-3.scope\n",
+            "0::/job_\n0::/job_12x\n0::/podnotauid\n",
+            "0::/docker-abc.scope\n",
+            "garbage without colons",
+            "",
+        ] {
+            assert_eq!(parse(cgroup), CgroupIds::default(), "{cgroup:?}");
+        }
+    }
+}

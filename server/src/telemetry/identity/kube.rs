@@ -1,0 +1,99 @@
+//! A pod's owner label or annotation, from the Kubernetes API server: the one thing about a pod
+//! the kubelet's pod-resources API does not say. In a cluster gpudash finds the API server and
+//! its service account from the environment Kubernetes gives every pod; it needs `get` on pods
+//! (the ClusterRole in deploy/kubernetes/). Without it, a pod is owned by its namespace.
+
+use std::path::Path;
+use std::time::Duration;
+
+use shared::workload::bounded;
+
+/// Where a pod's service account lives.
+const ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// Largest pod object read.
+const MAX_POD: usize = 4 << 20;
+
+/// A client of the API server, reading pods.
+#[derive(Debug, Clone)]
+pub struct KubeApi {
+    client: reqwest::Client,
+    base: url::Url,
+    token: Option<String>,
+    timeout: Duration,
+}
+
+impl KubeApi {
+    /// The API server of the cluster this runs in (`KUBERNETES_SERVICE_HOST`/`_PORT`, the service
+    /// account's token and CA); `None` outside a cluster, or in one without a token mounted (the
+    /// base DaemonSet: reading pods' labels is the optional `pod-owner-labels` component).
+    pub fn in_cluster(timeout: Duration) -> Option<Result<Self, String>> {
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").ok()?;
+        let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".to_owned());
+        let account = Path::new(ACCOUNT);
+        if !account.join("token").exists() {
+            return None;
+        }
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        Some((|| {
+            let base = url::Url::parse(&format!("https://{host}:{port}/")).map_err(|e| e.to_string())?;
+            let token = std::fs::read_to_string(account.join("token"))
+                .map_err(|e| format!("the service account's token: {e}"))?;
+            let ca = std::fs::read(account.join("ca.crt")).map_err(|e| format!("the service account's CA: {e}"))?;
+            Self::new(base, Some(token.trim().to_owned()), Some(&ca), timeout)
+        })())
+    }
+
+    /// A client of the API server at `base`, with a bearer token and a CA (PEM) to trust.
+    pub fn new(
+        base: url::Url,
+        token: Option<String>,
+        ca_pem: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Self, String> {
+        let mut builder = reqwest::Client::builder().timeout(timeout).connect_timeout(timeout);
+        if let Some(pem) = ca_pem {
+            let ca = reqwest::Certificate::from_pem(pem).map_err(|e| format!("the API server's CA: {e}"))?;
+            builder = builder.add_root_certificate(ca);
+        }
+        let client = builder.build().map_err(|e| e.to_string())?;
+        Ok(Self { client, base, token, timeout })
+    }
+
+    /// The value of pod `namespace/name`'s label `key`, else of its annotation `key`; `None` when it has neither.
+    pub async fn pod_owner(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, String> {
+        let url = self
+            .base
+            .join(&format!("api/v1/namespaces/{namespace}/pods/{name}"))
+            .map_err(|e| format!("pod {namespace}/{name}: {e}"))?;
+        let mut request = self.client.get(url);
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        let ask = async {
+            let answer = request.send().await.map_err(|e| e.to_string())?;
+            let status = answer.status();
+            if status == reqwest::StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            if !status.is_success() {
+                let hint = if status == reqwest::StatusCode::FORBIDDEN { " (gpudash needs `get` on pods)" } else { "" };
+                return Err(format!("HTTP {status}{hint}"));
+            }
+            if answer.content_length().is_some_and(|n| n > MAX_POD as u64) {
+                return Err(format!("the pod object is over {MAX_POD} bytes"));
+            }
+            let body = answer.bytes().await.map_err(|e| e.to_string())?;
+            let pod: serde_json::Value =
+                serde_json::from_slice(&body[..body.len().min(MAX_POD)]).map_err(|e| e.to_string())?;
+            Ok(Some(pod))
+        };
+        let pod = tokio::time::timeout(self.timeout, ask)
+            .await
+            .map_err(|_| format!("no answer within {} s", self.timeout.as_secs_f64()))??;
+        Ok(pod.and_then(|pod| {
+            let meta = &pod["metadata"];
+            let value = meta["labels"][key].as_str().or_else(|| meta["annotations"][key].as_str())?;
+            Some(bounded(value)).filter(|v| !v.is_empty())
+        }))
+    }
+}

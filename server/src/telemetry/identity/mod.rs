@@ -1,0 +1,451 @@
+//! Who holds a GPU: each GPU process's workload (container, Kubernetes pod, Slurm job) and its
+//! owner by the one rule in `shared::workload`.
+//!
+//! A process is looked at once, when the slow loop first lists it, and cached by PID and start
+//! time (a PID reused by a new container's process gets a fresh look). The first look reads only
+//! `/proc` (the cgroup path and, for Slurm, the environment). What needs an API (a container's
+//! name, image and labels from the engine; the pods holding GPUs from the kubelet) is asked on a
+//! thread of its own, with a timeout, and lands in the cache for the next pass: a slow runtime
+//! never delays the sampler. Every source is optional; a missing one is skipped quietly, a
+//! broken one is named once (in `/healthz` and the page) and logged when it changes.
+
+pub mod cgroup;
+pub mod engine;
+pub mod environ;
+pub mod kube;
+pub mod kubelet;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload};
+
+use self::engine::{Engine, Inspected};
+use self::kubelet::GpuPods;
+
+/// Where gpudash finds who runs what (`--container-socket`, `--pod-resources-socket`, `--owner-label`).
+#[derive(clap::Args, Debug, Clone, PartialEq)]
+pub struct IdentityArgs {
+    /// The Docker Engine API's unix socket (Docker's, or Podman's `podman system service`), for
+    /// containers' names, images and labels [default: /var/run/docker.sock, else
+    /// /run/podman/podman.sock, when present]
+    #[arg(long, env = "GPUDASH_CONTAINER_SOCKET", value_name = "PATH", value_parser = parse_socket)]
+    pub container_socket: Option<PathBuf>,
+
+    /// The kubelet's pod-resources socket, for the pod that holds each GPU
+    /// [default: /var/lib/kubelet/pod-resources/kubelet.sock, when present]
+    #[arg(long, env = "GPUDASH_POD_RESOURCES_SOCKET", value_name = "PATH", value_parser = parse_socket)]
+    pub pod_resources_socket: Option<PathBuf>,
+
+    /// The container label that names a container's owner (a person or a team): a root process in
+    /// a container is owned by this label's value, else by "container NAME"
+    #[arg(long, env = "GPUDASH_OWNER_LABEL", value_name = "LABEL", default_value = DEFAULT_OWNER_LABEL, value_parser = parse_label)]
+    pub owner_label: String,
+}
+
+/// The identity sources, resolved from [`IdentityArgs`].
+#[derive(Debug, Clone)]
+pub struct IdentityConfig {
+    /// The engine's socket; `None` when none was given and none of the usual ones exists.
+    pub container_socket: Option<PathBuf>,
+    pub pod_resources_socket: Option<PathBuf>,
+    /// The Kubernetes API server, for pods' owner labels: found in a cluster; `Err` when it is
+    /// there but cannot be used (named once, like a broken source).
+    pub kube_api: Option<Result<kube::KubeApi, String>>,
+    pub owner_label: String,
+    /// The /proc to read (a fixture in tests).
+    pub proc_root: PathBuf,
+    /// Longest wait for an API's answer.
+    pub timeout: Duration,
+}
+
+impl Default for IdentityConfig {
+    fn default() -> Self {
+        Self {
+            container_socket: None,
+            pod_resources_socket: None,
+            kube_api: None,
+            owner_label: DEFAULT_OWNER_LABEL.to_owned(),
+            proc_root: PathBuf::from("/proc"),
+            timeout: API_TIMEOUT,
+        }
+    }
+}
+
+impl IdentityConfig {
+    pub fn from_args(args: &IdentityArgs) -> Self {
+        let kubelet = Path::new(kubelet::DEFAULT_SOCKET);
+        Self {
+            container_socket: engine::find_socket(args.container_socket.as_deref()),
+            pod_resources_socket: args
+                .pod_resources_socket
+                .clone()
+                .or_else(|| kubelet.exists().then(|| kubelet.into())),
+            kube_api: kube::KubeApi::in_cluster(API_TIMEOUT),
+            owner_label: args.owner_label.clone(),
+            ..Self::default()
+        }
+    }
+}
+
+/// Longest wait for the engine's or the kubelet's answer.
+pub const API_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the kubelet is asked again while processes in pods are listed.
+const PODS_REFRESH: Duration = Duration::from_secs(10);
+/// After an engine fails, how long before a container is asked about again.
+const ENGINE_RETRY: Duration = Duration::from_secs(30);
+/// Questions waiting for the API thread; past it they wait for the next pass.
+const QUEUE: usize = 256;
+
+type Key = (u32, Option<u64>);
+
+/// A broken source, named once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Source {
+    Engine,
+    Kubelet,
+    KubeApi,
+    SlurmEnviron,
+}
+
+#[derive(Debug, Default)]
+struct Entry {
+    workload: Workload,
+    /// The full container id and its runtime, until the engine has answered about it.
+    container: Option<(String, Option<&'static str>)>,
+    /// True while a question about it waits for the API thread.
+    asked: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    cache: Mutex<HashMap<Key, Entry>>,
+    pods: Mutex<GpuPods>,
+    problems: Mutex<BTreeMap<Source, String>>,
+    engine_retry: Mutex<Option<Instant>>,
+    looks: AtomicU64,
+    look_ns: AtomicU64,
+}
+
+enum Request {
+    Inspect { key: Key, id: String, runtime: Option<&'static str> },
+    ListPods,
+}
+
+/// The workload cache and its API thread.
+#[derive(Debug)]
+pub struct Identities {
+    owner_label: String,
+    proc_root: PathBuf,
+    kubelet: bool,
+    /// GPU index → UUID, to find a GPU's pod.
+    uuids: HashMap<u32, String>,
+    shared: Arc<Shared>,
+    requests: Option<SyncSender<Request>>,
+    last_pods_request: Mutex<Option<Instant>>,
+}
+
+impl Identities {
+    /// Starts the API thread when an engine or a kubelet socket is configured.
+    pub fn start(config: IdentityConfig, devices: &[shared::DeviceInfo]) -> std::io::Result<Self> {
+        let shared = Arc::new(Shared::default());
+        let kubelet = config.pod_resources_socket.is_some();
+        let engine = config.container_socket.as_deref().map(|socket| Engine::new(socket, config.timeout));
+        if let Some(Err(e)) = &engine {
+            note(&shared, Source::Engine, Some(format!("the container engine cannot be asked: {e}")));
+        }
+        let engine = engine.and_then(Result::ok);
+        let kube_api = match config.kube_api {
+            Some(Ok(api)) => Some(api),
+            Some(Err(e)) => {
+                note(&shared, Source::KubeApi, Some(format!("pods' owner labels cannot be read: {e}")));
+                None
+            }
+            None => None,
+        };
+        let requests = if engine.is_some() || kubelet {
+            let (send, receive) = mpsc::sync_channel(QUEUE);
+            let thread = ApiThread {
+                shared: shared.clone(),
+                engine,
+                kubelet: config.pod_resources_socket.clone(),
+                kube_api,
+                pod_owners: HashMap::new(),
+                owner_label: config.owner_label.clone(),
+                timeout: config.timeout,
+            };
+            std::thread::Builder::new().name("gpudash-identity".into()).spawn(move || thread.run(&receive))?;
+            Some(send)
+        } else {
+            None
+        };
+        Ok(Self {
+            owner_label: config.owner_label,
+            proc_root: config.proc_root,
+            kubelet,
+            uuids: devices.iter().map(|d| (d.index, d.uuid.clone())).collect(),
+            shared,
+            requests,
+            last_pods_request: Mutex::new(None),
+        })
+    }
+
+    /// Sets each process's workload and owner, and the slow loop's notices about broken sources.
+    /// A process whose source already set its workload keeps it: the simulator sets one on every
+    /// process it makes up (empty for "none"), as those PIDs are not this host's to read.
+    pub fn attach(&self, details: &mut shared::Details) {
+        let pods = lock(&self.shared.pods).clone();
+        let mut in_pods = false;
+        let mut seen = HashSet::with_capacity(details.processes.len());
+        {
+            let mut cache = lock(&self.shared.cache);
+            for process in &mut details.processes {
+                if process.workload.is_none() {
+                    let key = (process.pid, process.started_ms);
+                    seen.insert(key);
+                    let entry = cache.entry(key).or_insert_with(|| self.first_look(process.pid));
+                    if let Some((id, runtime)) =
+                        entry.container.as_ref().filter(|_| !entry.asked && self.engine_ready())
+                    {
+                        entry.asked = self.ask(Request::Inspect { key, id: id.clone(), runtime: *runtime });
+                    }
+                    let mut workload = entry.workload.clone();
+                    if workload.container.is_some() || workload.pod.is_some() {
+                        in_pods |= self.kubelet;
+                        if let Some(pod) = self.uuids.get(&process.device).and_then(|uuid| pods.get(uuid)) {
+                            let uid = workload.pod.take().and_then(|p| p.uid);
+                            workload.pod = Some(Pod { uid, ..pod.clone() });
+                        }
+                    }
+                    process.workload = (workload != Workload::default()).then_some(workload);
+                }
+                if process.workload.as_ref().is_some_and(|w| *w == Workload::default()) {
+                    process.workload = None;
+                }
+                process.apply_owner_rule(&self.owner_label);
+            }
+            cache.retain(|key, _| seen.contains(key));
+        }
+        if in_pods {
+            let mut last = lock(&self.last_pods_request);
+            if last.is_none_or(|t| t.elapsed() >= PODS_REFRESH) && self.ask(Request::ListPods) {
+                *last = Some(Instant::now());
+            }
+        }
+        details.workload_problems = self.problems();
+    }
+
+    /// Broken sources, one sentence each.
+    pub fn problems(&self) -> Vec<String> {
+        lock(&self.shared.problems).values().cloned().collect()
+    }
+
+    /// How many first looks were taken, and their total time in ns (for the benchmark).
+    pub fn look_cost(&self) -> (u64, u64) {
+        (self.shared.looks.load(Ordering::Relaxed), self.shared.look_ns.load(Ordering::Relaxed))
+    }
+
+    /// What `/proc` says of a new process: its cgroup's ids and its Slurm environment.
+    fn first_look(&self, pid: u32) -> Entry {
+        let started = Instant::now();
+        let dir = self.proc_root.join(pid.to_string());
+        let ids =
+            std::fs::read(dir.join("cgroup")).map(|b| cgroup::parse(&String::from_utf8_lossy(&b))).unwrap_or_default();
+        let mut entry = Entry::default();
+        if let Some(id) = &ids.container {
+            let short = id.chars().take(12).collect();
+            entry.workload.container =
+                Some(Container { id: short, runtime: ids.runtime.map(str::to_owned), ..Container::default() });
+            entry.container = Some((id.clone(), ids.runtime));
+        }
+        if let Some(uid) = ids.pod_uid {
+            entry.workload.pod = Some(Pod { uid: Some(uid), ..Pod::default() });
+        }
+        entry.workload.job = match environ::slurm_job(&self.proc_root, pid) {
+            Ok(job) => job.or_else(|| ids.slurm_job.clone().map(|id| SlurmJob { id, ..SlurmJob::default() })),
+            Err(environ::EnvironError::PermissionDenied) => {
+                if ids.slurm_job.is_some() {
+                    let problem = "Slurm jobs' users, accounts and partitions need root to read /proc/PID/environ; \
+                                   jobs are named by id only, and owned by their Unix user";
+                    note(&self.shared, Source::SlurmEnviron, Some(problem.to_owned()));
+                }
+                ids.slurm_job.map(|id| SlurmJob { id, ..SlurmJob::default() })
+            }
+        };
+        self.shared.looks.fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.shared.look_ns.fetch_add(ns, Ordering::Relaxed);
+        entry
+    }
+
+    /// Whether an engine is there to ask, and not pausing after a failure.
+    fn engine_ready(&self) -> bool {
+        self.requests.is_some() && lock(&self.shared.engine_retry).is_none_or(|t| Instant::now() >= t)
+    }
+
+    /// Queues a question for the API thread; false when none runs or its queue is full.
+    fn ask(&self, request: Request) -> bool {
+        match &self.requests {
+            Some(requests) => match requests.try_send(request) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            },
+            None => false,
+        }
+    }
+}
+
+/// The thread that asks the engine, the kubelet and the API server, one question at a time.
+struct ApiThread {
+    shared: Arc<Shared>,
+    engine: Option<Engine>,
+    kubelet: Option<PathBuf>,
+    kube_api: Option<kube::KubeApi>,
+    /// Each listed pod's owner label or annotation, asked once per pod (`namespace`, `name`).
+    pod_owners: HashMap<(String, String), Option<String>>,
+    owner_label: String,
+    timeout: Duration,
+}
+
+impl ApiThread {
+    fn run(mut self, requests: &Receiver<Request>) {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                note(&self.shared, Source::Engine, Some(format!("workload identity cannot start: {e}")));
+                return;
+            }
+        };
+        loop {
+            match requests.recv_timeout(PODS_REFRESH * 3) {
+                Ok(Request::Inspect { key, id, runtime: kind }) => runtime.block_on(self.inspect(key, &id, kind)),
+                Ok(Request::ListPods) => runtime.block_on(self.list_pods()),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+
+    async fn inspect(&self, key: Key, id: &str, kind: Option<&'static str>) {
+        let Some(engine) = &self.engine else { return };
+        match engine.inspect(id, kind, &self.owner_label).await {
+            Ok(answer) => {
+                note(&self.shared, Source::Engine, None);
+                if let Some(entry) = lock(&self.shared.cache).get_mut(&key) {
+                    entry.container = None;
+                    if let Inspected::Found(container) = answer {
+                        entry.workload.container = Some(container);
+                    }
+                }
+            }
+            Err(e) => {
+                *lock(&self.shared.engine_retry) = Some(Instant::now() + ENGINE_RETRY);
+                let socket = engine.socket().display();
+                let problem =
+                    format!("the container engine at {socket} does not answer ({e}): containers show by id only");
+                note(&self.shared, Source::Engine, Some(problem));
+                // Asked again once the pause is over.
+                if let Some(entry) = lock(&self.shared.cache).get_mut(&key) {
+                    entry.asked = false;
+                }
+            }
+        }
+    }
+
+    async fn list_pods(&mut self) {
+        let Some(socket) = &self.kubelet else { return };
+        match kubelet::gpu_pods(socket, self.timeout).await {
+            Ok(mut pods) => {
+                note(&self.shared, Source::Kubelet, None);
+                self.pod_owners_of(&mut pods).await;
+                *lock(&self.shared.pods) = pods;
+            }
+            Err(e) => {
+                let problem = format!(
+                    "the kubelet's pod-resources API at {} does not answer ({e}): pods show by UID only",
+                    socket.display()
+                );
+                note(&self.shared, Source::Kubelet, Some(problem));
+            }
+        }
+    }
+
+    /// Sets each pod's owner label or annotation, asking the API server once per pod.
+    async fn pod_owners_of(&mut self, pods: &mut GpuPods) {
+        let Some(api) = &self.kube_api else { return };
+        let listed: HashSet<(String, String)> =
+            pods.values().filter_map(|p| Some((p.namespace.clone()?, p.name.clone()?))).collect();
+        self.pod_owners.retain(|key, _| listed.contains(key));
+        for key in listed {
+            if self.pod_owners.contains_key(&key) {
+                continue;
+            }
+            match api.pod_owner(&key.0, &key.1, &self.owner_label).await {
+                Ok(owner) => {
+                    note(&self.shared, Source::KubeApi, None);
+                    self.pod_owners.insert(key, owner);
+                }
+                Err(e) => {
+                    let problem = format!(
+                        "the Kubernetes API server does not tell pods' owner labels ({e}): pods are owned by their namespace"
+                    );
+                    note(&self.shared, Source::KubeApi, Some(problem));
+                    break;
+                }
+            }
+        }
+        for pod in pods.values_mut() {
+            let key = pod.namespace.clone().zip(pod.name.clone());
+            pod.owner = key.and_then(|k| self.pod_owners.get(&k).cloned().flatten());
+        }
+    }
+}
+
+/// Records (or clears, with `None`) a source's problem, logging only when it changes.
+fn note(shared: &Shared, source: Source, problem: Option<String>) {
+    let mut problems = lock(&shared.problems);
+    match problem {
+        Some(problem) if problems.get(&source) != Some(&problem) => {
+            tracing::warn!("{problem}");
+            problems.insert(source, problem);
+        }
+        Some(_) => {}
+        None => {
+            if let Some(old) = problems.remove(&source) {
+                tracing::info!("answers again (was: {old})");
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A socket path: absolute, at most 107 bytes (a unix socket address's limit).
+fn parse_socket(value: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(value);
+    if !path.is_absolute() || value.len() > 107 || value.contains('\0') {
+        return Err(format!(
+            "'{value}' is not a socket path; give an absolute path of at most 107 bytes, e.g. /var/run/docker.sock"
+        ));
+    }
+    Ok(path)
+}
+
+/// A label name: 1 to 128 of letters, digits and `._/-`.
+fn parse_label(value: &str) -> Result<String, String> {
+    let ok = !value.is_empty()
+        && value.len() <= 128
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'/' | b'-'));
+    ok.then(|| value.to_owned()).ok_or_else(|| {
+        format!("'{value}' is not a label name; use 1 to 128 letters, digits, '.', '_', '/' or '-', e.g. gpudash.user")
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,161 @@
+use std::fs;
+
+use shared::Details;
+use shared::workload::OwnerSource;
+
+use shared::processes::GpuProcess;
+
+use super::*;
+
+const ID: &str = "3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809";
+
+/// A /proc with one process: its cgroup file and, when given, its environment.
+fn fake_proc(root: &Path, pid: u32, cgroup: &str, environ: Option<&str>) {
+    let dir = root.join(pid.to_string());
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("cgroup"), cgroup).unwrap();
+    if let Some(environ) = environ {
+        fs::write(dir.join("environ"), environ.replace(' ', "\0")).unwrap();
+    }
+}
+
+fn identities(root: &Path) -> Identities {
+    let config = IdentityConfig { proc_root: root.to_owned(), ..IdentityConfig::default() };
+    Identities::start(config, &[shared::testing::device(0)]).unwrap()
+}
+
+fn details(processes: Vec<GpuProcess>) -> Details {
+    Details { processes, ..Details::default() }
+}
+
+fn process(pid: u32, user: &str, started_ms: u64) -> GpuProcess {
+    GpuProcess { user: Some(user.to_owned()), started_ms: Some(started_ms), ..shared::testing::process(0, pid) }
+}
+
+#[test]
+fn a_slurm_job_owns_its_process_from_the_environment_and_the_cgroup() {
+    let root = tempfile::tempdir().unwrap();
+    let env = "PATH=/bin SLURM_JOB_ID=4242 SLURM_JOB_USER=ana SLURM_JOB_ACCOUNT=vision SLURM_JOB_PARTITION=gpu";
+    fake_proc(root.path(), 10, "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n", Some(env));
+    fake_proc(root.path(), 11, "0::/system.slice/slurmstepd.scope/job_77/step_0\n", None);
+    let ids = identities(root.path());
+    let mut d = details(vec![process(10, "root", 1), process(11, "bo", 1)]);
+    ids.attach(&mut d);
+    let job = d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()).unwrap();
+    assert_eq!(
+        (job.id.as_str(), job.account.as_deref(), job.partition.as_deref()),
+        ("4242", Some("vision"), Some("gpu"))
+    );
+    assert_eq!(
+        d.processes[0].owner.as_ref().map(|o| (o.name.as_str(), o.source)),
+        Some(("ana", OwnerSource::SlurmJob))
+    );
+    assert_eq!(d.processes[0].unix_user_if_other(), Some("root"));
+    // Without its environment, the cgroup still names the job; the Unix user owns it.
+    let job = d.processes[1].workload.as_ref().and_then(|w| w.job.as_ref()).unwrap();
+    assert_eq!((job.id.as_str(), job.user.as_deref()), ("77", None));
+    assert_eq!(d.processes[1].user_name(), "bo");
+}
+
+#[test]
+fn a_container_without_an_engine_is_named_by_id_and_root_in_it_is_not_root() {
+    let root = tempfile::tempdir().unwrap();
+    fake_proc(root.path(), 20, &format!("0::/system.slice/docker-{ID}.scope\n"), None);
+    let ids = identities(root.path());
+    let mut d = details(vec![process(20, "root", 1)]);
+    ids.attach(&mut d);
+    let c = d.processes[0].workload.as_ref().and_then(|w| w.container.as_ref()).unwrap();
+    assert_eq!((c.id.as_str(), c.runtime.as_deref(), c.name.as_deref()), ("3f4b1c2d5e6f", Some("docker"), None));
+    assert_eq!(d.processes[0].user_name(), "container 3f4b1c2d5e6f");
+    assert!(ids.problems().is_empty(), "no engine configured is no problem: {:?}", ids.problems());
+}
+
+#[test]
+fn each_process_is_looked_at_once_and_a_reused_pid_afresh() {
+    let root = tempfile::tempdir().unwrap();
+    fake_proc(root.path(), 30, "0::/slurm/uid_0/job_1/step_0\n", None);
+    let ids = identities(root.path());
+    for _ in 0..5 {
+        ids.attach(&mut details(vec![process(30, "ana", 1_000)]));
+    }
+    assert_eq!(ids.look_cost().0, 1, "cached by PID and start time");
+    // The PID is reused by a new process (another start time), in another job.
+    fake_proc(root.path(), 30, "0::/slurm/uid_0/job_2/step_0\n", None);
+    let mut d = details(vec![process(30, "ana", 9_000)]);
+    ids.attach(&mut d);
+    assert_eq!(ids.look_cost().0, 2);
+    assert_eq!(d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()).map(|j| j.id.as_str()), Some("2"));
+    // A process that exited between the NVML list and the look: nothing known, nothing made up.
+    let mut gone = details(vec![process(31, "ana", 1)]);
+    ids.attach(&mut gone);
+    assert_eq!((gone.processes[0].workload.as_ref(), gone.processes[0].user_name()), (None, "ana"));
+    // Entries of processes no longer listed are dropped.
+    assert_eq!(lock(&ids.shared.cache).len(), 1);
+}
+
+#[test]
+fn a_workload_the_source_already_knows_is_kept_and_owned() {
+    let root = tempfile::tempdir().unwrap();
+    let ids = identities(root.path());
+    let mut p = process(40, "root", 1);
+    p.workload =
+        Some(Workload { pod: Some(Pod { namespace: Some("ml".into()), ..Pod::default() }), ..Workload::default() });
+    let mut d = details(vec![p]);
+    ids.attach(&mut d);
+    assert_eq!(d.processes[0].user_name(), "ml");
+    assert_eq!(ids.look_cost().0, 0);
+}
+
+#[test]
+fn a_configured_engine_that_is_not_there_is_named_once() {
+    let root = tempfile::tempdir().unwrap();
+    fake_proc(root.path(), 50, &format!("0::/system.slice/docker-{ID}.scope\n"), None);
+    let config = IdentityConfig {
+        proc_root: root.path().to_owned(),
+        container_socket: Some(root.path().join("docker.sock")),
+        ..IdentityConfig::default()
+    };
+    let ids = Identities::start(config, &[]).unwrap();
+    let mut d = details(vec![process(50, "root", 1)]);
+    ids.attach(&mut d);
+    assert_eq!(d.workload_problems.len(), 1, "{:?}", d.workload_problems);
+    assert!(d.workload_problems[0].contains("container engine cannot be asked"), "{:?}", d.workload_problems);
+    assert_eq!(d.processes[0].user_name(), "container 3f4b1c2d5e6f");
+}
+
+#[test]
+fn gpus_of_pods_name_the_pod_of_containerized_processes_only() {
+    let root = tempfile::tempdir().unwrap();
+    fake_proc(
+        root.path(),
+        60,
+        &format!("3:cpu:/kubepods/burstable/pod1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d/{ID}\n"),
+        None,
+    );
+    fake_proc(root.path(), 61, "0::/user.slice/user-0.slice/session-1.scope\n", None);
+    let ids = identities(root.path());
+    let pod = Pod {
+        namespace: Some("ml".into()),
+        name: Some("bert-0".into()),
+        container: Some("train".into()),
+        uid: None,
+        owner: None,
+    };
+    lock(&ids.shared.pods).insert("GPU-0".to_owned(), pod);
+    let mut d = details(vec![process(60, "root", 1), process(61, "admin", 1)]);
+    ids.attach(&mut d);
+    let p = d.processes[0].workload.as_ref().and_then(|w| w.pod.as_ref()).unwrap();
+    assert_eq!((p.name.as_deref(), p.uid.as_deref()), (Some("bert-0"), Some("1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d")));
+    assert_eq!(d.processes[0].user_name(), "ml");
+    assert_eq!((d.processes[1].workload.as_ref(), d.processes[1].user_name()), (None, "admin"));
+}
+
+#[test]
+fn bad_flag_values_are_refused_with_what_is_allowed() {
+    assert!(parse_socket("relative.sock").unwrap_err().contains("absolute path"));
+    assert!(parse_socket(&format!("/{}", "x".repeat(200))).is_err());
+    assert_eq!(parse_socket("/run/podman/podman.sock").unwrap(), PathBuf::from("/run/podman/podman.sock"));
+    assert!(parse_label("").unwrap_err().contains("1 to 128"));
+    assert!(parse_label("team name").is_err());
+    assert_eq!(parse_label("example.com/owner").unwrap(), "example.com/owner");
+}
