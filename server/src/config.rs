@@ -240,6 +240,15 @@ impl From<Cli> for Config {
     }
 }
 
+impl Config {
+    /// Whether others can reach the dashboard: it listens beyond loopback, or is served at public
+    /// URLs through a proxy. Then it refuses to start without tokens unless `--allow-anonymous`
+    /// (`gpudash::run`), and `gpudash doctor` names that blocker: one rule for both.
+    pub fn exposed(&self) -> bool {
+        !self.listen.ip().is_loopback() || !self.site.public.is_empty()
+    }
+}
+
 /// Why a flag's value was refused; each message says what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {

@@ -419,7 +419,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     let mut auth = auth;
     auth.session = config.session_lifetime;
     auth.admin_session = config.admin_session_lifetime;
-    let exposed = !config.listen.ip().is_loopback() || !config.site.public.is_empty();
+    let exposed = config.exposed();
     if exposed && auth.tokens.is_empty() {
         if !config.allow_anonymous {
             anyhow::bail!(

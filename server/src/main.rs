@@ -2,14 +2,17 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use gpudash::config::{Cli, Config};
+use gpudash::config::Config;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    // `gpudash bench` prints a table: only warnings go to the log.
-    let default_level = if cli.command.is_some() { "warn" } else { "info" };
+    let cli = gpudash::cli::parse();
+    // `gpudash bench` prints a table: only warnings go to the log. The doctor words every problem itself.
+    let default_level = match &cli.command {
+        None => "info",
+        Some(gpudash::cli::Command::Doctor(_)) => "error",
+        Some(_) => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
         .with_target(false)
@@ -19,6 +22,7 @@ fn main() -> ExitCode {
     match &cli.command {
         Some(gpudash::cli::Command::Bench(args)) => return gpudash::cli::bench::main(args),
         Some(gpudash::cli::Command::Alerts { command }) => return gpudash::cli::alerts::main(command),
+        Some(gpudash::cli::Command::Doctor(args)) => return gpudash::cli::doctor::main(args),
         Some(gpudash::cli::Command::Token { user, role }) => {
             gpudash::cli::print_token(user, role);
             return ExitCode::SUCCESS;

@@ -1,5 +1,6 @@
-//! The Usage tab in a real browser: a scripted job's user appears in the per-user table and in
-//! the stacked chart, GPU 0 in the per-GPU table, and "Download CSV" fetches the same range as CSV.
+//! The Usage tab in a real browser: a scripted job's owner appears in the per-owner table and in
+//! the stacked chart, GPU 0 in the per-GPU table, its container in the per-workload table, and
+//! "Download CSV" fetches the same range as CSV.
 
 use shared::usage::UsageResponse;
 
@@ -9,7 +10,7 @@ use crate::support::{TestServer, get_json};
 #[tokio::test]
 async fn the_usage_tab_shows_the_table_the_chart_and_the_csv_link() {
     let simulator = gpudash::telemetry::simulator::Simulator::new(2, 250)
-        .with_fault("job:0:ana:2:50@0s+10m".parse().expect("a job fault"));
+        .with_fault("job:0:ana@container:trainer:2:50@0s+10m".parse().expect("a job fault"));
     let server = TestServer::with_source(Box::new(simulator), 250).await;
     // The tab asks once when shown: wait until there is something to show.
     eventually(20, "ana's job charged", || async {
@@ -42,6 +43,16 @@ async fn the_usage_tab_shows_the_table_the_chart_and_the_csv_link() {
         assert!(hint.contains("midnight to midnight in your time zone (UTC"), "{hint}");
         let csv = reqwest::get(format!("{base}{href}")).await.unwrap().text().await.unwrap();
         assert!(csv.starts_with("user,gpu_hours,") && csv.contains("\nana,"), "{csv}");
+        // Per workload: the container ana's job ran in, then by Slurm job (it ran in none).
+        eventually(15, "the container in the per-workload table", || async {
+            (texts(&c, "#usage-workloads .usage-key").await == ["trainer"]).then_some(())
+        })
+        .await;
+        c.find(fantoccini::Locator::Css("#usage-workload-group")).await.unwrap().select_by_value("job").await.unwrap();
+        eventually(15, "no Slurm job: one row outside one", || async {
+            (texts(&c, "#usage-workloads .usage-key").await == ["(outside one)"]).then_some(())
+        })
+        .await;
     })
     .await;
     server.stop().await;

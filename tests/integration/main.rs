@@ -31,6 +31,7 @@ mod browser_telemetry;
 mod browser_usage;
 mod budgets;
 mod connections;
+mod doctor;
 mod edge;
 mod fleet;
 mod fleet_down;

@@ -1,8 +1,9 @@
-//! Subcommands beside serving: `gpudash bench`, `gpudash token`, `gpudash alerts`.
+//! Subcommands beside serving: `gpudash bench`, `gpudash token`, `gpudash alerts`, `gpudash doctor`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod alerts;
 pub mod bench;
+pub mod doctor;
 
 use std::time::Duration;
 
@@ -21,6 +22,9 @@ pub enum Command {
         #[command(subcommand)]
         command: alerts::AlertsCommand,
     },
+    /// Check what the dashboard needs (driver, GPM, processes, sockets, disk, port, tokens, TLS), in
+    /// words; takes the dashboard's flags after it. Exits 1 when something would stop it.
+    Doctor(doctor::DoctorArgs),
     /// Print a new random token and the auth-file entry (its SHA-256) that accepts it.
     Token {
         /// Who the token is for.
@@ -30,6 +34,11 @@ pub enum Command {
         #[arg(long, default_value = "viewer", value_parser = ["viewer", "operator", "admin"])]
         role: String,
     },
+}
+
+/// Reads the command line; `gpudash doctor` takes the dashboard's flags too ([`doctor::command`]).
+pub fn parse() -> crate::config::Cli {
+    doctor::parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
 }
 
 /// `gpudash token`: the token for the user, the lines for the auth file.

@@ -16,6 +16,11 @@ impl NvmlQuery {
     pub(super) fn new(nvml: Arc<Nvml>) -> Self {
         Self { nvml }
     }
+
+    /// NVML's own version, e.g. "12.580.95.05" (`gpudash doctor` reports it beside the driver's).
+    pub fn nvml_version(&self) -> Option<String> {
+        self.nvml.sys_nvml_version().ok()
+    }
 }
 
 impl std::fmt::Debug for NvmlQuery {
