@@ -57,7 +57,7 @@ impl Column {
         match self {
             Self::Gpu => a.device.cmp(&b.device),
             Self::Pid => a.pid.cmp(&b.pid),
-            Self::User => a.user_name().cmp(b.user_name()),
+            Self::User => a.owner_name().cmp(&b.owner_name()),
             Self::Command => a.command.as_ref().or(a.name.as_ref()).cmp(&b.command.as_ref().or(b.name.as_ref())),
             Self::Memory => a.used_memory.cmp(&b.used_memory),
             Self::Sm => a.sm_util.cmp(&b.sm_util),
