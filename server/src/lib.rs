@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod fleet;
 pub mod lab;
+pub mod reload;
 pub mod reservations;
 pub mod signals;
 pub mod store;
@@ -89,6 +90,8 @@ pub struct Options {
     pub simulated_lab: lab::SimulatedLab,
     /// Tokens and access policy; the default (no tokens) lets every caller do everything.
     pub auth: auth::AuthConfig,
+    /// Where the tokens came from (`--auth-file`), re-read on SIGHUP; `None` keeps them as they are.
+    pub auth_file: Option<std::path::PathBuf>,
     /// Listening beyond loopback with no tokens, as `--allow-anonymous` permits: the page warns.
     pub exposed_without_auth: bool,
     /// Reported instead of the OS host name (`--hostname`).
@@ -128,6 +131,7 @@ impl Options {
             lab: lab::LabOptions::default(),
             simulated_lab: lab::SimulatedLab::default(),
             auth: auth::AuthConfig::default(),
+            auth_file: None,
             exposed_without_auth: false,
             hostname: None,
             fleet: None,
@@ -213,7 +217,14 @@ pub async fn start_with(
     watch_ooms(&alerts, &bridge);
     let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
     // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
-    reload_on_sighup(alerts.clone(), options.alerts_file, shutdown_rx.clone())?;
+    let reloadable = reload::Reloadable {
+        alerts: alerts.clone(),
+        alerts_file: options.alerts_file,
+        auth: auth.clone(),
+        auth_file: options.auth_file,
+        audit: audit.clone(),
+    };
+    reload::on_sighup(reloadable, shutdown_rx.clone())?;
     let usage = open_usage(options.store.as_ref())?;
     let minute_retention = options.store.as_ref().map_or(store::Retention::default().minute, |s| s.retention().minute);
     let usage_engine =
@@ -320,33 +331,6 @@ fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut
             }
         }
     });
-}
-
-/// Re-reads the alerts file at every SIGHUP until shutdown.
-/// Re-reads the alerts file (`path`) on each SIGHUP; without one, SIGHUP is logged and changes nothing.
-fn reload_on_sighup(
-    alerts: alerts::Alerts,
-    path: Option<std::path::PathBuf>,
-    mut shutdown: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                Some(()) = hangups.recv() => {
-                    let Some(path) = path.clone() else {
-                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file)");
-                        continue;
-                    };
-                    let alerts = alerts.clone();
-                    // Reading the file blocks.
-                    let _ = tokio::task::spawn_blocking(move || alerts.reload(&path)).await;
-                }
-                _ = shutdown.changed() => return,
-            }
-        }
-    });
-    Ok(())
 }
 
 impl Running {
@@ -459,6 +443,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     let options = Options {
         alerts,
         alerts_file: config.alerts_file.clone(),
+        auth_file: config.auth_file.clone(),
         alert_webhooks: config.alert_webhooks.clone(),
         interval: config.interval,
         store,

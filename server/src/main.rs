@@ -23,10 +23,7 @@ fn main() -> ExitCode {
         Some(gpudash::cli::Command::Bench(args)) => return gpudash::cli::bench::main(args),
         Some(gpudash::cli::Command::Alerts { command }) => return gpudash::cli::alerts::main(command),
         Some(gpudash::cli::Command::Doctor(args)) => return gpudash::cli::doctor::main(args),
-        Some(gpudash::cli::Command::Token { user, role }) => {
-            gpudash::cli::print_token(user, role);
-            return ExitCode::SUCCESS;
-        }
+        Some(gpudash::cli::Command::Token(args)) => return gpudash::cli::token::main(args),
         None => {}
     }
     let config = Config::from(cli);

@@ -305,6 +305,9 @@ pub struct AlertsResponse {
     pub alerts: Vec<Alert>,
     /// How many are firing (silenced ones included), whatever the query's filter.
     pub firing: u32,
+    /// The firing ones by severity, silenced ones apart, whatever the query's filter.
+    #[serde(default)]
+    pub counts: crate::firing::FiringCounts,
     pub silences: Vec<Silence>,
     pub webhooks: Vec<WebhookStatus>,
     /// Every rule as it runs now, in [`Rule::ALL`] order.

@@ -104,9 +104,14 @@ pub struct FleetGpu {
     /// Who holds it: per user, biggest first. `Some(empty)` means nobody; `None` means the
     /// node cannot tell (dcgm-exporter without pod labels, or a stale node).
     pub users: Option<Vec<FleetUser>>,
-    /// No process on it (gpudash), or for nodes without process data: under 1% memory used
-    /// and 0% utilization. Never free when stale, lost or reserved.
+    /// Free by `shared::usability::is_free`: healthy, and no process on it (gpudash), or for
+    /// nodes without process data under 1% memory used and 0% utilization. Never free when
+    /// stale, lost, unhealthy or reserved.
     pub free: bool,
+    /// Its critical fault in words ("XID 79", "ECC: 2 uncorrected", "lost"), by
+    /// `shared::usability::unhealthy` over what Prometheus holds of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unhealthy: Option<String>,
     /// The holder of the reservation in force on it (gpudash's `gpudash_reservation_active`;
     /// "reserved" when the node hides names). Advisory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +210,7 @@ mod tests {
                 u.iter().map(|name| FleetUser { user: (*name).to_owned(), memory: None, processes: 1 }).collect()
             }),
             free,
+            unhealthy: None,
             reserved_by: None,
             stale: false,
             lost: false,

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bridge;
 #[cfg(feature = "chart")]
 pub mod chart;
+pub mod firing;
 pub mod fleet;
 pub mod health;
 pub mod history;
@@ -30,6 +31,7 @@ pub mod text;
 pub mod time_axis;
 pub mod topology;
 pub mod units;
+pub mod usability;
 pub mod usage;
 pub mod workload;
 pub mod ws;

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::DeviceSample;
+use crate::severity::Condition;
 
 /// Whether a process uses the GPU for compute (CUDA), graphics, or both.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,16 +156,16 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
     users
 }
 
-/// GPUs no process holds, in the order given, each with its latest reading: a
-/// GPU that stopped answering (its reading says `lost`) is never free.
-pub fn free_devices<'a>(
-    devices: impl IntoIterator<Item = (u32, Option<&'a DeviceSample>)>,
-    processes: &[GpuProcess],
-) -> Vec<u32> {
+/// The free GPUs among `devices`, in the order given, each with its condition
+/// ([`Condition::of`] its latest sample and health): by [`crate::usability::is_free`], a GPU is
+/// free when no process holds it and nothing critical is wrong with it (it answers, no recent
+/// hardware XID, no uncorrectable ECC error...).
+pub fn free_devices<'a>(devices: impl IntoIterator<Item = (u32, &'a Condition)>, processes: &[GpuProcess]) -> Vec<u32> {
     devices
         .into_iter()
-        .filter(|(index, latest)| {
-            latest.is_none_or(|s| s.lost.is_none()) && !processes.iter().any(|p| p.device == *index)
+        .filter(|(index, condition)| {
+            let held = processes.iter().any(|p| p.device == *index);
+            crate::usability::is_free(condition, Some(held), false)
         })
         .map(|(index, _)| index)
         .collect()
@@ -321,10 +321,11 @@ mod tests {
     }
 
     #[test]
-    fn free_means_answering_and_held_by_no_process() {
-        let lost = DeviceSample { index: 2, lost: Some("fell off the bus".into()), ..Default::default() };
-        let fine = DeviceSample { index: 1, ..Default::default() };
-        let devices = [(0, None), (1, Some(&fine)), (2, Some(&lost)), (3, None)];
+    fn free_means_healthy_and_held_by_no_process() {
+        let lost = Condition { lost: true, ..Condition::default() };
+        let fine = Condition::default();
+        let fell_off = Condition { recent_xids: vec![79], ..Condition::default() };
+        let devices = [(0, &fine), (1, &fine), (2, &lost), (3, &fine), (4, &fell_off)];
         assert_eq!(free_devices(devices, &[process(3, Some("ana"), 1)]), [0, 1]);
         assert_eq!(free_devices(devices, &[]), [0, 1, 3]);
     }

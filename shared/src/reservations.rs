@@ -6,8 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::DeviceSample;
 use crate::processes::GpuProcess;
+use crate::severity::Condition;
 
 /// Longest reservation: one year.
 pub const MAX_LENGTH_MS: u64 = 366 * 24 * 3600 * 1000;
@@ -209,7 +209,7 @@ pub fn holder(reservations: &[Reservation], device: u32, now_ms: u64) -> Option<
 /// The free GPUs of [`crate::processes::free_devices`] less those reserved at `now_ms`: what
 /// "Free: GPU …" and `free_devices` in `/api/processes` mean.
 pub fn free_unreserved<'a>(
-    devices: impl IntoIterator<Item = (u32, Option<&'a DeviceSample>)>,
+    devices: impl IntoIterator<Item = (u32, &'a Condition)>,
     processes: &[GpuProcess],
     reservations: &[Reservation],
     now_ms: u64,
@@ -367,7 +367,8 @@ mod tests {
     fn free_leaves_out_gpus_reserved_now_only() {
         let soon = reservation(1, &[1], NOW + H, NOW + 2 * H);
         let now = reservation(2, &[2], NOW - H, NOW + H);
-        let devices = [(0, None), (1, None), (2, None)];
+        let fine = Condition::default();
+        let devices = [(0, &fine), (1, &fine), (2, &fine)];
         assert_eq!(free_unreserved(devices, &[], &[soon.clone(), now.clone()], NOW), [0, 1]);
         assert_eq!(free_unreserved(devices, &[], &[soon, now], NOW + H), [0, 2], "2 expired, 1 began");
     }

@@ -4,7 +4,10 @@
 //! Every finding carries its words as well as its level: the page shows both,
 //! never colour alone.
 
-use crate::{DeviceInfo, DeviceSample, health::DeviceHealth};
+use crate::{
+    DeviceInfo, DeviceSample,
+    health::{DeviceHealth, EccCounts},
+};
 
 /// How far below the GPU's own slowdown threshold a temperature starts to warn, °C.
 pub const TEMPERATURE_MARGIN_C: u32 = 5;
@@ -12,6 +15,13 @@ pub const TEMPERATURE_MARGIN_C: u32 = 5;
 pub const MEMORY_WARNING: f64 = 0.90;
 /// Memory used from which a GPU is critical: the next allocation will likely fail.
 pub const MEMORY_CRITICAL: f64 = 0.98;
+/// How long an XID counts against its GPU after the driver reported it, ms (the `xid` alert
+/// rule's default `quiet`): older ones are history, shown in the card's health section only.
+pub const XID_RECENT_MS: u64 = 10 * 60 * 1000;
+/// XIDs that an application's own fault raises (an illegal address or instruction, a context
+/// stopped, the cleanup after one): its owner needs telling, the GPU itself is fine. Every other
+/// code (79 off the bus, 48 double-bit ECC, 63/64 remapping, 94/95 ECC, 119/120 GSP...) is critical.
+pub const APPLICATION_XIDS: [u64; 4] = [13, 31, 43, 45];
 
 /// A level, ordered: `Ok < Warning < Critical`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -111,22 +121,93 @@ pub fn clock_event(name: &str) -> Option<(Level, &'static str)> {
     })
 }
 
+/// How bad an XID is: a warning for an application's fault ([`APPLICATION_XIDS`]), critical for
+/// everything else (the hardware, the driver, the GSP).
+pub fn xid_level(code: u64) -> Level {
+    if APPLICATION_XIDS.contains(&code) { Level::Warning } else { Level::Critical }
+}
+
+/// One GPU's condition as the severity rules read it: this host fills it from a sample and a
+/// health reading ([`Condition::of`]); the Fleet from the figures Prometheus holds. What it
+/// leaves `None` or empty is not known, and counts as nothing wrong.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Condition {
+    /// The GPU stopped answering.
+    pub lost: bool,
+    pub temperature_c: Option<u32>,
+    /// The GPU's own slowdown threshold, °C.
+    pub slowdown_c: Option<u32>,
+    pub memory_used: Option<u64>,
+    /// Bytes; 0 when unknown.
+    pub memory_total: u64,
+    /// Active clock events (`shared::telemetry::CLOCK_EVENT_NAMES`).
+    pub clock_events: Vec<String>,
+    /// XID codes reported within [`XID_RECENT_MS`], oldest first, each once.
+    pub recent_xids: Vec<u64>,
+    /// ECC errors since the driver loaded.
+    pub ecc_volatile: EccCounts,
+    pub row_remap_failed: bool,
+    pub row_remap_pending: bool,
+    pub page_retirement_pending: bool,
+}
+
+impl Condition {
+    /// The condition of a GPU of this host from its latest sample and health reading. An XID is
+    /// recent within [`XID_RECENT_MS`] of the newer of the two readings: both sides of the wire
+    /// read the same server clock, so the page and the server agree.
+    pub fn of(info: &DeviceInfo, latest: Option<&DeviceSample>, health: Option<&DeviceHealth>) -> Self {
+        let now = latest.map_or(0, |s| s.timestamp_ms).max(health.map_or(0, |h| h.timestamp_ms));
+        let mut recent_xids: Vec<u64> = Vec::new();
+        for xid in health.iter().flat_map(|h| &h.xids) {
+            if now.saturating_sub(xid.timestamp_ms) <= XID_RECENT_MS && !recent_xids.contains(&xid.code) {
+                recent_xids.push(xid.code);
+            }
+        }
+        Condition {
+            lost: latest.is_some_and(|s| s.lost.is_some()),
+            temperature_c: latest.and_then(|s| s.temperature_c),
+            slowdown_c: info.slowdown_temp_c,
+            memory_used: latest.and_then(|s| s.memory_used),
+            memory_total: info.memory_total,
+            clock_events: latest.and_then(|s| s.clock_events.clone()).unwrap_or_default(),
+            recent_xids,
+            ecc_volatile: health.map(|h| h.ecc_volatile).unwrap_or_default(),
+            row_remap_failed: health.is_some_and(|h| h.remapped_rows.failed == Some(true)),
+            row_remap_pending: health.is_some_and(|h| h.remapped_rows.pending == Some(true)),
+            page_retirement_pending: health.is_some_and(|h| h.retired_pages.pending == Some(true)),
+        }
+    }
+}
+
 /// Everything wrong with one GPU, most severe first (ties keep the order: lost, temperature,
 /// memory, clocks, XID, ECC, rows): empty when all is well.
 pub fn assess(info: &DeviceInfo, latest: Option<&DeviceSample>, health: Option<&DeviceHealth>) -> Vec<Finding> {
-    let mut findings = Vec::new();
-    if let Some(sample) = latest {
-        if sample.lost.is_some() {
-            // A lost GPU reads nothing else; what it read before is no longer true.
-            return vec![Finding::new(Level::Critical, "lost")];
-        }
-        findings.extend(temperature_finding(sample.temperature_c, info.slowdown_temp_c));
-        findings.extend(memory_finding(sample.memory_used, info.memory_total));
-        findings.extend(clock_findings(sample.clock_events.as_deref().unwrap_or_default()));
+    findings(&Condition::of(info, latest, health))
+}
+
+/// [`assess`] of a [`Condition`] however it was filled.
+pub fn findings(condition: &Condition) -> Vec<Finding> {
+    collect(condition, true)
+}
+
+/// The findings about the GPU itself, most severe first: [`findings`] less its memory, which
+/// says how much its users hold, not whether it works.
+pub fn hardware_findings(condition: &Condition) -> Vec<Finding> {
+    collect(condition, false)
+}
+
+fn collect(condition: &Condition, with_memory: bool) -> Vec<Finding> {
+    if condition.lost {
+        // A lost GPU reads nothing else; what it read before is no longer true.
+        return vec![Finding::new(Level::Critical, "lost")];
     }
-    if let Some(health) = health {
-        findings.extend(health_findings(health));
-    }
+    let memory = with_memory.then(|| memory_finding(condition.memory_used, condition.memory_total));
+    let mut findings: Vec<Finding> = temperature_finding(condition.temperature_c, condition.slowdown_c)
+        .into_iter()
+        .chain(memory.flatten())
+        .chain(clock_findings(&condition.clock_events))
+        .chain(health_findings(condition))
+        .collect();
     findings.sort_by_key(|f| std::cmp::Reverse(f.level));
     findings
 }
@@ -173,21 +254,18 @@ fn clock_findings(events: &[String]) -> Vec<Finding> {
     findings
 }
 
-/// XID errors, ECC errors since the driver loaded, and rows or pages waiting for a reset.
-fn health_findings(health: &DeviceHealth) -> Vec<Finding> {
+/// Recent XID errors, ECC errors since the driver loaded, and rows or pages waiting for a reset.
+fn health_findings(condition: &Condition) -> Vec<Finding> {
     let mut findings = Vec::new();
-    let mut codes: Vec<u64> = Vec::new();
-    for xid in &health.xids {
-        if !codes.contains(&xid.code) {
-            codes.push(xid.code);
+    for level in [Level::Critical, Level::Warning] {
+        let codes: Vec<String> =
+            condition.recent_xids.iter().filter(|c| xid_level(**c) == level).map(u64::to_string).collect();
+        if !codes.is_empty() {
+            findings.push(Finding::new(level, format!("XID {}", codes.join(", "))));
         }
     }
-    if !codes.is_empty() {
-        let codes: Vec<String> = codes.iter().map(u64::to_string).collect();
-        findings.push(Finding::new(Level::Critical, format!("XID {}", codes.join(", "))));
-    }
     // Volatile counts: since the driver loaded. The aggregate ones keep a GPU's whole past.
-    match health.ecc_volatile {
+    match condition.ecc_volatile {
         ecc if ecc.uncorrected.is_some_and(|n| n > 0) => {
             let n = ecc.uncorrected.unwrap_or_default();
             findings.push(Finding::new(Level::Critical, format!("ECC: {n} uncorrected")));
@@ -198,12 +276,12 @@ fn health_findings(health: &DeviceHealth) -> Vec<Finding> {
         }
         _ => {}
     }
-    if health.remapped_rows.failed == Some(true) {
+    if condition.row_remap_failed {
         findings.push(Finding::new(Level::Critical, "row remapping failed"));
-    } else if health.remapped_rows.pending == Some(true) {
+    } else if condition.row_remap_pending {
         findings.push(Finding::new(Level::Critical, "row remap pending: reset the GPU"));
     }
-    if health.retired_pages.pending == Some(true) {
+    if condition.page_retirement_pending {
         findings.push(Finding::new(Level::Critical, "page retirement pending: reset the GPU"));
     }
     findings
@@ -301,6 +379,11 @@ mod tests {
         XidEvent { device: 0, timestamp_ms: 1, code, meaning: String::new() }
     }
 
+    /// The condition [`health_findings`] reads from `health` alone.
+    fn from_health(health: &DeviceHealth) -> Condition {
+        Condition::of(&info(None), None, Some(health))
+    }
+
     #[test]
     fn xids_ecc_and_remaps_are_flagged_and_corrected_ecc_only_warns() {
         let health = DeviceHealth {
@@ -311,9 +394,10 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            texts(&health_findings(&health)),
+            texts(&health_findings(&from_health(&health))),
             [
-                (Level::Critical, "XID 13, 79"),
+                (Level::Critical, "XID 79"),
+                (Level::Warning, "XID 13"),
                 (Level::Critical, "ECC: 2 uncorrected"),
                 (Level::Critical, "row remap pending: reset the GPU"),
                 (Level::Critical, "page retirement pending: reset the GPU"),
@@ -327,9 +411,45 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(
-            texts(&health_findings(&corrected)),
+            texts(&health_findings(&from_health(&corrected))),
             [(Level::Warning, "ECC: 3 corrected"), (Level::Critical, "row remapping failed")]
         );
-        assert!(health_findings(&DeviceHealth::default()).is_empty());
+        assert!(health_findings(&from_health(&DeviceHealth::default())).is_empty());
+    }
+
+    #[test]
+    fn application_xids_warn_and_every_other_code_is_critical() {
+        for code in APPLICATION_XIDS {
+            assert_eq!(xid_level(code), Level::Warning, "XID {code}");
+        }
+        for code in [48, 61, 62, 63, 64, 74, 79, 92, 94, 95, 109, 119, 120, 121, 140, 999] {
+            assert_eq!(xid_level(code), Level::Critical, "XID {code}");
+        }
+    }
+
+    #[test]
+    fn an_xid_counts_for_ten_minutes_after_the_newest_reading_then_is_history() {
+        let at = |ms| XidEvent { timestamp_ms: ms, ..xid(79) };
+        let health =
+            DeviceHealth { timestamp_ms: 1_000_000, xids: vec![at(1_000_000 - XID_RECENT_MS)], ..Default::default() };
+        assert_eq!(from_health(&health).recent_xids, [79], "just within the window");
+        let sample = DeviceSample { timestamp_ms: 1_000_001, ..Default::default() };
+        let later = Condition::of(&info(None), Some(&sample), Some(&health));
+        assert!(later.recent_xids.is_empty(), "the newer sample moves the window on");
+        assert!(assess(&info(None), Some(&sample), Some(&health)).is_empty(), "an old XID is no finding");
+    }
+
+    #[test]
+    fn hardware_findings_leave_out_only_the_memory() {
+        let sample = DeviceSample {
+            memory_used: Some(99),
+            clock_events: Some(vec!["hw_thermal_slowdown".into()]),
+            ..Default::default()
+        };
+        let condition = Condition::of(&info(Some(87)), Some(&sample), None);
+        assert_eq!(texts(&findings(&condition)).len(), 2);
+        assert_eq!(texts(&hardware_findings(&condition)), [(Level::Critical, "throttled: thermal")]);
+        let lost = Condition { lost: true, ..condition };
+        assert_eq!(texts(&hardware_findings(&lost)), [(Level::Critical, "lost")]);
     }
 }

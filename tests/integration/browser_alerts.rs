@@ -3,7 +3,8 @@
 //! "GPU lost" alert shows on the Alerts tab and in the header badge, and a Web
 //! Notification is raised because the user subscribed to every critical alert
 //! through the page's own control; once unsubscribed, the next lost GPU is shown
-//! but raises none.
+//! but raises none. The header badge and the tab's title count the firing alerts by severity,
+//! as the overview rates their readings, and leave silenced ones out.
 
 use clap::Parser as _;
 use fantoccini::{Client, Locator, wd::WebDriverCompatibleCommand};
@@ -131,8 +132,9 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
         eventually(10, "the badge to count what the server counts", || async {
             let firing: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
             let (count, class, label) = badge(&c).await?;
-            let expected = if count == 1 { "1 alert firing".to_owned() } else { format!("{count} alerts firing") };
-            (count == u64::from(firing.firing) && class.contains("sev-critical") && label == expected).then_some(())
+            let expected = if count == 1 { "1 alert firing: ".to_owned() } else { format!("{count} alerts firing: ") };
+            let counted = count == u64::from(firing.counts.unsilenced()) && count == u64::from(firing.firing);
+            (counted && class.contains("sev-critical") && label.starts_with(&expected)).then_some(())
         })
         .await;
         let alert = get_json::<AlertsResponse>(server, "/api/alerts?state=firing&rule=device_lost&gpu=1").await;
@@ -193,6 +195,93 @@ async fn every_rule_has_its_row_on_the_alerts_tab() {
         eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) }).await;
         let row = texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.remove(0);
         assert!(row.contains("XID") && row.contains("13"), "the XID row names its code: {row}");
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Only the temperature rule, firing from 80 °C within a second: nothing else to count.
+const TEMPERATURE_ONLY: &str = r#"
+        [rules.temperature]
+        celsius = 80
+        for = "1s"
+        [rules.clock_events]
+        enabled = false
+        [rules.memory_full]
+        enabled = false
+        [rules.gpu_free]
+        enabled = false
+        [rules.idle_held]
+        enabled = false
+"#;
+
+/// The badge as (critical, warning, unsilenced count, its visible text, its label) and the tab's title.
+async fn badge_and_title(c: &Client) -> (Value, String) {
+    let b = js(
+        c,
+        "const b = document.querySelector('#alerts-badge'); \
+         return b && [+b.dataset.critical, +b.dataset.warning, +b.dataset.count, \
+                      [...b.children].map(e => e.textContent.trim()).join(' '), b.getAttribute('aria-label')]",
+    )
+    .await;
+    (b, js(c, "return document.title").await.as_str().unwrap_or_default().to_owned())
+}
+
+/// GPU 0 runs hot (92 °C past its 87 °C slowdown: a red ✖ on the overview), GPU 1 warm (84 °C: ⚠):
+/// the badge reads one critical and one warning, as the alerts are rated; silenced, the critical
+/// one leaves the badge's count and the tab's title.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_badge_and_title_count_by_severity_and_leave_silenced_alerts_out() {
+    use gpudash::telemetry::simulator::Simulator;
+    use shared::alerts::Severity;
+    use shared::firing::FiringCounts;
+    let simulator =
+        Simulator::new(3, 250).with_fault("hot:0@0s".parse().unwrap()).with_fault("warm:1@0s".parse().unwrap());
+    let options = gpudash::Options {
+        hostname: Some("node-7".to_owned()),
+        alerts: gpudash::alerts::AlertsConfig::parse(TEMPERATURE_ONLY, "test.toml").unwrap(),
+        ..gpudash::Options::new(std::time::Duration::from_millis(250))
+    };
+    let server = TestServer::with_options(Box::new(simulator), options).await;
+    let shared = &server;
+    with_browser(1400, 1000, |c| async move {
+        let server = shared;
+        c.goto(&server.url("/")).await.expect("webdriver answers");
+        // GPU 0 heats through the warning band into the critical one: its alert follows.
+        let firing = eventually(40, "one critical and one warning alert", || async {
+            let r: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
+            (r.counts == FiringCounts { critical: 1, warning: 1, ..FiringCounts::default() }).then_some(r)
+        })
+        .await;
+        let severity = |gpu: u32| firing.alerts.iter().find(|a| a.gpu_index == gpu).map(|a| a.severity);
+        assert_eq!((severity(0), severity(1)), (Some(Severity::Critical), Some(Severity::Warning)));
+        let (badge, title) = eventually(10, "the badge to read 1 critical · 1 warning", || async {
+            let (badge, title) = badge_and_title(&c).await;
+            (badge[0] == 1 && badge[1] == 1 && badge[2] == 2).then_some((badge, title))
+        })
+        .await;
+        assert_eq!(badge[3], "1 critical · 1 warning", "{badge}");
+        assert_eq!(badge[4], "2 alerts firing: 1 critical, 1 warning");
+        assert_eq!(title, "(2) gpudash — node-7");
+        // The overview rates the same readings the same way.
+        let temperature =
+            |gpu: u32| format!("return document.querySelector(\"tr.gpu-row[data-index='{gpu}'] .ov-temp\").className");
+        assert!(js(&c, &temperature(0)).await.as_str().unwrap_or_default().contains("sev-critical"));
+        assert!(js(&c, &temperature(1)).await.as_str().unwrap_or_default().contains("sev-warning"));
+
+        // Silenced, the critical alert still fires but no longer counts.
+        let body = json!({"rule": "temperature", "gpu": 0, "duration": "1h", "reason": "fan being swapped"});
+        let response = reqwest::Client::new().post(server.url("/api/alerts/silences")).json(&body).send().await;
+        assert_eq!(response.unwrap().status(), 201);
+        let (badge, title) = eventually(10, "the silenced alert out of the badge and the title", || async {
+            let (badge, title) = badge_and_title(&c).await;
+            (badge[0] == 0 && badge[1] == 1 && title == "(1) gpudash — node-7").then_some((badge, title))
+        })
+        .await;
+        assert_eq!((badge[2].as_u64(), badge[3].as_str()), (Some(1), Some("1 warning")), "{badge} {title}");
+        assert_eq!(badge[4], "1 alert firing: 1 warning (1 silenced)");
+        let r: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
+        assert_eq!((r.firing, r.counts.silenced, r.counts.unsilenced()), (2, 1, 1), "still firing, silenced");
     })
     .await;
     server.stop().await;

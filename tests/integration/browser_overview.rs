@@ -1,6 +1,6 @@
 //! The overview in a real browser: one row per GPU, all eight on one 1280×800 screen with
-//! "Free" and "Who uses what", a row that opens into its card, and every severity state in
-//! colour and words, from the simulator's faults.
+//! "Free" and "Who uses what", a row that opens into its card, every severity state in
+//! colour and words, from the simulator's faults, and a GPU with a hardware XID unhealthy, not free.
 
 use std::time::Duration;
 
@@ -9,7 +9,7 @@ use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
 
 use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
-use crate::support::{TestServer, eventually_every};
+use crate::support::{TestServer, eventually_every, get_json};
 
 /// Opens every GPU's card (the overview shows rows only) and waits until all `count` are drawn.
 pub(crate) async fn open_all_cards(c: &Client, count: usize) {
@@ -109,7 +109,8 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
         assert!(cell_class(&c, 3, ".ov-temp").await.contains("sev-warning"));
         badge(&c, 1, "power cap", "sev-warning", 10).await;
         badge(&c, 2, "throttled: power brake", "sev-critical", 10).await;
-        badge(&c, 4, "XID 13", "sev-critical", 15).await;
+        // An application's XID: its job's owner needs telling, the GPU is fine (and still free).
+        badge(&c, 4, "XID 13", "sev-warning", 15).await;
         badge(&c, 5, "ECC: 2 uncorrected", "sev-critical", 15).await;
         badge(&c, 6, "memory 98% full", "sev-critical", 15).await;
         assert!(cell_class(&c, 6, ".ov-mem").await.contains("sev-critical"));
@@ -174,6 +175,46 @@ async fn eight_gpus_fit_one_screen_open_into_cards_and_show_every_severity_in_wo
 
         c.set_window_size(1440, 900).await.unwrap();
         save_screenshot(&c, "overview-1440x900.png").await;
+        server.stop().await;
+    })
+    .await;
+}
+
+/// A GPU whose XID 79 (fallen off the bus) fires is not free, by the one rule of
+/// `shared::usability`: not in `/api/processes`' `free_devices` nor on the page's "Free:" line,
+/// but listed unhealthy with its reason there, beside "Free:", and in its row's state.
+#[tokio::test]
+async fn a_gpu_with_a_hardware_xid_is_unhealthy_not_free() {
+    with_browser(1280, 800, |c| async move {
+        // Both GPUs' jobs end at once: only the XID tells them apart.
+        let simulator = ["job-ends:0@0s", "job-ends:1@0s", "xid:1:79@0s"]
+            .iter()
+            .fold(Simulator::new(2, 250), |s, f| s.with_fault(f.parse().unwrap()));
+        let server = TestServer::with_source(Box::new(simulator), 250).await;
+        let every = Duration::from_millis(200);
+        let api = eventually_every(20, every, "GPU 0 free and GPU 1 unhealthy in /api/processes", || async {
+            let body: Value = get_json(&server, "/api/processes").await;
+            let unhealthy = serde_json::json!([{ "index": 1, "reason": "XID 79" }]);
+            let told = body["free_devices"] == serde_json::json!([0]) && body["unhealthy_devices"] == unhealthy;
+            if told { Ok(body) } else { Err(body) }
+        })
+        .await;
+        assert_eq!(api["processes"].as_array().map(Vec::len), Some(0), "no process holds either: {api}");
+        c.goto(&server.url("/")).await.unwrap();
+        eventually_every(15, every, "'Free: GPU 0' and GPU 1 unhealthy beside it", || async {
+            let free = texts(&c, "#free-gpus").await.concat();
+            let unhealthy = texts(&c, "#unhealthy-gpus").await.concat();
+            if free == "Free: GPU 0" && unhealthy == "Unhealthy: GPU 1 (XID 79)" {
+                Ok(())
+            } else {
+                Err((free, unhealthy))
+            }
+        })
+        .await;
+        assert_eq!(cell(&c, 1, ".ov-state").await, "unhealthy: XID 79");
+        assert!(cell_class(&c, 1, ".ov-state").await.contains("state-unhealthy"));
+        assert_eq!(cell(&c, 0, ".ov-state").await, "free");
+        badge(&c, 1, "XID 79", "sev-critical", 5).await;
         server.stop().await;
     })
     .await;

@@ -316,6 +316,33 @@ async fn an_https_prometheus_is_read_with_its_private_ca_and_refused_without() {
     }
 }
 
+/// A GPU whose XID 79 fires is not free on the Fleet page either: what Prometheus holds of it goes
+/// through the rule of its own page (`shared::usability`), and the Fleet says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gpu_with_a_hardware_xid_is_unhealthy_not_free_in_the_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    // Both GPUs' jobs end at once: only the XID tells them apart.
+    let simulator = ["job-ends:0@0s", "job-ends:1@0s", "xid:1:79@0s"]
+        .iter()
+        .fold(Simulator::new(2, 200), |s, f| s.with_fault(f.parse().unwrap()));
+    let options =
+        gpudash::Options { hostname: Some("fleet-x".to_owned()), ..gpudash::Options::new(Duration::from_millis(200)) };
+    let node = TestServer::with_options(Box::new(simulator), options).await;
+    let (_prometheus, prometheus_url) =
+        start_prometheus(dir.path(), &[node.running.addr().to_string()], SCRAPE_INTERVAL_S).await;
+    let viewer = instance("viewer", 1, Some(quick_fleet_config(&prometheus_url))).await;
+    let fleet = fleet_until(&viewer.url("/api/fleet"), 30, "GPU 0 free and GPU 1 unhealthy", |f| {
+        let gpu = |i: u32| f.gpus.iter().find(|g| g.hostname == "fleet-x" && g.gpu == i);
+        gpu(0).is_some_and(|g| g.free) && gpu(1).is_some_and(|g| g.unhealthy.as_deref() == Some("XID 79"))
+    })
+    .await;
+    let xid = fleet.gpus.iter().find(|g| g.gpu == 1).unwrap();
+    assert!(!xid.free && xid.users == Some(Vec::new()), "nobody holds it, and it is not free: {xid:?}");
+    assert_eq!((fleet.summary.free_gpus, fleet.nodes[0].free_gpus), (1, 1));
+    viewer.stop().await;
+    node.stop().await;
+}
+
 #[tokio::test]
 async fn without_a_prometheus_the_fleet_view_says_how_to_turn_it_on() {
     let server = TestServer::simulated(1, 200).await;

@@ -12,6 +12,7 @@ mod anonymous;
 mod api;
 #[path = "../load/attack.rs"]
 mod attack;
+mod auth_reload;
 mod bad_input;
 mod bridge;
 mod bridge_allocator;

@@ -14,7 +14,7 @@ use crate::signals::Started;
 use crate::support::eventually;
 
 /// The `gpudash` binary `cargo test --workspace` builds beside this test's own executable.
-fn gpudash_binary() -> std::path::PathBuf {
+pub fn gpudash_binary() -> std::path::PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
     let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/debug").join("gpudash");
     assert!(bin.exists(), "{} is missing: build it with `cargo build -p gpudash`", bin.display());
@@ -22,7 +22,7 @@ fn gpudash_binary() -> std::path::PathBuf {
 }
 
 /// A server process, killed when the test ends.
-struct Server(Child);
+pub struct Server(pub Child);
 
 impl Drop for Server {
     fn drop(&mut self) {

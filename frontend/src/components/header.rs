@@ -15,7 +15,10 @@ use crate::{
         theme::{Theme, ThemeControl},
     },
     pages::Tab,
-    state::DashboardState,
+    state::{
+        DashboardState,
+        alerts::{page_title, severity_class},
+    },
 };
 
 /// Header for the whole page; host facts appear once the first snapshot arrived.
@@ -26,6 +29,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
     let host = Memo::new(move |_| state.with(|s: &DashboardState| s.host.clone()));
     let host_text = move |f: fn(&HostInfo) -> String| move || host.with(|h| h.as_ref().map_or_else(String::new, f));
     let has_host = move || host.with(Option::is_some);
+    follow_title(host);
 
     view! {
         <header class="topbar">
@@ -181,30 +185,61 @@ mod tests {
     }
 }
 
-/// `#alerts-badge`: how many alerts fire, coloured by the worst one nobody silenced, linking
-/// to the Alerts tab; hidden while none fire.
+/// `#alerts-badge`: the firing alerts nobody silenced, by severity ("2 critical · 8 warning"),
+/// coloured by the worst, linking to the Alerts tab; hidden while none fire unsilenced.
 #[component]
 fn AlertsBadge(tab: RwSignal<Tab>) -> impl IntoView {
     let alerts = expect_context::<Alerts>();
     let badge = Memo::new(move |_| alerts.state.with(|s| s.badge()));
-    let worst = move || badge.get().worst.map_or("silenced", |s| s.as_str());
+    let worst = move || badge.get().worst().map_or("none", |s| s.as_str());
     view! {
-        <Show when=move || { badge.get().count > 0 }>
+        <Show when=move || { badge.get().count() > 0 }>
             <a
                 id="alerts-badge"
                 href="#alerts"
                 class=move || format!("alerts-badge {}", badge.get().class())
                 aria-label=move || badge.get().label()
-                title=move || format!("{} (worst: {})", badge.get().label(), worst())
-                data-count=move || badge.get().count
+                title=move || badge.get().label()
+                data-count=move || badge.get().count()
+                data-critical=move || badge.get().counts.critical
+                data-warning=move || badge.get().counts.warning
+                data-silenced=move || badge.get().counts.silenced
                 data-severity=worst
                 on:click=move |_| tab.set(Tab::Alerts)
             >
-                <span class="alerts-badge-count" aria-hidden="true">{move || badge.get().count}</span>
-                <span class="alerts-badge-word" aria-hidden="true">{worst}</span>
+                {move || {
+                    badge
+                        .get()
+                        .parts()
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, (severity, words))| {
+                            view! {
+                                {(i > 0).then_some(view! { <span class="alerts-badge-sep" aria-hidden="true">"·"</span> })}
+                                <span
+                                    class=format!("alerts-badge-part {}", severity_class(Some(severity)))
+                                    data-severity=severity.as_str()
+                                    aria-hidden="true"
+                                >
+                                    {words}
+                                </span>
+                            }
+                        })
+                        .collect_view()
+                }}
             </a>
         </Show>
     }
+}
+
+/// Keeps the browser tab's title at "(2) gpudash — host": the firing alerts nobody silenced.
+fn follow_title(host: Memo<Option<HostInfo>>) {
+    let alerts = expect_context::<Alerts>();
+    Effect::new(move |_| {
+        let firing = alerts.state.with(|s| s.badge().count());
+        let title = host.with(|h| page_title(firing, h.as_ref().map(|h| h.hostname.as_str())));
+        document().set_title(&title);
+    });
 }
 
 /// `#whoami` with `#logout`, or `#login-open` and its form, where the server has tokens.

@@ -99,11 +99,12 @@ fn GpuRow(
     let gpu_state = Memo::new(move |_| {
         state.with(|s| row_state(gpu_state(index, s.device(index).and_then(|d| d.latest.as_ref()), &s.processes)))
     });
-    let state_text = move || match (gpu_state.get(), reserved_by.get()) {
-        (RowState::Lost, _) => "lost".to_owned(),
-        (RowState::Free, Some(who)) => reserved_text("reserved", &who),
-        (state, Some(who)) => reserved_text(&format!("{}, reserved", state.word()), &who),
-        (state, None) => state.word().to_owned(),
+    // Free only by the one rule (`shared::usability`): a GPU with a critical fault is unhealthy.
+    let unhealthy = Memo::new(move |_| state.with(|s| s.unhealthy(index)));
+    let state_text = move || state_words(gpu_state.get(), unhealthy.get().as_deref(), reserved_by.get().as_deref());
+    let state_class = move || {
+        let unhealthy = unhealthy.with(Option::is_some) && gpu_state.get() != RowState::Lost;
+        if unhealthy { "unhealthy" } else { gpu_state.get().class() }
     };
     let is_open = Memo::new(move |_| expanded.with(|open| open.contains(&index)));
     let toggle = move |_| {
@@ -127,7 +128,7 @@ fn GpuRow(
     };
     let row_class = move || {
         let level = findings.with(|f| severity::worst(f));
-        format!("gpu-row {} state-{}", level.class(), gpu_state.get().class())
+        format!("gpu-row {} state-{}", level.class(), state_class())
     };
     let detail_id = format!("gpu-detail-{index}");
 
@@ -169,7 +170,9 @@ fn GpuRow(
                     {move || latest.with(|s| or_na(s.as_ref().and_then(|s| s.temperature_c), |c| format!("{c} °C")))}
                 </td>
                 <td class="ov-power">{move || latest.with(|s| power_text(s.as_ref()))}</td>
-                <td class=move || format!("ov-state state-{}", gpu_state.get().class())>{state_text}</td>
+                <td class=move || format!("ov-state state-{}", state_class()) title=state_text>
+                    {state_text}
+                </td>
                 <td class="ov-users">
                     {move || {
                         owners
@@ -288,6 +291,23 @@ fn row_state(state: Option<GpuState>) -> RowState {
         Some(GpuState::Free) => RowState::Free,
         Some(GpuState::Busy) => RowState::Busy,
         Some(GpuState::HeldIdle) => RowState::HeldIdle,
+    }
+}
+
+/// What a row's State cell says: "lost"; "unhealthy: XID 79" (with "busy, " before it while a
+/// process holds it); "free", "busy", "held idle", each with ", reserved by ana" where a
+/// reservation holds it now (`reserved_by`: empty for a viewer who is not told who).
+fn state_words(state: RowState, unhealthy: Option<&str>, reserved_by: Option<&str>) -> String {
+    let words = match (state, unhealthy) {
+        (RowState::Lost, _) => return "lost".to_owned(),
+        (RowState::Free, Some(reason)) => format!("unhealthy: {reason}"),
+        (state, Some(reason)) => format!("{}, unhealthy: {reason}", state.word()),
+        (state, None) => state.word().to_owned(),
+    };
+    match reserved_by {
+        None => words,
+        Some(who) if state == RowState::Free && unhealthy.is_none() => reserved_text("reserved", who),
+        Some(who) => reserved_text(&format!("{words}, reserved"), who),
     }
 }
 
@@ -449,5 +469,19 @@ mod tests {
         assert_eq!(row_state(Some(GpuState::HeldIdle)).class(), "held-idle");
         assert_eq!(reserved_text("reserved", "ana"), "reserved by ana");
         assert_eq!(reserved_text("busy, reserved", ""), "busy, reserved");
+    }
+
+    #[test]
+    fn the_state_says_unhealthy_with_its_reason_never_free() {
+        assert_eq!(state_words(RowState::Free, None, None), "free");
+        assert_eq!(state_words(RowState::Free, Some("XID 79"), None), "unhealthy: XID 79");
+        assert_eq!(
+            state_words(RowState::Busy, Some("ECC: 2 uncorrected"), None),
+            "busy, unhealthy: ECC: 2 uncorrected"
+        );
+        assert_eq!(state_words(RowState::Lost, Some("lost"), Some("ana")), "lost");
+        assert_eq!(state_words(RowState::Free, None, Some("ana")), "reserved by ana");
+        assert_eq!(state_words(RowState::HeldIdle, None, Some("")), "held idle, reserved");
+        assert_eq!(state_words(RowState::Free, Some("XID 79"), Some("ana")), "unhealthy: XID 79, reserved by ana");
     }
 }

@@ -5,6 +5,7 @@ use shared::{
     activity::{GpuState, gpu_state},
     processes::usage_by_user,
     units::format_bytes,
+    usability::UnhealthyDevice,
 };
 
 use crate::{
@@ -33,6 +34,12 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                 .map(|d| d.info.index)
                 .filter(|&i| gpu_state(i, latest(i), &s.processes) == Some(GpuState::HeldIdle))
                 .collect::<Vec<_>>()
+        })
+    });
+    // Beside "Free:", what keeps a GPU out of it that no process explains (lost ones have their own line).
+    let unhealthy = Memo::new(move |_| {
+        state.with(|s| {
+            s.unhealthy_devices().into_iter().filter(|u| s.lost_reason(u.index).is_none()).collect::<Vec<_>>()
         })
     });
     let lost = Memo::new(move |_| {
@@ -114,6 +121,27 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                             .into_any()
                     }}
                 </p>
+                <Show when=move || !unhealthy.with(Vec::is_empty)>
+                    <p id="unhealthy-gpus" class="unhealthy-gpus">
+                        "Unhealthy: "
+                        {move || {
+                            unhealthy
+                                .get()
+                                .into_iter()
+                                .enumerate()
+                                .map(|(i, u)| {
+                                    let title = format!("Not free: {}", u.reason);
+                                    view! {
+                                        {(i > 0).then_some(", ")}
+                                        <span class="unhealthy-gpu" data-index=u.index title=title>
+                                            {unhealthy_entry(&u)}
+                                        </span>
+                                    }
+                                })
+                                .collect_view()
+                        }}
+                    </p>
+                </Show>
                 <Show when=move || !held_idle.with(Vec::is_empty)>
                     <p id="held-idle-gpus" class="held-idle-gpus" title="Memory held by processes that compute nothing">
                         {move || format!("Held idle: {}", gpu_list(&held_idle.get()))}
@@ -157,6 +185,11 @@ fn GpuLink(index: u32) -> impl IntoView {
     }
 }
 
+/// "GPU 1 (XID 79)".
+fn unhealthy_entry(device: &UnhealthyDevice) -> String {
+    format!("GPU {} ({})", device.index, device.reason)
+}
+
 /// "GPU 1, GPU 2".
 fn gpu_list(devices: &[u32]) -> String {
     devices.iter().map(|i| format!("GPU {i}")).collect::<Vec<_>>().join(", ")
@@ -170,5 +203,7 @@ mod tests {
     fn gpus_read_as_a_list() {
         assert_eq!(gpu_list(&[1, 2]), "GPU 1, GPU 2");
         assert_eq!(gpu_list(&[]), "");
+        let unhealthy = UnhealthyDevice { index: 4, reason: "ECC: 2 uncorrected".into() };
+        assert_eq!(unhealthy_entry(&unhealthy), "GPU 4 (ECC: 2 uncorrected)");
     }
 }

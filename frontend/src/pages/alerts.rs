@@ -1,18 +1,23 @@
 //! The Alerts tab: firing alerts first, then history (`GET /api/alerts`, kept current by
 //! the socket's `alert` events), filtered by state and GPU; an operator silences a
-//! firing alert from its row. Beside the list: the caller's notification subscriptions,
-//! the active silences, the webhooks' deliveries and the rules as they run.
+//! firing alert from its row, and an idle process's card offers Stop (SIGTERM, after a
+//! confirmation) where the caller may signal it. Beside the list: the caller's notification
+//! subscriptions, the active silences, the webhooks' deliveries and the rules as they run.
 
 use std::time::Duration;
 
 use leptos::prelude::*;
-use shared::{alerts::Alert, auth::Role};
+use shared::{
+    alerts::{Alert, Rule},
+    auth::Role,
+};
 
 use crate::{
     components::{
         alert_notify::NotifyPanel,
         alert_panels::{ReloadError, RulesPanel, SilenceForm, SilencesPanel, WebhooksPanel},
         format,
+        signals::{SignalControl, SignalPanel, stop_button},
     },
     hooks::{alerts::Alerts, poll::use_poll, session::Session, telemetry::Telemetry},
     pages::Tab,
@@ -32,6 +37,7 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
         alerts.load_list();
     });
     let gpus = Memo::new(move |_| telemetry.state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
+    let signals = SignalControl::for_table();
     let set_filter = move |change: &dyn Fn(&mut AlertFilter)| {
         alerts.filter.update(|f| change(f));
         alerts.load_list();
@@ -43,7 +49,11 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
         if shown.is_empty() {
             return view! { <li class="placeholder alerts-empty">"No alerts match."</li> }.into_any();
         }
-        shown.into_iter().map(|alert| view! { <AlertRow alert=alert now_ms=now_ms /> }).collect_view().into_any()
+        shown
+            .into_iter()
+            .map(|alert| view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> })
+            .collect_view()
+            .into_any()
     };
     view! {
         <main class="alerts-page">
@@ -51,7 +61,7 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
             <div class="section-head">
                 <h2 class="section-title">"Alerts"</h2>
                 <span id="alerts-firing" class="alerts-firing">
-                    {move || format!("{} firing", alerts.state.with(|s| s.firing))}
+                    {move || alerts.state.with(|s| s.badge().label())}
                 </span>
             </div>
             <Show when=move || alerts.load_error.with(Option::is_some)>
@@ -106,9 +116,10 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
     }
 }
 
-/// `li.alert-row` of one alert: severity in colour and word, what, where, who, when, and its silence.
+/// `li.alert-row` of one alert: severity in colour and word, what, where, who, when, its silence,
+/// and for an idle process, Stop.
 #[component]
-fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
+fn AlertRow(alert: Alert, now_ms: u64, telemetry: Telemetry, signals: Option<SignalControl>) -> impl IntoView {
     let session = expect_context::<Session>();
     let severity = alert.severity.as_str();
     let firing = alert.resolved_ms.is_none();
@@ -137,6 +148,9 @@ fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
         .map(|s| format!("silenced until {} by {} ({})", format::stamp(s.until_ms as f64), s.by, s.reason));
     let can_silence = firing && alert.silenced.is_none();
     let target = (alert.rule, alert.gpu_index);
+    let stop = signals.filter(|_| alert.rule == Rule::IdleHeld).zip(alert.pid).map(|(control, pid)| {
+        view! { <IdleStop control=control pid=pid gpu=alert.gpu_index firing=firing telemetry=telemetry /> }
+    });
     view! {
         <li
             class=format!("alert-row sev-{severity}")
@@ -163,6 +177,27 @@ fn AlertRow(alert: Alert, now_ms: u64) -> impl IntoView {
             <Show when=move || can_silence && session.allows(Role::Operator)>
                 <SilenceForm rule=target.0 gpu=target.1 />
             </Show>
+            {stop}
         </li>
+    }
+}
+
+/// `.alert-signal`: Stop for the idle process of a firing alert, while the process is listed on its
+/// GPU and the caller may signal it; the question and the outcome stay on the card once it resolves.
+#[component]
+fn IdleStop(control: SignalControl, pid: u32, gpu: u32, firing: bool, telemetry: Telemetry) -> impl IntoView {
+    let listed =
+        move || telemetry.state.with(|s| s.processes.iter().find(|p| p.pid == pid && p.device == gpu).cloned());
+    let offered = Memo::new(move |_| {
+        firing
+            && telemetry
+                .state
+                .with(|s| s.processes.iter().any(|p| p.pid == pid && p.device == gpu && control.may_signal(p)))
+    });
+    view! {
+        <Show when=move || offered.get()>
+            <p class="alert-signal">{stop_button(control, pid, listed)}</p>
+        </Show>
+        <SignalPanel control=control pid=pid />
     }
 }

@@ -145,7 +145,7 @@ fn node_of<'a>(fleet: &'a FleetResponse, gpu: &FleetGpu) -> Option<&'a FleetNode
     fleet.nodes.iter().find(|n| n.instance == gpu.instance)
 }
 
-/// `tr.fleet-row` (and `.fleet-stale`, `.fleet-free`, `.fleet-lost`) of one GPU.
+/// `tr.fleet-row` (and `.fleet-stale`, `.fleet-free`, `.fleet-lost`, `.fleet-unhealthy`) of one GPU.
 fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
     let link = node.and_then(|n| n.url.clone());
     let host = gpu.hostname.clone();
@@ -178,6 +178,8 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
             Some(ms) => format!("stale since {}", format::time_of_day(ms as f64, true)),
             None => "stale".to_owned(),
         }
+    } else if let Some(reason) = &gpu.unhealthy {
+        format!("unhealthy: {reason}")
     } else if let Some(holder) = &gpu.reserved_by {
         format!("reserved by {holder}")
     } else if gpu.free {
@@ -191,6 +193,7 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
             class:fleet-stale=gpu.stale
             class:fleet-free=gpu.free
             class:fleet-lost=gpu.lost
+            class:fleet-unhealthy=gpu.unhealthy.is_some()
             data-host=gpu.hostname.clone()
             data-gpu=gpu.gpu
         >

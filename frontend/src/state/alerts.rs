@@ -9,6 +9,7 @@ use shared::alerts::{
     Alert, AlertEvent, AlertState, AlertsResponse, RuleSummary, Severity, Silence, Subscription, SubscriptionKind,
     SubscriptionsResponse, WebhookStatus, sort_for_display,
 };
+use shared::firing::FiringCounts;
 
 /// Resolved alerts the page keeps at most (firing ones are always kept).
 pub const KEPT_RESOLVED: usize = 1000;
@@ -68,33 +69,68 @@ impl AlertFilter {
     }
 }
 
-/// The header badge: how many alerts fire and the colour of the worst.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The header badge: the firing alerts nobody silenced, by severity ("2 critical · 8 warning"),
+/// coloured by the worst; silenced ones only in its tooltip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Badge {
-    pub count: u32,
-    /// The worst severity among firing alerts nobody silenced; `None` when all are silenced (or none fire).
-    pub worst: Option<Severity>,
+    pub counts: FiringCounts,
 }
 
 impl Badge {
-    /// The badge's accessible label: "3 alerts firing", "1 alert firing", "no alerts firing".
+    /// Firing alerts nobody silenced: the badge's number and the tab title's.
+    pub fn count(&self) -> u32 {
+        self.counts.unsilenced()
+    }
+
+    /// The worst severity among them; `None` when none fire unsilenced.
+    pub fn worst(&self) -> Option<Severity> {
+        self.counts.worst()
+    }
+
+    /// Its words, worst first: "1 critical · 8 warning".
+    pub fn parts(&self) -> Vec<(Severity, String)> {
+        self.counts.parts().into_iter().map(|(s, n)| (s, format!("{n} {}", s.as_str()))).collect()
+    }
+
+    /// The badge's accessible label: "10 alerts firing: 2 critical, 8 warning (1 silenced)",
+    /// "1 alert firing: 1 critical", "no alerts firing".
     pub fn label(&self) -> String {
-        match self.count {
+        let parts: Vec<String> = self.parts().into_iter().map(|(_, words)| words).collect();
+        let firing = match self.count() {
             0 => "no alerts firing".to_owned(),
-            1 => "1 alert firing".to_owned(),
-            n => format!("{n} alerts firing"),
+            1 => format!("1 alert firing: {}", parts.join(", ")),
+            n => format!("{n} alerts firing: {}", parts.join(", ")),
+        };
+        match self.counts.silenced {
+            0 => firing,
+            n => format!("{firing} ({n} silenced)"),
         }
     }
 
     /// The CSS class of its colour: `sev-critical`, `sev-warning`, `sev-info`, or `sev-none`.
     pub fn class(&self) -> &'static str {
-        match self.worst {
-            Some(Severity::Critical) => "sev-critical",
-            Some(Severity::Warning) => "sev-warning",
-            Some(Severity::Info) => "sev-info",
-            None => "sev-none",
-        }
+        severity_class(self.worst())
     }
+}
+
+/// The CSS class of a severity's colour; `sev-none` for none.
+pub fn severity_class(severity: Option<Severity>) -> &'static str {
+    match severity {
+        Some(Severity::Critical) => "sev-critical",
+        Some(Severity::Warning) => "sev-warning",
+        Some(Severity::Info) => "sev-info",
+        None => "sev-none",
+    }
+}
+
+/// The browser tab's title: "(2) gpudash — node1" while two alerts fire unsilenced,
+/// "gpudash — node1" while none do, "gpudash" before the host is known.
+pub fn page_title(firing: u32, hostname: Option<&str>) -> String {
+    let name = match hostname {
+        Some(host) => format!("gpudash — {host}"),
+        None => "gpudash".to_owned(),
+    };
+    if firing == 0 { name } else { format!("({firing}) {name}") }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -115,7 +151,8 @@ impl AlertsState {
     /// Takes in a `GET /api/alerts` answer (whatever its filter): its alerts join the known
     /// ones, and the counts, silences, webhooks and rules replace the page's.
     pub fn apply_response(&mut self, response: AlertsResponse) {
-        let AlertsResponse { alerts, firing, silences, webhooks, rules, reload_error } = response;
+        // `counts` is the rule the badge applies to the alerts it knows, which follow every event.
+        let AlertsResponse { alerts, firing, counts: _, silences, webhooks, rules, reload_error } = response;
         for alert in alerts {
             self.merge(alert);
         }
@@ -158,15 +195,10 @@ impl AlertsState {
         alerts
     }
 
-    /// What the header badge shows.
+    /// What the header badge shows: the firing alerts the page knows, by the server's count rule
+    /// ([`FiringCounts::of`]; the page loads every firing alert and follows each change).
     pub fn badge(&self) -> Badge {
-        let worst = self
-            .known
-            .iter()
-            .filter(|a| a.state() == AlertState::Firing && a.silenced.is_none())
-            .map(|a| a.severity)
-            .max();
-        Badge { count: self.firing, worst }
+        Badge { counts: FiringCounts::of(&self.known) }
     }
 
     /// The caller's subscription of `kind`, if it has one.
@@ -329,27 +361,42 @@ mod tests {
     }
 
     #[test]
-    fn the_badge_counts_what_the_server_counts_coloured_by_the_worst_unsilenced() {
+    fn the_badge_counts_by_severity_and_leaves_silenced_alerts_out() {
         let mut state = AlertsState::default();
-        assert_eq!(state.badge(), Badge { count: 0, worst: None });
+        assert_eq!(state.badge(), Badge::default());
         assert_eq!(state.badge().label(), "no alerts firing");
         state.apply_event(event(alert(1, Rule::Temperature, Severity::Warning, 0, None), 1));
-        assert_eq!(state.badge().label(), "1 alert firing");
+        assert_eq!(state.badge().label(), "1 alert firing: 1 warning");
         assert_eq!(state.badge().class(), "sev-warning");
         let mut xid = alert(2, Rule::Xid, Severity::Critical, 0, None);
         state.apply_event(event(xid.clone(), 2));
-        assert_eq!(state.badge(), Badge { count: 2, worst: Some(Severity::Critical) });
-        assert_eq!(state.badge().label(), "2 alerts firing");
-        // Silenced, the critical one still counts but no longer colours the badge; the silence is listed.
+        assert_eq!((state.badge().count(), state.badge().worst()), (2, Some(Severity::Critical)));
+        assert_eq!(state.badge().label(), "2 alerts firing: 1 critical, 1 warning");
+        let words: Vec<String> = state.badge().parts().into_iter().map(|(_, w)| w).collect();
+        assert_eq!(words, ["1 critical", "1 warning"]);
+        // Silenced, the critical one no longer counts nor colours the badge; the silence is listed.
         xid.silenced = Some(silence(7, 5_000));
         state.apply_event(event(xid, 2));
-        assert_eq!(state.badge(), Badge { count: 2, worst: Some(Severity::Warning) });
+        assert_eq!((state.badge().count(), state.badge().worst()), (1, Some(Severity::Warning)));
+        assert_eq!(state.badge().label(), "1 alert firing: 1 warning (1 silenced)");
         assert_eq!(state.active_silences(1_000).iter().map(|s| s.id).collect::<Vec<_>>(), [7]);
         assert!(state.active_silences(5_000).is_empty(), "an ended silence is not active");
         state.lift(7);
         assert!(state.silences.is_empty() && state.known.iter().all(|a| a.silenced.is_none()));
         state.apply_event(event(alert(1, Rule::Temperature, Severity::Warning, 0, Some(50)), 1));
-        assert_eq!(state.badge(), Badge { count: 1, worst: Some(Severity::Critical) });
+        assert_eq!(state.badge().counts, FiringCounts { critical: 1, ..FiringCounts::default() });
+        // An alert the overview now rates worse moves to its new severity.
+        state.apply_event(event(alert(3, Rule::Temperature, Severity::Warning, 1, None), 2));
+        state.apply_event(event(alert(3, Rule::Temperature, Severity::Critical, 1, None), 2));
+        assert_eq!(state.badge().counts, FiringCounts { critical: 2, ..FiringCounts::default() });
+    }
+
+    #[test]
+    fn the_tab_title_carries_the_unsilenced_firing_count() {
+        assert_eq!(page_title(2, Some("node1")), "(2) gpudash — node1");
+        assert_eq!(page_title(0, Some("node1")), "gpudash — node1");
+        assert_eq!(page_title(0, None), "gpudash");
+        assert_eq!(page_title(1, None), "(1) gpudash");
     }
 
     #[test]

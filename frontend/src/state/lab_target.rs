@@ -20,7 +20,7 @@ pub struct GpuChoice {
     pub index: u32,
     /// "GPU 2 — busy: ana 20.0 GiB (NVIDIA H200)".
     pub label: String,
-    /// What the GPU is: "free", "busy", "held idle", "reserved" or "lost" (the option's `data-state`).
+    /// What the GPU is: "free", "busy", "held idle", "reserved", "unhealthy" or "lost" (the option's `data-state`).
     pub state: &'static str,
 }
 
@@ -50,6 +50,9 @@ fn status(
     let Some(use_state) = gpu_state(index, latest, &state.processes) else {
         return ("lost", String::new());
     };
+    if let Some(reason) = state.unhealthy(index) {
+        return ("unhealthy", format!(": {reason}"));
+    }
     if free {
         return ("free", String::new());
     }
@@ -70,12 +73,12 @@ fn status(
     }
 }
 
-/// The GPU the picker starts on: the first free one, else the first that answers, else GPU 0.
+/// The GPU the picker starts on: the first free one, else the first that answers and is healthy, else GPU 0.
 pub fn default_gpu(choices: &[GpuChoice]) -> u32 {
     choices
         .iter()
         .find(|c| c.state == "free")
-        .or_else(|| choices.iter().find(|c| c.state != "lost"))
+        .or_else(|| choices.iter().find(|c| !matches!(c.state, "lost" | "unhealthy")))
         .map_or(0, |c| c.index)
 }
 

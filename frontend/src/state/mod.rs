@@ -16,6 +16,8 @@ use shared::{
     health::DeviceHealth,
     processes::GpuProcess,
     reservations::{Reservation, free_unreserved},
+    severity::Condition,
+    usability::{UnhealthyDevice, unhealthy_devices},
 };
 
 /// One GPU as the page shows it.
@@ -134,15 +136,35 @@ impl DashboardState {
         self.processes.iter().filter(move |p| p.device == index)
     }
 
-    /// GPUs no process holds and none of `reservations` holds at `now_ms`, in the server's order:
-    /// the rule of [`free_unreserved`], as `/api/processes` applies it.
+    /// GPU `index`'s condition as the severity rules read it (its latest sample and health).
+    pub fn condition(&self, index: u32) -> Option<Condition> {
+        let device = self.device(index)?;
+        Some(Condition::of(&device.info, device.latest.as_ref(), self.health(index)))
+    }
+
+    /// Every GPU's condition, in the server's order.
+    fn conditions(&self) -> Vec<(u32, Condition)> {
+        self.devices
+            .iter()
+            .map(|d| (d.info.index, Condition::of(&d.info, d.latest.as_ref(), self.health(d.info.index))))
+            .collect()
+    }
+
+    /// Why GPU `index` cannot take new work ([`shared::usability::unhealthy`]), when it cannot.
+    pub fn unhealthy(&self, index: u32) -> Option<String> {
+        shared::usability::unhealthy(&self.condition(index)?)
+    }
+
+    /// Every unhealthy GPU, lost ones included, in the server's order: `unhealthy_devices` of `/api/processes`.
+    pub fn unhealthy_devices(&self) -> Vec<UnhealthyDevice> {
+        unhealthy_devices(self.conditions().iter().map(|(i, c)| (*i, c)))
+    }
+
+    /// GPUs that are healthy, held by no process and by none of `reservations` at `now_ms`, in
+    /// the server's order: the rule of [`free_unreserved`], as `/api/processes` applies it.
     pub fn free_devices(&self, reservations: &[Reservation], now_ms: u64) -> Vec<u32> {
-        free_unreserved(
-            self.devices.iter().map(|d| (d.info.index, d.latest.as_ref())),
-            &self.processes,
-            reservations,
-            now_ms,
-        )
+        let conditions = self.conditions();
+        free_unreserved(conditions.iter().map(|(i, c)| (*i, c)), &self.processes, reservations, now_ms)
     }
 }
 
@@ -254,5 +276,21 @@ mod tests {
         state.apply_tick(Tick { seq: 2, samples: vec![lost] });
         assert_eq!(state.lost_reason(1), Some("fell off"));
         assert!(state.free_devices(&[], 0).is_empty());
+    }
+
+    #[test]
+    fn a_gpu_with_a_recent_hardware_xid_is_unhealthy_not_free() {
+        use shared::health::XidEvent;
+        let mut state = DashboardState::default();
+        snapshot(&mut state, 1);
+        state.apply_details(Details::default());
+        assert_eq!(state.free_devices(&[], 0), [0, 1]);
+        let xid = XidEvent { device: 1, timestamp_ms: 10_000, code: 79, meaning: String::new() };
+        let health = DeviceHealth { index: 1, timestamp_ms: 10_000, xids: vec![xid], ..DeviceHealth::default() };
+        state.apply_details(Details { health: vec![health], ..Details::default() });
+        assert_eq!(state.free_devices(&[], 0), [0]);
+        assert_eq!(state.unhealthy(1).as_deref(), Some("XID 79"));
+        assert_eq!(state.unhealthy_devices(), [UnhealthyDevice { index: 1, reason: "XID 79".into() }]);
+        assert_eq!(state.unhealthy(0), None);
     }
 }

@@ -8,7 +8,9 @@
 //! [rules.temperature]
 //! celsius = 85          # 30 to 120
 //! for = "1m"            # how long it must hold before it fires
-//! severity = "warning"  # info, warning or critical
+//! severity = "warning"  # info, warning or critical: the least an alert of the rule is; one
+//!                       # whose reading the overview rates worse (92 °C past a GPU's 87 °C
+//!                       # slowdown, a hardware XID) takes the overview's level
 //!
 //! [rules.gpu_free]
 //! for = "30s"           # a job restarting within this does not count
@@ -95,8 +97,9 @@ impl Default for Rules {
             temperature_celsius: 85,
             clock_events: on(Severity::Warning, 60),
             clock_event_reasons: DEFAULT_CLOCK_EVENT_REASONS.iter().map(|s| (*s).to_owned()).collect(),
-            xid: on(Severity::Critical, 0),
-            xid_quiet: Duration::from_secs(600),
+            // Critical for every code but an application's own (`shared::severity::xid_level`).
+            xid: on(Severity::Warning, 0),
+            xid_quiet: Duration::from_millis(shared::severity::XID_RECENT_MS),
             xid_ignore: Vec::new(),
             ecc: on(Severity::Critical, 0),
             device_lost: on(Severity::Critical, 0),

@@ -22,6 +22,7 @@ use std::time::Duration;
 use shared::alerts::{
     Alert, AlertEvent, MAX_SILENCES_PER_USER, Rule, RuleSummary, Silence, Subscription, SubscriptionKind, WebhookStatus,
 };
+use shared::firing::FiringCounts;
 use tokio::sync::{broadcast, watch};
 
 pub use config::{AlertsConfig, AlertsFileError, Rules, Webhook, WebhookFormat};
@@ -158,6 +159,11 @@ impl Alerts {
         lock(&self.inner.book).firing_count()
     }
 
+    /// The firing alerts by severity, silenced ones apart.
+    pub fn counts(&self) -> FiringCounts {
+        FiringCounts::of(lock(&self.inner.book).firing())
+    }
+
     /// True when alerts outlive the process (kept in the history database).
     pub fn persistent(&self) -> bool {
         self.inner.store.persistent()
@@ -204,7 +210,7 @@ impl Alerts {
             match change.kind {
                 ChangeKind::Fired => firing = firing.saturating_sub(1),
                 ChangeKind::Resolved => firing += 1,
-                ChangeKind::Updated | ChangeKind::Silenced => {}
+                ChangeKind::Updated | ChangeKind::Rated | ChangeKind::Silenced => {}
             }
         }
         for (change, firing) in changes.iter().zip(counts) {
@@ -320,8 +326,9 @@ fn log(change: &Change) {
         ChangeKind::Silenced if a.silenced.is_some() => "silenced",
         ChangeKind::Silenced => "no longer silenced",
         ChangeKind::Updated => "updated",
+        ChangeKind::Rated => "re-rated",
     };
-    tracing::info!(target: "gpudash::alerts", id = a.id, rule = a.rule.as_str(), gpu = a.gpu_index, "alert {what}: {}", a.message);
+    tracing::info!(target: "gpudash::alerts", id = a.id, rule = a.rule.as_str(), gpu = a.gpu_index, severity = a.severity.as_str(), "alert {what}: {}", a.message);
 }
 
 /// The rule name `name`, or a message listing the rules.

@@ -8,6 +8,8 @@ use shared::alerts::{Rule, Silence};
 use shared::health::{DeviceHealth, xid_meaning};
 use shared::processes::GpuProcess;
 use shared::reservations::{Reservation, holder, is_intruder};
+use shared::severity::{Condition, clock_event, memory_level, temperature_level, xid_level};
+use shared::usability::unhealthy;
 use shared::{DeviceInfo, DeviceSample};
 
 use super::config::{RuleConfig, Rules};
@@ -162,14 +164,19 @@ impl Book {
             return self.resolve(&key, now);
         }
         let Some(t) = gpu.answering().and_then(|s| s.temperature_c) else { return };
+        // How bad it is, the overview's own rule: critical from the GPU's slowdown threshold.
+        let severity = config.severity.rated(temperature_level(Some(t), gpu.info.slowdown_temp_c));
         if self.is_firing(&key) {
             if t + 3 < celsius {
                 self.resolve(&key, now);
+            } else {
+                self.rate(&key, severity);
             }
         } else if let Some(held) = self.held(&key, t >= celsius, ms(config.hold), now) {
             let message = format!("{} at {t} °C{}, at or above {celsius} °C", gpu.label(), for_(held));
             let action = "check the fans and the airflow; the GPU holds its clocks down to cool, so jobs slow down";
-            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+            let draft = Draft { severity, ..self.draft(config, key, gpu, message, action) };
+            self.fire(draft, silences, now);
         }
     }
 
@@ -185,15 +192,20 @@ impl Book {
         let Some(events) = gpu.answering().and_then(|s| s.clock_events.as_ref()) else { return };
         let active: Vec<&str> =
             events.iter().filter(|e| rules.clock_event_reasons.contains(e)).map(String::as_str).collect();
+        let level = active.iter().filter_map(|e| clock_event(e)).map(|(level, _)| level).max().unwrap_or_default();
+        let severity = config.severity.rated(level);
         if self.is_firing(&key) {
             if active.is_empty() {
                 self.resolve(&key, now);
+            } else {
+                self.rate(&key, severity);
             }
         } else if let Some(held) = self.held(&key, !active.is_empty(), ms(config.hold), now) {
             let message = format!("{} has its clocks held down by {}{}", gpu.label(), active.join(", "), for_(held));
             let action = "the GPU protects itself from heat or a power emergency: check cooling, power supply and \
                           `nvidia-smi -q -d PERFORMANCE`; jobs run slower until it clears";
-            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+            let draft = Draft { severity, ..self.draft(config, key, gpu, message, action) };
+            self.fire(draft, silences, now);
         }
     }
 
@@ -209,16 +221,20 @@ impl Book {
         let total = gpu.info.memory_total;
         let Some(used) = gpu.answering().and_then(|s| s.memory_used).filter(|_| total > 0) else { return };
         let share = used as f64 / total as f64 * 100.0;
+        let severity = config.severity.rated(memory_level(Some(used), total));
         if self.is_firing(&key) {
             if share < percent - 2.0 {
                 self.resolve(&key, now);
+            } else {
+                self.rate(&key, severity);
             }
         } else if let Some(held) = self.held(&key, share >= percent, ms(config.hold), now) {
             let message =
                 format!("{} has {share:.1}% of its memory in use{} (threshold {percent}%)", gpu.label(), for_(held));
             let action = "the next allocation on it may fail with out-of-memory: see who holds it on the Processes \
                           view, and free what is not needed";
-            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+            let draft = Draft { severity, ..self.draft(config, key, gpu, message, action) };
+            self.fire(draft, silences, now);
         }
     }
 
@@ -236,6 +252,9 @@ impl Book {
         }
         let counted: Vec<_> = fresh.into_iter().filter(|x| !rules.xid_ignore.contains(&x.code)).collect();
         let label = gpu.label();
+        // An application's fault warns, any other code is critical: the overview's rule.
+        let level = counted.iter().map(|x| xid_level(x.code)).max().unwrap_or_default();
+        let severity = config.severity.rated(level);
         if let Some(latest) = counted.iter().max_by_key(|x| x.timestamp_ms) {
             let (code, meaning) = (latest.code, xid_meaning(latest.code));
             if let Some(firing) = self.firing.get_mut(&key) {
@@ -246,13 +265,17 @@ impl Book {
                     firing.events,
                     human_ago(firing.alert.fired_ms, now)
                 );
-                self.changes.push(Change { kind: ChangeKind::Updated, alert: firing.alert.clone() });
+                // A worse code makes the alert worse (announced); a milder one leaves it as it was.
+                let kind = if severity > firing.alert.severity { ChangeKind::Rated } else { ChangeKind::Updated };
+                firing.alert.severity = firing.alert.severity.max(severity);
+                self.changes.push(Change { kind, alert: firing.alert.clone() });
                 return;
             }
             let message = format!("{label} reported XID {code}: {meaning}");
             let action = "look the code up in NVIDIA's XID catalogue and the kernel log (dmesg); application faults \
                           (13, 31, 43) need the job's owner, hardware ones (48, 79, 94, 95) a reset or a ticket";
-            self.fire(self.draft(config, key, gpu, message, action), silences, now);
+            let draft = Draft { severity, ..self.draft(config, key, gpu, message, action) };
+            self.fire(draft, silences, now);
         } else if self.firing.get(&key).is_some_and(|f| now.saturating_sub(f.last_event_ms) >= ms(rules.xid_quiet)) {
             self.resolve(&key, now);
         }
@@ -336,9 +359,11 @@ impl Book {
         if !config.enabled {
             return;
         }
+        // Free by the one rule (`shared::usability`): an unhealthy GPU whose jobs ended is not.
+        let unhealthy = unhealthy(&Condition::of(gpu.info, gpu.sample, gpu.health)).is_some();
         let memory = self.gpus.entry(gpu.info.uuid.clone()).or_default();
-        if gpu.answering().is_none() {
-            // Lost (or not sampled yet): neither free nor in use; start over when it answers.
+        if gpu.answering().is_none() || unhealthy {
+            // Lost, faulty (or not sampled yet): neither free nor in use; start over when it is fine.
             memory.had_process = false;
             return self.resolve(&key, now);
         }

@@ -31,6 +31,9 @@ pub enum ChangeKind {
     /// Still firing with a new message (another XID); stored, not announced.
     Updated,
     Resolved,
+    /// Still firing at another severity: its reading crossed one of the overview's levels
+    /// (`shared::severity`); announced, so the badge counts it where it now belongs.
+    Rated,
     /// A silence began or ended on it.
     Silenced,
 }
@@ -153,6 +156,16 @@ impl Book {
         self.next_id += 1;
         self.changes.push(Change { kind: ChangeKind::Fired, alert: alert.clone() });
         self.firing.insert(key, Firing { alert, last_event_ms: now_ms, events: 1, adopted: false });
+    }
+
+    /// Gives the alert firing for `key`, if one is, the severity its reading is rated now.
+    pub(super) fn rate(&mut self, key: &Key, severity: Severity) {
+        if let Some(firing) = self.firing.get_mut(key)
+            && firing.alert.severity != severity
+        {
+            firing.alert.severity = severity;
+            self.changes.push(Change { kind: ChangeKind::Rated, alert: firing.alert.clone() });
+        }
     }
 
     /// Resolves the alert firing for `key`, if one is.

@@ -26,7 +26,10 @@ fn condition(rules: &Rules, rule: Rule) -> String {
     match rule {
         Rule::Temperature => {
             let c = rules.temperature_celsius;
-            format!("temperature ≥ {c} °C{held}; resolves below {} °C", c.saturating_sub(3))
+            format!(
+                "temperature ≥ {c} °C{held}; critical from the GPU's own slowdown threshold; resolves below {} °C",
+                c.saturating_sub(3)
+            )
         }
         Rule::ClockEvents => format!("clocks held down by {}{held}", rules.clock_event_reasons.join(" or ")),
         Rule::Xid => {
@@ -37,7 +40,11 @@ fn condition(rules: &Rules, rule: Rule) -> String {
                 let codes: Vec<String> = rules.xid_ignore.iter().map(u64::to_string).collect();
                 format!(" (except {})", codes.join(", "))
             };
-            format!("any XID error{ignored}; resolves after {quiet} without one")
+            let application: Vec<String> = shared::severity::APPLICATION_XIDS.iter().map(u64::to_string).collect();
+            format!(
+                "any XID error{ignored}, critical but for an application's ({}); resolves after {quiet} without one",
+                application.join(", ")
+            )
         }
         Rule::Ecc => format!("an uncorrectable ECC error, a failed row remap or a remap pending a reset{held}"),
         Rule::DeviceLost => format!("the GPU stops answering (fell off the bus){held}"),

@@ -453,3 +453,37 @@ fn an_oom_fires_at_once_for_the_processs_user_and_resolves_when_quiet_or_gone() 
     w.ooms = vec![oom(702 * S)];
     assert!(w.at(702 * S).is_empty(), "turned off in the alerts file");
 }
+
+#[test]
+fn an_alert_is_as_bad_as_the_overview_rates_its_reading() {
+    let mut w = World::new();
+    (w.rules.temperature.hold, w.rules.temperature_celsius) = (Duration::ZERO, 80);
+    w.devices[0].slowdown_temp_c = Some(87);
+    w.samples[0].temperature_c = Some(84);
+    let fired = w.at(0);
+    assert_eq!((fired[0].kind, fired[0].alert.severity), (ChangeKind::Fired, Severity::Warning), "⚠ near slowdown");
+    w.samples[0].temperature_c = Some(92);
+    let rated = w.at(S);
+    assert_eq!((rated[0].kind, rated[0].alert.severity), (ChangeKind::Rated, Severity::Critical), "✖ past it");
+    assert!(w.at(2 * S).is_empty(), "rated once");
+    // An application's XID warns, a hardware one is critical, and makes the alert critical.
+    w.health[1].xids.push(xid(1, 10, 13));
+    assert_eq!(w.at(3 * S)[0].alert.severity, Severity::Warning);
+    w.health[1].xids.push(xid(1, 20, 79));
+    let worse = w.at(4 * S);
+    assert_eq!((worse[0].kind, worse[0].alert.severity), (ChangeKind::Rated, Severity::Critical));
+}
+
+#[test]
+fn an_unhealthy_gpu_whose_jobs_ended_is_not_announced_free() {
+    let mut w = World::new();
+    w.rules.gpu_free.hold = Duration::ZERO;
+    w.rules.xid.enabled = false;
+    w.processes = vec![process(0, 7, "eli")];
+    w.at(0);
+    w.processes.clear();
+    w.health[0].xids.push(xid(0, 1, 79));
+    assert!(w.at(S).is_empty(), "XID 79: not free");
+    w.health[0].xids.clear();
+    assert!(w.at(2 * S).is_empty(), "its jobs were lost with it: nothing came free");
+}

@@ -33,10 +33,12 @@ pub enum Action {
     ReservationCreate,
     /// Ending a reservation before its time.
     ReservationRelease,
+    /// The auth file re-read on SIGHUP: its tokens put in force, or the file refused.
+    AuthReload,
 }
 
 impl Action {
-    pub const ALL: [Self; 16] = [
+    pub const ALL: [Self; 17] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -53,6 +55,7 @@ impl Action {
         Self::ProcessSignal,
         Self::ReservationCreate,
         Self::ReservationRelease,
+        Self::AuthReload,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -74,6 +77,7 @@ impl Action {
             Self::ProcessSignal => "process.signal",
             Self::ReservationCreate => "reservation.create",
             Self::ReservationRelease => "reservation.release",
+            Self::AuthReload => "auth.reload",
         }
     }
 
@@ -96,6 +100,7 @@ impl Action {
             Self::ProcessSignal => "signalling a process",
             Self::ReservationCreate => "reserving a GPU",
             Self::ReservationRelease => "releasing a reservation",
+            Self::AuthReload => "reloading the tokens",
         }
     }
 }
@@ -125,6 +130,7 @@ impl Action {
             Self::ProcessSignal => "signalled a process",
             Self::ReservationCreate => "reserved a GPU",
             Self::ReservationRelease => "released a reservation",
+            Self::AuthReload => "reloaded the tokens",
         }
     }
 }

@@ -1,20 +1,25 @@
 //! Who is asking: roles, tokens (kept only as SHA-256 hashes, compared in
-//! constant time), browser sessions, and the policy for anonymous access.
+//! constant time, replaced on SIGHUP by [`Auth::reload`]), browser sessions, and the
+//! policy for anonymous access.
 
+mod append;
+mod reload;
 mod tokens;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use append::{AddRefused, Added, NEW_FILE_MODE, add_token};
+pub use reload::{ReloadRefused, TokensChanged};
 pub use shared::auth::Role;
 pub use tokens::{
-    ADMIN_SESSION_LIFETIME, AuthConfig, AuthError, SESSION_LIFETIME, TokenEntry, hash_token, hex as tokens_hex,
-    new_token,
+    ADMIN_SESSION_LIFETIME, AuthConfig, AuthError, BadUserName, SESSION_LIFETIME, TokenEntry, file_entry, hash_token,
+    hex as tokens_hex, new_token, valid_user,
 };
 
 /// Failed token attempts (logins or Bearer headers) from one address before its
@@ -86,24 +91,36 @@ pub enum Refused {
 struct Session {
     user: String,
     role: Role,
+    /// The SHA-256 of the token it was opened with: the session ends when a reload drops that token.
+    token: [u8; 32],
     expires: Instant,
 }
 
-/// A browser session as a request presents it: the key to check it again later
-/// (an open WebSocket closes when its session ends) and when it expires.
+/// A browser session, or a bearer token, as a request presents it: the key to check it again
+/// later (an open WebSocket closes when its session ends or its token is removed) and when it expires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SessionRef {
+    /// The SHA-256 of the session id, or of the token when `bearer`.
     key: [u8; 32],
+    bearer: bool,
     pub expires: Instant,
 }
 
+/// How long a socket opened with a bearer token may stay open: as long as the token is in force.
+const BEARER_LIFETIME: Duration = Duration::from_secs(86_400 * 365 * 30);
+
 /// Tokens, sessions and the anonymous policy of one running server.
 pub struct Auth {
+    /// The access policy, as read at start (its `tokens` are moved to `tokens`).
     config: AuthConfig,
+    /// The tokens in force: those of start-up until a reload replaces them.
+    tokens: RwLock<Vec<TokenEntry>>,
+    /// Tokens were configured at start; a reload never changes this (see [`Auth::reload`]).
+    enabled: bool,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
     sessions: Mutex<Sessions>,
     failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
-    /// Bumped whenever a session ends early (logout), so open WebSockets re-check theirs.
+    /// Bumped whenever a session ends early (logout, a token removed), so open WebSockets re-check theirs.
     ended: tokio::sync::watch::Sender<u64>,
 }
 
@@ -116,14 +133,17 @@ struct Sessions {
 
 impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Auth").field("tokens", &self.config.tokens.len()).finish_non_exhaustive()
+        f.debug_struct("Auth").field("tokens", &read(&self.tokens).len()).finish_non_exhaustive()
     }
 }
 
 impl Auth {
-    pub fn new(config: AuthConfig) -> Self {
+    pub fn new(mut config: AuthConfig) -> Self {
+        let tokens = std::mem::take(&mut config.tokens);
         Self {
             config,
+            enabled: !tokens.is_empty(),
+            tokens: RwLock::new(tokens),
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
             failures: Mutex::new(HashMap::new()),
             ended: tokio::sync::watch::Sender::new(0),
@@ -132,11 +152,12 @@ impl Auth {
 
     /// True when tokens are configured (otherwise every caller is the single local user).
     pub fn enabled(&self) -> bool {
-        !self.config.tokens.is_empty()
+        self.enabled
     }
 
-    pub fn config(&self) -> &AuthConfig {
-        &self.config
+    /// `/metrics` is open to scrapers without a token.
+    pub fn open_metrics(&self) -> bool {
+        self.config.open_metrics
     }
 
     /// The role an anonymous caller gets: everything when no tokens are configured
@@ -168,14 +189,12 @@ impl Auth {
     /// Looks a presented token up among the configured hashes, touching every entry
     /// so the time taken says nothing about which (or whether one) matched.
     pub fn check_token(&self, token: &str) -> Option<Identity> {
-        let presented = hash_token(token);
-        let mut found = None;
-        for entry in &self.config.tokens {
-            if bool::from(subtle::ConstantTimeEq::ct_eq(&entry.sha256[..], &presented[..])) {
-                found = Some(Identity { user: entry.user.clone(), role: entry.role, anonymous: false });
-            }
-        }
-        found
+        find(&read(&self.tokens), &hash_token(token))
+    }
+
+    /// What a request with the bearer `token` holds: alive while the token is in force.
+    pub fn bearer(&self, token: &str) -> SessionRef {
+        SessionRef { key: hash_token(token), bearer: true, expires: Instant::now() + BEARER_LIFETIME }
     }
 
     /// Who sent a request with these credentials, and the session it came with.
@@ -185,7 +204,7 @@ impl Auth {
         session: Option<&str>,
     ) -> Result<(Identity, Option<SessionRef>), Unauthorized> {
         if let Some(token) = bearer {
-            return self.check_token(token).map(|who| (who, None)).ok_or(Unauthorized::BadToken);
+            return self.check_token(token).map(|who| (who, Some(self.bearer(token)))).ok_or(Unauthorized::BadToken);
         }
         if let Some(id) = session {
             let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
@@ -193,7 +212,7 @@ impl Auth {
             match sessions.by_key.get(&key) {
                 Some(s) if s.expires > Instant::now() => {
                     let who = Identity { user: s.user.clone(), role: s.role, anonymous: false };
-                    return Ok((who, Some(SessionRef { key, expires: s.expires })));
+                    return Ok((who, Some(SessionRef { key, bearer: false, expires: s.expires })));
                 }
                 Some(_) => {
                     sessions.by_key.remove(&key);
@@ -210,7 +229,12 @@ impl Auth {
     /// ones count against the address, and past [`FAILURES_ALLOWED`] in a minute they
     /// are answered [`Refused::Throttled`] (tokens are 256 bits: this is about load, not guessing).
     pub fn check_token_from(&self, token: &str, from: IpAddr) -> Result<Identity, Refused> {
-        if let Some(identity) = self.check_token(token) {
+        self.check_among(&read(&self.tokens), token, from)
+    }
+
+    /// [`Auth::check_token_from`] against `tokens` (the caller holds them).
+    fn check_among(&self, tokens: &[TokenEntry], token: &str, from: IpAddr) -> Result<Identity, Refused> {
+        if let Some(identity) = find(tokens, &hash_token(token)) {
             return Ok(identity);
         }
         let mut failures = lock(&self.failures);
@@ -235,7 +259,9 @@ impl Auth {
 
     /// Trades a token for a session id (the cookie value) that lasts `lifetime`, or says why not.
     pub fn login(&self, token: &str, from: IpAddr) -> Result<(Identity, String, Duration), Refused> {
-        let identity = self.check_token_from(token, from)?;
+        // Held until the session is in: a reload removing the token then ends this session too.
+        let tokens = read(&self.tokens);
+        let identity = self.check_among(&tokens, token, from)?;
         let lifetime = self.config.session_lifetime(identity.role);
         let id = new_token();
         let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
@@ -251,14 +277,22 @@ impl Auth {
             }
             sessions.sweep_at = (2 * sessions.by_key.len()).clamp(1024, MAX_SESSIONS);
         }
-        sessions
-            .by_key
-            .insert(key, Session { user: identity.user.clone(), role: identity.role, expires: now + lifetime });
+        let session = Session {
+            user: identity.user.clone(),
+            role: identity.role,
+            token: hash_token(token),
+            expires: now + lifetime,
+        };
+        sessions.by_key.insert(key, session);
         Ok((identity, id, lifetime))
     }
 
-    /// The session is still open (not logged out, not expired).
+    /// The session is still open (not logged out, not expired, its token not removed); for a
+    /// bearer token, the token is still in force.
     pub fn session_alive(&self, session: &SessionRef) -> bool {
+        if session.bearer {
+            return find(&read(&self.tokens), &session.key).is_some();
+        }
         session.expires > Instant::now() && lock(&self.sessions).by_key.contains_key(&session.key)
     }
 
@@ -276,8 +310,24 @@ impl Auth {
     }
 }
 
+/// The entry whose hash is `presented`, touching every entry so the time taken says nothing
+/// about which (or whether one) matched.
+fn find(tokens: &[TokenEntry], presented: &[u8; 32]) -> Option<Identity> {
+    let mut found = None;
+    for entry in tokens {
+        if bool::from(subtle::ConstantTimeEq::ct_eq(&entry.sha256[..], &presented[..])) {
+            found = Some(Identity { user: entry.user.clone(), role: entry.role, anonymous: false });
+        }
+    }
+    found
+}
+
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -136,8 +136,13 @@ impl AuthConfig {
     fn from_file(path: &Path) -> Result<Self, AuthError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
-        let bad = |message: String| AuthError::File { path: shown.clone(), message };
-        let file: File = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        Self::parse_file(&text, &shown)
+    }
+
+    /// The policy and tokens of an auth file's text; `shown` names the file in errors.
+    pub fn parse_file(text: &str, shown: &str) -> Result<Self, AuthError> {
+        let bad = |message: String| AuthError::File { path: shown.to_owned(), message };
+        let file: File = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
         let access = |name: &str, value: &str| match value {
             "open" => Ok(true),
             "token" => Ok(false),
@@ -190,11 +195,18 @@ fn parse_env(spec: &str) -> Result<Vec<TokenEntry>, EnvTokenError> {
 #[error("user name '{0}' must be 1–64 letters, digits or . _ - @")]
 pub struct BadUserName(pub String);
 
-fn valid_user(user: &str) -> Result<(), BadUserName> {
+/// Checks a user name against what tokens, sessions and the audit log accept.
+pub fn valid_user(user: &str) -> Result<(), BadUserName> {
     if user.is_empty() || user.len() > 64 || !user.chars().all(|c| c.is_ascii_alphanumeric() || "._-@".contains(c)) {
         return Err(BadUserName(user.to_owned()));
     }
     Ok(())
+}
+
+/// One `[[token]]` entry of the auth file, as `gpudash token` prints it and `gpudash token add`
+/// appends it (the user is one [`valid_user`] accepts: nothing in it needs quoting).
+pub fn file_entry(user: &str, role: Role, sha256: &[u8; 32]) -> String {
+    format!("[[token]]\nuser = \"{user}\"\nrole = \"{}\"\nsha256 = \"{}\"\n", role.name(), hex(sha256))
 }
 
 /// SHA-256 of a token: what the server keeps and compares.

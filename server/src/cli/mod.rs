@@ -1,9 +1,10 @@
-//! Subcommands beside serving: `gpudash bench`, `gpudash token`, `gpudash alerts`, `gpudash doctor`.
+//! Subcommands beside serving: `gpudash bench`, `gpudash token` (and `token add`), `gpudash alerts`, `gpudash doctor`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod alerts;
 pub mod bench;
 pub mod doctor;
+pub mod token;
 
 use std::time::Duration;
 
@@ -25,34 +26,14 @@ pub enum Command {
     /// Check what the dashboard needs (driver, GPM, processes, sockets, disk, port, tokens, TLS), in
     /// words; takes the dashboard's flags after it. Exits 1 when something would stop it.
     Doctor(doctor::DoctorArgs),
-    /// Print a new random token and the auth-file entry (its SHA-256) that accepts it.
-    Token {
-        /// Who the token is for.
-        #[arg(long, default_value = "me")]
-        user: String,
-        /// viewer, operator or admin.
-        #[arg(long, default_value = "viewer", value_parser = ["viewer", "operator", "admin"])]
-        role: String,
-    },
+    /// Print a new random token and the auth-file entry (its SHA-256) that accepts it; `token add
+    /// NAME ROLE --auth-file FILE` appends that entry to the auth file itself.
+    Token(token::TokenArgs),
 }
 
 /// Reads the command line; `gpudash doctor` takes the dashboard's flags too ([`doctor::command`]).
 pub fn parse() -> crate::config::Cli {
     doctor::parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
-}
-
-/// `gpudash token`: the token for the user, the lines for the auth file.
-#[allow(clippy::print_stdout)]
-pub fn print_token(user: &str, role: &str) {
-    let token = crate::auth::new_token();
-    let hash = crate::auth::tokens_hex(&crate::auth::hash_token(&token));
-    println!("token (give it to {user}; it is not stored anywhere): {token}");
-    println!();
-    println!("auth file entry:");
-    println!("[[token]]");
-    println!("user = \"{user}\"");
-    println!("role = \"{role}\"");
-    println!("sha256 = \"{hash}\"");
 }
 
 /// The GPU lab's shared-server manners.

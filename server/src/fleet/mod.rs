@@ -9,6 +9,7 @@
 pub mod client;
 pub mod down;
 pub mod model;
+mod usable;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

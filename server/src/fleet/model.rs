@@ -7,12 +7,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use shared::fleet::{FleetChoices, FleetGpu, FleetNode, FleetSummary, FleetUser, NodeKind};
+use shared::usability::{is_free, unhealthy};
 
 use super::client::Series;
+use super::usable;
 
 const MIB: f64 = 1024.0 * 1024.0;
-/// Below this share of memory used, with 0% utilization, a GPU without process data counts as free.
-const FREE_MEMORY_SHARE: f64 = 0.01;
 
 /// What one refresh asks Prometheus, one query each, all evaluated at the same instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,10 +37,12 @@ pub enum Query {
     Processes,
     /// `gpudash_reservation_active` (gpudash only), instant: a released reservation drops out at once.
     Reserved,
+    /// What is wrong with each GPU (recent XIDs, ECC, remaps, clock events), one series per fault.
+    Faults,
 }
 
 impl Query {
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::Up,
         Self::LastSeen,
         Self::GpuUtil,
@@ -55,6 +57,7 @@ impl Query {
         Self::Lost,
         Self::Processes,
         Self::Reserved,
+        Self::Faults,
     ];
 
     /// The PromQL for a window of `window` (how long a silent node's last figures are kept).
@@ -76,6 +79,7 @@ impl Query {
             Self::Lost => last("gpudash_device_lost"),
             Self::Processes => "gpudash_process_memory_bytes".to_owned(),
             Self::Reserved => "gpudash_reservation_active".to_owned(),
+            Self::Faults => usable::promql(&w),
         }
     }
 }
@@ -126,6 +130,7 @@ struct Indexed<'a> {
     metrics: HashMap<Query, HashMap<GpuKey, Vec<&'a Series>>>,
     processes: ProcessesByGpu,
     reserved: HashMap<GpuKey, Vec<&'a Series>>,
+    faults: HashMap<GpuKey, Vec<&'a Series>>,
 }
 
 impl<'a> Indexed<'a> {
@@ -140,6 +145,7 @@ impl<'a> Indexed<'a> {
             metrics: GPU_METRICS.into_iter().map(|q| (q, by_gpu(get(q)))).collect(),
             processes: processes_by_gpu(get(Query::Processes)),
             reserved: by_gpu(get(Query::Reserved)),
+            faults: by_gpu(get(Query::Faults)),
         }
     }
 
@@ -264,13 +270,9 @@ fn gpu(index: &Indexed<'_>, node: &FleetNode, key: &GpuKey) -> FleetGpu {
     let users = users_of(node, key, &index.processes, stale, labels);
     let gpu_util = index.value(Query::GpuUtil, key);
     let reserved_by = index.reserved.get(key).and_then(|s| s.first()).map(|s| s.label("user").unwrap_or("reserved"));
-    let free = !stale
-        && !lost
-        && reserved_by.is_none()
-        && match &users {
-            Some(users) => users.is_empty(),
-            None => idle(memory_used, memory_total, gpu_util),
-        };
+    let condition = usable::condition(lost, index.faults.get(key).map_or(&[][..], Vec::as_slice));
+    let held = usable::held(stale, users.as_deref(), memory_used, memory_total, gpu_util);
+    let free = is_free(&condition, held, reserved_by.is_some());
     FleetGpu {
         instance: key.0.clone(),
         hostname: node.hostname.clone(),
@@ -284,6 +286,7 @@ fn gpu(index: &Indexed<'_>, node: &FleetNode, key: &GpuKey) -> FleetGpu {
         power_w: index.value(Query::Power, key),
         users,
         free,
+        unhealthy: unhealthy(&condition),
         reserved_by: reserved_by.map(str::to_owned),
         stale,
         lost,
@@ -330,16 +333,6 @@ fn users_of(
         None => pod.clone(),
     };
     Some(vec![FleetUser { user, memory: None, processes: 1 }])
-}
-
-/// Free by its figures alone: next to no memory used and no utilization.
-fn idle(used: Option<u64>, total: Option<u64>, util: Option<f64>) -> bool {
-    match (used, total, util) {
-        (Some(used), Some(total), Some(util)) if total > 0 => {
-            (used as f64) < FREE_MEMORY_SHARE * total as f64 && util <= 0.0
-        }
-        _ => false,
-    }
 }
 
 /// "gpu-07:9400" → "gpu-07"; "[::1]:9400" → "[::1]".
@@ -480,14 +473,6 @@ mod tests {
         let users = &sums[&("a:7070".to_owned(), 0)];
         assert_eq!(users["ana"], (3_000_000_000, 2));
         assert_eq!(users["bo"], (0, 1), "a negative reading counts as no memory");
-    }
-
-    #[test]
-    fn an_idle_gpu_needs_all_three_figures() {
-        assert!(idle(Some(0), Some(100), Some(0.0)));
-        assert!(!idle(Some(2), Some(100), Some(0.0)), "2% of memory used is not free");
-        assert!(!idle(Some(0), Some(100), Some(1.0)));
-        assert!(!idle(None, Some(100), Some(0.0)), "unknown figures are not free");
     }
 
     #[test]

@@ -125,6 +125,7 @@ pub async fn list(
     Ok(Json(AlertsResponse {
         alerts,
         firing: state.alerts.firing_count(),
+        counts: state.alerts.counts(),
         silences,
         webhooks,
         rules: state.alerts.rules(),

@@ -9,7 +9,9 @@ use shared::activity::gpu_state;
 use shared::auth::Role;
 use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
 use shared::reservations::{free_unreserved, intruders};
+use shared::severity::Condition;
 use shared::status::{degraded_reasons, status_of};
+use shared::usability::{UnhealthyDevice, unhealthy_devices};
 use shared::{Device, DevicesResponse};
 
 use super::auth::Caller;
@@ -63,8 +65,11 @@ pub struct ProcessesResponse {
     pub processes: Vec<GpuProcess>,
     /// Per user: GPUs and memory held, biggest first; empty for a viewer who may not see who.
     pub users: Vec<UserUsage>,
-    /// GPUs no process holds and no reservation holds now, by index.
+    /// GPUs free by `shared::usability::is_free`: healthy, held by no process and no reservation now.
     pub free_devices: Vec<u32>,
+    /// GPUs with a critical fault (lost, a recent hardware XID, an uncorrectable ECC error...),
+    /// with it in words: never free, whoever holds them.
+    pub unhealthy_devices: Vec<UnhealthyDevice>,
     /// PIDs of processes running on a GPU reserved by someone else now (advisory), ascending.
     pub intruders: Vec<u32>,
     /// Every answering GPU: free, busy, or held by processes that are all idle.
@@ -83,15 +88,25 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
     let telemetry = &state.telemetry;
     let processes = processes_for(&state, visibility(&state, caller.as_deref()));
     let latest = telemetry.latest();
-    let devices: Vec<_> =
-        telemetry.devices().iter().map(|d| (d.index, latest.iter().find(|s| s.index == d.index))).collect();
-    let states = devices
+    let health = telemetry.details().health;
+    let latest_of = |index: u32| latest.iter().find(|s| s.index == index);
+    let states = telemetry
+        .devices()
         .iter()
-        .filter_map(|&(index, latest)| Some(DeviceState { index, state: gpu_state(index, latest, &processes)? }))
+        .filter_map(|d| {
+            Some(DeviceState { index: d.index, state: gpu_state(d.index, latest_of(d.index), &processes)? })
+        })
         .collect();
+    let conditions: Vec<(u32, Condition)> = telemetry
+        .devices()
+        .iter()
+        .map(|d| (d.index, Condition::of(d, latest_of(d.index), health.iter().find(|h| h.index == d.index))))
+        .collect();
+    let conditions = || conditions.iter().map(|(index, c)| (*index, c));
     let now = now_ms();
     let reserved = state.reservations.active(now);
-    let free_devices = free_unreserved(devices, &processes, &reserved, now);
+    let free_devices = free_unreserved(conditions(), &processes, &reserved, now);
+    let unhealthy_devices = unhealthy_devices(conditions());
     // Told from the full list: a redacted process has no user to compare with the holder's.
     let full = state.telemetry.details().processes;
     let mut intruders: Vec<u32> = reserved.iter().flat_map(|r| intruders(r, &full, now)).collect();
@@ -102,6 +117,7 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
         users: usage_by_user(&processes),
         processes,
         free_devices,
+        unhealthy_devices,
         intruders,
         states,
     })

@@ -36,7 +36,8 @@ pub struct Caller {
     pub identity: Identity,
     /// Client address, for the audit log (behind a `--trusted-proxy`, the forwarded one).
     pub client: String,
-    /// The browser session the request came with, if any: a WebSocket closes when it ends.
+    /// The browser session (or bearer token) the request came with, if any: a WebSocket closes
+    /// when it ends (or the token is removed).
     pub session: Option<SessionRef>,
 }
 
@@ -109,7 +110,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
     let identified = match bearer {
         // A wrong Bearer token counts against the address, like a wrong login; a right one always works.
         Some(token) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
-            Ok(identity) => Ok((identity, None)),
+            Ok(identity) => Ok((identity, Some(state.auth.bearer(token)))),
             Err(refused) => {
                 // Aggregated per client and minute, like denied logins.
                 state.audit.record_denied("unknown", &client, Action::AuthBearer, &path, &refused.to_string());
@@ -122,8 +123,8 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
     let allowed = match (&identified, path.as_str()) {
         (_, p) if is_public(p) => true,
         // Scrapers: open by policy, or any valid token (not a browser's anonymous access).
-        (Ok((who, _)), "/metrics") => state.auth.config().open_metrics || !who.anonymous,
-        (Err(_), "/metrics") => state.auth.config().open_metrics && bearer.is_none(),
+        (Ok((who, _)), "/metrics") => state.auth.open_metrics() || !who.anonymous,
+        (Err(_), "/metrics") => state.auth.open_metrics() && bearer.is_none(),
         (Ok(_), _) => true,
         (Err(_), _) => false,
     };
@@ -173,7 +174,7 @@ fn tokenless_behind_proxy(
     }
     let only_local = !site.forwarded && site.loopback_host;
     // Health, and open metrics, for any local user: a health check or a Prometheus running as its own user.
-    let for_anyone_local = path == "/healthz" || (path == "/metrics" && state.auth.config().open_metrics);
+    let for_anyone_local = path == "/healthz" || (path == "/metrics" && state.auth.open_metrics());
     if only_local && !for_anyone_local {
         let own = local_user::own_uid();
         return match owner() {

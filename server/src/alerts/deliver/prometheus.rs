@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use shared::alerts::Rule;
+use shared::severity::{APPLICATION_XIDS, Level, MEMORY_CRITICAL, MEMORY_WARNING, clock_event};
 
 use crate::alerts::config::{AlertsConfig, Rules};
 
@@ -81,11 +82,10 @@ fn write_rule(out: &mut String, rules: &Rules, rule: &PromRule) {
     if !rule.hold.is_zero() {
         let _ = writeln!(out, "        for: {}", q(&prom_duration(rule.hold)));
     }
-    let severity = rules.rule(rule.rule).severity.as_str();
     let _ = writeln!(
         out,
         "        labels:\n          severity: {}\n          rule: {}",
-        q(severity),
+        q(&severity_label(rules, rule.rule)),
         q(rule.rule.as_str())
     );
     let _ = writeln!(
@@ -94,6 +94,40 @@ fn write_rule(out: &mut String, rules: &Rules, rule: &PromRule) {
         q(&rule.summary),
         q(&rule.description)
     );
+}
+
+/// The alert's `severity` label: the rule's own, raised to the level the overview gives the
+/// reading (`Severity::rated`), as gpudash's engine does; a template over `$value` where the
+/// level depends on it (an XID's code, the share of memory used). The temperature's level depends
+/// on each GPU's own slowdown threshold, which `/metrics` does not carry: it keeps the rule's own.
+fn severity_label(rules: &Rules, rule: Rule) -> String {
+    let own = rules.rule(rule).severity;
+    let rated = |level| own.rated(level).as_str();
+    match rule {
+        Rule::Xid if rated(Level::Warning) != rated(Level::Critical) => {
+            let application: Vec<String> =
+                APPLICATION_XIDS.iter().map(|code| format!("(eq $value {code}.0)")).collect();
+            format!(
+                "{{{{ if or {} }}}}{}{{{{ else }}}}{}{{{{ end }}}}",
+                application.join(" "),
+                rated(Level::Warning),
+                rated(Level::Critical)
+            )
+        }
+        Rule::ClockEvents => {
+            let level = rules.clock_event_reasons.iter().filter_map(|r| clock_event(r)).map(|(l, _)| l).max();
+            rated(level.unwrap_or_default()).to_owned()
+        }
+        Rule::MemoryFull if rated(Level::Critical) != rated(Level::Ok) => format!(
+            "{{{{ if ge $value {:.1} }}}}{}{{{{ else if ge $value {:.1} }}}}{}{{{{ else }}}}{}{{{{ end }}}}",
+            MEMORY_CRITICAL * 100.0,
+            rated(Level::Critical),
+            MEMORY_WARNING * 100.0,
+            rated(Level::Warning),
+            rated(Level::Ok)
+        ),
+        _ => own.as_str().to_owned(),
+    }
 }
 
 /// Ties a rule's expression to the same alert firing, so it resolves only past the hysteresis.
@@ -110,7 +144,11 @@ fn prom_rule(rules: &Rules, rule: Rule) -> Option<PromRule> {
             let (t, below) = (rules.temperature_celsius, rules.temperature_celsius.saturating_sub(3));
             let metric = "DCGM_FI_DEV_GPU_TEMP";
             (
-                vec![format!("Resolves below {below} °C, as gpudash does, by looking at its own firing alert.")],
+                vec![
+                    format!("Resolves below {below} °C, as gpudash does, by looking at its own firing alert;"),
+                    "gpudash makes it critical from the GPU's own slowdown threshold, which /metrics does not carry."
+                        .to_owned(),
+                ],
                 with_hysteresis(rule, &format!("{metric} >= {t}"), &format!("{metric} >= {below}")),
                 format!("{gpu} at {{{{ $value }}}} °C (threshold {t} °C for {})", prom_duration(hold)),
                 "Check the fans, the airflow and the inlet temperature; the GPU will slow its clocks to cool down."
@@ -303,5 +341,19 @@ mod tests {
         assert!(yaml.contains("from evil?- name: x\"."), "{yaml}");
         assert!(yaml.contains("DCGM_FI_DEV_XID_ERRORS > 0 != 43 and"));
         assert!(yaml.contains("if eq $value 79.0 }}GPU has fallen off the bus{{ else if"));
+    }
+
+    #[test]
+    fn severities_follow_the_overviews_levels_as_the_engine_does() {
+        let yaml = rules_yaml(&AlertsConfig::default(), "defaults");
+        let xid = "severity: \"{{ if or (eq $value 13.0) (eq $value 31.0) (eq $value 43.0) (eq $value 45.0) }}warning\
+                   {{ else }}critical{{ end }}\"";
+        assert!(yaml.contains(xid), "{yaml}");
+        assert!(yaml.contains("{{ if ge $value 98.0 }}critical{{ else if ge $value 90.0 }}warning{{ else }}warning"));
+        let clocks = yaml.split("GpudashClockEvents").nth(1).unwrap();
+        assert!(clocks.split("- alert").next().unwrap().contains("severity: \"critical\""), "thermal is ✖");
+        let mut critical = AlertsConfig::default();
+        critical.rules.xid.severity = shared::alerts::Severity::Critical;
+        assert!(rules_yaml(&critical, "c").contains("severity: \"critical\"\n          rule: \"xid\""));
     }
 }

@@ -1,0 +1,84 @@
+//! SIGHUP (`systemctl reload gpudash`): the alerts file and the auth file are read again. A bad
+//! file is refused with a logged error and what runs stays; the auth file's reload is audited.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::audit::{Action, Audit, Event, Outcome};
+use crate::{alerts, auth};
+
+/// What SIGHUP re-reads, and where it reports.
+#[derive(Debug)]
+pub struct Reloadable {
+    pub alerts: alerts::Alerts,
+    /// `--alerts-file`; `None` keeps the rules as they are.
+    pub alerts_file: Option<PathBuf>,
+    pub auth: Arc<auth::Auth>,
+    /// `--auth-file`; `None` keeps the tokens as they are.
+    pub auth_file: Option<PathBuf>,
+    pub audit: Audit,
+}
+
+/// Re-reads the files of `reloadable` on each SIGHUP until shutdown; without any, SIGHUP is
+/// logged and changes nothing. Always handled: SIGHUP's default action would end the process.
+pub fn on_sighup(reloadable: Reloadable, mut shutdown: watch::Receiver<bool>) -> std::io::Result<()> {
+    let mut hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+    let reloadable = Arc::new(reloadable);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = hangups.recv() => {
+                    if reloadable.alerts_file.is_none() && reloadable.auth_file.is_none() {
+                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file, no --auth-file)");
+                        continue;
+                    }
+                    let reloadable = reloadable.clone();
+                    // Reading the files blocks.
+                    let _ = tokio::task::spawn_blocking(move || reloadable.reload()).await;
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+    Ok(())
+}
+
+impl Reloadable {
+    fn reload(&self) {
+        if let Some(path) = &self.alerts_file {
+            let _ = self.alerts.reload(path);
+        }
+        if let Some(path) = &self.auth_file {
+            self.reload_tokens(path);
+        }
+    }
+
+    /// The auth file's tokens (with `GPUDASH_TOKENS`, which the process was started with) put in
+    /// force, or the file refused and the tokens in force kept.
+    fn reload_tokens(&self, path: &std::path::Path) {
+        let env = std::env::var("GPUDASH_TOKENS").ok();
+        let reloaded = auth::AuthConfig::load(Some(path), env.as_deref()).map_err(auth::ReloadRefused::from);
+        let target = path.display().to_string();
+        let (outcome, detail) = match reloaded.and_then(|config| self.auth.reload(config)) {
+            Ok(changed) => {
+                tracing::info!("auth file {target} reloaded: {changed}");
+                (Outcome::Ok, changed.to_string())
+            }
+            Err(refused) => {
+                tracing::error!("{refused}; the tokens already in force stay");
+                (Outcome::Failed, refused.to_string())
+            }
+        };
+        let event = Event {
+            user: "gpudash",
+            client: "SIGHUP",
+            action: Action::AuthReload,
+            target: &target,
+            outcome,
+            detail: &detail,
+        };
+        self.audit.record(&event);
+    }
+}
