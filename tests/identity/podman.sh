@@ -26,18 +26,10 @@ TIMEOUT=${GPUDASH_PODMAN_TIMEOUT:-30}
 POINTER=${TMPDIR:-/tmp}/gpudash-podman.dir
 CACHE=${GPUDASH_IDENTITY_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/gpudash-identity}
 
-die() { echo "podman.sh: error: $*" >&2; exit 1; }
-note() { echo "podman.sh: $*" >&2; }
+ME=podman.sh
+# shellcheck source=tests/identity/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# wait_until SECONDS COMMAND...: poll COMMAND every 50 ms until it succeeds; 1 on deadline.
-wait_until() {
-    local limit=$1; shift
-    local deadline=$(( ${EPOCHREALTIME/./} + limit * 1000000 ))
-    until "$@"; do
-        (( ${EPOCHREALTIME/./} < deadline )) || return 1
-        sleep 0.05
-    done
-}
 
 resolve_dir() {   # sets DIR from $1, $GPUDASH_PODMAN_DIR or the pointer file
     DIR=${1:-${GPUDASH_PODMAN_DIR:-}}
@@ -75,14 +67,6 @@ service_pid() {   # prints the pid of DIR's live podman service, 1 if none
     echo "$pid"
 }
 
-# gone PID: true once PID has exited; a zombie counts as gone (the daemons are re-parented to
-# pid 1, which may take a while to reap them, and kill -0 still succeeds on a zombie)
-gone() {
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-    stat=${stat##*) }
-    [[ ${stat:0:1} == Z ]]
-}
 
 storage_users() {   # pids whose command line names DIR/storage/ (conmon, podman cleanup)
     local f

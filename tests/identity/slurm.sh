@@ -27,27 +27,11 @@ PORT=${GPUDASH_SLURM_PORT:-6817}
 PROCTRACK=${GPUDASH_SLURM_PROCTRACK:-cgroup}
 NODE=$(hostname -s)
 
-die() { echo "slurm.sh: error: $*" >&2; exit 1; }
-note() { echo "slurm.sh: $*" >&2; }
+ME=slurm.sh
+# shellcheck source=tests/identity/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# wait_until SECONDS COMMAND...: poll COMMAND every 50 ms until it succeeds; 1 on deadline.
-wait_until() {
-    local limit=$1; shift
-    local deadline=$(( ${EPOCHREALTIME/./} + limit * 1000000 ))
-    until "$@"; do
-        (( ${EPOCHREALTIME/./} < deadline )) || return 1
-        sleep 0.05
-    done
-}
 
-# gone PID: true once PID has exited; a zombie counts as gone (daemons are re-parented to pid 1,
-# which may take a while to reap them, and kill -0 still succeeds on a zombie)
-gone() {
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-    stat=${stat##*) }
-    [[ ${stat:0:1} == Z ]]
-}
 
 resolve_dir() {   # sets DIR from $1, $GPUDASH_SLURM_DIR or the pointer file
     DIR=${1:-${GPUDASH_SLURM_DIR:-}}
