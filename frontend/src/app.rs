@@ -12,7 +12,7 @@ use crate::{
     },
     hooks::{
         alerts::use_alerts, lab::use_lab, reservations::use_reservations, session::use_session,
-        telemetry::use_telemetry, theme::use_theme,
+        telemetry::use_telemetry, theme::use_theme, url::use_url_view,
     },
     pages::{
         Tab,
@@ -37,17 +37,16 @@ pub fn App() -> impl IntoView {
     let telemetry = use_telemetry(session, lab_state.write_only(), alerts_state.write_only());
     let lab = use_lab(lab_state, telemetry, session);
     let alerts = use_alerts(alerts_state, telemetry, session);
-    let tab = RwSignal::new(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
+    // The tab and the rest of the view, kept in the URL so that a link shows the same.
+    let view = use_url_view(lab.selected);
+    let tab = view.tab;
+    provide_context(view);
     provide_context(session);
     provide_context(lab);
     provide_context(alerts);
     provide_context(tab.read_only());
     // One reservations poll for the two tabs that show them (the Dashboard's panel and cards, the Lab's picker).
     provide_context(use_reservations(Memo::new(move |_| matches!(tab.get(), Tab::Dashboard | Tab::Lab))));
-    let follow = window_event_listener(ev::hashchange, move |_| {
-        tab.set(Tab::from_fragment(&window().location().hash().unwrap_or_default()));
-    });
-    on_cleanup(move || follow.remove());
 
     let can_view = Memo::new(move |_| session.can_view());
     let exposed = move || session.me.with(|m| m.as_ref().is_some_and(|m| m.exposed_without_auth));
@@ -142,13 +141,19 @@ fn SkipToProcesses(tab: RwSignal<Tab>) -> impl IntoView {
         let _ = window().location().set_hash("processes");
         // After the dashboard's panel is shown again, so that it can be scrolled to.
         request_animation_frame(|| {
-            let target = document().get_element_by_id("processes");
-            if let Some(target) = target.and_then(|t| t.dyn_into::<web_sys::HtmlElement>().ok()) {
-                // Focusable by script only, so that Tab goes on from the table.
-                let _ = target.set_attribute("tabindex", "-1");
-                target.scroll_into_view();
-                let _ = target.focus();
+            // Folded for many GPUs: unfolded first, the table built at the next frame.
+            if let Some(fold) = document().get_element_by_id("fold-processes") {
+                let _ = fold.set_attribute("open", "");
             }
+            request_animation_frame(|| {
+                let target = document().get_element_by_id("processes");
+                if let Some(target) = target.and_then(|t| t.dyn_into::<web_sys::HtmlElement>().ok()) {
+                    // Focusable by script only, so that Tab goes on from the table.
+                    let _ = target.set_attribute("tabindex", "-1");
+                    target.scroll_into_view();
+                    let _ = target.focus();
+                }
+            });
         });
     };
     view! {

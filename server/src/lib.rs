@@ -9,16 +9,22 @@ pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod cli;
+pub mod clock;
 pub mod config;
+pub mod export;
 pub mod fleet;
 pub mod lab;
+mod open;
+pub mod prom_text;
 pub mod reload;
 pub mod reservations;
 pub mod signals;
 pub mod store;
+pub mod sync;
 pub mod telemetry;
 pub mod usage;
 pub mod web;
+pub mod wiring;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -179,11 +185,10 @@ pub async fn start_with(
     .map_err(std::io::Error::other)?;
     let telemetry = Arc::new(
         Telemetry::new(host, source.devices())
-            .with_redacted_frames(auth.admits_anonymous_viewers())
             .with_hardware(topology, source.device_query())
             .with_idle_rule(options.idle),
     );
-    let recorder = options.store.as_ref().map(Store::recorder).transpose().map_err(std::io::Error::other)?;
+    let recorder = open::recorder(options.store.as_ref()).await?;
     let mut first_tick = telemetry.subscribe();
     let details_period = source.details_period(options.interval);
     let identities = telemetry::identity::Identities::start(options.identity, &source.devices())?;
@@ -195,8 +200,7 @@ pub async fn start_with(
     let lab = {
         let lab_options = options.lab.clone().with_server(options.store.as_ref().map(Store::path));
         let (telemetry, simulated) = (telemetry.clone(), options.simulated_lab.clone());
-        let setup =
-            tokio::task::spawn_blocking(move || lab::LabSetup::for_telemetry(&telemetry, &lab_options, &simulated));
+        let setup = tokio::task::spawn_blocking(move || wiring::lab::lab_setup(&telemetry, &lab_options, &simulated));
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
     };
     let tls = match &options.tls {
@@ -204,17 +208,13 @@ pub async fn start_with(
         None => None,
     };
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let audit = match &options.store {
-        Some(store) => audit::Audit::sqlite(store.path()).map_err(std::io::Error::other)?,
-        None => audit::Audit::memory(),
-    }
-    .keeping(options.audit_retention);
-    let alerts = open_alerts(options.store.as_ref(), options.alerts).await?;
-    let reservations = open_reservations(options.store.as_ref()).await?;
+    let audit = open::audit(options.store.as_ref()).await?.keeping(options.audit_retention);
+    let alerts = open::alerts(options.store.as_ref(), options.alerts).await?;
+    let reservations = open::reservations(options.store.as_ref()).await?;
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
-    deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
+    open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
-    watch_ooms(&alerts, &bridge);
+    open::watch_ooms(&alerts, &bridge);
     let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
     // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
     let reloadable = reload::Reloadable {
@@ -225,7 +225,7 @@ pub async fn start_with(
         audit: audit.clone(),
     };
     reload::on_sighup(reloadable, shutdown_rx.clone())?;
-    let usage = open_usage(options.store.as_ref())?;
+    let usage = open::usage(options.store.as_ref()).await?;
     let minute_retention = options.store.as_ref().map_or(store::Retention::default().minute, |s| s.retention().minute);
     let usage_engine =
         usage::engine::spawn(usage.clone(), &telemetry, details_period, minute_retention, shutdown_rx.clone())?;
@@ -241,6 +241,7 @@ pub async fn start_with(
     tracing::info!("answering to the host names: {}", site.describe());
     let app = web::app(AppState {
         telemetry: telemetry.clone(),
+        live_frames: web::LiveFrames::relay(&telemetry, auth.admits_anonymous_viewers()),
         store: options.store,
         shutdown: shutdown_rx.clone(),
         lab_frames: web::LabFrames::relay(&lab),
@@ -262,75 +263,6 @@ pub async fn start_with(
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
     Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine, usage, usage_engine })
-}
-
-/// The usage sums, kept in the history database, or in memory with `--no-history`.
-fn open_usage(store: Option<&Store>) -> std::io::Result<store::usage::UsageStore> {
-    match store {
-        Some(store) => store::usage::UsageStore::open(store.path()),
-        None => {
-            tracing::warn!("usage sums are kept in memory only (--no-history): a restart forgets them");
-            store::usage::UsageStore::memory()
-        }
-    }
-    .map_err(std::io::Error::other)
-}
-
-/// The reservations, kept in the history database, or in memory with `--no-history` (opening reads
-/// the current ones: off the runtime's workers).
-async fn open_reservations(store: Option<&Store>) -> std::io::Result<reservations::Reservations> {
-    let path = store.map(|s| s.path().to_owned());
-    if path.is_none() {
-        tracing::warn!("reservations are kept in memory only (--no-history): a restart forgets them");
-    }
-    tokio::task::spawn_blocking(move || reservations::Reservations::open(path.as_deref(), telemetry::now_ms()))
-        .await
-        .map_err(std::io::Error::other)?
-        .map_err(std::io::Error::other)
-}
-
-/// The alerts, kept in the history database, or in memory with `--no-history` (reading the
-/// firing ones back blocks: off the runtime's workers).
-async fn open_alerts(store: Option<&Store>, config: alerts::AlertsConfig) -> std::io::Result<alerts::Alerts> {
-    let (path, keep) = match store {
-        Some(store) => (Some(store.path().to_owned()), store.retention().minute),
-        None => (None, store::Retention::default().minute),
-    };
-    tokio::task::spawn_blocking(move || {
-        let kept = match &path {
-            Some(path) => store::alerts::AlertStore::open(path),
-            None => {
-                tracing::warn!("alerts are kept in memory only (--no-history): a restart forgets them");
-                store::alerts::AlertStore::memory()
-            }
-        };
-        alerts::Alerts::open(kept.map_err(std::io::Error::other)?, config, keep).map_err(std::io::Error::other)
-    })
-    .await
-    .map_err(std::io::Error::other)?
-}
-
-/// Starts the webhook deliveries of `alerts` (the file's webhooks and `flags`), shows their
-/// status in `GET /api/alerts`, and hands them the webhooks of every alerts file reloaded.
-fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut shutdown: watch::Receiver<bool>) {
-    let mut config = alerts.config();
-    let deliveries = alerts::deliver::start_for(&config.borrow_and_update(), &flags, host, alerts.subscribe());
-    let reported = deliveries.clone();
-    alerts.report_webhooks(move || reported.status());
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                changed = config.changed() => {
-                    if changed.is_err() {
-                        return;
-                    }
-                    let reloaded = config.borrow_and_update().clone();
-                    deliveries.replace(alerts::deliver::webhooks_for(&reloaded, &flags));
-                }
-                _ = shutdown.changed() => return,
-            }
-        }
-    });
 }
 
 impl Running {
@@ -428,18 +360,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         let config = config.clone();
         tokio::task::spawn_blocking(move || open_source(&config)).await.context("opening the GPU source")?
     };
-    let store = match &config.data_dir {
-        Some(dir) => {
-            let simulated = config.simulate.is_some();
-            let store = Store::open(dir, simulated, config.retention)?;
-            tracing::info!("history in {}", store.path().display());
-            Some(store)
-        }
-        None => {
-            tracing::warn!("history is off (--no-history): charts show only what arrives while the page is open");
-            None
-        }
-    };
+    let store = open::store(config.data_dir.clone(), config.simulate.is_some(), config.retention).await?;
     let options = Options {
         alerts,
         alerts_file: config.alerts_file.clone(),
@@ -451,7 +372,10 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         // The lab's part of --simulate-fault (wrong-result); the simulator injects the rest. The simulator's
         // processes make GPUs busy for the lab as NVML's do on hardware.
         simulated_lab: lab::SimulatedLab {
-            probe: Some(Arc::new(lab::guards::SimulatedProbe::with_faults(&config.faults).following_simulator())),
+            probe: Some(Arc::new(
+                lab::guards::SimulatedProbe::with_wrong_results(wiring::lab::faulty_gpus(&config.faults))
+                    .following_simulator(),
+            )),
             ..lab::SimulatedLab::default()
         },
         exposed_without_auth: exposed && auth.tokens.is_empty(),
@@ -478,25 +402,4 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     signal.await;
     tracing::info!("shutting down");
     running.shutdown().await.context("the server stopped with an error")
-}
-
-/// The `oom` rule reads the out-of-memory errors attached PyTorch processes reported.
-fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
-    let bridge = Arc::downgrade(bridge);
-    alerts.watch_ooms(move |now| {
-        let Some(bridge) = bridge.upgrade() else { return Vec::new() };
-        bridge
-            .recent_ooms(now)
-            .into_iter()
-            .map(|oom| alerts::OomSignal {
-                pid: oom.pid,
-                gpu_uuid: oom.gpu_uuid,
-                device: oom.record.device,
-                owner: oom.owner,
-                reporter: oom.reporter,
-                at_ms: oom.record.at_ms,
-                what: oom.record.figures(),
-            })
-            .collect()
-    });
 }

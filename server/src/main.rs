@@ -27,7 +27,10 @@ fn main() -> ExitCode {
         None => {}
     }
     let config = Config::from(cli);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // A dashboard's requests are short and its heavy work runs on threads of its own (sampler, SQLite,
+    // lab): a few runtime workers serve a team, and each one idle still holds a stack and a malloc arena.
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, RUNTIME_WORKERS));
+    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::error!("cannot start the async runtime: {e}");
@@ -42,6 +45,10 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The most async runtime workers, whatever the core count (tokio's default is one per core: 16 on
+/// the H200 machine).
+const RUNTIME_WORKERS: usize = 4;
 
 /// Completes on Ctrl-C or SIGTERM (what systemd and `kill` send).
 async fn shutdown_signal() {

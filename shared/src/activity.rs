@@ -129,6 +129,23 @@ pub fn idle_memory(processes: &[&GpuProcess]) -> u64 {
     processes.iter().filter(|p| p.idle.is_some()).map(|p| p.used_memory.unwrap_or(0)).sum()
 }
 
+/// GPU util at or above which a process judged idle by SM activity needs saying why: "util"
+/// counts any kernel running, SM activity how much of the SMs it keeps busy.
+pub const HIGH_UTIL_PERCENT: u32 = 30;
+
+/// Why a process on a GPU at `util` % with `sm_active` % SM activity is judged idle although its
+/// util reads high, held for `idle_ms`: "util 98% but SM activity 0.3% for 31m: tiny kernels or
+/// a spin loop?". `None` when util is low (idle on every figure) or unknown. The page's row and
+/// the idle alert both say it.
+pub fn idle_despite_util(util: Option<u32>, sm_active: Option<f64>, idle_ms: u64) -> Option<String> {
+    let util = util.filter(|&u| u >= HIGH_UTIL_PERCENT)?;
+    let sm = sm_active.map_or_else(|| "below 1%".to_owned(), |sm| format!("{sm:.1}%"));
+    Some(format!(
+        "util {util}% but SM activity {sm} for {}: tiny kernels or a spin loop?",
+        crate::time::duration(idle_ms)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,6 +168,16 @@ mod tests {
         let lost = DeviceSample { lost: Some("gone".into()), ..Default::default() };
         assert_eq!(gpu_state(0, Some(&lost), &both), None);
         assert_eq!(idle_memory(&[&idle, &busy]), 3 << 30);
+    }
+
+    #[test]
+    fn idle_at_high_util_says_why() {
+        assert_eq!(
+            idle_despite_util(Some(98), Some(0.31), 31 * 60_000).as_deref(),
+            Some("util 98% but SM activity 0.3% for 31m: tiny kernels or a spin loop?")
+        );
+        assert_eq!(idle_despite_util(Some(5), Some(0.0), 60_000), None, "idle on every figure");
+        assert_eq!(idle_despite_util(None, Some(0.0), 60_000), None);
     }
 
     #[test]

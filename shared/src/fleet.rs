@@ -35,6 +35,9 @@ impl FleetResponse {
     /// Leaves out who holds each GPU (for an anonymous visitor when tokens exist): the
     /// shares stay, their names read [`crate::lab::HIDDEN_REQUESTER`], and the user picker is empty.
     pub fn hide_people(&mut self) {
+        for node in &mut self.nodes {
+            node.owners.clear();
+        }
         for user in self.gpus.iter_mut().filter_map(|gpu| gpu.users.as_mut()).flatten() {
             crate::lab::HIDDEN_REQUESTER.clone_into(&mut user.user);
         }
@@ -43,7 +46,7 @@ impl FleetResponse {
 }
 
 /// One scraped node (a Prometheus `instance`).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct FleetNode {
     /// Prometheus's `instance` label, e.g. "gpu-07:7070".
     pub instance: String,
@@ -70,15 +73,34 @@ pub struct FleetNode {
     pub last_error: Option<String>,
     pub gpus: u32,
     pub free_gpus: u32,
+    /// GPUs held and working (or otherwise not free: unhealthy), neither stale, lost nor reserved.
+    #[serde(default)]
+    pub busy_gpus: u32,
+    /// GPUs held at 0% utilization now ("held idle").
+    #[serde(default)]
+    pub idle_gpus: u32,
+    /// GPUs that fell off the bus.
+    #[serde(default)]
+    pub lost_gpus: u32,
+    /// GPUs under a reservation now (and not free for that).
+    #[serde(default)]
+    pub reserved_gpus: u32,
+    /// GPUs whose figures are not current (not lost).
+    #[serde(default)]
+    pub stale_gpus: u32,
+    /// Who holds its GPUs now, sorted, without repeats.
+    #[serde(default)]
+    pub owners: Vec<String>,
 }
 
 /// What serves a node's metrics.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum NodeKind {
     /// gpudash (it exports `gpudash_info`): users per GPU, a dashboard to link to.
     Gpudash,
     /// Anything else exporting dcgm-exporter's `DCGM_FI_DEV_*` names.
+    #[default]
     DcgmExporter,
 }
 
@@ -140,6 +162,35 @@ pub struct FleetSummary {
     pub stale_nodes: u32,
     pub gpus: u32,
     pub free_gpus: u32,
+    /// The per-node counts of [`FleetNode`], summed.
+    #[serde(default)]
+    pub busy_gpus: u32,
+    #[serde(default)]
+    pub idle_gpus: u32,
+    #[serde(default)]
+    pub lost_gpus: u32,
+    #[serde(default)]
+    pub reserved_gpus: u32,
+    #[serde(default)]
+    pub stale_gpus: u32,
+}
+
+/// Which GPUs `GET /api/fleet` lists: `gpus=all` (the default: every GPU that passes the
+/// filters) or `gpus=none` (hosts and counts only: the page's first answer, small at any size;
+/// a host's GPUs come from `GET /api/fleet/host/{instance}`).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FleetGpus {
+    #[default]
+    All,
+    None,
+}
+
+/// The query string of `GET /api/fleet` besides the filters.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FleetListing {
+    #[serde(default)]
+    pub gpus: FleetGpus,
 }
 
 /// Distinct values for the filter pickers.

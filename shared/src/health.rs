@@ -81,6 +81,11 @@ pub struct DeviceHealth {
     pub energy_mj: Option<u64>,
     /// The most recent XID errors, newest last.
     pub xids: Vec<XidEvent>,
+    /// When the facts that change rarely (modes, MIG, ECC, retired pages, remapped rows, BAR1,
+    /// NVLink state) were read: every 30 s on hardware, and at once after an XID error or a GPU
+    /// answering again; the traffic, replay and energy figures above are read on every pass.
+    /// `None` where a source reads everything on every pass.
+    pub facts_ms: Option<u64>,
 }
 
 /// Meaning of the XID codes an operator most often meets (NVIDIA's XID catalogue).

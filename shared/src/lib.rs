@@ -11,6 +11,7 @@ pub mod auth;
 pub mod bridge;
 #[cfg(feature = "chart")]
 pub mod chart;
+pub mod csv;
 pub mod firing;
 pub mod fleet;
 pub mod health;
@@ -28,6 +29,7 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod text;
+pub mod time;
 pub mod time_axis;
 pub mod topology;
 pub mod units;

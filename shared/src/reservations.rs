@@ -237,37 +237,36 @@ pub fn intruders(reservation: &Reservation, processes: &[GpuProcess], now_ms: u6
     pids
 }
 
-/// "2026-12-01 14:00 UTC".
-pub fn utc_minute(ms: u64) -> String {
-    let minutes = ms / 60_000;
-    let (days, minute_of_day) = (minutes / 1440, minutes % 1440);
-    let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", minute_of_day / 60, minute_of_day % 60)
+pub use crate::time::utc_minute;
+
+/// How soon a booking must start for a free GPU to mention it: within this, "Free" says "reserved from 14:00".
+pub const SOON_MS: u64 = 3 * 3_600_000;
+
+/// The next booking of GPU `device` that starts after `now_ms` and within [`SOON_MS`], if any.
+pub fn booked_soon(reservations: &[Reservation], device: u32, now_ms: u64) -> Option<&Reservation> {
+    reservations
+        .iter()
+        .filter(|r| r.devices.contains(&device) && r.start_ms > now_ms && r.start_ms - now_ms <= SOON_MS)
+        .min_by_key(|r| r.start_ms)
 }
 
-/// Howard Hinnant's `civil_from_days` for days since 1970-01-01 (never negative here).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
+/// What a free GPU says of a booking near: "reserved from 14:00" (in the zone `utc_offset` minutes
+/// east of UTC; the date too when it starts on another day: "reserved from 2025-12-02 00:30").
+pub fn free_note(reservations: &[Reservation], device: u32, now_ms: u64, utc_offset: i32) -> Option<String> {
+    let r = booked_soon(reservations, device, now_ms)?;
+    let time = crate::time::time_of_day(r.start_ms, utc_offset);
+    let date = crate::time::date(r.start_ms, utc_offset);
+    Some(if date == crate::time::date(now_ms, utc_offset) {
+        format!("reserved from {time}")
+    } else {
+        format!("reserved from {date} {time}")
+    })
 }
 
-/// Time left as the card says it: "2 h 10 m", "45 m", "under a minute".
+/// Time left as the card says it, in the one duration format ("2h 10m", "45m"), to the minute:
+/// "under a minute" below one.
 pub fn time_left(ms: u64) -> String {
-    let minutes = ms / 60_000;
-    match (minutes / (24 * 60), (minutes / 60) % 24, minutes % 60) {
-        (0, 0, 0) => "under a minute".to_owned(),
-        (0, 0, m) => format!("{m} m"),
-        (0, h, m) => format!("{h} h {m} m"),
-        (d, h, _) => format!("{d} d {h} h"),
-    }
+    if ms < 60_000 { "under a minute".to_owned() } else { crate::time::duration(ms / 60_000 * 60_000) }
 }
 
 #[cfg(test)]
@@ -388,9 +387,20 @@ mod tests {
     #[test]
     fn times_read_as_people_say_them() {
         assert_eq!(utc_minute(0), "1970-01-01 00:00 UTC");
-        assert_eq!(time_left(2 * H + 10 * 60_000 + 5), "2 h 10 m");
+        assert_eq!(time_left(2 * H + 10 * 60_000 + 5), "2h 10m");
         assert_eq!(time_left(59_000), "under a minute");
-        assert_eq!(time_left(50 * H), "2 d 2 h");
+        assert_eq!(time_left(50 * H), "2d 2h");
+    }
+
+    #[test]
+    fn a_free_gpu_says_when_a_booking_is_near() {
+        let list = [reservation(1, &[1], NOW + H, NOW + 2 * H), reservation(2, &[2], NOW + 4 * H, NOW + 5 * H)];
+        assert_eq!(free_note(&list, 1, NOW, 0).as_deref(), Some("reserved from 15:00"));
+        assert_eq!(free_note(&list, 1, NOW, 60).as_deref(), Some("reserved from 16:00"), "in the viewer's zone");
+        assert_eq!(free_note(&list, 1, NOW, 540).as_deref(), Some("reserved from 2025-12-02 00:00"));
+        assert_eq!(free_note(&list, 2, NOW, 0), None, "not within three hours");
+        assert_eq!(free_note(&list, 1, NOW + H, 0), None, "in force: not free, not to come");
+        assert_eq!(free_note(&list, 0, NOW, 0), None);
     }
 
     #[test]

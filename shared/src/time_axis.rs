@@ -90,16 +90,7 @@ impl Civil {
         let local = ms as i64 + offset_ms;
         let days = local.div_euclid(DAY_MS as i64);
         let ms_of_day = local.rem_euclid(DAY_MS as i64) as u64;
-        // Howard Hinnant's days_from_civil, inverted.
-        let z = days + 719_468;
-        let era = z.div_euclid(146_097);
-        let doe = z.rem_euclid(146_097);
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-        let mp = (5 * doy + 2) / 153;
-        let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-        let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-        let year = yoe + era * 400 + i64::from(month <= 2);
+        let (year, month, day) = crate::time::civil_from_days(days);
         // 1 January 1970 was a Thursday.
         let weekday = (days + 4).rem_euclid(7) as u32;
         Self { year, month, day, weekday, ms_of_day }

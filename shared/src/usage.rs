@@ -230,46 +230,22 @@ pub fn day_of(ms: u64, utc_offset: i32) -> u64 {
 /// `YYYY-MM-DD` of the day that holds `ms` in the zone `utc_offset` minutes east of UTC (the
 /// CSV's and the chart's day labels).
 pub fn date(ms: u64, utc_offset: i32) -> String {
-    utc_date(ms.saturating_add_signed(offset_ms(utc_offset)))
+    crate::time::date(ms, utc_offset)
 }
 
 /// The local midnight of a `YYYY-MM-DD` date in the zone `utc_offset` minutes east of UTC.
 pub fn parse_date(text: &str, utc_offset: i32) -> Option<u64> {
-    parse_utc_date(text)?.checked_add_signed(-offset_ms(utc_offset))
+    crate::time::parse_date(text, utc_offset)
 }
 
 /// `YYYY-MM-DD` of the UTC day that holds `ms`.
 pub fn utc_date(ms: u64) -> String {
-    // Howard Hinnant's civil-from-days.
-    let z = (ms / DAY_MS) as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+    crate::time::date(ms, 0)
 }
 
 /// Midnight UTC of a `YYYY-MM-DD` date (years 1970 to 9999), ms since the epoch.
 pub fn parse_utc_date(text: &str) -> Option<u64> {
-    let mut parts = text.trim().splitn(3, '-').map(str::parse::<i64>);
-    let (year, month, day) = (parts.next()?.ok()?, parts.next()?.ok()?, parts.next()?.ok()?);
-    if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    // Howard Hinnant's days-from-civil.
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let ms = u64::try_from(era * 146_097 + doe - 719_468).ok()? * DAY_MS;
-    // 31 February and the like are refused rather than rolled over.
-    (utc_date(ms) == text.trim()).then_some(ms)
+    crate::time::parse_date(text, 0)
 }
 
 #[cfg(test)]

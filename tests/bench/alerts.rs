@@ -146,8 +146,8 @@ async fn delivery(gpus: u32, windows: u32) -> Result<(), String> {
     let until = Instant::now() + Duration::from_millis(1000 + u64::from(rounds) * PERIOD_MS + 2000);
     while Instant::now() < until {
         let Ok(Ok(frame)) = tokio::time::timeout(Duration::from_secs(1), frames.recv()).await else { continue };
-        let Ok(shared::ServerMessage::Tick(tick)) = serde_json::from_str(frame.text.as_str()) else { continue };
-        for sample in tick.samples {
+        let gpudash::telemetry::Update::Tick(tick) = frame else { continue };
+        for sample in &tick.samples {
             let lost = sample.lost.is_some();
             let seen = &mut changes[sample.index as usize];
             if seen.last().map_or(lost, |(_, was)| *was != lost) {

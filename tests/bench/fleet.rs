@@ -5,26 +5,31 @@
 //! carrying gpudash's `gpudash_*` series) on loopback ports from one runtime,
 //! starts `/usr/bin/prometheus` scraping them every 2 s, waits until every
 //! target is up, then times full refreshes (cold: every query; cached: the
-//! cache's answer) and each query alone.
+//! cache's answer), the engine's own CPU time during them (`/proc/PID/stat`),
+//! the page's first answer (hosts only) and one host opened, and each query alone.
+//! `--engine victoria-metrics` runs the same against VictoriaMetrics
+//! (`-promscrape.config`), whose query API is Prometheus's.
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use gpudash::fleet::model::Query;
+use gpudash::fleet::sweep::Sweep;
 use gpudash::fleet::{Fleet, FleetConfig, PrometheusAuth, PrometheusClient, parse_prometheus_url};
+use shared::fleet::{FleetFilter, FleetGpus, FleetListing};
 
 const ROUNDS: usize = 10;
 
 /// Runs the benchmark and prints the figures.
 #[allow(clippy::print_stdout)]
-pub fn main(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(), String> {
+pub fn main(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
-    runtime.block_on(run(nodes, gpus, prometheus, settle_s))
+    runtime.block_on(run(nodes, gpus, engine, settle_s))
 }
 
 #[allow(clippy::print_stdout)]
-async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(), String> {
+async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), String> {
     let mut targets = Vec::new();
     let mut page_bytes = 0;
     for node in 0..nodes {
@@ -49,17 +54,31 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
     std::fs::write(dir.path().join("prometheus.yml"), config).map_err(|e| e.to_string())?;
     let port =
         std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map_err(|e| e.to_string())?.port();
-    let log = std::fs::File::create(dir.path().join("prometheus.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(prometheus)
-        .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+    let log = std::fs::File::create(dir.path().join("engine.log")).map_err(|e| e.to_string())?;
+    let config_file = dir.path().join("prometheus.yml");
+    let data = dir.path().join("data");
+    let mut command = Command::new(engine);
+    if engine.contains("victoria") {
+        command
+            .arg(format!("-promscrape.config={}", config_file.display()))
+            .arg(format!("-storageDataPath={}", data.display()))
+            .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+            // Answer with the latest samples, not only those older than 30 s (its default).
+            .arg("-search.latencyOffset=0s");
+    } else {
+        command
+            .arg(format!("--config.file={}", config_file.display()))
+            .arg(format!("--storage.tsdb.path={}", data.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"));
+    }
+    let child = command
         .stdin(Stdio::null())
         .stdout(log.try_clone().map_err(|e| e.to_string())?)
         .stderr(log)
         .spawn()
-        .map_err(|e| format!("cannot start '{prometheus}': {e}"))?;
-    let _prometheus = KillOnDrop(child);
+        .map_err(|e| format!("cannot start '{engine}': {e}"))?;
+    let engine_pid = child.id();
+    let _engine = KillOnDrop(child);
     let url = parse_prometheus_url(&format!("http://127.0.0.1:{port}")).map_err(|e| e.to_string())?;
     let client =
         PrometheusClient::new(&url, PrometheusAuth::None, None, Duration::from_secs(10)).map_err(|e| e.to_string())?;
@@ -80,7 +99,7 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    println!("prometheus: all {nodes} targets up after {:.1} s (scrape interval 2 s)", started.elapsed().as_secs_f64());
+    println!("{engine}: all {nodes} targets up after {:.1} s (scrape interval 2 s)", started.elapsed().as_secs_f64());
     // More scrapes, so the range queries have samples to look back over.
     tokio::time::sleep(Duration::from_secs(settle_s)).await;
     println!("scraped for {settle_s} s more before timing");
@@ -92,6 +111,7 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
     let mut cached = Vec::new();
     let mut json = Vec::new();
     let mut answer = fleet.query().await; // warm-up
+    let cpu_before = cpu_seconds(engine_pid);
     for _ in 0..ROUNDS {
         let t = Instant::now();
         answer = fleet.query().await;
@@ -104,41 +124,89 @@ async fn run(nodes: u32, gpus: u32, prometheus: &str, settle_s: u64) -> Result<(
         let body = serde_json::to_vec(&answer).map_err(|e| e.to_string())?;
         json.push((t.elapsed(), body.len()));
     }
+    let engine_cpu = cpu_seconds(engine_pid).zip(cpu_before).map(|(after, before)| after - before);
     if let Some(error) = &answer.error {
         return Err(format!("the fleet query failed: {error}"));
     }
+    let hosts_only = gpudash::fleet::filtered(&answer, &FleetFilter::default(), FleetListing { gpus: FleetGpus::None });
+    let first = serde_json::to_vec(&hosts_only).map_err(|e| e.to_string())?.len();
     println!(
-        "fleet answer: {} nodes, {} GPUs ({} free), {:.0} KiB of JSON",
+        "fleet answer: {} nodes, {} GPUs ({} free, {} busy, {} held idle), {:.0} KiB of JSON with every GPU",
         answer.summary.nodes,
         answer.summary.gpus,
         answer.summary.free_gpus,
+        answer.summary.busy_gpus,
+        answer.summary.idle_gpus,
         json[0].1 as f64 / 1024.0
     );
     println!(
-        "refresh, {} queries concurrently ({ROUNDS} rounds): {} (target ≤ 500 ms)",
-        Query::ALL.len(),
+        "the page's first answer (/api/fleet?gpus=none, hosts and counts): {:.0} KB (target ≤ 500 KB)",
+        first as f64 / 1e3
+    );
+    println!(
+        "refresh, {} instant queries concurrently + join ({ROUNDS} rounds): {} (target ≤ 500 ms)",
+        Sweep::ALL.len(),
         stats(&mut cold)
     );
+    match engine_cpu {
+        Some(cpu) => println!(
+            "{engine}'s own CPU time during the {ROUNDS} refreshes: {:.0} ms per refresh",
+            cpu * 1e3 / ROUNDS as f64
+        ),
+        None => println!("{engine}'s CPU time: /proc/{engine_pid}/stat unreadable"),
+    }
     println!("served from cache: {}", stats(&mut cached));
     let mut encode: Vec<Duration> = json.iter().map(|(t, _)| *t).collect();
-    println!("JSON encoding of the answer: {}", stats(&mut encode));
-    println!("each query alone ({ROUNDS} rounds, sequential):");
-    for query in Query::ALL {
-        let promql = query.promql(window);
+    println!("JSON encoding of the whole answer: {}", stats(&mut encode));
+    let host = answer.nodes.first().map(|n| n.instance.clone()).unwrap_or_default();
+    let mut opened = Vec::new();
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        let one = fleet.host(&host).await.ok_or_else(|| format!("host {host} not found"))?;
+        opened.push(t.elapsed());
+        if let Some(error) = one.error {
+            return Err(format!("opening host {host} failed: {error}"));
+        }
+    }
+    println!("one host opened ({} windowed queries for its GPUs): {}", Query::ALL.len(), stats(&mut opened));
+    let now = || gpudash::telemetry::now_ms() as f64 / 1000.0;
+    println!("each query of the refresh alone ({ROUNDS} rounds, sequential):");
+    for sweep in Sweep::ALL {
+        let promql = sweep.promql(window);
         let mut times = Vec::new();
         let mut series = 0;
         for _ in 0..ROUNDS {
             let t = Instant::now();
-            series = client
-                .query(&promql, gpudash::telemetry::now_ms() as f64 / 1000.0)
-                .await
-                .map_err(|e| e.to_string())?
-                .len();
+            series = client.query(&promql, now()).await.map_err(|e| e.to_string())?.len();
             times.push(t.elapsed());
         }
-        println!("  {promql:<58} {series:>5} series  {}", stats(&mut times));
+        let shown: String = promql.chars().take(70).collect();
+        println!("  {shown:<70} {series:>5} series  {}", stats(&mut times));
+    }
+    println!("before: each windowed query over the whole fleet alone:");
+    for query in Query::ALL {
+        let promql = query.promql(window);
+        let mut times = Vec::new();
+        let mut series = 0;
+        for _ in 0..3 {
+            let t = Instant::now();
+            series = client.query(&promql, now()).await.map_err(|e| e.to_string())?.len();
+            times.push(t.elapsed());
+        }
+        let shown: String = promql.chars().take(70).collect();
+        println!("  {shown:<70} {series:>5} series  {}", stats(&mut times));
     }
     Ok(())
+}
+
+/// The user + system CPU time of process `pid`, seconds (`/proc/PID/stat`, 100 ticks a second).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) in parentheses: utime and stime are 14 and 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
 }
 
 fn stats(times: &mut [Duration]) -> String {

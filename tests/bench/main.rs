@@ -2,6 +2,7 @@
 //!
 //!   gpudash-bench sampler [--simulate N] [--samples N]   CPU time of one fast-path sample per GPU
 //!   gpudash-bench gpm [--simulate N] [--windows N]       CPU time of the GPM loop per GPU per second
+//!   gpudash-bench loops [--seconds 20] [--watched]       the sampler's loops as the server runs them: CPU per loop and per NVML call
 //!   gpudash-bench history [--days 7] [--gpus 8]          insert a week of 1 Hz history, time a 7-day query, size on disk
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
 //!   gpudash-bench alerts [--gpus 8]                      rule evaluation CPU per tick; sample → webhook receipt
@@ -10,6 +11,7 @@
 mod alerts;
 mod fleet;
 mod identity;
+mod loops;
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -48,6 +50,19 @@ enum Bench {
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(2..=10_000))]
         windows: u32,
     },
+    /// Run the sampler's real threads at the server's cadence; print each loop's CPU per GPU per second
+    /// and each NVML call's count and cost inside it.
+    Loops {
+        #[arg(long)]
+        simulate: Option<u32>,
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        seconds: u64,
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(50..=60_000))]
+        interval_ms: u64,
+        /// Count as a page watching (the GPM loop keeps 1 s windows, not 5 s).
+        #[arg(long)]
+        watched: bool,
+    },
     /// Fill a history database and time queries on it.
     History {
         #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=60))]
@@ -61,9 +76,9 @@ enum Bench {
         nodes: u32,
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
         gpus: u32,
-        /// The Prometheus binary to run.
-        #[arg(long, default_value = "/usr/bin/prometheus")]
-        prometheus: String,
+        /// The engine to run: Prometheus, or VictoriaMetrics (a path containing "victoria", e.g. /usr/bin/victoria-metrics).
+        #[arg(long, alias = "prometheus", default_value = "/usr/bin/prometheus")]
+        engine: String,
         /// Seconds of scraping before timing, so the 10-minute look-back has samples to read.
         #[arg(long, default_value_t = 6)]
         settle: u64,
@@ -98,8 +113,11 @@ fn main() -> ExitCode {
             }
         }
         Bench::Gpm { simulate, windows } => gpm(simulate, windows),
+        Bench::Loops { simulate, seconds, interval_ms, watched } => {
+            loops::main(simulate, seconds, interval_ms, watched)
+        }
         Bench::History { days, gpus } => history(days, gpus),
-        Bench::Fleet { nodes, gpus, prometheus, settle } => fleet::main(nodes, gpus, &prometheus, settle),
+        Bench::Fleet { nodes, gpus, engine, settle } => fleet::main(nodes, gpus, &engine, settle),
         Bench::Alerts { gpus, ticks, windows } => alerts::main(gpus, ticks, windows),
         Bench::Identity { processes, passes } => identity::main(processes as usize, passes),
     };
@@ -141,7 +159,7 @@ fn per_call_costs(iterations: u32) -> Result<(), String> {
 fn gpm(simulate: Option<u32>, windows: u32) -> Result<(), String> {
     let time = |gpus: usize, step: &mut dyn FnMut(u64) -> usize| {
         let gpus = gpus.max(1) as f64;
-        step(0); // opens the first window; NVML's first metrics computation is slow (5.8 ms, REFERENCE.md)
+        step(0); // opens the first window; NVML's first metrics computation is slow (5.8 ms once on the H200; no log kept)
         step(1);
         let (cpu, wall) = (thread_cpu_ns(), Instant::now());
         let mut closed = 0;
@@ -223,11 +241,15 @@ fn sampler(simulate: Option<u32>, samples: u32) -> Result<(), String> {
     let hub = gpudash::telemetry::Telemetry::new(source.host(), source.devices());
     let ticks: Vec<Vec<DeviceSample>> = (0..samples.min(2000)).map(|i| source.sample(u64::from(i) * 100)).collect();
     let bytes =
-        gpudash::telemetry::encode(&shared::ServerMessage::Tick(shared::Tick { seq: 1, samples: ticks[0].clone() }))
-            .len();
+        gpudash::web::encode(&shared::ServerMessage::Tick(shared::Tick { seq: 1, samples: ticks[0].clone() })).len();
+    // The hub publishes the typed tick; web's relay encodes it once for every socket (the same call here).
+    let mut updates = hub.subscribe();
     let cpu = thread_cpu_ns();
     for (i, tick) in ticks.into_iter().enumerate() {
         hub.publish(tick, i as u64 * 100);
+        if let Ok(gpudash::telemetry::Update::Tick(tick)) = updates.try_recv() {
+            std::hint::black_box(gpudash::web::encode(&shared::ServerMessage::Tick(shared::Tick::clone(&tick))));
+        }
     }
     let publish_us = thread_cpu_ns().saturating_sub(cpu) as f64 / 1e3 / f64::from(samples.min(2000));
     println!(

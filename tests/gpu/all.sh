@@ -4,8 +4,9 @@
 #   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
 #   run(command="bash tests/gpu/all.sh h200 bridge gpm", carry=["target/release/gpudash", "target/release/gpudash-bench"],
 #       kind="nvidia-h200-x2", timeout_s=600)       # then the same with "bash tests/gpu/all.sh lab p2p"
-# Each part runs under its own timeout (h200 90 + bridge 120 + gpm 260 = 470 s; lab 250 + p2p 100 = 350 s),
-# so each call stays under the device tool's 10 minutes.
+# Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; lab 320 + gpm 180 = 500 s;
+# h200 200 + collectives 300 = 500 s), so each of these calls stays under the device tool's 10 minutes even
+# when a part hangs: run `all.sh lab gpm`, then `all.sh h200 collectives`.
 # Each part's log lands in $OUT (the device tool's output folder); the summary is printed last,
 # and the exit status is non-zero when any part failed (or timed out).
 set -uo pipefail
@@ -36,12 +37,12 @@ part() {
   fi
   tail -40 "$OUT/$name.log"
 }
-# Parts to run: the arguments (h200 bridge p2p gpm lab alerts team allocator), or all of them. All five take up to ~12 minutes,
+# Parts to run: the arguments (h200 bridge p2p gpm lab collectives alerts team allocator), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm lab alerts team allocator identity}")
+wanted=("${@:-h200 bridge p2p gpm lab collectives alerts team allocator identity}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
-want h200 && part h200 90 tests/gpu/h200.sh       # gpudash vs nvidia-smi, processes, health, /metrics, sampler CPU, peers' costs
+want h200 && part h200 200 tests/gpu/h200.sh      # gpudash vs nvidia-smi, processes, health, /metrics, RSS, sampler CPU per loop and call, peers' costs
 want bridge && part bridge 120 tests/gpu/bridge.sh  # PyTorch client on a real training loop
 if want p2p; then
   count=$(nvidia-smi --query-gpu=index --format=csv,noheader | wc -l)
@@ -51,8 +52,9 @@ if want p2p; then
     results+=("p2p: skipped (one GPU; run on nvidia-h200-x2)")
   fi
 fi
-want gpm && part gpm 260 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
-want lab && part lab 250 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
+want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
+want lab && part lab 320 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
+want collectives && part collectives 300 tests/gpu/collectives.sh  # NCCL on one rank, each collective checked; DDP compute vs PyTorch
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API
 want allocator && part allocator 150 tests/gpu/allocator.sh  # allocator map vs memory_snapshot(), no trace, OOM capture
@@ -61,8 +63,8 @@ want identity && part identity 90 tests/gpu/identity.sh      # a PyTorch job sha
 printf '
 == figures
 '
-grep -h -E "sample→receipt|^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|^allocator:|^  (GPU-hours|memory GiB-hours|energy kWh)|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
-  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/gpm.log "$OUT"/alerts.log "$OUT"/team.log "$OUT"/allocator.log 2>/dev/null || true
+grep -h -E "sample→receipt|^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi --query|^pynvml|^nvitop|^lab vs PyTorch:|^p2p:|^collectives:|^allocator:|^  (GPU-hours|memory GiB-hours|energy kWh)|INCONCLUSIVE$|FAIL$|MISSING$|\[FAIL\]" \
+  "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/collectives.log "$OUT"/gpm.log "$OUT"/alerts.log "$OUT"/team.log "$OUT"/allocator.log 2>/dev/null || true
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"
 if [ "$failed" -ne 0 ]; then

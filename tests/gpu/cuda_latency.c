@@ -15,7 +15,7 @@
 
 static const char PTX[] =
     ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty_kernel()\n{\n    ret;\n}\n";
-enum { BATCH = 256, QUEUED = 100, GRAPH = 1000 };
+enum { BATCH = 256, QUEUED = 100, GRAPH = 1000, SLICES = 10 };
 
 static void check(CUresult rc, const char *what) {
     if (rc != CUDA_SUCCESS) {
@@ -65,30 +65,35 @@ int main(int argc, char **argv) {
 #define SYNC() check(cuStreamSynchronize(stream), "cuStreamSynchronize")
     for (int i = 0; i < warmup; i++) LAUNCH();
     SYNC();
-    double *launches = malloc(reps * sizeof(double)), *records = malloc(reps * sizeof(double));
-    double *idle = malloc(reps * sizeof(double)), *round_trips = malloc(reps * sizeof(double));
-    for (int i = 0; i < reps; i++) {
-        double t = now_us();
-        LAUNCH();
-        launches[i] = now_us() - t;
-        if (i % BATCH == BATCH - 1) SYNC();
-    }
-    SYNC();
-    for (int i = 0; i < reps; i++) {
-        double t = now_us();
-        check(cuEventRecord(event, stream), "cuEventRecord");
-        records[i] = now_us() - t;
-        if (i % BATCH == BATCH - 1) SYNC();
-    }
-    SYNC();
-    for (int i = 0; i < reps; i++) {
-        double t = now_us();
+    int per = reps / SLICES > 0 ? reps / SLICES : 1, timed = per * SLICES;  // host samples: SLICES slices of per
+    double *launches = malloc(timed * sizeof(double)), *records = malloc(timed * sizeof(double));
+    double *idle = malloc(timed * sizeof(double)), *round_trips = malloc(timed * sizeof(double));
+    // In SLICES slices, each timing every host figure in turn, so each figure's samples spread over the whole
+    // run, as gpudash's latency.rs takes them (a VM's core changes speed for milliseconds at a time).
+    for (int slice = 0, n = 0; slice < SLICES; slice++, n += per) {
+        for (int i = 0; i < per; i++) {
+            double t = now_us();
+            LAUNCH();
+            launches[n + i] = now_us() - t;
+            if (i % BATCH == BATCH - 1) SYNC();
+        }
         SYNC();
-        idle[i] = now_us() - t;
-        t = now_us();
-        LAUNCH();
+        for (int i = 0; i < per; i++) {
+            double t = now_us();
+            check(cuEventRecord(event, stream), "cuEventRecord");
+            records[n + i] = now_us() - t;
+            if (i % BATCH == BATCH - 1) SYNC();
+        }
         SYNC();
-        round_trips[i] = now_us() - t;
+        for (int i = 0; i < per; i++) {
+            double t = now_us();
+            SYNC();
+            idle[n + i] = now_us() - t;
+            t = now_us();
+            LAUNCH();
+            SYNC();
+            round_trips[n + i] = now_us() - t;
+        }
     }
     int samples = reps / 100 > 10 ? reps / 100 : 10;
     double *graphed = malloc(samples * sizeof(double));
@@ -127,10 +132,10 @@ int main(int argc, char **argv) {
         check(cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
         graphed[i] = ms * 1e3 / GRAPH;
     }
-    printf("kernel launch (host)\t%.4f\n", median(launches, reps));
-    printf("event record (host)\t%.4f\n", median(records, reps));
-    printf("synchronize, idle stream (host)\t%.4f\n", median(idle, reps));
-    printf("launch + synchronize (host)\t%.4f\n", median(round_trips, reps));
+    printf("kernel launch (host)\t%.4f\n", median(launches, timed));
+    printf("event record (host)\t%.4f\n", median(records, timed));
+    printf("synchronize, idle stream (host)\t%.4f\n", median(idle, timed));
+    printf("launch + synchronize (host)\t%.4f\n", median(round_trips, timed));
     printf("queued empty kernels, per launch (GPU events; launch-rate bound)\t%.4f\n", median(queued_all, batches));
     printf("CUDA graph of empty kernels, per kernel (GPU events)\t%.4f\n", median(graphed, samples));
     check(cuGraphExecDestroy(exec), "cuGraphExecDestroy");

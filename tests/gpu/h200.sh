@@ -61,8 +61,18 @@ echo; echo "== sampler CPU of the running server (fast loop + slow loop)"
 wait $COST || status=1
 cat "$OUT/sampler-cost.txt"
 
+echo; echo "== what holds the running server's memory (tests/gpu/rss.py; goal ≤ 30 MiB idle)"
+python3 tests/gpu/rss.py "$SERVER" || status=1
+kill $SERVER 2>/dev/null || true
+
 echo; echo "== one fast-path sample in isolation (gpudash-bench sampler)"
 "$(dirname "$BIN")/gpudash-bench" sampler --samples 2000 || status=1
+
+echo; echo "== the sampler's loops at the default 1 s interval, per loop and per NVML call (gpudash-bench loops)"
+"$(dirname "$BIN")/gpudash-bench" loops --seconds 20 || status=1
+
+echo; echo "== the same NVML calls from pynvml, once per 200 ms tick, cold (tests/gpu/nvml_costs.py; reference)"
+timeout 60 python3 tests/gpu/nvml_costs.py --seconds 10 || echo "nvml_costs.py did not finish (reference only, not a failure)"
 
 echo; echo "== peers' sampling cost on this machine (reference figures of docs/BENCHMARKS.md)"
 timeout 40 python3 tests/gpu/peer_costs.py || echo "peer_costs.py did not finish (reference only, not a failure)"

@@ -18,6 +18,7 @@ BASE, OUT = sys.argv[1].rstrip("/"), sys.argv[2]
 HEADERS = {"Content-Type": "application/json"}
 if os.environ.get("GPUDASH_TOKEN"):
     HEADERS["Authorization"] = "Bearer " + os.environ["GPUDASH_TOKEN"]
+RUN_DEADLINE_S = 60
 RUNS = [
     {"kind": "memory", "block_bytes": 268435456, "blocks": 4, "repetitions": 5},
     {"kind": "transfer", "sizes": [4096, 1048576, 67108864], "repetitions": 5},
@@ -56,11 +57,22 @@ def main():
             failures += 1
             continue
         rid = run["id"]
+        # Each run gets RUN_DEADLINE_S; past it the run's state is printed (a hang says where it stood) and it
+        # counts as a failure. (Session 10's first lab run lost the bf16 16384 run to the step's timeout with
+        # nothing printed; the second took 19 s.)
+        deadline = t0 + RUN_DEADLINE_S
         while True:
             _, run = call("GET", f"/api/runs/{rid}")
             if run["status"] not in ("queued", "running"):
                 break
+            if time.time() > deadline:
+                break
             time.sleep(0.2)
+        if run["status"] in ("queued", "running"):
+            print(f"{params['kind']:<10} run {rid}: still {run['status']} after {RUN_DEADLINE_S} s: progress "
+                  f"{run.get('progress')}, {json.dumps(run)[:400]}")
+            failures += 1
+            continue
         _, svg = call("GET", f"/api/runs/{rid}/chart.svg")
         _, csv = call("GET", f"/api/runs/{rid}/results.csv")
         open(f"{OUT}/run-{rid}-{params['kind']}.svg", "wb").write(svg)

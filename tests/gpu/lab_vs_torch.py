@@ -9,17 +9,20 @@ this process, alternating which side goes first from group to group and round to
 use the same sizes, warm-ups and repetitions, CUDA events around each timed operation, the median of
 the round's repetitions as the round's figure, and buffers prepared the same way:
 
-  host copies   one page-aligned pageable host buffer of the largest size, written once by one
-                thread (gpudash: a Vec one page longer used from its page boundary; here a uint8
-                tensor sliced the same way); one pinned buffer of that size (gpudash:
-                cuMemHostAlloc flags 0; here torch pin_memory=True), written; one device buffer;
-                prefixes of them copied. gpudash cuMemcpyHtoDAsync/DtoHAsync; PyTorch
-                `dev.copy_(host, non_blocking=True)` = cudaMemcpyAsync on the current stream (ATen
-                Copy.cu), pageable and pinned alike (non_blocking keeps a stream synchronize out of
-                the timed region, as gpudash has none). Pageable rows are judged against the same
-                driver calls in C (pageable_copies.c, built by cuda_latency.py): a pageable copy goes
-                unheld, one per window, so PyTorch's Python dispatch falls inside its window;
-                PyTorch's pageable figures are printed for information;
+  pinned copies one pinned buffer of the largest size (gpudash: cuMemHostAlloc flags 0; here torch
+                pin_memory=True), written; one device buffer; prefixes of them copied, held and batched
+                (below). gpudash cuMemcpyHtoDAsync/DtoHAsync; PyTorch `dev.copy_(host, non_blocking=True)`
+                = cudaMemcpyAsync on the current stream (ATen Copy.cu; non_blocking keeps a stream
+                synchronize out of the timed region, as gpudash has none);
+  pageable copies
+                one page-aligned pageable host buffer of the largest size, written once by one thread
+                (gpudash: a Vec one page longer used from its page boundary), judged against the same
+                driver calls in C (pageable_copies.c, built by cuda_latency.py), which does gpudash's
+                host-side work between the copies too (the source written and the destination poisoned
+                before a size, the destination poisoned again before the timed copies, checked after):
+                a pageable copy goes unheld, one per window, so PyTorch's Python dispatch would fall inside
+                its window; PyTorch's pageable figures are printed for information (first round). Both
+                copy groups (lab_copies.py) run 1, 16 and 256 MiB, on one pinned CPU core on both sides;
   device copies two device buffers of the largest size, prefixes copied, bytes read + written.
                 gpudash `d2d` = cuMemcpyDtoDAsync (the driver's memcpy), gpudash `d2d_kernel` = an SM
                 copy kernel; PyTorch `dst.copy_(src)` = cudaMemcpyAsync DeviceToDevice (ATen Copy.cu;
@@ -64,16 +67,12 @@ import time
 
 import torch
 
-from compare import CheckLog, Row, figure, print_table, run_bench, series_point
+from compare import CheckLog, Row, figure, print_table, run_bench
 import compare
 import cuda_latency
+from lab_copies import GIB, MIB, PIN_CPU, Group, device_copies, events, pageable_copies, pinned_copies, \
+    single_thread_fill
 
-MIB, GIB = 1 << 20, 1 << 30
-PAGE = 4096
-HOST_COPIES = ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
-HOST_SIZES = (MIB, 16 * MIB, 256 * MIB, GIB)
-DEVICE_COPIES = ("d2d", "d2d_kernel")
-DEVICE_SIZES = (16 * MIB, 256 * MIB, GIB)
 L2_BYTES = 50 * MIB  # H200; the row note says so, and the torch side reads the real value below
 GEMM_SIZES = (4096, 8192)
 DTYPES = ("fp32", "tf32", "fp16", "bf16")
@@ -95,169 +94,16 @@ HOST_BOUND = {"tolerance": 0.10,
                         "either way)"}
 
 
-# Cycles torch.cuda._sleep spins before a held measurement: gpudash's HOLD_CYCLES (server/src/lab/cuda/mod.rs).
-HOLD_CYCLES = 200_000
-# Held copies under 64 MiB are timed as a batch moving 64 MiB (at most 64 copies): gpudash's
-# transfer::batch (server/src/lab/cuda/transfer.rs).
-BATCH_BYTES = 64 * MIB
+# The fresh allocation's tolerance: ~220 µs of the driver mapping 256 MiB of new memory, the same two driver
+# calls on both sides (cuMemAllocAsync after a trim, a synchronize); the driver's own time moved by ±30% from
+# round to round on both sides (211–409 µs in session10-lab-run2.log), far more than either side adds.
+DRIVER_BOUND = {"tolerance": 0.10,
+                "reason": "the same two driver calls on both sides, ~220 µs of the driver mapping new memory, "
+                          "whose own time moved 211–409 µs between rounds on both sides (session 10)"}
 
 
 # Seconds the GPU rests before each PyTorch GEMM, as long as gpudash's host check of the previous one.
 GEMM_REST_S = 1.0
-
-
-def batch(n):
-    return max(1, min(64, BATCH_BYTES // n))
-
-
-def events(fn, warmup, reps, stream=None, held=False, calls=1):
-    """Per-repetition ms of fn() between two CUDA events on `stream` (default: the current one).
-
-    held: queue a spin kernel first (torch.cuda._sleep), so the events and fn's work wait behind it and the
-    host's cost of submitting them (Python and the dispatcher included) stays outside the window. gpudash
-    times its pinned and device copies the same way (Session::hold), as nvbandwidth does. The spin lasts
-    HOLD_CYCLES per call fn() queues (`calls`): a Python copy_ costs 15–25 µs to submit, as long as a 1 MiB
-    copy takes, so one 100 µs hold in front of a batch of 64 let the GPU catch up with Python and time the
-    submission (1 MiB pinned H2D read 34.5 GB/s against gpudash's 44.8 on a slower host CPU). gpudash's
-    calls cost ~3 µs to submit, far less than the copies they queue."""
-    stream = stream or torch.cuda.current_stream()
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if held:
-            with torch.cuda.stream(stream):
-                torch.cuda._sleep(HOLD_CYCLES * calls)
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
-
-
-def single_thread_fill(t, value):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    t.fill_(value)
-    torch.set_num_threads(threads)
-
-
-def page_aligned_host(n):
-    """A pageable uint8 tensor of n bytes on a page boundary, written once by one thread (as gpudash's)."""
-    raw = torch.empty(n + PAGE, dtype=torch.uint8)
-    offset = (-raw.data_ptr()) % PAGE
-    host = raw[offset:offset + n]
-    single_thread_fill(host, 1)
-    assert host.data_ptr() % PAGE == 0
-    return raw, host
-
-
-# ---- the groups: gpudash params, the PyTorch side, the rows ----
-
-# The one CPU core both sides of host-bound groups (pageable copies, host-side latency) run on: their
-# figures follow the core's clock and caches, and an unpinned process lands on a different core each
-# round (event record read 0.81 µs in gpudash and 1.11 µs in C in one run, the other way round in the
-# next). The last core of this process's set, away from core 0's interrupts.
-PIN_CPU = max(os.sched_getaffinity(0))
-
-
-class Group(compare.RoundGroup):
-    """One `gpudash bench` experiment, its reference measured in this process, and the rows they fill."""
-
-    def __init__(self, name, kind, params, rows, torch_round, gpudash_figures, timeout, cpu=None):
-        super().__init__(name, rows)
-        self.kind, self.params = kind, params
-        self.torch_round, self.gpudash_figures, self.timeout = torch_round, gpudash_figures, timeout
-        self.seconds = {"gpudash": [], "PyTorch": []}
-        self.cpu = cpu
-        self.rounds = 0  # complete rounds: both sides measured and the rows given the pair
-
-
-def host_copies(warmup, reps):
-    params = {"kind": "transfer", "sizes": list(HOST_SIZES), "copies": list(HOST_COPIES),
-              "warmup": warmup, "repetitions": reps}
-    # Pageable rows are judged against the same driver calls in C: PyTorch's Python dispatch (15–25 µs) sits
-    # inside its one-copy window and moved its 1 MiB figure by 10–20% (PyTorch's figures are printed beside).
-    reference = {True: "PyTorch dev.copy_(host, non_blocking=True) (pinned)",
-                 False: "cuMemcpy*Async pageable in C (pageable_copies.c; what PyTorch's copy_ calls)"}
-    rows = {(c, n): Row(f"{c} {n // MIB} MiB", "GB/s", f"series {c} at x={n}", reference["pinned" in c])
-            for c in HOST_COPIES for n in HOST_SIZES}
-    torch_pageable = []
-
-    def torch_side():
-        top = max(HOST_SIZES)
-        raw, pageable = page_aligned_host(top)
-        pinned = torch.empty(top, dtype=torch.uint8, pin_memory=True)
-        single_thread_fill(pinned, 2)
-        dev = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(3)
-        out = {}
-        for c in HOST_COPIES:  # gpudash's order: each copy kind, then each size
-            host = pinned if "pinned" in c else pageable
-            for n in HOST_SIZES:
-                h, d = host[:n], dev[:n]
-                # Pinned copies are held and batched like gpudash's; pageable ones go one by one.
-                k = batch(n) if "pinned" in c else 1
-                one = (lambda: d.copy_(h, non_blocking=True)) if c.startswith("h2d") else \
-                      (lambda: h.copy_(d, non_blocking=True))
-                fn = (lambda: [one() for _ in range(k)])
-                ms = statistics.median(events(fn, warmup, reps, held="pinned" in c, calls=k)) / k
-                out[(c, n)] = n / ms / 1e6
-        del raw, pageable, pinned, dev
-        paged = [c for c in HOST_COPIES if "pageable" in c]
-        torch_pageable.append({f"PyTorch {c} {n // MIB} MiB": out[(c, n)] for c in paged for n in HOST_SIZES})
-        c_side = cuda_latency.pageable(torch.cuda.current_device(), warmup, reps, HOST_SIZES)
-        for c in paged:
-            for n in HOST_SIZES:
-                out[(c, n)] = c_side[(c, n)]
-        return out
-
-    def gpudash_side(run):
-        return {(c, n): series_point(run, c, n) for c in HOST_COPIES for n in HOST_SIZES}
-
-    group = Group("host copies", "transfer", params, rows, torch_side, gpudash_side, 120, cpu=PIN_CPU)
-    group.torch_info = torch_pageable
-    group.info = ("pageable copies", "GB/s")
-    return group
-
-
-def device_copies(warmup, reps, l2_bytes):
-    params = {"kind": "transfer", "sizes": list(DEVICE_SIZES), "copies": list(DEVICE_COPIES),
-              "warmup": warmup, "repetitions": reps}
-    rows = {}
-    for c in DEVICE_COPIES:
-        for n in DEVICE_SIZES:
-            in_l2 = 2 * n <= l2_bytes
-            # d2d is the same driver call as PyTorch's contiguous copy_ (its profiler shows "Memcpy DtoD");
-            # d2d_kernel is judged against it too: an SM copy should move bytes as fast as the driver's.
-            rows[(c, n)] = Row(f"{c} {n // MIB} MiB{' (in L2)' if in_l2 else ''}", "GB/s",
-                               f"series {c} at x={n} (read + write bytes)",
-                               "PyTorch dst.copy_(src) (cudaMemcpyAsync D2D, held)")
-
-    def torch_side():
-        top = max(DEVICE_SIZES)
-        src = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(1)
-        dst = torch.empty(top, dtype=torch.uint8, device="cuda").fill_(0)
-        out = {}
-        for n in DEVICE_SIZES:
-            s, d = src[:n], dst[:n]
-            k = batch(n)
-            ms = statistics.median(events(lambda: [d.copy_(s) for _ in range(k)], warmup, reps, held=True,
-                                          calls=k)) / k
-            rate = 2 * n / ms / 1e6
-            for c in DEVICE_COPIES:
-                out[(c, n)] = rate
-        if not torch.equal(dst[:GIB // 4][::4099], src[:GIB // 4][::4099]):
-            raise RuntimeError("PyTorch's device copy did not copy")
-        del src, dst
-        return out
-
-    def gpudash_side(run):
-        return {(c, n): series_point(run, c, n) for c in DEVICE_COPIES for n in DEVICE_SIZES}
-
-    return Group("device copies", "transfer", params, rows, torch_side, gpudash_side, 90)
 
 
 def gemm(warmup, reps):
@@ -339,7 +185,11 @@ def streams():
 
 
 def latency(device):
-    params = {"kind": "latency", "warmup": 100, "repetitions": 2000}
+    # 20,000 samples a host figure, taken in 10 slices that alternate between the figures on both sides
+    # (latency.rs, cuda_latency.c), after 10,000 warm-up launches (~30 ms, so the core is up to speed): with
+    # 2,000 samples in one block each, a figure lasted 2–20 ms and caught whichever state the VM's core was in
+    # (event record 0.85 or 1.2–1.36 µs per round on either side in session10-lab-run2.log).
+    params = {"kind": "latency", "warmup": 10_000, "repetitions": 20_000}
     # The host-bound rows (host calls, and the queued kernels that the host's launch rate bounds) get ±10%;
     # the graph's per-kernel time is the GPU's own and keeps ±5%.
     rows = {name: Row(f"latency: {name}", "µs", f"figure '{name}'", "plain CUDA driver API in C (cuda_latency.c)",
@@ -366,7 +216,9 @@ def memory(device):
     reserved bytes after the allocations and after the frees (which must agree to the byte), and the host time
     of an allocation the pool serves from its cache and of a fresh one. PyTorch's caching allocator is another
     design (its own block cache over cudaMalloc), so the plain driver pool is the reference here."""
-    p = {"kind": "memory", "block_bytes": 256 * MIB, "blocks": 8, "free_every": 2, "repetitions": 20}
+    # 100 timed pairs (the most the experiment takes): with 20, the pool-served figure was 20 calls of ~1 µs,
+    # which one slow millisecond of the VM's core moved from 0.9 to 2.1 µs (session10-lab-run2.log, both sides).
+    p = {"kind": "memory", "block_bytes": 256 * MIB, "blocks": 8, "free_every": 2, "repetitions": 100}
     freed = p["blocks"] // p["free_every"]
     steps = {f"alloc block {p['blocks']}": "after the allocations", f"free {freed} blocks": "after the frees"}
     ref = "cuMemAllocAsync on the default pool in C (memory_pool.c)"
@@ -381,7 +233,7 @@ def memory(device):
     rows["pooled"] = Row("memory: allocation served from the pool", "µs", "figure 'allocation served from the pool'",
                          ref, **HOST_BOUND)
     rows["fresh"] = Row("memory: fresh allocation from the driver", "µs", "figure 'fresh allocation from the driver'",
-                        ref)
+                        ref, **DRIVER_BOUND)
 
     def reference():
         torch.cuda.empty_cache()
@@ -456,10 +308,10 @@ def main():
     l2 = getattr(props, "L2_cache_size", 0) or L2_BYTES
     print(f"PyTorch {torch.__version__} on {props.name} (GPU {args.device}, L2 {l2 // MIB} MiB); gpudash {args.binary}")
     print(f"transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, {args.rounds} rounds, then up to "
-          f"{args.max_rounds} for undecided groups, deadline {args.deadline_s:.0f} s; host copies and latency pinned "
-          f"to CPU {PIN_CPU} on both sides")
-    groups = [host_copies(3, 7), device_copies(3, 10, l2), gemm(3, 7), streams(), latency(args.device),
-              memory(args.device)]
+          f"{args.max_rounds} for undecided groups, deadline {args.deadline_s:.0f} s; host copies, latency and "
+          f"memory pinned to CPU {PIN_CPU} on both sides")
+    groups = [pinned_copies(3, 7), pageable_copies(3, 15), device_copies(3, 10, l2), gemm(3, 7), streams(),
+              latency(args.device), memory(args.device)]
     log = CheckLog()
     rounds_run = 0
     try:

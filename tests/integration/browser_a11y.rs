@@ -19,7 +19,7 @@ use crate::support::TestServer;
 const TABS: [(&str, &str); 6] = [
     ("dashboard", "#panel-dashboard .gpu-card[data-index='7'] .gpu-name"), // every card is opened first
     ("lab", "#panel-lab .lab-layout"),
-    ("fleet", "#panel-fleet tr.fleet-row"),
+    ("fleet", "#panel-fleet tr.fleet-host-row"),
     ("alerts", "#panel-alerts #alerts-list"),
     ("usage", "#panel-usage #usage-users, #panel-usage #usage-empty"),
     ("audit", "#panel-audit #audit-log"),
@@ -34,7 +34,7 @@ fn axe_path() -> PathBuf {
 }
 
 /// axe-core's script; a missing install fails the test (it is a gate, not an option).
-fn axe_source() -> String {
+pub(crate) fn axe_source() -> String {
     let path = axe_path();
     std::fs::read_to_string(&path).unwrap_or_else(|e| {
         panic!(
@@ -85,7 +85,7 @@ async fn show_tab(c: &Client, key: &str, ready: &str) {
 
 /// axe-core's serious and critical violations on the page as it is, one line each with every
 /// target and why.
-async fn axe_violations(c: &Client) -> Vec<String> {
+pub(crate) async fn axe_violations(c: &Client) -> Vec<String> {
     let script = "const done = arguments[arguments.length - 1]; \
         axe.run(document, { resultTypes: ['violations'] }).then(r => done(r.violations \
           .filter(v => v.impact === 'serious' || v.impact === 'critical') \

@@ -16,9 +16,9 @@ use crate::support::{TestServer, get_json};
 
 /// GPU 1 falls off the bus this long after the first sample: time for the browser to
 /// start and the test to subscribe first (the test fails, saying so, if it did not).
-const FIRST_LOST: &str = "lost:1@25s";
+const FIRST_LOST: &str = "lost:1@40s";
 /// GPU 0 follows, after the test has unsubscribed.
-const SECOND_LOST: &str = "lost:0@45s";
+const SECOND_LOST: &str = "lost:0@60s";
 
 /// Records every `new Notification(title, {body})` the page makes, then lets the browser's own run.
 const RECORD_NOTIFICATIONS: &str = "window.__notes = []; const Real = window.Notification; \
@@ -126,7 +126,7 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
 
         // GPU 1 falls off the bus: a critical alert in the tab and the badge, and one notification.
         // Lower-cased: WebDriver reads the text as shown, and the severity is shown in capitals.
-        let row = eventually(30, "GPU 1's 'GPU lost' row", || lost_row(&c, 1)).await.to_lowercase();
+        let row = eventually(50, "GPU 1's 'GPU lost' row", || lost_row(&c, 1)).await.to_lowercase();
         assert!(row.contains("critical") && row.contains("gpu lost") && row.contains("gpu 1"), "{row}");
         assert!(row.contains("simulated"), "simulated alerts say so: {row}");
         eventually(10, "the badge to count what the server counts", || async {

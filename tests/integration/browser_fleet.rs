@@ -1,7 +1,7 @@
 //! The Fleet tab in a real browser: Debian's Prometheus scraping three
-//! simulated gpudash instances, read by a fourth; every host and GPU listed,
-//! filters narrowing the rows, a stopped instance greyed as stale (down, with the scrape error), and the
-//! time the page takes to render an answer.
+//! simulated gpudash instances, read by a fourth; every host listed with its counts, a host's
+//! GPUs shown when it is opened, filters listing the GPUs that pass, a stopped instance greyed as
+//! stale (down, with the scrape error), and the time the page takes to render an answer.
 
 use std::time::Duration;
 
@@ -16,6 +16,14 @@ use crate::support::TestServer;
 async fn row_hosts(c: &Client) -> Vec<String> {
     let hosts = js(c, "return [...document.querySelectorAll('tr.fleet-row')].map(r => r.dataset.host)").await;
     serde_json::from_value(hosts).unwrap_or_default()
+}
+
+/// (`data-host`, `data-gpus`) of every host line, in page order.
+async fn host_rows(c: &Client) -> Vec<(String, u32)> {
+    let rows =
+        js(c, "return [...document.querySelectorAll('tr.fleet-host-row')].map(r => [r.dataset.host, +r.dataset.gpus])")
+            .await;
+    serde_json::from_value(rows).unwrap_or_default()
 }
 
 #[expect(clippy::print_stdout, reason = "the render time is a figure to read, not to assert")]
@@ -50,17 +58,31 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
     with_browser(1400, 1000, |c| async move {
         c.goto(&url).await.expect("webdriver answers");
         c.wait().for_element(Locator::Css("#tab-fleet")).await.expect("the Fleet tab shows").click().await.unwrap();
-        // All three hosts, two GPUs each (Prometheus needs a few scrapes first).
+        // All three hosts, two GPUs each (Prometheus needs a few scrapes first), as one line each.
         eventually(40, "three hosts with two GPUs each", || async {
-            let hosts = row_hosts(&c).await;
-            names.iter().all(|n| hosts.iter().filter(|h| h == n).count() == 2).then_some(())
+            let hosts = host_rows(&c).await;
+            (hosts.len() == 3 && names.iter().all(|n| hosts.contains(&((*n).to_owned(), 2)))).then_some(())
         })
         .await;
+        assert!(row_hosts(&c).await.is_empty(), "no GPU rows before a host is opened");
         let render_ms = js(&c, "return document.querySelector('#fleet-table').dataset.renderMs").await;
-        print_figure(&format!("fleet: table of 6 GPUs rendered in {render_ms} ms"));
-        let links = js(&c, "return [...document.querySelectorAll('tr.fleet-row[data-host=fleet-a] .fleet-host a')].map(a => a.getAttribute('href'))").await;
+        print_figure(&format!("fleet: table of 3 hosts rendered in {render_ms} ms"));
         let own = format!("http://{}/", targets[0]);
-        assert_eq!(links, json!([own, own]), "each host links to its own dashboard");
+        let link = js(&c, "return document.querySelector('tr.fleet-host-row[data-host=fleet-a] .fleet-host a').getAttribute('href')").await;
+        assert_eq!(link, json!(own), "each host links to its own dashboard");
+        // Opening a host loads its GPUs.
+        // Clicked in the page: a refresh can redraw the row between finding a button and clicking it.
+        for host in ["fleet-a", "fleet-b"] {
+            let click = format!("document.querySelector('tr.fleet-host-row[data-host={host}] .fleet-open').click(); return true");
+            eventually(10, "the host's Open button", || async { js(&c, &click).await.as_bool() }).await;
+        }
+        eventually(10, "fleet-a's and fleet-b's GPUs", || async {
+            let hosts = row_hosts(&c).await;
+            ["fleet-a", "fleet-b"].iter().all(|n| hosts.iter().filter(|h| h == n).count() == 2).then_some(())
+        })
+        .await;
+        let links = js(&c, "return [...document.querySelectorAll('tr.fleet-row[data-host=fleet-a] .fleet-host a')].map(a => a.getAttribute('href'))").await;
+        assert_eq!(links, json!([own, own]), "each GPU links to its host's dashboard");
 
         // A host filter narrows the rows in the page.
         let filter = c.find(Locator::Css("#fleet-filter-host")).await.unwrap();
@@ -73,18 +95,24 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
         clear(&c, "#fleet-filter-host").await;
         let model = c.find(Locator::Css("#fleet-filter-model")).await.unwrap();
         model.send_keys("no such model").await.unwrap();
-        eventually(5, "no rows for an unknown model", || async { row_hosts(&c).await.is_empty().then_some(()) }).await;
+        eventually(5, "no rows for an unknown model", || async {
+            (row_hosts(&c).await.is_empty() && host_rows(&c).await.is_empty()).then_some(())
+        })
+        .await;
         clear(&c, "#fleet-filter-model").await;
-        eventually(5, "all rows back", || async { (row_hosts(&c).await.len() == 6).then_some(()) }).await;
+        eventually(5, "the hosts back, two of them open", || async {
+            (host_rows(&c).await.len() == 3 && row_hosts(&c).await.len() == 4).then_some(())
+        })
+        .await;
 
         // fleet-b stops: its rows turn stale within the staleness window, and stay listed, saying
         // since when it is down and Prometheus's words for why.
         let node = dead.lock().unwrap().take().expect("the node to stop");
         node.stop().await;
-        eventually(20, "fleet-b rows down", || async {
+        eventually(20, "fleet-b's line and GPU rows down", || async {
             let stale = texts(&c, "tr.fleet-stale[data-host=fleet-b] .fleet-state").await;
             let down = |t: &String| t.starts_with("down since") && t.contains("connection refused");
-            (stale.len() == 2 && stale.iter().all(down)).then_some(())
+            (stale.len() == 3 && stale.iter().all(down)).then_some(())
         })
         .await;
         let others = texts(&c, "tr.fleet-stale:not([data-host=fleet-b])").await;

@@ -126,11 +126,14 @@ async fn one_table_lists_every_gpu_sorts_filters_and_expands_the_command() {
         let bar = js(&c, "return document.querySelector('.topbar').getBoundingClientRect().bottom").await;
         assert!(after >= bar.as_f64().unwrap() - 1.0, "its heading clear of the sticky top bar ({bar}): top {after}");
 
-        // "Free: GPU 3" filters to that GPU, whose table says why it is empty.
+        // Filtered to a free GPU, the table says why it is empty ("Free: GPU 3" opens its card instead:
+        // browser_deep_link.rs).
         click(&c, "#process-filter-clear").await;
-        // Clicked as a script does: the sticky top bar may cover it where the page now stands.
-        js(&c, &format!("document.querySelector(\"#free-gpus button.filter-gpu[data-index='{FREE_GPU}']\").click()"))
-            .await;
+        let pick = format!(
+            "const s = document.querySelector('#process-filter-gpu'); s.value = '{FREE_GPU}'; \
+                            s.dispatchEvent(new Event('change'))"
+        );
+        js(&c, &pick).await;
         eventually(10, "GPU 3's empty table", || async {
             let empty = texts(&c, "#processes tr.empty-row").await;
             (rows(&c).await.is_empty()

@@ -32,11 +32,11 @@ const APP_FILES: [&str; 5] =
     ["/", "/assets/boot.js", "/assets/frontend.js", "/assets/frontend_bg.wasm", "/assets/style.css"];
 /// Ticks whose handling is timed, in batches: the issue's p99 is over 100 ticks, i.e. the
 /// second-worst one, so three batches show how much of a batch's p99 is the VM's noise.
-const TICKS: usize = 100;
-const BATCHES: usize = 3;
+pub(crate) const TICKS: usize = 100;
+pub(crate) const BATCHES: usize = 3;
 
 #[expect(clippy::print_stdout, reason = "these tests exist to print figures")]
-fn print_figures(text: &str) {
+pub(crate) fn print_figures(text: &str) {
     println!("{text}");
 }
 
@@ -77,7 +77,7 @@ async fn the_app_download_size_is_reported_and_under_its_ceiling() {
 /// Installed before the page's own scripts: times every WebSocket message's
 /// handling (its task and the microtasks it queues, where Leptos runs effects
 /// and the charts draw), counts canvas draws, and notes the first one.
-const PROBE: &str = r"(() => {
+pub(crate) const PROBE: &str = r"(() => {
   const probe = { recording: false, tasks: [], scripts: [], draws: [], firstDrawEnd: null };
   window.__gpudashProbe = probe;
   let drawsInTask = 0;
@@ -120,9 +120,9 @@ const PROBE: &str = r"(() => {
 
 /// A Chrome DevTools command through chromedriver (`goog/cdp/execute`).
 #[derive(Debug)]
-struct Cdp {
-    method: &'static str,
-    params: serde_json::Value,
+pub(crate) struct Cdp {
+    pub(crate) method: &'static str,
+    pub(crate) params: serde_json::Value,
 }
 
 impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
@@ -136,7 +136,7 @@ impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
 }
 
 /// An hour of 1 Hz samples of `gpus` simulated GPUs, ending now.
-fn an_hour_of_history(dir: &std::path::Path, gpus: u32) {
+pub(crate) fn an_hour_of_history(dir: &std::path::Path, gpus: u32) {
     let store = Store::open(dir, true, Retention::default()).expect("open store");
     let recorder = store.recorder().expect("recorder");
     let sim = Simulator::new(gpus, 1000);
@@ -248,7 +248,7 @@ async fn first_paint(c: &fantoccini::Client) -> Option<f64> {
 }
 
 /// Picks the 1 h range and waits until every history chart has its hour.
-async fn pick_an_hour(c: &fantoccini::Client) {
+pub(crate) async fn pick_an_hour(c: &fantoccini::Client) {
     let hour = eventually(10, "the 1h range button", || async {
         c.find(Locator::Css("#range-picker button[data-range='1h']")).await.ok()
     })
@@ -272,7 +272,7 @@ async fn pick_an_hour(c: &fantoccini::Client) {
 }
 
 /// p50 / p99 / max of each batch, and each batch's p99.
-fn batch_figures(values: &[f64]) -> (String, Vec<f64>) {
+pub(crate) fn batch_figures(values: &[f64]) -> (String, Vec<f64>) {
     let mut p99s = Vec::new();
     let text: Vec<String> = values
         .chunks(TICKS)
@@ -288,12 +288,12 @@ fn batch_figures(values: &[f64]) -> (String, Vec<f64>) {
     (text.join(" · "), p99s)
 }
 
-fn numbers(value: &serde_json::Value) -> Vec<f64> {
+pub(crate) fn numbers(value: &serde_json::Value) -> Vec<f64> {
     value.as_array().map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect()).unwrap_or_default()
 }
 
 /// The machine's 1-minute load average: other work on it lengthens every tick.
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_owned))

@@ -231,6 +231,26 @@ async fn the_fleet_page_lists_every_scraped_gpudash_and_marks_a_dead_one_stale()
     assert!(!by_user.gpus.is_empty());
     assert!(by_user.gpus.iter().all(|g| g.users.iter().flatten().any(|u| u.user == user)));
 
+    // The page's first answer: hosts with their counts and owners, no GPUs; a host's GPUs on their own.
+    let hosts_only: FleetResponse = reqwest::get(format!("{url}?gpus=none")).await.unwrap().json().await.unwrap();
+    assert!(hosts_only.gpus.is_empty() && hosts_only.nodes.len() == 3);
+    for node in &hosts_only.nodes {
+        let counted = node.free_gpus + node.busy_gpus + node.idle_gpus + node.reserved_gpus + node.lost_gpus;
+        assert_eq!((node.gpus, counted + node.stale_gpus), (2, 2), "{node:?}");
+    }
+    let owners: std::collections::BTreeSet<&String> = hosts_only.nodes.iter().flat_map(|n| &n.owners).collect();
+    assert!(owners.contains(&user), "{user} among the owners {owners:?}");
+    let one = &hosts_only.nodes[1];
+    let host_url = viewer.url(&format!("/api/fleet/host/{}", one.instance));
+    let opened: FleetResponse = reqwest::get(&host_url).await.unwrap().json().await.unwrap();
+    assert_eq!(opened.nodes.len(), 1);
+    assert!(
+        opened.gpus.len() == 2 && opened.gpus.iter().all(|g| g.instance == one.instance && g.temperature_c.is_some())
+    );
+    let unknown = reqwest::get(viewer.url("/api/fleet/host/nowhere:1")).await.unwrap();
+    assert_eq!(unknown.status(), reqwest::StatusCode::NOT_FOUND);
+    assert!(unknown.text().await.unwrap().contains("Prometheus knows no target 'nowhere:1'"));
+
     // A team dashboard with tokens: anonymous visitors see who holds how much, not who.
     let team = {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -475,7 +475,7 @@ async fn every_experiment_runs_on_the_simulated_executor() {
     // Two GPUs: p2p needs them.
     let (server, _) = lab_server(2, 1, LabConfig::default()).await;
     let experiments: Vec<Value> = get_json(&server, "/api/lab/experiments").await;
-    assert_eq!(experiments.len(), 6);
+    assert_eq!(experiments.len(), ExperimentKind::ALL.len());
     for experiment in experiments {
         let params = experiment["defaults"].clone();
         let (status, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": params })).await;

@@ -16,7 +16,7 @@ use crate::support::{TestServer, eventually, finished, get_json};
 /// Two simulated GPUs with the lab's probe as `--simulate` builds it: GPU 0 starts a job at once,
 /// GPU 1 only after an idle spell of 20 s or more.
 async fn simulate_server() -> TestServer {
-    let probe = Arc::new(SimulatedProbe::with_faults(&[]).following_simulator());
+    let probe = Arc::new(SimulatedProbe::default().following_simulator());
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { probe: Some(probe), step: Some(Duration::from_millis(1)) },
         ..gpudash::Options::new(Duration::from_millis(200))

@@ -19,7 +19,7 @@ use crate::support::{TestServer, eventually};
 async fn faulty_server(args: &[&str]) -> TestServer {
     let cli = gpudash::config::Cli::try_parse_from(args).expect("flags parse");
     let config = gpudash::config::Config::from(cli);
-    let probe = Arc::new(SimulatedProbe::with_faults(&config.faults));
+    let probe = Arc::new(SimulatedProbe::with_wrong_results(gpudash::wiring::lab::faulty_gpus(&config.faults)));
     let options = gpudash::Options {
         simulated_lab: SimulatedLab { probe: Some(probe), step: Some(Duration::from_millis(1)) },
         ..gpudash::Options::new(Duration::from_millis(200))

@@ -15,9 +15,19 @@ pub fn NotifyPanel(telemetry: Telemetry) -> impl IntoView {
     });
     let user = Memo::new(move |_| alerts.state.with(|s| s.subscriptions.as_ref().map(|s| s.user.clone())));
     let permission = alerts.permission;
+    let secure = secure_context();
     view! {
         <section id="alerts-notify" class="alerts-panel">
             <h3>"Notify me"</h3>
+            <Show when=move || !secure>
+                <p id="alerts-notify-insecure" class="notice notice-warn" role="alert">
+                    "Browser notifications need HTTPS or localhost: this page is served over plain http, so the \
+                     browser will not show them. Serve gpudash over HTTPS (--tls-cert, --tls-key) or open it on \
+                     localhost, or have alerts sent to a webhook (ntfy reaches phones; the "
+                    <a href="#alerts-webhooks">"Webhooks"</a>
+                    " panel below lists them, docs/ALERTS.md says how)."
+                </p>
+            </Show>
             <p
                 id="alerts-notify-permission"
                 class="alerts-permission"
@@ -54,15 +64,23 @@ pub fn NotifyPanel(telemetry: Telemetry) -> impl IntoView {
     }
 }
 
+/// Whether the page runs in a secure context (HTTPS, or localhost over http), the only place a
+/// browser shows notifications.
+fn secure_context() -> bool {
+    web_sys::window().is_none_or(|w| w.is_secure_context())
+}
+
 /// One subscription's checkbox: on subscribes (and asks for the permission), off unsubscribes.
+/// Outside a secure context it is unticked and disabled: the browser would never notify.
 #[component]
 fn Toggle(id: String, label: String, kind: SubscriptionKind) -> impl IntoView {
     let alerts = expect_context::<Alerts>();
+    let secure = secure_context();
     let checked = Memo::new({
         let kind = kind.clone();
-        move |_| alerts.state.with(|s| s.subscription(&kind).is_some())
+        move |_| secure && alerts.state.with(|s| s.subscription(&kind).is_some())
     });
-    let loaded = Memo::new(move |_| alerts.state.with(|s| s.subscriptions.is_some()));
+    let loaded = Memo::new(move |_| secure && alerts.state.with(|s| s.subscriptions.is_some()));
     view! {
         <label class="alerts-subscription">
             <input

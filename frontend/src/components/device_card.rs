@@ -2,6 +2,8 @@
 //! memory chart, the health section, and its identity (UUID, PCI, compute capability).
 
 use leptos::prelude::*;
+use shared::auth::Role;
+use wasm_bindgen::JsCast;
 
 use crate::components::activity::ActivityFigures;
 use shared::{
@@ -15,9 +17,9 @@ use crate::{
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
         meter::{Meter, memory_words},
-        overview::{SeverityBadges, worst_class},
+        overview::SeverityBadges,
     },
-    hooks::{reservations::Reservations, theme::Theme},
+    hooks::{reservations::Reservations, session::Session, theme::Theme, url::ViewSignals},
     state::DashboardState,
 };
 use shared::reservations::Reservation;
@@ -90,6 +92,7 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <div class="gpu-severity" aria-label="What needs a look">
                     <SeverityBadges findings=findings />
                 </div>
+                <CardActions index=index />
             </header>
 
             {move || held.get().map(|r| reserved_line(&r, now()))}
@@ -247,6 +250,47 @@ fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
             {intruders}
         </div>
     }
+}
+
+/// `Reserve` (operators: the reservation form with this GPU ticked) and `Run in the Lab` (the Lab
+/// with this GPU picked), beside the card's heading.
+#[component]
+fn CardActions(index: u32) -> impl IntoView {
+    let view = use_context::<ViewSignals>();
+    let session = use_context::<Session>();
+    let may_book = move || session.is_some_and(|s| s.allows(Role::Operator));
+    let reserve = move |_| {
+        let Some(view) = view else { return };
+        view.reserve_gpus.set(vec![index]);
+        request_animation_frame(|| {
+            if let Some(form) = document().get_element_by_id("reservation-form") {
+                form.scroll_into_view();
+            }
+            let first = document().query_selector("#reservation-form .reservation-start").ok().flatten();
+            if let Some(input) = first.and_then(|i| i.dyn_into::<web_sys::HtmlElement>().ok()) {
+                let _ = input.focus();
+            }
+        });
+    };
+    let lab = move |_| {
+        if let Some(view) = view {
+            view.lab_on(index);
+        }
+    };
+    view! {
+        <div class="gpu-card-actions">
+            <Show when=may_book>
+                <button type="button" class="small-button card-reserve" on:click=reserve>"Reserve"</button>
+            </Show>
+            <button type="button" class="small-button card-lab" on:click=lab>"Run in the Lab"</button>
+        </div>
+    }
+}
+
+/// The level class of the worst finding, for a card's border.
+fn worst_class(findings: &[shared::severity::Finding]) -> &'static str {
+    let level = shared::severity::worst(findings);
+    if level == shared::severity::Level::Ok { "" } else { level.class() }
 }
 
 #[cfg(test)]

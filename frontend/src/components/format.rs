@@ -64,19 +64,9 @@ pub fn energy(millijoules: u64) -> String {
     format!("{} kWh", three_digits(millijoules as f64 / 3.6e9))
 }
 
-/// A running time as people say it: "42s", "13m", "2h 13m", "3d 4h".
+/// A running time in the one duration format (`shared::time::duration`): "42s", "13m 5s", "2h 13m", "3d 4h".
 pub fn duration(ms: u64) -> String {
-    let seconds = ms / 1000;
-    let (days, hours, minutes) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60);
-    if days > 0 {
-        format!("{days}d {hours}h")
-    } else if hours > 0 {
-        format!("{hours}h {minutes}m")
-    } else if minutes > 0 {
-        format!("{minutes}m")
-    } else {
-        format!("{seconds}s")
-    }
+    shared::time::duration(ms)
 }
 
 /// GPU indexes as a list: "0, 3".
@@ -97,6 +87,23 @@ pub fn time_of_day(ms: f64, seconds: bool) -> String {
 pub fn stamp(ms: f64) -> String {
     let offset = -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000;
     shared::time_axis::stamp(ms.max(0.0) as u64, js_sys::Date::now() as u64, offset)
+}
+
+/// The viewer's zone now, minutes east of UTC.
+pub fn utc_offset() -> i32 {
+    -(js_sys::Date::new_0().get_timezone_offset() as i32)
+}
+
+/// A moment in a table, always with its date, in the browser's zone: "2 Dec 14:05".
+pub fn date_time(ms: f64) -> String {
+    let offset = -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000;
+    let civil = shared::time_axis::Civil::at(ms.max(0.0) as u64, offset);
+    format!("{} {}", civil.date(), civil.time(false))
+}
+
+/// "Times in UTC+01:00": the zone a page's times are in, named once.
+pub fn zone_caption() -> String {
+    format!("Times in {}", shared::time::zone_name(utc_offset()))
 }
 
 #[cfg(test)]
@@ -120,7 +127,7 @@ mod tests {
     #[test]
     fn durations_energy_and_rates_read_naturally() {
         assert_eq!(duration(42_000), "42s");
-        assert_eq!(duration(13 * 60_000 + 5_000), "13m");
+        assert_eq!(duration(13 * 60_000 + 5_000), "13m 5s");
         assert_eq!(duration((2 * 60 + 13) * 60_000), "2h 13m");
         assert_eq!(duration((3 * 24 + 4) * 3_600_000), "3d 4h");
         assert_eq!(energy(1_000_000_000), "0.278 kWh");

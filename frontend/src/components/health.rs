@@ -49,6 +49,7 @@ pub fn HealthDetails(state: ReadSignal<DashboardState>, index: u32) -> impl Into
                 <Row label="NVLink" class="health-nvlink" value=nvlink />
                 <Row label="PCIe TX / RX" class="health-pcie-throughput" value=field(pcie_traffic_text) />
                 <Row label="Energy" class="health-energy" value=field(|h| or_na(h.energy_mj, format::energy)) />
+                <Row label="Read" class="health-read" value=field(read_text) />
             </dl>
             <div class="xids">
                 <span class="health-label">"XID errors"</span>
@@ -200,6 +201,18 @@ fn pcie_traffic_text(h: &DeviceHealth) -> String {
     }
 }
 
+/// How old the facts are beside the traffic and energy figures, read on every pass.
+fn read_text(h: &DeviceHealth) -> String {
+    match h.facts_ms {
+        Some(facts) if h.timestamp_ms.saturating_sub(facts) >= 1000 => format!(
+            "PCIe and energy now; the rest {} s earlier (every 30 s, at once after an XID)",
+            h.timestamp_ms.saturating_sub(facts) / 1000
+        ),
+        Some(_) => "all now (the rest every 30 s, at once after an XID)".to_owned(),
+        None => "all now".to_owned(),
+    }
+}
+
 fn count(n: u64) -> String {
     n.to_string()
 }
@@ -233,5 +246,8 @@ mod tests {
         assert_eq!(mig_text(&health), "pending (reset to apply)");
         let health = DeviceHealth { pcie_tx_bytes_per_s: Some(1024), pcie_rx_bytes_per_s: None, ..Default::default() };
         assert_eq!(pcie_traffic_text(&health), "1.00 KiB/s / n/a");
+        let health = DeviceHealth { timestamp_ms: 40_000, facts_ms: Some(28_000), ..Default::default() };
+        assert_eq!(read_text(&health), "PCIe and energy now; the rest 12 s earlier (every 30 s, at once after an XID)");
+        assert_eq!(read_text(&DeviceHealth::default()), "all now");
     }
 }

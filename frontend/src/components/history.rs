@@ -6,7 +6,7 @@ use leptos::prelude::*;
 
 use crate::{
     components::history_chart::HistoryChart,
-    hooks::{history::use_history, theme::Theme},
+    hooks::{history::use_history, theme::Theme, url::ViewSignals},
     state::{
         DashboardState,
         history::{CHARTED, HistoryRange},
@@ -21,9 +21,11 @@ pub fn HistorySection(
     theme: ReadSignal<Theme>,
 ) -> impl IntoView {
     let history_on = Memo::new(move |_| state.with(|s| s.host.as_ref().is_some_and(|h| h.history)));
-    let (range, set_range) = signal(HistoryRange::FiveMinutes);
-    // The one GPU drilled down to, or every GPU.
-    let shown = RwSignal::new(None::<u32>);
+    // The range and the one GPU drilled down to (or every GPU): the view's, kept in the URL.
+    let view = use_context::<ViewSignals>();
+    let range_signal = view.map_or_else(|| RwSignal::new(HistoryRange::FiveMinutes), |v| v.range);
+    let (range, set_range) = (range_signal.read_only(), range_signal.write_only());
+    let shown = view.map_or_else(|| RwSignal::new(None::<u32>), |v| v.drill);
     let feed = use_history(state, range, history_on);
 
     view! {

@@ -18,7 +18,10 @@ use crate::{
         theme::Theme,
         visible::{use_box_size, use_on_screen},
     },
-    state::{DashboardState, history::HistoryRange},
+    state::{
+        DashboardState,
+        history::{HistoryRange, TOP_LINES, color_slot, top_lines},
+    },
 };
 
 /// Live-only redraws are spaced at least this far apart (a week's chart gains nothing from 5 a second).
@@ -49,10 +52,14 @@ pub fn HistoryChart(
 ) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
     let box_size = use_box_size(canvas_ref);
+    // Every GPU, or for many the top lines by their latest figure (the rest are "others", the
+    // GPU picker reaches any of them); or the one drilled down to.
     let visible = Memo::new(move |_| match shown.get() {
         Some(one) => vec![one],
-        None => indices.get(),
+        None => indices
+            .with(|all| feed.set.with(|set| top_lines(all, |i| set.series(i, metric)?.points().last().map(|p| p.avg)))),
     });
+    let gpus = Memo::new(move |_| indices.with(Vec::len));
     let ceiling = Memo::new(move |_| {
         let shown = visible.get();
         state.with(|s| shown.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
@@ -102,7 +109,9 @@ pub fn HistoryChart(
         }
         drawn_bucket = newest;
         let result = feed.set.with_untracked(|set| {
-            let series: Vec<_> = lines.iter().filter_map(|&i| Some((i, set.series(i, metric)?))).collect();
+            // Each line in its colour slot (distinct among the lines drawn; `color_slot`).
+            let slot = |i: u32| color_slot(i, &lines, gpus.get_untracked()) as u32;
+            let series: Vec<_> = lines.iter().filter_map(|&i| Some((slot(i), set.series(i, metric)?))).collect();
             draw(&canvas, size, &series, metric, key.range, key.ceiling, now)
         });
         match result {
@@ -165,15 +174,18 @@ pub fn HistoryChart(
                     on:mousemove=on_move
                     on:mouseleave=move |_| hover.set(None)
                 ></canvas>
-                {move || hover.get().map(|h| tooltip(&h))}
+                {move || {
+                    let slot = |i: u32| visible.with_untracked(|v| color_slot(i, v, gpus.get_untracked()));
+                    hover.get().map(|h| tooltip(&h, &slot))
+                }}
             </div>
-            <Legend indices=indices shown=shown metric=metric />
+            <Legend indices=indices visible=visible shown=shown metric=metric />
         </figure>
     }
 }
 
 /// The crosshair and the tooltip beside it (on the left of the crosshair past the middle).
-fn tooltip(hover: &Hover) -> impl IntoView + use<> {
+fn tooltip(hover: &Hover, slot: &dyn Fn(u32) -> usize) -> impl IntoView + use<> {
     let side = if hover.x > hover.width / 2.0 {
         format!("right: {:.0}px", (hover.width - hover.x + 10.0).max(0.0))
     } else {
@@ -183,7 +195,7 @@ fn tooltip(hover: &Hover) -> impl IntoView + use<> {
         .values
         .iter()
         .map(|(i, value)| {
-            let color = format!("background: {}", SERIES_COLORS[*i as usize % SERIES_COLORS.len()]);
+            let color = format!("background: {}", SERIES_COLORS[slot(*i) % SERIES_COLORS.len()]);
             view! {
                 <li data-index=*i>
                     <span class="history-swatch" style=color></span>
@@ -204,14 +216,28 @@ fn tooltip(hover: &Hover) -> impl IntoView + use<> {
 /// `ul.history-legend`: a button per GPU in its line's color, off the plot; pressing
 /// one shows only that GPU (in every chart), pressing it again shows them all.
 #[component]
-fn Legend(indices: Memo<Vec<u32>>, shown: RwSignal<Option<u32>>, metric: Metric) -> impl IntoView {
+fn Legend(
+    indices: Memo<Vec<u32>>,
+    visible: Memo<Vec<u32>>,
+    shown: RwSignal<Option<u32>>,
+    metric: Metric,
+) -> impl IntoView {
+    // For many GPUs, a chip per line drawn; the others are counted.
+    let chips = Memo::new(move |_| {
+        let all = indices.get();
+        if all.len() <= TOP_LINES { all } else { visible.get() }
+    });
+    let others = move || indices.with(Vec::len).saturating_sub(visible.with(Vec::len));
     view! {
         <ul class="history-legend" aria-label=format!("GPUs in the {} chart", metric.label())>
-            <For each=move || indices.get() key=|index| *index let:index>
+            <For each=move || chips.get() key=|index| *index let:index>
                 {
                     let pressed = move || shown.get() == Some(index);
                     let hidden = move || shown.get().is_some_and(|one| one != index);
-                    let color = format!("background: {}", SERIES_COLORS[index as usize % SERIES_COLORS.len()]);
+                    let color = move || {
+                        let slot = visible.with(|v| color_slot(index, v, indices.with(Vec::len)));
+                        format!("background: {}", SERIES_COLORS[slot % SERIES_COLORS.len()])
+                    };
                     view! {
                         <li>
                             <button
@@ -229,6 +255,11 @@ fn Legend(indices: Memo<Vec<u32>>, shown: RwSignal<Option<u32>>, metric: Metric)
                     }
                 }
             </For>
+            <Show when=move || { others() > 0 && shown.get().is_none() }>
+                <li class="history-others" title="Pick one in the GPU list above to see it">
+                    {move || format!("+ {} others (top {TOP_LINES} by {} shown)", others(), metric.label())}
+                </li>
+            </Show>
         </ul>
     }
 }

@@ -104,7 +104,7 @@ pub fn nearest(points: &[HistoryPoint], t: u64) -> Option<&HistoryPoint> {
     }
 }
 
-/// Draws one line per `(GPU index, series)` in the GPU's palette color (with the
+/// Draws one line per `(colour slot, series)` in the slot's palette color (`state::history::color_slot`) (with the
 /// min–max band when only one GPU is shown) over the last `range`.
 pub fn draw(
     canvas: &HtmlCanvasElement,

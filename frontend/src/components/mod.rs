@@ -13,6 +13,7 @@ pub mod device_card;
 #[allow(dead_code)]
 pub mod empty_cache;
 pub mod format;
+pub mod gpu_grid;
 pub mod header;
 pub mod health;
 pub mod history;

@@ -9,24 +9,33 @@ use shared::{
     DeviceSample,
     activity::{GpuState, gpu_state},
     processes::GpuProcess,
-    severity::{self, Finding, Level},
+    severity::{self, Finding},
     units::{format_bytes, format_watts, or_na},
 };
 
 use crate::{
-    components::{device_card::DeviceCard, format},
-    hooks::{reservations::Reservations, theme::Theme},
+    components::{
+        device_card::DeviceCard,
+        format,
+        gpu_grid::{GpuGrid, LayoutToggle},
+    },
+    hooks::{reservations::Reservations, theme::Theme, url::ViewSignals},
     state::DashboardState,
 };
 
 /// How many findings a row shows as badges; the rest are counted ("+2") and listed in its tooltip.
 const ROW_BADGES: usize = 1;
 
-/// The table of GPUs; `indices` changes only with a snapshot.
+/// The table of GPUs, or for many the grid (`compact`); `indices` changes only with a snapshot.
 #[component]
-pub fn Overview(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>, theme: ReadSignal<Theme>) -> impl IntoView {
-    // Which rows are open; each open row draws its card (and its chart), the others draw nothing.
-    let expanded = RwSignal::new(BTreeSet::<u32>::new());
+pub fn Overview(
+    state: ReadSignal<DashboardState>,
+    indices: Memo<Vec<u32>>,
+    theme: ReadSignal<Theme>,
+    compact: Memo<bool>,
+) -> impl IntoView {
+    // Which rows are open (the view's, kept in the URL); each open row draws its card, the others nothing.
+    let expanded = expect_context::<ViewSignals>().cards;
     let all_open = move || {
         let open = expanded.with(BTreeSet::len);
         open > 0 && open == indices.with(Vec::len)
@@ -43,11 +52,15 @@ pub fn Overview(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>, them
         <section id="gpu-overview" class="section overview" aria-labelledby="overview-title">
             <div class="section-head overview-head">
                 <h2 id="overview-title" class="section-title">"GPUs"</h2>
+                <LayoutToggle compact=compact />
                 <button id="expand-all" type="button" class="overview-expand-all" on:click=toggle_all>
                     {move || if all_open() { "Close all cards" } else { "Open all cards" }}
                 </button>
             </div>
-            <div class="table-scroll">
+            <Show when=move || compact.get()>
+                <GpuGrid state=state indices=indices theme=theme />
+            </Show>
+            <div class="table-scroll" hidden=move || compact.get()>
                 <table class="overview-table">
                     <thead>
                         <tr>
@@ -64,9 +77,11 @@ pub fn Overview(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>, them
                             <th scope="col">"Health"</th>
                         </tr>
                     </thead>
-                    <For each=move || indices.get() key=|index| *index let:index>
-                        <GpuRow state=state index=index expanded=expanded theme=theme />
-                    </For>
+                    <Show when=move || !compact.get()>
+                        <For each=move || indices.get() key=|index| *index let:index>
+                            <GpuRow state=state index=index expanded=expanded theme=theme />
+                        </For>
+                    </Show>
                 </table>
             </div>
         </section>
@@ -102,10 +117,7 @@ fn GpuRow(
     // Free only by the one rule (`shared::usability`): a GPU with a critical fault is unhealthy.
     let unhealthy = Memo::new(move |_| state.with(|s| s.unhealthy(index)));
     let state_text = move || state_words(gpu_state.get(), unhealthy.get().as_deref(), reserved_by.get().as_deref());
-    let state_class = move || {
-        let unhealthy = unhealthy.with(Option::is_some) && gpu_state.get() != RowState::Lost;
-        if unhealthy { "unhealthy" } else { gpu_state.get().class() }
-    };
+    let state_class = move || state_class(gpu_state.get(), unhealthy.with(Option::is_some));
     let is_open = Memo::new(move |_| expanded.with(|open| open.contains(&index)));
     let toggle = move |_| {
         expanded.update(|open| {
@@ -257,7 +269,7 @@ pub fn SeverityBadges(findings: Memo<Vec<Finding>>, #[prop(optional)] limit: usi
 
 /// What a row's State cell says, and its class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RowState {
+pub(crate) enum RowState {
     Free,
     Busy,
     HeldIdle,
@@ -285,7 +297,7 @@ impl RowState {
 }
 
 /// `shared::activity::gpu_state`'s answer, with its `None` (a GPU that stopped answering) named.
-fn row_state(state: Option<GpuState>) -> RowState {
+pub(crate) fn row_state(state: Option<GpuState>) -> RowState {
     match state {
         None => RowState::Lost,
         Some(GpuState::Free) => RowState::Free,
@@ -297,7 +309,7 @@ fn row_state(state: Option<GpuState>) -> RowState {
 /// What a row's State cell says: "lost"; "unhealthy: XID 79" (with "busy, " before it while a
 /// process holds it); "free", "busy", "held idle", each with ", reserved by ana" where a
 /// reservation holds it now (`reserved_by`: empty for a viewer who is not told who).
-fn state_words(state: RowState, unhealthy: Option<&str>, reserved_by: Option<&str>) -> String {
+pub(crate) fn state_words(state: RowState, unhealthy: Option<&str>, reserved_by: Option<&str>) -> String {
     let words = match (state, unhealthy) {
         (RowState::Lost, _) => return "lost".to_owned(),
         (RowState::Free, Some(reason)) => format!("unhealthy: {reason}"),
@@ -309,6 +321,11 @@ fn state_words(state: RowState, unhealthy: Option<&str>, reserved_by: Option<&st
         Some(who) if state == RowState::Free && unhealthy.is_none() => reserved_text("reserved", who),
         Some(who) => reserved_text(&format!("{words}, reserved"), who),
     }
+}
+
+/// The State cell's class: "unhealthy" for a GPU with a critical fault that still answers.
+pub(crate) fn state_class(state: RowState, unhealthy: bool) -> &'static str {
+    if unhealthy && state != RowState::Lost { "unhealthy" } else { state.class() }
 }
 
 /// "reserved by ana", or "reserved" for a viewer who is not told who.
@@ -394,12 +411,6 @@ fn owner_chips(processes: &[&GpuProcess]) -> Vec<OwnerChip> {
         });
     }
     chips
-}
-
-/// The level class of the worst finding, for a card's border.
-pub fn worst_class(findings: &[Finding]) -> &'static str {
-    let level = severity::worst(findings);
-    if level == Level::Ok { "" } else { level.class() }
 }
 
 #[cfg(test)]

@@ -28,9 +28,20 @@ impl Column {
             Self::User => "Owner",
             Self::Command => "Command",
             Self::Memory => "GPU memory",
-            Self::Sm => "SM",
+            Self::Sm => "SM util (NVML)",
             Self::Runtime => "Running",
             Self::Workload => "Workload",
+        }
+    }
+
+    /// What the header's tooltip explains, where its name needs it.
+    pub fn title(self) -> Option<&'static str> {
+        match self {
+            Self::Sm => Some(
+                "NVML's per-process SM utilization: the share of time any kernel of this process ran, however small. \
+                 Idle is judged by the GPU's SM activity (next column), not by this",
+            ),
+            _ => None,
         }
     }
 

@@ -30,11 +30,27 @@ const REDACTED: &str = "sign in to see";
 /// The tooltip of such a cell.
 const REDACTED_TITLE: &str = "Who runs what is shown to signed-in viewers";
 
-/// The dashboard's process filter, provided as context for whoever sets it.
-pub fn provide_process_filter() -> RwSignal<ProcessFilter> {
-    let filter = RwSignal::new(ProcessFilter::default());
-    provide_context(filter);
-    filter
+/// The tooltip of the "SM activity" column.
+const SM_ACTIVITY_TITLE: &str = "The GPU's SM activity (GPM): how much of its SMs kernels keep busy. A process is judged \
+     idle when this stays below 1% while it holds memory, even if util (NVML) reads high";
+
+/// GPU `index`'s util and SM activity now, for the rows on it.
+fn gpu_figures(state: &DashboardState, index: u32) -> GpuFigures {
+    let latest = state.device(index).and_then(|d| d.latest.as_ref());
+    let activity = latest.and_then(|l| l.activity.as_ref());
+    GpuFigures {
+        util: latest.and_then(|l| l.gpu_util),
+        sm_active: activity.filter(|a| a.unavailable.is_none()).and_then(|a| a.sm_active),
+        unavailable: activity.and_then(|a| a.unavailable.clone()),
+    }
+}
+
+/// What a row shows of its GPU: util, SM activity, or why there is none.
+#[derive(Debug, Clone, Default)]
+struct GpuFigures {
+    util: Option<u32>,
+    sm_active: Option<f64>,
+    unavailable: Option<String>,
 }
 
 /// What a click on a user's name or a GPU calls: sets the process table's filter (where the
@@ -46,6 +62,10 @@ pub fn use_show_processes() -> impl Fn(ProcessFilter) + Copy + 'static {
         if let Some(signal) = signal {
             signal.set(filter);
         }
+        // Folded on the dashboard of many GPUs: unfolded first.
+        if let Some(fold) = document().get_element_by_id("fold-processes") {
+            let _ = fold.set_attribute("open", "");
+        }
         if let Some(table) = document().get_element_by_id("processes") {
             table.scroll_into_view();
         }
@@ -56,7 +76,8 @@ pub fn use_show_processes() -> impl Fn(ProcessFilter) + Copy + 'static {
 /// filtered by user and GPU.
 #[component]
 pub fn ProcessTable(state: ReadSignal<DashboardState>, filter: RwSignal<ProcessFilter>) -> impl IntoView {
-    let order = RwSignal::new(SortOrder::default());
+    // The view's order (kept in the URL) where the app provides one.
+    let order = use_context::<RwSignal<SortOrder>>().unwrap_or_else(|| RwSignal::new(SortOrder::default()));
     // Rows whose full command line is open, by (GPU, PID): kept across the redraws of every update.
     let expanded = RwSignal::new(HashSet::<(u32, u32)>::new());
     let control = SignalControl::for_table();
@@ -77,11 +98,12 @@ pub fn ProcessTable(state: ReadSignal<DashboardState>, filter: RwSignal<ProcessF
             .into_iter()
             .map(|p| {
                 let is_open = open.contains(&(p.device, p.pid));
-                view! { <ProcessRow process=p now_ms=now signals=signals expanded=expanded open=is_open /> }
+                let gpu = state.with_untracked(|s| gpu_figures(s, p.device));
+                view! { <ProcessRow process=p gpu=gpu now_ms=now signals=signals expanded=expanded open=is_open /> }
             })
             .collect_view()
     };
-    let columns = move || Column::ALL.len() + 1 + usize::from(signals().is_some());
+    let columns = move || Column::ALL.len() + 2 + usize::from(signals().is_some());
     let empty_text = move || empty_text(state, &filter.get());
     let count = move || {
         let (shown, all) = (shown.with(Vec::len), all.with(Vec::len));
@@ -102,7 +124,12 @@ pub fn ProcessTable(state: ReadSignal<DashboardState>, filter: RwSignal<ProcessF
                             <th class="col-expand" scope="col"><span class="visually-hidden">"Full command"</span></th>
                             {Column::ALL
                                 .into_iter()
-                                .map(|column| view! { <SortHeader column=column order=order /> })
+                                .map(|column| view! {
+                                    <SortHeader column=column order=order />
+                                    {(column == Column::Sm).then(|| view! {
+                                        <th class="col-activity" scope="col" title=SM_ACTIVITY_TITLE>"SM activity"</th>
+                                    })}
+                                })
                                 .collect_view()}
                             {move || signals().map(|_| view! { <th class="col-actions" scope="col">"Signal"</th> })}
                         </tr>
@@ -238,7 +265,7 @@ fn SortHeader(column: Column, order: RwSignal<SortOrder>) -> impl IntoView {
     };
     view! {
         <th class=format!("col-{}", column.key()) class:sorted=sorted aria-sort=aria scope="col">
-            <button type="button" class="sort-button" data-sort=column.key() on:click=move |_| order.update(|o| *o = o.clicked(column))>
+            <button type="button" class="sort-button" data-sort=column.key() title=column.title() on:click=move |_| order.update(|o| *o = o.clicked(column))>
                 {column.label()}
                 <span class="sort-arrow" aria-hidden="true">{arrow}</span>
             </button>
@@ -279,6 +306,7 @@ fn command_row_id((device, pid): (u32, u32)) -> String {
 #[component]
 fn ProcessRow(
     process: GpuProcess,
+    gpu: GpuFigures,
     now_ms: u64,
     signals: Option<SignalControl>,
     expanded: RwSignal<HashSet<(u32, u32)>>,
@@ -294,8 +322,17 @@ fn ProcessRow(
     let runtime = or_na(process.started_ms, |started| format::duration(now_ms.saturating_sub(started)));
     let idle = process.idle.map(|hold| {
         let title = format!("Flagged idle: {}", hold.signal.describe());
-        view! { <span class="idle-flag" title=title>{idle_text(&process, hold, now_ms)}</span> }
+        let idle_ms = now_ms.saturating_sub(hold.since_ms);
+        let why = shared::activity::idle_despite_util(gpu.util, gpu.sm_active, idle_ms)
+            .filter(|_| hold.signal == shared::activity::IdleSignal::SmActivity)
+            .map(|why| view! { <span class="idle-why">{why}</span> });
+        view! { <span class="idle-flag" title=title>{idle_text(&process, hold, now_ms)}</span> {why} }
     });
+    let activity = match (gpu.sm_active, gpu.unavailable) {
+        (Some(sm), _) => view! { <span>{format!("{sm:.1}%")}</span> }.into_any(),
+        (None, Some(why)) => view! { <span title=why>{format::na()}</span> }.into_any(),
+        (None, None) => view! { <span>{format::na()}</span> }.into_any(),
+    };
     let user = process.user_name().to_owned();
     let by_user = ProcessFilter::user(&user);
     let owner_title = match &process.owner {
@@ -308,7 +345,7 @@ fn ProcessRow(
     let show_processes = use_show_processes();
     let device = process.device;
     let key = (process.device, process.pid);
-    let columns = Column::ALL.len() + 1 + usize::from(signals.is_some());
+    let columns = Column::ALL.len() + 2 + usize::from(signals.is_some());
     let full = open.then(|| {
         let text = process.command.clone().or_else(|| process.name.clone()).unwrap_or_else(|| "unknown".to_owned());
         view! {
@@ -340,7 +377,8 @@ fn ProcessRow(
             </td>
             <td class="command" title=command>{short}</td>
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
-            <td class="sm">{or_na(process.sm_util, percent)} {idle}</td>
+            <td class="sm">{or_na(process.sm_util, percent)}</td>
+            <td class="activity">{activity} {idle}</td>
             <td class="runtime">{runtime}</td>
             <WorkloadCell workload=workload />
             {actions}
@@ -392,6 +430,7 @@ fn RedactedRow(process: GpuProcess, now_ms: u64, signals: bool) -> impl IntoView
             <td class="command redacted" title=REDACTED_TITLE>{REDACTED}</td>
             <td class="memory">{or_na(process.used_memory, format_bytes)}</td>
             <td class="sm">{or_na(process.sm_util, percent)}</td>
+            <td class="activity"></td>
             <td class="runtime">{runtime}</td>
             <td class="workload redacted" title=REDACTED_TITLE>{REDACTED}</td>
             {signals.then(|| view! { <td class="actions"></td> })}

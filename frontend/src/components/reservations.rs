@@ -7,29 +7,23 @@ use shared::reservations::{ADVISORY, Reservation, ReservationRequest};
 
 use crate::{
     components::format,
-    hooks::{reservations::Reservations, session::Session},
+    hooks::{reservations::Reservations, session::Session, url::ViewSignals},
     state::DashboardState,
 };
 
 const HOUR_MS: f64 = 3_600_000.0;
 
-/// A time as a `datetime-local` input holds it, in the browser's zone: "2026-12-01T14:05".
-fn local_input(ms: f64) -> String {
-    let d = js_sys::Date::new(&ms.into());
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}",
-        d.get_full_year(),
-        d.get_month() + 1,
-        d.get_date(),
-        d.get_hours(),
-        d.get_minutes()
-    )
+use format::utc_offset;
+
+/// A moment as the form's fields hold it, in the viewer's zone: ("2026-12-01", "14:05"), 24-hour.
+fn local_fields(ms: f64) -> (String, String) {
+    let ms = ms.max(0.0) as u64;
+    (shared::time::date(ms, utc_offset()), shared::time::time_of_day(ms, utc_offset()))
 }
 
-/// A `datetime-local` value as ms since the epoch (the browser reads it in its zone).
-fn parse_local(value: &str) -> Option<u64> {
-    let ms = js_sys::Date::new(&value.into()).get_time();
-    (ms.is_finite() && ms >= 0.0).then_some(ms as u64)
+/// A date field and a 24-hour time field as ms since the epoch, in the viewer's zone.
+fn parse_local(date: &str, time: &str) -> Option<u64> {
+    shared::time::parse_local_minute(date, time, utc_offset())
 }
 
 /// The panel: form, list, and the sentence that nothing is enforced.
@@ -72,8 +66,8 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
                     <tr class="reservation-row" data-id=id>
                         <td class="reservation-gpus">{format::indexes(&r.devices)}</td>
                         <td class="reservation-user">{r.user.clone()}</td>
-                        <td class="reservation-from">{format::stamp(r.start_ms as f64)}</td>
-                        <td class="reservation-to">{format::stamp(r.end_ms as f64)}</td>
+                        <td class="reservation-from">{format::date_time(r.start_ms as f64)}</td>
+                        <td class="reservation-to">{format::date_time(r.end_ms as f64)}</td>
                         <td class="reservation-note">{r.note.clone()}</td>
                         <td class="reservation-intruders" class:warn=!r.intruders.is_empty()>{intruders}</td>
                         <td>
@@ -97,6 +91,7 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
             <p class="reservations-advisory">
                 {ADVISORY} " They tell the team who plans to use a GPU; they stop no one."
             </p>
+            <p class="times-zone reservations-zone">{format!("Times in {}", shared::time::zone_name(utc_offset()))}</p>
             <Show when=may_book>
                 <ReservationForm state=state />
             </Show>
@@ -132,18 +127,23 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
     let reservations = expect_context::<Reservations>();
     let session = expect_context::<Session>();
     let indices = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
-    let chosen = RwSignal::new(Vec::<u32>::new());
+    // The view's, so that a GPU card's Reserve can tick its GPU.
+    let chosen = use_context::<ViewSignals>().map_or_else(|| RwSignal::new(Vec::<u32>::new()), |v| v.reserve_gpus);
     let now = js_sys::Date::now();
-    let start = RwSignal::new(local_input(now));
-    let end = RwSignal::new(local_input(now + 2.0 * HOUR_MS));
+    let (start_date, start) = local_fields(now);
+    let (end_date, end) = local_fields(now + 2.0 * HOUR_MS);
+    let (start_date, start, end_date, end) =
+        (RwSignal::new(start_date), RwSignal::new(start), RwSignal::new(end_date), RwSignal::new(end));
     let note = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
     let working = RwSignal::new(false);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let (Some(start_ms), Some(end_ms)) = (parse_local(&start.get_untracked()), parse_local(&end.get_untracked()))
-        else {
-            error.set(Some("pick a start and an end time".to_owned()));
+        let (Some(start_ms), Some(end_ms)) = (
+            parse_local(&start_date.get_untracked(), &start.get_untracked()),
+            parse_local(&end_date.get_untracked(), &end.get_untracked()),
+        ) else {
+            error.set(Some("pick a start and an end: a date and a 24-hour time such as 14:00".to_owned()));
             return;
         };
         // A start already past (the form sat open) means now.
@@ -193,14 +193,21 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
             </fieldset>
             <label>
                 "From "
-                <input type="datetime-local" class="reservation-start" prop:value=move || start.get()
-                    on:input=move |ev| start.set(event_target_value(&ev)) />
+                <input type="date" class="reservation-start-date" aria-label="Start date" prop:value=move || start_date.get()
+                    on:input=move |ev| start_date.set(event_target_value(&ev)) />
             </label>
+            <input type="text" class="reservation-start" inputmode="numeric" size="5" maxlength="5"
+                pattern="[0-9]{1,2}:[0-9]{2}" placeholder="HH:MM" aria-label="Start time, 24-hour"
+                prop:value=move || start.get() on:input=move |ev| start.set(event_target_value(&ev)) />
             <label>
                 "To "
-                <input type="datetime-local" class="reservation-end" prop:value=move || end.get()
-                    on:input=move |ev| end.set(event_target_value(&ev)) />
+                <input type="date" class="reservation-end-date" aria-label="End date" prop:value=move || end_date.get()
+                    on:input=move |ev| end_date.set(event_target_value(&ev)) />
             </label>
+            <input type="text" class="reservation-end" inputmode="numeric" size="5" maxlength="5"
+                pattern="[0-9]{1,2}:[0-9]{2}" placeholder="HH:MM" aria-label="End time, 24-hour"
+                prop:value=move || end.get() on:input=move |ev| end.set(event_target_value(&ev)) />
+            <span class="reservation-zone">{format!("24-hour, {}", shared::time::zone_name(utc_offset()))}</span>
             <input
                 type="text"
                 class="reservation-note-input"

@@ -116,7 +116,7 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                         }
                         free.into_iter()
                             .enumerate()
-                            .map(|(i, index)| view! { {(i > 0).then_some(", ")} <GpuLink index=index /> })
+                            .map(|(i, index)| view! { {(i > 0).then_some(", ")} <FreeGpuLink index=index /> })
                             .collect_view()
                             .into_any()
                     }}
@@ -168,17 +168,17 @@ fn UserLink(user: String) -> impl IntoView {
     }
 }
 
-/// "GPU n", filtering the process table to that GPU.
+/// A free GPU: opens its card, where Reserve and Run in the Lab are.
 #[component]
-fn GpuLink(index: u32) -> impl IntoView {
-    let show_processes = use_show_processes();
+fn FreeGpuLink(index: u32) -> impl IntoView {
+    let view = use_context::<crate::hooks::url::ViewSignals>();
     view! {
         <button
             type="button"
-            class="link-button filter-gpu"
+            class="link-button filter-gpu open-card"
             data-index=index
-            title=format!("Show GPU {index}'s processes")
-            on:click=move |_| show_processes(ProcessFilter::gpu(index))
+            title=format!("Open GPU {index}'s card: reserve it or run in the Lab")
+            on:click=move |_| view.into_iter().for_each(|v| v.open_card(index))
         >
             {format!("GPU {index}")}
         </button>

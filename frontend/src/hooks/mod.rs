@@ -13,4 +13,5 @@ pub mod reservations;
 pub mod session;
 pub mod telemetry;
 pub mod theme;
+pub mod url;
 pub mod visible;

@@ -116,7 +116,7 @@ pub fn AuditPage() -> impl IntoView {
                 <table id="audit-log">
                     <thead>
                         <tr>
-                            <th>"Time"</th>
+                            <th title=format::zone_caption()>{format!("Time ({})", shared::time::zone_name(format::utc_offset()))}</th>
                             <th>"User"</th>
                             <th>"Client"</th>
                             <th>"What happened"</th>
@@ -130,7 +130,7 @@ pub fn AuditPage() -> impl IntoView {
                             let said = if e.summary.is_empty() { e.action.clone() } else { e.summary.clone() };
                             view! {
                             <tr class="audit-entry" data-id=e.id>
-                                <td>{format::stamp(e.timestamp_ms as f64)}</td>
+                                <td class="audit-time">{format::date_time(e.timestamp_ms as f64)}</td>
                                 <td class="audit-user">{e.user}</td>
                                 <td class="mono">{e.client}</td>
                                 <td class="audit-action" data-action=e.action.clone() title=e.action.clone()>

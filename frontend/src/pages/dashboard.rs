@@ -2,14 +2,16 @@
 //! card), the process tables and the history charts.
 
 use leptos::prelude::*;
+use wasm_bindgen::JsCast;
 
 use crate::{
     components::{
         bridge::BridgePanel,
+        gpu_grid::is_compact,
         history::HistorySection,
         notices::{NoGpus, SimulatedBanner},
         overview::Overview,
-        processes::{ProcessTable, provide_process_filter},
+        processes::ProcessTable,
         reservations::ReservationsPanel,
         usage::WhoUsesWhat,
     },
@@ -17,6 +19,7 @@ use crate::{
         bridge::use_bridge,
         telemetry::{ConnectionStatus, Telemetry},
         theme::Theme,
+        url::ViewSignals,
     },
     pages::Tab,
 };
@@ -34,8 +37,14 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
     let tab = expect_context::<ReadSignal<Tab>>();
     let bridge = use_bridge(Memo::new(move |_| tab.get() == Tab::Dashboard));
     provide_context(bridge);
-    // The one process table's filter, which "Who uses what" (and the overview) set.
-    let process_filter = provide_process_filter();
+    // The one process table's filter, which "Who uses what" (and the overview) set, and its order:
+    // the view's, kept in the URL.
+    let view = expect_context::<ViewSignals>();
+    let process_filter = view.filter;
+    provide_context(process_filter);
+    provide_context(view.sort);
+    // Many GPUs: the overview becomes the grid and comes first, so every GPU's state is on the first screen.
+    let compact = Memo::new(move |_| is_compact(view.layout.get(), indices.with(Vec::len)));
     let gpu_error = move || state.with(|s| s.host.as_ref().and_then(|h| h.gpu_error.clone()));
 
     view! {
@@ -51,14 +60,47 @@ pub fn Dashboard(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoVie
                     when=move || !indices.with(Vec::is_empty)
                     fallback=move || view! { <NoGpus gpu_error=gpu_error() /> }
                 >
-                    <WhoUsesWhat state=state />
-                    <Overview state=state indices=indices theme=theme />
-                    <ReservationsPanel state=state />
-                    <ProcessTable state=state filter=process_filter />
-                    <BridgePanel state=state bridge=bridge />
-                    <HistorySection state=state indices=indices theme=theme />
+                    <Show when=move || !compact.get()>
+                        <WhoUsesWhat state=state />
+                    </Show>
+                    <Overview state=state indices=indices theme=theme compact=compact />
+                    <Show when=move || compact.get()>
+                        <WhoUsesWhat state=state />
+                    </Show>
+                    // For many GPUs the long sections start folded, so the grid and "Who uses what" lead.
+                    <Fold compact=compact key="reservations" title="Reservations">
+                        <ReservationsPanel state=state />
+                    </Fold>
+                    <Fold compact=compact key="processes" title="Processes">
+                        <ProcessTable state=state filter=process_filter />
+                    </Fold>
+                    <Fold compact=compact key="pytorch" title="PyTorch">
+                        <BridgePanel state=state bridge=bridge />
+                    </Fold>
+                    <Fold compact=compact key="history" title="History">
+                        <HistorySection state=state indices=indices theme=theme />
+                    </Fold>
                 </Show>
             </Show>
         </main>
+    }
+}
+
+/// `details#fold-<key>`: open, its summary hidden, for a few GPUs; folded under its summary for many,
+/// its content built only while it is open (a folded process table does no work at each tick).
+#[component]
+fn Fold(compact: Memo<bool>, key: &'static str, title: &'static str, children: ChildrenFn) -> impl IntoView {
+    let open = RwSignal::new(!compact.get_untracked());
+    let toggled = move |ev: leptos::ev::Event| {
+        let details = ev.target().and_then(|t| t.dyn_into::<web_sys::HtmlDetailsElement>().ok());
+        if let Some(details) = details {
+            open.set(details.open());
+        }
+    };
+    view! {
+        <details class="dash-fold" id=format!("fold-{key}") prop:open=move || !compact.get() on:toggle=toggled>
+            <summary class="dash-fold-summary" hidden=move || !compact.get()>{title}</summary>
+            <Show when=move || open.get()>{children()}</Show>
+        </details>
     }
 }

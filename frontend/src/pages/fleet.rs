@@ -1,7 +1,9 @@
-//! The Fleet tab: every host and GPU the server's Prometheus scrapes
-//! (`GET /api/fleet`), free GPUs first, filtered in the page by host, model
-//! and user, refreshed every 5 s while shown.
+//! The Fleet tab: every host the server's Prometheus scrapes, one line each with its counts
+//! (`GET /api/fleet?gpus=none`: small at a thousand hosts); a host's GPUs load when it is opened
+//! (`GET /api/fleet/host/{instance}`), and a filter (host, model, user) lists the GPUs that pass
+//! (`GET /api/fleet?host=…`), free ones first. Refreshed every 5 s while shown.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use leptos::{html, prelude::*, task::spawn_local};
@@ -19,12 +21,26 @@ use crate::{
 /// How often the fleet is asked for while the tab is shown (the server caches answers 5 s).
 const FLEET_PERIOD: Duration = Duration::from_secs(5);
 
-/// Asks `/api/fleet` once: true unless the server answers 503 (no `--fleet-prometheus`).
+/// Asks `/api/fleet` once (hosts only): true unless the server answers 503 (no `--fleet-prometheus`).
 pub async fn fleet_configured() -> bool {
-    match get_json::<FleetResponse>("/api/fleet").await {
+    match get_json::<FleetResponse>("/api/fleet?gpus=none").await {
         Ok(_) => true,
         Err(failure) => failure.status != 503 && failure.status != 0 && failure.status != 404,
     }
+}
+
+/// What the page asks for: hosts only without a filter, else the GPUs that pass.
+fn fleet_url(filter: &FleetFilter) -> String {
+    if filter.is_empty() {
+        "/api/fleet?gpus=none".to_owned()
+    } else {
+        format!("/api/fleet?{}", serde_urlencoded::to_string(filter).unwrap_or_default())
+    }
+}
+
+/// `/api/fleet/host/{instance}`, the instance escaped for a path segment.
+fn host_url(instance: &str) -> String {
+    format!("/api/fleet/host/{}", String::from(js_sys::encode_uri_component(instance)))
 }
 
 #[component]
@@ -32,11 +48,36 @@ pub fn FleetPage() -> impl IntoView {
     let tab = expect_context::<ReadSignal<Tab>>();
     let fleet = RwSignal::new(None::<FleetResponse>);
     let failed = RwSignal::new(None::<String>);
+    // Opened hosts and their GPUs (None while loading).
+    let opened = RwSignal::new(BTreeMap::<String, Option<FleetResponse>>::new());
     let started = StoredValue::new(0.0f64);
     let table_ref = NodeRef::<html::Table>::new();
-    let load = move || {
+    let host = RwSignal::new(String::new());
+    let model = RwSignal::new(String::new());
+    let user = RwSignal::new(String::new());
+    let filter = Memo::new(move |_| {
+        let some = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
+        FleetFilter { host: some(host.get()), model: some(model.get()), user: some(user.get()), free: false }
+    });
+    let load_host = move |instance: String| {
         spawn_local(async move {
-            match get_json::<FleetResponse>("/api/fleet").await {
+            let answer = get_json::<FleetResponse>(&host_url(&instance)).await.ok();
+            opened.try_update(|o| {
+                if let Some(entry) = o.get_mut(&instance) {
+                    *entry = answer;
+                }
+            });
+        });
+    };
+    let load = move || {
+        let wanted = filter.get_untracked();
+        spawn_local(async move {
+            let answer = get_json::<FleetResponse>(&fleet_url(&wanted)).await;
+            // An answer to a filter since changed is dropped: the newer one is on its way.
+            if filter.try_get_untracked().is_none_or(|now| now != wanted) {
+                return;
+            }
+            match answer {
                 Ok(answer) => {
                     started.try_set_value(now());
                     fleet.try_set(Some(answer));
@@ -54,40 +95,68 @@ pub fn FleetPage() -> impl IntoView {
                 Err(failure) => drop(failed.try_set(Some(failure.message))),
             }
         });
+        opened.with_untracked(|o| o.keys().cloned().for_each(load_host));
     };
     use_poll(Memo::new(move |_| tab.get() == Tab::Fleet), FLEET_PERIOD, load);
-
-    let host = RwSignal::new(String::new());
-    let model = RwSignal::new(String::new());
-    let user = RwSignal::new(String::new());
-    let filter = Memo::new(move |_| {
-        let some = |s: String| Some(s.trim().to_owned()).filter(|s| !s.is_empty());
-        FleetFilter { host: some(host.get()), model: some(model.get()), user: some(user.get()), free: false }
+    // A new filter asks at once rather than at the next poll.
+    Effect::new(move |was: Option<FleetFilter>| {
+        let now = filter.get();
+        if was.is_some_and(|was| was != now) {
+            load();
+        }
+        now
     });
+    let toggle = move |instance: String| {
+        let open = opened.with_untracked(|o| o.contains_key(&instance));
+        opened.update(|o| {
+            if open {
+                o.remove(&instance);
+            } else {
+                o.insert(instance.clone(), None);
+            }
+        });
+        if !open {
+            load_host(instance);
+        }
+    };
+
     let error = move || failed.get().or_else(|| fleet.with(|f| f.as_ref().and_then(|f| f.error.clone())));
     let summary = move || {
         fleet.with(|f| {
             f.as_ref().map(|f| {
                 let s = f.summary;
                 format!(
-                    "{} nodes ({} stale) · {} GPUs, {} free · {} · queried in {} ms",
-                    s.nodes, s.stale_nodes, s.gpus, s.free_gpus, f.prometheus, f.query_ms
+                    "{} hosts ({} stale) · {} GPUs: {} free, {} busy, {} held idle, {} reserved, {} lost · {} · queried in {} ms",
+                    s.nodes, s.stale_nodes, s.gpus, s.free_gpus, s.busy_gpus, s.idle_gpus, s.reserved_gpus,
+                    s.lost_gpus, f.prometheus, f.query_ms
                 )
             })
         })
     };
     let rows = move || {
-        let filter = filter.get();
+        let filtered = !filter.with(FleetFilter::is_empty);
         fleet.with(|f| {
             let Some(f) = f.as_ref() else { return Vec::new() };
-            let gpus = f.gpus.iter().filter(|g| filter.matches(g)).map(|g| fleet_row(g, node_of(f, g)));
-            // Down hosts with no GPU figures get a row of their own rather than none.
-            let down = f.nodes.iter().filter(|n| n.gpus == 0 && filter.matches_node(n)).map(down_row);
-            gpus.chain(down).collect::<Vec<_>>()
+            if filtered {
+                let gpus = f.gpus.iter().map(|g| fleet_row(g, node_of(&f.nodes, g)));
+                // Down hosts with no GPU figures get a row of their own rather than none.
+                let down = f.nodes.iter().filter(|n| n.gpus == 0).map(down_row);
+                return gpus.chain(down).collect::<Vec<_>>();
+            }
+            opened.with(|opened| host_rows(f, opened, toggle))
         })
     };
-    let shown =
-        move || fleet.with(|f| f.as_ref().map(|f| f.gpus.iter().filter(|g| filter.with(|x| x.matches(g))).count()));
+    let shown = move || {
+        fleet.with(|f| {
+            f.as_ref().map(|f| {
+                if filter.with(FleetFilter::is_empty) {
+                    format!("{} hosts", f.nodes.len())
+                } else {
+                    format!("{} GPUs shown", f.gpus.len())
+                }
+            })
+        })
+    };
 
     view! {
         <main class="fleet-page">
@@ -104,7 +173,7 @@ pub fn FleetPage() -> impl IntoView {
                 <FilterInput id="fleet-filter-host" label="Host" value=host />
                 <FilterInput id="fleet-filter-model" label="Model" value=model />
                 <FilterInput id="fleet-filter-user" label="User" value=user />
-                <span class="fleet-count">{move || shown().map(|n| format!("{n} GPUs shown"))}</span>
+                <span class="fleet-count">{shown}</span>
             </div>
             <div class="table-scroll">
                 <table id="fleet-table" class="fleet-table" node_ref=table_ref>
@@ -131,6 +200,89 @@ pub fn FleetPage() -> impl IntoView {
     }
 }
 
+/// Every host's line, each opened host followed by its GPUs (or "Loading…").
+fn host_rows(
+    fleet: &FleetResponse,
+    opened: &BTreeMap<String, Option<FleetResponse>>,
+    toggle: impl Fn(String) + Copy + 'static,
+) -> Vec<AnyView> {
+    let mut rows = Vec::new();
+    for node in &fleet.nodes {
+        let open = opened.get(&node.instance);
+        rows.push(host_row(node, open.is_some(), toggle));
+        match open {
+            Some(Some(answer)) => rows.extend(answer.gpus.iter().map(|g| fleet_row(g, node_of(&answer.nodes, g)))),
+            Some(None) => {
+                rows.push(view! { <tr class="fleet-loading"><td colspan="9">"Loading…"</td></tr> }.into_any());
+            }
+            None => {}
+        }
+    }
+    rows
+}
+
+/// `tr.fleet-host-row` of one host: its counts and owners; its button opens its GPUs.
+fn host_row(node: &FleetNode, open: bool, toggle: impl Fn(String) + Copy + 'static) -> AnyView {
+    let instance = node.instance.clone();
+    let name = node.hostname.clone();
+    let host_cell = match &node.url {
+        Some(url) => view! { <a href=url.clone() title=node.instance.clone()>{name}</a> }.into_any(),
+        None => view! { <span title=node.instance.clone()>{name}</span> }.into_any(),
+    };
+    let counts = [
+        (node.free_gpus, "free"),
+        (node.busy_gpus, "busy"),
+        (node.idle_gpus, "held idle"),
+        (node.reserved_gpus, "reserved"),
+        (node.lost_gpus, "lost"),
+        (node.stale_gpus, "stale"),
+    ]
+    .into_iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect::<Vec<_>>()
+    .join(", ");
+    let down = node.up == Some(false) || (node.stale && node.gpus == 0);
+    let state = if down {
+        down_text(node)
+    } else if node.stale {
+        "stale".to_owned()
+    } else {
+        counts
+    };
+    let owners = if node.owners.is_empty() { "—".to_owned() } else { node.owners.join(", ") };
+    let has_free = node.free_gpus > 0;
+    view! {
+        <tr
+            class="fleet-host-row"
+            class:fleet-down=down
+            class:fleet-stale=node.stale
+            class:fleet-free=has_free
+            data-host=node.hostname.clone()
+            data-gpus=node.gpus
+            data-free=node.free_gpus
+        >
+            <td class="fleet-host">
+                <button
+                    class="fleet-open"
+                    aria-expanded=if open { "true" } else { "false" }
+                    aria-label=format!("{} GPUs of {}", if open { "Hide" } else { "Show" }, node.hostname)
+                    on:click=move |_| toggle(instance.clone())
+                >
+                    {if open { "▾" } else { "▸" }}
+                </button>
+                " "
+                {host_cell}
+            </td>
+            <td class="fleet-gpu">{node.gpus}</td>
+            <td class="fleet-model" colspan="5"></td>
+            <td class="fleet-users">{owners}</td>
+            <td class="fleet-state">{state}</td>
+        </tr>
+    }
+    .into_any()
+}
+
 #[component]
 fn FilterInput(id: &'static str, label: &'static str, value: RwSignal<String>) -> impl IntoView {
     view! {
@@ -141,8 +293,8 @@ fn FilterInput(id: &'static str, label: &'static str, value: RwSignal<String>) -
     }
 }
 
-fn node_of<'a>(fleet: &'a FleetResponse, gpu: &FleetGpu) -> Option<&'a FleetNode> {
-    fleet.nodes.iter().find(|n| n.instance == gpu.instance)
+fn node_of<'a>(nodes: &'a [FleetNode], gpu: &FleetGpu) -> Option<&'a FleetNode> {
+    nodes.iter().find(|n| n.instance == gpu.instance)
 }
 
 /// `tr.fleet-row` (and `.fleet-stale`, `.fleet-free`, `.fleet-lost`, `.fleet-unhealthy`) of one GPU.

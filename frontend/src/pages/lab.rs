@@ -14,7 +14,7 @@ use crate::{
             topology::TopologyMatrix,
         },
     },
-    hooks::{lab::Lab, reservations::Reservations, telemetry::Telemetry, theme::Theme},
+    hooks::{lab::Lab, reservations::Reservations, telemetry::Telemetry, theme::Theme, url::ViewSignals},
     state::lab_target::{PickedGpu, gpu_choices},
 };
 
@@ -37,6 +37,22 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
         let next = choices.with(|c| picked.get_untracked().follow(c));
         if next != picked.get_untracked() {
             picked.set(next);
+        }
+    });
+    // A link's or a card's "Run in the Lab" GPU (`#lab?gpu=2`) is picked as the reader's own choice;
+    // the reader's later pick goes back into the link.
+    let view = expect_context::<ViewSignals>();
+    Effect::new(move |_| {
+        // A GPU this host does not have is left out, as a bad value in a link is.
+        let known = view.lab_gpu.get().filter(|&i| choices.with(|c| c.iter().any(|c| c.index == i)));
+        if let Some(index) = known.filter(|&i| picked.get_untracked() != PickedGpu::by_reader(i)) {
+            picked.set(PickedGpu::by_reader(index));
+        }
+    });
+    Effect::new(move |_| {
+        let index = picked.get().index();
+        if view.lab_gpu.get_untracked().is_some_and(|at| at != index) {
+            view.lab_gpu.set(Some(index));
         }
     });
     let indexes = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));

@@ -166,6 +166,31 @@ impl HistorySeries {
     }
 }
 
+/// The most lines a history chart draws when every GPU is shown: as many as the palette has colours.
+pub const TOP_LINES: usize = 8;
+
+/// The GPUs a chart of every GPU draws: all of them up to [`TOP_LINES`], else the [`TOP_LINES`] with the
+/// biggest latest figure (`value`; GPUs without one last), in index order. The rest are "others".
+pub fn top_lines(all: &[u32], value: impl Fn(u32) -> Option<f64>) -> Vec<u32> {
+    if all.len() <= TOP_LINES {
+        return all.to_vec();
+    }
+    let mut ranked: Vec<(u32, Option<f64>)> = all.iter().map(|&i| (i, value(i).filter(|v| v.is_finite()))).collect();
+    ranked.sort_by(|a, b| match (a.1, b.1) {
+        (Some(x), Some(y)) => y.total_cmp(&x).then(a.0.cmp(&b.0)),
+        (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(&b.0)),
+    });
+    let mut top: Vec<u32> = ranked.into_iter().take(TOP_LINES).map(|(i, _)| i).collect();
+    top.sort_unstable();
+    top
+}
+
+/// Line `index`'s colour among `lines`: the GPU's own while there are no more GPUs than colours
+/// (`gpus`), else its place among the lines drawn, so that no two lines share one.
+pub fn color_slot(index: u32, lines: &[u32], gpus: usize) -> usize {
+    if gpus <= TOP_LINES { index as usize } else { lines.iter().position(|&l| l == index).unwrap_or(0) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,5 +257,26 @@ mod tests {
             "the sample that came meanwhile is merged once"
         );
         assert!(set.series(1, Metric::MemClock).is_none(), "memory clock is not charted");
+    }
+
+    #[test]
+    fn many_gpus_chart_their_top_lines_in_distinct_colours() {
+        let few: Vec<u32> = (0..8).collect();
+        assert_eq!(top_lines(&few, |_| None), few);
+        let many: Vec<u32> = (0..64).collect();
+        let top = top_lines(&many, |i| (i % 10 != 0).then(|| f64::from(i % 16)));
+        assert_eq!(
+            top,
+            [15, 31, 47, 63, 14, 46, 62, 13]
+                .into_iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect::<Vec<_>>()
+        );
+        let slots: std::collections::BTreeSet<usize> = top.iter().map(|&i| color_slot(i, &top, 64)).collect();
+        assert_eq!(slots.len(), TOP_LINES, "no two lines share a colour");
+        assert_eq!(color_slot(5, &[5], 8), 5, "a few GPUs keep their own colour, drilled down too");
+        let unknown = top_lines(&many, |i| (i == 40).then_some(f64::NAN).or((i == 3).then_some(1.0)));
+        assert_eq!(unknown, [0, 1, 2, 3, 4, 5, 6, 7]);
     }
 }

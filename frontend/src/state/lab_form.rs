@@ -78,6 +78,9 @@ impl Field {
 
     /// A short hint of the accepted format.
     pub fn hint(&self) -> &'static str {
+        if self.name == "gpus" {
+            return "comma-separated, e.g. 0, 1; empty: every GPU";
+        }
         match self.kind {
             FieldKind::Bytes => "e.g. 256 MiB",
             FieldKind::BytesList => "comma-separated, e.g. 4 KiB, 1 MiB",
@@ -110,7 +113,7 @@ pub fn fields(kind: ExperimentKind, defaults: &Value) -> Vec<Field> {
 fn is_bytes(kind: ExperimentKind, name: &str) -> bool {
     name.ends_with("bytes")
         || (kind == ExperimentKind::P2p && name == "size")
-        || (kind == ExperimentKind::Transfer && name == "sizes")
+        || ((kind == ExperimentKind::Transfer || kind == ExperimentKind::Collectives) && name == "sizes")
 }
 
 fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
@@ -157,6 +160,10 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
         let parsed = match (&field.kind, value) {
             (FieldKind::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
             (FieldKind::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
+            // The GPUs a collectives run joins: none named means every GPU.
+            (FieldKind::CountList, FieldValue::Text(text)) if field.name == "gpus" && text.trim().is_empty() => {
+                json!([])
+            }
             (FieldKind::CountList, FieldValue::Text(text)) => Value::from(list(&label, text, count)?),
             (FieldKind::BytesList, FieldValue::Text(text)) => Value::from(list(&label, text, byte_size)?),
             (FieldKind::Choices(choices), FieldValue::Chosen(chosen)) => {
@@ -261,6 +268,20 @@ mod tests {
         let error = params(ExperimentKind::Transfer, &fields, &values).unwrap_err();
         assert_eq!(error, FormError::NoneChosen { label: "copies".into() });
         assert_eq!(error.to_string(), "'copies': pick at least one");
+    }
+
+    #[test]
+    fn collectives_sizes_read_as_bytes_and_no_gpus_means_every_gpu() {
+        let (fields, mut values) = defaults(ExperimentKind::Collectives);
+        let at = |name: &str| fields.iter().position(|f| f.name == name).unwrap();
+        assert_eq!(fields[at("gpus")].hint(), "comma-separated, e.g. 0, 1; empty: every GPU");
+        assert!(matches!(&values[at("sizes")], FieldValue::Text(t) if t.starts_with("8, 1 KiB, 4 KiB")));
+        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        assert_eq!(p["gpus"], json!([]));
+        values[at("gpus")] = FieldValue::Text("0, 1".into());
+        values[at("sizes")] = FieldValue::Text("1 MiB, 1 GiB".into());
+        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        assert_eq!((p["gpus"].clone(), p["sizes"].clone()), (json!([0, 1]), json!([1 << 20, 1u64 << 30])));
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod lab;
 pub mod lab_form;
 pub mod lab_target;
 pub mod process_filter;
+pub mod url;
 
 use shared::{
     Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, MemoryRing, Tick,

@@ -38,7 +38,7 @@ pub fn spawn(
             });
             match woke {
                 None | Some(Err(RecvError::Closed)) => return,
-                Some(Ok(frame)) => details_seen |= frame.seq.is_none(),
+                Some(Ok(frame)) => details_seen |= frame.seq().is_none(),
                 // Behind: the hub's newest state covers what was skipped.
                 Some(Err(RecvError::Lagged(_))) => {}
             }

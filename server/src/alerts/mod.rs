@@ -16,7 +16,7 @@ mod summary;
 mod tests;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::alerts::{
@@ -32,6 +32,7 @@ pub use rules::Inputs;
 pub use state::{Book, Change, ChangeKind, Key};
 
 use crate::store::alerts::{AlertFilter, AlertStore, AlertStoreError, SubscribeRefused};
+use crate::sync::lock;
 
 /// Alert events a slow subscriber may fall behind before it misses some.
 const EVENT_BACKLOG: usize = 1024;
@@ -337,8 +338,4 @@ pub fn parse_rule(name: &str) -> Result<Rule, String> {
         let names: Vec<&str> = Rule::ALL.iter().map(|r| r.as_str()).collect();
         format!("'{name}' is not a rule; the rules are {}", names.join(", "))
     })
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

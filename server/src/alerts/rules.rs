@@ -338,12 +338,19 @@ impl Book {
                 // Who it is and what it runs travel in `user` (left out for anonymous viewers), never in
                 // the message, which every viewer reads.
                 let memory = p.used_memory.map_or_else(String::new, |b| format!(" {}", gib(b)));
-                let message = format!(
-                    "PID {} holds{memory} on {} and has computed nothing for {}",
-                    p.pid,
-                    gpu.label(),
-                    human(idle_for.unwrap_or(0))
-                );
+                let idle_ms = idle_for.unwrap_or(0);
+                let sample = gpu.answering();
+                let sm = sample.and_then(|s| s.activity.as_ref()).and_then(|a| a.sm_active);
+                // "Computed nothing" would be false at high util: say what was seen instead.
+                let message = match shared::activity::idle_despite_util(sample.and_then(|s| s.gpu_util), sm, idle_ms) {
+                    Some(why) => format!("PID {} holds{memory} on {} and looks idle: {why}", p.pid, gpu.label()),
+                    None => format!(
+                        "PID {} holds{memory} on {} and has computed nothing for {}",
+                        p.pid,
+                        gpu.label(),
+                        human(idle_ms)
+                    ),
+                };
                 let action = "ask its owner to finish or restart it (a notebook kernel left open?) so the memory goes \
                               back to the team";
                 let mut draft = self.draft(config, key, gpu, message, action);

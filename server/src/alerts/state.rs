@@ -208,19 +208,5 @@ pub fn covering<'a>(silences: &'a [Silence], rule: Rule, gpu_uuid: &str, now_ms:
 
 /// A span of time as people say it: "45s", "1m 5s", "2h 3m", "3d 4h".
 pub fn human(ms: u64) -> String {
-    let s = ms / 1000;
-    let (d, h, m, sec) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
-    let parts = match (d, h, m) {
-        (0, 0, 0) => vec![(sec, "s")],
-        (0, 0, _) => vec![(m, "m"), (sec, "s")],
-        (0, _, _) => vec![(h, "h"), (m, "m")],
-        _ => vec![(d, "d"), (h, "h")],
-    };
-    let mut text: Vec<String> = Vec::new();
-    for (i, (value, unit)) in parts.iter().enumerate() {
-        if i == 0 || *value > 0 {
-            text.push(format!("{value}{unit}"));
-        }
-    }
-    text.join(" ")
+    shared::time::duration(ms)
 }

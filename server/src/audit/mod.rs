@@ -12,7 +12,7 @@ pub mod denied;
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use shared::auth::AuditOutcome as Outcome;
@@ -22,6 +22,7 @@ use tokio::sync::watch;
 pub use self::action::Action;
 use self::denied::{Denial, DeniedWindows, Summary};
 use crate::store::audit::{AuditRow, AuditStore, AuditStoreError};
+use crate::sync::lock;
 use crate::telemetry::now_ms;
 
 /// Rows kept at most, denials and the rest (allowed or failed actions) apart.
@@ -311,10 +312,6 @@ impl Audit {
 /// `text` cut to at most `max` characters.
 fn cut(text: &str, max: usize) -> &str {
     text.char_indices().nth(max).map_or(text, |(at, _)| &text[..at])
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::sync::lock;
 pub use append::{AddRefused, Added, NEW_FILE_MODE, add_token};
 pub use reload::{ReloadRefused, TokensChanged};
 pub use shared::auth::Role;
@@ -320,10 +321,6 @@ fn find(tokens: &[TokenEntry], presented: &[u8; 32]) -> Option<Identity> {
         }
     }
     found
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {

@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
+use crate::export::table;
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
-use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault, table};
+use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault, experiments};
 use crate::store::runs::MemoryRunStore;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::{GpuSource, hostname};
@@ -21,8 +22,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 
-    /// Experiments to run, in order: memory, transfer, streams, precision, latency, p2p
-    /// [default: all but p2p, which needs two GPUs].
+    /// Experiments to run, in order: memory, transfer, streams, precision, latency, p2p, collectives
+    /// [default: all but p2p and collectives, which run on several GPUs].
     #[arg(value_name = "EXPERIMENT", value_parser = str::parse::<ExperimentKind>)]
     pub experiments: Vec<ExperimentKind>,
 
@@ -49,6 +50,11 @@ pub struct BenchArgs {
     /// Use the simulated executor: no GPU needed, every figure made up and labelled so.
     #[arg(long)]
     pub simulate: bool,
+
+    /// NCCL for the collectives experiment: libnccl.so.2 or the folder holding it [default: the loader's
+    /// search for libnccl.so.2, then PyTorch's site-packages/nvidia/nccl/lib].
+    #[arg(long, value_name = "PATH", env = "GPUDASH_NCCL_LIB")]
+    pub nccl_lib: Option<std::path::PathBuf>,
 }
 
 /// Runs the experiments; non-zero when one could not run, failed, or a check failed.
@@ -64,10 +70,20 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         }
     }
     let kinds = if args.experiments.is_empty() {
-        ExperimentKind::ALL.into_iter().filter(|k| *k != ExperimentKind::P2p).collect()
+        ExperimentKind::ALL.into_iter().filter(|k| !experiments::experiment(*k).multi_gpu()).collect()
     } else {
         args.experiments.clone()
     };
+    if let Some(path) = &args.nccl_lib {
+        cuda::nccl::choose_library(path.clone());
+    }
+    if kinds.contains(&ExperimentKind::Collectives)
+        && !args.simulate
+        && let Err(missing) = cuda::nccl::availability()
+    {
+        eprintln!("gpudash bench: collectives cannot run here: {missing}");
+        return ExitCode::from(2);
+    }
     let config = LabConfig {
         time_limit: args.time_limit,
         idle_release: Duration::from_secs(3600),
@@ -167,7 +183,7 @@ fn setup(args: &BenchArgs, config: LabConfig, fault: Option<cuda::Fault>) -> Res
         let devices = (0..=args.device.max(1))
             .map(|index| LabGpu { index, name: "Simulated H200 (simulated)".into(), uuid: String::new() })
             .collect();
-        let probe = Arc::new(SimulatedProbe::new(None));
+        let probe = Arc::new(SimulatedProbe::default());
         return Ok(LabSetup::simulated(config, host, devices, probe, Duration::from_millis(5)));
     }
     cuda::availability()?;
@@ -182,7 +198,8 @@ fn setup(args: &BenchArgs, config: LabConfig, fault: Option<cuda::Fault>) -> Res
     // Every GPU, so p2p can pair them; the others run only what --device's runs involve.
     let devices: Vec<LabGpu> =
         gpus.iter().map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() }).collect();
-    let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(Arc::new(source.query()), &gpus));
+    let readings = crate::wiring::lab::nvml_readings(Arc::new(source.query()), None);
+    let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(readings, &gpus));
     Ok(LabSetup {
         config,
         host,

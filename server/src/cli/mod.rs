@@ -62,10 +62,19 @@ pub struct LabArgs {
     /// Most lab runs one user may have queued or running at once (1 to 1000); admins included.
     #[arg(long, env = "GPUDASH_LAB_QUEUE_PER_USER", value_name = "N", default_value_t = 8, value_parser = parse_queue_per_user)]
     pub lab_queue_per_user: usize,
+
+    /// NCCL for the lab's collectives experiment: libnccl.so.2 or the folder holding it [default: the loader's
+    /// search for libnccl.so.2, then PyTorch's site-packages/nvidia/nccl/lib].
+    #[arg(long, value_name = "PATH", env = "GPUDASH_NCCL_LIB")]
+    pub nccl_lib: Option<std::path::PathBuf>,
 }
 
 impl From<&LabArgs> for LabConfig {
     fn from(args: &LabArgs) -> Self {
+        // NCCL is loaded once per process, at the first collectives run: name the file before then.
+        if let Some(path) = &args.nccl_lib {
+            crate::lab::cuda::nccl::choose_library(path.clone());
+        }
         Self {
             time_limit: args.lab_time_limit,
             idle_release: args.lab_idle_release,

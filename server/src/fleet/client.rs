@@ -61,7 +61,15 @@ pub enum PrometheusError {
     Decode { url: String, reason: String },
     #[error("Prometheus answered the query '{query}' with a {kind}, not an instant vector")]
     NotAVector { query: String, kind: String },
+    #[error(
+        "Prometheus at '{url}' answered more than {} MiB for one query; the fleet reads at most that much",
+        .limit / (1024 * 1024)
+    )]
+    TooLarge { url: String, limit: usize },
 }
+
+/// The most one answer may hold: a 1,000-host fleet's largest answer is a few MiB.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024 * 1024;
 
 /// One series of an instant vector: its labels (without `__name__`) and value.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,6 +135,11 @@ impl PrometheusClient {
 
     /// Evaluates `query` at `time_s` (seconds since the epoch) and returns its instant vector.
     pub async fn query(&self, query: &str, time_s: f64) -> Result<Vec<Series>, PrometheusError> {
+        Ok(self.query_named(query, time_s).await?.into_iter().map(|(_, series)| series).collect())
+    }
+
+    /// [`Self::query`], with each series' metric name (`__name__`, empty when the query drops it).
+    pub async fn query_named(&self, query: &str, time_s: f64) -> Result<Vec<(String, Series)>, PrometheusError> {
         let url = self.base.to_string();
         let time = format!("{time_s:.3}");
         let request = self.http.get(self.query_url.clone()).query(&[("query", query), ("time", &time)]);
@@ -140,7 +153,7 @@ impl PrometheusClient {
         if matches!(status.as_u16(), 401 | 403) {
             return Err(PrometheusError::Unauthorized { url, status: status.as_u16() });
         }
-        let body = response.bytes().await.map_err(|e| self.transport_error(&e))?;
+        let body = self.bounded_body(response).await?;
         // Prometheus answers query errors as JSON too (400, 422, 503): read the body before the status.
         let answer: Answer = match serde_json::from_slice(&body) {
             Ok(answer) => answer,
@@ -167,8 +180,8 @@ impl PrometheusClient {
             .filter_map(|RawSeries { mut metric, value: (_, value) }| {
                 // NaN and ±Inf carry no figure a page could show.
                 let value = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
-                metric.remove("__name__");
-                Some(Series { labels: metric, value })
+                let name = metric.remove("__name__").unwrap_or_default();
+                Some((name, Series { labels: metric, value }))
             })
             .collect())
     }
@@ -208,6 +221,23 @@ impl PrometheusClient {
                 })
             })
             .collect())
+    }
+
+    /// The body of `response`, refused past [`MAX_ANSWER_BYTES`] (a misdirected URL or a runaway
+    /// query must not fill this server's memory).
+    async fn bounded_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, PrometheusError> {
+        let too_large = || PrometheusError::TooLarge { url: self.base.to_string(), limit: MAX_ANSWER_BYTES };
+        if response.content_length().is_some_and(|n| n > MAX_ANSWER_BYTES as u64) {
+            return Err(too_large());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_error(&e))? {
+            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> PrometheusError {

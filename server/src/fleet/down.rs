@@ -38,8 +38,7 @@ pub fn add_down_targets(view: &mut FleetView, answers: &Answers, down: &[DownTar
             stale: true,
             last_seen_ms: last_seen(instance),
             last_error: None,
-            gpus: 0,
-            free_gpus: 0,
+            ..FleetNode::default()
         });
     }
     for node in view.nodes.iter_mut().filter(|n| n.up != Some(true)) {

@@ -8,7 +8,9 @@
 
 pub mod client;
 pub mod down;
+pub mod hosts;
 pub mod model;
+pub mod sweep;
 mod usable;
 
 use std::sync::{Arc, Mutex};
@@ -16,10 +18,11 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use reqwest::Url;
-use shared::fleet::{FleetFilter, FleetResponse};
+use shared::fleet::{FleetFilter, FleetGpus, FleetListing, FleetResponse};
 
 pub use client::{PrometheusAuth, PrometheusClient, PrometheusError, PrometheusUrlError, parse_prometheus_url};
 use model::{Answers, FleetView, Query};
+use sweep::Sweep;
 
 /// How long a silent node's last figures stay on the page by default.
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(600);
@@ -163,35 +166,94 @@ impl Fleet {
         cached.as_ref().filter(|(at, _)| at.elapsed() < self.config.cache).map(|(_, answer)| answer.clone())
     }
 
-    /// Asks every query at one instant, concurrently, and joins the answers.
+    /// The whole fleet at one instant: the first round's instant queries concurrently, then the
+    /// windowed queries for silent targets only ([`sweep`]), joined.
     pub async fn query(&self) -> FleetResponse {
         let started = Instant::now();
         let now_ms = crate::telemetry::now_ms();
         let time_s = now_ms as f64 / 1000.0;
-        let queries = Query::ALL.map(|q| {
-            let promql = q.promql(self.config.window);
-            async move { (q, self.client.query(&promql, time_s).await) }
+        let window = self.config.window;
+        let sweeps = Sweep::ALL.map(|s| {
+            let promql = s.promql(window);
+            async move { (s, self.client.query_named(&promql, time_s).await) }
         });
-        let (results, down) = futures_util::future::join(futures_util::future::join_all(queries), async {
-            // Only for the scrape errors' words: a server without the targets API still has a fleet.
-            self.client.down_targets().await.unwrap_or_else(|e| {
-                tracing::debug!("fleet: no scrape errors to show: {e}");
-                Vec::new()
-            })
-        })
-        .await;
-        let mut answers = Answers::new();
+        let (results, down) = futures_util::future::join(futures_util::future::join_all(sweeps), self.down()).await;
+        let mut first = Vec::new();
         let mut error = None;
-        for (query, result) in results {
+        for (sweep, result) in results {
             match result {
-                Ok(series) => {
-                    answers.insert(query, series);
-                }
-                Err(e) => {
-                    error.get_or_insert(e);
-                }
+                Ok(series) => first.push((sweep, series)),
+                Err(e) => drop(error.get_or_insert(e)),
             }
         }
+        let mut answers = Answers::new();
+        if error.is_none() {
+            let (mut found, silent) = sweep::into_answers(first);
+            if !silent.is_empty() {
+                let matcher = sweep::matcher(&silent).unwrap_or_default();
+                let queries = Query::ALL.into_iter().filter(|q| sweep::second_round(*q));
+                match self.ask(queries, &matcher, time_s).await {
+                    Ok(more) => more.into_iter().for_each(|(q, s)| found.entry(q).or_default().extend(s)),
+                    Err(e) => error = Some(e),
+                }
+            }
+            answers = found;
+        }
+        self.respond(started, now_ms, &answers, &down, error)
+    }
+
+    /// One host's GPUs with every figure (`GET /api/fleet/host/{instance}`): the windowed queries,
+    /// restricted to that target. `None` when Prometheus knows no such target in the window.
+    pub async fn host(&self, instance: &str) -> Option<FleetResponse> {
+        let started = Instant::now();
+        let now_ms = crate::telemetry::now_ms();
+        let matcher = sweep::instance_matcher(instance);
+        let (answers, down) =
+            futures_util::future::join(self.ask(Query::ALL.into_iter(), &matcher, now_ms as f64 / 1000.0), self.down())
+                .await;
+        let response = match answers {
+            Ok(answers) => self.respond(started, now_ms, &answers, &down, None),
+            Err(e) => self.respond(started, now_ms, &Answers::new(), &down, Some(e)),
+        };
+        (response.error.is_some() || response.nodes.iter().any(|n| n.instance == instance)).then_some(response)
+    }
+
+    /// `queries` over the targets `matcher` selects, concurrently.
+    async fn ask(
+        &self,
+        queries: impl Iterator<Item = Query>,
+        matcher: &str,
+        time_s: f64,
+    ) -> Result<Answers, PrometheusError> {
+        let window = self.config.window;
+        let asked = queries.map(|q| {
+            let promql = q.promql_for(window, matcher);
+            async move { (q, self.client.query(&promql, time_s).await) }
+        });
+        let mut answers = Answers::new();
+        for (query, result) in futures_util::future::join_all(asked).await {
+            answers.insert(query, result?);
+        }
+        Ok(answers)
+    }
+
+    /// The targets that are down, for their scrape errors' words: a server without the targets
+    /// API still has a fleet.
+    async fn down(&self) -> Vec<client::DownTarget> {
+        self.client.down_targets().await.unwrap_or_else(|e| {
+            tracing::debug!("fleet: no scrape errors to show: {e}");
+            Vec::new()
+        })
+    }
+
+    fn respond(
+        &self,
+        started: Instant,
+        now_ms: u64,
+        answers: &Answers,
+        down: &[client::DownTarget],
+        error: Option<PrometheusError>,
+    ) -> FleetResponse {
         let mut response = FleetResponse {
             prometheus: self.client.base().to_string(),
             queried_ms: now_ms,
@@ -199,30 +261,41 @@ impl Fleet {
             window_ms: u64::try_from(self.config.window.as_millis()).unwrap_or(u64::MAX),
             ..FleetResponse::default()
         };
-        match error {
-            Some(e) => {
-                tracing::warn!("fleet: {e}");
-                response.error = Some(e.to_string());
-            }
-            None => {
-                let mut view = model::join(&answers);
-                down::add_down_targets(&mut view, &answers, &down);
-                let FleetView { nodes, gpus, summary, choices } = view;
-                response.nodes = nodes;
-                response.gpus = gpus;
-                response.summary = summary;
-                response.choices = choices;
-            }
+        if let Some(e) = error {
+            tracing::warn!("fleet: {e}");
+            response.error = Some(e.to_string());
+            return response;
         }
+        let mut view = model::join(answers);
+        down::add_down_targets(&mut view, answers, down);
+        let FleetView { mut nodes, gpus, mut summary, choices } = view;
+        hosts::tally(&mut nodes, &gpus, &mut summary);
+        response.nodes = nodes;
+        response.gpus = gpus;
+        response.summary = summary;
+        response.choices = choices;
         response
     }
 }
 
 /// `response` with only the GPUs `filter` passes, the nodes that have one, and the down nodes
 /// without GPU figures that its host filter passes.
-pub fn filtered(response: &FleetResponse, filter: &FleetFilter) -> FleetResponse {
+pub fn filtered(response: &FleetResponse, filter: &FleetFilter, listing: FleetListing) -> FleetResponse {
     if filter.is_empty() {
-        return response.clone();
+        return match listing.gpus {
+            FleetGpus::All => response.clone(),
+            FleetGpus::None => FleetResponse {
+                prometheus: response.prometheus.clone(),
+                error: response.error.clone(),
+                nodes: response.nodes.clone(),
+                gpus: Vec::new(),
+                choices: response.choices.clone(),
+                queried_ms: response.queried_ms,
+                query_ms: response.query_ms,
+                window_ms: response.window_ms,
+                summary: response.summary,
+            },
+        };
     }
     let gpus: Vec<_> = response.gpus.iter().filter(|g| filter.matches(g)).cloned().collect();
     let nodes = response

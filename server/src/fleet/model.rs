@@ -62,24 +62,31 @@ impl Query {
 
     /// The PromQL for a window of `window` (how long a silent node's last figures are kept).
     pub fn promql(self, window: Duration) -> String {
+        self.promql_for(window, "")
+    }
+
+    /// The PromQL for a window of `window` over the targets `matcher` selects (e.g.
+    /// `instance="gpu-07:7070"`; empty: the whole fleet).
+    pub fn promql_for(self, window: Duration, matcher: &str) -> String {
         let w = format!("{}s", window.as_secs().max(60));
-        let last = |metric: &str| format!("last_over_time({metric}[{w}])");
+        let sel = |metric: &str| if matcher.is_empty() { metric.to_owned() } else { format!("{metric}{{{matcher}}}") };
+        let last = |metric: &str| format!("last_over_time({}[{w}])", sel(metric));
         match self {
-            Self::Up => "up".to_owned(),
-            Self::LastSeen => format!("max_over_time(timestamp(up == 1)[{w}:1s])"),
+            Self::Up => sel("up"),
+            Self::LastSeen => format!("max_over_time(timestamp({} == 1)[{w}:1s])", sel("up")),
             Self::GpuUtil => last("DCGM_FI_DEV_GPU_UTIL"),
             Self::FbUsed => last("DCGM_FI_DEV_FB_USED"),
             Self::FbFree => last("DCGM_FI_DEV_FB_FREE"),
             Self::FbReserved => last("DCGM_FI_DEV_FB_RESERVED"),
             Self::Temperature => last("DCGM_FI_DEV_GPU_TEMP"),
             Self::Power => last("DCGM_FI_DEV_POWER_USAGE"),
-            Self::Present => "timestamp(DCGM_FI_DEV_FB_USED)".to_owned(),
+            Self::Present => format!("timestamp({})", sel("DCGM_FI_DEV_FB_USED")),
             Self::Info => last("gpudash_info"),
             Self::Simulated => last("gpudash_simulated"),
             Self::Lost => last("gpudash_device_lost"),
-            Self::Processes => "gpudash_process_memory_bytes".to_owned(),
-            Self::Reserved => "gpudash_reservation_active".to_owned(),
-            Self::Faults => usable::promql(&w),
+            Self::Processes => sel("gpudash_process_memory_bytes"),
+            Self::Reserved => sel("gpudash_reservation_active"),
+            Self::Faults => usable::promql(&w, &sel, false),
         }
     }
 }
@@ -204,6 +211,7 @@ pub fn join(answers: &Answers) -> FleetView {
         stale_nodes: nodes.iter().filter(|n| n.stale).count() as u32,
         gpus: gpus.len() as u32,
         free_gpus: gpus.iter().filter(|g| g.free).count() as u32,
+        ..FleetSummary::default()
     };
     let choices = choices(&nodes, &gpus);
     FleetView { nodes, gpus, summary, choices }
@@ -217,7 +225,8 @@ fn processes_by_gpu(series: &[Series]) -> ProcessesByGpu {
         for s in series {
             let entry = users.entry(s.label("user").unwrap_or("unknown").to_owned()).or_default();
             entry.0 += s.value.max(0.0) as u64;
-            entry.1 += 1;
+            // A sweep's series is a sum over a user's processes, carrying their count.
+            entry.1 += s.label("processes").and_then(|n| n.parse().ok()).unwrap_or(1);
         }
     }
     processes
@@ -246,8 +255,7 @@ fn node(index: &Indexed<'_>, keys: &BTreeSet<GpuKey>, instance: &str) -> FleetNo
         stale: up_now != Some(true) || (has_gpus && !any_present),
         last_seen_ms: index.last_seen.get(instance).map(|s| (s.value * 1000.0) as u64),
         last_error: None,
-        gpus: 0,
-        free_gpus: 0,
+        ..FleetNode::default()
     }
 }
 
@@ -433,7 +441,10 @@ mod tests {
         assert!(b.stale && b.up == Some(false));
         assert_eq!(b.last_seen_ms, Some(1_700_000_000_000));
         assert_eq!(view.nodes[2].kind, NodeKind::DcgmExporter);
-        assert_eq!(view.summary, FleetSummary { nodes: 3, stale_nodes: 1, gpus: 4, free_gpus: 2 });
+        assert_eq!(
+            view.summary,
+            FleetSummary { nodes: 3, stale_nodes: 1, gpus: 4, free_gpus: 2, ..FleetSummary::default() }
+        );
         assert_eq!(view.choices.users, ["ana"]);
     }
 

@@ -26,17 +26,22 @@ const CLOCK_REASONS: &str = "clock_reasons";
 
 /// One query for every fault, each series tagged with its `fault` label: only what is wrong
 /// comes back (zero readings are left out). Figures are the last within `window` (a stale
-/// node keeps its last ones); an XID counts while it is recent ([`XID_RECENT_MS`]), as on a
+/// node keeps its last ones), or with `instant` the current ones (cheaper: no look-back over
+/// every GPU's series); an XID counts while it is recent ([`XID_RECENT_MS`]), as on a
 /// GPU's own page: its series changed within that time, or began within it (a node that
-/// started with it).
-pub fn promql(window: &str) -> String {
+/// started with it). `sel` writes a metric's selector (adding a target matcher, if any).
+pub fn promql(window: &str, sel: &dyn Fn(&str) -> String, instant: bool) -> String {
     let tag = |expr: String, fault: &str| format!("label_replace({expr}, \"fault\", \"{fault}\", \"\", \"\")");
-    let last = |metric: &str| format!("last_over_time({metric}[{window}]) > 0");
+    let last = |metric: &str| {
+        if instant { format!("{} > 0", sel(metric)) } else { format!("last_over_time({}[{window}]) > 0", sel(metric)) }
+    };
     let recent = format!("{}s", XID_RECENT_MS / 1000);
+    let x = sel("DCGM_FI_DEV_XID_ERRORS");
     let xid = format!(
-        "(last_over_time(DCGM_FI_DEV_XID_ERRORS[{window}]) > 0) and on(instance, gpu) \
-         (changes(DCGM_FI_DEV_XID_ERRORS[{recent}]) > 0 \
-         or (DCGM_FI_DEV_XID_ERRORS unless on(instance, gpu) DCGM_FI_DEV_XID_ERRORS offset {recent}))"
+        "({}) and on(instance, gpu) \
+         (changes({x}[{recent}]) > 0 \
+         or ({x} unless on(instance, gpu) {x} offset {recent}))",
+        last("DCGM_FI_DEV_XID_ERRORS")
     );
     [
         tag(xid, XID),
@@ -196,10 +201,13 @@ mod tests {
 
     #[test]
     fn the_query_tags_every_fault_and_keeps_xids_recent() {
-        let q = promql("600s");
+        let q = promql("600s", &|m: &str| m.to_owned(), false);
         for fault in [XID, ECC_UNCORRECTED, ROW_REMAP_FAILED, ROW_REMAP_PENDING, RETIREMENT_PENDING, CLOCK_EVENT] {
             assert!(q.contains(&format!("\"fault\", \"{fault}\"")), "{fault}: {q}");
         }
         assert!(q.contains("changes(DCGM_FI_DEV_XID_ERRORS[600s])"), "{q}");
+        let now = promql("600s", &|m: &str| format!("{m}{{instance=\"a:1\"}}"), true);
+        assert!(now.contains("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{instance=\"a:1\"} > 0"), "{now}");
+        assert!(!now.contains("last_over_time(DCGM_FI_DEV_ECC"), "instant: no look-back: {now}");
     }
 }

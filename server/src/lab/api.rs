@@ -5,15 +5,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use shared::lab::{
-    ExperimentInfo, ExperimentKind, ExperimentParams, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest,
-    RunStatus, RunSummary, TrimOutcome,
+    ExperimentInfo, ExperimentKind, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest, RunStatus,
+    RunSummary, TrimOutcome,
 };
 use tokio::sync::{broadcast, oneshot};
 
 use super::state::{Shared, millis};
-use super::{LabError, LabSetup, describe, gang, guards, p2p, plan, worker};
+use super::{LabError, LabSetup, describe, experiments, gang, guards, plan, worker};
+use crate::clock::now_ms;
 use crate::store::runs::RunFilter;
-use crate::telemetry::now_ms;
 
 /// The lab: submit, cancel, look up runs, trim pools; one worker thread per GPU.
 /// The lab: submit, cancel, look up runs, trim pools; one worker thread per GPU.
@@ -181,23 +181,11 @@ impl Lab {
         Ok(())
     }
 
-    /// The GPUs a run occupies: its own, or for p2p every GPU of its pairs (filled in when the request
-    /// names none). One GPU cannot run p2p: 409.
+    /// The GPUs a run occupies: its own, or for a multi-GPU kind those its experiment says (p2p: every GPU
+    /// of its pairs, filled in when the request names none; one GPU cannot run p2p: 409).
     fn involved(&self, request: &mut RunRequest) -> Result<Vec<u32>, LabError> {
-        let ExperimentParams::P2p(p) = &mut request.params else { return Ok(vec![request.device]) };
         let gpus: Vec<u32> = self.shared.devices.iter().map(|d| d.index).collect();
-        p2p::resolve_pairs(p, &gpus).map_err(|e| match e {
-            p2p::PairsError::TooFewGpus(_) => LabError::Conflict(e.to_string()),
-            p2p::PairsError::SameGpu(_) | p2p::PairsError::UnknownGpu(_) => LabError::Invalid(e.to_string()),
-        })?;
-        let devices = p.devices();
-        if !devices.contains(&request.device) {
-            return Err(LabError::Invalid(format!(
-                "'device' must be one of the GPUs in 'pairs' ({devices:?}), got '{}'",
-                request.device
-            )));
-        }
-        Ok(devices)
+        experiments::of(&request.params).involved(&mut request.params, request.device, &gpus)
     }
 
     /// The memory and process checks on every GPU the run occupies and the host-memory check, said before

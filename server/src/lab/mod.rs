@@ -1,6 +1,8 @@
 //! The GPU lab: memory, transfer, stream, precision, latency and p2p
 //! experiments run on the server's GPUs from the browser or `gpudash bench`.
 //!
+//! Each kind of experiment is one unit in [`experiments`] (validation, footprint,
+//! simulation, report shaping, the call into its CUDA run), behind one trait.
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
 //! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
@@ -17,10 +19,9 @@ mod api;
 pub mod checks;
 pub mod cuda;
 pub mod executor;
+pub mod experiments;
 pub mod gang;
 pub mod guards;
-pub mod latency;
-pub mod p2p;
 pub mod plan;
 pub mod queue;
 pub mod report;
@@ -28,8 +29,6 @@ pub mod setup;
 pub mod simulated;
 mod state;
 pub mod stats;
-pub mod svg;
-pub mod table;
 #[cfg(test)]
 mod tests;
 mod worker;
@@ -38,10 +37,13 @@ use shared::lab::ExperimentKind;
 
 pub use self::api::Lab;
 pub use self::setup::{
-    ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, SimulatedLab,
-    Unavailable, cuda_executors, cuda_executors_with_fault,
+    ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, ServerGpus,
+    SimulatedLab, Unavailable, cuda_executors, cuda_executors_with_fault,
 };
 pub(crate) use self::state::Shared;
+// Where `lab/cuda/` finds the latency and p2p shaping (its imports predate `experiments/`).
+pub use self::experiments::latency::report as latency;
+pub use self::experiments::p2p::report as p2p;
 
 /// Why a lab request failed; each maps to an HTTP status in `web::lab`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -67,40 +69,5 @@ pub enum LabError {
 
 /// Title and one-paragraph description of an experiment.
 pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
-    match kind {
-        ExperimentKind::Memory => (
-            "Memory: the caching allocator",
-            "Allocates blocks from the driver's stream-ordered pool, frees some, and shows allocated (pool used) \
-             vs reserved (pool reserved) vs the device's NVML used at every step; then trims the pool \
-             (empty_cache). Also times an allocation served from the pool against a fresh one.",
-        ),
-        ExperimentKind::Transfer => (
-            "Transfer: host and device bandwidth",
-            "H2D and D2H copies from pageable and pinned host memory, and D2D by the driver's memcpy and by an SM copy \
-             kernel, from 4 KiB to 1 GiB, against the PCIe link's and HBM's peaks; sizes that fit in L2 are \
-             marked. Host buffers are written before they are timed.",
-        ),
-        ExperimentKind::Streams => (
-            "Streams: overlap and concurrency",
-            "A pinned copy and an fp32 GEMM serial on one stream vs overlapped on two; N independent kernels on \
-             one stream vs N streams; a per-stream timeline from CUDA events.",
-        ),
-        ExperimentKind::Precision => (
-            "Precision: GEMM throughput per type",
-            "cuBLAS GEMM in fp32, tf32, fp16 and bf16 on random data; TFLOP/s, and each result checked against \
-             the host over whole rows and columns spread across the output.",
-        ),
-        ExperimentKind::Latency => (
-            "Latency: launch, record, synchronize",
-            "The cost of launching an empty NVRTC-compiled kernel, recording an event and synchronizing a stream \
-             (host clock); empty kernels queued back to back (the launch rate) and in a CUDA graph (the GPU's \
-             own time per kernel), both from CUDA events.",
-        ),
-        ExperimentKind::P2p => (
-            "P2P: bandwidth and latency between GPUs",
-            "Copies between every pair of GPUs, one way and both ways at once, and 4-byte copies for latency, with \
-             peer access enabled and disabled (staged through host memory), like cuda-samples' \
-             p2pBandwidthLatencyTest; drawn as heatmaps. Occupies every GPU it involves; needs two.",
-        ),
-    }
+    experiments::experiment(kind).describe()
 }

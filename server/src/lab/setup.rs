@@ -5,14 +5,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use shared::DeviceInfo;
 use shared::topology::Topology;
 
 use super::cuda;
 use super::executor::Executor;
-use super::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
+use super::guards::{DeviceProbe, GpuReadings, HardwareProbe, SimulatedProbe};
 use super::simulated;
+use crate::clock::now_ms;
 use crate::store::runs::{MemoryRunStore, RunStore, SqliteRunStore};
-use crate::telemetry::{Telemetry, now_ms};
 
 /// How the lab behaves on a shared server.
 #[derive(Debug, Clone)]
@@ -129,6 +130,21 @@ pub enum Unavailable {
     Cuda(#[from] cuda::MissingLibraries),
 }
 
+/// What the server knows about its GPUs, in plain values: what [`LabSetup::for_server`] builds a lab
+/// from (`crate::wiring::lab` reads it from the telemetry hub).
+pub struct ServerGpus {
+    pub host: LabHost,
+    /// The GPUs are the simulator's.
+    pub simulated: bool,
+    /// Why the GPUs cannot be read, in the telemetry's own words on the driver.
+    pub gpu_error: Option<String>,
+    pub devices: Vec<DeviceInfo>,
+    /// How the GPUs connect; `None` where the source cannot say.
+    pub topology: Option<Topology>,
+    /// Live readings (memory, processes, GPM windows); `None` where nothing can be asked (no NVML).
+    pub readings: Option<Arc<dyn GpuReadings>>,
+}
+
 /// Everything a lab is built from: pass edges in, so tests choose each.
 pub struct LabSetup {
     pub config: LabConfig,
@@ -144,27 +160,18 @@ pub struct LabSetup {
 }
 
 impl LabSetup {
-    /// The lab for what the telemetry shows: simulated GPUs get the simulated executor
-    /// (fast enough for tests), real ones the CUDA executor when its libraries load.
-    pub fn for_telemetry(telemetry: &Arc<Telemetry>, options: &LabOptions, simulated_lab: &SimulatedLab) -> Self {
+    /// The lab for what the server shows: simulated GPUs get the simulated executor (fast enough for
+    /// tests), real ones the CUDA executor when its libraries load.
+    pub fn for_server(server: ServerGpus, options: &LabOptions, simulated_lab: &SimulatedLab) -> Self {
         let config = options.config.clone();
-        let info = telemetry.host();
-        let simulated = info.simulated;
-        let host = LabHost {
-            hostname: info.hostname.clone(),
-            driver_version: info.driver_version.clone(),
-            cuda_driver_version: info.cuda_driver_version.clone(),
-        };
-        let gpu_error = info.gpu_error.clone();
-        let devices: Vec<LabGpu> = telemetry
-            .devices()
-            .iter()
-            .map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() })
-            .collect();
-        let topology = telemetry.topology().cloned();
+        let ServerGpus { host, simulated, gpu_error, devices: infos, topology, readings } = server;
+        let devices: Vec<LabGpu> =
+            infos.iter().map(|d| LabGpu { index: d.index, name: d.name.clone(), uuid: d.uuid.clone() }).collect();
         if simulated {
             let probe = simulated_lab.probe.clone().unwrap_or_default();
-            probe.attach(telemetry.clone());
+            if let Some(readings) = readings {
+                probe.attach(readings, topology.clone());
+            }
             let step = simulated_lab.step.unwrap_or(Duration::from_millis(20));
             let kept = config.runs_kept;
             let mut setup = Self::simulated(config, host, devices, probe, step);
@@ -183,13 +190,12 @@ impl LabSetup {
             simulated: false,
             topology: topology.clone(),
         };
-        // Telemetry's own NVML handle: the lab opens none of its own.
-        let Some(query) = telemetry.device_query() else {
+        // The server's own NVML handle: the lab opens none of its own.
+        let Some(readings) = readings else {
             let reason = gpu_error.map_or(Unavailable::NoNvml, Unavailable::Driver);
-            return unavailable(reason, Arc::new(SimulatedProbe::new(None)));
+            return unavailable(reason, Arc::new(SimulatedProbe::default()));
         };
-        let probe: Arc<dyn DeviceProbe> =
-            Arc::new(HardwareProbe::new(query, telemetry.devices()).with_telemetry(telemetry.clone()));
+        let probe: Arc<dyn DeviceProbe> = Arc::new(HardwareProbe::new(readings, &infos));
         if devices.is_empty() {
             return unavailable(gpu_error.map_or(Unavailable::NoGpu, Unavailable::Driver), probe);
         }

@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 use super::guards::{self, DeviceProbe};
 use super::queue::QueueBook;
 use super::setup::{LabConfig, LabGpu, LabHost, Unavailable};
-use super::{executor, plan};
+use super::{executor, experiments, plan};
 use crate::store::runs::RunStore;
 
 /// Events a slow subscriber may fall behind before it should ask for a fresh status.
@@ -141,27 +141,10 @@ impl Shared {
         }
     }
 
-    /// Lines naming each pair's link as `nvidia-smi topo -m` would, for p2p results.
+    /// Notes a finished run gets from how the GPUs connect (p2p: each pair's link).
     pub(crate) fn link_notes(&self, params: &ExperimentParams) -> Vec<String> {
-        let (ExperimentParams::P2p(p), Some(topology)) = (params, &self.topology) else { return Vec::new() };
-        p.pairs
-            .iter()
-            .filter_map(|pair| topology.pair(pair.a, pair.b))
-            .map(|t| {
-                format!(
-                    "GPU {} ↔ {}: {} ({}); P2P read {}, write {}, atomics {}, over NVLink {} (NVML){}",
-                    t.a,
-                    t.b,
-                    t.link,
-                    shared::topology::link_meaning(&t.link),
-                    t.p2p_read,
-                    t.p2p_write,
-                    t.p2p_atomics,
-                    t.p2p_nvlink,
-                    if topology.simulated { ", simulated" } else { "" }
-                )
-            })
-            .collect()
+        let Some(topology) = &self.topology else { return Vec::new() };
+        experiments::of(params).topology_notes(params, topology)
     }
 
     pub(crate) fn pool_of(&self, device: u32) -> Option<LabDevice> {

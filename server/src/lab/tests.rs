@@ -23,7 +23,7 @@ fn setup(devices: u32, step_ms: u64, config: LabConfig) -> LabSetup {
         .map(|index| LabGpu { index, name: format!("Simulated GPU {index}"), uuid: format!("GPU-{index}") })
         .collect();
     let host = LabHost { hostname: "test-host".into(), ..LabHost::default() };
-    let probe = Arc::new(SimulatedProbe::new(None));
+    let probe = Arc::new(SimulatedProbe::default());
     LabSetup::simulated(config, host, gpus, probe, Duration::from_millis(step_ms))
 }
 
@@ -202,7 +202,7 @@ fn checks_of(lab: &Lab, device: u32, kind: ExperimentKind) -> Vec<(String, bool)
 
 #[test]
 fn a_gpu_giving_wrong_results_fails_every_correctness_check_and_a_sound_one_none() {
-    let probe = Arc::new(SimulatedProbe::new(None));
+    let probe = Arc::new(SimulatedProbe::default());
     probe.give_wrong_results(1);
     let gpus = (0..2).map(|index| LabGpu { index, name: format!("GPU {index}"), uuid: String::new() }).collect();
     let host = LabHost::default();

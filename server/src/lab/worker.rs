@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::executor::{Executor, ExperimentError, RunContext, panic_message};
 use super::{ExecutorFactory, LabError, Shared, activity, guards, plan};
-use crate::telemetry::now_ms;
+use crate::clock::now_ms;
 
 /// Progress events go out at most this often per run.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);

@@ -15,7 +15,7 @@ pub mod topology;
 
 pub use activity::ActivitySink;
 pub use history::MemoryRing;
-pub use hub::{Frame, Telemetry, Visibility, encode};
+pub use hub::{Telemetry, Update, Version};
 pub use idle::IdleRule;
 pub use query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
 pub use sampler::Sampler;
@@ -77,12 +77,8 @@ pub trait GpuSource: Send + Sync + 'static {
     }
 }
 
-/// Milliseconds since the Unix epoch, the time unit of every sample.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+/// Milliseconds since the Unix epoch, the time unit of every sample (kept in `crate::clock`).
+pub use crate::clock::now_ms;
 
 /// Hostname for display, or "unknown" when the OS gives none that is valid UTF-8.
 pub fn hostname() -> String {

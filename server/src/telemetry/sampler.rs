@@ -10,7 +10,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::identity::Identities;
-use super::{GpuSource, Telemetry, now_ms};
+use super::{ActivitySink, GpuSource, Telemetry, now_ms};
 use crate::store::Recorder;
 
 /// Period of the slow loop. NVML's PCIe counters block for 20 ms per
@@ -69,7 +69,12 @@ impl Sampler {
         })?);
 
         let activity_hub = hub.clone();
-        let sink = Box::new(move |windows| activity_hub.publish_activity(windows));
+        // Full rate always. Slowing to 5 s windows while no page watched (`hub.watchers()`) was measured
+        // on the H200 and broke what the lab shows of a run (GPM during an 18 s GEMM run read 20%
+        // instead of >90%) and /metrics' alignment with a load (docs/gpu-runs/session12-gpm-5s.log);
+        // a lab run must count as a watcher before the slower rate can come back.
+        let watchers = super::activity::Watchers::always();
+        let sink = ActivitySink::new(Box::new(move |windows| activity_hub.publish_activity(windows)), watchers);
         if let Some(gpm) = source.watch_activity(sink, stop_xids.clone()) {
             threads.push(gpm);
         }

@@ -56,7 +56,7 @@ pub fn spawn(
             let stop = match woke {
                 None | Some(Ok(Err(RecvError::Closed))) => true,
                 // Ticks (with a sequence number) carry no processes; details do.
-                Some(Ok(Ok(frame))) if frame.seq.is_some() => false,
+                Some(Ok(Ok(frame))) if frame.seq().is_some() => false,
                 // Details, a timeout, or behind: the hub's newest details cover what was skipped
                 // (a skipped reading makes one interval longer, which the gap cap bounds).
                 Some(_) => {

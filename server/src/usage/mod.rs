@@ -103,11 +103,9 @@ pub fn csv(rows: &[UsageRow], query: UsageQuery) -> String {
     out
 }
 
-/// A user name as one CSV cell: quoted when it holds a comma, quote or line break, and with a
-/// leading `'` when a spreadsheet would take it for a formula.
+/// A user or workload name as one CSV cell ([`shared::csv::cell`]: quoted, and guarded against formulas).
 fn csv_cell(text: &str) -> String {
-    let text = if text.starts_with(['=', '+', '-', '@']) { format!("'{text}") } else { text.to_owned() };
-    if text.contains([',', '"', '\n', '\r']) { format!("\"{}\"", text.replace('"', "\"\"")) } else { text }
+    shared::csv::cell(text).into_owned()
 }
 
 #[cfg(test)]

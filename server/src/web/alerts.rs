@@ -12,13 +12,14 @@ use shared::alerts::{
 };
 use shared::auth::Role;
 
+use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::alerts::{Alerts, SilenceRefused, parse_rule};
 use crate::audit::{Action, Outcome};
 use crate::store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
-use crate::telemetry::{Visibility, now_ms};
+use crate::telemetry::now_ms;
 
 impl From<AlertStoreError> for ApiError {
     fn from(e: AlertStoreError) -> Self {

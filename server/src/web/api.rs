@@ -14,9 +14,10 @@ use shared::status::{degraded_reasons, status_of};
 use shared::usability::{UnhealthyDevice, unhealthy_devices};
 use shared::{Device, DevicesResponse};
 
+use super::Visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::telemetry::{Visibility, now_ms};
+use crate::telemetry::now_ms;
 
 /// What `caller` may see of who runs what (see [`crate::auth::Auth::shows_people_to`]);
 /// `None` is a request the access layer let through unidentified (an open `/metrics`).

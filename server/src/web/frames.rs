@@ -1,6 +1,7 @@
-//! The lab's and the alerts' events as WebSocket frames: each event is encoded once, as is and
-//! without the people it names (for anonymous viewers of a server with tokens), and the bytes are
-//! shared by every socket, the way the telemetry hub shares a tick.
+//! Every message the WebSocket fans out, as a [`Frame`]: encoded once, as is and without the people
+//! it names (for anonymous viewers of a server with tokens), the bytes shared by every socket. The
+//! lab's and the alerts' events are relayed here; the hub's ticks, details and snapshots in
+//! [`super::live`].
 
 use std::sync::Arc;
 
@@ -13,26 +14,57 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::alerts::Alerts;
 use crate::lab::Lab;
-use crate::telemetry::{Visibility, encode};
 
 /// Encoded lab events a slow socket may fall behind before it gets a fresh status.
 const LAB_BACKLOG: usize = 256;
 /// Encoded alert events a slow socket may fall behind before it skips some.
 const ALERT_BACKLOG: usize = 256;
 
-/// One event, serialized for both kinds of viewer; a message that names nobody shares one buffer.
+/// How much of who runs what a viewer may see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visibility {
+    /// Everything: a signed-in viewer, or anyone on a server without tokens.
+    Full,
+    /// Processes without user, executable, command line or container
+    /// ([`shared::processes::GpuProcess::redact`]): an anonymous viewer of a server with tokens.
+    Redacted,
+}
+
+/// Serializes a message to JSON text. Our own types always serialize.
+pub fn encode(message: &ServerMessage) -> Utf8Bytes {
+    serde_json::to_string(message).expect("wire types serialize infallibly").into()
+}
+
+/// One message, serialized for both kinds of viewer; a message that names nobody shares one buffer.
 #[derive(Debug, Clone)]
 pub struct Frame {
+    /// For a tick or snapshot, the last tick it covers; `None` for other messages.
+    pub seq: Option<u64>,
+    /// The message for [`Visibility::Full`].
     full: Utf8Bytes,
-    redacted: Utf8Bytes,
+    /// The message for [`Visibility::Redacted`]: the same bytes when it names nobody, a redacted
+    /// encoding otherwise; `None` when there is none (a server that admits no anonymous viewers
+    /// makes none), and such a viewer then gets nothing.
+    redacted: Option<Utf8Bytes>,
 }
 
 impl Frame {
     /// `message`, and `hidden` (the same without names) when it differs.
     fn new(message: &ServerMessage, hidden: Option<&ServerMessage>) -> Self {
         let full = encode(message);
-        let redacted = hidden.map_or_else(|| full.clone(), encode);
-        Self { full, redacted }
+        let redacted = Some(hidden.map_or_else(|| full.clone(), encode));
+        Self { seq: None, full, redacted }
+    }
+
+    /// A message that names nobody: one encoding for every viewer.
+    pub fn shared(seq: Option<u64>, message: &ServerMessage) -> Self {
+        let full = encode(message);
+        Self { seq, redacted: Some(full.clone()), full }
+    }
+
+    /// A message for signed-in viewers, and its redacted encoding where one was made.
+    pub fn with_redacted(seq: Option<u64>, full: &ServerMessage, redacted: Option<&ServerMessage>) -> Self {
+        Self { seq, full: encode(full), redacted: redacted.map(encode) }
     }
 
     /// A lab event, and the same without the people it names ([`LabEvent::hide_people`]).
@@ -50,11 +82,11 @@ impl Frame {
         Self::new(&ServerMessage::Alert(event), named.then_some(ServerMessage::Alert(hidden)).as_ref())
     }
 
-    /// The bytes a viewer with `visibility` gets.
-    pub fn text_for(&self, visibility: Visibility) -> Utf8Bytes {
+    /// The bytes a viewer with `visibility` gets, or `None` when this frame has nothing for them.
+    pub fn text_for(&self, visibility: Visibility) -> Option<&Utf8Bytes> {
         match visibility {
-            Visibility::Full => self.full.clone(),
-            Visibility::Redacted => self.redacted.clone(),
+            Visibility::Full => Some(&self.full),
+            Visibility::Redacted => self.redacted.as_ref(),
         }
     }
 }
@@ -95,9 +127,9 @@ impl LabFrames {
     }
 }
 
-/// The lab's current status as a frame for `visibility`, to resynchronise a socket that fell behind.
-pub fn lab_status(lab: &Lab, visibility: Visibility) -> Utf8Bytes {
-    Frame::lab(LabEvent::Status(lab.status())).text_for(visibility)
+/// The lab's current status as a frame, to resynchronise a socket that fell behind.
+pub fn lab_status(lab: &Lab) -> Frame {
+    Frame::lab(LabEvent::Status(lab.status()))
 }
 
 /// The alerts' events as frames.

@@ -12,13 +12,14 @@ use shared::lab::{ExperimentInfo, ExperimentKind, LabStatus, Run, RunRequest, Ru
 
 use shared::auth::Role;
 
+use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
-use crate::lab::{Lab, LabError, svg, table};
+use crate::export::{svg, table};
+use crate::lab::{Lab, LabError};
 use crate::store::runs::RunFilter;
-use crate::telemetry::Visibility;
 
 /// Most runs one list returns.
 const MAX_LIST: usize = 500;
@@ -82,12 +83,12 @@ pub async fn submit(
     })?;
     let target = format!("GPU {}", request.device);
     // In words, not the params' Debug: "a p2p experiment on GPUs 0, 1".
-    let what = match &request.params {
-        shared::lab::ExperimentParams::P2p(p2p) if !p2p.devices().is_empty() => format!(
-            "a p2p experiment on GPUs {}",
-            p2p.devices().iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-        ),
-        params => format!("a {} experiment on {target}", params.kind().name()),
+    let named = crate::lab::experiments::of(&request.params).named_devices(&request.params);
+    let what = if named.is_empty() {
+        format!("a {} experiment on {target}", request.params.kind().name())
+    } else {
+        let list: Vec<String> = named.iter().map(u32::to_string).collect();
+        format!("a {} experiment on GPUs {}", request.params.kind().name(), list.join(", "))
     };
     match blocking(&state, move |lab| lab.submit(request, &who)).await {
         Ok(run) => {

@@ -2,10 +2,8 @@
 //! labels (so Grafana dashboard 12239 and existing alerts work unchanged),
 //! plus `gpudash_*` series for what dcgm-exporter lacks.
 //!
-//! Written by hand rather than through `prometheus-client`: that crate emits
-//! OpenMetrics and appends `_total` to counters, which would rename
-//! dcgm-exporter's `DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION` and break the very
-//! dashboards this endpoint exists for.
+//! Written by [`crate::prom_text`], the server's one writer of the text format (it says why not
+//! `prometheus-client`); the per-GPU families are a table (`metrics_device.rs`, `metrics_gpm.rs`).
 //!
 //! Per-process series carry `user` and `command` labels only for a scraper
 //! that may see who runs what: with tokens configured and `metrics = "open"`,
@@ -25,23 +23,12 @@ use shared::{DeviceInfo, DeviceSample};
 use super::AppState;
 use super::api::{processes_for, visibility};
 use super::auth::Caller;
+use super::metrics_device::{DEVICE_METRICS, Read};
 use super::metrics_gpm::PROFILING_METRICS;
-
-const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
-const MIB: f64 = 1024.0 * 1024.0;
+use crate::prom_text::{CONTENT_TYPE, Exposition, Kind, escape};
 
 /// Clock-event reasons always exported (0 or 1), so alerts can match on any of them.
-const CLOCK_EVENTS: [&str; 9] = [
-    "idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "display_clock_setting",
-];
+const CLOCK_EVENTS: [&str; 9] = shared::telemetry::CLOCK_EVENT_NAMES;
 
 pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> impl IntoResponse {
     let telemetry = &state.telemetry;
@@ -55,155 +42,12 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
         &details.health,
         &processes,
     );
-    let full = visibility(&state, caller.as_deref()) == crate::telemetry::Visibility::Full;
+    let full = visibility(&state, caller.as_deref()) == super::Visibility::Full;
     let reserved = state.reservations.active(crate::telemetry::now_ms());
     text.push_str(&reservation_family(&telemetry.host().hostname, telemetry.devices(), &reserved, full));
     text.push_str(&crate::alerts::deliver::metrics_text(&state.alerts.webhooks()));
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
-
-/// Whether a series only grows (Prometheus `counter`) or goes up and down (`gauge`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Gauge,
-    Counter,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Kind::Gauge => "gauge",
-            Kind::Counter => "counter",
-        }
-    }
-}
-
-/// Where a per-GPU series reads its value; `None` leaves that GPU out of the family.
-#[derive(Clone, Copy)]
-enum Read {
-    /// From the latest sample (the device is passed for figures derived from its totals).
-    Sample(fn(&DeviceInfo, &DeviceSample) -> Option<f64>),
-    /// From the slow-path health readings.
-    Health(fn(&DeviceHealth) -> Option<f64>),
-}
-
-/// One per-GPU metric family: its name, type, help text and value.
-pub(super) struct DeviceMetric {
-    name: &'static str,
-    kind: Kind,
-    help: &'static str,
-    read: Read,
-}
-
-pub(super) const fn gauge(
-    name: &'static str,
-    help: &'static str,
-    read: fn(&DeviceInfo, &DeviceSample) -> Option<f64>,
-) -> DeviceMetric {
-    DeviceMetric { name, kind: Kind::Gauge, help, read: Read::Sample(read) }
-}
-
-const fn health(
-    name: &'static str,
-    kind: Kind,
-    help: &'static str,
-    read: fn(&DeviceHealth) -> Option<f64>,
-) -> DeviceMetric {
-    DeviceMetric { name, kind, help, read: Read::Health(read) }
-}
-
-/// The per-GPU families, in exposition order: dcgm-exporter's first, then `gpudash_*`.
-const DEVICE_METRICS: &[DeviceMetric] = &[
-    gauge("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", |_, s| s.gpu_util.map(f64::from)),
-    gauge("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", |_, s| s.mem_util.map(f64::from)),
-    gauge("DCGM_FI_DEV_ENC_UTIL", "Encoder utilization (in %).", |_, s| s.encoder_util.map(f64::from)),
-    gauge("DCGM_FI_DEV_DEC_UTIL", "Decoder utilization (in %).", |_, s| s.decoder_util.map(f64::from)),
-    gauge("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", |_, s| s.memory_used.map(mib)),
-    gauge("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", |_, s| s.memory_free.map(mib)),
-    gauge("DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", |d, s| {
-        d.memory_total.checked_sub(s.memory_used? + s.memory_free?).map(mib)
-    }),
-    gauge("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", |_, s| s.temperature_c.map(f64::from)),
-    gauge("DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", |_, s| s.power_draw_mw.map(watts)),
-    gauge("DCGM_FI_DEV_POWER_MGMT_LIMIT", "Power management limit (in W).", |_, s| s.power_limit_mw.map(watts)),
-    gauge("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", |_, s| s.sm_clock_mhz.map(f64::from)),
-    gauge("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", |_, s| s.mem_clock_mhz.map(f64::from)),
-    gauge("DCGM_FI_DEV_PSTATE", "Performance state (P-State) 0-15. 0=highest.", |_, s| s.pstate.map(f64::from)),
-    gauge("DCGM_FI_DEV_FAN_SPEED", "Fan speed (in 0-100%).", |_, s| {
-        s.fan_speeds.as_ref()?.first().copied().map(f64::from)
-    }),
-    gauge("DCGM_FI_DEV_PCIE_LINK_GEN", "PCIe current link generation.", |_, s| {
-        s.pcie_link.map(|l| f64::from(l.generation))
-    }),
-    gauge("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", |_, s| s.pcie_link.map(|l| f64::from(l.width))),
-    health(
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        Kind::Counter,
-        "Total energy consumption since boot (in mJ).",
-        |h| count(h.energy_mj),
-    ),
-    health("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind::Counter, "Total number of PCIe retries.", |h| {
-        count(h.pcie_replays)
-    }),
-    health("DCGM_FI_DEV_XID_ERRORS", Kind::Gauge, "Value of the last XID error encountered.", |h| {
-        Some(h.xids.last().map_or(0.0, |x| x.code as f64))
-    }),
-    health("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind::Counter, "Total number of single-bit volatile ECC errors.", |h| {
-        count(h.ecc_volatile.corrected)
-    }),
-    health("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind::Counter, "Total number of double-bit volatile ECC errors.", |h| {
-        count(h.ecc_volatile.uncorrected)
-    }),
-    health("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind::Counter, "Total number of single-bit persistent ECC errors.", |h| {
-        count(h.ecc_aggregate.corrected)
-    }),
-    health("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind::Counter, "Total number of double-bit persistent ECC errors.", |h| {
-        count(h.ecc_aggregate.uncorrected)
-    }),
-    health("DCGM_FI_DEV_RETIRED_SBE", Kind::Counter, "Total number of retired pages due to single-bit errors.", |h| {
-        count(h.retired_pages.single_bit)
-    }),
-    health("DCGM_FI_DEV_RETIRED_DBE", Kind::Counter, "Total number of retired pages due to double-bit errors.", |h| {
-        count(h.retired_pages.double_bit)
-    }),
-    health("DCGM_FI_DEV_RETIRED_PENDING", Kind::Gauge, "Total number of pages pending retirement.", |h| {
-        h.retired_pages.pending.map(f64::from)
-    }),
-    health(
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        Kind::Counter,
-        "Number of remapped rows for correctable errors.",
-        |h| count(h.remapped_rows.correctable),
-    ),
-    health(
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        Kind::Counter,
-        "Number of remapped rows for uncorrectable errors.",
-        |h| count(h.remapped_rows.uncorrectable),
-    ),
-    health("DCGM_FI_DEV_ROW_REMAP_FAILURE", Kind::Gauge, "Whether remapping of rows has failed.", |h| {
-        h.remapped_rows.failed.map(f64::from)
-    }),
-    health(
-        "DCGM_FI_DEV_ROW_REMAP_PENDING",
-        Kind::Gauge,
-        "Whether remapping of rows is pending (needs a reset).",
-        |h| h.remapped_rows.pending.map(f64::from),
-    ),
-    health("DCGM_FI_DEV_BAR1_USED", Kind::Gauge, "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
-    health(
-        "gpudash_pcie_tx_bytes_per_second",
-        Kind::Gauge,
-        "PCIe transmit throughput over NVML's 20 ms window.",
-        |h| count(h.pcie_tx_bytes_per_s),
-    ),
-    health("gpudash_pcie_rx_bytes_per_second", Kind::Gauge, "PCIe receive throughput over NVML's 20 ms window.", |h| {
-        count(h.pcie_rx_bytes_per_s)
-    }),
-    health("gpudash_nvlink_active_links", Kind::Gauge, "NVLink links up.", |h| {
-        (!h.nvlinks.is_empty()).then(|| h.nvlinks.iter().filter(|l| l.active).count() as f64)
-    }),
-];
 
 /// One per-process metric family.
 struct ProcessMetric {
@@ -311,7 +155,7 @@ pub fn render(
         Kind::Gauge,
         std::iter::once((format!("{host},version=\"{}\"", env!("CARGO_PKG_VERSION")), 1.0)),
     );
-    out.text
+    out.into_text()
 }
 
 /// `gpudash_reservation_active`: 1 per GPU reserved now, with its holder (`user="reserved"` for a
@@ -334,7 +178,7 @@ fn reservation_family(
         Kind::Gauge,
         samples,
     );
-    out.text
+    out.into_text()
 }
 
 /// A process's labels: its GPU's, its pid, and who runs what unless redacted: `user` is its owner
@@ -370,14 +214,6 @@ fn process_labels(p: &GpuProcess, gpus: &[Gpu<'_>]) -> String {
     labels
 }
 
-fn mib(bytes: u64) -> f64 {
-    (bytes as f64 / MIB).round()
-}
-
-fn count(value: Option<u64>) -> Option<f64> {
-    value.map(|v| v as f64)
-}
-
 /// dcgm-exporter's label set for one GPU.
 fn device_labels(d: &DeviceInfo, hostname: &str) -> String {
     format!(
@@ -391,39 +227,12 @@ fn device_labels(d: &DeviceInfo, hostname: &str) -> String {
     )
 }
 
-fn watts(milliwatts: u32) -> f64 {
-    f64::from(milliwatts) / 1000.0
-}
-
-/// Label values escape backslash, double quote and newline.
-fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
-}
-
-#[derive(Default)]
-struct Exposition {
-    text: String,
-}
-
-impl Exposition {
-    /// One metric family; families without samples are left out.
-    fn family(&mut self, name: &str, help: &str, kind: Kind, samples: impl Iterator<Item = (String, f64)>) {
-        let mut samples = samples.peekable();
-        if samples.peek().is_none() {
-            return;
-        }
-        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {}", kind.as_str());
-        for (labels, value) in samples {
-            let _ = writeln!(self.text, "{name}{{{labels}}} {value}");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::telemetry::GpuSource;
     use crate::telemetry::simulator::Simulator;
+    use crate::web::metrics_device::MIB;
 
     #[test]
     fn dcgm_names_and_labels_are_exact() {
@@ -497,11 +306,6 @@ mod tests {
             !text.lines().filter(|l| l.starts_with("DCGM_")).any(|l| l.contains("pod=")),
             "device series stay lean"
         );
-    }
-
-    #[test]
-    fn label_values_are_escaped() {
-        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
     }
 
     #[test]

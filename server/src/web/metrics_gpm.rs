@@ -5,7 +5,7 @@
 
 use shared::DeviceSample;
 
-use super::metrics::{DeviceMetric, gauge};
+use super::metrics_device::{DeviceMetric, gauge};
 
 pub(super) const PROFILING_METRICS: &[DeviceMetric] = &[
     gauge("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", |_, s| {

@@ -11,8 +11,10 @@ mod fleet;
 mod frames;
 mod history;
 mod lab;
+mod live;
 pub mod local_user;
 mod metrics;
+mod metrics_device;
 mod metrics_gpm;
 mod reservations;
 pub mod serve;
@@ -37,7 +39,8 @@ use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
 
 pub use error::ApiError;
-pub use frames::{AlertFrames, LabFrames};
+pub use frames::{AlertFrames, Frame, LabFrames, Visibility, encode};
+pub use live::LiveFrames;
 
 use crate::store::Store;
 use crate::telemetry::Telemetry;
@@ -46,6 +49,8 @@ use crate::telemetry::Telemetry;
 #[derive(Clone, Debug)]
 pub struct AppState {
     pub telemetry: Arc<Telemetry>,
+    /// The hub's ticks, details and snapshots encoded for sockets, once each.
+    pub live_frames: LiveFrames,
     /// History database; `None` with `--no-history`.
     pub store: Option<Store>,
     /// Flips to `true` when the server shuts down, so sockets close cleanly.
@@ -131,6 +136,7 @@ pub fn app(state: AppState) -> Router {
         .route("/metrics", get(metrics::metrics))
         .route("/api/topology", get(topology::topology))
         .route("/api/fleet", get(fleet::fleet))
+        .route("/api/fleet/host/{instance}", get(fleet::host))
         .route("/api/lab", get(lab::status))
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))

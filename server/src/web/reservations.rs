@@ -10,12 +10,13 @@ use serde::Deserialize;
 use shared::auth::Role;
 use shared::reservations::{Reservation, ReservationRequest, ReservationsResponse};
 
+use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::reservations::{ReservationError, Reservations};
-use crate::telemetry::{Visibility, now_ms};
+use crate::telemetry::now_ms;
 
 impl From<ReservationError> for ApiError {
     fn from(e: ReservationError) -> Self {

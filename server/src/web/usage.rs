@@ -10,10 +10,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use shared::usage::{UsageQuery, UsageResponse, UsageRow};
 
+use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::telemetry::Visibility;
 
 const PARAMETERS: &str = "from, to, group, utc_offset";
 

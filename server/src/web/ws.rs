@@ -22,9 +22,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::AppState;
 use super::api::visibility;
 use super::auth::Caller;
-use super::frames;
+use super::frames::{self, Frame, Visibility, encode};
 use crate::auth::SessionRef;
-use crate::telemetry::{Visibility, encode};
 
 /// Largest message a browser may send; the only one it has is `{"type":"resync"}`.
 const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
@@ -75,8 +74,10 @@ enum End {
 
 async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, session: Option<SessionRef>) {
     let (mut sink, mut incoming) = socket.split();
+    // While this page watches, the GPM loop closes 1 s windows (5 s otherwise).
+    let _watching = state.telemetry.watchers().watch();
     // Subscribe before taking the snapshot, so no tick falls between the two.
-    let mut ticks = state.telemetry.subscribe();
+    let mut ticks = state.live_frames.subscribe();
     // GPU lab events (queue, progress, finished runs): a separate channel, forwarded as they come.
     let mut lab_events = state.lab_frames.subscribe();
     // Alerts fired, resolved or silenced.
@@ -94,9 +95,7 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                     // A tick the snapshot already covered.
                     Ok(frame) if frame.seq.is_some_and(|seq| seq <= last_seq) => {}
                     Ok(frame) => {
-                        if let Some(text) = frame.text_for(visibility) {
-                            send(&mut sink, Message::Text(text.clone())).await?;
-                        }
+                        send_frame(&mut sink, &frame, visibility).await?;
                         last_seq = frame.seq.unwrap_or(last_seq);
                     }
                     Err(RecvError::Lagged(skipped)) => {
@@ -106,13 +105,13 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 lab = lab_events.recv() => match lab {
-                    Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
+                    Ok(frame) => send_frame(&mut sink, &frame, visibility).await?,
                     // Fell behind on lab events: the current lab status replaces what was missed.
-                    Err(RecvError::Lagged(_)) => send(&mut sink, Message::Text(frames::lab_status(&state.lab, visibility))).await?,
+                    Err(RecvError::Lagged(_)) => send_frame(&mut sink, &frames::lab_status(&state.lab), visibility).await?,
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 alert = alert_events.recv() => match alert {
-                    Ok(frame) => send(&mut sink, Message::Text(frame.text_for(visibility))).await?,
+                    Ok(frame) => send_frame(&mut sink, &frame, visibility).await?,
                     // Fell behind: the page's next look at /api/alerts shows what was skipped.
                     Err(RecvError::Lagged(_)) => {}
                     Err(RecvError::Closed) => return Err(End::Shutdown),
@@ -215,9 +214,17 @@ async fn send(sink: &mut Sink, message: Message) -> Result<(), End> {
     }
 }
 
+/// Sends what `frame` holds for `visibility`, if anything.
+async fn send_frame(sink: &mut Sink, frame: &Frame, visibility: Visibility) -> Result<(), End> {
+    match frame.text_for(visibility) {
+        Some(text) => send(sink, Message::Text(text.clone())).await,
+        None => Ok(()),
+    }
+}
+
 async fn send_snapshot(sink: &mut Sink, state: &AppState, visibility: Visibility) -> Result<u64, End> {
-    let frame = state.telemetry.snapshot(visibility);
-    send(sink, Message::Text(frame.text)).await?;
+    let frame = state.live_frames.snapshot(visibility);
+    send_frame(sink, &frame, visibility).await?;
     Ok(frame.seq.unwrap_or(0))
 }
 

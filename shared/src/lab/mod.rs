@@ -10,6 +10,7 @@
 //! (each experiment in PyTorch's words); every type
 //! is re-exported here, so `shared::lab::X` names each.
 
+pub mod collectives;
 pub mod events;
 pub mod params;
 pub mod pytorch;

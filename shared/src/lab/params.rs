@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 
-/// The six experiments.
+/// The seven experiments.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum ExperimentKind {
@@ -19,10 +19,13 @@ pub enum ExperimentKind {
     Latency,
     /// Copies between GPUs; occupies every GPU it involves, needs two.
     P2p,
+    /// NCCL collectives and the DDP step; occupies every GPU it joins (one checks that NCCL works).
+    Collectives,
 }
 
 impl ExperimentKind {
-    pub const ALL: [Self; 6] = [Self::Memory, Self::Transfer, Self::Streams, Self::Precision, Self::Latency, Self::P2p];
+    pub const ALL: [Self; 7] =
+        [Self::Memory, Self::Transfer, Self::Streams, Self::Precision, Self::Latency, Self::P2p, Self::Collectives];
 
     /// The name used in URLs, JSON and on the command line.
     pub fn name(self) -> &'static str {
@@ -33,6 +36,7 @@ impl ExperimentKind {
             Self::Precision => "precision",
             Self::Latency => "latency",
             Self::P2p => "p2p",
+            Self::Collectives => "collectives",
         }
     }
 
@@ -40,7 +44,7 @@ impl ExperimentKind {
         Self::ALL.into_iter().find(|k| k.name() == name.trim().to_ascii_lowercase())
     }
 
-    /// Every experiment's name for a message: "memory, transfer, …, latency or p2p".
+    /// Every experiment's name for a message: "memory, transfer, …, p2p or collectives".
     pub fn names() -> String {
         let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
         match names.split_last() {
@@ -58,6 +62,7 @@ impl ExperimentKind {
             Self::Precision => ExperimentParams::Precision(PrecisionParams::default()),
             Self::Latency => ExperimentParams::Latency(LatencyParams::default()),
             Self::P2p => ExperimentParams::P2p(P2pParams::default()),
+            Self::Collectives => ExperimentParams::Collectives(super::collectives::CollectivesParams::default()),
         }
     }
 }
@@ -93,6 +98,7 @@ pub enum ExperimentParams {
     Precision(PrecisionParams),
     Latency(LatencyParams),
     P2p(P2pParams),
+    Collectives(super::collectives::CollectivesParams),
 }
 
 impl ExperimentParams {
@@ -104,6 +110,7 @@ impl ExperimentParams {
             Self::Precision(_) => ExperimentKind::Precision,
             Self::Latency(_) => ExperimentKind::Latency,
             Self::P2p(_) => ExperimentKind::P2p,
+            Self::Collectives(_) => ExperimentKind::Collectives,
         }
     }
 }
@@ -420,11 +427,11 @@ mod tests {
             assert_eq!(serde_json::to_value(kind).unwrap(), serde_json::Value::from(kind.name()));
             assert_eq!(kind.name().parse::<ExperimentKind>(), Ok(kind));
         }
-        assert_eq!(ExperimentKind::names(), "memory, transfer, streams, precision, latency or p2p");
+        assert_eq!(ExperimentKind::names(), "memory, transfer, streams, precision, latency, p2p or collectives");
         let err = "fft".parse::<ExperimentKind>().unwrap_err();
         assert_eq!(
             err.to_string(),
-            "'fft' is not an experiment; use memory, transfer, streams, precision, latency or p2p"
+            "'fft' is not an experiment; use memory, transfer, streams, precision, latency, p2p or collectives"
         );
     }
 

@@ -61,6 +61,16 @@ x = torch.randn(64 << 20, device=\"cuda:0\")
 y = x.to(\"cuda:1\", non_blocking=True)              # peer copy, or staged through the host
 torch.cuda.synchronize(\"cuda:1\")"
         }
+        ExperimentKind::Collectives => {
+            "import torch, torch.distributed as dist        # torchrun --nproc-per-node=N this.py
+dist.init_process_group(\"nccl\")
+torch.cuda.set_device(dist.get_rank())
+x = torch.full((64 << 20,), dist.get_rank() + 1.0, device=\"cuda\")
+dist.all_reduce(x)                                  # sum over ranks; also all_gather_into_tensor, reduce_scatter_tensor, broadcast
+model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
+with model.no_sync():                               # accumulation steps: no gradient all-reduce
+    loss.backward()"
+        }
     }
 }
 
@@ -75,6 +85,7 @@ pub fn takeaway(kind: ExperimentKind, result: &RunResult) -> Option<String> {
         ExperimentKind::Precision => precision(&result.figures),
         ExperimentKind::Latency => latency(&result.figures),
         ExperimentKind::P2p => p2p(&result.figures),
+        ExperimentKind::Collectives => collectives(&result.figures),
     }
 }
 
@@ -195,6 +206,27 @@ fn latency(figures: &[Figure]) -> Option<String> {
     Some(line)
 }
 
+/// The DDP step's share of communication, or the largest all_reduce's busbw.
+fn collectives(figures: &[Figure]) -> Option<String> {
+    let share = figures.iter().find(|f| f.name.starts_with("DDP step: communication's share")).map(|f| f.stats.median);
+    if let Some(share) = share {
+        return Some(format!(
+            "{}% of a DDP step waited on the gradient all-reduce beyond the backward pass; a larger bucket_cap_mb \
+             or no_sync() on accumulation steps cuts it",
+            three_digits(share)
+        ));
+    }
+    let busbw = figures
+        .iter()
+        .rfind(|f| f.name.starts_with("all_reduce ") && f.name.ends_with(" busbw") && f.stats.median > 0.0)?;
+    Some(format!(
+        "dist.all_reduce reached {} GB/s busbw ({}); compare it with the link's peak to see what DDP's gradient \
+         sync costs",
+        three_digits(busbw.stats.median),
+        busbw.name.trim_end_matches(" busbw")
+    ))
+}
+
 fn p2p(figures: &[Figure]) -> Option<String> {
     const ENABLED: &str = " unidirectional, peer access enabled";
     const DISABLED: &str = " unidirectional, peer access disabled";
@@ -269,6 +301,7 @@ mod tests {
             (ExperimentKind::Precision, &["allow_tf32", "torch.autocast(\"cuda\", dtype=torch.bfloat16)"]),
             (ExperimentKind::Latency, &["torch.cuda.Event(enable_timing=True)", "elapsed_time"]),
             (ExperimentKind::P2p, &["to(\"cuda:1\"", "torch.cuda.can_device_access_peer"]),
+            (ExperimentKind::Collectives, &["dist.all_reduce(x)", "bucket_cap_mb=25", "no_sync()"]),
         ];
         assert_eq!(wanted.len(), ExperimentKind::ALL.len());
         for (kind, words) in wanted {

@@ -28,6 +28,15 @@ pub(super) fn post(path: &'static str, body: &str, status: StatusCode, says: &'s
     }
 }
 
+/// `/api/fleet/host/` and a 301-character instance.
+const LONG_INSTANCE: &str = concat!(
+    "/api/fleet/host/",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "a"
+);
+
 pub(super) fn cases() -> Vec<Case> {
     use StatusCode as S;
     let mut all = vec![
@@ -58,6 +67,11 @@ pub(super) fn cases() -> Vec<Case> {
         case(Method::GET, "/api/history/all?from=%FF", S::BAD_REQUEST, "whole number"),
         case(Method::GET, "/api/history/all?metric=gpu_util", S::BAD_REQUEST, "unknown parameter 'metric'"),
         case(Method::POST, "/api/history/all", S::METHOD_NOT_ALLOWED, "not allowed"),
+        case(Method::GET, "/api/fleet?gpus=some", S::BAD_REQUEST, "gpus=all or gpus=none"),
+        case(Method::GET, "/api/fleet/host/a%20b", S::BAD_REQUEST, "is not a scrape target's instance"),
+        case(Method::GET, "/api/fleet/host/a%22%7Db", S::BAD_REQUEST, "letters, digits"),
+        case(Method::GET, LONG_INSTANCE, S::BAD_REQUEST, "at most 300 characters"),
+        case(Method::GET, "/api/fleet/host/gpu-01:7070", S::SERVICE_UNAVAILABLE, "the fleet view is off"),
         Case {
             headers: &[("host", "rebind.test:7070")],
             ..case(Method::GET, "/api/devices", S::MISDIRECTED_REQUEST, "--public-url")

@@ -253,7 +253,8 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -
     }
 }
 
-/// True when an experiment can be offered on this many GPUs (p2p needs two).
+/// True when an experiment can be offered on this many GPUs (p2p needs two; collectives run on one as a
+/// check that NCCL works).
 pub fn offered(kind: ExperimentKind, gpus: usize) -> bool {
     kind != ExperimentKind::P2p || gpus >= 2
 }

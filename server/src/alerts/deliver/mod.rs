@@ -7,7 +7,6 @@ pub mod prometheus;
 mod sink;
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::sync::{Arc, RwLock};
 
 use shared::alerts::{AlertEvent, AlertState, WebhookStatus};
@@ -178,36 +177,27 @@ fn deliverable(announced: &mut BTreeSet<u64>, event: &AlertEvent, started_ms: u6
 
 /// The webhooks' counters as Prometheus text: deliveries by outcome and alerts dropped.
 pub fn metrics_text(statuses: &[WebhookStatus]) -> String {
-    let mut out = String::new();
-    if statuses.is_empty() {
-        return out;
-    }
-    let escape = |v: &str| v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-    out.push_str(
-        "# HELP gpudash_alert_webhook_deliveries_total Alerts sent to a webhook, by outcome (failed: after every retry).\n\
-         # TYPE gpudash_alert_webhook_deliveries_total counter\n",
+    use crate::prom_text::{Exposition, Kind, escape};
+    let mut out = Exposition::default();
+    out.family(
+        "gpudash_alert_webhook_deliveries_total",
+        "Alerts sent to a webhook, by outcome (failed: after every retry).",
+        Kind::Counter,
+        statuses.iter().flat_map(|s| {
+            let target = escape(&s.target);
+            [
+                (format!("target=\"{target}\",outcome=\"delivered\""), s.delivered as f64),
+                (format!("target=\"{target}\",outcome=\"failed\""), s.failed as f64),
+            ]
+        }),
     );
-    for s in statuses {
-        let target = escape(&s.target);
-        let _ = writeln!(
-            out,
-            "gpudash_alert_webhook_deliveries_total{{target=\"{target}\",outcome=\"delivered\"}} {}",
-            s.delivered
-        );
-        let _ = writeln!(
-            out,
-            "gpudash_alert_webhook_deliveries_total{{target=\"{target}\",outcome=\"failed\"}} {}",
-            s.failed
-        );
-    }
-    out.push_str(
-        "# HELP gpudash_alert_webhook_dropped_total Alerts a webhook never got because its queue was full.\n\
-         # TYPE gpudash_alert_webhook_dropped_total counter\n",
+    out.family(
+        "gpudash_alert_webhook_dropped_total",
+        "Alerts a webhook never got because its queue was full.",
+        Kind::Counter,
+        statuses.iter().map(|s| (format!("target=\"{}\"", escape(&s.target)), s.dropped as f64)),
     );
-    for s in statuses {
-        let _ = writeln!(out, "gpudash_alert_webhook_dropped_total{{target=\"{}\"}} {}", escape(&s.target), s.dropped);
-    }
-    out
+    out.into_text()
 }
 
 #[cfg(test)]

@@ -10,12 +10,16 @@
 
 mod copy_kernel;
 mod fault;
-mod latency;
-mod memory;
-mod p2p;
-mod precision;
-mod streams;
-mod transfer;
+// Each kind's CUDA run, called by its `Experiment::run_cuda` (`lab/experiments/<kind>/`).
+pub(crate) mod collectives;
+mod ddp;
+pub(crate) mod latency;
+pub(crate) mod memory;
+pub mod nccl;
+pub(crate) mod p2p;
+pub(crate) mod precision;
+pub(crate) mod streams;
+pub(crate) mod transfer;
 mod verify;
 
 use std::sync::Arc;
@@ -299,34 +303,53 @@ impl CudaExecutor {
     }
 }
 
+/// What an experiment's CUDA run is given (`Experiment::run_cuda`): this GPU's session, or every GPU.
+pub struct Gpu<'a> {
+    executor: &'a mut CudaExecutor,
+    /// Whether the run used the session, so the executor synchronizes it after.
+    opened: bool,
+}
+
+impl Gpu<'_> {
+    /// This GPU's session (context, stream, pool, cuBLAS, kernels), opened at the first run and bound to
+    /// this thread.
+    pub(crate) fn session(&mut self, ctx: &RunContext<'_>) -> Result<&mut Session, ExperimentError> {
+        if !self.opened {
+            ctx.progress(0.0, "opening the CUDA context");
+            let session = self.executor.session()?;
+            session.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
+            self.opened = true;
+        }
+        self.executor.session()
+    }
+
+    /// Every GPU of the lab (NVML index, UUID), CUDA initialised: for runs that open contexts and buffers of
+    /// their own on several GPUs, released at their end.
+    pub(crate) fn all(&self) -> Result<&[(u32, String)], ExperimentError> {
+        result::init().map_err(cuda_err("initialising CUDA"))?;
+        Ok(&self.executor.gpus)
+    }
+}
+
 impl Executor for CudaExecutor {
     fn simulated(&self) -> bool {
         false
     }
 
     fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
-        if let ExperimentParams::P2p(p) = params {
-            // Its own contexts and buffers on every GPU of its pairs, released at its end.
-            result::init().map_err(cuda_err("initialising CUDA"))?;
-            let result = p2p::run(&self.gpus, p, ctx)?;
+        let mut gpu = Gpu { executor: self, opened: false };
+        let result = super::experiments::of(params).run_cuda(params, &mut gpu, ctx);
+        if gpu.opened
+            && let Some(session) = &self.session
+        {
+            // Whatever happened, leave no work in flight before the next run or a release.
+            let synced = session.sync();
+            let result = result?;
+            synced?;
             ctx.progress(1.0, "done");
             return Ok(result);
         }
-        ctx.progress(0.0, "opening the CUDA context");
-        let session = self.session()?;
-        session.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
-        let result = match params {
-            ExperimentParams::Memory(p) => memory::run(session, p, ctx),
-            ExperimentParams::Transfer(p) => transfer::run(session, p, ctx),
-            ExperimentParams::Streams(p) => streams::run(session, p, ctx),
-            ExperimentParams::Precision(p) => precision::run(session, p, ctx),
-            ExperimentParams::Latency(p) => latency::run(session, p, ctx),
-            ExperimentParams::P2p(_) => Err(ExperimentError::Cuda("p2p runs outside the session".into())),
-        };
-        // Whatever happened, leave no work in flight before the next run or a release.
-        let synced = session.sync();
         let result = result?;
-        synced?;
         ctx.progress(1.0, "done");
         Ok(result)
     }

@@ -3,7 +3,9 @@
 //! every kind is verified: its source carries a pattern of its own (kind, size,
 //! position), its destination is poisoned before the warm-ups and again between them
 //! and the timed copies, and after the timed copies the destination is compared with
-//! the pattern where it landed, so the check sees what the timed copies wrote.
+//! the pattern where it landed, so the check sees what the timed copies wrote. tests/gpu/pageable_copies.c,
+//! the reference for the pageable rows, makes the same host writes between its copies, so both sides leave
+//! the CPU caches in the same state before the timed copies.
 #![allow(unsafe_code)]
 
 use cudarc::driver::sys::CUevent_flags;

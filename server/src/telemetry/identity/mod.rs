@@ -19,13 +19,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload};
 
 use self::engine::{Engine, Inspected};
 use self::kubelet::GpuPods;
+use crate::sync::lock;
 
 /// Where gpudash finds who runs what (`--container-socket`, `--pod-resources-socket`, `--owner-label`).
 #[derive(clap::Args, Debug, Clone, PartialEq)]
@@ -420,10 +421,6 @@ fn note(shared: &Shared, source: Source, problem: Option<String>) {
             }
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A socket path: absolute, at most 107 bytes (a unix socket address's limit).

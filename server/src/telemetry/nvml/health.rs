@@ -1,6 +1,8 @@
 //! The slow loop's health reading of one GPU: persistence, MIG, ECC, retired
 //! pages, remapped rows, BAR1, NVLink state, PCIe traffic and energy.
 
+use std::time::{Duration, Instant};
+
 use nvml_wrapper::Device;
 use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError, PcieUtilCounter, RetirementCause};
 use nvml_wrapper::structs::device::FieldId;
@@ -10,28 +12,68 @@ use nvml_wrapper::sys_exports::field_id::{
 use shared::DeviceInfo;
 use shared::health::{DeviceHealth, EccCounts, MigInstance, NvLinkState, RemappedRows, RetiredPages};
 
-use super::NvmlSource;
 use super::info::{as_u64, compute_mode_name};
+use super::{NvmlSource, lock};
+
+/// How often the facts that change rarely are read (modes, ECC, retired pages, remapped rows, BAR1,
+/// NVLink state, power limit, PCIe width), unless an XID or a GPU answering again calls for them sooner.
+pub(super) const FACTS_PERIOD: Duration = Duration::from_secs(30);
+
+/// A GPU's facts as last read, and when.
+#[derive(Debug, Clone)]
+pub(super) struct Facts {
+    health: DeviceHealth,
+    read: Instant,
+}
 
 impl NvmlSource {
+    /// The slow loop's health of one GPU: its facts (read again when [`FACTS_PERIOD`] has passed
+    /// or [`NvmlSource::facts_due`] names it), then what changes every pass: PCIe traffic and
+    /// replays, and energy.
     pub(super) fn health(&self, info: &DeviceInfo, timestamp_ms: u64) -> Option<DeviceHealth> {
         let index = info.index;
         let device = self.handle(index).ok()?;
-        self.refresh_slow_fields(index, &device);
-        let mut h = DeviceHealth { index, timestamp_ms, ..DeviceHealth::default() };
-        h.persistence_mode = self.field(index, "persistence", device.is_in_persistent_mode());
+        let cached = lock(&self.facts).get(&index).cloned();
+        let due = lock(&self.facts_due).remove(&index);
+        let mut h = match cached {
+            Some(facts) if !due && facts.read.elapsed() < FACTS_PERIOD => {
+                self.refresh_slow_fields(index, &device, false);
+                facts.health
+            }
+            _ => {
+                let health = self.facts(info, &device, timestamp_ms);
+                lock(&self.facts).insert(index, Facts { health: health.clone(), read: Instant::now() });
+                health
+            }
+        };
+        h.timestamp_ms = timestamp_ms;
+        // Each blocks for NVML's 20 ms sampling window: this is why the slow loop exists.
+        let kb_per_s = |counter| self.read(index, "PCIe throughput", || device.pcie_throughput(counter));
+        h.pcie_tx_bytes_per_s = kb_per_s(PcieUtilCounter::Send).map(|kb| u64::from(kb) * 1024);
+        h.pcie_rx_bytes_per_s = kb_per_s(PcieUtilCounter::Receive).map(|kb| u64::from(kb) * 1024);
+        h.pcie_replays = self.read(index, "PCIe replays", || device.pcie_replay_counter()).map(u64::from);
+        h.energy_mj = self.read(index, "energy", || device.total_energy_consumption());
+        Some(h)
+    }
+
+    /// Reads the facts that change rarely, stamped `facts_ms`.
+    fn facts(&self, info: &DeviceInfo, device: &Device<'_>, timestamp_ms: u64) -> DeviceHealth {
+        let index = info.index;
+        self.refresh_slow_fields(index, device, true);
+        let mut h = DeviceHealth { index, timestamp_ms, facts_ms: Some(timestamp_ms), ..DeviceHealth::default() };
+        h.persistence_mode = self.read(index, "persistence", || device.is_in_persistent_mode());
         h.compute_mode =
-            self.field(index, "compute mode", device.compute_mode()).map(|m| compute_mode_name(&m).to_owned());
-        if let Some(mig) = self.field(index, "MIG mode", device.mig_mode()) {
+            self.read(index, "compute mode", || device.compute_mode()).map(|m| compute_mode_name(&m).to_owned());
+        if let Some(mig) = self.read(index, "MIG mode", || device.mig_mode()) {
             h.mig_enabled = Some(mig.current == 1);
             h.mig_pending = Some(mig.pending == 1);
             if mig.current == 1 {
-                h.mig_instances = self.mig_instances(&device, index);
+                h.mig_instances = self.mig_instances(device, index);
             }
         }
-        if let Some(ecc) = self.field(index, "ECC mode", device.is_ecc_enabled()) {
+        if let Some(ecc) = self.read(index, "ECC mode", || device.is_ecc_enabled()) {
             h.ecc_enabled = Some(ecc.currently_enabled);
-            let count = |kind, counter| self.field(index, "ECC counts", device.total_ecc_errors(kind, counter));
+            let count = |kind, counter| self.read(index, "ECC counts", || device.total_ecc_errors(kind, counter));
             h.ecc_volatile = EccCounts {
                 corrected: count(MemoryError::Corrected, EccCounter::Volatile),
                 uncorrected: count(MemoryError::Uncorrected, EccCounter::Volatile),
@@ -41,34 +83,28 @@ impl NvmlSource {
                 uncorrected: count(MemoryError::Uncorrected, EccCounter::Aggregate),
             };
         }
-        let pages = |cause| self.field(index, "retired pages", device.retired_pages(cause)).map(|p| p.len() as u64);
+        let pages = |cause| self.read(index, "retired pages", || device.retired_pages(cause)).map(|p| p.len() as u64);
         h.retired_pages = RetiredPages {
             single_bit: pages(RetirementCause::MultipleSingleBitEccErrors),
             double_bit: pages(RetirementCause::DoubleBitEccError),
-            pending: self.field(index, "retired pages pending", device.are_pages_pending_retired()),
+            pending: self.read(index, "retired pages pending", || device.are_pages_pending_retired()),
         };
-        h.remapped_rows = self.remapped_rows(&device, index);
-        if let Some(bar1) = self.field(index, "BAR1", device.bar1_memory_info()) {
+        h.remapped_rows = self.remapped_rows(device, index);
+        if let Some(bar1) = self.read(index, "BAR1", || device.bar1_memory_info()) {
             h.bar1_total = Some(bar1.total);
             h.bar1_used = Some(bar1.used);
         }
         h.nvlinks = (0..info.nvlink_links)
             .filter_map(|link| {
-                let active = self.field(index, "NVLink state", device.link_wrapper_for(link).is_active())?;
+                let active = self.read(index, "NVLink state", || device.link_wrapper_for(link).is_active())?;
                 Some(NvLinkState { link, active })
             })
             .collect();
-        // Each blocks for NVML's 20 ms sampling window: this is why the slow loop exists.
-        let kb_per_s = |counter| self.field(index, "PCIe throughput", device.pcie_throughput(counter));
-        h.pcie_tx_bytes_per_s = kb_per_s(PcieUtilCounter::Send).map(|kb| u64::from(kb) * 1024);
-        h.pcie_rx_bytes_per_s = kb_per_s(PcieUtilCounter::Receive).map(|kb| u64::from(kb) * 1024);
-        h.pcie_replays = self.field(index, "PCIe replays", device.pcie_replay_counter()).map(u64::from);
-        h.energy_mj = self.field(index, "energy", device.total_energy_consumption());
-        Some(h)
+        h
     }
 
     fn mig_instances(&self, device: &Device<'_>, index: u32) -> Vec<MigInstance> {
-        let count = self.field(index, "MIG count", device.mig_device_count()).unwrap_or(0);
+        let count = self.read(index, "MIG count", || device.mig_device_count()).unwrap_or(0);
         (0..count)
             .filter_map(|i| {
                 let mig = device.mig_device_by_index(i).ok()?;
@@ -92,7 +128,7 @@ impl NvmlSource {
             NVML_FI_DEV_REMAPPED_FAILURE,
         ]
         .map(FieldId);
-        let Some(values) = self.field(index, "remapped rows", device.field_values_for(&ids)) else {
+        let Some(values) = self.read(index, "remapped rows", || device.field_values_for(&ids)) else {
             return RemappedRows::default();
         };
         let value =

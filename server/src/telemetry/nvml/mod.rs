@@ -8,6 +8,7 @@
 mod gpm;
 mod health;
 mod info;
+pub mod meter;
 mod processes;
 mod profile;
 mod query;
@@ -29,6 +30,7 @@ use self::info::{pstate_number, read_info};
 pub use self::query::NvmlQuery;
 use super::procfs::ProcReader;
 use super::{ActivitySink, DeviceQuery, GpuSource, XidSink};
+use crate::sync::lock;
 
 /// A lost GPU is probed again this often; probing a lost GPU can be slow.
 const LOST_RETRY: Duration = Duration::from_secs(30);
@@ -39,6 +41,8 @@ pub struct NvmlSource {
     host: HostInfo,
     devices: Vec<DeviceInfo>,
     fans: HashMap<u32, u32>,
+    /// Counts each call's cost while a benchmark asks (`gpudash-bench sampler --breakdown`).
+    meter: Arc<meter::CallMeter>,
     /// Fields that already failed with an unexpected error, so each is logged once.
     reported: Mutex<HashSet<(u32, &'static str)>>,
     /// GPUs that answered "lost", with the reason and when they were last probed.
@@ -47,14 +51,28 @@ pub struct NvmlSource {
     last_process_sample: Mutex<HashMap<u32, u64>>,
     /// Fields too slow for the fast loop, refreshed by the slow one.
     slow_fields: Mutex<HashMap<u32, SlowFields>>,
+    /// Each GPU's health facts as last read ([`health::FACTS_PERIOD`]).
+    facts: Mutex<HashMap<u32, health::Facts>>,
+    /// GPUs whose facts are read again on the next pass: an XID was reported, or the GPU answers again.
+    facts_due: Arc<Mutex<HashSet<u32>>>,
     proc: ProcReader,
 }
 
-/// Readings that change rarely and cost too much per call for the fast loop.
-#[derive(Debug, Clone, Copy, Default)]
+/// Gauges the fast loop serves but the slow loop reads: they change rarely or slowly, and each NVML
+/// call costs more than a tick should (`gpudash-bench loops` prints each call's cost).
+#[derive(Debug, Clone, Default)]
 struct SlowFields {
+    /// Read with the facts (every 30 s).
     power_limit_mw: Option<u32>,
+    enforced_power_limit_mw: Option<u32>,
     pcie_width: Option<u32>,
+    /// Read on every slow pass (every 2 s).
+    mem_clock_mhz: Option<u32>,
+    graphics_clock_mhz: Option<u32>,
+    pcie_generation: Option<u32>,
+    encoder_util: Option<u32>,
+    decoder_util: Option<u32>,
+    fan_speeds: Option<Vec<u32>>,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -107,15 +125,18 @@ impl NvmlSource {
             host,
             devices,
             fans,
+            meter: Arc::default(),
             reported: Mutex::new(HashSet::new()),
             lost: Mutex::new(HashMap::new()),
             last_process_sample: Mutex::new(HashMap::new()),
             slow_fields: Mutex::new(HashMap::new()),
+            facts: Mutex::new(HashMap::new()),
+            facts_due: Arc::default(),
             proc: ProcReader::new("/proc"),
         };
         for info in &source.devices {
             if let Ok(device) = source.nvml.device_by_index(info.index) {
-                source.refresh_slow_fields(info.index, &device);
+                source.refresh_slow_fields(info.index, &device, true);
             }
         }
         Ok(source)
@@ -128,7 +149,18 @@ impl NvmlSource {
 
     /// A reader of GPM windows over this source's NVML handle (the GPM loop's, or a benchmark's).
     pub fn gpm_reader(&self) -> GpmReader<'_> {
-        GpmReader::new(&self.nvml, &self.devices)
+        GpmReader::new(&self.nvml, &self.devices, self.meter.clone())
+    }
+
+    /// The meter of this source's NVML calls (off until a benchmark turns it on).
+    pub fn meter(&self) -> Arc<meter::CallMeter> {
+        self.meter.clone()
+    }
+
+    /// Makes one NVML call (metered), unwrapped as [`Self::field`] does.
+    fn read<T>(&self, index: u32, name: &'static str, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+        let result = self.meter.time(name, call);
+        self.field(index, name, result)
     }
 
     /// Unwraps a reading; unsupported fields are `None` quietly, other errors once in the log.
@@ -152,7 +184,9 @@ impl NvmlSource {
         {
             return Err(reason.clone());
         }
-        self.nvml.device_by_index(index).map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| error_chain(&e)))
+        self.meter
+            .time("device_by_index", || self.nvml.device_by_index(index))
+            .map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| error_chain(&e)))
     }
 
     /// Marks the GPU lost when `error` says so, and returns why.
@@ -173,6 +207,7 @@ impl NvmlSource {
     fn answered(&self, index: u32) {
         let mut lost = lock(&self.lost);
         if lost.remove(&index).is_some() {
+            lock(&self.facts_due).insert(index);
             tracing::warn!(index, "GPU answers again");
         }
     }
@@ -187,7 +222,7 @@ impl NvmlSource {
             }
         };
         // Memory first: it is the reading that tells a lost GPU from a live one.
-        match device.memory_info() {
+        match self.meter.time("memory", || device.memory_info()) {
             Ok(m) => {
                 self.answered(index);
                 s.memory_used = Some(m.used);
@@ -201,37 +236,54 @@ impl NvmlSource {
                 let _ = self.field::<()>(index, "memory", Err(e));
             }
         }
-        if let Some(u) = self.field(index, "utilization", device.utilization_rates()) {
+        if let Some(u) = self.read(index, "utilization", || device.utilization_rates()) {
             s.gpu_util = Some(u.gpu);
             s.mem_util = Some(u.memory);
         }
-        s.temperature_c = self.field(index, "temperature", device.temperature(TemperatureSensor::Gpu));
-        s.power_draw_mw = self.field(index, "power draw", device.power_usage());
-        let slow = lock(&self.slow_fields).get(&index).copied().unwrap_or_default();
+        s.temperature_c = self.read(index, "temperature", || device.temperature(TemperatureSensor::Gpu));
+        s.power_draw_mw = self.read(index, "power draw", || device.power_usage());
+        s.sm_clock_mhz = self.read(index, "SM clock", || device.clock_info(Clock::SM));
+        s.pstate = self.read(index, "P-state", || device.performance_state()).and_then(|p| pstate_number(&p));
+        s.clock_events = self.read(index, "clock events", || device.current_throttle_reasons()).map(clock_event_names);
+        let slow = lock(&self.slow_fields).get(&index).cloned().unwrap_or_default();
         s.power_limit_mw = slow.power_limit_mw;
-        s.enforced_power_limit_mw = self.field(index, "enforced power limit", device.enforced_power_limit());
-        s.sm_clock_mhz = self.field(index, "SM clock", device.clock_info(Clock::SM));
-        s.mem_clock_mhz = self.field(index, "memory clock", device.clock_info(Clock::Memory));
-        s.graphics_clock_mhz = self.field(index, "graphics clock", device.clock_info(Clock::Graphics));
-        s.pstate = self.field(index, "P-state", device.performance_state()).and_then(|p| pstate_number(&p));
-        s.clock_events = self.field(index, "clock events", device.current_throttle_reasons()).map(clock_event_names);
-        let fans = self.fans.get(&index).copied().unwrap_or(0);
-        if fans > 0 {
-            s.fan_speeds = (0..fans).map(|fan| self.field(index, "fan speed", device.fan_speed(fan))).collect();
-        }
-        s.encoder_util = self.field(index, "encoder", device.encoder_utilization()).map(|u| u.utilization);
-        s.decoder_util = self.field(index, "decoder", device.decoder_utilization()).map(|u| u.utilization);
-        let generation = self.field(index, "PCIe generation", device.current_pcie_link_gen());
-        s.pcie_link = generation.zip(slow.pcie_width).map(|(generation, width)| PcieLink { generation, width });
+        s.enforced_power_limit_mw = slow.enforced_power_limit_mw;
+        s.mem_clock_mhz = slow.mem_clock_mhz;
+        s.graphics_clock_mhz = slow.graphics_clock_mhz;
+        s.fan_speeds = slow.fan_speeds;
+        s.encoder_util = slow.encoder_util;
+        s.decoder_util = slow.decoder_util;
+        s.pcie_link =
+            slow.pcie_generation.zip(slow.pcie_width).map(|(generation, width)| PcieLink { generation, width });
         s
     }
 
-    /// Two fast-path fields cost 30–180 µs per call on an H200 (`gpudash-bench
-    /// sampler --per-call`) and rarely change: the slow loop reads them, the fast one serves them.
-    fn refresh_slow_fields(&self, index: u32, device: &Device<'_>) {
+    /// The fast loop's gauges that the slow loop reads: the limits and link width with the facts
+    /// (`facts`: every 30 s), the clocks, link generation, video engines and fans on every pass.
+    fn refresh_slow_fields(&self, index: u32, device: &Device<'_>, facts: bool) {
+        let old = lock(&self.slow_fields).get(&index).cloned().unwrap_or_default();
+        let fans = self.fans.get(&index).copied().unwrap_or(0);
+        let (power_limit_mw, enforced_power_limit_mw, pcie_width) = if facts {
+            (
+                self.read(index, "power limit", || device.power_management_limit()),
+                self.read(index, "enforced power limit", || device.enforced_power_limit()),
+                self.read(index, "PCIe width", || device.current_pcie_link_width()),
+            )
+        } else {
+            (old.power_limit_mw, old.enforced_power_limit_mw, old.pcie_width)
+        };
         let fields = SlowFields {
-            power_limit_mw: self.field(index, "power limit", device.power_management_limit()),
-            pcie_width: self.field(index, "PCIe width", device.current_pcie_link_width()),
+            power_limit_mw,
+            enforced_power_limit_mw,
+            pcie_width,
+            mem_clock_mhz: self.read(index, "memory clock", || device.clock_info(Clock::Memory)),
+            graphics_clock_mhz: self.read(index, "graphics clock", || device.clock_info(Clock::Graphics)),
+            pcie_generation: self.read(index, "PCIe generation", || device.current_pcie_link_gen()),
+            encoder_util: self.read(index, "encoder", || device.encoder_utilization()).map(|u| u.utilization),
+            decoder_util: self.read(index, "decoder", || device.decoder_utilization()).map(|u| u.utilization),
+            fan_speeds: (fans > 0)
+                .then(|| (0..fans).map(|fan| self.read(index, "fan speed", || device.fan_speed(fan))).collect())
+                .flatten(),
         };
         lock(&self.slow_fields).insert(index, fields);
     }
@@ -261,6 +313,12 @@ impl GpuSource for NvmlSource {
     fn watch_xids(&self, sink: XidSink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
         let nvml = self.nvml.clone();
         let indexes: Vec<u32> = self.devices.iter().map(|d| d.index).collect();
+        // An XID may change what the facts say (ECC counts, retired pages, remapped rows): read them next pass.
+        let due = self.facts_due.clone();
+        let sink: XidSink = Box::new(move |event| {
+            lock(&due).insert(event.device);
+            sink(event);
+        });
         std::thread::Builder::new()
             .name("gpudash-xid".into())
             .spawn(move || xid::watch_xids(&nvml, &indexes, &sink, &stop))
@@ -269,11 +327,11 @@ impl GpuSource for NvmlSource {
     }
 
     fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
-        let (nvml, devices) = (self.nvml.clone(), self.devices.clone());
+        let (nvml, devices, meter) = (self.nvml.clone(), self.devices.clone(), self.meter.clone());
         std::thread::Builder::new()
             .name("gpudash-gpm".into())
             .spawn(move || {
-                let mut reader = GpmReader::new(&nvml, &devices);
+                let mut reader = GpmReader::new(&nvml, &devices, meter);
                 super::activity::run_loop(|now_ms| reader.step(now_ms), &sink, &stop);
             })
             .map_err(|e| tracing::warn!("cannot start the GPM loop: {e}"))
@@ -291,10 +349,6 @@ impl GpuSource for NvmlSource {
 
 fn is_lost(error: &NvmlError) -> bool {
     matches!(error, NvmlError::GpuLost | NvmlError::Unknown)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// NVML's CUDA version number (e.g. 13000) as "13.0".

@@ -15,8 +15,8 @@ impl NvmlSource {
         let Ok(device) = self.handle(index) else { return Vec::new() };
         let mut rows: Vec<GpuProcess> = Vec::new();
         let lists = [
-            (ProcessKind::Compute, self.field(index, "compute processes", device.running_compute_processes())),
-            (ProcessKind::Graphics, self.field(index, "graphics processes", device.running_graphics_processes())),
+            (ProcessKind::Compute, self.read(index, "compute processes", || device.running_compute_processes())),
+            (ProcessKind::Graphics, self.read(index, "graphics processes", || device.running_graphics_processes())),
         ];
         for (kind, list) in lists {
             for p in list.unwrap_or_default() {
@@ -29,7 +29,7 @@ impl NvmlSource {
                     row.used_memory = row.used_memory.max(used);
                     continue;
                 }
-                let proc = self.proc.read(p.pid);
+                let proc = self.meter.time("/proc read (user, command, start)", || self.proc.read(p.pid));
                 rows.push(GpuProcess {
                     device: index,
                     pid: p.pid,
@@ -51,7 +51,7 @@ impl NvmlSource {
         // Per-process SM use since the last look; NVML stamps samples in µs.
         let since = lock(&self.last_process_sample).get(&index).copied();
         // NotFound means "no new samples since `since`": nothing ran, not an error.
-        let utilization = match device.process_utilization_stats(since) {
+        let utilization = match self.meter.time("process utilization", || device.process_utilization_stats(since)) {
             Err(NvmlError::NotFound) => Ok(Vec::new()),
             other => other,
         };

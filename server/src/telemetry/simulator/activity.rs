@@ -29,8 +29,10 @@ impl SimGpu {
             );
         }
         let load = (self.util / 100.0).clamp(0.0, 1.0);
-        let profile = match (self.phase, &self.job) {
-            (Phase::Job { .. }, Some(job)) => &PROFILES[job.profile % PROFILES.len()],
+        let profile = match (self.phase, &self.job, self.scripted) {
+            // A scripted job computes as a training step does, unless it is a spin loop.
+            (_, _, Some(scripted)) if !scripted.spin => &PROFILES[0],
+            (Phase::Job { .. }, Some(job), _) => &PROFILES[job.profile % PROFILES.len()],
             // Idle, or a notebook that holds memory: the SMs do nothing.
             _ => &PROFILES[4],
         };

@@ -12,6 +12,8 @@ use super::{HOLDER_MEMORY, IDLE_MEMORY, Phase, SimGpu, SimJob};
 
 /// The entry of [`COMMANDS`] (and profile) that is a notebook's loop of tiny kernels.
 const NOTEBOOK_PROFILE: usize = 4;
+/// What share of its util a spin loop turns into heat and power: its SMs are nearly idle.
+const SPIN_HEAT: f64 = 0.05;
 
 impl SimGpu {
     /// Moves the GPU on to `now_ms` and reads it.
@@ -140,12 +142,22 @@ impl SimGpu {
             }
         };
         let memory_goal = if effects.memory_full { total * MEMORY_FULL } else { memory_goal };
+        if let Some(scripted) = self.scripted {
+            // Scripted jobs read exactly what they say (accounting tests count on it).
+            self.util = scripted.util;
+        }
         // Allocators grow quickly and release at once; utilisation follows the job within a second.
         let rate = if memory_goal > self.memory_used { 0.35 } else { 0.9 };
         self.memory_used += (memory_goal - self.memory_used) * (1.0 - (-dt / rate).exp()).min(1.0);
         self.memory_used = self.memory_used.clamp(0.0, total);
-        self.util += (util_goal - self.util) * (1.0 - (-dt / 0.5).exp());
-        let load = self.util / 100.0;
+        if self.scripted.is_none() {
+            self.util += (util_goal - self.util) * (1.0 - (-dt / 0.5).exp());
+        }
+        // What heats the board and draws power is SM work: a spin loop of tiny kernels keeps
+        // "util" up but the SMs, and so power and temperature, near idle (as a notebook's loop).
+        let spinning = self.scripted.is_some_and(|s| s.spin)
+            || matches!((self.phase, &self.job), (Phase::Job { .. }, Some(job)) if job.profile == NOTEBOOK_PROFILE);
+        let load = self.util / 100.0 * if spinning { SPIN_HEAT } else { 1.0 };
         let peak = if effects.hot { Some(HOT_PEAK) } else { effects.warm.then_some(WARM_PEAK) };
         if let Some(peak) = peak {
             // A failing fan or a blocked airflow: it heats within seconds (a warm GPU past its
@@ -276,6 +288,7 @@ impl SimGpu {
             pcie_replays: zero,
             energy_mj: Some(self.energy_mj as u64),
             xids: Vec::new(),
+            facts_ms: None,
         }
     }
 

@@ -61,6 +61,18 @@ struct SimGpu {
     power_mw: u32,
     /// A notebook that holds memory and never computes (see [`Simulator::with_idle_holder`]).
     holder: Option<SimJob>,
+    /// What its `job` faults' processes run now, if any: their util and power, temperature and
+    /// SM activity follow it.
+    scripted: Option<Scripted>,
+}
+
+/// The load of a GPU's scripted jobs at one moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scripted {
+    /// Their SM shares summed, percent (at most 100).
+    util: f64,
+    /// Every one of them is a spin loop: util without SM activity.
+    spin: bool,
 }
 
 #[derive(Debug)]
@@ -109,6 +121,7 @@ impl Simulator {
                 last_ms: None,
                 power_mw: 0,
                 holder: None,
+                scripted: None,
             })
             .collect();
         let state = SimState { gpus, rng, first_ms: None, next_pid: 41_000, xids_raised: Vec::new() };
@@ -211,6 +224,23 @@ impl Simulator {
         any.then_some(processes)
     }
 
+    /// The load of GPU `device`'s scripted jobs running at `now_ms`; `None` when none runs.
+    fn scripted_load(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<Scripted> {
+        let running: Vec<&ScriptedJob> = self
+            .faults
+            .iter()
+            .filter_map(|fault| match fault {
+                Fault::Job { device: d, job, window } if *d == device && window.holds(first_ms, now_ms) => Some(job),
+                _ => None,
+            })
+            .collect();
+        let util = running.iter().filter_map(|job| job.sm_util).sum::<u32>().min(100);
+        (!running.is_empty()).then(|| Scripted {
+            util: f64::from(util),
+            spin: running.iter().all(|job| job.spin || job.sm_util.is_none()),
+        })
+    }
+
     /// Queues an XID for the XID watcher, as the driver's event set would report it.
     fn push_xid(&self, device: u32, code: u64, timestamp_ms: u64) {
         let xid = XidEvent { device, timestamp_ms, code, meaning: xid_meaning(code).to_owned() };
@@ -284,6 +314,12 @@ impl GpuSource for Simulator {
                     return DeviceSample { index, timestamp_ms, lost: Some(reason), ..DeviceSample::default() };
                 }
                 let effects = Effects::at(&self.faults, index, first_ms, timestamp_ms);
+                let scripted = self.scripted_load(index, first_ms, timestamp_ms);
+                if gpu.scripted.is_some() && scripted.is_none() {
+                    // Its scripted processes exited: nothing runs at once.
+                    gpu.util = 0.0;
+                }
+                gpu.scripted = scripted;
                 let mut sample = gpu.step(index, timestamp_ms, rng, next_pid, effects);
                 if let Some(jobs) = self.scripted_jobs(index, first_ms, timestamp_ms) {
                     follow_jobs(&mut sample, &jobs);

@@ -55,6 +55,10 @@ pub struct ScriptedJob {
     pub gib: u64,
     /// Its SM utilization in percent; `None`: it runs no kernel (NVML gives no figure).
     pub sm_util: Option<u32>,
+    /// A spin loop (`:spin` after SM): a stream of tiny kernels keeps "util" at SM % while the SMs
+    /// stay nearly idle (SM activity ~0, power near idle). Without it the GPU's SM activity, power
+    /// and temperature follow its util as a real job's would.
+    pub spin: bool,
 }
 
 /// A fault the simulator injects, for tests and demos of how gpudash copes.
@@ -112,8 +116,9 @@ pub enum Fault {
      idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), \
      pid:INDEX:PID (this host's process PID is listed as a compute process on GPU INDEX until it exits, \
      e.g. pid:0:12345), and \
-     job:INDEX:USER:GIB[:SM]@START+LENGTH (a process of USER holds GIB GiB at SM % for exactly that window, \
-     e.g. job:0:ana:4:50@2s+10s; without SM it runs no kernel; nothing else runs on that GPU; USER@container:NAME, \
+     job:INDEX:USER:GIB[:SM[:spin]]@START+LENGTH (a process of USER holds GIB GiB at SM % for exactly that \
+     window, e.g. job:0:ana:4:50@2s+10s; without SM it runs no kernel; with :spin it is a spin loop of tiny \
+     kernels, util high and SM activity ~0; nothing else runs on that GPU; USER@container:NAME, \
      USER@pod:NAMESPACE/NAME or USER@slurm:JOBID runs it there, e.g. job:0:ana@slurm:4242:4:50@2s+10s), and \
      wrong-result:INDEX (e.g. wrong-result:0: GPU 0's lab runs produce wrong results, so their checks fail)"
 )]
@@ -179,12 +184,17 @@ fn parse_job(target: &str, window: Window) -> Option<Fault> {
     let gib = parts.next()?.parse().ok()?;
     let sm_util =
         parts.next().map(|sm| sm.parse().ok().filter(|&sm| sm <= 100)).map_or(Some(None), |sm| sm.map(Some))?;
+    let spin = match parts.next() {
+        Some("spin") if sm_util.is_some() => true,
+        Some(_) => return None,
+        None => false,
+    };
     let valid_user = (1..=32).contains(&user.len())
         && user.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
     if parts.next().is_some() || window.length_ms.is_none() || !valid_user {
         return None;
     }
-    Some(Fault::Job { device, job: ScriptedJob { user, workload, gib, sm_util }, window })
+    Some(Fault::Job { device, job: ScriptedJob { user, workload, gib, sm_util, spin }, window })
 }
 
 /// Where a scripted job runs: `container:NAME` (as root, owner label USER), `pod:NS/NAME` (as
@@ -274,7 +284,7 @@ impl Fault {
     pub fn lost_reason(&self, device: u32, first_ms: u64, now_ms: u64) -> Option<String> {
         match *self {
             Fault::Lost { device: d, window } if d == device && window.holds(first_ms, now_ms) => {
-                Some(format!("GPU {device} is lost: GPU is lost (simulated fault)"))
+                Some(format!("GPU {device} is lost: it fell off the bus (simulated fault)"))
             }
             _ => None,
         }

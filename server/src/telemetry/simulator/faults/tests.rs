@@ -42,7 +42,7 @@ fn every_fault_parses() {
             "job:1:ana:4:75@1s+3s",
             Fault::Job {
                 device: 1,
-                job: ScriptedJob { user: "ana".into(), workload: None, gib: 4, sm_util: Some(75) },
+                job: ScriptedJob { user: "ana".into(), workload: None, gib: 4, sm_util: Some(75), spin: false },
                 window: window(1_000, Some(3_000)),
             },
         ),
@@ -50,7 +50,7 @@ fn every_fault_parses() {
             "job:0:bo.b:2@0s+1m",
             Fault::Job {
                 device: 0,
-                job: ScriptedJob { user: "bo.b".into(), workload: None, gib: 2, sm_util: None },
+                job: ScriptedJob { user: "bo.b".into(), workload: None, gib: 2, sm_util: None, spin: false },
                 window: window(0, Some(60_000)),
             },
         ),
@@ -123,6 +123,8 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
         "job:0:a b:4@1s+1s",
         "job:0:ana:x@1s+1s",
         "job:0:ana:4:50:1@1s+1s",
+        "job:0:ana:4:spin@1s+1s",
+        "job:0:ana:4:50:spin:x@1s+1s",
         "",
     ] {
         let message = bad.parse::<Fault>().unwrap_err().to_string();
@@ -136,7 +138,7 @@ fn a_bad_fault_says_the_syntax_of_every_kind() {
             "xid:INDEX:CODE@START",
             "ecc:INDEX@START[+LENGTH]",
             "memory-full:INDEX@START[+LENGTH]",
-            "job:INDEX:USER:GIB[:SM]@START+LENGTH",
+            "job:INDEX:USER:GIB[:SM[:spin]]@START+LENGTH",
             "job-ends:INDEX@START[+LENGTH]",
             "idle-holder:INDEX@START[+LENGTH]",
         ] {
@@ -384,4 +386,22 @@ fn a_scripted_jobs_gpu_reads_its_memory_and_sm_share() {
         before.memory_used.unwrap() + before.memory_free.unwrap()
     );
     assert!(gib(&after) < 1.0 && after.gpu_util == Some(0), "idle after: {after:?}");
+}
+
+#[test]
+fn a_scripted_job_computes_as_its_util_says_and_a_spin_loop_does_not() {
+    // GPU 0 (an H200, with GPM) runs a busy job, GPU 1 a spin loop at the same util, GPU 2 an idle holder.
+    let sim = sim(3, &["job:0:ana:8:98@0s+10m", "job:1:bo:8:98:spin@0s+10m", "idle-holder:2@0s"]);
+    let samples: Vec<_> = (0..120u64).map(|s| sim.sample(T0 + s * 1000)).collect();
+    let last = samples.last().unwrap();
+    let activity = sim.activity(T0 + 119_000);
+    let sm = |gpu: usize| activity[gpu].1.sm_active.unwrap();
+    let (power, temperature) =
+        (|gpu: usize| last[gpu].power_draw_mw.unwrap(), |gpu: usize| last[gpu].temperature_c.unwrap());
+    assert_eq!(last[0].gpu_util, Some(98));
+    assert!(sm(0) > 80.0, "a busy job keeps the SMs busy: {}", sm(0));
+    assert!(power(0) > 500_000 && temperature(0) > 55, "{:?}", last[0]);
+    assert_eq!(last[1].gpu_util, Some(98), "the spin loop keeps util up");
+    assert!(sm(1) < 1.0 && power(1) < 150_000 && temperature(1) < 40, "but the SMs idle: {} {:?}", sm(1), last[1]);
+    assert!(last[2].gpu_util.unwrap() < 2 && sm(2) < 1.0 && temperature(2) < 40, "the holder is idle on every figure");
 }

@@ -4,7 +4,7 @@
 
 use shared::lab::{ChartSpec, Check, Figure, GpuPair, Matrix, P2pParams, RunResult, Stats};
 
-use super::stats::{rates, summarize};
+use crate::lab::stats::{rates, summarize};
 
 /// Bytes of each latency copy, as PyTorch's and cuda-samples' latency figures use.
 pub const LATENCY_BYTES: usize = 4;

@@ -1,12 +1,13 @@
-//! A run as text: CSV for export and an aligned table for `gpudash bench`.
+//! A run as text: CSV for export (`GET /api/runs/{id}/results.csv`) and an aligned table for `gpudash bench`.
 
 use std::fmt::Write as _;
 
 use shared::lab::{Run, RunStatus};
 use shared::units::format_bytes;
 
-fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n']) { format!("\"{}\"", value.replace('"', "\"\"")) } else { value.to_owned() }
+/// One CSV cell: quoted, and guarded against formulas ([`shared::csv::cell`], as every CSV gpudash writes).
+fn csv_field(value: &str) -> std::borrow::Cow<'_, str> {
+    shared::csv::cell(value)
 }
 
 /// One row per measured value: `section,name,x,median,min,max,n,unit,detail`.
@@ -181,9 +182,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn csv_quotes_fields_with_commas() {
+    fn csv_quotes_fields_with_commas_and_guards_formulas() {
         assert_eq!(csv_field("a,b"), "\"a,b\"");
         assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
         assert_eq!(csv_field("plain"), "plain");
+        assert_eq!(csv_field("line\rbreak"), "\"line\rbreak\"");
+        assert_eq!(csv_field("=HYPERLINK(1)"), "'=HYPERLINK(1)");
     }
 }

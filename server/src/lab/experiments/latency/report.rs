@@ -4,8 +4,8 @@
 use shared::lab::{ChartSpec, Check, RunResult};
 use shared::units::three_digits;
 
-use super::report::{empty, figure};
-use super::stats::summarize;
+use crate::lab::report::{empty, figure};
+use crate::lab::stats::summarize;
 
 /// Empty kernels queued back to back between two events, per sample of the queued figure.
 pub const QUEUED_KERNELS: u32 = 100;

@@ -1,0 +1,207 @@
+//! Every experiment as one unit: `experiments/<kind>/` holds a kind's description, validation,
+//! footprint (what the memory guards count), time estimate, simulation, report shaping and the
+//! call into its CUDA run (`lab/cuda/<kind>.rs`, the only code that names cudarc), behind one
+//! trait, [`Experiment`]. The rest of the lab (plan, guards, queue, workers, executors) asks
+//! [`of`] or [`experiment`] and never matches on a kind.
+//!
+//! Adding a kind: its parameters in `shared/src/lab/params.rs` (a variant of `ExperimentKind` and
+//! of `ExperimentParams`), a folder here with a unit struct implementing [`Experiment`], its CUDA
+//! run in `lab/cuda/<kind>.rs` (declared `pub(crate) mod <kind>;` in `lab/cuda/mod.rs`), its form
+//! in the frontend, and one line in [`experiment`].
+
+pub mod collectives;
+pub mod latency;
+pub mod memory;
+pub mod p2p;
+pub mod precision;
+pub mod streams;
+pub mod transfer;
+
+use shared::lab::{ExperimentKind, ExperimentParams, RunResult};
+use shared::topology::Topology;
+
+use super::LabError;
+use super::cuda;
+use super::executor::{ExperimentError, RunContext};
+use super::plan::{Footprint, ParamError};
+use super::simulated::Simulation;
+
+/// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
+/// (`shared::lab::<Kind>Params`) and register it in [`experiment`]; the lab reaches it through
+/// [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
+pub trait Experiment: Sync + 'static {
+    type Params;
+    /// Its parameters inside a request, `None` for another kind's.
+    fn params(params: &ExperimentParams) -> Option<&Self::Params>;
+    fn params_mut(params: &mut ExperimentParams) -> Option<&mut Self::Params>;
+    /// Title and one-paragraph description, for the page's forms (`GET /api/lab/experiments`).
+    fn describe(&self) -> (&'static str, &'static str);
+    /// Checks every parameter, naming the first bad one and its allowed range.
+    fn validate(&self, params: &Self::Params) -> Result<(), ParamError>;
+    /// Peak memory of a validated run, on each GPU it involves: what the memory guards count.
+    fn footprint(&self, params: &Self::Params) -> Footprint;
+    /// A rough upper bound of a run's time, ms.
+    fn estimate_ms(&self, params: &Self::Params) -> u64;
+    /// The GPUs a run occupies; `gpus` are the lab's. One GPU (`device`) unless the kind runs on several,
+    /// which may fill in its parameters here (p2p: every pair when none is named).
+    fn involved(&self, params: &mut Self::Params, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError> {
+        let _ = (params, gpus);
+        Ok(vec![device])
+    }
+    /// The GPUs a request names itself (empty: only its `device`); said in the audit log.
+    fn named_devices(&self, params: &Self::Params) -> Vec<u32> {
+        let _ = params;
+        Vec::new()
+    }
+    /// Runs on several GPUs (`gpudash bench` leaves these out unless asked).
+    fn multi_gpu(&self) -> bool {
+        false
+    }
+    /// Notes added to a finished run from how the GPUs connect (p2p: each pair's link).
+    fn topology_notes(&self, params: &Self::Params, topology: &Topology) -> Vec<String> {
+        let _ = (params, topology);
+        Vec::new()
+    }
+    /// The run on the simulated executor: a model of an H200, paced by `sim`.
+    fn simulate(
+        &self,
+        params: &Self::Params,
+        sim: &Simulation,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError>;
+    /// Whether a simulated run leaves its buffers cached in the lab's pool (false for runs that trim
+    /// it or use contexts of their own).
+    fn caches_in_pool(&self) -> bool {
+        true
+    }
+    /// The run on a GPU: calls its CUDA code in `lab/cuda/<kind>.rs` with the GPU's session
+    /// ([`cuda::Gpu::session`]) or every GPU of the lab ([`cuda::Gpu::all`]).
+    fn run_cuda(
+        &self,
+        params: &Self::Params,
+        gpu: &mut cuda::Gpu<'_>,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError>;
+}
+
+/// An [`Experiment`] over any request's parameters: what the lab calls.
+pub trait Dispatch: Sync {
+    fn describe(&self) -> (&'static str, &'static str);
+    fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError>;
+    fn footprint(&self, params: &ExperimentParams) -> Footprint;
+    fn estimate_ms(&self, params: &ExperimentParams) -> u64;
+    fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError>;
+    fn named_devices(&self, params: &ExperimentParams) -> Vec<u32>;
+    fn multi_gpu(&self) -> bool;
+    fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String>;
+    fn simulate(
+        &self,
+        params: &ExperimentParams,
+        sim: &Simulation,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError>;
+    fn caches_in_pool(&self) -> bool;
+    fn run_cuda(
+        &self,
+        params: &ExperimentParams,
+        gpu: &mut cuda::Gpu<'_>,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError>;
+}
+
+/// Said when parameters reach another kind's code: a bug, never a user's mistake.
+fn mismatch(params: &ExperimentParams) -> String {
+    format!("internal error: {} parameters reached another experiment", params.kind().name())
+}
+
+impl<E: Experiment> Dispatch for E {
+    fn describe(&self) -> (&'static str, &'static str) {
+        Experiment::describe(self)
+    }
+    fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError> {
+        E::params(params).map_or_else(|| Err(ParamError(mismatch(params))), |p| Experiment::validate(self, p))
+    }
+    fn footprint(&self, params: &ExperimentParams) -> Footprint {
+        E::params(params).map(|p| Experiment::footprint(self, p)).unwrap_or_default()
+    }
+    fn estimate_ms(&self, params: &ExperimentParams) -> u64 {
+        E::params(params).map_or(0, |p| Experiment::estimate_ms(self, p))
+    }
+    fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError> {
+        let text = mismatch(params);
+        let p = E::params_mut(params).ok_or(LabError::Internal(text))?;
+        Experiment::involved(self, p, device, gpus)
+    }
+    fn named_devices(&self, params: &ExperimentParams) -> Vec<u32> {
+        E::params(params).map(|p| Experiment::named_devices(self, p)).unwrap_or_default()
+    }
+    fn multi_gpu(&self) -> bool {
+        Experiment::multi_gpu(self)
+    }
+    fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String> {
+        E::params(params).map(|p| Experiment::topology_notes(self, p, topology)).unwrap_or_default()
+    }
+    fn simulate(
+        &self,
+        params: &ExperimentParams,
+        sim: &Simulation,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError> {
+        let p = E::params(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
+        Experiment::simulate(self, p, sim, ctx)
+    }
+    fn caches_in_pool(&self) -> bool {
+        Experiment::caches_in_pool(self)
+    }
+    fn run_cuda(
+        &self,
+        params: &ExperimentParams,
+        gpu: &mut cuda::Gpu<'_>,
+        ctx: &RunContext<'_>,
+    ) -> Result<RunResult, ExperimentError> {
+        let p = E::params(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
+        Experiment::run_cuda(self, p, gpu, ctx)
+    }
+}
+
+/// The registry: the one place that names every kind.
+pub fn experiment(kind: ExperimentKind) -> &'static dyn Dispatch {
+    match kind {
+        ExperimentKind::Memory => &memory::Memory,
+        ExperimentKind::Transfer => &transfer::Transfer,
+        ExperimentKind::Streams => &streams::Streams,
+        ExperimentKind::Precision => &precision::Precision,
+        ExperimentKind::Latency => &latency::Latency,
+        ExperimentKind::P2p => &p2p::P2p,
+        ExperimentKind::Collectives => &collectives::Collectives,
+    }
+}
+
+/// The experiment a request's parameters are for.
+pub fn of(params: &ExperimentParams) -> &'static dyn Dispatch {
+    experiment(params.kind())
+}
+
+/// Err naming `name` and its allowed range unless `min <= value <= max`.
+pub fn range<T: PartialOrd + std::fmt::Display + Copy>(
+    name: &str,
+    value: T,
+    min: T,
+    max: T,
+    hint: &str,
+) -> Result<(), ParamError> {
+    if value < min || value > max {
+        return Err(ParamError(format!("'{name}' must be from {min} to {max}{hint}, got '{value}'")));
+    }
+    Ok(())
+}
+
+/// [`range`] for a size in bytes, the bounds also in words.
+pub fn bytes(name: &str, value: u64, min: u64, max: u64) -> Result<(), ParamError> {
+    let hint = format!(" bytes ({} to {})", shared::units::format_bytes(min), shared::units::format_bytes(max));
+    range(name, value, min, max, &hint)
+}
+
+pub const KIB: u64 = 1024;
+pub const MIB: u64 = 1024 * KIB;
+pub const GIB: u64 = 1024 * MIB;

@@ -1,0 +1,138 @@
+//! Opening what start-up needs from disk, off the async runtime: SQLite opens (and reads back
+//! what it keeps) on a blocking thread, so nothing blocks the runtime's workers. Also the small
+//! wiring between the alerts and the parts that feed or deliver them.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::store::{self, Store};
+use crate::{alerts, audit, bridge, reservations, telemetry};
+
+/// Runs `open` on a blocking thread; its error (and a panic there) as an I/O error for start-up.
+async fn blocking<T: Send + 'static, E: std::error::Error + Send + Sync + 'static>(
+    open: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(open).await.map_err(std::io::Error::other)?.map_err(std::io::Error::other)
+}
+
+/// The history database in `dir`, or none (`--no-history`).
+pub async fn store(
+    dir: Option<PathBuf>,
+    simulated: bool,
+    retention: store::Retention,
+) -> std::io::Result<Option<Store>> {
+    let Some(dir) = dir else {
+        tracing::warn!("history is off (--no-history): charts show only what arrives while the page is open");
+        return Ok(None);
+    };
+    let store = blocking(move || Store::open(&dir, simulated, retention)).await?;
+    tracing::info!("history in {}", store.path().display());
+    Ok(Some(store))
+}
+
+/// The recorder's connection to the history database, where there is one.
+pub async fn recorder(store: Option<&Store>) -> std::io::Result<Option<store::Recorder>> {
+    let Some(store) = store.cloned() else { return Ok(None) };
+    blocking(move || store.recorder()).await.map(Some)
+}
+
+/// The audit log, kept in the history database, or in memory with `--no-history`.
+pub async fn audit(store: Option<&Store>) -> std::io::Result<audit::Audit> {
+    match store.map(|s| s.path().to_owned()) {
+        Some(path) => blocking(move || audit::Audit::sqlite(&path)).await,
+        None => Ok(audit::Audit::memory()),
+    }
+}
+
+/// The usage sums, kept in the history database, or in memory with `--no-history`.
+pub async fn usage(store: Option<&Store>) -> std::io::Result<store::usage::UsageStore> {
+    let path = store.map(|s| s.path().to_owned());
+    blocking(move || match path {
+        Some(path) => store::usage::UsageStore::open(&path),
+        None => {
+            tracing::warn!("usage sums are kept in memory only (--no-history): a restart forgets them");
+            store::usage::UsageStore::memory()
+        }
+    })
+    .await
+}
+
+/// The reservations, kept in the history database, or in memory with `--no-history` (opening reads
+/// the current ones: off the runtime's workers).
+pub async fn reservations(store: Option<&Store>) -> std::io::Result<reservations::Reservations> {
+    let path = store.map(|s| s.path().to_owned());
+    if path.is_none() {
+        tracing::warn!("reservations are kept in memory only (--no-history): a restart forgets them");
+    }
+    tokio::task::spawn_blocking(move || reservations::Reservations::open(path.as_deref(), telemetry::now_ms()))
+        .await
+        .map_err(std::io::Error::other)?
+        .map_err(std::io::Error::other)
+}
+
+/// The alerts, kept in the history database, or in memory with `--no-history` (reading the
+/// firing ones back blocks: off the runtime's workers).
+pub async fn alerts(store: Option<&Store>, config: alerts::AlertsConfig) -> std::io::Result<alerts::Alerts> {
+    let (path, keep) = match store {
+        Some(store) => (Some(store.path().to_owned()), store.retention().minute),
+        None => (None, store::Retention::default().minute),
+    };
+    tokio::task::spawn_blocking(move || {
+        let kept = match &path {
+            Some(path) => store::alerts::AlertStore::open(path),
+            None => {
+                tracing::warn!("alerts are kept in memory only (--no-history): a restart forgets them");
+                store::alerts::AlertStore::memory()
+            }
+        };
+        alerts::Alerts::open(kept.map_err(std::io::Error::other)?, config, keep).map_err(std::io::Error::other)
+    })
+    .await
+    .map_err(std::io::Error::other)?
+}
+
+/// Starts the webhook deliveries of `alerts` (the file's webhooks and `flags`), shows their
+/// status in `GET /api/alerts`, and hands them the webhooks of every alerts file reloaded.
+pub fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut shutdown: watch::Receiver<bool>) {
+    let mut config = alerts.config();
+    let deliveries = alerts::deliver::start_for(&config.borrow_and_update(), &flags, host, alerts.subscribe());
+    let reported = deliveries.clone();
+    alerts.report_webhooks(move || reported.status());
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                changed = config.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let reloaded = config.borrow_and_update().clone();
+                    deliveries.replace(alerts::deliver::webhooks_for(&reloaded, &flags));
+                }
+                _ = shutdown.changed() => return,
+            }
+        }
+    });
+}
+
+/// The `oom` rule reads the out-of-memory errors attached PyTorch processes reported.
+pub fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
+    let bridge = Arc::downgrade(bridge);
+    alerts.watch_ooms(move |now| {
+        let Some(bridge) = bridge.upgrade() else { return Vec::new() };
+        bridge
+            .recent_ooms(now)
+            .into_iter()
+            .map(|oom| alerts::OomSignal {
+                pid: oom.pid,
+                gpu_uuid: oom.gpu_uuid,
+                device: oom.record.device,
+                owner: oom.owner,
+                reporter: oom.reporter,
+                at_ms: oom.record.at_ms,
+                what: oom.record.figures(),
+            })
+            .collect()
+    });
+}
