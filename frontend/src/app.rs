@@ -7,7 +7,7 @@ use wasm_bindgen::JsCast;
 
 use crate::{
     components::{
-        header::Header,
+        header::{FleetTab, Header},
         notices::{AnonymousBanner, DegradedNotice, StaleBanner},
     },
     hooks::{
@@ -162,7 +162,3 @@ fn SkipToProcesses(tab: RwSignal<Tab>) -> impl IntoView {
         </a>
     }
 }
-
-/// Whether the server answers `/api/fleet` (the header shows `#tab-fleet` then).
-#[derive(Debug, Clone, Copy)]
-pub struct FleetTab(pub ReadSignal<bool>);

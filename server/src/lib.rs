@@ -12,6 +12,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod export;
+pub mod flags;
 pub mod fleet;
 pub mod lab;
 mod open;

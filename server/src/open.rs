@@ -14,7 +14,7 @@ use crate::{alerts, audit, bridge, reservations, telemetry};
 async fn blocking<T: Send + 'static, E: std::error::Error + Send + Sync + 'static>(
     open: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> std::io::Result<T> {
-    tokio::task::spawn_blocking(open).await.map_err(std::io::Error::other)?.map_err(std::io::Error::other)
+    crate::sync::off_runtime(open).await.map_err(std::io::Error::other)?.map_err(std::io::Error::other)
 }
 
 /// The history database in `dir`, or none (`--no-history`).

@@ -156,3 +156,184 @@ fn the_matcher_sees_paths_groups_and_skips_comments() {
     assert!(!names("let my_axum = 1;", "axum"));
     assert!(!names("use crate::{store, lab};", "crate::telemetry"));
 }
+
+// ---- Module loops: no two top-level modules of a crate may name each other, directly or round a ring.
+
+/// `text` without comments, string contents, and `#[cfg(test)] mod … { … }` blocks: what the
+/// module's own code names.
+fn code_of(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let rest = &text[at..];
+        if rest.starts_with("//") {
+            while chars.peek().is_some_and(|&(_, c)| c != '\n') {
+                chars.next();
+            }
+        } else if rest.starts_with("/*") {
+            let end = rest.find("*/").map_or(text.len(), |e| at + e + 2);
+            while chars.peek().is_some_and(|&(i, _)| i < end) {
+                chars.next();
+            }
+        } else if c == '"' {
+            let mut escaped = false;
+            for (_, c) in chars.by_ref() {
+                if c == '"' && !escaped {
+                    break;
+                }
+                escaped = c == '\\' && !escaped;
+            }
+            out.push_str("\"\"");
+        } else if let Some(after) = rest.strip_prefix("#[cfg(test)]")
+            && after.trim_start().starts_with("mod ")
+            && after.find('{').is_some_and(|b| after.find(';').is_none_or(|s| b < s))
+        {
+            let open = at + "#[cfg(test)]".len() + after.find('{').unwrap_or_default();
+            let mut depth = 0usize;
+            for (i, c) in text[open..].char_indices() {
+                depth = match c {
+                    '{' => depth + 1,
+                    '}' => depth - 1,
+                    _ => depth,
+                };
+                if depth == 0 {
+                    while chars.peek().is_some_and(|&(j, _)| j <= open + i) {
+                        chars.next();
+                    }
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The top-level modules `code` names: `crate::x` and each first name inside `crate::{…}`.
+fn named_modules(code: &str) -> Vec<String> {
+    let ident = |s: &str| s.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect::<String>();
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        if code[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let rest = &code[at + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let (mut depth, mut start) = (0usize, true);
+            for (i, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if c.is_whitespace() => {}
+                    _ if start => {
+                        start = false;
+                        found.push(ident(&group[i..]));
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            found.push(ident(rest));
+        }
+    }
+    found
+}
+
+/// Each top-level module of the crate at `src` and the modules it names, with where.
+fn module_graph(src: &Path) -> std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let top = |path: &Path| {
+        let first = path.strip_prefix(src).ok()?.components().next()?.as_os_str().to_string_lossy().into_owned();
+        Some(first.strip_suffix(".rs").unwrap_or(&first).to_owned())
+    };
+    let modules: std::collections::BTreeSet<String> =
+        files.iter().filter_map(|f| top(f)).filter(|m| m != "lib" && m != "main").collect();
+    let mut graph = std::collections::BTreeMap::new();
+    for file in &files {
+        let Some(from) = top(file).filter(|m| modules.contains(m)) else { continue };
+        let is_test = file.file_name().is_some_and(|n| n == "tests.rs")
+            || file.strip_prefix(src).is_ok_and(|p| p.components().any(|c| c.as_os_str() == "tests"));
+        if is_test {
+            continue;
+        }
+        let text = std::fs::read_to_string(file).unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        let edges: &mut std::collections::BTreeMap<String, String> = graph.entry(from.clone()).or_default();
+        for to in named_modules(&code_of(&text)) {
+            if to != from && modules.contains(&to) {
+                let relative = file.strip_prefix(src).unwrap_or(file).display().to_string();
+                edges.entry(to).or_insert(relative);
+            }
+        }
+    }
+    graph
+}
+
+/// A ring of modules that name each other (`a → b (file) → … → a`), if the graph has one.
+fn a_loop(graph: &std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>) -> Option<String> {
+    fn visit<'a>(
+        at: &'a str,
+        graph: &'a std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+        path: &mut Vec<&'a str>,
+        done: &mut std::collections::BTreeSet<&'a str>,
+    ) -> Option<String> {
+        if let Some(start) = path.iter().position(|m| *m == at) {
+            let ring = &path[start..];
+            let steps: Vec<String> = ring
+                .iter()
+                .zip(ring.iter().skip(1).chain(std::iter::once(&at)))
+                .map(|(a, b)| format!("{a} → {b} ({})", graph[*a][*b]))
+                .collect();
+            return Some(steps.join(", "));
+        }
+        if !done.insert(at) {
+            return None;
+        }
+        path.push(at);
+        for next in graph.get(at).into_iter().flat_map(|e| e.keys()) {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    graph.keys().find_map(|m| visit(m, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn no_two_top_level_modules_name_each_other() {
+    for src in ["src", "../shared/src"] {
+        let graph = module_graph(&root().join(src));
+        assert!(graph.len() > 5, "{src}: too few modules found ({}): fix the test", graph.len());
+        if let Some(ring) = a_loop(&graph) {
+            panic!("{src}: an import loop between top-level modules (docs/ARCHITECTURE.md, Rules): {ring}");
+        }
+    }
+}
+
+#[test]
+fn the_loop_finder_finds_an_injected_loop_and_skips_tests_and_comments() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path();
+    let write = |path: &str, text: &str| {
+        let path = src.join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    };
+    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
+    write("a.rs", "use crate::b::B;\n// crate::c\n#[cfg(test)]\nmod tests {\n    use crate::c::C;\n}\n");
+    write("b/mod.rs", "use crate::{\n    c::{self, C},\n};\nconst S: &str = \"crate::a\";\n");
+    write("c.rs", "pub struct C;\n");
+    write("c/tests.rs", "use crate::a::A;\n");
+    let graph = module_graph(src);
+    assert_eq!(a_loop(&graph), None, "no loop yet: {graph:?}");
+    assert!(graph["b"].contains_key("c"), "a multi-line group counts: {graph:?}");
+    write("c.rs", "pub struct C;\nfn f() { crate::a::g() }\n");
+    let ring = a_loop(&module_graph(src)).expect("the injected loop a → b → c → a is found");
+    assert!(ring.contains("a → b (a.rs)") && ring.contains("c → a (c.rs)"), "{ring}");
+}

@@ -2,8 +2,7 @@
 //! overview's own levels (`shared::severity`), and the counts by severity that `GET /api/alerts`,
 //! the header badge and the browser tab's title show, silenced alerts apart.
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::alerts::FiringCounts;
 use crate::alerts::{Alert, Severity};
 use crate::severity::Level;
 
@@ -21,16 +20,6 @@ impl Severity {
         };
         self.max(overview)
     }
-}
-
-/// How many alerts fire, by severity; silenced ones are counted apart and in no severity.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FiringCounts {
-    pub critical: u32,
-    pub warning: u32,
-    pub info: u32,
-    /// Firing, but someone silenced them: not in the counts above.
-    pub silenced: u32,
 }
 
 impl FiringCounts {

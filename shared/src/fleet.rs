@@ -29,6 +29,10 @@ pub struct FleetResponse {
     pub summary: FleetSummary,
     /// Values the filters can take (distinct hosts, models, users), sorted, before filters.
     pub choices: FleetChoices,
+    /// The engine's own warnings with its answer (e.g. Thanos' "partial response" when a store is
+    /// down): the figures shown may be missing hosts. Empty when the answer is whole.
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl FleetResponse {
@@ -281,6 +285,7 @@ mod tests {
             gpus: vec![gpu("node-a", "H200", Some(&["ana", "bo"]), false), gpu("node-b", "H200", None, true)],
             summary: FleetSummary::default(),
             choices: FleetChoices { users: vec!["ana".into(), "bo".into()], ..FleetChoices::default() },
+            warnings: Vec::new(),
         };
         fleet.hide_people();
         let users = fleet.gpus[0].users.as_ref().unwrap();

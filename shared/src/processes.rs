@@ -47,7 +47,7 @@ pub struct GpuProcess {
     pub redacted: bool,
     /// Set while the process holds memory on a GPU that does nothing (`--idle-memory`, `--idle-after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle: Option<crate::activity::IdleHold>,
+    pub idle: Option<crate::idle::IdleHold>,
 }
 
 impl GpuProcess {

@@ -251,15 +251,17 @@ pub fn booked_soon(reservations: &[Reservation], device: u32, now_ms: u64) -> Op
 }
 
 /// What a free GPU says of a booking near: "reserved from 14:00" (in the zone `utc_offset` minutes
-/// east of UTC; the date too when it starts on another day: "reserved from 2025-12-02 00:30").
+/// east of UTC; the date too, as the tables write it, when it starts on another day:
+/// "reserved from 2 Dec 00:30").
 pub fn free_note(reservations: &[Reservation], device: u32, now_ms: u64, utc_offset: i32) -> Option<String> {
     let r = booked_soon(reservations, device, now_ms)?;
-    let time = crate::time::time_of_day(r.start_ms, utc_offset);
-    let date = crate::time::date(r.start_ms, utc_offset);
-    Some(if date == crate::time::date(now_ms, utc_offset) {
-        format!("reserved from {time}")
+    let offset_ms = i64::from(utc_offset) * 60_000;
+    let at = |ms| crate::time_axis::Civil::at(ms, offset_ms);
+    let (then, today) = (at(r.start_ms), at(now_ms));
+    Some(if then.date() == today.date() {
+        format!("reserved from {}", then.time(false))
     } else {
-        format!("reserved from {date} {time}")
+        format!("reserved from {} {}", then.date(), then.time(false))
     })
 }
 
@@ -397,7 +399,7 @@ mod tests {
         let list = [reservation(1, &[1], NOW + H, NOW + 2 * H), reservation(2, &[2], NOW + 4 * H, NOW + 5 * H)];
         assert_eq!(free_note(&list, 1, NOW, 0).as_deref(), Some("reserved from 15:00"));
         assert_eq!(free_note(&list, 1, NOW, 60).as_deref(), Some("reserved from 16:00"), "in the viewer's zone");
-        assert_eq!(free_note(&list, 1, NOW, 540).as_deref(), Some("reserved from 2025-12-02 00:00"));
+        assert_eq!(free_note(&list, 1, NOW, 540).as_deref(), Some("reserved from 2 Dec 00:00"));
         assert_eq!(free_note(&list, 2, NOW, 0), None, "not within three hours");
         assert_eq!(free_note(&list, 1, NOW + H, 0), None, "in force: not free, not to come");
         assert_eq!(free_note(&list, 0, NOW, 0), None);

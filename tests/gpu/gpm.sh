@@ -69,6 +69,13 @@ while time.time() < end:
 
 echo; echo "== metrics while the GEMM ran"
 curl -sf "$URL/metrics" >"$OUT/metrics.txt"
+# The graphics engine's figure is averaged over 30 s windows (it costs NVML 30 times the others):
+# the first appears 30 s after the server's second GPM window.
+for _ in $(seq 400); do
+  curl -sf "$URL/metrics" | grep -q '^DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"' && break
+  sleep 0.1
+done
+curl -sf "$URL/metrics" | grep -m1 '^DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0"' >>"$OUT/metrics.txt" || true
 for name in GR_ENGINE_ACTIVE SM_ACTIVE SM_OCCUPANCY PIPE_TENSOR_ACTIVE DRAM_ACTIVE PIPE_FP64_ACTIVE \
             PIPE_FP32_ACTIVE PIPE_FP16_ACTIVE PCIE_TX_BYTES PCIE_RX_BYTES; do
   line=$(grep -m1 "^DCGM_FI_PROF_${name}{gpu=\"0\"" "$OUT/metrics.txt") || { fail "DCGM_FI_PROF_$name missing"; continue; }

@@ -7,8 +7,9 @@ Usage: python3 tests/gpu/nvml_costs.py [--seconds 12] [--tick-ms 200]
 
 For every call: CPU µs (this thread's CPU time, time.thread_time_ns) and wall µs per call,
 median and mean over the ticks. pynvml's own overhead (a ctypes call, ~1-2 µs) is included,
-so these are upper bounds for the same call from Rust. GPM's metrics computation is timed with
-1, 4 and 12 metrics, to show whether its cost grows with the metrics asked for.
+so these are upper bounds for the same call from Rust. GPM's metrics computation is timed
+for each metric alone and for the sets gpudash could ask for, one call per window as the GPM loop makes it,
+to show which metrics cost what.
 
 Prints figures only; exits 1 when NVML cannot be opened.
 """
@@ -89,35 +90,44 @@ def timed(thunk):
     return (time.thread_time_ns() - c0) / 1e3, (time.perf_counter_ns() - w0) / 1e3, ok
 
 
-def gpm_costs(h, ticks, tick_s):
-    """GPM: one sample get, and the metrics computation over a 1 s window with 1, 4 and 12 metrics."""
+GPM_IDS = ["SM_UTIL", "SM_OCCUPANCY", "ANY_TENSOR_UTIL", "DRAM_BW_UTIL", "FP64_UTIL", "FP32_UTIL", "FP16_UTIL",
+           "GRAPHICS_UTIL", "PCIE_TX_PER_SEC", "PCIE_RX_PER_SEC", "NVLINK_TOTAL_TX_PER_SEC", "NVLINK_TOTAL_RX_PER_SEC"]
+
+
+def gpm_costs(h, rounds, window_s):
+    """GPM: one sample get per window, and one metrics computation per window (as gpudash makes it),
+    for each metric alone and for the sets gpudash could ask for, rotating through the sets so that
+    each call is the only one on its window (cold, as in the GPM loop)."""
     try:
         if not N.nvmlGpmQueryDeviceSupport(h).isSupportedDevice:
             return "GPM not supported on this GPU"
     except (N.NVMLError, AttributeError) as e:
         return f"GPM not readable: {e}"
-    ids = [N.NVML_GPM_METRIC_SM_UTIL, N.NVML_GPM_METRIC_SM_OCCUPANCY, N.NVML_GPM_METRIC_ANY_TENSOR_UTIL,
-           N.NVML_GPM_METRIC_DRAM_BW_UTIL, N.NVML_GPM_METRIC_FP64_UTIL, N.NVML_GPM_METRIC_FP32_UTIL,
-           N.NVML_GPM_METRIC_FP16_UTIL, N.NVML_GPM_METRIC_GRAPHICS_UTIL, N.NVML_GPM_METRIC_PCIE_TX_PER_SEC,
-           N.NVML_GPM_METRIC_PCIE_RX_PER_SEC, N.NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
-           N.NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC]
+    ids = {name: getattr(N, f"NVML_GPM_METRIC_{name}") for name in GPM_IDS}
+    sets = {f"metrics_get({name})": [name] for name in GPM_IDS}
+    sets["metrics_get(8: no PCIe, no NVLink)"] = GPM_IDS[:8]
+    sets["metrics_get(10: + PCIe)"] = GPM_IDS[:10]
+    sets["metrics_get(12: all)"] = GPM_IDS
     samples = [N.nvmlGpmSampleAlloc() for _ in range(2)]
-    rows = {"gpm_sample_get": [], "gpm_metrics_get(1)": [], "gpm_metrics_get(4)": [], "gpm_metrics_get(12)": []}
+    rows = {"gpm_sample_get": []} | {name: [] for name in sets}
     N.nvmlGpmSampleGet(h, samples[0])
-    for i in range(ticks):
-        time.sleep(tick_s)
-        cur, prev = samples[(i + 1) % 2], samples[i % 2]
-        rows["gpm_sample_get"].append(timed(lambda: N.nvmlGpmSampleGet(h, cur)))
-        for n in (1, 4, 12):
-            def get(n=n):
+    i = 0
+    for _ in range(rounds):
+        for name, chosen in sets.items():
+            time.sleep(window_s)
+            cur, prev = samples[(i + 1) % 2], samples[i % 2]
+            i += 1
+            rows["gpm_sample_get"].append(timed(lambda: N.nvmlGpmSampleGet(h, cur)))
+
+            def get(chosen=chosen, prev=prev, cur=cur):
                 m = N.c_nvmlGpmMetricsGet_t()
                 m.version = N.NVML_GPM_METRICS_GET_VERSION
-                m.numMetrics = n
+                m.numMetrics = len(chosen)
                 m.sample1, m.sample2 = prev, cur
-                for k in range(n):
-                    m.metrics[k].metricId = ids[k]
+                for k, metric in enumerate(chosen):
+                    m.metrics[k].metricId = ids[metric]
                 N.nvmlGpmMetricsGet(m)
-            rows[f"gpm_metrics_get({n})"].append(timed(get))
+            rows[name].append(timed(get))
     for s in samples:
         N.nvmlGpmSampleFree(s)
     return rows
@@ -135,6 +145,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=12.0)
     ap.add_argument("--tick-ms", type=int, default=200)
+    ap.add_argument("--gpm-rounds", type=int, default=3, help="rounds through the GPM metric sets (0.25 s windows)")
     args = ap.parse_args()
     try:
         N.nvmlInit()
@@ -161,7 +172,7 @@ def main():
             rows[name].append(timed(thunk))
     for loop, name, _ in table:
         show(loop, name, rows[name])
-    gpm = gpm_costs(h, max(5, int(args.seconds / 2)), 1.0)
+    gpm = gpm_costs(h, args.gpm_rounds, 0.25)
     if isinstance(gpm, str):
         print(f"  GPM: {gpm}")
     else:

@@ -163,7 +163,7 @@ async fn a_bad_alerts_file_stops_start_up_with_where_and_what_is_allowed() {
     let file = dir.path().join("alerts.toml");
     std::fs::write(&file, "[rules.temperature]\ncelsius = 300\n").unwrap();
     let args = ["gpudash", "--simulate", "1", "--listen", "127.0.0.1:0", "--no-history", "--alerts-file"];
-    let cli = gpudash::config::Cli::try_parse_from(args.iter().copied().chain([file.to_str().unwrap()])).unwrap();
+    let cli = gpudash::cli::Cli::try_parse_from(args.iter().copied().chain([file.to_str().unwrap()])).unwrap();
     let error = gpudash::run(gpudash::config::Config::from(cli), std::future::pending()).await.unwrap_err();
     let message = format!("{error:#}");
     assert!(message.contains("alerts.toml") && message.contains("use 30 to 120"), "{message}");
@@ -173,7 +173,7 @@ async fn a_bad_alerts_file_stops_start_up_with_where_and_what_is_allowed() {
 async fn a_fault_on_a_gpu_the_simulator_lacks_stops_start_up() {
     let args =
         ["gpudash", "--simulate", "2", "--listen", "127.0.0.1:0", "--no-history", "--simulate-fault", "hot:2@1s"];
-    let cli = gpudash::config::Cli::try_parse_from(args).unwrap();
+    let cli = gpudash::cli::Cli::try_parse_from(args).unwrap();
     let error = gpudash::run(gpudash::config::Config::from(cli), std::future::pending()).await.unwrap_err();
     let message = format!("{error:#}");
     assert!(message.contains("GPU 2") && message.contains("GPUs 0 to 1"), "{message}");

@@ -47,7 +47,7 @@ impl WebDriverCompatibleCommand for DevTools {
 async fn losing_server() -> TestServer {
     let args = ["gpudash", "--simulate", "2", "--interval", "250ms"];
     let faults = ["--simulate-fault", FIRST_LOST, "--simulate-fault", SECOND_LOST];
-    let cli = gpudash::config::Cli::try_parse_from(args.into_iter().chain(faults)).expect("flags parse");
+    let cli = gpudash::cli::Cli::try_parse_from(args.into_iter().chain(faults)).expect("flags parse");
     let config = gpudash::config::Config::from(cli);
     let source = gpudash::open_source(&config);
     TestServer::with_options(source, gpudash::Options::new(config.interval)).await

@@ -24,6 +24,11 @@ pub struct ChildGuard {
 }
 
 impl ChildGuard {
+    /// Guards `child`, whose output goes to the file `log`.
+    pub fn new(child: Child, log: PathBuf) -> Self {
+        Self { child, log }
+    }
+
     pub fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

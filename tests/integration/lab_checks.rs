@@ -17,7 +17,7 @@ use crate::support::{TestServer, eventually};
 
 /// Two simulated GPUs, with the faults of a command line that asks for them.
 async fn faulty_server(args: &[&str]) -> TestServer {
-    let cli = gpudash::config::Cli::try_parse_from(args).expect("flags parse");
+    let cli = gpudash::cli::Cli::try_parse_from(args).expect("flags parse");
     let config = gpudash::config::Config::from(cli);
     let probe = Arc::new(SimulatedProbe::with_wrong_results(gpudash::wiring::lab::faulty_gpus(&config.faults)));
     let options = gpudash::Options {
@@ -118,7 +118,7 @@ async fn without_the_fault_the_same_runs_pass() {
 
 #[test]
 fn an_unknown_fault_lists_every_fault() {
-    let err = gpudash::config::Cli::try_parse_from(["gpudash", "--simulate", "2", "--simulate-fault", "wrong:1"])
+    let err = gpudash::cli::Cli::try_parse_from(["gpudash", "--simulate", "2", "--simulate-fault", "wrong:1"])
         .expect_err("not a fault")
         .to_string();
     assert!(err.contains("lost:INDEX@DELAY") && err.contains("wrong-result:INDEX"), "{err}");

@@ -5,7 +5,7 @@ use std::process::{Command, Stdio};
 
 use crate::support::{TestServer, eventually};
 
-fn promtool() -> String {
+pub fn promtool() -> String {
     let path = std::env::var("PROMTOOL").unwrap_or_else(|_| "/usr/bin/promtool".to_owned());
     assert!(
         std::path::Path::new(&path).exists(),

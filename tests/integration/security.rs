@@ -165,6 +165,9 @@ async fn token_gated_viewing_needs_a_token_everywhere_but_the_page() {
         "/api/usage.csv?from=0&to=1&utc_offset=-300",
         "/metrics",
         "/api/runs",
+        "/api/fleet?gpus=none",
+        "/api/fleet/host/gpu-01:7070",
+        "/api/fleet/owners?range=24h",
     ] {
         let (status, body) = call("GET", &server.url(path), None, None).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");

@@ -17,7 +17,8 @@ use crate::{
         health::{HealthDetails, MigInstances},
         memory_chart::MemoryChart,
         meter::{Meter, memory_words},
-        overview::SeverityBadges,
+        reservation_timeline::{BookingAxis, BookingBar},
+        severity_badges::SeverityBadges,
     },
     hooks::{reservations::Reservations, session::Session, theme::Theme, url::ViewSignals},
     state::DashboardState,
@@ -60,6 +61,16 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
     let reservations = use_context::<Reservations>();
     let held = Memo::new(move |_| reservations.and_then(|r| r.holder_of(index)));
     let now = move || reservations.map_or(0, |r| r.list.with(|l| l.now_ms));
+    // Not held now, but booked within three hours: "Booked: reserved from 14:00 by ana".
+    let soon = Memo::new(move |_| {
+        let list = reservations?.list;
+        list.with(|l| {
+            let note = shared::reservations::free_note(&l.reservations, index, l.now_ms, format::utc_offset())?;
+            let r = shared::reservations::booked_soon(&l.reservations, index, l.now_ms)?;
+            let who = if r.redacted { String::new() } else { format!(" by {}", r.user) };
+            Some(format!("Booked: {note}{who}"))
+        })
+    });
     let pcie = move || {
         let max = info.with(|i| i.as_ref().and_then(|i| i.pcie_max));
         latest.with(|s| match s {
@@ -96,6 +107,11 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
             </header>
 
             {move || held.get().map(|r| reserved_line(&r, now()))}
+            {move || soon.get().map(|text| view! { <p class="reserved-soon">{text}</p> })}
+            <div class="gpu-bookings" title="Bookings of this GPU in the next 24 hours">
+                <BookingBar device=index />
+                <BookingAxis />
+            </div>
 
             <Show when=is_lost>
                 <p class="lost-reason" role="alert">{move || lost.get().unwrap_or_default()}</p>

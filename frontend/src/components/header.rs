@@ -72,7 +72,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
 #[component]
 fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
     let session = expect_context::<Session>();
-    let fleet = use_context::<crate::app::FleetTab>();
+    let fleet = use_context::<FleetTab>();
     let fleet_on = move || fleet.is_some_and(|f| f.0.get());
     let shown = move || {
         Tab::ALL
@@ -323,3 +323,7 @@ fn ThemeToggle(theme: ThemeControl) -> impl IntoView {
         </button>
     }
 }
+
+/// Whether the server answers `/api/fleet` (the header shows `#tab-fleet` then).
+#[derive(Debug, Clone, Copy)]
+pub struct FleetTab(pub ReadSignal<bool>);

@@ -35,6 +35,8 @@ pub fn HistorySection(
                 <Show when=move || history_on.get()>
                     <RangePicker range=range set_range=set_range />
                     <GpuPicker indices=indices shown=shown />
+                    // The time axes' zone, named once for every chart.
+                    <span class="times-zone history-zone">{crate::components::format::zone_caption()}</span>
                 </Show>
             </div>
             <Show

@@ -3,6 +3,7 @@
 //! Alerts tab's panels.
 
 pub mod activity;
+pub mod alert_group;
 pub mod alert_notify;
 pub mod alert_panels;
 pub mod bridge;
@@ -27,6 +28,10 @@ pub mod notices;
 pub mod overview;
 pub mod process_sort;
 pub mod processes;
+pub mod reservation_timeline;
 pub mod reservations;
+pub mod severity_badges;
 pub mod signals;
 pub mod usage;
+pub mod usage_chart;
+pub mod usage_table;

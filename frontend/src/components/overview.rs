@@ -9,7 +9,7 @@ use shared::{
     DeviceSample,
     activity::{GpuState, gpu_state},
     processes::GpuProcess,
-    severity::{self, Finding},
+    severity,
     units::{format_bytes, format_watts, or_na},
 };
 
@@ -18,6 +18,7 @@ use crate::{
         device_card::DeviceCard,
         format,
         gpu_grid::{GpuGrid, LayoutToggle},
+        severity_badges::SeverityBadges,
     },
     hooks::{reservations::Reservations, theme::Theme, url::ViewSignals},
     state::DashboardState,
@@ -234,36 +235,6 @@ fn Bar(label: String, percent: Signal<Option<f64>>, text: Signal<String>) -> imp
             </div>
             <span class="ov-bar-text">{move || text.get()}</span>
         </div>
-    }
-}
-
-/// `span.sev-badge`s of the most severe `limit` findings ("⚠ power cap"), and "+N" for the rest;
-/// `limit` 0 shows them all. The level is in the text as well as the colour.
-#[component]
-pub fn SeverityBadges(findings: Memo<Vec<Finding>>, #[prop(optional)] limit: usize) -> impl IntoView {
-    move || {
-        findings.with(|all| {
-            let shown = if limit == 0 { all.len() } else { limit.min(all.len()) };
-            let more = all.len() - shown;
-            let rest: Vec<String> = all[shown..].iter().map(Finding::label).collect();
-            let badges = all[..shown]
-                .iter()
-                .map(|f| {
-                    view! {
-                        <span class=format!("sev-badge {}", f.level.class()) title=f.level.word()>
-                            {f.label()}
-                        </span>
-                    }
-                })
-                .collect_view();
-            let more = (more > 0).then(|| {
-                view! { <span class="sev-more" title=rest.join("; ")>{format!("+{more}")}</span> }
-            });
-            view! {
-                {badges}
-                {more}
-            }
-        })
     }
 }
 

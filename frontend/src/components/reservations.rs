@@ -6,7 +6,7 @@ use shared::auth::Role;
 use shared::reservations::{ADVISORY, Reservation, ReservationRequest};
 
 use crate::{
-    components::format,
+    components::{format, reservation_timeline::BookingTimeline},
     hooks::{reservations::Reservations, session::Session, url::ViewSignals},
     state::DashboardState,
 };
@@ -37,6 +37,7 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
         session.allows(Role::Admin) || (session.allows(Role::Operator) && me().as_deref() == Some(r.user.as_str()))
     };
     let error = RwSignal::new(None::<String>);
+    let gpus = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));
     let release = move |id: u64| {
         spawn_local(async move {
             match reservations.release(id).await {
@@ -96,6 +97,7 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
                 <ReservationForm state=state />
             </Show>
             {move || error.get().map(|text| view! { <p class="reservation-error lab-error" role="alert">{text}</p> })}
+            <BookingTimeline gpus=gpus />
             <Show
                 when=move || !reservations.list.with(|l| l.reservations.is_empty())
                 fallback=|| view! { <p class="reservations-none">"No reservations now or to come."</p> }

@@ -4,6 +4,7 @@ use leptos::prelude::*;
 use shared::{
     activity::{GpuState, gpu_state},
     processes::usage_by_user,
+    reservations::free_note,
     units::format_bytes,
     usability::UnhealthyDevice,
 };
@@ -116,7 +117,14 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                         }
                         free.into_iter()
                             .enumerate()
-                            .map(|(i, index)| view! { {(i > 0).then_some(", ")} <FreeGpuLink index=index /> })
+                            .map(|(i, index)| {
+                                let note = reservations.and_then(|r| {
+                                    r.list.with(|l| {
+                                        free_note(&l.reservations, index, l.now_ms, format::utc_offset())
+                                    })
+                                });
+                                view! { {(i > 0).then_some(", ")} <FreeGpuLink index=index note=note /> }
+                            })
                             .collect_view()
                             .into_any()
                     }}
@@ -168,9 +176,10 @@ fn UserLink(user: String) -> impl IntoView {
     }
 }
 
-/// A free GPU: opens its card, where Reserve and Run in the Lab are.
+/// A free GPU: opens its card, where Reserve and Run in the Lab are; "(reserved from 14:00)"
+/// after it when a booking is near.
 #[component]
-fn FreeGpuLink(index: u32) -> impl IntoView {
+fn FreeGpuLink(index: u32, note: Option<String>) -> impl IntoView {
     let view = use_context::<crate::hooks::url::ViewSignals>();
     view! {
         <button
@@ -182,6 +191,7 @@ fn FreeGpuLink(index: u32) -> impl IntoView {
         >
             {format!("GPU {index}")}
         </button>
+        {note.map(|note| view! { <span class="free-soon" data-index=index>{format!(" ({note})")}</span> })}
     }
 }
 

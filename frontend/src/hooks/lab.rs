@@ -50,24 +50,26 @@ pub fn use_lab(state: RwSignal<LabState>, telemetry: Telemetry, session: Session
 }
 
 impl Lab {
-    /// Status and queue, the recent runs, and (once) the experiments.
+    /// Status and queue, the recent runs, and (once) the experiments: listed even when the lab is
+    /// unavailable, each with why it cannot run here.
     async fn reload(self) {
-        match get_json::<LabStatus>("/api/lab").await {
+        let available = match get_json::<LabStatus>("/api/lab").await {
             Ok(status) => {
                 let available = status.available;
                 self.state.update(|s| s.set_status(status));
                 self.load_error.set(None);
-                if !available {
-                    return;
-                }
+                available
             }
             Err(failure) => return self.failed("the lab's status", &failure),
-        }
+        };
         if self.experiments.with_untracked(Vec::is_empty) {
             match get_json::<Vec<ExperimentDoc>>("/api/lab/experiments").await {
                 Ok(experiments) => self.experiments.set(experiments),
                 Err(failure) => self.failed("the experiments", &failure),
             }
+        }
+        if !available {
+            return;
         }
         match get_json::<Vec<RunSummary>>(&format!("/api/runs?limit={RECENT_RUNS}")).await {
             Ok(runs) => self.state.update(|s| s.set_recent(runs)),

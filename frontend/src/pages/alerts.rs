@@ -14,6 +14,7 @@ use shared::{
 
 use crate::{
     components::{
+        alert_group::AlertGroup,
         alert_notify::NotifyPanel,
         alert_panels::{ReloadError, RulesPanel, SilenceForm, SilencesPanel, WebhooksPanel},
         format,
@@ -21,7 +22,10 @@ use crate::{
     },
     hooks::{alerts::Alerts, poll::use_poll, session::Session, telemetry::Telemetry},
     pages::Tab,
-    state::alerts::{AlertFilter, StateFilter},
+    state::{
+        alert_groups::{self, Entry},
+        alerts::{AlertFilter, StateFilter},
+    },
 };
 
 /// How often the tab asks again while shown: webhook figures are not pushed.
@@ -49,9 +53,26 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
         if shown.is_empty() {
             return view! { <li class="placeholder alerts-empty">"No alerts match."</li> }.into_any();
         }
-        shown
+        // One owner's idle alerts read as one card (state::alert_groups).
+        alert_groups::group(shown)
             .into_iter()
-            .map(|alert| view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> })
+            .map(|entry| match entry {
+                Entry::One(alert) => {
+                    view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> }.into_any()
+                }
+                Entry::Group { owner, alerts } => {
+                    let each = alerts.clone();
+                    view! {
+                        <AlertGroup owner=owner alerts=alerts>
+                            {each
+                                .into_iter()
+                                .map(|alert| view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> })
+                                .collect_view()}
+                        </AlertGroup>
+                    }
+                    .into_any()
+                }
+            })
             .collect_view()
             .into_any()
     };

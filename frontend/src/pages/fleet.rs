@@ -169,6 +169,11 @@ pub fn FleetPage() -> impl IntoView {
                     {move || format!("Prometheus unreachable: {}", error().unwrap_or_default())}
                 </p>
             </Show>
+            <Show when=move || fleet.with(|f| f.as_ref().is_some_and(|f| !f.warnings.is_empty()))>
+                <p id="fleet-partial" class="notice notice-warn" role="status">
+                    {move || fleet.with(|f| f.as_ref().map(|f| format!("A partial answer, hosts may be missing: {}", f.warnings.join("; "))))}
+                </p>
+            </Show>
             <div class="fleet-filters">
                 <FilterInput id="fleet-filter-host" label="Host" value=host />
                 <FilterInput id="fleet-filter-model" label="Model" value=model />
@@ -196,6 +201,7 @@ pub fn FleetPage() -> impl IntoView {
             <Show when=move || fleet.with(Option::is_none) && failed.with(Option::is_none)>
                 <p class="placeholder">"Asking Prometheus…"</p>
             </Show>
+            <crate::pages::fleet_owners::FleetOwnersTables />
         </main>
     }
 }

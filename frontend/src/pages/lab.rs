@@ -76,11 +76,20 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
             </Show>
             {move || match available.get() {
                 None => view! { <p class="placeholder">"Loading the lab…"</p> }.into_any(),
+                // Each experiment is still listed, greyed out with why it cannot run here.
                 Some(false) => view! {
                     <section id="lab-unavailable" class="notice notice-warn" role="status">
                         <strong>"Lab unavailable: "</strong>
                         {reason}
                     </section>
+                    <ul class="lab-experiments-off" aria-label="Experiments, unavailable here">
+                        {move || lab.experiments.get().into_iter().map(|e| view! {
+                            <li class="lab-experiment-off" data-kind=e.kind.name()>
+                                <span class="lab-form-title">{e.title}</span>
+                                <span class="lab-unavailable-reason">{e.unavailable.unwrap_or_default()}</span>
+                            </li>
+                        }).collect_view()}
+                    </ul>
                 }
                 .into_any(),
                 Some(true) => view! {

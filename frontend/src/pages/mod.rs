@@ -4,6 +4,7 @@ pub mod alerts;
 pub mod audit;
 pub mod dashboard;
 pub mod fleet;
+pub mod fleet_owners;
 pub mod lab;
 pub mod login;
 pub mod usage;

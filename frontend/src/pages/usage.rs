@@ -1,17 +1,16 @@
 //! `#usage`: who used how much over a range (today, 7 days, 30 days or custom): a table per
-//! user and per GPU, a bar per day stacked by user, and the same range as CSV.
+//! user and per GPU (sortable), a bar per day stacked by user with its axes
+//! (`components::usage_chart`), and the same range as CSV.
 //! The figures and the query rules come from `shared::usage`; how they are charged is in
 //! docs/ACCOUNTING.md.
 
 use leptos::{prelude::*, task::spawn_local};
-use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, date, day_of, parse_date};
+use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, day_of, parse_date};
 
-use crate::hooks::{api::get_json, session::Session};
-
-/// Colours of the stacked bars, one per user in turn.
-const PALETTE: [&str; 8] = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7"];
-const CHART_WIDTH: f64 = 640.0;
-const CHART_HEIGHT: f64 = 180.0;
+use crate::{
+    components::{usage_chart::UsageChart, usage_table::UsageTable},
+    hooks::{api::get_json, session::Session},
+};
 
 /// The range picker's choices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,64 +67,6 @@ fn range_for(
         }
     };
     UsageQuery::new(from, to, group, utc_offset).map_err(|e| e.to_string())
-}
-
-/// One bar segment of the stacked chart.
-#[derive(Debug, Clone, PartialEq)]
-struct Segment {
-    x: f64,
-    y: f64,
-    width: f64,
-    height: f64,
-    colour: &'static str,
-    title: String,
-}
-
-/// The users in chart order (most GPU-hours first) and the segments of `user_day` rows, days
-/// named in the zone `utc_offset` minutes east of UTC.
-fn stack(rows: &[UsageRow], utc_offset: i32) -> (Vec<String>, Vec<Segment>) {
-    let mut users: Vec<(String, f64)> = Vec::new();
-    let mut days: Vec<u64> = Vec::new();
-    for row in rows {
-        let user = row.user.clone().unwrap_or_default();
-        match users.iter_mut().find(|(u, _)| *u == user) {
-            Some((_, hours)) => *hours += row.gpu_hours,
-            None => users.push((user, row.gpu_hours)),
-        }
-        if let Some(day) = row.day.filter(|d| !days.contains(d)) {
-            days.push(day);
-        }
-    }
-    users.sort_by(|a, b| b.1.total_cmp(&a.1));
-    days.sort_unstable();
-    let day_total = |day: u64| rows.iter().filter(|r| r.day == Some(day)).map(|r| r.gpu_hours).sum::<f64>();
-    let most = days.iter().map(|&d| day_total(d)).fold(0.0, f64::max);
-    let slot = CHART_WIDTH / days.len().max(1) as f64;
-    let mut segments = Vec::new();
-    for (n, &day) in days.iter().enumerate() {
-        let mut top = CHART_HEIGHT;
-        for (u, (user, _)) in users.iter().enumerate() {
-            let Some(row) = rows.iter().find(|r| r.day == Some(day) && r.user.as_deref() == Some(user)) else {
-                continue;
-            };
-            let height = if most > 0.0 { row.gpu_hours / most * CHART_HEIGHT } else { 0.0 };
-            top -= height;
-            segments.push(Segment {
-                x: n as f64 * slot + slot * 0.15,
-                y: top,
-                width: slot * 0.7,
-                height,
-                colour: PALETTE[u % PALETTE.len()],
-                title: format!("{user}, {}: {} GPU-hours", date(day, utc_offset), hours(row.gpu_hours)),
-            });
-        }
-    }
-    (users.into_iter().map(|(u, _)| u).collect(), segments)
-}
-
-/// Hours with enough digits to show seconds on short ranges.
-fn hours(value: f64) -> String {
-    if value < 10.0 { format!("{value:.3}") } else { format!("{value:.1}") }
 }
 
 #[component]
@@ -269,69 +210,6 @@ pub fn UsagePage() -> impl IntoView {
     }
 }
 
-#[component]
-fn UsageTable(id: &'static str, key: &'static str, rows: Signal<Vec<UsageRow>>) -> impl IntoView {
-    view! {
-        <div class="table-scroll">
-            <table id=id class="usage-table">
-                <thead>
-                    <tr>
-                        <th>{key}</th>
-                        <th>"GPU-hours"</th>
-                        <th>"Memory GiB-hours"</th>
-                        <th>"Idle-held GiB-hours"</th>
-                        <th>"Energy kWh"</th>
-                    </tr>
-                </thead>
-                <tbody>
-                    {move || rows.get().into_iter().map(|r| {
-                        let name = r
-                            .user
-                            .clone()
-                            .or(r.gpu.map(|g| format!("GPU {g}")))
-                            .or(r.workload.clone())
-                            .unwrap_or_else(|| "(outside one)".to_owned());
-                        view! {
-                            <tr class="usage-row">
-                                <td class="usage-key">{name}</td>
-                                <td>{hours(r.gpu_hours)}</td>
-                                <td>{hours(r.memory_gib_hours)}</td>
-                                <td>{hours(r.idle_gib_hours)}</td>
-                                <td>{format!("{:.3}", r.energy_kwh)}</td>
-                            </tr>
-                        }
-                    }).collect_view()}
-                </tbody>
-            </table>
-        </div>
-    }
-}
-
-/// GPU-hours per day (in the viewer's zone), stacked by user, with a legend.
-#[component]
-fn UsageChart(rows: Signal<Vec<UsageRow>>, zone: RwSignal<i32>) -> impl IntoView {
-    let chart = Memo::new(move |_| rows.with(|r| stack(r, zone.get())));
-    view! {
-        <figure id="usage-chart" class="usage-chart">
-            <svg viewBox=format!("0 0 {CHART_WIDTH} {CHART_HEIGHT}") role="img" aria-label="GPU-hours per day by user">
-                {move || chart.get().1.into_iter().map(|s| view! {
-                    <rect class="usage-bar" x=s.x y=s.y width=s.width height=s.height fill=s.colour>
-                        <title>{s.title}</title>
-                    </rect>
-                }).collect_view()}
-            </svg>
-            <figcaption class="usage-legend">
-                {move || chart.get().0.into_iter().enumerate().map(|(n, user)| view! {
-                    <span class="usage-legend-item">
-                        <span class="swatch" style=format!("background:{}", PALETTE[n % PALETTE.len()])></span>
-                        {user}
-                    </span>
-                }).collect_view()}
-            </figcaption>
-        </figure>
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -358,21 +236,5 @@ mod tests {
         let east = range_for(Span::Custom, now, 60, ("1970-01-02", "1970-01-02"), UsageGroup::User).unwrap();
         assert_eq!((east.from, east.to), (DAY_MS - HOUR, 2 * DAY_MS - HOUR), "a custom day is the zone's day");
         assert_eq!((zone_name(0), zone_name(60), zone_name(-330)), ("UTC".into(), "UTC+1".into(), "UTC-5:30".into()));
-    }
-
-    #[test]
-    fn bars_stack_users_per_day_scaled_to_the_busiest_day() {
-        let row = |user: &str, day: u64, gpu_hours: f64| UsageRow {
-            user: Some(user.into()),
-            day: Some(day * DAY_MS),
-            gpu_hours,
-            ..UsageRow::default()
-        };
-        let (users, segments) = stack(&[row("bo", 1, 1.0), row("ana", 1, 1.0), row("ana", 2, 2.0)], 0);
-        assert_eq!(users, ["ana", "bo"]);
-        assert_eq!(segments.len(), 3);
-        let day1: f64 = segments.iter().filter(|s| s.x < CHART_WIDTH / 2.0).map(|s| s.height).sum();
-        assert!((day1 - CHART_HEIGHT).abs() < 1e-9, "the busiest day fills the chart");
-        assert!(stack(&[], 0).1.is_empty());
     }
 }

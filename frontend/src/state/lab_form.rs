@@ -4,11 +4,18 @@
 //! The fields come from the defaults' JSON, so a parameter the server adds
 //! shows up without a page change. The page checks what it can (whole numbers,
 //! byte sizes, at least one choice); ranges are the server's to judge, and its
-//! 400 message is shown as it is.
+//! 400 message is shown as it is, except where a rule lives in `shared` for both
+//! sides (collectives: `CollectivesParams::validate`), which the page asks first.
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use shared::{lab::ExperimentKind, units::exact_bytes};
+use shared::{
+    lab::{
+        ExperimentKind,
+        collectives::{CollectivesParams, DTYPES},
+    },
+    units::exact_bytes,
+};
 
 const KIB: u64 = 1024;
 
@@ -25,6 +32,11 @@ pub enum FormError {
     Empty { label: String },
     #[error("'{label}': pick at least one")]
     NoneChosen { label: String },
+    #[error("'{label}' must be a number of parameters like 1.3 B, 350 M or 125000000, not '{text}'")]
+    NotAParameterCount { label: String, text: String },
+    /// Refused by the rule the server applies too (`shared::lab::collectives`), in its words.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// An experiment of `GET /api/lab/experiments` (`shared::lab::ExperimentInfo`), its
@@ -36,6 +48,9 @@ pub struct ExperimentDoc {
     pub title: String,
     pub description: String,
     pub defaults: Value,
+    /// Why it cannot run on this server; the form is shown greyed out with this sentence.
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
 
 /// What sort of input a parameter gets.
@@ -51,6 +66,12 @@ pub enum FieldKind {
     Choices(Vec<String>),
     /// GPU pairs "0-1, 1-2"; empty means every pair.
     Pairs,
+    /// One of a fixed set of names (a collective's dtype): a drop-down.
+    OneOf(Vec<String>),
+    /// A count of model parameters, written like "1.3 B".
+    Parameters,
+    /// On or off (the DDP step); off sends `null` and leaves out the fields under it (`ddp.*`).
+    Switch,
 }
 
 /// What a field holds while the reader edits it.
@@ -71,22 +92,37 @@ pub struct Field {
 }
 
 impl Field {
-    /// The label shown: "block bytes" for `block_bytes`.
+    /// The label shown: "block bytes" for `block_bytes`; the DDP step's in PyTorch's words ("DDP bucket_cap_mb").
     pub fn label(&self) -> String {
-        self.name.replace('_', " ")
+        match self.name.split_once('.') {
+            _ if self.name == "ddp" => "DDP step".to_owned(),
+            Some(("ddp", "bucket_cap_mb")) => "DDP bucket_cap_mb".to_owned(),
+            Some(("ddp", rest)) => format!("DDP {}", rest.replace('_', " ")),
+            _ => self.name.replace('_', " "),
+        }
     }
 
     /// A short hint of the accepted format.
     pub fn hint(&self) -> &'static str {
-        if self.name == "gpus" {
-            return "comma-separated, e.g. 0, 1; empty: every GPU";
+        match self.name.as_str() {
+            "gpus" => return "comma-separated, e.g. 0, 1; empty: every GPU",
+            "ddp" => return "DistributedDataParallel: backward GEMMs and the gradient all-reduce",
+            "ddp.parameters" => return "e.g. 1.3 B or 350 M",
+            "ddp.bucket_cap_mb" => return "MiB; DDP's default is 25",
+            "ddp.tokens" => return "per GPU per step: batch × sequence length",
+            "ddp.hidden" => return "layer width, a multiple of 64",
+            _ => {}
         }
         match self.kind {
             FieldKind::Bytes => "e.g. 256 MiB",
             FieldKind::BytesList => "comma-separated, e.g. 4 KiB, 1 MiB",
             FieldKind::CountList => "comma-separated",
             FieldKind::Pairs => "e.g. 0-1, 1-2; empty: every pair",
-            FieldKind::Count | FieldKind::Choices(_) => "",
+            FieldKind::Count
+            | FieldKind::Choices(_)
+            | FieldKind::OneOf(_)
+            | FieldKind::Parameters
+            | FieldKind::Switch => "",
         }
     }
 }
@@ -96,14 +132,29 @@ pub fn fields(kind: ExperimentKind, defaults: &Value) -> Vec<Field> {
     let Value::Object(object) = defaults else {
         return Vec::new();
     };
-    let mut fields: Vec<Field> = object
-        .iter()
-        .filter(|(name, _)| *name != "kind")
-        .filter_map(|(name, value)| field(kind, name, value))
-        .collect();
+    let mut fields: Vec<Field> = Vec::new();
+    for (name, value) in object.iter().filter(|(name, _)| *name != "kind") {
+        match value {
+            // A group of parameters (the DDP step): a switch, then a field for each.
+            Value::Object(inner) => {
+                fields.push(Field {
+                    name: name.clone(),
+                    kind: FieldKind::Switch,
+                    default: FieldValue::Chosen(vec![true]),
+                });
+                fields.extend(inner.iter().filter_map(|(key, v)| field(kind, &format!("{name}.{key}"), v)));
+            }
+            _ => fields.extend(field(kind, name, value)),
+        }
+    }
     let rank = |name: &str| match name {
         "warmup" => 2,
         "repetitions" => 3,
+        "ddp" => 4,
+        "ddp.parameters" => 5,
+        "ddp.dtype" => 6,
+        "ddp.bucket_cap_mb" => 7,
+        _ if name.starts_with("ddp.") => 8,
         _ => 1,
     };
     fields.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
@@ -119,6 +170,13 @@ fn is_bytes(kind: ExperimentKind, name: &str) -> bool {
 fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
     let bytes = is_bytes(kind, name);
     let (kind, default) = match value {
+        Value::String(text) if name.ends_with("dtype") => {
+            let choices = DTYPES.iter().map(|d| d.name().to_owned()).collect();
+            (FieldKind::OneOf(choices), FieldValue::Text(text.clone()))
+        }
+        Value::Number(n) if name == "ddp.parameters" => {
+            (FieldKind::Parameters, FieldValue::Text(parameter_text(n.as_u64()?)))
+        }
         Value::Number(n) => {
             let n = n.as_u64()?;
             if bytes {
@@ -155,9 +213,22 @@ fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
 pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, FormError> {
     let mut object = Map::new();
     object.insert("kind".into(), Value::from(kind.name()));
+    // Groups switched off: sent as null, their fields left out.
+    let mut off: Vec<&str> = Vec::new();
     for (field, value) in fields.iter().zip(values) {
         let label = field.label();
+        let group = field.name.split_once('.');
+        if group.is_some_and(|(parent, _)| off.contains(&parent)) {
+            continue;
+        }
         let parsed = match (&field.kind, value) {
+            (FieldKind::Switch, FieldValue::Chosen(on)) if !on.first().copied().unwrap_or(false) => {
+                off.push(&field.name);
+                Value::Null
+            }
+            (FieldKind::Switch, _) => continue,
+            (FieldKind::OneOf(_), FieldValue::Text(text)) => Value::from(text.trim()),
+            (FieldKind::Parameters, FieldValue::Text(text)) => Value::from(parameter_count(&label, text)?),
             (FieldKind::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
             (FieldKind::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
             // The GPUs a collectives run joins: none named means every GPU.
@@ -176,9 +247,61 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
             (FieldKind::Pairs, FieldValue::Text(text)) => pairs(&label, text)?,
             _ => continue,
         };
-        object.insert(field.name.clone(), parsed);
+        match group {
+            Some((parent, key)) => {
+                let inner = object.entry(parent).or_insert_with(|| Value::Object(Map::new()));
+                if let Value::Object(inner) = inner {
+                    inner.insert(key.to_owned(), parsed);
+                }
+            }
+            None => {
+                object.insert(field.name.clone(), parsed);
+            }
+        }
+    }
+    if kind == ExperimentKind::Collectives {
+        check_collectives(&object)?;
     }
     Ok(Value::Object(object))
+}
+
+/// The collectives rule both sides apply (`CollectivesParams::validate`), on the form's values.
+fn check_collectives(object: &Map<String, Value>) -> Result<(), FormError> {
+    let mut values = object.clone();
+    values.remove("kind");
+    let p: CollectivesParams =
+        serde_json::from_value(Value::Object(values)).map_err(|e| FormError::Invalid(e.to_string()))?;
+    p.validate().map_err(|e| FormError::Invalid(e.0))
+}
+
+/// "1.3 B" for 1300000000, "350 M", "125000" below a million.
+pub fn parameter_text(n: u64) -> String {
+    match n {
+        1_000_000_000.. => format!("{} B", n as f64 / 1e9),
+        1_000_000.. => format!("{} M", n as f64 / 1e6),
+        _ => n.to_string(),
+    }
+}
+
+/// A count of parameters: "1.3 B", "1.3B", "350 M", "125 k" or a plain number.
+pub fn parameter_count(label: &str, text: &str) -> Result<u64, FormError> {
+    let text = text.trim();
+    let bad = || FormError::NotAParameterCount { label: label.to_owned(), text: text.to_owned() };
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit.trim() {
+        "" => 1.0,
+        "k" | "K" => 1e3,
+        "M" | "m" => 1e6,
+        "B" | "b" | "G" | "g" => 1e9,
+        _ => return Err(bad()),
+    };
+    let count = (number * scale).round();
+    if !count.is_finite() || count > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(count as u64)
 }
 
 fn count(label: &str, text: &str) -> Result<u64, FormError> {
@@ -285,6 +408,37 @@ mod tests {
     }
 
     #[test]
+    fn collectives_take_a_dtype_and_the_ddp_step_checked_by_the_shared_rule() {
+        let (fields, mut values) = defaults(ExperimentKind::Collectives);
+        let at = |name: &str| fields.iter().position(|f| f.name == name).unwrap();
+        let tail: Vec<String> = fields[at("ddp")..].iter().map(Field::label).collect();
+        assert_eq!(tail, ["DDP step", "DDP parameters", "DDP dtype", "DDP bucket_cap_mb", "DDP hidden", "DDP tokens"]);
+        assert_eq!(fields[at("dtype")].kind, FieldKind::OneOf(vec!["fp32".into(), "bf16".into()]));
+        assert_eq!(values[at("ddp.parameters")], FieldValue::Text("1.3 B".into()));
+        values[at("dtype")] = FieldValue::Text("bf16".into());
+        values[at("ddp.parameters")] = FieldValue::Text("350M".into());
+        values[at("ddp.bucket_cap_mb")] = FieldValue::Text("100".into());
+        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        assert_eq!((p["dtype"].clone(), p["ddp"]["parameters"].clone()), (json!("bf16"), json!(350_000_000)));
+        assert_eq!((p["ddp"]["bucket_cap_mb"].clone(), p["ddp"]["dtype"].clone()), (json!(100), json!("bf16")));
+        // Ranges are the shared rule's, in its words.
+        values[at("ddp.bucket_cap_mb")] = FieldValue::Text("0".into());
+        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
+        assert_eq!(error, "'ddp.bucket_cap_mb' must be from 1 to 1024, got '0'");
+        values[at("ddp.parameters")] = FieldValue::Text("lots".into());
+        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
+        assert!(error.starts_with("'DDP parameters' must be a number of parameters like 1.3 B"), "{error}");
+        // The DDP step switched off: null, its fields (bad ones included) left out.
+        values[at("ddp")] = FieldValue::Chosen(vec![false]);
+        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        assert_eq!(p["ddp"], Value::Null);
+        values[at("sizes")] = FieldValue::Text("7".into());
+        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
+        assert!(error.contains("a multiple of 2 (bf16 elements), got '7'"), "{error}");
+        assert_eq!(parameter_count("p", "1.3 B"), Ok(1_300_000_000));
+    }
+
+    #[test]
     fn bad_numbers_are_named_before_the_server_sees_them() {
         let (fields, mut values) = defaults(ExperimentKind::Latency);
         values[1] = FieldValue::Text("lots".into());
@@ -305,9 +459,11 @@ mod tests {
             title: "Memory".into(),
             description: "pools".into(),
             defaults: ExperimentKind::Memory.default_params(),
+            unavailable: Some("NCCL (libnccl.so.2) not found".into()),
         };
         let doc: ExperimentDoc = serde_json::from_str(&serde_json::to_string(&info).unwrap()).unwrap();
         assert_eq!(doc.defaults["blocks"], 8);
+        assert_eq!(doc.unavailable.as_deref(), Some("NCCL (libnccl.so.2) not found"));
     }
 
     #[test]

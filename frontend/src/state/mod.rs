@@ -4,6 +4,7 @@
 //! appends, duplicates are dropped, details replace health and processes) are
 //! tested here; the charts' five minutes are `shared::MemoryRing`'s.
 
+pub mod alert_groups;
 pub mod alerts;
 pub mod history;
 pub mod lab;

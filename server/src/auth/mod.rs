@@ -324,7 +324,7 @@ fn find(tokens: &[TokenEntry], presented: &[u8; 32]) -> Option<Identity> {
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    crate::sync::read(lock)
 }
 
 #[cfg(test)]

@@ -208,6 +208,7 @@ fn setup(args: &BenchArgs, config: LabConfig, fault: Option<cuda::Fault>) -> Res
         probe,
         store: Arc::new(MemoryRunStore::default()),
         simulated: false,
-        topology: None,
+        // How the GPUs connect: the collectives chart's NVLink or PCIe peak.
+        topology: source.topology(),
     })
 }

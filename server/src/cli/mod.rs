@@ -2,6 +2,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod alerts;
+mod args;
 pub mod bench;
 pub mod doctor;
 pub mod token;
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::config::ConfigError;
+pub use args::Cli;
+
+use crate::flags::ConfigError;
 use crate::lab::LabConfig;
 
 /// What `gpudash` does instead of serving.
@@ -32,7 +35,7 @@ pub enum Command {
 }
 
 /// Reads the command line; `gpudash doctor` takes the dashboard's flags too ([`doctor::command`]).
-pub fn parse() -> crate::config::Cli {
+pub fn parse() -> Cli {
     doctor::parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
 }
 
@@ -87,24 +90,11 @@ impl From<&LabArgs> for LabConfig {
 }
 
 fn parse_runs_kept(value: &str) -> Result<usize, ConfigError> {
-    parse_whole_number(value, "runs to keep", crate::lab::RUNS_KEPT)
+    crate::flags::parse_count(value, "runs to keep", crate::lab::RUNS_KEPT)
 }
 
 fn parse_queue_per_user(value: &str) -> Result<usize, ConfigError> {
-    parse_whole_number(value, "runs per user", crate::lab::QUEUE_PER_USER)
-}
-
-fn parse_whole_number(
-    value: &str,
-    what: &'static str,
-    range: std::ops::RangeInclusive<usize>,
-) -> Result<usize, ConfigError> {
-    match value.trim().parse::<usize>() {
-        Ok(n) if range.contains(&n) => Ok(n),
-        _ => {
-            Err(ConfigError::NotAWholeNumber { value: value.to_owned(), what, min: *range.start(), max: *range.end() })
-        }
-    }
+    crate::flags::parse_count(value, "runs per user", crate::lab::QUEUE_PER_USER)
 }
 
 fn parse_duration(value: &str) -> Result<Duration, ConfigError> {
@@ -130,6 +120,6 @@ mod tests {
             parse_queue_per_user("0").unwrap_err().to_string(),
             "'0' is not a number of runs per user; use a whole number from 1 to 1000"
         );
-        assert!(matches!(parse_runs_kept("x"), Err(ConfigError::NotAWholeNumber { what: "runs to keep", .. })));
+        assert!(matches!(parse_runs_kept("x"), Err(ConfigError::NotACount { what: "runs to keep", .. })));
     }
 }

@@ -140,6 +140,11 @@ impl PrometheusClient {
 
     /// [`Self::query`], with each series' metric name (`__name__`, empty when the query drops it).
     pub async fn query_named(&self, query: &str, time_s: f64) -> Result<Vec<(String, Series)>, PrometheusError> {
+        Ok(self.query_warned(query, time_s).await?.0)
+    }
+
+    /// [`Self::query_named`], with the warnings the engine sent along (a partial answer says so there).
+    pub async fn query_warned(&self, query: &str, time_s: f64) -> Result<Answered, PrometheusError> {
         let url = self.base.to_string();
         let time = format!("{time_s:.3}");
         let request = self.http.get(self.query_url.clone()).query(&[("query", query), ("time", &time)]);
@@ -175,7 +180,7 @@ impl PrometheusClient {
             url: self.base.to_string(),
             reason: format!("a vector of unexpected shape: {e}"),
         })?;
-        Ok(result
+        let series = result
             .into_iter()
             .filter_map(|RawSeries { mut metric, value: (_, value) }| {
                 // NaN and ±Inf carry no figure a page could show.
@@ -183,7 +188,8 @@ impl PrometheusClient {
                 let name = metric.remove("__name__").unwrap_or_default();
                 Some((name, Series { labels: metric, value }))
             })
-            .collect())
+            .collect();
+        Ok((series, answer.warnings))
     }
 
     /// The active scrape targets that are not up (`GET /api/v1/targets?state=active`), with the
@@ -331,7 +337,12 @@ struct Answer {
     data: Option<Data>,
     error_type: Option<String>,
     error: Option<String>,
+    #[serde(default)]
+    warnings: Vec<String>,
 }
+
+/// An instant vector with its series' names, and the engine's warnings.
+pub type Answered = (Vec<(String, Series)>, Vec<String>);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

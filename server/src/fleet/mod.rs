@@ -10,6 +10,7 @@ pub mod client;
 pub mod down;
 pub mod hosts;
 pub mod model;
+pub mod owners;
 pub mod sweep;
 mod usable;
 
@@ -116,8 +117,8 @@ impl FleetConfig {
     }
 }
 
-fn parse_window(value: &str) -> Result<Duration, crate::config::ConfigError> {
-    crate::config::parse_duration_within(
+fn parse_window(value: &str) -> Result<Duration, crate::flags::ConfigError> {
+    crate::flags::parse_duration_within(
         value,
         Duration::from_secs(60)..=Duration::from_secs(86_400),
         "10m or 1h",
@@ -157,12 +158,12 @@ impl Fleet {
             return fresh;
         }
         let answer = Arc::new(self.query().await);
-        *self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some((Instant::now(), answer.clone()));
+        *crate::sync::lock(&self.cached) = Some((Instant::now(), answer.clone()));
         answer
     }
 
     fn fresh(&self) -> Option<Arc<FleetResponse>> {
-        let cached = self.cached.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cached = crate::sync::lock(&self.cached);
         cached.as_ref().filter(|(at, _)| at.elapsed() < self.config.cache).map(|(_, answer)| answer.clone())
     }
 
@@ -175,14 +176,18 @@ impl Fleet {
         let window = self.config.window;
         let sweeps = Sweep::ALL.map(|s| {
             let promql = s.promql(window);
-            async move { (s, self.client.query_named(&promql, time_s).await) }
+            async move { (s, self.client.query_warned(&promql, time_s).await) }
         });
         let (results, down) = futures_util::future::join(futures_util::future::join_all(sweeps), self.down()).await;
         let mut first = Vec::new();
         let mut error = None;
+        let mut warnings = std::collections::BTreeSet::new();
         for (sweep, result) in results {
             match result {
-                Ok(series) => first.push((sweep, series)),
+                Ok((series, warned)) => {
+                    first.push((sweep, series));
+                    warnings.extend(warned);
+                }
                 Err(e) => drop(error.get_or_insert(e)),
             }
         }
@@ -199,7 +204,12 @@ impl Fleet {
             }
             answers = found;
         }
-        self.respond(started, now_ms, &answers, &down, error)
+        let mut response = self.respond(started, now_ms, &answers, &down, error);
+        if !warnings.is_empty() {
+            tracing::warn!("fleet: a partial answer: {warnings:?}");
+        }
+        response.warnings = warnings.into_iter().take(10).collect();
+        response
     }
 
     /// One host's GPUs with every figure (`GET /api/fleet/host/{instance}`): the windowed queries,
@@ -294,6 +304,7 @@ pub fn filtered(response: &FleetResponse, filter: &FleetFilter, listing: FleetLi
                 query_ms: response.query_ms,
                 window_ms: response.window_ms,
                 summary: response.summary,
+                warnings: response.warnings.clone(),
             },
         };
     }

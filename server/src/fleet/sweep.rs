@@ -59,7 +59,9 @@ impl Sweep {
         // A target scraped by two jobs reports each GPU twice: `max by` keeps one reading.
         let processes = "max by (instance, gpu, user, pid) (gpudash_process_memory_bytes)";
         match self {
-            Self::UpSeen => "up == 0 or timestamp(up == 1)".to_owned(),
+            // `timestamp(up == 1)` answers nothing on VictoriaMetrics (its `timestamp` reads raw
+            // samples only); the timestamp of `up`, kept where `up` is 1, is the same on both engines.
+            Self::UpSeen => "up == 0 or (timestamp(up) and on (instance, job) up == 1)".to_owned(),
             Self::Gone => format!("group by (instance, job) (last_over_time(up[{w}])) unless on(instance) up"),
             Self::FbUsed => "DCGM_FI_DEV_FB_USED".to_owned(),
             Self::FreeReserved => "sum by (instance, gpu) (max by (__name__, instance, gpu) \

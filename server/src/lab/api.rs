@@ -1,7 +1,7 @@
 //! The lab's API: start it, submit, cancel and look up runs, trim a pool, shut down.
 
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::lab::{
@@ -67,17 +67,25 @@ impl Lab {
         self.shared.subscribe()
     }
 
-    /// The experiments with their defaults, for the page's forms.
-    pub fn experiments() -> Vec<ExperimentInfo> {
+    /// The experiments with their defaults, for the page's forms; each says why it cannot run here, if it
+    /// cannot (the lab's own reason, or the kind's: collectives without NCCL). Blocking (it may load NCCL):
+    /// call from `spawn_blocking`.
+    pub fn experiments(&self) -> Vec<ExperimentInfo> {
+        let shared = &self.shared;
+        let lab = shared.availability.as_ref().err().map(|e| format!("the GPU lab is unavailable: {e}"));
         ExperimentKind::ALL
             .into_iter()
             .map(|kind| {
                 let (title, description) = describe(kind);
+                let unavailable = lab
+                    .clone()
+                    .or_else(|| experiments::experiment(kind).unavailable(shared.simulated, shared.probe.as_ref()));
                 ExperimentInfo {
                     kind,
                     title: title.to_owned(),
                     description: description.to_owned(),
                     defaults: kind.default_params(),
+                    unavailable,
                 }
             })
             .collect()
@@ -92,8 +100,13 @@ impl Lab {
         }
         let devices = self.involved(&mut request)?;
         plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
+        let experiment = experiments::of(&request.params);
+        if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {
+            let kind = request.params.kind().name();
+            return Err(LabError::KindUnavailable(format!("{kind} cannot run here: {reason}")));
+        }
         let run_plan = self.plan(&request, &devices)?;
-        let admission = shared.admission.lock().unwrap_or_else(PoisonError::into_inner);
+        let admission = crate::sync::lock(&shared.admission);
         self.check_queue_limit(requested_by)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
         let run = self.new_run(id, request, devices, run_plan, requested_by);
@@ -314,14 +327,14 @@ impl Lab {
     }
 
     fn with_worker(&self, device: u32, f: impl FnOnce(&worker::Worker) -> bool) -> bool {
-        let workers = self.workers.lock().unwrap_or_else(PoisonError::into_inner);
+        let workers = crate::sync::lock(&self.workers);
         workers.iter().find(|w| w.device == device).is_some_and(f)
     }
 
     /// Cancels every run, releases every GPU and joins the workers. Blocking.
     pub fn shutdown(&self) {
         self.shared.book().cancel_all();
-        let workers = std::mem::take(&mut *self.workers.lock().unwrap_or_else(PoisonError::into_inner));
+        let workers = std::mem::take(&mut *crate::sync::lock(&self.workers));
         for w in workers {
             w.stop();
         }

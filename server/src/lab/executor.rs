@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use shared::lab::{ExperimentParams, RunResult};
+use shared::topology::Topology;
 
 use super::guards::DeviceProbe;
 
@@ -58,6 +59,8 @@ pub struct RunContext<'a> {
     deadline: Instant,
     limit: Duration,
     progress: &'a (dyn Fn(f64, &str) + 'a),
+    /// How the GPUs connect (NVML's topology, or the simulator's), for reference lines; `None` where unknown.
+    pub topology: Option<&'a Topology>,
 }
 
 impl<'a> RunContext<'a> {
@@ -68,7 +71,14 @@ impl<'a> RunContext<'a> {
         limit: Duration,
         progress: &'a (dyn Fn(f64, &str) + 'a),
     ) -> Self {
-        Self { device, probe, cancel, deadline: Instant::now() + limit, limit, progress }
+        Self { device, probe, cancel, deadline: Instant::now() + limit, limit, progress, topology: None }
+    }
+
+    /// This context, telling the run how the GPUs connect.
+    #[must_use]
+    pub fn with_topology(mut self, topology: Option<&'a Topology>) -> Self {
+        self.topology = topology;
+        self
     }
 
     /// Err when the run was cancelled or passed its time limit: the experiment stops there.

@@ -5,7 +5,7 @@
 //! the run starts once every other worker has parked.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 /// How often a waiting worker looks at the cancel flag.
@@ -36,7 +36,7 @@ impl Gate {
     }
 
     fn state(&self) -> MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.state)
     }
 
     /// A held worker: parks until the run ends. Leaves early only if the run is cancelled before it started.
@@ -50,7 +50,7 @@ impl Gate {
                 self.changed.notify_all();
                 return;
             }
-            state = self.changed.wait_timeout(state, POLL).unwrap_or_else(PoisonError::into_inner).0;
+            state = crate::sync::wait_timeout(&self.changed, state, POLL);
         }
     }
 
@@ -66,7 +66,7 @@ impl Gate {
                 state.started = true;
                 return true;
             }
-            state = self.changed.wait_timeout(state, POLL).unwrap_or_else(PoisonError::into_inner).0;
+            state = crate::sync::wait_timeout(&self.changed, state, POLL);
         }
     }
 

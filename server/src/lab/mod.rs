@@ -50,6 +50,9 @@ pub use self::experiments::p2p::report as p2p;
 pub enum LabError {
     #[error("the GPU lab is unavailable: {0}")]
     Unavailable(#[from] Unavailable),
+    /// The lab runs, but not this kind here (collectives without NCCL): what is missing and how to fix it.
+    #[error("{0}")]
+    KindUnavailable(String),
     #[error("no GPU {0}; GET /api/lab lists the GPUs")]
     NoDevice(u32),
     #[error("invalid parameters: {0}")]

@@ -1,7 +1,7 @@
 //! The state a lab's workers and its API share: the queue book, the pools, the
 //! probe and store, and the channel events go out on.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use shared::lab::{ExperimentParams, LabDevice, LabEvent, LabStatus, Run};
@@ -75,11 +75,11 @@ impl Shared {
     }
 
     pub(super) fn book(&self) -> MutexGuard<'_, QueueBook> {
-        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.book)
     }
 
     pub(super) fn pools(&self) -> MutexGuard<'_, Vec<LabDevice>> {
-        self.pools.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.pools)
     }
 
     /// The status with a bounded queue ([`shared::lab::QUEUE_LISTED`] waiting runs at most).

@@ -85,6 +85,12 @@ fn an_unavailable_lab_says_why() {
     let err = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap_err();
     assert!(matches!(err, LabError::Unavailable(Unavailable::Cuda(_))), "{err:?}");
     assert_eq!(err.to_string(), format!("the GPU lab is unavailable: {reason}"));
+    // Every experiment is still listed, each with the lab's reason.
+    let listed = lab.experiments();
+    assert_eq!(listed.len(), ExperimentKind::ALL.len());
+    for e in listed {
+        assert_eq!(e.unavailable.as_deref(), Some(format!("the GPU lab is unavailable: {reason}").as_str()));
+    }
     lab.shutdown();
 }
 
@@ -181,12 +187,15 @@ fn a_run_publishes_queued_running_and_ended_events() {
 
 #[test]
 fn every_experiment_is_described_with_its_defaults() {
-    let experiments = Lab::experiments();
+    let lab = lab(1, 1);
+    let experiments = lab.experiments();
     assert_eq!(experiments.iter().map(|e| e.kind).collect::<Vec<_>>(), ExperimentKind::ALL.to_vec());
     for e in experiments {
         assert_eq!(e.defaults.kind(), e.kind);
         assert!(!e.title.is_empty() && !e.description.is_empty());
+        assert_eq!(e.unavailable, None, "a simulated lab runs every kind: {e:?}");
     }
+    lab.shutdown();
 }
 
 /// Every check of `kind`'s run on `device`, as (name, passed).

@@ -227,13 +227,14 @@ fn run_started(
         if let Some(active) = shared.book().get_mut(id) {
             active.run.progress = Some(progress.clone());
         }
-        let mut last = last_progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = crate::sync::lock(&last_progress);
         if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || fraction >= 1.0 {
             *last = Some(Instant::now());
             shared.emit(LabEvent::Progress { id, device, progress });
         }
     };
-    let ctx = RunContext::new(device, shared.probe.as_ref(), cancel, shared.config.time_limit, &on_progress);
+    let ctx = RunContext::new(device, shared.probe.as_ref(), cancel, shared.config.time_limit, &on_progress)
+        .with_topology(shared.topology.as_ref());
     let params = run.params.clone();
     let simulated = executor.simulated();
     let (mut outcome, windows) =

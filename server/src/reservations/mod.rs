@@ -55,7 +55,7 @@ impl Reservations {
 
     /// Reservations not released that end after `now_ms` (past ones drop out on their own), by start.
     pub fn current(&self, now_ms: u64) -> Vec<Reservation> {
-        let snapshot = Arc::clone(&self.current.read().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let snapshot = Arc::clone(&crate::sync::read(&self.current));
         snapshot.iter().filter(|r| r.current_at(now_ms)).cloned().collect()
     }
 
@@ -138,11 +138,11 @@ impl Reservations {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ReservationStore> {
-        self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.store)
     }
 
     fn publish(&self, next: Vec<Reservation>) {
-        *self.current.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::from(next);
+        *crate::sync::write(&self.current) = Arc::from(next);
     }
 }
 

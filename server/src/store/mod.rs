@@ -12,6 +12,7 @@ pub mod reservations;
 pub mod runs;
 mod schema;
 pub mod usage;
+pub mod usage_totals;
 mod writer;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use rusqlite::Connection;
 
 pub use query::{HistoryQuery, QueryError, bucket_width};
 pub use recorder::Recorder;
+pub use writer::metrics_text as writer_metrics_text;
 
 /// How long each resolution is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +97,7 @@ impl Store {
 
     /// Runs a history query (blocking: call from `spawn_blocking`).
     pub fn history(&self, query: &HistoryQuery, now_ms: u64) -> Result<query::Answer, QueryError> {
-        let reader = self.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reader = crate::sync::lock(&self.reader);
         query::run(&reader, query, self.retention, now_ms)
     }
 
@@ -107,7 +109,7 @@ impl Store {
         range: (u64, u64, u32),
         now_ms: u64,
     ) -> Result<Vec<(u32, shared::history::Metric, query::Answer)>, QueryError> {
-        let reader = self.reader.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reader = crate::sync::lock(&self.reader);
         query::run_all(&reader, devices, range, self.retention, now_ms)
     }
 }

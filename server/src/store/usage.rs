@@ -7,6 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, params};
 
+use super::usage_totals::{self, UsageTotals};
 use super::writer::{self, DbWriter};
 
 /// How long hourly rollups are kept: a year's query range.
@@ -96,6 +97,8 @@ pub enum UsageStoreError {
 pub struct UsageStore {
     writer: DbWriter,
     persistent: bool,
+    /// Lifetime sums per owner (`/metrics`' counters), read from the database at start.
+    totals: UsageTotals,
 }
 
 impl UsageStore {
@@ -112,8 +115,9 @@ impl UsageStore {
     fn start(mut conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
         migrate(&mut conn)?;
         conn.execute_batch(SCHEMA)?;
+        let totals = UsageTotals::new(usage_totals::open(&mut conn)?);
         let writer = DbWriter::start("gpudash-usage-db", conn).map_err(UsageStoreError::Thread)?;
-        Ok(Self { writer, persistent })
+        Ok(Self { writer, persistent, totals })
     }
 
     /// True when the sums outlive the process (the history database).
@@ -126,6 +130,7 @@ impl UsageStore {
         if buckets.is_empty() {
             return;
         }
+        self.totals.add(&buckets);
         let sent = self.send(move |conn| {
             if let Err(e) = add(conn, &buckets) {
                 tracing::error!("could not store {} usage buckets: {e}", buckets.len());
@@ -134,6 +139,17 @@ impl UsageStore {
         if sent.is_err() {
             tracing::error!("the usage writer has stopped; usage was not stored");
         }
+    }
+
+    /// Every owner's lifetime sums (what was added, over restarts on the same database): never
+    /// smaller than before, so `/metrics` exports them as counters.
+    pub fn totals(&self) -> std::collections::BTreeMap<String, Sums> {
+        self.totals.snapshot()
+    }
+
+    /// [`Self::totals`] as `/metrics` exports them ([`UsageTotals::for_export`]: a new owner reads 0 once).
+    pub fn totals_for_export(&self) -> std::collections::BTreeMap<String, Sums> {
+        self.totals.for_export()
     }
 
     /// Sums per user, GPU and day of the buckets that overlap `[from, to)`, days starting at the
@@ -193,6 +209,7 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
             ])?;
         }
     }
+    usage_totals::add(&transaction, buckets)?;
     transaction.commit()
 }
 

@@ -90,13 +90,14 @@ pub fn run_loop(mut step: impl FnMut(u64) -> Vec<(u32, Activity)>, sink: &Activi
             Ok(_) => {}
             Err(_) => tracing::error!("the GPM loop panicked; retrying next period"),
         }
-        // Sleep in short steps so a stop request, or a page opening, is seen quickly.
+        // Sleep in quarter-second steps so a stop request, or a page opening, is seen quickly (each
+        // wake-up costs CPU too, so not 100 ms steps).
         while !stop.load(Ordering::Relaxed) {
             let (period, open) = (sink.period(), opened.elapsed());
             if open >= period {
                 break;
             }
-            std::thread::sleep((period - open).min(Duration::from_millis(100)));
+            std::thread::sleep((period - open).min(Duration::from_millis(250)));
         }
     }
 }

@@ -15,8 +15,9 @@ use shared::auth::Role;
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
-use crate::alerts::{Alerts, SilenceRefused, parse_rule};
+use crate::alerts::{SilenceRefused, parse_rule};
 use crate::audit::{Action, Outcome};
 use crate::store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
 use crate::telemetry::now_ms;
@@ -36,18 +37,6 @@ impl From<SilenceRefused> for ApiError {
         };
         ApiError { status, message: e.to_string() }
     }
-}
-
-/// Runs a blocking alerts call (the database) off the async runtime.
-async fn blocking<T: Send + 'static>(
-    state: &AppState,
-    f: impl FnOnce(&Alerts) -> Result<T, AlertStoreError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let alerts = state.alerts.clone();
-    tokio::task::spawn_blocking(move || f(&alerts))
-        .await
-        .map_err(|e| ApiError::internal(format!("alerts task failed: {e}")))?
-        .map_err(ApiError::from)
 }
 
 /// Query of `GET /api/alerts`; every value is checked by hand so the message can say what is allowed.
@@ -107,7 +96,7 @@ pub async fn list(
 ) -> Result<Json<AlertsResponse>, ApiError> {
     let Query(q) = query.map_err(|e| ApiError::bad_request(format!("{}; {ACCEPTED}", e.body_text())))?;
     let filter = filter(&q)?;
-    let mut alerts = blocking(&state, move |a| a.list(filter)).await?;
+    let mut alerts = blocking(state.alerts.clone(), move |a| a.list(filter)).await?;
     let now = now_ms();
     let mut silences = state.alerts.silences(now);
     let mut webhooks = state.alerts.webhooks();
@@ -177,7 +166,7 @@ pub async fn silence(
         until_ms: now.saturating_add(duration_ms),
     };
     let detail = format!("for {}: {}", request.duration.trim(), silence.reason);
-    match blocking(&state, move |a| a.silence(silence)).await? {
+    match blocking(state.alerts.clone(), move |a| a.silence(silence)).await? {
         Ok(stored) => {
             caller.audit(&state, Action::AlertSilence, &target, Outcome::Ok, &detail);
             Ok((StatusCode::CREATED, Json(stored)).into_response())
@@ -204,7 +193,7 @@ pub async fn unsilence(
     let id = id(&text, "silence")?;
     let by = caller.identity.user.clone();
     let admin = caller.identity.role >= Role::Admin;
-    match blocking(&state, move |a| a.unsilence(id, &by, admin)).await? {
+    match blocking(state.alerts.clone(), move |a| a.unsilence(id, &by, admin)).await? {
         Ok(ended) => {
             let detail = format!("ended {}'s silence of {}", ended.by, ended.rule.as_str());
             caller.audit(&state, Action::AlertUnsilence, &target, Outcome::Ok, &detail);
@@ -242,7 +231,7 @@ pub async fn subscriptions(
 ) -> Result<Json<SubscriptionsResponse>, ApiError> {
     let user = subscriber(&state, caller.as_deref())?;
     let who = user.clone();
-    let subscriptions = blocking(&state, move |a| a.subscriptions(&who)).await?;
+    let subscriptions = blocking(state.alerts.clone(), move |a| a.subscriptions(&who)).await?;
     Ok(Json(SubscriptionsResponse { user, subscriptions }))
 }
 
@@ -266,7 +255,7 @@ pub async fn subscribe(
             "no GPU with UUID '{gpu_uuid}' on this host; /api/devices lists their UUIDs"
         )));
     }
-    match blocking(&state, move |a| a.add_subscription(&user, kind)).await? {
+    match blocking(state.alerts.clone(), move |a| a.add_subscription(&user, kind)).await? {
         Ok(subscription) => Ok((StatusCode::CREATED, Json(subscription)).into_response()),
         Err(refused @ (SubscribeRefused::Duplicate | SubscribeRefused::TooMany(_))) => {
             Err(ApiError { status: StatusCode::CONFLICT, message: refused.to_string() })
@@ -282,7 +271,7 @@ pub async fn unsubscribe(
 ) -> Result<StatusCode, ApiError> {
     let user = subscriber(&state, caller.as_deref())?;
     let id = id(&text, "subscription")?;
-    if blocking(&state, move |a| a.remove_subscription(&user, id)).await? {
+    if blocking(state.alerts.clone(), move |a| a.remove_subscription(&user, id)).await? {
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("you have no subscription {id}; GET /api/alerts/subscriptions lists yours")))

@@ -29,6 +29,21 @@ impl ApiError {
     }
 }
 
+/// Runs a blocking call on `handle` (the database behind the lab, the alerts or the reservations)
+/// off the async runtime: its error becomes the [`ApiError`] it maps to, a panic a logged 500.
+pub async fn blocking<H, T, E>(handle: H, f: impl FnOnce(&H) -> Result<T, E> + Send + 'static) -> Result<T, ApiError>
+where
+    H: Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    ApiError: From<E>,
+{
+    crate::sync::off_runtime(move || f(&handle))
+        .await
+        .map_err(|e| ApiError::internal(format!("{} call failed: {e}", std::any::type_name::<H>())))?
+        .map_err(ApiError::from)
+}
+
 #[derive(Serialize)]
 struct Body<'a> {
     error: &'a str,

@@ -5,6 +5,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
 use shared::fleet::{FleetFilter, FleetListing, FleetResponse};
+use shared::fleet_owners::{DEFAULT_RANGE_S, FleetOwners, FleetOwnersQuery, parse_range};
 
 use super::Visibility;
 use super::api::visibility;
@@ -85,6 +86,29 @@ pub async fn host(
             ),
         });
     };
+    if visibility(&state, caller.as_deref()) == Visibility::Redacted {
+        answer.hide_people();
+    }
+    Ok(Json(answer))
+}
+
+/// `GET /api/fleet/owners?range=30d`: free GPUs now, idle holders and usage per owner over the
+/// range, across every host (`crate::fleet::owners`). 400 for a range that is not one, 503
+/// without `--fleet-prometheus`; names hidden as on `/api/fleet`.
+pub async fn owners(
+    State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    query: Result<Query<FleetOwnersQuery>, QueryRejection>,
+) -> Result<Json<FleetOwners>, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        ApiError::bad_request(format!("bad query string: {e}; use range=DURATION, e.g. range=24h or range=30d"))
+    })?;
+    let range_s = match query.range.as_deref() {
+        None => DEFAULT_RANGE_S,
+        Some(range) => parse_range(range).map_err(|e| ApiError::bad_request(e.to_string()))?,
+    };
+    let fleet = configured(&state)?;
+    let mut answer = fleet.owners(range_s).await;
     if visibility(&state, caller.as_deref()) == Visibility::Redacted {
         answer.hide_people();
     }

@@ -15,10 +15,11 @@ use shared::auth::Role;
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::export::{svg, table};
-use crate::lab::{Lab, LabError};
+use crate::lab::LabError;
 use crate::store::runs::RunFilter;
 
 /// Most runs one list returns.
@@ -27,7 +28,7 @@ const MAX_LIST: usize = 500;
 impl From<LabError> for ApiError {
     fn from(e: LabError) -> Self {
         let status = match &e {
-            LabError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            LabError::Unavailable(_) | LabError::KindUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             LabError::NoDevice(_) | LabError::NoRun(_) => StatusCode::NOT_FOUND,
             LabError::Invalid(_) => StatusCode::BAD_REQUEST,
             LabError::Refused(_) | LabError::Conflict(_) => StatusCode::CONFLICT,
@@ -41,18 +42,6 @@ impl From<LabError> for ApiError {
     }
 }
 
-/// Blocking lab calls (NVML, the store) leave the async runtime.
-async fn blocking<T: Send + 'static>(
-    state: &AppState,
-    f: impl FnOnce(&Lab) -> Result<T, LabError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let lab = state.lab.clone();
-    tokio::task::spawn_blocking(move || f(&lab))
-        .await
-        .map_err(|e| ApiError { status: StatusCode::INTERNAL_SERVER_ERROR, message: format!("lab task failed: {e}") })?
-        .map_err(ApiError::from)
-}
-
 /// `GET /api/lab`: availability, the lab's hold on each GPU, and the queue (its first runs, and counts).
 pub async fn status(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<LabStatus> {
     let mut status = state.lab.status();
@@ -62,9 +51,11 @@ pub async fn status(State(state): State<AppState>, caller: Option<Extension<Call
     Json(status)
 }
 
-/// `GET /api/lab/experiments`: every experiment with its default parameters.
-pub async fn experiments() -> Json<Vec<ExperimentInfo>> {
-    Json(Lab::experiments())
+/// `GET /api/lab/experiments`: every experiment with its default parameters, and why it cannot run here if
+/// it cannot (off the runtime: asking may load NCCL).
+pub async fn experiments(State(state): State<AppState>) -> Result<Json<Vec<ExperimentInfo>>, ApiError> {
+    let list = blocking(state.lab.clone(), |lab| Ok::<_, LabError>(lab.experiments())).await?;
+    Ok(Json(list))
 }
 
 /// `POST /api/runs`: validates, guards and queues a run; 202 with the queued run.
@@ -90,7 +81,7 @@ pub async fn submit(
         let list: Vec<String> = named.iter().map(u32::to_string).collect();
         format!("a {} experiment on GPUs {}", request.params.kind().name(), list.join(", "))
     };
-    match blocking(&state, move |lab| lab.submit(request, &who)).await {
+    match blocking(state.lab.clone(), move |lab| lab.submit(request, &who)).await {
         Ok(run) => {
             caller.audit(&state, Action::ExperimentStart, &format!("run {}", run.summary.id), Outcome::Ok, &what);
             Ok((StatusCode::ACCEPTED, Json(run)).into_response())
@@ -137,7 +128,7 @@ pub async fn list(
         before: q.before,
         limit: q.limit.unwrap_or(100).clamp(1, MAX_LIST),
     };
-    let mut runs = blocking(&state, move |lab| lab.list(&filter)).await?;
+    let mut runs = blocking(state.lab.clone(), move |lab| lab.list(&filter)).await?;
     if visibility(&state, caller.as_deref()) == Visibility::Redacted {
         runs.iter_mut().for_each(RunSummary::hide_requester);
     }
@@ -150,7 +141,7 @@ pub async fn get(
     caller: Option<Extension<Caller>>,
     Path(id): Path<u64>,
 ) -> Result<Json<Run>, ApiError> {
-    let mut run = blocking(&state, move |lab| lab.get(id)).await?;
+    let mut run = blocking(state.lab.clone(), move |lab| lab.get(id)).await?;
     if visibility(&state, caller.as_deref()) == Visibility::Redacted {
         run.summary.hide_requester();
     }
@@ -165,11 +156,11 @@ pub async fn cancel(
 ) -> Result<Json<RunSummary>, ApiError> {
     let target = format!("run {id}");
     caller.require(&state, Role::Operator, Action::ExperimentCancel, &target)?;
-    let run = blocking(&state, move |lab| lab.get(id)).await?;
+    let run = blocking(state.lab.clone(), move |lab| lab.get(id)).await?;
     if run.summary.requested_by != caller.identity.user {
         caller.require_to(&state, Role::Admin, Action::ExperimentCancel, "cancelling someone else's run", &target)?;
     }
-    let result = blocking(&state, move |lab| lab.cancel(id)).await;
+    let result = blocking(state.lab.clone(), move |lab| lab.cancel(id)).await;
     let (outcome, detail) = match &result {
         Ok(_) => (Outcome::Ok, format!("requested by {}", run.summary.requested_by)),
         Err(e) => (Outcome::Failed, e.message.clone()),
@@ -180,10 +171,10 @@ pub async fn cancel(
 
 /// `GET /api/runs/{id}/chart.svg`: drawn on the server, the previous run on the same GPU overlaid.
 pub async fn chart(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Response, ApiError> {
-    let svg = blocking(&state, move |lab| {
+    let svg = blocking(state.lab.clone(), move |lab| {
         let run = lab.get(id)?;
         let previous = run.previous_id.and_then(|p| lab.get(p).ok());
-        Ok(svg::chart(&run, previous.as_ref()))
+        Ok::<_, LabError>(svg::chart(&run, previous.as_ref()))
     })
     .await?;
     let mut response = svg.into_response();
@@ -193,7 +184,7 @@ pub async fn chart(State(state): State<AppState>, Path(id): Path<u64>) -> Result
 
 /// `GET /api/runs/{id}/results.csv`.
 pub async fn csv(State(state): State<AppState>, Path(id): Path<u64>) -> Result<Response, ApiError> {
-    let text = blocking(&state, move |lab| Ok(table::csv(&lab.get(id)?))).await?;
+    let text = blocking(state.lab.clone(), move |lab| Ok::<_, LabError>(table::csv(&lab.get(id)?))).await?;
     let mut response = text.into_response();
     let h = response.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/csv; charset=utf-8"));

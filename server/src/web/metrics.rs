@@ -45,7 +45,10 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     let full = visibility(&state, caller.as_deref()) == super::Visibility::Full;
     let reserved = state.reservations.active(crate::telemetry::now_ms());
     text.push_str(&reservation_family(&telemetry.host().hostname, telemetry.devices(), &reserved, full));
+    let totals = state.usage.totals_for_export();
+    text.push_str(&super::metrics_usage::families(&telemetry.host().hostname, &totals, &processes, full));
     text.push_str(&crate::alerts::deliver::metrics_text(&state.alerts.webhooks()));
+    text.push_str(&crate::store::writer_metrics_text());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 

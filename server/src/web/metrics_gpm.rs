@@ -8,9 +8,11 @@ use shared::DeviceSample;
 use super::metrics_device::{DeviceMetric, gauge};
 
 pub(super) const PROFILING_METRICS: &[DeviceMetric] = &[
-    gauge("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", |_, s| {
-        ratio(activity(s)?.gr_engine_active)
-    }),
+    gauge(
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "Ratio of time the graphics engine is active (averaged over 30 s: NVML computes it at 30 times the cost of the other figures).",
+        |_, s| ratio(activity(s)?.gr_engine_active),
+    ),
     gauge("DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned.", |_, s| {
         ratio(activity(s)?.sm_active)
     }),

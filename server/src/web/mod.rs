@@ -16,6 +16,7 @@ pub mod local_user;
 mod metrics;
 mod metrics_device;
 mod metrics_gpm;
+mod metrics_usage;
 mod reservations;
 pub mod serve;
 mod signals;
@@ -137,6 +138,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/topology", get(topology::topology))
         .route("/api/fleet", get(fleet::fleet))
         .route("/api/fleet/host/{instance}", get(fleet::host))
+        .route("/api/fleet/owners", get(fleet::owners))
         .route("/api/lab", get(lab::status))
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))

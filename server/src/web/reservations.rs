@@ -13,6 +13,7 @@ use shared::reservations::{Reservation, ReservationRequest, ReservationsResponse
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::reservations::{ReservationError, Reservations};
@@ -31,18 +32,6 @@ impl From<ReservationError> for ApiError {
         };
         ApiError { status, message: e.to_string() }
     }
-}
-
-/// Runs a blocking reservations call (the database) off the async runtime.
-async fn blocking<T: Send + 'static>(
-    state: &AppState,
-    f: impl FnOnce(&Reservations) -> Result<T, ReservationError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let reservations = state.reservations.clone();
-    tokio::task::spawn_blocking(move || f(&reservations))
-        .await
-        .map_err(|e| ApiError::internal(format!("reservations task failed: {e}")))?
-        .map_err(ApiError::from)
 }
 
 /// Who books: a signed-in user; with no tokens (a workstation), the OS user gpudash runs as,
@@ -77,7 +66,11 @@ pub async fn list(
         Some(other) => return Err(ApiError::bad_request(format!("'all' = '{other}' must be 1 or 0"))),
     };
     let now = now_ms();
-    let list = if all { blocking(&state, |r| Ok(r.all()?)).await? } else { state.reservations.current(now) };
+    let list = if all {
+        blocking(state.reservations.clone(), |r| Ok::<_, ReservationError>(r.all()?)).await?
+    } else {
+        state.reservations.current(now)
+    };
     let processes = state.telemetry.details().processes;
     let mut reservations = Reservations::with_intruders(list, &processes, now);
     if visibility(&state, caller.as_deref()) == Visibility::Redacted {
@@ -103,7 +96,7 @@ pub async fn create(
     let target = format!("GPUs {:?}", request.devices);
     let who = user.clone();
     let now = now_ms();
-    match blocking(&state, move |r| r.create(request, &who, devices, now)).await {
+    match blocking(state.reservations.clone(), move |r| r.create(request, &who, devices, now)).await {
         Ok(reservation) => {
             let target = format!("reservation {}", reservation.id);
             let detail = format!(
@@ -139,7 +132,7 @@ pub async fn release(
     let by = holder_name(&state, &caller);
     let admin = caller.identity.role >= Role::Admin;
     let now = now_ms();
-    match blocking(&state, move |r| r.release(id, &by, admin, now)).await {
+    match blocking(state.reservations.clone(), move |r| r.release(id, &by, admin, now)).await {
         Ok(released) => {
             let detail = format!("GPUs {:?} held by {}", released.devices, released.user);
             caller.audit(&state, Action::ReservationRelease, &target, Outcome::Ok, &detail);

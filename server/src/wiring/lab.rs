@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::lab::guards::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 use crate::lab::{LabHost, LabOptions, LabSetup, ServerGpus, SimulatedLab};
 use crate::telemetry::simulator::Fault;
-use crate::telemetry::{self as t, DeviceQuery, Telemetry};
+use crate::telemetry::{DeviceQuery, Telemetry};
 
 /// The lab for what `telemetry` shows (see [`LabSetup::for_server`]). Blocking: call off the runtime.
 pub fn lab_setup(telemetry: &Arc<Telemetry>, options: &LabOptions, simulated_lab: &SimulatedLab) -> LabSetup {
@@ -54,21 +54,6 @@ struct NvmlReadings {
     telemetry: Option<Arc<Telemetry>>,
 }
 
-fn memory(m: t::DeviceMemory) -> DeviceMemory {
-    DeviceMemory { used: m.used, free: m.free }
-}
-
-fn process(p: t::ComputeProcess) -> ComputeProcess {
-    ComputeProcess { pid: p.pid, used_bytes: p.used_bytes }
-}
-
-fn query_error(e: t::QueryError) -> QueryError {
-    match e {
-        t::QueryError::Device(text) => QueryError::Device(text),
-        t::QueryError::Processes(text) => QueryError::Processes(text),
-    }
-}
-
 /// `device`'s newest GPM window in `telemetry`'s latest samples.
 fn latest_activity(telemetry: &Telemetry, device: u32) -> Option<shared::activity::Activity> {
     telemetry.latest().into_iter().find(|s| s.index == device)?.activity
@@ -76,11 +61,11 @@ fn latest_activity(telemetry: &Telemetry, device: u32) -> Option<shared::activit
 
 impl GpuReadings for NvmlReadings {
     fn memory(&self, device: u32) -> Option<DeviceMemory> {
-        self.query.memory(device).map(memory)
+        self.query.memory(device)
     }
 
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
-        self.query.compute_processes(device).map(|list| list.into_iter().map(process).collect()).map_err(query_error)
+        self.query.compute_processes(device)
     }
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
@@ -129,11 +114,11 @@ mod tests {
         #[derive(Debug)]
         struct Gone;
         impl DeviceQuery for Gone {
-            fn memory(&self, _: u32) -> Option<t::DeviceMemory> {
+            fn memory(&self, _: u32) -> Option<DeviceMemory> {
                 None
             }
-            fn compute_processes(&self, _: u32) -> Result<Vec<t::ComputeProcess>, t::QueryError> {
-                Err(t::QueryError::Processes("Insufficient Permissions".into()))
+            fn compute_processes(&self, _: u32) -> Result<Vec<ComputeProcess>, QueryError> {
+                Err(QueryError::Processes("Insufficient Permissions".into()))
             }
         }
         let device = shared::testing::device(1);

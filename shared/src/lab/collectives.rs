@@ -19,6 +19,8 @@ pub const MIN_SIZE: u64 = 8;
 pub const MAX_SIZE: u64 = GIB;
 /// Most GPUs one run may join: sums of rank+1 stay exact in bf16 (16·17/2 = 136 ≤ 256).
 pub const MAX_GPUS: usize = 16;
+/// The types a collective and the DDP step take (the page's choices).
+pub const DTYPES: [Dtype; 2] = [Dtype::Fp32, Dtype::Bf16];
 /// PyTorch's `DistributedDataParallel` default `bucket_cap_mb`.
 pub const DEFAULT_BUCKET_CAP_MB: u32 = 25;
 /// DDP's first bucket is capped at 1 MiB (`torch.distributed._DEFAULT_FIRST_BUCKET_BYTES`), so the first
@@ -289,7 +291,7 @@ fn within<T: PartialOrd + std::fmt::Display + Copy>(
 }
 
 fn fp32_or_bf16(name: &str, dtype: Dtype) -> Result<(), CollectivesParamError> {
-    if matches!(dtype, Dtype::Fp32 | Dtype::Bf16) {
+    if DTYPES.contains(&dtype) {
         Ok(())
     } else {
         Err(CollectivesParamError(format!("'{name}' must be fp32 or bf16, got '{}'", dtype.name())))

@@ -79,6 +79,11 @@ pub struct ExperimentInfo {
     pub title: String,
     pub description: String,
     pub defaults: ExperimentParams,
+    /// Why it cannot run on this server (e.g. NCCL not found, with where gpudash looked and how to point
+    /// at it; or the lab's own reason, such as no GPU); `None` when it can. The page lists it greyed out
+    /// with this sentence rather than hiding it.
+    #[serde(default)]
+    pub unavailable: Option<String>,
 }
 
 /// What the lab pushes over `/ws` inside `{"type":"lab", ...}`, tagged by `"event"`

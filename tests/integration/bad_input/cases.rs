@@ -72,6 +72,11 @@ pub(super) fn cases() -> Vec<Case> {
         case(Method::GET, "/api/fleet/host/a%22%7Db", S::BAD_REQUEST, "letters, digits"),
         case(Method::GET, LONG_INSTANCE, S::BAD_REQUEST, "at most 300 characters"),
         case(Method::GET, "/api/fleet/host/gpu-01:7070", S::SERVICE_UNAVAILABLE, "the fleet view is off"),
+        case(Method::GET, "/api/fleet/owners?range=1w", S::BAD_REQUEST, "s, m, h or d (e.g. 90m, 24h, 30d)"),
+        case(Method::GET, "/api/fleet/owners?range=401d", S::BAD_REQUEST, "between 1m and 400d"),
+        case(Method::GET, "/api/fleet/owners?range=99999999999999999999d", S::BAD_REQUEST, "between 1m and 400d"),
+        case(Method::GET, "/api/fleet/owners?range=%FF", S::BAD_REQUEST, "is not a range"),
+        case(Method::GET, "/api/fleet/owners?range=24h", S::SERVICE_UNAVAILABLE, "the fleet view is off"),
         Case {
             headers: &[("host", "rebind.test:7070")],
             ..case(Method::GET, "/api/devices", S::MISDIRECTED_REQUEST, "--public-url")
@@ -125,6 +130,37 @@ pub(super) fn cases() -> Vec<Case> {
             "{\"device\": 0, \"params\": {\"kind\": \"latency\", \"repetitions\": -5}}",
             S::BAD_REQUEST,
             "invalid run request",
+        ),
+        // Collectives: the shared rule's words (shared::lab::collectives), what is allowed named.
+        post(
+            "/api/runs",
+            r#"{"device": 0, "params": {"kind": "collectives", "dtype": "fp16"}}"#,
+            S::BAD_REQUEST,
+            "'dtype' must be fp32 or bf16, got 'fp16'",
+        ),
+        post(
+            "/api/runs",
+            r#"{"device": 0, "params": {"kind": "collectives", "sizes": [6]}}"#,
+            S::BAD_REQUEST,
+            "a multiple of 4",
+        ),
+        post(
+            "/api/runs",
+            r#"{"device": 0, "params": {"kind": "collectives", "ddp": {"bucket_cap_mb": 0}}}"#,
+            S::BAD_REQUEST,
+            "'ddp.bucket_cap_mb' must be from 1 to 1024, got '0'",
+        ),
+        post(
+            "/api/runs",
+            r#"{"device": 0, "params": {"kind": "collectives", "ddp": {"parameters": 1.3e9}}}"#,
+            S::BAD_REQUEST,
+            "invalid run request",
+        ),
+        post(
+            "/api/runs",
+            r#"{"device": 0, "params": {"kind": "collectives", "collectives": ["all_to_all"]}}"#,
+            S::BAD_REQUEST,
+            "unknown variant",
         ),
         post("/api/runs", "", S::BAD_REQUEST, "invalid run request"),
         post("/api/runs", "null", S::BAD_REQUEST, "invalid run request"),

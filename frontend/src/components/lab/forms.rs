@@ -75,7 +75,9 @@ fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
     devices
 }
 
-/// `form.lab-form[data-kind]`: one experiment's parameters and its Run button; a run on several GPUs
+/// `form.lab-form[data-kind]`: one experiment's parameters and its Run button; an experiment that cannot
+/// run here (collectives without NCCL) is greyed out with the server's reason (`.lab-unavailable-reason`)
+/// and cannot be started; a run on several GPUs
 /// (p2p) first asks, naming each GPU with its state and owners (`.lab-confirm`). Running on the
 /// picker's GPU makes it the reader's choice: the lab's own memory pool, which the run leaves on that
 /// GPU, must not move the default to another GPU for the next run.
@@ -89,6 +91,8 @@ pub fn ExperimentForm(
     let lab = expect_context::<Lab>();
     let session = expect_context::<Session>();
     let kind = info.kind;
+    let unavailable = info.unavailable.clone();
+    let off = unavailable.is_some();
     let fields = lab_form::fields(kind, &info.defaults);
     let values: Vec<RwSignal<FieldValue>> = fields.iter().map(|f| RwSignal::new(f.default.clone())).collect();
     let error = RwSignal::new(None::<String>);
@@ -149,19 +153,34 @@ pub fn ExperimentForm(
         }
     };
 
-    let inputs =
-        fields.into_iter().zip(values).map(|(field, value)| view! { <FieldInput kind=kind field=field value=value /> });
+    let inputs = fields
+        .into_iter()
+        .zip(values)
+        .map(|(field, value)| view! { <FieldInput kind=kind field=field value=value disabled=off /> });
     view! {
-        <form class="lab-form" data-kind=kind.name() on:submit=submit novalidate=true>
+        <form
+            class="lab-form"
+            class:lab-form-unavailable=off
+            aria-disabled=off.then_some("true")
+            data-kind=kind.name()
+            on:submit=submit
+            novalidate=true
+        >
             <h3 class="lab-form-title">{info.title}</h3>
             <p class="lab-form-description">{info.description}</p>
+            {unavailable.map(|reason| view! {
+                <p class="lab-unavailable-reason" role="note">
+                    <strong>"Not available on this server: "</strong>
+                    {reason}
+                </p>
+            })}
             <div class="lab-fields">{inputs.collect_view()}</div>
             <div class="lab-form-actions">
                 <Show
                     when=may_run
                     fallback=|| view! { <span class="role-hint">"Running experiments needs the operator role."</span> }
                 >
-                    <button type="submit" class="run-button" data-kind=kind.name() disabled=move || busy.get() || confirm.with(Option::is_some)>
+                    <button type="submit" class="run-button" data-kind=kind.name() disabled=move || off || busy.get() || confirm.with(Option::is_some)>
                         {format!("Run {}", kind.name())}
                     </button>
                 </Show>
@@ -187,9 +206,9 @@ pub fn ExperimentForm(
     }
 }
 
-/// One parameter: a text box, or checkboxes for a set of names.
+/// One parameter: a text box, checkboxes for a set of names, a drop-down for one of them, or a switch.
 #[component]
-fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -> impl IntoView {
+fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, disabled: bool) -> impl IntoView {
     let id = format!("lab-{}-{}", kind.name(), field.name);
     let label = field.label();
     let hint = field.hint();
@@ -212,7 +231,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -
                 let title = CopyKind::parse(&choice).map(CopyKind::label);
                 view! {
                     <label class="lab-choice" title=title>
-                        <input type="checkbox" name=name.clone() value=choice.clone() prop:checked=checked on:change=toggle />
+                        <input type="checkbox" name=name.clone() value=choice.clone() disabled=disabled prop:checked=checked on:change=toggle />
                         {choice}
                     </label>
                 }
@@ -220,6 +239,48 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -
             view! {
                 <span class="field-label">{label}</span>
                 <span class="lab-choices">{boxes.collect_view()}</span>
+            }
+            .into_any()
+        }
+        FieldKind::OneOf(choices) => {
+            let current = match value.get_untracked() {
+                FieldValue::Text(t) => t,
+                FieldValue::Chosen(_) => String::new(),
+            };
+            let options = choices.into_iter().map(|choice| {
+                let selected = choice == current;
+                let text = choice.clone();
+                view! { <option value=choice selected=selected>{text}</option> }
+            });
+            view! {
+                <label class="field-label" for=id.clone()>{label}</label>
+                <select
+                    id=id
+                    class="lab-input"
+                    name=name
+                    disabled=disabled
+                    on:change=move |ev| value.set(FieldValue::Text(event_target_value(&ev)))
+                >
+                    {options.collect_view()}
+                </select>
+            }
+            .into_any()
+        }
+        FieldKind::Switch => {
+            let checked = move || matches!(value.get(), FieldValue::Chosen(c) if c.first().copied().unwrap_or(false));
+            let for_id = id.clone();
+            view! {
+                <label class="lab-choice lab-switch" for=for_id>
+                    <input
+                        id=id
+                        type="checkbox"
+                        name=name
+                        disabled=disabled
+                        prop:checked=checked
+                        on:change=move |ev| value.set(FieldValue::Chosen(vec![event_target_checked(&ev)]))
+                    />
+                    {label}
+                </label>
             }
             .into_any()
         }
@@ -237,6 +298,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>) -
                     class="lab-input"
                     class:lab-input-wide=wide
                     name=name
+                    disabled=disabled
                     inputmode=if kind == FieldKind::Count { "numeric" } else { "text" }
                     prop:value=text
                     on:input=move |ev| value.set(FieldValue::Text(event_target_value(&ev)))

@@ -243,8 +243,8 @@ fn RunResultView(
                         <tr>
                             <th>"Figure"</th>
                             <th class="num">"Median"</th>
-                            <th class="num">"Min"</th>
-                            <th class="num">"Max"</th>
+                            <th class="num" title="The figure's smallest value over the repetitions: for a time the fastest, for a bandwidth the slowest">"Min"</th>
+                            <th class="num" title="The figure's largest value over the repetitions: for a time the slowest, for a bandwidth the fastest">"Max"</th>
                             <th class="num">"n"</th>
                             <th>"Unit"</th>
                             <th class="num">"Previous"</th>

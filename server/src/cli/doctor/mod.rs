@@ -12,7 +12,8 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser as _};
 use serde::Serialize;
 
-use crate::config::{Cli, Config};
+use crate::cli::Cli;
+use crate::config::Config;
 
 /// Flags of `gpudash doctor`; the dashboard's own flags come with them (see [`command`]).
 #[derive(Args, Debug, Clone)]

@@ -316,8 +316,7 @@ pub fn run(gpus: &[(u32, String)], p: &CollectivesParams, ctx: &RunContext<'_>) 
     comms.close();
     drop(ranks);
     let library = format!("NCCL {} ({})", nccl::version_text(lib.version), lib.path);
-    let link_peak = ctx.probe.peaks(ctx.device).pcie.zip(ctx.probe.peaks(ctx.device).pcie_label);
-    let link_peak = link_peak.map(|(v, l)| (l, v / 1e9));
     let gpus = p.gpus.clone();
+    let link_peak = crate::lab::experiments::collectives::link_peak(&gpus, ctx, false);
     Ok(report::report(CollectivesMeasurements { gpus, dtype: p.dtype, samples, checks, ddp, library, link_peak }))
 }

@@ -30,6 +30,9 @@ const SONAME: &str = "libnccl.so.2";
 /// The path `--nccl-lib` gave; read once, before the first load.
 static CHOSEN: OnceLock<PathBuf> = OnceLock::new();
 static LOADED: OnceLock<Result<Arc<Nccl>, NcclMissing>> = OnceLock::new();
+/// Whether NCCL loads, asked without keeping it loaded (listing the lab's experiments must not map
+/// NCCL into an idle server: it stays resident once loaded).
+static FOUND: OnceLock<Result<String, NcclMissing>> = OnceLock::new();
 
 /// Uses `path` (a file, or a folder holding libnccl.so.2) before anything else. Only the first call counts.
 pub fn choose_library(path: PathBuf) {
@@ -154,9 +157,25 @@ pub fn load() -> Result<Arc<Nccl>, NcclMissing> {
         .clone()
 }
 
-/// Ok with "NCCL 2.28.3 (path)" when it loads, else where gpudash looked.
+/// Ok with "NCCL 2.28.3 (path)" when it loads, else where gpudash looked. Until a run loads NCCL for
+/// good ([`load`]), the library is opened to ask and closed again; the answer is kept.
 pub fn availability() -> Result<String, NcclMissing> {
-    load().map(|n| format!("NCCL {} ({})", version_text(n.version), n.path))
+    let describe = |n: &Nccl| format!("NCCL {} ({})", version_text(n.version), n.path);
+    if let Some(loaded) = LOADED.get() {
+        return loaded.as_ref().map(|n| describe(n)).map_err(Clone::clone);
+    }
+    FOUND
+        .get_or_init(|| {
+            let mut tried = Vec::new();
+            for path in candidates() {
+                match open(&path) {
+                    Ok(nccl) => return Ok(describe(&nccl)),
+                    Err(why) => tried.push(format!("{} ({why})", path.display())),
+                }
+            }
+            Err(NcclMissing { tried })
+        })
+        .clone()
 }
 
 fn open(path: &Path) -> Result<Nccl, String> {

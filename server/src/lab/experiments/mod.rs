@@ -23,6 +23,7 @@ use shared::topology::Topology;
 use super::LabError;
 use super::cuda;
 use super::executor::{ExperimentError, RunContext};
+use super::guards::DeviceProbe;
 use super::plan::{Footprint, ParamError};
 use super::simulated::Simulation;
 
@@ -56,6 +57,13 @@ pub trait Experiment: Sync + 'static {
     /// Runs on several GPUs (`gpudash bench` leaves these out unless asked).
     fn multi_gpu(&self) -> bool {
         false
+    }
+    /// Why it cannot run here although the lab runs other kinds (collectives: no NCCL), in words that say
+    /// where gpudash looked and how to fix it; `None` when it can. Blocking (it may load a library): call
+    /// off the async runtime.
+    fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
+        let _ = (simulated, probe);
+        None
     }
     /// Notes added to a finished run from how the GPUs connect (p2p: each pair's link).
     fn topology_notes(&self, params: &Self::Params, topology: &Topology) -> Vec<String> {
@@ -93,6 +101,7 @@ pub trait Dispatch: Sync {
     fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError>;
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32>;
     fn multi_gpu(&self) -> bool;
+    fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String>;
     fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String>;
     fn simulate(
         &self,
@@ -137,6 +146,9 @@ impl<E: Experiment> Dispatch for E {
     }
     fn multi_gpu(&self) -> bool {
         Experiment::multi_gpu(self)
+    }
+    fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
+        Experiment::unavailable(self, simulated, probe)
     }
     fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String> {
         E::params(params).map(|p| Experiment::topology_notes(self, p, topology)).unwrap_or_default()

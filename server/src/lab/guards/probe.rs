@@ -7,31 +7,7 @@ use std::sync::Arc;
 
 use shared::{DeviceInfo, PcieLink};
 
-/// A device's memory as the driver sees it, all processes included.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DeviceMemory {
-    pub used: u64,
-    pub free: u64,
-}
-
-/// A process with a compute context on a GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ComputeProcess {
-    /// The host PID (inside a container, not the one the process sees).
-    pub pid: u32,
-    pub used_bytes: Option<u64>,
-}
-
-/// Why a GPU could not be asked.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum QueryError {
-    /// The GPU did not answer at all (lost, or no such index).
-    #[error("{0}")]
-    Device(String),
-    /// The GPU answered but would not list its processes.
-    #[error("NVML cannot list processes: {0}")]
-    Processes(String),
-}
+pub use shared::readings::{ComputeProcess, DeviceMemory, QueryError};
 
 /// Live readings of the GPUs the lab needs from the server's telemetry, on demand. Blocking (NVML on
 /// hardware): call off the async runtime.
@@ -124,6 +100,11 @@ pub trait DeviceProbe: Send + Sync {
     /// their correctness checks can be seen to fail.
     fn wrong_results(&self, device: u32) -> bool {
         let _ = device;
+        false
+    }
+    /// Whether this host must look as if it had no NCCL (a simulated host without it, so the page's
+    /// disabled collectives can be seen); false: the library loader decides.
+    fn without_nccl(&self) -> bool {
         false
     }
 }

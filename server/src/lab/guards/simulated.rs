@@ -1,7 +1,7 @@
 //! The simulator's probe: what tests and `--simulate` make the GPUs and the host look like.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use shared::PcieLink;
 use shared::topology::Topology;
@@ -27,6 +27,8 @@ pub struct SimulatedProbe {
     /// GPUs whose runs observe wrong results.
     wrong: Mutex<HashSet<u32>>,
     host: Mutex<Option<HostMemory>>,
+    /// The simulated host has no NCCL: collectives are listed but disabled.
+    no_nccl: bool,
 }
 
 impl SimulatedProbe {
@@ -35,6 +37,14 @@ impl SimulatedProbe {
     #[must_use]
     pub fn following_simulator(mut self) -> Self {
         self.follows_simulator = true;
+        self
+    }
+
+    /// A host without NCCL: the collectives experiment is listed but disabled, with the loader's reason
+    /// (marked simulated), as on a real host without libnccl.so.2.
+    #[must_use]
+    pub fn without_nccl(mut self) -> Self {
+        self.no_nccl = true;
         self
     }
 
@@ -58,29 +68,29 @@ impl SimulatedProbe {
 
     /// Makes every later run on `device` observe wrong results, as a faulty GPU would.
     pub fn give_wrong_results(&self, device: u32) {
-        self.wrong.lock().unwrap_or_else(PoisonError::into_inner).insert(device);
+        crate::sync::lock(&self.wrong).insert(device);
     }
 
     /// Makes the next run on `device` fail with `error` (e.g. a CUDA out-of-memory), as a
     /// real GPU would, with the pool holding memory at that moment.
     pub fn fail_next_run(&self, device: u32, error: &str) {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner).insert(device, error.to_owned());
+        crate::sync::lock(&self.failures).insert(device, error.to_owned());
     }
 
     /// Pretends the host has `memory` (tests of the host-memory guard); a 2 TiB host until then.
     pub fn set_host_memory(&self, memory: HostMemory) {
-        *self.host.lock().unwrap_or_else(PoisonError::into_inner) = Some(memory);
+        *crate::sync::lock(&self.host) = Some(memory);
     }
 
     /// Pretends `processes` compute on `device` (tests of the busy-GPU guard).
     pub fn set_processes(&self, device: u32, processes: Vec<ComputeProcess>) {
-        self.processes.lock().unwrap_or_else(PoisonError::into_inner).insert(device, processes);
+        crate::sync::lock(&self.processes).insert(device, processes);
     }
 }
 
 impl DeviceProbe for SimulatedProbe {
     fn injected_failure(&self, device: u32) -> Option<String> {
-        self.failures.lock().unwrap_or_else(PoisonError::into_inner).remove(&device)
+        crate::sync::lock(&self.failures).remove(&device)
     }
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
@@ -88,7 +98,11 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn wrong_results(&self, device: u32) -> bool {
-        self.wrong.lock().unwrap_or_else(PoisonError::into_inner).contains(&device)
+        crate::sync::lock(&self.wrong).contains(&device)
+    }
+
+    fn without_nccl(&self) -> bool {
+        self.no_nccl
     }
 
     fn memory(&self, device: u32) -> Option<DeviceMemory> {
@@ -99,7 +113,7 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
-        let map = self.processes.lock().unwrap_or_else(PoisonError::into_inner);
+        let map = crate::sync::lock(&self.processes);
         if let Some(set) = map.get(&device) {
             return Ok(set.clone());
         }
@@ -114,7 +128,7 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn host_memory(&self) -> Result<HostMemory, MeminfoError> {
-        Ok(self.host.lock().unwrap_or_else(PoisonError::into_inner).unwrap_or(SIMULATED_HOST))
+        Ok(crate::sync::lock(&self.host).unwrap_or(SIMULATED_HOST))
     }
 
     fn peaks(&self, _device: u32) -> LinkPeaks {

@@ -63,7 +63,7 @@ impl MemoryRunStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (u64, BTreeMap<u64, Run>)> {
-        self.runs.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.runs)
     }
 }
 

@@ -7,7 +7,7 @@
 //! `GET /api/runs/{id}` serves.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::types::Value;
@@ -120,7 +120,7 @@ impl SqliteRunStore {
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.conn)
     }
 }
 
@@ -164,7 +164,7 @@ fn summary(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
 
 impl RunStore for SqliteRunStore {
     fn next_id(&self) -> Result<u64, RunStoreError> {
-        let mut last = self.last_id.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last = crate::sync::lock(&self.last_id);
         *last += 1;
         Ok(*last)
     }

@@ -5,6 +5,7 @@
 //! held by another tool) every figure is n/a with the reason, logged once per change.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nvml_wrapper::Nvml;
@@ -14,14 +15,17 @@ use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
 use shared::DeviceInfo;
 use shared::activity::Activity;
 
-use super::error_chain;
 use super::meter::CallMeter;
+use super::{error_chain, lock};
 
 /// NVML reports PCIe and NVLink rates in MiB/s (`nvml.h`, `NVML_GPM_METRIC_PCIE_TX_PER_SEC`).
 const MIB: f64 = 1024.0 * 1024.0;
 
-/// The figures read every window, in the order [`to_activity`] reads them back.
-const METRICS: [GpmMetricId; 10] = [
+/// The figures read every window, in the order [`to_activity`] reads them back. The graphics
+/// engine's is not among them: alone it costs 2.0 ms of CPU per call where every other metric costs
+/// about 0.06 ms (`tests/gpu/nvml_costs.py`, docs/gpu-runs/session13-diag.log), so it is read over
+/// [`GRAPHICS_WINDOW_MS`] instead.
+const METRICS: [GpmMetricId; 9] = [
     GpmMetricId::SmUtil,
     GpmMetricId::SmOccupancy,
     GpmMetricId::AnyTensorUtil,
@@ -29,16 +33,44 @@ const METRICS: [GpmMetricId; 10] = [
     GpmMetricId::Fp64Util,
     GpmMetricId::Fp32Util,
     GpmMetricId::Fp16Util,
-    GpmMetricId::GraphicsUtil,
     GpmMetricId::PcieTxPerSec,
     GpmMetricId::PcieRxPerSec,
 ];
+/// The graphics engine's activity (`DCGM_FI_PROF_GR_ENGINE_ACTIVE`) is averaged over windows this long.
+pub const GRAPHICS_WINDOW_MS: u64 = 30_000;
+/// The slow loop takes a GPU's PCIe traffic from GPM while its last window closed this recently.
+const PCIE_FRESH: Duration = Duration::from_secs(5);
 /// Read besides [`METRICS`] on a GPU with NVLink links.
 const NVLINK_METRICS: [GpmMetricId; 2] = [GpmMetricId::NvlinkTotalTxPerSec, GpmMetricId::NvlinkTotalRxPerSec];
 
-/// How long a GPU's "can GPM be read here" answer (MIG off, GPM supported) is trusted before it is
-/// asked again, and how long gpudash leaves GPM alone after another profiler (DCGM, Nsight) took it.
+/// How long gpudash leaves GPM alone after another profiler (DCGM, Nsight) took it.
 const RECHECK: Duration = Duration::from_secs(30);
+/// How long a GPU's "GPM is readable here" (MIG off, GPM supported) is trusted: MIG changes only
+/// with a GPU reset, and asking costs ~2.6 ms of CPU on the H200 (MIG mode ~2.2 ms).
+const READABLE_FOR: Duration = Duration::from_secs(300);
+
+/// Each GPU's PCIe traffic (bytes/s sent, received) from its last GPM window, and when it closed:
+/// shared with the slow loop, which then need not make NVML's 20 ms PCIe sampling calls.
+#[derive(Debug, Clone, Default)]
+pub struct GpmPcie(Arc<Mutex<PcieRates>>);
+
+/// Per GPU: bytes/s sent, received, and when the window closed.
+type PcieRates = HashMap<u32, (u64, u64, Instant)>;
+
+impl GpmPcie {
+    fn set(&self, index: u32, tx: Option<f64>, rx: Option<f64>) {
+        let mut rates = lock(&self.0);
+        match tx.zip(rx) {
+            Some((tx, rx)) => rates.insert(index, (tx.round() as u64, rx.round() as u64, Instant::now())),
+            None => rates.remove(&index),
+        };
+    }
+
+    /// A GPU's traffic from a window that closed within [`PCIE_FRESH`], if any.
+    pub fn fresh(&self, index: u32) -> Option<(u64, u64)> {
+        lock(&self.0).get(&index).filter(|(_, _, at)| at.elapsed() <= PCIE_FRESH).map(|&(tx, rx, _)| (tx, rx))
+    }
+}
 
 /// One GPU's open window.
 struct Open<'n> {
@@ -49,15 +81,20 @@ struct Open<'n> {
 /// Closes one GPM window per GPU each time [`GpmReader::step`] is called.
 pub struct GpmReader<'n> {
     nvml: &'n Nvml,
-    meter: std::sync::Arc<CallMeter>,
+    meter: Arc<CallMeter>,
     devices: Vec<(u32, bool)>,
     open: HashMap<u32, Open<'n>>,
     /// What was last said about each GPU (`None`: readable), so a change is logged once.
     said: HashMap<u32, Option<String>>,
-    /// Per GPU, when GPM was last found readable (MIG off, supported): asked again after [`RECHECK`].
+    /// Per GPU, when GPM was last found readable (MIG off, supported): asked again after [`READABLE_FOR`].
     checked: HashMap<u32, Instant>,
     /// Per GPU, GPM held by another profiler: left alone until then, the reason repeated meanwhile.
     backoff: HashMap<u32, (Instant, String)>,
+    /// Per GPU, the sample that opened the graphics engine's long window.
+    long: HashMap<u32, Open<'n>>,
+    /// Per GPU, the graphics engine's activity over the last long window that closed.
+    graphics: HashMap<u32, f64>,
+    pcie: GpmPcie,
 }
 
 impl std::fmt::Debug for GpmReader<'_> {
@@ -67,7 +104,7 @@ impl std::fmt::Debug for GpmReader<'_> {
 }
 
 impl<'n> GpmReader<'n> {
-    pub fn new(nvml: &'n Nvml, devices: &[DeviceInfo], meter: std::sync::Arc<CallMeter>) -> Self {
+    pub fn new(nvml: &'n Nvml, devices: &[DeviceInfo], meter: Arc<CallMeter>, pcie: GpmPcie) -> Self {
         let devices = devices.iter().map(|d| (d.index, d.nvlink_links > 0)).collect();
         Self {
             nvml,
@@ -77,6 +114,9 @@ impl<'n> GpmReader<'n> {
             said: HashMap::new(),
             checked: HashMap::new(),
             backoff: HashMap::new(),
+            long: HashMap::new(),
+            graphics: HashMap::new(),
+            pcie,
         }
     }
 
@@ -94,6 +134,9 @@ impl<'n> GpmReader<'n> {
                 Ok(None) => {}
                 Err(reason) => {
                     self.open.remove(&index);
+                    self.long.remove(&index);
+                    self.graphics.remove(&index);
+                    self.pcie.set(index, None, None);
                     out.push((index, Activity::unavailable(now_ms, reason)));
                 }
             }
@@ -104,15 +147,15 @@ impl<'n> GpmReader<'n> {
     /// Takes a new sample; with an open window, closes it into figures.
     fn read(&mut self, index: u32, nvlink: bool, now_ms: u64) -> Result<Option<Activity>, String> {
         let device = self
-            .nvml
-            .device_by_index(index)
+            .meter
+            .time("device_by_index", || self.nvml.device_by_index(index))
             .map_err(|e| format!("GPU {index} does not answer: {}", error_chain(&e)))?;
-        if self.checked.get(&index).is_none_or(|at| at.elapsed() >= RECHECK) {
+        if self.checked.get(&index).is_none_or(|at| at.elapsed() >= READABLE_FOR) {
             self.checked.remove(&index);
-            if device.mig_mode().is_ok_and(|m| m.current == 1) {
+            if self.meter.time("MIG mode", || device.mig_mode()).is_ok_and(|m| m.current == 1) {
                 return Err("MIG is on: gpudash does not read activity per MIG instance yet".to_owned());
             }
-            match device.gpm_support() {
+            match self.meter.time("GPM support", || device.gpm_support()) {
                 Ok(true) => {}
                 Ok(false) | Err(NvmlError::NotSupported) => {
                     return Err("GPM needs a Hopper or newer GPU; this one does not support it".to_owned());
@@ -136,7 +179,46 @@ impl<'n> GpmReader<'n> {
             .map_err(|e| self.refused(index, &e))?;
         let values: Vec<Option<f64>> =
             results.into_iter().map(|r| r.ok().map(|m| m.value).filter(|v| v.is_finite())).collect();
-        Ok(Some(to_activity(&values, now_ms, now_ms.saturating_sub(previous.at_ms))))
+        let window_ms = now_ms.saturating_sub(previous.at_ms);
+        let mut activity = to_activity(&values, now_ms, window_ms);
+        self.pcie.set(index, activity.pcie_tx_bytes_per_s, activity.pcie_rx_bytes_per_s);
+        activity.gr_engine_active = self.graphics_window(index, previous, now_ms);
+        Ok(Some(activity))
+    }
+
+    /// The graphics engine's activity over the last [`GRAPHICS_WINDOW_MS`]: closes the long window
+    /// when it is due, and opens the next one on `previous` (the short window's start, so one short
+    /// window lies in both).
+    fn graphics_window(&mut self, index: u32, previous: Open<'n>, now_ms: u64) -> Option<f64> {
+        match self.long.remove(&index) {
+            None => {
+                self.long.insert(index, previous);
+            }
+            Some(start) if now_ms.saturating_sub(start.at_ms) < GRAPHICS_WINDOW_MS => {
+                self.long.insert(index, start);
+                self.meter.time("GPM sample free", || drop(previous));
+            }
+            Some(start) => {
+                if let Some(current) = self.open.get(&index) {
+                    let value = self
+                        .meter
+                        .time("GPM graphics engine (30 s window)", || {
+                            gpm_metrics_get(self.nvml, &start.sample, &current.sample, &[GpmMetricId::GraphicsUtil])
+                        })
+                        .ok()
+                        .and_then(|mut results| results.pop())
+                        .and_then(|r| r.ok().map(|m| m.value))
+                        .filter(|v| v.is_finite());
+                    match value {
+                        Some(value) => self.graphics.insert(index, value),
+                        None => self.graphics.remove(&index),
+                    };
+                }
+                self.long.insert(index, previous);
+                self.meter.time("GPM sample free", || drop(start));
+            }
+        }
+        self.graphics.get(&index).copied()
     }
 
     /// Logs a GPU's GPM state when it changes: once, not every window.
@@ -166,11 +248,11 @@ fn to_activity(values: &[Option<f64>], now_ms: u64, window_ms: u64) -> Activity 
         fp64_active: at(4),
         fp32_active: at(5),
         fp16_active: at(6),
-        gr_engine_active: at(7),
-        pcie_tx_bytes_per_s: rate(8),
-        pcie_rx_bytes_per_s: rate(9),
-        nvlink_tx_bytes_per_s: rate(10),
-        nvlink_rx_bytes_per_s: rate(11),
+        gr_engine_active: None,
+        pcie_tx_bytes_per_s: rate(7),
+        pcie_rx_bytes_per_s: rate(8),
+        nvlink_tx_bytes_per_s: rate(9),
+        nvlink_rx_bytes_per_s: rate(10),
         unavailable: None,
     }
 }
@@ -206,14 +288,14 @@ mod tests {
 
     #[test]
     fn figures_map_in_order_and_rates_become_bytes() {
-        let mut values: Vec<Option<f64>> = (0..12).map(|i| Some(f64::from(i))).collect();
+        let mut values: Vec<Option<f64>> = (0..11).map(|i| Some(f64::from(i))).collect();
         values[2] = None;
         let a = to_activity(&values, 9, 1000);
         assert_eq!((a.sm_active, a.sm_occupancy, a.tensor_active), (Some(0.0), Some(1.0), None));
-        assert_eq!(a.gr_engine_active, Some(7.0));
-        assert_eq!(a.pcie_tx_bytes_per_s, Some(8.0 * MIB));
-        assert_eq!(a.nvlink_rx_bytes_per_s, Some(11.0 * MIB));
-        let no_links = to_activity(&values[..10], 9, 1000);
+        assert_eq!(a.gr_engine_active, None, "read over its own long window");
+        assert_eq!(a.pcie_tx_bytes_per_s, Some(7.0 * MIB));
+        assert_eq!(a.nvlink_rx_bytes_per_s, Some(10.0 * MIB));
+        let no_links = to_activity(&values[..9], 9, 1000);
         assert_eq!(no_links.nvlink_tx_bytes_per_s, None);
     }
 }

@@ -5,6 +5,7 @@
 //! fields are `None`; a GPU that answers "lost" is marked lost while the
 //! others keep being sampled.
 
+mod energy;
 mod gpm;
 mod health;
 mod info;
@@ -24,7 +25,8 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo, PcieLink};
 
-pub use self::gpm::GpmReader;
+use self::energy::EnergyEstimate;
+pub use self::gpm::{GpmPcie, GpmReader};
 pub use self::info::clock_event_names;
 use self::info::{pstate_number, read_info};
 pub use self::query::NvmlQuery;
@@ -47,14 +49,19 @@ pub struct NvmlSource {
     reported: Mutex<HashSet<(u32, &'static str)>>,
     /// GPUs that answered "lost", with the reason and when they were last probed.
     lost: Mutex<HashMap<u32, (String, Instant)>>,
-    /// Per GPU, the NVML timestamp of the last process-utilization sample seen.
-    last_process_sample: Mutex<HashMap<u32, u64>>,
+    /// Per GPU, the per-process SM use last read, and when.
+    process_use: Mutex<HashMap<u32, processes::ProcessUse>>,
     /// Fields too slow for the fast loop, refreshed by the slow one.
     slow_fields: Mutex<HashMap<u32, SlowFields>>,
     /// Each GPU's health facts as last read ([`health::FACTS_PERIOD`]).
     facts: Mutex<HashMap<u32, health::Facts>>,
     /// GPUs whose facts are read again on the next pass: an XID was reported, or the GPU answers again.
     facts_due: Arc<Mutex<HashSet<u32>>>,
+    /// Each GPU's energy: the counter read every 30 s, the power draw integrated between.
+    energy: Mutex<HashMap<u32, EnergyEstimate>>,
+    /// Each GPU's PCIe traffic from its last GPM window, so the slow loop need not ask NVML's
+    /// 20 ms sampling calls while GPM reads it.
+    gpm_pcie: GpmPcie,
     proc: ProcReader,
 }
 
@@ -128,10 +135,12 @@ impl NvmlSource {
             meter: Arc::default(),
             reported: Mutex::new(HashSet::new()),
             lost: Mutex::new(HashMap::new()),
-            last_process_sample: Mutex::new(HashMap::new()),
+            process_use: Mutex::new(HashMap::new()),
             slow_fields: Mutex::new(HashMap::new()),
             facts: Mutex::new(HashMap::new()),
             facts_due: Arc::default(),
+            energy: Mutex::new(HashMap::new()),
+            gpm_pcie: GpmPcie::default(),
             proc: ProcReader::new("/proc"),
         };
         for info in &source.devices {
@@ -149,7 +158,7 @@ impl NvmlSource {
 
     /// A reader of GPM windows over this source's NVML handle (the GPM loop's, or a benchmark's).
     pub fn gpm_reader(&self) -> GpmReader<'_> {
-        GpmReader::new(&self.nvml, &self.devices, self.meter.clone())
+        GpmReader::new(&self.nvml, &self.devices, self.meter.clone(), self.gpm_pcie.clone())
     }
 
     /// The meter of this source's NVML calls (off until a benchmark turns it on).
@@ -242,6 +251,9 @@ impl NvmlSource {
         }
         s.temperature_c = self.read(index, "temperature", || device.temperature(TemperatureSensor::Gpu));
         s.power_draw_mw = self.read(index, "power draw", || device.power_usage());
+        if let Some(mw) = s.power_draw_mw {
+            lock(&self.energy).entry(index).or_default().power(mw, Instant::now());
+        }
         s.sm_clock_mhz = self.read(index, "SM clock", || device.clock_info(Clock::SM));
         s.pstate = self.read(index, "P-state", || device.performance_state()).and_then(|p| pstate_number(&p));
         s.clock_events = self.read(index, "clock events", || device.current_throttle_reasons()).map(clock_event_names);
@@ -327,11 +339,12 @@ impl GpuSource for NvmlSource {
     }
 
     fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
-        let (nvml, devices, meter) = (self.nvml.clone(), self.devices.clone(), self.meter.clone());
+        let (nvml, devices, meter, pcie) =
+            (self.nvml.clone(), self.devices.clone(), self.meter.clone(), self.gpm_pcie.clone());
         std::thread::Builder::new()
             .name("gpudash-gpm".into())
             .spawn(move || {
-                let mut reader = GpmReader::new(&nvml, &devices, meter);
+                let mut reader = GpmReader::new(&nvml, &devices, meter, pcie);
                 super::activity::run_loop(|now_ms| reader.step(now_ms), &sink, &stop);
             })
             .map_err(|e| tracing::warn!("cannot start the GPM loop: {e}"))

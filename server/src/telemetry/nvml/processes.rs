@@ -2,6 +2,10 @@
 //! command, start) and the per-process SM use since the last look. The workload and
 //! owner are set after, by `telemetry::identity`.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use shared::DeviceInfo;
@@ -9,10 +13,41 @@ use shared::processes::{GpuProcess, ProcessKind};
 
 use super::{NvmlSource, lock};
 
+/// How often each GPU's per-process SM use is asked for: the call costs about 1.9 ms of CPU on the
+/// H200 (`gpudash-bench loops`), the most of any call the loops make, and NVML keeps one sample per
+/// process (docs/gpu-runs/session13-diag.log), so a read every other slow pass shows the same
+/// figure, at most 4 s old rather than 2 s.
+const UTILIZATION_PERIOD: Duration = Duration::from_millis(3900);
+
+/// One GPU's last per-process SM use: by PID, the busiest sample (%) and when NVML took it (ms).
+#[derive(Debug, Clone, Default)]
+pub(super) struct ProcessUse {
+    read: Option<Instant>,
+    /// The newest NVML sample timestamp seen (µs), asked from on the next read.
+    since: Option<u64>,
+    by_pid: HashMap<u32, (u32, u64)>,
+}
+
 impl NvmlSource {
     pub(super) fn processes(&self, info: &DeviceInfo) -> Vec<GpuProcess> {
         let index = info.index;
         let Ok(device) = self.handle(index) else { return Vec::new() };
+        let mut rows = self.process_rows(index, &device);
+        // Without processes there is no per-process use to ask for.
+        if !rows.is_empty() {
+            let used = self.process_use(index, &device);
+            for row in &mut rows {
+                if let Some(&(util, seen_ms)) = used.get(&row.pid) {
+                    (row.sm_util, row.sm_util_seen_ms) = (Some(util), Some(seen_ms));
+                }
+            }
+        }
+        rows.sort_by(|a, b| b.used_memory.cmp(&a.used_memory).then(a.pid.cmp(&b.pid)));
+        rows
+    }
+
+    /// NVML's compute and graphics lists, one row per PID, with what `/proc` says of each.
+    fn process_rows(&self, index: u32, device: &Device<'_>) -> Vec<GpuProcess> {
         let mut rows: Vec<GpuProcess> = Vec::new();
         let lists = [
             (ProcessKind::Compute, self.read(index, "compute processes", || device.running_compute_processes())),
@@ -48,27 +83,34 @@ impl NvmlSource {
                 });
             }
         }
-        // Per-process SM use since the last look; NVML stamps samples in µs.
-        let since = lock(&self.last_process_sample).get(&index).copied();
-        // NotFound means "no new samples since `since`": nothing ran, not an error.
-        let utilization = match self.meter.time("process utilization", || device.process_utilization_stats(since)) {
+        rows
+    }
+
+    /// Per-process SM use since the last look, read every [`UTILIZATION_PERIOD`] and held between.
+    /// A read replaces what was held: a process without a new sample has no figure, as NVML says.
+    fn process_use(&self, index: u32, device: &Device<'_>) -> HashMap<u32, (u32, u64)> {
+        let held = lock(&self.process_use).get(&index).cloned().unwrap_or_default();
+        if held.read.is_some_and(|at| at.elapsed() < UTILIZATION_PERIOD) {
+            return held.by_pid;
+        }
+        // NotFound means "no new samples since `since`": nothing ran, not an error. NVML stamps in µs.
+        let utilization = match self.meter.time("process utilization", || device.process_utilization_stats(held.since))
+        {
             Err(NvmlError::NotFound) => Ok(Vec::new()),
             other => other,
         };
+        let mut fresh = ProcessUse { read: Some(Instant::now()), since: held.since, by_pid: HashMap::new() };
         if let Some(samples) = self.field(index, "process utilization", utilization) {
-            let newest = samples.iter().map(|s| s.timestamp).max();
             for sample in samples {
-                if let Some(row) = rows.iter_mut().find(|r| r.pid == sample.pid) {
-                    // Several samples of one process: the busiest speaks for it (a 0 must not hide work).
-                    row.sm_util = Some(row.sm_util.map_or(sample.sm_util, |u| u.max(sample.sm_util)));
-                    row.sm_util_seen_ms = Some(sample.timestamp / 1000);
-                }
-            }
-            if let Some(newest) = newest {
-                lock(&self.last_process_sample).insert(index, newest);
+                fresh.since = fresh.since.max(Some(sample.timestamp));
+                let seen_ms = sample.timestamp / 1000;
+                // Several samples of one process: the busiest speaks for it (a 0 must not hide work).
+                let entry = fresh.by_pid.entry(sample.pid).or_insert((sample.sm_util, seen_ms));
+                *entry = (entry.0.max(sample.sm_util), entry.1.max(seen_ms));
             }
         }
-        rows.sort_by(|a, b| b.used_memory.cmp(&a.used_memory).then(a.pid.cmp(&b.pid)));
-        rows
+        let by_pid = fresh.by_pid.clone();
+        lock(&self.process_use).insert(index, fresh);
+        by_pid
     }
 }

@@ -3,6 +3,7 @@
 //! nccl-tests' formulas, the DDP plan) live in `shared::lab::collectives`, its CUDA run in
 //! `lab/cuda/collectives.rs`, NCCL's loading in `lab/cuda/nccl.rs`.
 
+pub mod path;
 pub mod report;
 
 use shared::lab::collectives::{Collective, CollectivesParams, element_bytes};
@@ -14,21 +15,24 @@ use super::{Experiment, MIB};
 use crate::lab::LabError;
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
+use crate::lab::guards::DeviceProbe;
 use crate::lab::plan::{Footprint, ParamError};
 use crate::lab::simulated::{Simulation, jitter};
 
 /// NCCL's own buffers and cuBLAS's workspace on each GPU, besides the run's.
 const NCCL_OVERHEAD: u64 = 512 * MIB;
-/// NVLink 4 (H100, H200): ~25 GB/s a link, one direction (26.6 GB/s signalled on the lent H200s).
-const NVLINK4_GBS: f64 = 25.0;
 /// Elements a rank holds in the simulated executor's model buffers, really reduced and checked.
 const MODEL_ELEMENTS: u64 = 64;
+/// The path the model below was fitted on: H200s on NV18, 450 GB/s one way.
+const MODEL_PATH_GBS: f64 = 450.0;
 
 pub struct Collectives;
 
-/// A model of two or more H200s on NV18, fitted to torch.distributed's busbw on the lent pair
-/// (../shared/REFERENCE.md): peak busbw GB/s and fixed cost µs per collective; one rank is a local copy.
-fn model_ms(c: Collective, n: usize, bytes: u64) -> f64 {
+/// A model of two or more H200s on NV18, fitted to torch.distributed's busbw measured on a lent pair
+/// (a reference table given to the project, not kept in this repo; the fit is the figures below):
+/// peak busbw GB/s and fixed cost µs per collective, the bandwidth scaled by
+/// `path` (the path's peak over NV18's: 1 on NVLink 4 × 18, 0.14 on PCIe Gen5); one rank is a local copy.
+fn model_ms(c: Collective, n: usize, bytes: u64, path: f64) -> f64 {
     if n < 2 {
         return 0.012 + bytes as f64 / 2.0e12 * 1e3;
     }
@@ -38,7 +42,23 @@ fn model_ms(c: Collective, n: usize, bytes: u64) -> f64 {
         Collective::ReduceScatter => (295.0, 30.0),
         Collective::Broadcast => (380.0, 25.0),
     };
-    latency_us / 1e3 + bytes as f64 * c.bus_factor(n) / (peak * 1e9) * 1e3
+    latency_us / 1e3 + bytes as f64 * c.bus_factor(n) / (peak * path.max(0.01) * 1e9) * 1e3
+}
+
+/// The PCIe peak of the slowest of `gpus`, as the probe reads it: its label and GB/s one way.
+fn pcie_of(gpus: &[u32], probe: &dyn DeviceProbe) -> Option<(String, f64)> {
+    gpus.iter()
+        .filter_map(|&g| {
+            let peaks = probe.peaks(g);
+            peaks.pcie_label.zip(peaks.pcie)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(label, bytes)| (label, bytes / 1e9))
+}
+
+/// The busbw chart's reference line for a run over `gpus` (see [`path::path_peak`]).
+pub(crate) fn link_peak(gpus: &[u32], ctx: &RunContext<'_>, simulated: bool) -> Option<path::PathPeak> {
+    path::path_peak(gpus, ctx.topology, pcie_of(gpus, ctx.probe), simulated)
 }
 
 /// Each rank's model result of `c` over `n` ranks that filled `MODEL_ELEMENTS` (all_gather: a piece each)
@@ -126,17 +146,33 @@ impl Experiment for Collectives {
         true
     }
 
-    /// Each pair's link and, over NVLink, its peak (links × 25 GB/s, NVLink 4), one direction.
+    /// Without NCCL: where the loader looked and how to point at it (`--nccl-lib` / `GPUDASH_NCCL_LIB`).
+    /// Simulated labs model NCCL, unless their probe plays a host without it.
+    fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
+        if probe.without_nccl() {
+            let tried = vec!["libnccl.so.2 (a simulated host without NCCL)".to_owned()];
+            return Some(cuda::nccl::NcclMissing { tried }.to_string());
+        }
+        if simulated {
+            return None;
+        }
+        cuda::nccl::availability().err().map(|e| e.to_string())
+    }
+
+    /// Each pair's link and, over NVLink, its peak (links × each link's rate, see [`path::nvlink_of`]), one direction.
     fn topology_notes(&self, p: &CollectivesParams, topology: &Topology) -> Vec<String> {
         let mut notes = Vec::new();
         for (i, &a) in p.gpus.iter().enumerate() {
             for &b in &p.gpus[i + 1..] {
                 let Some(t) = topology.pair(a, b) else { continue };
                 let peak = if t.nvlinks > 0 {
+                    // ~25 GB/s a link one way on NVLink 2–4 (26.6 GB/s signalled on the lent H200s), 50 on NVLink 5.
+                    let name = topology.devices.iter().find(|d| d.index == a).map_or("", |d| d.name.as_str());
+                    let (generation, per_link) = path::nvlink_of(name);
                     format!(
-                        ", NVLink peak ≈ {} × {NVLINK4_GBS} GB/s = {} GB/s one way",
+                        ", {generation} peak ≈ {} × {per_link} GB/s = {} GB/s one way",
                         t.nvlinks,
-                        f64::from(t.nvlinks) * NVLINK4_GBS
+                        f64::from(t.nvlinks) * per_link
                     )
                 } else {
                     String::new()
@@ -167,6 +203,13 @@ impl Experiment for Collectives {
         let n = p.gpus.len().max(1);
         let elem = element_bytes(p.dtype);
         let wrong = p.gpus.iter().any(|&g| ctx.probe.wrong_results(g));
+        // The simulated topology's path, or without one (gpudash bench --simulate) the model's own NV18.
+        let link_peak = if ctx.topology.is_some() {
+            link_peak(&p.gpus, ctx, true)
+        } else {
+            (n > 1).then(|| path::nvlink("NVIDIA H200", 18, "the simulated model's path"))
+        };
+        let scale = link_peak.as_ref().map_or(1.0, |peak| peak.gbs / MODEL_PATH_GBS);
         let mut samples = Vec::new();
         let mut checks = Vec::new();
         for (i, &c) in p.collectives.iter().enumerate() {
@@ -176,7 +219,7 @@ impl Experiment for Collectives {
                 samples.push(CollectiveSample {
                     collective: c,
                     bytes,
-                    times_ms: jitter(model_ms(c, n, bytes), p.repetitions),
+                    times_ms: jitter(model_ms(c, n, bytes, scale), p.repetitions),
                 });
                 for (rank, got) in model_results(c, n, wrong).iter().enumerate() {
                     let compare = report::compare(c, n, MODEL_ELEMENTS, got);
@@ -189,7 +232,7 @@ impl Experiment for Collectives {
             // ~600 TFLOP/s of bf16 GEMMs (~45 of fp32); all-reduce at the model's busbw, 80% hidden by overlap.
             let rate = if d.dtype == Dtype::Bf16 { 600e12 } else { 45e12 };
             let compute = plan.backward_flops / rate * 1e3;
-            let comm: f64 = plan.buckets.iter().map(|b| model_ms(Collective::AllReduce, n, b.bytes)).sum();
+            let comm: f64 = plan.buckets.iter().map(|b| model_ms(Collective::AllReduce, n, b.bytes, scale)).sum();
             let steps = p.repetitions.min(10);
             DdpMeasurement {
                 compute_ms: jitter(compute, steps),
@@ -202,8 +245,6 @@ impl Experiment for Collectives {
             }
         });
         sim.pace(ctx, 0.95, "DDP step")?;
-        let peaks = ctx.probe.peaks(ctx.device);
-        let link_peak = peaks.pcie.zip(peaks.pcie_label).map(|(v, l)| (l, v / 1e9));
         let library = "simulated NCCL (no library loaded; figures from a model of H200s on NV18)".to_owned();
         let m =
             CollectivesMeasurements { gpus: p.gpus.clone(), dtype: p.dtype, samples, checks, ddp, library, link_peak };
@@ -230,7 +271,8 @@ mod tests {
     #[test]
     fn the_model_lands_near_the_measured_pair() {
         // torch.distributed on 2×H200 NV18: all_reduce busbw 329 GB/s at 1 GiB, 218 at 16 MiB.
-        let busbw = |bytes: u64| busbw_gbs(Collective::AllReduce, 2, bytes, model_ms(Collective::AllReduce, 2, bytes));
+        let busbw =
+            |bytes: u64| busbw_gbs(Collective::AllReduce, 2, bytes, model_ms(Collective::AllReduce, 2, bytes, 1.0));
         assert!((busbw(1 << 30) - 329.0).abs() < 20.0, "{}", busbw(1 << 30));
         assert!((busbw(16 << 20) - 218.0).abs() < 40.0, "{}", busbw(16 << 20));
     }

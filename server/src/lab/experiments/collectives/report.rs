@@ -6,12 +6,31 @@ use shared::lab::collectives::{Collective, DdpPlan, algbw_gbs, busbw_gbs};
 use shared::lab::{ChartSpec, Check, Dtype, Point, ReferenceLine, RunResult, Series, Stats};
 use shared::units::format_bytes;
 
+use super::path::PathPeak;
 use crate::lab::report::{empty, figure};
 use crate::lab::stats::summarize;
 
-/// Said on the page for a one-GPU run.
-pub const ONE_GPU_NOTE: &str = "collectives need two GPUs to move data; this checks that NCCL works here. \
-     busbw is 0 by nccl-tests' formulas on one rank (nothing crosses a link).";
+/// Said on the page for a one-GPU run, before what each collective's figures mean there.
+pub const ONE_GPU_NOTE: &str = "collectives need two GPUs to move data; this checks that NCCL works here.";
+
+/// The one-GPU note for the collectives that ran: with one rank nothing crosses a bus, so all_reduce,
+/// all_gather and reduce_scatter have busbw 0 by nccl-tests' formulas, while broadcast's factor is 1
+/// whatever the rank count, so its busbw is a copy within the GPU (e.g. 2080 GB/s on an H200), not a link.
+pub fn one_gpu_note(ran: &[Collective]) -> String {
+    let zero: Vec<&str> = Collective::ALL
+        .into_iter()
+        .filter(|c| *c != Collective::Broadcast && ran.contains(c))
+        .map(Collective::name)
+        .collect();
+    let mut parts = Vec::new();
+    if !zero.is_empty() {
+        parts.push(format!("{} busbw is 0 by nccl-tests' formulas", zero.join(", ")));
+    }
+    if ran.contains(&Collective::Broadcast) {
+        parts.push("broadcast's busbw (factor 1) is a copy within the GPU's memory, not a link speed".to_owned());
+    }
+    format!("{ONE_GPU_NOTE} With one rank nothing crosses a bus: {}; so the chart has no link peak.", parts.join("; "))
+}
 
 /// One collective at one size: ms per call of each timed repetition (the slowest rank's).
 #[derive(Debug, Clone)]
@@ -93,14 +112,16 @@ pub struct CollectivesMeasurements {
     pub ddp: Option<DdpMeasurement>,
     /// "NCCL 2.28.3 (/usr/lib/…/libnccl.so.2)", or "simulated".
     pub library: String,
-    /// The slowest link between the GPUs, GB/s one direction, and its name (NVLink or PCIe).
-    pub link_peak: Option<(String, f64)>,
+    /// The path's peak (NVLink or PCIe), GB/s one direction, with its label; `None` on one GPU.
+    pub link_peak: Option<PathPeak>,
 }
 
+/// The figure `f` makes of each time: its median from the median time, and its min and max the smallest and
+/// largest values of the figure itself (a time's min is the fastest repetition; a bandwidth's max is).
 fn stats_of(times: &[f64], f: impl Fn(f64) -> f64) -> Option<Stats> {
     let t = summarize(times)?;
-    // The fastest time gives the highest bandwidth.
-    Some(Stats { median: f(t.median), min: f(t.max), max: f(t.min), n: t.n })
+    let (a, b) = (f(t.min), f(t.max));
+    Some(Stats { median: f(t.median), min: a.min(b), max: a.max(b), n: t.n })
 }
 
 /// busbw against size per collective, figures of time, algbw and busbw at each size, the checks, notes.
@@ -130,8 +151,8 @@ pub fn report(m: CollectivesMeasurements) -> RunResult {
             r.series.push(Series { name: collective.name().to_owned(), points });
         }
     }
-    if let Some((name, gbs)) = &m.link_peak {
-        r.references.push(ReferenceLine { name: format!("{name} peak, one direction"), value: *gbs });
+    if let Some(peak) = &m.link_peak {
+        r.references.push(ReferenceLine { name: peak.label.clone(), value: peak.gbs });
     }
     r.checks = m.checks;
     r.notes.push(format!(
@@ -154,7 +175,8 @@ pub fn report(m: CollectivesMeasurements) -> RunResult {
             .into(),
     );
     if n == 1 {
-        r.notes.push(ONE_GPU_NOTE.into());
+        let ran: Vec<Collective> = m.samples.iter().map(|s| s.collective).collect();
+        r.notes.push(one_gpu_note(&ran));
     }
     if let Some(ddp) = &m.ddp {
         ddp_view(&mut r, ddp, n);
@@ -231,7 +253,7 @@ mod tests {
             checks: vec![],
             ddp: None,
             library: "NCCL 2.28.3 (test)".into(),
-            link_peak: Some(("NVLink ×18".into(), 450.0)),
+            link_peak: Some(PathPeak { label: "NVLink 4 × 18 links".into(), gbs: 450.0 }),
         })
     }
 
@@ -246,8 +268,43 @@ mod tests {
         assert_eq!(r.references[0].value, 450.0);
         assert!(!r.notes.iter().any(|n| n.contains("need two GPUs")));
         let one = run(1);
-        assert!(one.notes.iter().any(|n| n.starts_with("collectives need two GPUs to move data")));
+        let note = one.notes.iter().find(|n| n.starts_with("collectives need two GPUs to move data")).unwrap();
+        assert!(note.contains("all_reduce, all_gather busbw is 0") && !note.contains("broadcast"), "{note}");
         assert_eq!(one.series[0].points[0].y.median, 0.0);
+    }
+
+    #[test]
+    fn the_one_gpu_note_says_broadcast_is_a_local_copy() {
+        let note = one_gpu_note(&Collective::ALL);
+        assert!(note.contains("all_reduce, all_gather, reduce_scatter busbw is 0 by nccl-tests' formulas"), "{note}");
+        assert!(note.contains("broadcast's busbw (factor 1) is a copy within the GPU's memory, not a link speed"));
+        assert_eq!(
+            one_gpu_note(&[Collective::Broadcast]),
+            "collectives need two GPUs to move data; this checks that NCCL works here. With one rank nothing \
+             crosses a bus: broadcast's busbw (factor 1) is a copy within the GPU's memory, not a link speed; so \
+             the chart has no link peak."
+        );
+    }
+
+    #[test]
+    fn min_and_max_are_the_figures_own_smallest_and_largest() {
+        let sample =
+            CollectiveSample { collective: Collective::AllReduce, bytes: 1 << 30, times_ms: vec![10.0, 20.0, 40.0] };
+        let r = report(CollectivesMeasurements {
+            gpus: vec![0, 1],
+            dtype: Dtype::Fp32,
+            samples: vec![sample],
+            checks: vec![],
+            ddp: None,
+            library: "test".into(),
+            link_peak: None,
+        });
+        let stats = |name: &str| r.figures.iter().find(|f| f.name == name).unwrap().stats;
+        let time = stats("all_reduce 1.00 GiB time");
+        assert_eq!((time.min, time.median, time.max), (10_000.0, 20_000.0, 40_000.0), "µs: the fastest is the min");
+        let bw = stats("all_reduce 1.00 GiB busbw");
+        assert!(bw.min < bw.median && bw.median < bw.max, "{bw:?}");
+        assert!((bw.max - algbw_gbs(1 << 30, 10.0)).abs() < 1e-9, "the fastest repetition is the highest busbw");
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::flags::ConfigError;
 
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("gpudash").chain(args.iter().copied()))
@@ -119,6 +120,9 @@ fn refusals_keep_their_messages() {
         parse_simulate("65").unwrap_err(),
         ConfigError::NotACount { value: "65".into(), what: "GPUs", min: 1, max: 64 }
     );
-    assert_eq!(parse_simulate("65").unwrap_err().to_string(), "'65' is not a number of GPUs from 1 to 64");
+    assert_eq!(
+        parse_simulate("65").unwrap_err().to_string(),
+        "'65' is not a number of GPUs; use a whole number from 1 to 64"
+    );
     assert!(matches!(parse_session("soon"), Err(ConfigError::NotADuration { examples: "30m, 2h or 7d", .. })));
 }

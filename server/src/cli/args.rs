@@ -1,0 +1,201 @@
+//! The command line as clap reads it ([`Cli`]: the dashboard's flags, with environment fallbacks,
+//! and its subcommands), and its conversion into the typed [`Config`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::config::{
+    Config, parse_audit_days, parse_hostname, parse_idle_after, parse_idle_memory, parse_interval, parse_listen,
+    parse_max_connections, parse_max_connections_per_client, parse_retention, parse_session, parse_simulate,
+};
+
+/// A live dashboard for NVIDIA GPUs: open the printed address in a browser.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "gpudash", version, about, long_about = None)]
+pub struct Cli {
+    /// Address and port to serve on (port 0 picks a free one). Loopback by default.
+    #[arg(long, env = "GPUDASH_LISTEN", default_value = "127.0.0.1:7070", value_parser = parse_listen)]
+    pub listen: SocketAddr,
+
+    /// Sampling period, from 100ms to 60s (e.g. "200ms", "1s", "2.5s").
+    #[arg(long, env = "GPUDASH_INTERVAL", default_value = "1s", value_parser = parse_interval)]
+    pub interval: Duration,
+
+    /// Show N simulated GPUs (1 to 64) instead of real ones; everything they report is labelled simulated.
+    #[arg(long, env = "GPUDASH_SIMULATE", value_name = "N", value_parser = parse_simulate)]
+    pub simulate: Option<u32>,
+
+    /// Inject a fault into the simulator, KIND:INDEX@START[+LENGTH]: from START after the first sample,
+    /// for LENGTH or for good. Kinds: lost (falls off the bus, XID 79), hot (ramps to 92 °C, thermal
+    /// slowdown), warm (settles at 84 °C, near the slowdown), power-brake, power-cap (draw at the limit,
+    /// sw_power_cap), ecc (uncorrectable error, remap pending), memory-full, job-ends (its job
+    /// exits, the GPU stays free), idle-holder (a notebook holds memory, computes nothing);
+    /// job:INDEX:USER:GIB[:SM]@START+LENGTH runs a process of USER holding GIB GiB at SM % over exactly
+    /// that window (for usage accounting tests; nothing else runs on that GPU);
+    /// xid:INDEX:CODE@START logs one XID; wrong-result:INDEX makes GPU INDEX's lab runs observe wrong
+    /// results; pid:INDEX:PID lists this host's process PID (one a test started) as a compute process on
+    /// GPU INDEX until it exits, so --allow-signals can be tried on it. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.
+    #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
+    pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
+
+    /// Directory for the history database [default: $STATE_DIRECTORY under systemd,
+    /// /var/lib/gpudash as root, else $XDG_STATE_HOME/gpudash or ~/.local/state/gpudash].
+    #[arg(long, env = "GPUDASH_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// How long every sample is kept (e.g. "48h", "7d"; at least 10m).
+    #[arg(long, env = "GPUDASH_HISTORY_RAW", default_value = "48h", value_parser = parse_retention)]
+    pub history_raw: Duration,
+
+    /// How long per-minute min/avg/max rollups are kept (e.g. "30d"; at least 10m).
+    #[arg(long, env = "GPUDASH_HISTORY_ROLLUP", default_value = "30d", value_parser = parse_retention)]
+    pub history_rollup: Duration,
+
+    /// Days the audit log keeps an entry (1 to 3650); older entries are deleted at start and hourly.
+    #[arg(long, env = "GPUDASH_AUDIT_DAYS", value_name = "N", default_value = "180", value_parser = parse_audit_days)]
+    pub audit_days: u32,
+
+    /// Keep no history on disk: live view only (the page says history is off).
+    #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
+    pub no_history: bool,
+
+    /// Tokens and access policy (TOML; see the README's "Running it for a team"). Tokens can
+    /// also come from GPUDASH_TOKENS="user:role:token,…".
+    #[arg(long, env = "GPUDASH_AUTH_FILE", value_name = "FILE")]
+    pub auth_file: Option<PathBuf>,
+
+    /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
+    #[arg(long, env = "GPUDASH_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The PEM private key for --tls-cert.
+    #[arg(long, env = "GPUDASH_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Serve on a non-loopback address without any token (everyone may do everything; the page warns).
+    #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
+    pub allow_anonymous: bool,
+
+    /// Let admins send SIGTERM and SIGKILL to GPU processes from the page and the API, and operators to
+    /// processes of their own Unix user (their token's name). Off by default: the page shows no buttons
+    /// and `POST /api/processes/{pid}/signal` answers 403.
+    #[arg(long, env = "GPUDASH_ALLOW_SIGNALS")]
+    pub allow_signals: bool,
+
+    /// An address people open the dashboard at, e.g. https://gpu1.example.com behind a TLS proxy. Repeatable.
+    /// Its host name is accepted in Host headers and its origin in the cross-site check; https makes
+    /// session cookies `Secure` and `__Host-` prefixed. Needs tokens (or --allow-anonymous).
+    #[arg(long, env = "GPUDASH_PUBLIC_URL", value_name = "URL", value_delimiter = ',', value_parser = crate::web::site::PublicUrl::parse)]
+    pub public_url: Vec<crate::web::site::PublicUrl>,
+
+    /// A reverse proxy (IP or network, e.g. 127.0.0.1 or 10.0.0.0/8) whose X-Forwarded-For, -Proto and -Host
+    /// (or Forwarded) headers are believed, for client addresses in the audit log and login throttling. Repeatable.
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = crate::web::site::parse_trusted_proxy)]
+    pub trusted_proxy: Vec<ipnet::IpNet>,
+
+    /// On this machine, the user (name or uid) a loopback proxy runs as, e.g. www-data: forwarded headers
+    /// from a loopback --trusted-proxy are believed only from that user's sockets, so another local user
+    /// cannot forge X-Forwarded-For. Repeatable.
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    pub trusted_proxy_user: Vec<u32>,
+
+    /// Without tokens, a local user (name or uid) besides the one running gpudash who may use it as admin
+    /// from this machine. Repeatable. Other local users are refused: give them tokens instead.
+    #[arg(long, env = "GPUDASH_LOCAL_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    pub local_user: Vec<u32>,
+
+    /// How long a viewer's or operator's browser session lasts (5m to 30d).
+    #[arg(long, env = "GPUDASH_SESSION_LIFETIME", value_name = "DURATION", default_value = "12h", value_parser = parse_session)]
+    pub session_lifetime: Duration,
+
+    /// How long an admin's browser session lasts (5m to 30d).
+    #[arg(long, env = "GPUDASH_ADMIN_SESSION_LIFETIME", value_name = "DURATION", default_value = "2h", value_parser = parse_session)]
+    pub admin_session_lifetime: Duration,
+
+    /// A process holding at least this much device memory can be flagged idle, e.g. 1GiB, 512MiB (1MiB to 16TiB).
+    #[arg(long, env = "GPUDASH_IDLE_MEMORY", value_name = "SIZE", default_value = "1GiB", value_parser = parse_idle_memory)]
+    pub idle_memory: u64,
+
+    /// Flag a process idle once its GPU's SM activity has stayed below 1% this long (10s to 7d).
+    #[arg(long, env = "GPUDASH_IDLE_AFTER", value_name = "DURATION", default_value = "30m", value_parser = parse_idle_after)]
+    pub idle_after: Duration,
+
+    /// Host name to report (on the page, in /metrics' `Hostname` label) instead of the OS's, e.g. in containers.
+    #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
+    pub hostname: Option<String>,
+
+    /// Most connections served at once (WebSockets included); past it the connection idle longest
+    /// is closed [default: 4096, or what the open-file limit allows].
+    #[arg(long, env = "GPUDASH_MAX_CONNECTIONS", value_name = "N", value_parser = parse_max_connections)]
+    pub max_connections: Option<usize>,
+
+    /// Most connections one client address (an IPv6 /64) holds at once, trusted proxies excepted;
+    /// a quarter of it is how many anonymous WebSockets one client may hold (4 to 1000000).
+    #[arg(long, env = "GPUDASH_MAX_CONNECTIONS_PER_CLIENT", value_name = "N", default_value = "64",
+          value_parser = parse_max_connections_per_client)]
+    pub max_connections_per_client: usize,
+
+    /// Alert rules' thresholds and webhooks (TOML; see server/src/alerts/config.rs). Every rule is on
+    /// with its defaults without it. Re-read on SIGHUP: a bad file is refused and the running rules stay.
+    #[arg(long, env = "GPUDASH_ALERTS_FILE", value_name = "FILE")]
+    pub alerts_file: Option<PathBuf>,
+    /// Send every alert to this URL as JSON (a generic webhook, besides the alerts file's `[[webhook]]`
+    /// entries). Repeatable; several URLs in the environment variable are separated by spaces.
+    #[arg(long, env = "GPUDASH_ALERT_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = crate::alerts::config::parse_webhook_url)]
+    pub alert_webhook: Vec<url::Url>,
+
+    #[command(flatten)]
+    pub lab: super::LabArgs,
+
+    #[command(flatten)]
+    pub fleet: crate::fleet::FleetArgs,
+
+    #[command(flatten)]
+    pub identity: crate::telemetry::identity::IdentityArgs,
+
+    #[command(subcommand)]
+    pub command: Option<super::Command>,
+}
+
+impl From<Cli> for Config {
+    fn from(cli: Cli) -> Self {
+        Self {
+            listen: cli.listen,
+            interval: cli.interval,
+            simulate: cli.simulate,
+            faults: cli.simulate_fault,
+            data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(crate::store::default_data_dir)),
+            retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
+            audit_retention: Duration::from_secs(u64::from(cli.audit_days) * 24 * 3600),
+            lab: crate::lab::LabConfig::from(&cli.lab),
+            auth_file: cli.auth_file,
+            allow_anonymous: cli.allow_anonymous,
+            allow_signals: cli.allow_signals,
+            tls_cert: cli.tls_cert,
+            tls_key: cli.tls_key,
+            fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
+            site: crate::web::site::Site {
+                public: cli.public_url,
+                trusted_proxies: cli.trusted_proxy,
+                proxy_users: crate::web::local_user::Users { uids: cli.trusted_proxy_user },
+                local_users: crate::web::local_user::Users { uids: cli.local_user },
+                ..crate::web::site::Site::default()
+            },
+            session_lifetime: cli.session_lifetime,
+            admin_session_lifetime: cli.admin_session_lifetime,
+            hostname: cli.hostname,
+            max_connections: cli.max_connections,
+            max_connections_per_client: cli.max_connections_per_client,
+            idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
+            alerts_file: cli.alerts_file,
+            alert_webhooks: cli.alert_webhook,
+            identity: cli.identity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
