@@ -108,11 +108,6 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
 
             {move || held.get().map(|r| reserved_line(&r, now()))}
             {move || soon.get().map(|text| view! { <p class="reserved-soon">{text}</p> })}
-            <div class="gpu-bookings" title="Bookings of this GPU in the next 24 hours">
-                <BookingBar device=index />
-                <BookingAxis />
-            </div>
-
             <Show when=is_lost>
                 <p class="lost-reason" role="alert">{move || lost.get().unwrap_or_default()}</p>
             </Show>
@@ -151,6 +146,11 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
 
             <MigInstances state=state index=index />
             <MemoryChart state=state index=index theme=theme />
+            // Bookings below the chart, so the chart stays in the first screen at 1280×900 (budgets.rs).
+            <div class="gpu-bookings" title="Bookings of this GPU in the next 24 hours">
+                <BookingBar device=index />
+                <BookingAxis />
+            </div>
             // The secondary gauges after the chart, so the chart stays in the first screen at 1280×900.
             <dl class="metrics metrics-more">
                 <Metric label="P-state" class="pstate" value=gauge(|s| or_na(s.pstate, |p| format!("P{p}"))) />
