@@ -4,7 +4,8 @@
 Run from anywhere: `python3 tests/docs_figures.py` (or `--root DIR` for another tree). Python 3
 standard library only. Exit 0 with a count of checked figures; exit 1 listing every offence.
 
-Files: README.md and docs/*.md. Logs: the files under docs/gpu-runs/.
+Files: README.md and docs/*.md. Logs: the files under docs/gpu-runs/, and benchmark logs under
+docs/bench-runs/ (named the same way, with "bench-runs/" for "gpu-runs/").
 
 Passages. A file is cut into passages, each checked on its own:
   - a paragraph (non-blank lines up to a blank line, a heading, a table, a fence or a list item);
@@ -74,7 +75,7 @@ SKIP_BEFORE = re.compile(
 )
 
 # A name ends where no word character and no ".word" follows: "p2p.log." at a sentence's end counts.
-LOG_PATH = re.compile(r"(?:docs/)?gpu-runs/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)")
+LOG_PATH = re.compile(r"(?:docs/)?(?P<dir>gpu-runs|bench-runs)/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)")
 BARE_LOG = re.compile(r"(?<![\w/.\-])(?P<name>[\w\-]+(?:\.[\w\-]+)*?\.(?:log|txt))(?!\w|\.\w)")
 CODE_SPAN = re.compile(r"`[^`]*`")
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
@@ -213,16 +214,17 @@ def cited_logs(passage: Passage, runs_dir: str, rel: str) -> tuple[list[str], li
     missing: list[Offence] = []
     for no, line in passage.lines:
         for m in LOG_PATH.finditer(line):
-            name = m.group("name")
-            hits = sorted(glob.glob(os.path.join(runs_dir, name)))
+            name, folder = m.group("name"), m.group("dir")
+            hits = sorted(glob.glob(os.path.join(os.path.dirname(runs_dir), folder, name)))
             if not hits:
-                missing.append(Offence(f"{rel}:{no}", f"docs/gpu-runs/{name} does not exist"))
+                missing.append(Offence(f"{rel}:{no}", f"docs/{folder}/{name} does not exist"))
             logs.extend(h for h in hits if h not in logs)
         scrubbed = LOG_PATH.sub(" ", line)
         for m in BARE_LOG.finditer(scrubbed):
-            path = os.path.join(runs_dir, m.group("name"))
-            if os.path.isfile(path) and path not in logs:
-                logs.append(path)
+            for folder in ("gpu-runs", "bench-runs"):
+                path = os.path.join(os.path.dirname(runs_dir), folder, m.group("name"))
+                if os.path.isfile(path) and path not in logs:
+                    logs.append(path)
     return logs, missing
 
 
@@ -260,7 +262,7 @@ def check(root: str) -> tuple[list[Offence], int]:
             for path in logs:
                 if path not in cache:
                     cache[path] = Log(path)
-            names = ", ".join("docs/gpu-runs/" + os.path.relpath(p_, runs_dir) for p_ in logs)
+            names = ", ".join("docs/" + os.path.relpath(p_, os.path.dirname(runs_dir)) for p_ in logs)
             for no, line in p.lines:
                 for fig in figures(line):
                     checked += 1

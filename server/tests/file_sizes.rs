@@ -1,32 +1,17 @@
 //! The size rule of `docs/ARCHITECTURE.md`: no Rust file in the workspace (server, shared,
 //! frontend, tests; tests included) is over 500 lines. A file that grows past it is split by topic.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
+
+use common::rust_files;
 
 /// Most lines a Rust file may have.
 const MOST_LINES: usize = 500;
 
 /// The workspace's folders of Rust source, relative to the workspace root.
 const FOLDERS: &[&str] = &["server/src", "server/tests", "server/build.rs", "shared/src", "frontend/src", "tests"];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    if dir.is_file() {
-        out.push(dir.to_path_buf());
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "target" || n == "node_modules") {
-                continue;
-            }
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
 
 /// Each file under `folders` of `root` over [`MOST_LINES`], as "path: N lines".
 fn too_long(root: &Path, folders: &[&str]) -> Vec<String> {

@@ -3,10 +3,12 @@
 //!
 //! Serves `nodes` static dcgm-exporter-style `/metrics` pages (half of them also
 //! carrying gpudash's `gpudash_*` series) on loopback ports from one runtime,
-//! starts `/usr/bin/prometheus` scraping them every 2 s, waits until every
-//! target is up, then times full refreshes (cold: every query; cached: the
-//! cache's answer), the engine's own CPU time during them (`/proc/PID/stat`),
-//! the page's first answer (hosts only) and one host opened, and each query alone.
+//! starts `/usr/bin/prometheus` scraping them every 2 s (`--scrape-interval`),
+//! waits until every target is up, then times full refreshes (cold: every query;
+//! cached: the cache's answer), the engine's own CPU time during them
+//! (`/proc/PID/stat`, and beyond its scraping alone), the machine's load, the page's
+//! first answer (hosts only), a listing of the free GPUs, one host opened, and each
+//! query alone.
 //! `--engine victoria-metrics` runs the same against VictoriaMetrics
 //! (`-promscrape.config`), whose query API is Prometheus's.
 
@@ -23,13 +25,13 @@ const ROUNDS: usize = 10;
 
 /// Runs the benchmark and prints the figures.
 #[allow(clippy::print_stdout)]
-pub fn main(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), String> {
+pub fn main(nodes: u32, gpus: u32, engine: &str, settle_s: u64, scrape_s: u64) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| e.to_string())?;
-    runtime.block_on(run(nodes, gpus, engine, settle_s))
+    runtime.block_on(run(nodes, gpus, engine, settle_s, scrape_s))
 }
 
 #[allow(clippy::print_stdout)]
-async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), String> {
+async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64, scrape_s: u64) -> Result<(), String> {
     let mut targets = Vec::new();
     let mut page_bytes = 0;
     for node in 0..nodes {
@@ -49,7 +51,7 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let list = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
     let config = format!(
-        "global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\nscrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{list}]\n"
+        "global:\n  scrape_interval: {scrape_s}s\n  scrape_timeout: {scrape_s}s\nscrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: [{list}]\n"
     );
     std::fs::write(dir.path().join("prometheus.yml"), config).map_err(|e| e.to_string())?;
     let port =
@@ -99,7 +101,10 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    println!("{engine}: all {nodes} targets up after {:.1} s (scrape interval 2 s)", started.elapsed().as_secs_f64());
+    println!(
+        "{engine}: all {nodes} targets up after {:.1} s (scrape interval {scrape_s} s)",
+        started.elapsed().as_secs_f64()
+    );
     // More scrapes, so the range queries have samples to look back over.
     tokio::time::sleep(Duration::from_secs(settle_s)).await;
     println!("scraped for {settle_s} s more before timing");
@@ -110,8 +115,27 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
     let mut cold = Vec::new();
     let mut cached = Vec::new();
     let mut json = Vec::new();
-    let mut answer = fleet.query().await; // warm-up
+    // The first refresh also reads every GPU's memory total, as one refresh a minute does.
+    let t = Instant::now();
+    let mut answer = fleet.query().await;
+    println!(
+        "first refresh (also reads the GPUs' memory totals and labels, kept {} s): {:.1} ms",
+        gpudash::fleet::kept::KEPT_FOR.as_secs(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    // The machine may be shared: its load beside the figures says how quiet it was.
+    println!("load before timing (/proc/loadavg): {}", loadavg());
+    // The engine's CPU while only scraping, over as long as the refreshes will take, to take out of
+    // what it spends during them.
+    let idle_from = (Instant::now(), cpu_seconds(engine_pid));
+    let t = Instant::now();
+    let _ = fleet.query().await;
+    tokio::time::sleep((t.elapsed() * ROUNDS as u32).max(Duration::from_secs(5))).await;
+    let idle_rate = cpu_seconds(engine_pid)
+        .zip(idle_from.1)
+        .map(|(after, before)| (after - before) / idle_from.0.elapsed().as_secs_f64());
     let cpu_before = cpu_seconds(engine_pid);
+    let timed_from = Instant::now();
     for _ in 0..ROUNDS {
         let t = Instant::now();
         answer = fleet.query().await;
@@ -124,7 +148,9 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
         let body = serde_json::to_vec(&answer).map_err(|e| e.to_string())?;
         json.push((t.elapsed(), body.len()));
     }
+    let timed_s = timed_from.elapsed().as_secs_f64();
     let engine_cpu = cpu_seconds(engine_pid).zip(cpu_before).map(|(after, before)| after - before);
+    println!("load after the refreshes (/proc/loadavg): {}", loadavg());
     if let Some(error) = &answer.error {
         return Err(format!("the fleet query failed: {error}"));
     }
@@ -148,16 +174,35 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
         Sweep::ALL.len(),
         stats(&mut cold)
     );
-    match engine_cpu {
-        Some(cpu) => println!(
-            "{engine}'s own CPU time during the {ROUNDS} refreshes: {:.0} ms per refresh",
-            cpu * 1e3 / ROUNDS as f64
+    match engine_cpu.zip(idle_rate) {
+        Some((cpu, idle)) => println!(
+            "{engine}'s own CPU time during the {ROUNDS} refreshes: {:.0} ms per refresh; {:.0} ms of it \
+             beyond its scraping alone ({:.0} ms of CPU per second while only scraping, measured just before)",
+            cpu * 1e3 / ROUNDS as f64,
+            (cpu - idle * timed_s).max(0.0) * 1e3 / ROUNDS as f64,
+            idle * 1e3
         ),
         None => println!("{engine}'s CPU time: /proc/{engine_pid}/stat unreadable"),
     }
     println!("served from cache: {}", stats(&mut cached));
     let mut encode: Vec<Duration> = json.iter().map(|(t, _)| *t).collect();
     println!("JSON encoding of the whole answer: {}", stats(&mut encode));
+    let mut listed = Vec::new();
+    let mut listing_bytes = 0;
+    let free = FleetFilter { free: true, ..FleetFilter::default() };
+    for _ in 0..ROUNDS {
+        let t = Instant::now();
+        let mut listing = gpudash::fleet::filtered(&answer, &free, FleetListing { gpus: FleetGpus::All });
+        fleet.with_gauges(&mut listing).await;
+        listed.push(t.elapsed());
+        listing_bytes = serde_json::to_vec(&listing).map_err(|e| e.to_string())?.len();
+    }
+    println!(
+        "a listing of the free GPUs (/api/fleet?free=true, with their temperature and power read for it): \
+         {:.0} KB, {}",
+        listing_bytes as f64 / 1e3,
+        stats(&mut listed)
+    );
     let host = answer.nodes.first().map(|n| n.instance.clone()).unwrap_or_default();
     let mut opened = Vec::new();
     for _ in 0..ROUNDS {
@@ -197,6 +242,11 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64) -> Result<(), S
         println!("  {shown:<70} {series:>5} series  {}", stats(&mut times));
     }
     Ok(())
+}
+
+/// `/proc/loadavg`, as it reads (1, 5 and 15-minute load averages, runnable/all tasks, last pid).
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg").map_or_else(|e| format!("unreadable: {e}"), |l| l.trim().to_owned())
 }
 
 /// The user + system CPU time of process `pid`, seconds (`/proc/PID/stat`, 100 ticks a second).

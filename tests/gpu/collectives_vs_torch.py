@@ -17,12 +17,11 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
 import torch
 
-from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, figure, next_round,
-                     parse_round_arguments, print_table, run_bench)
+from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, figure,
+                     interleaved_rounds, parse_round_arguments, print_table)
 
 HIDDEN, TOKENS, PARAMETERS = 2048, 4096, 1_300_000_000
 LAYERS = round(PARAMETERS / HIDDEN ** 2)
@@ -77,30 +76,14 @@ def main():
     rows = {"compute": row}
     group = RoundGroup("collectives", rows)
     log = CheckLog()
-    last = None
-    started, rounds_run = time.monotonic(), 0
-    while True:
-        todo, why_not = next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
-                                   time.monotonic() - started)
-        if not todo:
-            print(f"stopping after {rounds_run} rounds: {why_not}")
-            break
-        round_started = time.monotonic()
-        mine = theirs = None
-        for side in (("gpudash", "PyTorch") if rounds_run % 2 == 0 else ("PyTorch", "gpudash")):
-            if side == "gpudash":
-                torch.cuda.synchronize()
-                run, _, problems = run_bench(args.binary, 0, "collectives", PARAMS, 180)
-                log.add("collectives", run, problems)
-                mine = figure(run, COMPUTE) if run else None
-                last = run or last
-            else:
-                theirs = torch_backward_ms()
-        row.add(mine, theirs, rounds_run)
-        rounds_run += 1
-        group.round_seconds.append(time.monotonic() - round_started)
-        print(f"round {rounds_run}: gpudash {mine} ms, PyTorch {theirs:.3f} ms, at {time.monotonic() - started:.0f} s",
-              flush=True)
+
+    def finish_round(mine, theirs, index, elapsed):
+        row.add(mine, theirs, index)
+        return f"round {index + 1}: gpudash {mine} ms, PyTorch {theirs:.3f} ms, at {elapsed:.0f} s"
+
+    rounds_run, last = interleaved_rounds(args, group, log, ("collectives", PARAMS, 180),
+                                          lambda run: figure(run, COMPUTE) if run else None, torch_backward_ms,
+                                          finish_round, torch.cuda.synchronize)
     problems = 0
     if last is not None:
         json.dump([last], open(f"{args.out_dir}/collectives.json", "w"), indent=1)

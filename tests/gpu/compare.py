@@ -1,5 +1,5 @@
-"""Shared by lab_vs_torch.py and p2p_vs_torch.py: running `gpudash bench`, reading its JSON
-defensively, the verdict over paired rounds, the table, and the exit code.
+"""Shared by lab_vs_torch.py, p2p_vs_torch.py and collectives_vs_torch.py: running `gpudash bench`, reading its
+JSON defensively, the verdict over paired rounds, the round loop of one group, the table, and the exit code.
 
 Paired rounds. Each round measures gpudash and the reference back to back (the side that goes first
 alternates), and each side gives one figure per round (the median of that round's timed repetitions).
@@ -20,6 +20,14 @@ few rounds read UNDECIDED rather than falsely decided. The log makes "too slow" 
 Each extra round looks at the interval again; over up to 15 looks a row whose true ratio sits exactly on
 a limit ends on either side of it about 10% of the time, one 2% inside or outside the limit ends on the
 wrong side under 4% of the time (simulated in test_compare.py's terms).
+
+Rows that say so (interval="median", with a printed reason) use the median of the per-round ratios and its
+distribution-free 95% interval instead (median_interval: order statistics of the sorted ratios, the sign
+test's interval; 6 rounds at least). It is for a host that runs a ~1 µs call at one of two speeds and
+sometimes switches between a round's two runs: those rounds' ratios (~0.45 or ~2.2) would widen a t-interval
+past any tolerance, while the median's interval moves by only a few order statistics for them. On such rounds
+(test_compare.py, part e) it decides at a true ratio of 1 and never passes a 20% gap; on normal noise it covers
+the truth 95% of the time but needs more rounds than t, so it is not the default.
 
 The verdict of a compared row, with its tolerance (±5% unless the row gives another, with a printed reason;
 more than ±10% without a reason is refused when the row is built):
@@ -85,6 +93,30 @@ def paired_interval(pairs):
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
+def median_interval(pairs):
+    """(ratio, lo, hi) of gpudash / reference over paired rounds, robust to rounds in which one side alone was
+    caught by a slow stretch of the host: the median of the per-round ratios and its distribution-free 95%
+    interval, the order statistics k and n+1-k of the sorted ratios, with k the largest for which
+    P(Binomial(n, 1/2) < k) <= 2.5% (the sign test's interval; it needs no normal noise, and a few wild rounds
+    move it by at most a few order statistics). lo and hi are None under 6 pairs, where no such k exists."""
+    ratios = sorted(mine / theirs for mine, theirs in pairs)
+    if not ratios:
+        return None, None, None
+    n, k, below = len(ratios), 0, 0.0
+    for i in range(n + 1):
+        p = math.comb(n, i) / 2 ** n
+        if below + p > (1 - LEVEL) / 2:
+            break
+        below, k = below + p, i + 1
+    median = statistics.median(ratios)
+    if k < 1:
+        return median, None, None
+    return median, ratios[k - 1], ratios[n - k]
+
+
+INTERVALS = {"t": paired_interval, "median": median_interval}
+
+
 def exit_code(failures, inconclusive):
     """The comparison's exit status: 1 when anything failed (FAIL or MISSING rows, different identity rows,
     failed gpudash checks, topology mismatches: the caller adds them up), else 2 when any row stayed
@@ -114,11 +146,18 @@ class Row:
                sentence printed under the table (ValueError otherwise: a wide limit passes anything).
     identity   both sides read the same value (the same driver attribute after the same steps): judged
                equal or different, printed apart, never counted as PASS.
+    interval   "t" (default): the geometric mean of the per-round ratios and its t-interval; "median": the
+               median ratio and its distribution-free interval (median_interval), only with
+               `interval_reason`, a sentence printed with the table (ValueError otherwise).
     judged     False: printed for information (with `note`), never counted.
     """
 
     def __init__(self, figure, unit, gpudash_name, reference_name, judged=True, tolerance=TOLERANCE, reason="",
-                 note="", identity=False):
+                 note="", identity=False, interval="t", interval_reason=""):
+        if interval not in INTERVALS:
+            raise ValueError(f"row '{figure}': interval {interval!r} is not one of {', '.join(INTERVALS)}")
+        if interval != "t" and not interval_reason.strip():
+            raise ValueError(f"row '{figure}': the {interval} interval needs a reason, printed with the table")
         if not 0 < tolerance < 1:
             raise ValueError(f"row '{figure}': tolerance {tolerance!r} is not a fraction between 0 and 1")
         if tolerance > TOLERANCE_WITHOUT_REASON and not reason.strip():
@@ -128,6 +167,7 @@ class Row:
         self.gpudash_name, self.reference_name = gpudash_name, reference_name
         self.judged, self.tolerance, self.reason = judged, tolerance, reason
         self.note, self.identity = note, identity
+        self.interval, self.interval_reason = interval, interval_reason
         self.mine, self.theirs = [], []  # every valid figure of each side, for the table's medians
         self.pairs = []  # (round number, gpudash, reference) of the rounds where both sides gave a figure
         self.missing = []
@@ -155,7 +195,7 @@ class Row:
     def verdict(self):
         """The row's Verdict from the rounds so far (see the module's docstring)."""
         pairs = [(m, t) for _, m, t in self.pairs]
-        ratio, lo, hi = paired_interval(pairs)
+        ratio, lo, hi = INTERVALS[self.interval](pairs)
         rounds = len(pairs)
         if not self.judged:
             return Verdict("info", ratio, lo, hi, rounds)
@@ -251,7 +291,8 @@ def print_table(rows, title, reference_label="PyTorch"):
         name = "INCONCLUSIVE" if v.name == "UNDECIDED" else v.name
         tol = f"±{r.tolerance * 100:.0f}%" if r.judged else "-"
         print(f"{r.figure:<{width}}  {r.unit:<7} {median_text(r.mine)} {median_text(r.theirs)} "
-              f"{ratio_text(v.ratio)}  {interval_text(v):<13} {tol:>5} {v.rounds:>6}  {name}")
+              f"{ratio_text(v.ratio)}  {interval_text(v):<13} {tol:>5} {v.rounds:>6}  {name}"
+              f"{' (median ratio, sign-test interval)' if r.interval == 'median' else ''}")
         if name == "PASS":
             tally.passed += 1
         elif name in ("FAIL", "MISSING"):
@@ -270,6 +311,19 @@ def print_table(rows, title, reference_label="PyTorch"):
         print(f"\ntolerances other than ±{TOLERANCE:.0%}, and why:")
         for (tolerance, reason), figures in widened.items():
             print(f"  ±{tolerance:.0%} for {'; '.join(figures)}: {reason}")
+    medians = {}  # reason -> figures
+    for r in compared:
+        if r.interval == "median":
+            medians.setdefault(r.interval_reason, []).append(r.figure)
+    if medians:
+        print("\nrows judged by the median ratio and its distribution-free 95% interval (sign test), and why:")
+        for reason, figures in medians.items():
+            print(f"  {'; '.join(figures)}: {reason}")
+        for r in compared:
+            if r.interval == "median":
+                _, lo, hi = paired_interval([(m, t) for _, m, t in r.pairs])
+                print(f"  {r.figure}: the t-interval of the same rounds, for comparison: "
+                      f"{interval_text(Verdict('t', None, lo, hi))}")
     if identities:
         print("\nidentity checks (both sides read the same value; equal or not, never counted as PASS):")
         for r in identities:
@@ -438,6 +492,40 @@ class CheckLog:
         for p in self.problems:
             print(f"  [FAIL] {p}")
         return failures + len(self.problems)
+
+
+def interleaved_rounds(args, group, log, bench, gpudash_side, reference_side, finish_round, before_bench):
+    """Rounds of one group of rows (p2p_vs_torch.py, collectives_vs_torch.py) until next_round stops them, with
+    the reason printed; returns (rounds run, the last gpudash run or None).
+
+    In each round `gpudash bench` runs once on GPU 0 (bench = (kind, params, timeout s); before_bench() first,
+    e.g. torch.cuda.synchronize() so no reference work is still queued) and the reference once, gpudash first
+    in odd rounds and the reference first in even ones. gpudash_side(run or None) and reference_side() give the
+    round's figures; finish_round(mine, theirs, round index from 0, seconds since the start) adds them to the
+    rows and returns the round's line, printed as it ends. Every run's checks and problems go into `log`."""
+    kind, params, timeout = bench
+    last = None
+    started, rounds_run = time.monotonic(), 0
+    while True:
+        todo, why_not = next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
+                                   time.monotonic() - started)
+        if not todo:
+            print(f"stopping after {rounds_run} rounds: {why_not}")
+            return rounds_run, last
+        round_started = time.monotonic()
+        mine = theirs = None
+        for side in (("gpudash", "reference") if rounds_run % 2 == 0 else ("reference", "gpudash")):
+            if side == "gpudash":
+                before_bench()
+                run, _, problems = run_bench(args.binary, 0, kind, params, timeout)
+                log.add(kind, run, problems)
+                mine = gpudash_side(run)
+                last = run or last
+            else:
+                theirs = reference_side()
+        group.round_seconds.append(time.monotonic() - round_started)
+        print(finish_round(mine, theirs, rounds_run, time.monotonic() - started), flush=True)
+        rounds_run += 1
 
 
 def add_round_arguments(ap, rounds, deadline_s, rounds_help, deadline_help):

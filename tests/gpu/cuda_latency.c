@@ -8,6 +8,8 @@
 // The two GPU-side figures follow server/src/lab/cuda/latency.rs: events around QUEUED empty kernels
 // launched back to back (per kernel), and events around one launch of a graph of GRAPH captured empty
 // kernels (per kernel), each the median over max(REPETITIONS / 100, 10) samples.
+#include "cuda_ref.h"
+
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,31 +18,6 @@
 static const char PTX[] =
     ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry empty_kernel()\n{\n    ret;\n}\n";
 enum { BATCH = 256, QUEUED = 100, GRAPH = 1000, SLICES = 10 };
-
-static void check(CUresult rc, const char *what) {
-    if (rc != CUDA_SUCCESS) {
-        const char *text = "";
-        cuGetErrorString(rc, &text);
-        fprintf(stderr, "%s failed: %d %s\n", what, (int)rc, text);
-        exit(1);
-    }
-}
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv) {
     int device = argc > 1 ? atoi(argv[1]) : 0;

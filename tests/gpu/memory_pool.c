@@ -7,36 +7,13 @@
 // block; then REPETITIONS times: trim, time a fresh allocation, free it, time an allocation the pool
 // serves from its cache, free it (host clock around cuMemAllocAsync + cuStreamSynchronize, as gpudash).
 // Prints "step<TAB>label<TAB>used<TAB>reserved" lines, then "pooled_us<TAB>median" and "fresh_us<TAB>median".
+#include "cuda_ref.h"
+
 #include <cuda.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-
-static void check(CUresult rc, const char *what) {
-    if (rc != CUDA_SUCCESS) {
-        const char *text = "";
-        cuGetErrorString(rc, &text);
-        fprintf(stderr, "%s failed: %d %s\n", what, (int)rc, text);
-        exit(1);
-    }
-}
-
-static double now_us(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static CUmemoryPool pool;
 static CUstream stream;

@@ -28,12 +28,11 @@ import json
 import re
 import statistics
 import sys
-import time
 
 import torch
 
-from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, matrix_cell, next_round,
-                     parse_round_arguments, print_table, run_bench)
+from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, interleaved_rounds,
+                     matrix_cell, parse_round_arguments, print_table)
 
 SIZE = 1 << 30
 WARMUP, REPS, LATENCY_REPS = 2, 5, 50
@@ -213,34 +212,22 @@ def main():
     rows = make_rows(pairs)
     group = RoundGroup("p2p", rows)  # one bench run measures every pair: a round is every row
     log = CheckLog()
-    last = None
-    started, rounds_run = time.monotonic(), 0
-    while True:
-        todo, why_not = next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
-                                   time.monotonic() - started)
-        if not todo:
-            print(f"stopping after {rounds_run} rounds: {why_not}")
-            break
-        round_started = time.monotonic()
-        mine = theirs = None
-        for side in (("gpudash", "PyTorch") if rounds_run % 2 == 0 else ("PyTorch", "gpudash")):
-            if side == "gpudash":
-                torch.cuda.synchronize()
-                run, _, problems = run_bench(args.binary, 0, "p2p", params, 120)
-                log.add("p2p", run, problems)
-                mine = gpudash_round(run, pairs) if run else {}
-                last = run or last
-            else:
-                try:
-                    theirs = torch_round(pairs)
-                except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-                    print(f"round {rounds_run + 1}: PyTorch's copies failed: {e}")
-                    theirs = {}
+
+    def torch_side():
+        try:
+            return torch_round(pairs)
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            print(f"round {len(group.round_seconds) + 1}: PyTorch's copies failed: {e}")
+            return {}
+
+    def finish_round(mine, theirs, index, elapsed):
         for key, row in rows.items():
-            row.add(mine.get(key), theirs.get(key) if row.judged or key[0] == "lat" else None, rounds_run)
-        rounds_run += 1
-        group.round_seconds.append(time.monotonic() - round_started)
-        print(f"round {rounds_run} done at {time.monotonic() - started:.0f} s", flush=True)
+            row.add(mine.get(key), theirs.get(key) if row.judged or key[0] == "lat" else None, index)
+        return f"round {index + 1} done at {elapsed:.0f} s"
+
+    rounds_run, last = interleaved_rounds(args, group, log, ("p2p", params, 120),
+                                          lambda run: gpudash_round(run, pairs) if run else {}, torch_side,
+                                          finish_round, torch.cuda.synchronize)
     if last is not None:
         json.dump([last], open(f"{args.out_dir}/p2p.json", "w"), indent=1)
         if last.get("params", {}).get("size") != SIZE:

@@ -12,29 +12,12 @@
 // copies, and after them the destination is checked. No interpreter sits
 // between the events, which PyTorch's Python dispatch (15–25 µs per call) does: at 1 MiB that alone
 // moved PyTorch's figure by 10–20%. Prints "h2d_pageable<TAB>bytes<TAB>median GB/s" and the d2h lines.
+#include "cuda_ref.h"
+
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void check(CUresult rc, const char *what) {
-    if (rc != CUDA_SUCCESS) {
-        const char *text = "";
-        cuGetErrorString(rc, &text);
-        fprintf(stderr, "%s failed: %d %s\n", what, (int)rc, text);
-        exit(1);
-    }
-}
-
-static int by_value(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 int main(int argc, char **argv) {
     if (argc < 5) { fprintf(stderr, "usage: pageable_copies DEVICE WARMUP REPETITIONS SIZE...\n"); return 2; }

@@ -52,6 +52,16 @@ where
     F: FnOnce(Client) -> Fut,
     Fut: Future<Output = ()>,
 {
+    with_browser_flags(width, height, &[], test).await;
+}
+
+/// [`with_browser`] with more Chromium flags, e.g. `--host-resolver-rules=MAP gpudash.test 127.0.0.1`
+/// for a page served from a name that is not loopback (so not a secure context over http).
+pub(crate) async fn with_browser_flags<F, Fut>(width: u32, height: u32, flags: &[&str], test: F)
+where
+    F: FnOnce(Client) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let _one = ONE_BROWSER.lock().await;
     let chromium = tool("CHROMIUM", "/usr/bin/chromium");
     let chromedriver = tool("CHROMEDRIVER", "/usr/bin/chromedriver");
@@ -67,6 +77,7 @@ where
     let mut args: Vec<String> = CHROMIUM_FLAGS.iter().map(|f| (*f).to_owned()).collect();
     args.push(format!("--user-data-dir={}", profile.path().display()));
     args.push(format!("--window-size={width},{height}"));
+    args.extend(flags.iter().map(|f| (*f).to_owned()));
     let mut capabilities = serde_json::Map::new();
     let mut options = serde_json::json!({ "binary": chromium, "args": args });
     if width < PHONE_WIDTH {

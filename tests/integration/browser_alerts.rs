@@ -286,3 +286,70 @@ async fn the_badge_and_title_count_by_severity_and_leave_silenced_alerts_out() {
     .await;
     server.stop().await;
 }
+
+/// Issue 32, item 5: served over plain http from a name that is not loopback, the page is no secure
+/// context and browser notifications cannot work. The Notify panel says so ("notifications need HTTPS
+/// or localhost"), shows every box unticked and disabled although the server holds a subscription,
+/// and points to the webhooks; the same page on 127.0.0.1 (a secure context) shows the box ticked
+/// and no such notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_plain_http_notifications_say_they_cannot_work_and_point_to_webhooks() {
+    const NAME: &str = "gpudash.test";
+    let mut options = gpudash::Options::new(std::time::Duration::from_millis(250));
+    options.site.names.push(NAME.to_owned());
+    // Without tokens, only loopback names are served unless anonymous use is allowed.
+    options.allow_anonymous = true;
+    let server =
+        TestServer::with_options(Box::new(gpudash::telemetry::simulator::Simulator::new(2, 250)), options).await;
+    // Held by the server: a page that ignored the insecure context would show it ticked.
+    let made = reqwest::Client::new()
+        .post(server.url("/api/alerts/subscriptions"))
+        .json(&SubscriptionKind::Critical {})
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201, "{:?}", made.text().await);
+    let port = server.base.rsplit(':').next().unwrap().to_owned();
+    let (insecure_url, local_url) = (format!("http://{NAME}:{port}/#alerts"), server.url("/#alerts"));
+    let rule = format!("--host-resolver-rules=MAP {NAME} 127.0.0.1");
+    crate::browser::with_browser_flags(1280, 900, &[&rule], |c| async move {
+        const BOXES: &str = "return [...document.querySelectorAll('.alerts-subscriptions input[type=checkbox]')] \
+            .map(b => [b.id, b.checked, b.disabled])";
+        c.goto(&insecure_url).await.expect("webdriver answers");
+        assert_eq!(js(&c, "return window.isSecureContext").await, false, "the test's premise: not a secure context");
+        let notice = eventually(20, "the notice that notifications cannot work", || async {
+            texts(&c, "#alerts-notify #alerts-notify-insecure").await.into_iter().next().filter(|t| !t.is_empty())
+        })
+        .await;
+        assert!(notice.contains("notifications need HTTPS or localhost"), "{notice}");
+        assert!(notice.contains("webhook"), "it points to the webhooks: {notice}");
+        let link = js(&c, "const a = document.querySelector('#alerts-notify-insecure a'); return a && a.hash").await;
+        assert_eq!(link, "#alerts-webhooks", "a link to the Webhooks panel");
+        assert_eq!(js(&c, "return !!document.querySelector('#alerts-webhooks')").await, true);
+        // Give the page the time to load the subscriptions it would otherwise tick.
+        eventually(10, "the subscription boxes", || async {
+            let boxes = js(&c, BOXES).await;
+            (boxes.as_array().is_some_and(|b| b.len() >= 5)).then_some(())
+        })
+        .await;
+        let boxes = js(&c, BOXES).await;
+        let critical =
+            js(&c, "return fetch('/api/alerts/subscriptions').then(r => r.json()).then(j => j.subscriptions.length)");
+        assert_eq!(critical.await, 1, "the page's own origin reaches the server, which holds the subscription");
+        for b in boxes.as_array().unwrap() {
+            assert_eq!((&b[1], &b[2]), (&json!(false), &json!(true)), "unticked and disabled: {b}");
+        }
+
+        // On 127.0.0.1 (a secure context) the same subscription shows ticked, with no notice.
+        c.goto(&local_url).await.expect("webdriver answers");
+        eventually(20, "the critical box ticked on loopback", || async {
+            let on =
+                js(&c, "const b = document.querySelector('#notify-critical'); return !!b && b.checked && !b.disabled");
+            on.await.as_bool().filter(|on| *on)
+        })
+        .await;
+        assert!(texts(&c, "#alerts-notify-insecure").await.is_empty(), "no notice in a secure context");
+    })
+    .await;
+    server.stop().await;
+}

@@ -87,13 +87,13 @@ async fn a_booked_gpu_says_so_when_free_and_every_gpu_shows_its_next_24_hours() 
         assert_eq!(ticks.len(), 5, "{ticks:?}");
         assert!(ticks[0] == "now" && ticks[1..].iter().all(|t| hh_mm(t)), "{ticks:?}");
 
-        // One time format: the table writes "2 Dec 15:00", the form takes a 24-hour time, the zone
+        // One time format: the table writes "2 Dec 15:00", and so does the form (24-hour), the zone
         // is named once above both.
         let row = texts(&c, "tr.reservation-row .reservation-from").await.concat();
         assert!(table_moment(&row) && row.ends_with(&from), "{row}");
         let typed = js(&c, "const i = document.querySelector('.reservation-start'); return [i.type, i.value]").await;
         assert_eq!(typed[0], "text", "no 12-hour picker");
-        assert!(hh_mm(typed[1].as_str().unwrap()), "{typed}");
+        assert!(table_moment(typed[1].as_str().unwrap()), "{typed}");
         assert_eq!(texts(&c, ".reservations-zone").await.concat(), format!("Times in {zone}"));
         // The History charts' time axes say their zone once, beside the range.
         assert_eq!(texts(&c, "#history .history-zone").await.concat(), format!("Times in {zone}"));

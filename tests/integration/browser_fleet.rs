@@ -1,7 +1,8 @@
-//! The Fleet tab in a real browser: Debian's Prometheus scraping three
-//! simulated gpudash instances, read by a fourth; every host listed with its counts, a host's
-//! GPUs shown when it is opened, filters listing the GPUs that pass, a stopped instance greyed as
-//! stale (down, with the scrape error), and the time the page takes to render an answer.
+//! The Fleet tab in a real browser, against each engine the fleet reads: Debian's Prometheus, and
+//! Debian's VictoriaMetrics, scraping three simulated gpudash instances, read by a fourth; every
+//! host listed with its counts, a host's GPUs shown when it is opened, filters listing the GPUs
+//! that pass, a stopped instance greyed as stale (down, with the scrape error), and the time the
+//! page takes to render an answer.
 
 use std::time::Duration;
 
@@ -9,7 +10,8 @@ use fantoccini::{Client, Locator};
 use serde_json::json;
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::fleet::{instance, quick_fleet_config, start_prometheus};
+use crate::engines::{Engine, start};
+use crate::fleet::{instance, quick_fleet_config};
 use crate::support::TestServer;
 
 /// `data-host` of every fleet row, in page order.
@@ -40,6 +42,16 @@ async fn clear(c: &Client, css: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
+    fleet_tab_against(Engine::Prometheus).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_tab_works_against_victoria_metrics() {
+    fleet_tab_against(Engine::VictoriaMetrics).await;
+}
+
+/// The whole walk through the tab, with `engine` answering the fleet's queries.
+async fn fleet_tab_against(engine: Engine) {
     let dir = tempfile::tempdir().unwrap();
     let names = ["fleet-a", "fleet-b", "fleet-c"];
     let mut nodes = Vec::new();
@@ -47,8 +59,8 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
         nodes.push(instance(name, 2, None).await);
     }
     let targets: Vec<String> = nodes.iter().map(|n| n.running.addr().to_string()).collect();
-    let (_prometheus, prometheus_url) = start_prometheus(dir.path(), &targets, 1).await;
-    let config = quick_fleet_config(&prometheus_url);
+    let (_engine, engine_url) = start(engine, dir.path(), &targets, 1000).await;
+    let config = quick_fleet_config(&engine_url);
     let viewer = instance("viewer", 1, Some(config)).await;
     let url = viewer.url("/");
     let dead = nodes.remove(1);
@@ -66,7 +78,7 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
         .await;
         assert!(row_hosts(&c).await.is_empty(), "no GPU rows before a host is opened");
         let render_ms = js(&c, "return document.querySelector('#fleet-table').dataset.renderMs").await;
-        print_figure(&format!("fleet: table of 3 hosts rendered in {render_ms} ms"));
+        print_figure(&format!("fleet ({engine:?}): table of 3 hosts rendered in {render_ms} ms"));
         let own = format!("http://{}/", targets[0]);
         let link = js(&c, "return document.querySelector('tr.fleet-host-row[data-host=fleet-a] .fleet-host a').getAttribute('href')").await;
         assert_eq!(link, json!(own), "each host links to its own dashboard");
@@ -118,7 +130,7 @@ async fn the_fleet_tab_lists_hosts_filters_and_greys_a_stopped_one() {
         let others = texts(&c, "tr.fleet-stale:not([data-host=fleet-b])").await;
         assert!(others.is_empty(), "only fleet-b is stale: {others:?} ({dead_addr})");
         let render_ms = js(&c, "return document.querySelector('#fleet-table').dataset.renderMs").await;
-        print_figure(&format!("fleet: latest answer (fleet-b stale) rendered in {render_ms} ms"));
+        print_figure(&format!("fleet ({engine:?}): latest answer (fleet-b stale) rendered in {render_ms} ms"));
     })
     .await;
     viewer.stop().await;

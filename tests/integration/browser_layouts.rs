@@ -153,3 +153,48 @@ async fn the_usage_chart_has_axes_and_its_columns_sort() {
     .await;
     server.stop().await;
 }
+
+/// Where the Lab's picker and its column's panels lie against the Queue and the window.
+const LAB_BOXES: &str = "const r = e => e.getBoundingClientRect(); \
+    const picker = document.querySelector('#lab-device'), column = picker.closest('.lab-column'); \
+    const queue = r(document.querySelector('#lab-queue')); \
+    const parts = [picker, picker.closest('.lab-target'), ...column.children]; \
+    const overlaps = parts.filter(p => { const a = r(p); \
+      return !(a.right <= queue.left || a.left >= queue.right || a.bottom <= queue.top || a.top >= queue.bottom); }) \
+      .map(p => p.id || p.className); \
+    return { picker: [r(picker).left, r(picker).right], column: [r(column).left, r(column).right], \
+      queue: [queue.left, queue.top, queue.right, queue.bottom], overlaps, \
+      page: [document.scrollingElement.scrollWidth, document.documentElement.clientWidth] }";
+
+/// Issue 32, item 9 at 64 GPUs, where the picker was seen running into the Queue: at 1280×800 (two
+/// columns) and 390×844 (one), the picker and every panel of its column keep clear of the Queue, the
+/// picker stays inside its column, and the page does not scroll sideways.
+#[tokio::test]
+async fn the_lab_picker_stays_in_its_column_at_64_gpus() {
+    let server = TestServer::simulated(64, 1000).await;
+    let lab = server.url("/#lab");
+    for (width, height) in [(1280, 800), (390, 844)] {
+        let lab = lab.clone();
+        with_browser(width, height, |c| async move {
+            c.goto(&lab).await.unwrap();
+            eventually(20, "the Lab's picker with 64 GPUs", || async {
+                let options = js(&c, "return document.querySelectorAll('#lab-device option').length").await;
+                (options == 64 && js(&c, "return !!document.querySelector('#lab-queue')").await == true).then_some(())
+            })
+            .await;
+            save_screenshot(&c, &format!("lab-64-{width}x{height}.png")).await;
+            let boxes = js(&c, LAB_BOXES).await;
+            std::fs::write(
+                crate::browser::screenshot_dir().join(format!("lab-64-{width}x{height}.json")),
+                boxes.to_string(),
+            )
+            .expect("write the measurements");
+            let at = |key: &str, i: usize| boxes[key][i].as_f64().unwrap();
+            assert!(at("picker", 1) <= at("column", 1) + 0.5, "the picker leaves its column at {width} px: {boxes}");
+            assert_eq!(boxes["overlaps"], serde_json::json!([]), "over the Queue at {width} px: {boxes}");
+            assert!(at("page", 0) <= at("page", 1) + 1.0, "the page scrolls sideways at {width} px: {boxes}");
+        })
+        .await;
+    }
+    server.stop().await;
+}

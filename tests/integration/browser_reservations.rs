@@ -10,6 +10,19 @@ use shared::reservations::ReservationsResponse;
 use crate::browser::{eventually, texts, with_browser};
 use crate::support::{TestServer, get_json};
 
+/// What the form's field `css` holds.
+async fn field_value(c: &Client, css: &str) -> String {
+    let field = c.find(Locator::Css(css)).await.unwrap();
+    field.prop("value").await.unwrap().unwrap_or_default()
+}
+
+/// Replaces what the form's field `css` holds with `text`, typed.
+async fn type_into(c: &Client, css: &str, text: &str) {
+    let field = c.find(Locator::Css(css)).await.unwrap();
+    field.clear().await.unwrap();
+    field.send_keys(text).await.unwrap();
+}
+
 /// The text of GPU `index`'s reservation line on its card, once there is one.
 async fn card_line(c: &Client, index: u32) -> Option<String> {
     texts(c, &format!(".gpu-card[data-index='{index}'] .reserved-by")).await.into_iter().next()
@@ -81,6 +94,84 @@ async fn reserve_from_the_page_see_the_card_and_release() {
             (r.reservations.is_empty() && gone && free == "Free: GPU 0, GPU 1").then_some(())
         })
         .await;
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Issue 32, item 8: the form writes and takes a moment as the tables do ("3 Dec 13:00", 24-hour) in
+/// the viewer's zone (here India's, UTC+05:30, set through DevTools), which it names; no browser
+/// date or time picker (12-hour in en-US). "2pm" is refused on the page with what to write, and a
+/// typed moment reaches the server as that minute in the viewer's zone and comes back in the table
+/// as it was typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_form_takes_the_tables_24_hour_format_in_the_viewers_zone() {
+    const OFFSET: i32 = 330;
+    let sim = Simulator::new(2, 250);
+    let server =
+        TestServer::with_options(Box::new(sim), gpudash::Options::new(std::time::Duration::from_millis(250))).await;
+    let url = server.url("/");
+    let shared = &server;
+    with_browser(1400, 1200, |c| async move {
+        let server = shared;
+        let zone = serde_json::json!({ "timezoneId": "Asia/Kolkata" });
+        c.issue_cmd(crate::budgets::Cdp { method: "Emulation.setTimezoneOverride", params: zone })
+            .await
+            .expect("chromedriver passes DevTools commands");
+        c.goto(&url).await.unwrap();
+        assert_eq!(crate::browser::js(&c, "return -new Date().getTimezoneOffset()").await, OFFSET);
+        eventually(20, "the form with both GPUs", || async {
+            (texts(&c, "#reservation-form .reservation-gpu").await.len() == 2).then_some(())
+        })
+        .await;
+        let pickers = "#reservation-form input[type=date], #reservation-form input[type=time], \
+            #reservation-form input[type=datetime-local]";
+        assert!(c.find_all(Locator::Css(pickers)).await.unwrap().is_empty(), "no browser date or time picker");
+        // Filled in as the tables write a moment: "2 Dec 19:35".
+        let now = gpudash::telemetry::now_ms();
+        let start_text = field_value(&c, "#reservation-form .reservation-start").await;
+        let table = |ms: u64| {
+            let civil = shared::time_axis::Civil::at(ms, i64::from(OFFSET) * 60_000);
+            format!("{} {}", civil.date(), civil.time(false))
+        };
+        assert!((0..3).any(|k| start_text == table(now - k * 60_000)), "{start_text:?}, not {:?}", table(now));
+        let zone = texts(&c, "#reservation-form .reservation-zone").await.concat();
+        assert!(zone.contains("24-hour") && zone.contains("UTC+05:30"), "the zone is named: {zone}");
+
+        c.find(Locator::Css("#reservation-form input[type=checkbox][value='1']")).await.unwrap().click().await.unwrap();
+        type_into(&c, "#reservation-form .reservation-start", "2pm").await;
+        c.find(Locator::Css(".reservation-submit")).await.unwrap().click().await.unwrap();
+        let refused = eventually(10, "the form to refuse '2pm'", || async {
+            texts(&c, ".reservation-form-error").await.into_iter().next()
+        })
+        .await;
+        assert!(
+            refused.contains("\"2pm\"") && refused.contains("24-hour") && refused.contains("UTC+05:30"),
+            "{refused}"
+        );
+        let r: ReservationsResponse = get_json(server, "/api/reservations").await;
+        assert!(r.reservations.is_empty(), "nothing sent");
+
+        // Tomorrow 13:00 to 21:30 in India, typed as the table writes it.
+        let tomorrow = shared::time_axis::Civil::at(now + shared::time::DAY_MS, i64::from(OFFSET) * 60_000).date();
+        let (from, to) = (format!("{tomorrow} 13:00"), format!("{tomorrow} 21:30"));
+        type_into(&c, "#reservation-form .reservation-start", &from).await;
+        type_into(&c, "#reservation-form .reservation-end", &to).await;
+        c.find(Locator::Css(".reservation-submit")).await.unwrap().click().await.unwrap();
+        let booked = eventually(10, "the server to hold the reservation", || async {
+            let r: ReservationsResponse = get_json(server, "/api/reservations").await;
+            r.reservations.into_iter().next()
+        })
+        .await;
+        let day = shared::time::date(now + shared::time::DAY_MS, OFFSET);
+        let expected = |hh_mm: &str| shared::time::parse_local_minute(&day, hh_mm, OFFSET).unwrap();
+        assert_eq!((booked.start_ms, booked.end_ms), (expected("13:00"), expected("21:30")), "{from} – {to}");
+        let row = eventually(10, "the booking's row", || async {
+            let from = texts(&c, "tr.reservation-row .reservation-from").await.into_iter().next()?;
+            Some((from, texts(&c, "tr.reservation-row .reservation-to").await.concat()))
+        })
+        .await;
+        assert_eq!(row, (from, to), "the table writes it as it was typed");
     })
     .await;
     server.stop().await;

@@ -43,6 +43,7 @@ mod edge;
 mod engines;
 mod fleet;
 mod fleet_bad_answers;
+mod fleet_clock;
 mod fleet_down;
 mod fleet_owners;
 mod floods;

@@ -10,13 +10,13 @@ use shared::{
 };
 
 use crate::{
-    components::format,
+    components::{
+        alert_panels::{SilenceDraft, SilenceFields},
+        format,
+    },
     hooks::{alerts::Alerts, session::Session},
     state::alert_groups,
 };
-
-/// The periods the bulk silence offers, as the server's duration strings (as the one-alert form).
-const SILENCE_FOR: [&str; 4] = ["1h", "4h", "1d", "7d"];
 
 /// "GPU 2 · pid 4242 · fired 14:05 — message".
 fn item_text(alert: &Alert) -> String {
@@ -74,11 +74,8 @@ pub fn AlertGroup(owner: String, alerts: Vec<Alert>, children: Children) -> impl
 fn BulkSilence(rule: Rule, gpus: Vec<u32>) -> impl IntoView {
     let alerts = expect_context::<Alerts>();
     let session = expect_context::<Session>();
-    let open = RwSignal::new(false);
-    let duration = RwSignal::new(SILENCE_FOR[0].to_owned());
-    let reason = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
-    let working = RwSignal::new(false);
+    let draft = SilenceDraft::default();
+    let SilenceDraft { open, duration, reason, error, working } = draft;
     let names = gpus.iter().map(|g| format!("GPU {g}")).collect::<Vec<_>>().join(", ");
     let label = format!("Silence all on {names}…");
     let scope = format!("One silence of \"{}\" per GPU ({names}): it covers everyone's processes there.", rule.title());
@@ -114,28 +111,13 @@ fn BulkSilence(rule: Rule, gpus: Vec<u32>) -> impl IntoView {
             <Show when=move || open.get()>
                 <form class="alert-silence-form alert-silence-all-form" on:submit=submit.clone()>
                     <p class="alert-silence-scope">{scope.clone()}</p>
-                    <label>
-                        "for "
-                        <select class="alert-silence-duration" on:change=move |ev| duration.set(event_target_value(&ev))>
-                            {SILENCE_FOR.map(|d| view! { <option value=d>{d}</option> }).collect_view()}
-                        </select>
-                    </label>
-                    <input
-                        type="text"
-                        class="alert-silence-reason"
-                        aria-label="Reason"
-                        placeholder="reason (required)"
-                        maxlength="200"
-                        required=true
-                        prop:value=move || reason.get()
-                        on:input=move |ev| reason.set(event_target_value(&ev))
-                    />
+                    <SilenceFields draft=draft />
                     <button type="submit" class="small-button alert-silence-all-submit" disabled=move || working.get()>
                         "Silence all"
                     </button>
                 </form>
             </Show>
-            {move || error.get().map(|text| view! { <span class="alert-silence-error lab-error" role="alert">{text}</span> })}
+            {draft.error_view()}
         </div>
     }
 }

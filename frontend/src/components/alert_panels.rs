@@ -12,8 +12,66 @@ use crate::{
     hooks::{alerts::Alerts, session::Session, telemetry::Telemetry},
 };
 
-/// The periods the silence form offers, as the server's duration strings.
+/// The periods a silence is offered for, as the server's duration strings.
 const SILENCE_FOR: [&str; 4] = ["1h", "4h", "1d", "7d"];
+
+/// What a silence form is filling in: whether it is open, for how long and why, the last refusal,
+/// whether a request is on its way. One alert's "Silence…" and a group's "Silence all…" both keep one.
+#[derive(Clone, Copy)]
+pub struct SilenceDraft {
+    pub open: RwSignal<bool>,
+    pub duration: RwSignal<String>,
+    pub reason: RwSignal<String>,
+    pub error: RwSignal<Option<String>>,
+    pub working: RwSignal<bool>,
+}
+
+impl Default for SilenceDraft {
+    fn default() -> Self {
+        Self {
+            open: RwSignal::new(false),
+            duration: RwSignal::new(SILENCE_FOR[0].to_owned()),
+            reason: RwSignal::new(String::new()),
+            error: RwSignal::new(None),
+            working: RwSignal::new(false),
+        }
+    }
+}
+
+impl SilenceDraft {
+    /// The last refusal, under the form.
+    pub fn error_view(self) -> impl IntoView {
+        move || {
+            self.error
+                .get()
+                .map(|text| view! { <span class="alert-silence-error lab-error" role="alert">{text}</span> })
+        }
+    }
+}
+
+/// The fields every silence form asks: "for" one of [`SILENCE_FOR`], and a required reason.
+#[component]
+pub fn SilenceFields(draft: SilenceDraft) -> impl IntoView {
+    let SilenceDraft { duration, reason, .. } = draft;
+    view! {
+        <label>
+            "for "
+            <select class="alert-silence-duration" on:change=move |ev| duration.set(event_target_value(&ev))>
+                {SILENCE_FOR.map(|d| view! { <option value=d>{d}</option> }).collect_view()}
+            </select>
+        </label>
+        <input
+            type="text"
+            class="alert-silence-reason"
+            aria-label="Reason"
+            placeholder="reason (required)"
+            maxlength="200"
+            required=true
+            prop:value=move || reason.get()
+            on:input=move |ev| reason.set(event_target_value(&ev))
+        />
+    }
+}
 
 /// `#alerts-reload-error`: the alerts file was refused at the last reload (SIGHUP).
 #[component]
@@ -35,11 +93,8 @@ pub fn ReloadError() -> impl IntoView {
 pub fn SilenceForm(rule: Rule, gpu: u32) -> impl IntoView {
     let alerts = expect_context::<Alerts>();
     let session = expect_context::<Session>();
-    let open = RwSignal::new(false);
-    let duration = RwSignal::new(SILENCE_FOR[0].to_owned());
-    let reason = RwSignal::new(String::new());
-    let error = RwSignal::new(None::<String>);
-    let working = RwSignal::new(false);
+    let draft = SilenceDraft::default();
+    let SilenceDraft { open, duration, reason, error, working } = draft;
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let request = SilenceRequest { rule, gpu, duration: duration.get_untracked(), reason: reason.get_untracked() };
@@ -65,25 +120,11 @@ pub fn SilenceForm(rule: Rule, gpu: u32) -> impl IntoView {
             </button>
             <Show when=move || open.get()>
                 <form class="alert-silence-form" on:submit=submit>
-                    <label>
-                        "for "
-                        <select class="alert-silence-duration" on:change=move |ev| duration.set(event_target_value(&ev))>
-                            {SILENCE_FOR.map(|d| view! { <option value=d>{d}</option> }).collect_view()}
-                        </select>
-                    </label>
-                    <input
-                        type="text"
-                        class="alert-silence-reason"
-                        placeholder="reason (required)"
-                        maxlength="200"
-                        required=true
-                        prop:value=move || reason.get()
-                        on:input=move |ev| reason.set(event_target_value(&ev))
-                    />
+                    <SilenceFields draft=draft />
                     <button type="submit" class="small-button" disabled=move || working.get()>"Silence"</button>
                 </form>
             </Show>
-            {move || error.get().map(|text| view! { <span class="alert-silence-error lab-error" role="alert">{text}</span> })}
+            {draft.error_view()}
         </div>
     }
 }

@@ -106,9 +106,98 @@ pub fn zone_caption() -> String {
     format!("Times in {}", shared::time::zone_name(utc_offset()))
 }
 
+/// Month names as the tables write them ("2 Dec 14:05").
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const MONTH_NAMES: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// A moment in the tables' format, "2 Dec 14:05", in the zone `utc_offset` minutes east of UTC:
+/// what the reservation form shows and takes.
+pub fn moment_text(ms: u64, utc_offset: i32) -> String {
+    let civil = shared::time_axis::Civil::at(ms, i64::from(utc_offset) * 60_000);
+    format!("{} {}", civil.date(), civil.time(false))
+}
+
+/// A moment typed as the tables write it, in the zone `utc_offset` minutes east of UTC, as ms since
+/// the epoch: "2 Dec 14:00" (the next such day: typed in December, "3 Jan" is next January),
+/// "2 Dec 2027 14:00", "2026-12-02 14:00" (as errors write it) or "14:00" (today). 24-hour only.
+pub fn parse_moment(text: &str, now_ms: u64, utc_offset: i32) -> Option<u64> {
+    const DAY: i64 = shared::time::DAY_MS as i64;
+    let offset = i64::from(utc_offset) * 60_000;
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (time, date) = words.split_last()?;
+    let time = i64::try_from(shared::time::parse_time_of_day(time)?).ok()?;
+    let now = i64::try_from(now_ms).ok()?;
+    let at = |days: i64| u64::try_from(days * DAY - offset + time).ok();
+    let today = shared::time_axis::Civil::at(now_ms, offset);
+    let day_of = |d: &str| d.parse::<u32>().ok().filter(|d| (1..=31).contains(d));
+    let month_of = |m: &str| {
+        let known = |names: &[&str; 12]| names.iter().position(|n| n.eq_ignore_ascii_case(m));
+        known(&MONTHS).or_else(|| known(&MONTH_NAMES)).map(|i| i as u32 + 1)
+    };
+    match date {
+        [] => at(shared::time::days_from_civil(today.year, today.month, today.day)?),
+        [iso] => at(i64::try_from(shared::time::parse_date(iso, 0)? / shared::time::DAY_MS).ok()?),
+        [day, month] => {
+            let (day, month) = (day_of(day)?, month_of(month)?);
+            // This year's, unless that was more than a day ago: then next year's.
+            [today.year, today.year + 1].into_iter().find_map(|year| {
+                let ms = at(shared::time::days_from_civil(year, month, day)?)?;
+                (ms as i64 >= now - DAY).then_some(ms)
+            })
+        }
+        [day, month, year] => {
+            let year = year.parse::<i64>().ok().filter(|y| (1970..=9999).contains(y))?;
+            at(shared::time::days_from_civil(year, month_of(month)?, day_of(day)?)?)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Wednesday 2 December 2026, 12:00 UTC.
+    const NOON: u64 = 1_796_212_800_000;
+    const HOUR: u64 = 3_600_000;
+
+    #[test]
+    fn the_form_reads_the_tables_format_in_the_viewers_zone() {
+        assert_eq!(moment_text(NOON, 0), "2 Dec 12:00");
+        assert_eq!(moment_text(NOON, 330), "2 Dec 17:30");
+        assert_eq!(moment_text(NOON, -780), "1 Dec 23:00");
+        for offset in [0, 330, -780, 60] {
+            for ms in [NOON, NOON + 5 * HOUR, NOON + 30 * 24 * HOUR] {
+                assert_eq!(parse_moment(&moment_text(ms, offset), NOON, offset), Some(ms), "{ms} at {offset}");
+            }
+        }
+        assert_eq!(parse_moment("2 Dec 14:00", NOON, 0), Some(NOON + 2 * HOUR));
+        assert_eq!(parse_moment(" 2  dec  14:00 ", NOON, 60), Some(NOON + HOUR));
+        assert_eq!(parse_moment("2 December 14:00", NOON, 0), Some(NOON + 2 * HOUR));
+        assert_eq!(parse_moment("14:00", NOON, 0), Some(NOON + 2 * HOUR), "today");
+        assert_eq!(parse_moment("2026-12-02 14:00", NOON, 0), Some(NOON + 2 * HOUR));
+        assert_eq!(parse_moment("2 Dec 2027 14:00", NOON, 0), Some(NOON + 2 * HOUR + 365 * 24 * HOUR));
+        assert_eq!(parse_moment("3 Jan 09:00", NOON, 0), parse_moment("3 Jan 2027 09:00", NOON, 0), "next January");
+        assert_eq!(parse_moment("1 Dec 12:00", NOON, 0), Some(NOON - 24 * HOUR), "yesterday stays this year");
+        for bad in
+            ["2pm", "2 Dec 2pm", "2 Dec 2:00 PM", "14", "31 Feb 10:00", "2 Dex 14:00", "Dec 2 14:00", "", "0 Dec 1:00"]
+        {
+            assert_eq!(parse_moment(bad, NOON, 0), None, "{bad}");
+        }
+    }
 
     #[test]
     fn links_events_and_fans() {

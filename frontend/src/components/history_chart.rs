@@ -65,6 +65,10 @@ pub fn HistoryChart(
         state.with(|s| shown.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
     });
     let drawn = StoredValue::new(None::<Drawn>);
+    // The lines the canvas shows, set at each draw: the legend and the tooltip name these, not the
+    // top lines of the latest tick (which change between draws, and rebuilt the legend at every tick).
+    let drawn_lines = RwSignal::new(None::<Vec<u32>>);
+    let shown_lines = Memo::new(move |_| drawn_lines.get().unwrap_or_else(|| visible.get()));
     let hover = RwSignal::new(None::<Hover>);
     // A drill-down or another range redraws the chart: the crosshair's time and values no longer
     // hold, and with the pointer resting on the plot no mouseleave would ever clear them.
@@ -121,6 +125,9 @@ pub fn HistoryChart(
                 let _ = canvas.set_attribute("data-draws", &draws.to_string());
                 let _ = canvas.set_attribute("data-points", &done.points.to_string());
                 let _ = canvas.set_attribute("data-lines", &lines.len().to_string());
+                if drawn_lines.with_untracked(|d| d.as_ref() != Some(&lines)) {
+                    drawn_lines.set(Some(lines));
+                }
             }
             Err(err) => logging::warn!("gpudash: cannot draw the {} history: {err}", metric.name()),
         }
@@ -135,7 +142,7 @@ pub fn HistoryChart(
         };
         let (unit, divisor) = display_unit(metric);
         let values = feed.set.with_untracked(|set| {
-            visible
+            shown_lines
                 .get_untracked()
                 .into_iter()
                 .filter_map(|i| {
@@ -175,11 +182,11 @@ pub fn HistoryChart(
                     on:mouseleave=move |_| hover.set(None)
                 ></canvas>
                 {move || {
-                    let slot = |i: u32| visible.with_untracked(|v| color_slot(i, v, gpus.get_untracked()));
+                    let slot = |i: u32| shown_lines.with_untracked(|v| color_slot(i, v, gpus.get_untracked()));
                     hover.get().map(|h| tooltip(&h, &slot))
                 }}
             </div>
-            <Legend indices=indices visible=visible shown=shown metric=metric />
+            <Legend indices=indices visible=shown_lines shown=shown metric=metric />
         </figure>
     }
 }

@@ -15,15 +15,22 @@ const HOUR_MS: f64 = 3_600_000.0;
 
 use format::utc_offset;
 
-/// A moment as the form's fields hold it, in the viewer's zone: ("2026-12-01", "14:05"), 24-hour.
-fn local_fields(ms: f64) -> (String, String) {
-    let ms = ms.max(0.0) as u64;
-    (shared::time::date(ms, utc_offset()), shared::time::time_of_day(ms, utc_offset()))
+/// A moment as the form's fields hold it, in the viewer's zone and the tables' format: "2 Dec 14:05".
+fn local_text(ms: f64) -> String {
+    format::moment_text(ms.max(0.0) as u64, utc_offset())
 }
 
-/// A date field and a 24-hour time field as ms since the epoch, in the viewer's zone.
-fn parse_local(date: &str, time: &str) -> Option<u64> {
-    shared::time::parse_local_minute(date, time, utc_offset())
+/// A field's text as ms since the epoch, in the viewer's zone; else the error that says what to write.
+fn parse_field(name: &str, text: &str) -> Result<u64, String> {
+    let now = js_sys::Date::now();
+    format::parse_moment(text, now.max(0.0) as u64, utc_offset()).ok_or_else(|| {
+        format!(
+            "{name}: \"{}\" is not a day and a 24-hour time: write it as the tables do, such as {} ({})",
+            text.trim(),
+            local_text(now + HOUR_MS),
+            shared::time::zone_name(utc_offset())
+        )
+    })
 }
 
 /// The panel: form, list, and the sentence that nothing is enforced.
@@ -132,21 +139,21 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
     // The view's, so that a GPU card's Reserve can tick its GPU.
     let chosen = use_context::<ViewSignals>().map_or_else(|| RwSignal::new(Vec::<u32>::new()), |v| v.reserve_gpus);
     let now = js_sys::Date::now();
-    let (start_date, start) = local_fields(now);
-    let (end_date, end) = local_fields(now + 2.0 * HOUR_MS);
-    let (start_date, start, end_date, end) =
-        (RwSignal::new(start_date), RwSignal::new(start), RwSignal::new(end_date), RwSignal::new(end));
+    let (start, end) = (RwSignal::new(local_text(now)), RwSignal::new(local_text(now + 2.0 * HOUR_MS)));
     let note = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
     let working = RwSignal::new(false);
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let (Some(start_ms), Some(end_ms)) = (
-            parse_local(&start_date.get_untracked(), &start.get_untracked()),
-            parse_local(&end_date.get_untracked(), &end.get_untracked()),
-        ) else {
-            error.set(Some("pick a start and an end: a date and a 24-hour time such as 14:00".to_owned()));
-            return;
+        let times = parse_field("From", &start.get_untracked())
+            .and_then(|from| Ok((from, parse_field("To", &end.get_untracked())?)))
+            .and_then(|(from, to)| if to > from { Ok((from, to)) } else { Err("To must be after From".to_owned()) });
+        let (start_ms, end_ms) = match times {
+            Ok(times) => times,
+            Err(message) => {
+                error.set(Some(message));
+                return;
+            }
         };
         // A start already past (the form sat open) means now.
         let start_ms = start_ms.max(js_sys::Date::now() as u64);
@@ -195,20 +202,16 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
             </fieldset>
             <label>
                 "From "
-                <input type="date" class="reservation-start-date" aria-label="Start date" prop:value=move || start_date.get()
-                    on:input=move |ev| start_date.set(event_target_value(&ev)) />
+                <input type="text" class="reservation-start" size="13" maxlength="40" placeholder="2 Dec 14:00"
+                    aria-label="Start: day, month and 24-hour time" prop:value=move || start.get()
+                    on:input=move |ev| start.set(event_target_value(&ev)) />
             </label>
-            <input type="text" class="reservation-start" inputmode="numeric" size="5" maxlength="5"
-                pattern="[0-9]{1,2}:[0-9]{2}" placeholder="HH:MM" aria-label="Start time, 24-hour"
-                prop:value=move || start.get() on:input=move |ev| start.set(event_target_value(&ev)) />
             <label>
                 "To "
-                <input type="date" class="reservation-end-date" aria-label="End date" prop:value=move || end_date.get()
-                    on:input=move |ev| end_date.set(event_target_value(&ev)) />
+                <input type="text" class="reservation-end" size="13" maxlength="40" placeholder="2 Dec 16:00"
+                    aria-label="End: day, month and 24-hour time" prop:value=move || end.get()
+                    on:input=move |ev| end.set(event_target_value(&ev)) />
             </label>
-            <input type="text" class="reservation-end" inputmode="numeric" size="5" maxlength="5"
-                pattern="[0-9]{1,2}:[0-9]{2}" placeholder="HH:MM" aria-label="End time, 24-hour"
-                prop:value=move || end.get() on:input=move |ev| end.set(event_target_value(&ev)) />
             <span class="reservation-zone">{format!("24-hour, {}", shared::time::zone_name(utc_offset()))}</span>
             <input
                 type="text"

@@ -12,6 +12,8 @@ use std::time::Duration;
 use reqwest::Url;
 use serde::Deserialize;
 
+pub use super::answer::Answered;
+
 /// How gpudash proves itself to Prometheus.
 #[derive(Clone, Default)]
 pub enum PrometheusAuth {
@@ -135,19 +137,17 @@ impl PrometheusClient {
 
     /// Evaluates `query` at `time_s` (seconds since the epoch) and returns its instant vector.
     pub async fn query(&self, query: &str, time_s: f64) -> Result<Vec<Series>, PrometheusError> {
-        Ok(self.query_named(query, time_s).await?.into_iter().map(|(_, series)| series).collect())
+        Ok(self.query_at(query, Some(time_s)).await?.series.into_iter().map(|(_, series)| series).collect())
     }
 
-    /// [`Self::query`], with each series' metric name (`__name__`, empty when the query drops it).
-    pub async fn query_named(&self, query: &str, time_s: f64) -> Result<Vec<(String, Series)>, PrometheusError> {
-        Ok(self.query_warned(query, time_s).await?.0)
-    }
-
-    /// [`Self::query_named`], with the warnings the engine sent along (a partial answer says so there).
-    pub async fn query_warned(&self, query: &str, time_s: f64) -> Result<Answered, PrometheusError> {
+    /// Evaluates `query` at `time_s`, or at the engine's now when `None`: the series with their
+    /// metric names (`__name__`, empty when the query drops it), the engine's warnings (a partial
+    /// answer says so there) and the instant it evaluated at.
+    pub async fn query_at(&self, query: &str, time_s: Option<f64>) -> Result<Answered, PrometheusError> {
         let url = self.base.to_string();
-        let time = format!("{time_s:.3}");
-        let request = self.http.get(self.query_url.clone()).query(&[("query", query), ("time", &time)]);
+        let mut params = vec![("query", query.to_owned())];
+        params.extend(time_s.map(|t| ("time", format!("{t:.3}"))));
+        let request = self.http.get(self.query_url.clone()).query(&params);
         let request = match &self.auth {
             PrometheusAuth::None => request,
             PrometheusAuth::Bearer(token) => request.bearer_auth(token),
@@ -159,37 +159,7 @@ impl PrometheusClient {
             return Err(PrometheusError::Unauthorized { url, status: status.as_u16() });
         }
         let body = self.bounded_body(response).await?;
-        // Prometheus answers query errors as JSON too (400, 422, 503): read the body before the status.
-        let answer: Answer = match serde_json::from_slice(&body) {
-            Ok(answer) => answer,
-            Err(_) if !status.is_success() => return Err(PrometheusError::Status { url, status: status.as_u16() }),
-            Err(e) => return Err(PrometheusError::Decode { url, reason: e.to_string() }),
-        };
-        if answer.status != "success" {
-            return Err(PrometheusError::Query {
-                query: query.to_owned(),
-                kind: answer.error_type.unwrap_or_else(|| format!("HTTP {}", status.as_u16())),
-                message: answer.error.unwrap_or_default(),
-            });
-        }
-        let data = answer.data.ok_or_else(|| PrometheusError::Decode { url, reason: "no `data`".to_owned() })?;
-        if data.result_type != "vector" {
-            return Err(PrometheusError::NotAVector { query: query.to_owned(), kind: data.result_type });
-        }
-        let result: Vec<RawSeries> = serde_json::from_value(data.result).map_err(|e| PrometheusError::Decode {
-            url: self.base.to_string(),
-            reason: format!("a vector of unexpected shape: {e}"),
-        })?;
-        let series = result
-            .into_iter()
-            .filter_map(|RawSeries { mut metric, value: (_, value) }| {
-                // NaN and ±Inf carry no figure a page could show.
-                let value = value.parse::<f64>().ok().filter(|v| v.is_finite())?;
-                let name = metric.remove("__name__").unwrap_or_default();
-                Some((name, Series { labels: metric, value }))
-            })
-            .collect();
-        Ok((series, answer.warnings))
+        super::answer::decode(&body, status.as_u16(), query, &url)
     }
 
     /// The active scrape targets that are not up (`GET /api/v1/targets?state=active`), with the
@@ -330,27 +300,6 @@ pub fn parse_prometheus_url(value: &str) -> Result<Url, PrometheusUrlError> {
     Ok(url)
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Answer {
-    status: String,
-    data: Option<Data>,
-    error_type: Option<String>,
-    error: Option<String>,
-    #[serde(default)]
-    warnings: Vec<String>,
-}
-
-/// An instant vector with its series' names, and the engine's warnings.
-pub type Answered = (Vec<(String, Series)>, Vec<String>);
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Data {
-    result_type: String,
-    result: serde_json::Value,
-}
-
 /// A scrape target Prometheus could not scrape last time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DownTarget {
@@ -381,12 +330,6 @@ struct RawTarget {
     health: String,
     #[serde(default)]
     last_error: String,
-}
-
-#[derive(Deserialize)]
-struct RawSeries {
-    metric: BTreeMap<String, String>,
-    value: (f64, String),
 }
 
 #[cfg(test)]

@@ -6,9 +6,11 @@
 //! Answers are cached for a few seconds; one refresh runs at a time, and callers
 //! wait for it asynchronously, never holding a runtime thread.
 
+mod answer;
 pub mod client;
 pub mod down;
 pub mod hosts;
+pub mod kept;
 pub mod model;
 pub mod owners;
 pub mod sweep;
@@ -87,6 +89,10 @@ pub struct FleetConfig {
     pub cache: Duration,
     /// How long one query may take.
     pub timeout: Duration,
+    /// This viewer's clock (ms since the epoch). Queries never send it: the engine evaluates them
+    /// at its own now, and answers are stamped with the engine's time; this clock only stamps an
+    /// answer that carried no time (nothing to show). A test makes it wrong to prove that.
+    pub clock: fn() -> u64,
 }
 
 impl FleetConfig {
@@ -99,6 +105,7 @@ impl FleetConfig {
             window: DEFAULT_WINDOW,
             cache: DEFAULT_CACHE,
             timeout: DEFAULT_TIMEOUT,
+            clock: crate::clock::now_ms,
         }
     }
 
@@ -126,6 +133,9 @@ fn parse_window(value: &str) -> Result<Duration, crate::flags::ConfigError> {
     )
 }
 
+/// A GPU's temperature and power, as a listing reads them.
+type Gauges = (Option<f64>, Option<f64>);
+
 /// The fleet, as a Prometheus server sees it, with a short cache.
 #[derive(Debug)]
 pub struct Fleet {
@@ -134,13 +144,21 @@ pub struct Fleet {
     cached: Mutex<Option<(Instant, Arc<FleetResponse>)>>,
     /// Held while a refresh runs, so concurrent callers share one instead of each asking Prometheus.
     refresh: tokio::sync::Mutex<()>,
+    /// The GPUs' memory totals and labels, and when they were read ([`kept`]).
+    kept: Mutex<Option<(Instant, Arc<kept::Kept>)>>,
 }
 
 impl Fleet {
     pub fn new(config: FleetConfig) -> Result<Self, PrometheusError> {
         let client =
             PrometheusClient::new(&config.prometheus, config.auth.clone(), config.ca_file.as_deref(), config.timeout)?;
-        Ok(Self { client, config, cached: Mutex::new(None), refresh: tokio::sync::Mutex::new(()) })
+        Ok(Self {
+            client,
+            config,
+            cached: Mutex::new(None),
+            refresh: tokio::sync::Mutex::new(()),
+            kept: Mutex::new(None),
+        })
     }
 
     pub fn config(&self) -> &FleetConfig {
@@ -168,42 +186,76 @@ impl Fleet {
     }
 
     /// The whole fleet at one instant: the first round's instant queries concurrently, then the
-    /// windowed queries for silent targets only ([`sweep`]), joined.
+    /// windowed queries for silent targets only ([`sweep`]), joined. The first round sends no
+    /// time (the engine evaluates at its own now: a viewer whose clock is off still sees the
+    /// fleet); the second asks at the instant the engine said the first was evaluated at.
     pub async fn query(&self) -> FleetResponse {
         let started = Instant::now();
-        let now_ms = crate::telemetry::now_ms();
-        let time_s = now_ms as f64 / 1000.0;
         let window = self.config.window;
-        let sweeps = Sweep::ALL.map(|s| {
-            let promql = s.promql(window);
-            async move { (s, self.client.query_warned(&promql, time_s).await) }
-        });
-        let (results, down) = futures_util::future::join(futures_util::future::join_all(sweeps), self.down()).await;
+        let mut kept = crate::sync::lock(&self.kept)
+            .as_ref()
+            .filter(|(at, _)| at.elapsed() < kept::KEPT_FOR)
+            .map(|(_, kept)| kept.clone());
+        let ask = |sweeps: Vec<Sweep>| {
+            futures_util::future::join_all(sweeps.into_iter().map(|s| {
+                let promql = s.promql(window);
+                async move { (s, self.client.query_at(&promql, None).await) }
+            }))
+        };
+        let asked_kept = kept.is_none();
+        let results = ask(Sweep::ALL.into_iter().filter(|s| asked_kept || !s.kept()).collect()).await;
         let mut first = Vec::new();
         let mut error = None;
         let mut warnings = std::collections::BTreeSet::new();
-        for (sweep, result) in results {
-            match result {
-                Ok((series, warned)) => {
-                    first.push((sweep, series));
-                    warnings.extend(warned);
+        let mut at_s = None;
+        let mut take = |results: Vec<(Sweep, Result<client::Answered, PrometheusError>)>, first: &mut kept::Round| {
+            for (sweep, result) in results {
+                match result {
+                    Ok(answered) => {
+                        at_s = at_s.max(answered.at_s.map(|t| (t * 1000.0) as u64));
+                        first.push((sweep, answered.series));
+                        warnings.extend(answered.warnings);
+                    }
+                    Err(e) => drop(error.get_or_insert(e)),
                 }
-                Err(e) => drop(error.get_or_insert(e)),
             }
+        };
+        take(results, &mut first);
+        // A GPU the kept answers do not know (new since they were read): ask them now.
+        if kept.as_ref().is_some_and(|k| !k.covers(&first)) {
+            take(ask(Sweep::ALL.into_iter().filter(|s| s.kept()).collect()).await, &mut first);
+            kept = None;
         }
         let mut answers = Answers::new();
+        let mut down = Vec::new();
         if error.is_none() {
+            if kept.is_none() {
+                let fresh = Arc::new(kept::Kept::from_round(&first));
+                *crate::sync::lock(&self.kept) = Some((Instant::now(), fresh));
+            }
+            kept::dress(&mut first, kept.as_deref());
             let (mut found, silent) = sweep::into_answers(first);
-            if !silent.is_empty() {
+            // The targets API lists every target (a large answer at 1,000 hosts): asked only when
+            // one is down, for its scrape error, beside the second round.
+            let any_down = found.get(&Query::Up).is_some_and(|up| up.iter().any(|s| s.value < 1.0));
+            let errors = async { if any_down { self.down().await } else { Vec::new() } };
+            let more = async {
+                if silent.is_empty() {
+                    return Ok((Answers::new(), None));
+                }
                 let matcher = sweep::matcher(&silent).unwrap_or_default();
                 let queries = Query::ALL.into_iter().filter(|q| sweep::second_round(*q));
-                match self.ask(queries, &matcher, time_s).await {
-                    Ok(more) => more.into_iter().for_each(|(q, s)| found.entry(q).or_default().extend(s)),
-                    Err(e) => error = Some(e),
-                }
+                self.ask(queries, &matcher, at_s.map(|ms| ms as f64 / 1000.0)).await
+            };
+            let (more, errors) = futures_util::future::join(more, errors).await;
+            match more {
+                Ok((more, _)) => more.into_iter().for_each(|(q, s)| found.entry(q).or_default().extend(s)),
+                Err(e) => error = Some(e),
             }
+            down = errors;
             answers = found;
         }
+        let now_ms = at_s.unwrap_or_else(self.config.clock);
         let mut response = self.respond(started, now_ms, &answers, &down, error);
         if !warnings.is_empty() {
             tracing::warn!("fleet: a partial answer: {warnings:?}");
@@ -213,38 +265,75 @@ impl Fleet {
     }
 
     /// One host's GPUs with every figure (`GET /api/fleet/host/{instance}`): the windowed queries,
-    /// restricted to that target. `None` when Prometheus knows no such target in the window.
+    /// restricted to that target, at the engine's now. `None` when the engine knows no such target
+    /// in the window.
     pub async fn host(&self, instance: &str) -> Option<FleetResponse> {
         let started = Instant::now();
-        let now_ms = crate::telemetry::now_ms();
         let matcher = sweep::instance_matcher(instance);
         let (answers, down) =
-            futures_util::future::join(self.ask(Query::ALL.into_iter(), &matcher, now_ms as f64 / 1000.0), self.down())
-                .await;
+            futures_util::future::join(self.ask(Query::ALL.into_iter(), &matcher, None), self.down()).await;
         let response = match answers {
-            Ok(answers) => self.respond(started, now_ms, &answers, &down, None),
-            Err(e) => self.respond(started, now_ms, &Answers::new(), &down, Some(e)),
+            Ok((answers, at_ms)) => {
+                self.respond(started, at_ms.unwrap_or_else(self.config.clock), &answers, &down, None)
+            }
+            Err(e) => self.respond(started, (self.config.clock)(), &Answers::new(), &down, Some(e)),
         };
         (response.error.is_some() || response.nodes.iter().any(|n| n.instance == instance)).then_some(response)
     }
 
-    /// `queries` over the targets `matcher` selects, concurrently.
+    /// `queries` over the targets `matcher` selects, concurrently, at `time_s` (or the engine's
+    /// now); with the engine's time of evaluation, ms, when any answer carried one.
     async fn ask(
         &self,
         queries: impl Iterator<Item = Query>,
         matcher: &str,
-        time_s: f64,
-    ) -> Result<Answers, PrometheusError> {
+        time_s: Option<f64>,
+    ) -> Result<(Answers, Option<u64>), PrometheusError> {
         let window = self.config.window;
         let asked = queries.map(|q| {
             let promql = q.promql_for(window, matcher);
-            async move { (q, self.client.query(&promql, time_s).await) }
+            async move { (q, self.client.query_at(&promql, time_s).await) }
         });
         let mut answers = Answers::new();
+        let mut at_ms = None;
         for (query, result) in futures_util::future::join_all(asked).await {
-            answers.insert(query, result?);
+            let answered = result?;
+            at_ms = at_ms.max(answered.at_s.filter(|t| t.is_finite()).map(|t| (t * 1000.0) as u64));
+            answers.insert(query, answered.series.into_iter().map(|(_, s)| s).collect());
         }
-        Ok(answers)
+        Ok((answers, at_ms))
+    }
+
+    /// Fills in the temperature and power of the live GPUs `listing` shows, read now for their
+    /// targets alone, one query (the refresh leaves them out: [`sweep`]). A failure leaves them
+    /// unknown, as the page shows any missing figure.
+    pub async fn with_gauges(&self, listing: &mut FleetResponse) {
+        let wanted = |g: &shared::fleet::FleetGpu| !g.stale && g.temperature_c.is_none() && g.power_w.is_none();
+        let instances: std::collections::BTreeSet<String> =
+            listing.gpus.iter().filter(|g| wanted(g)).map(|g| g.instance.clone()).collect();
+        if instances.is_empty() {
+            return;
+        }
+        let promql = sweep::gauges(&sweep::matcher(&instances).unwrap_or_default());
+        let series = match self.client.query_at(&promql, None).await {
+            Ok(answered) => answered.series,
+            Err(e) => return tracing::debug!("fleet: no temperature or power for the listing: {e}"),
+        };
+        let mut figures: std::collections::HashMap<(&str, &str), Gauges> = std::collections::HashMap::new();
+        for (name, s) in &series {
+            let (Some(instance), Some(gpu)) = (s.label("instance"), s.label("gpu")) else { continue };
+            let entry = figures.entry((instance, gpu)).or_default();
+            match name.as_str() {
+                "DCGM_FI_DEV_GPU_TEMP" => entry.0 = Some(s.value),
+                "DCGM_FI_DEV_POWER_USAGE" => entry.1 = Some(s.value),
+                _ => {}
+            }
+        }
+        for gpu in listing.gpus.iter_mut().filter(|g| wanted(g)) {
+            if let Some((temperature, power)) = figures.get(&(gpu.instance.as_str(), gpu.gpu.to_string().as_str())) {
+                (gpu.temperature_c, gpu.power_w) = (*temperature, *power);
+            }
+        }
     }
 
     /// The targets that are down, for their scrape errors' words: a server without the targets

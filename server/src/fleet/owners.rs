@@ -82,19 +82,22 @@ impl Fleet {
     /// Free GPUs now, idle holders and usage per owner over the last `range_s` seconds.
     pub async fn owners(&self, range_s: u64) -> FleetOwners {
         let started = Instant::now();
-        let now_ms = crate::telemetry::now_ms();
-        let time_s = now_ms as f64 / 1000.0;
+        // At the engine's now, not this viewer's (whose clock may be off).
         let asked = Figure::ALL.map(|figure| {
             let promql = figure.promql(range_s);
-            async move { (figure, self.client.query(&promql, time_s).await) }
+            async move { (figure, self.client.query_at(&promql, None).await) }
         });
         let (snapshot, answers) =
             futures_util::future::join(self.snapshot(), futures_util::future::join_all(asked)).await;
         let mut error = snapshot.error.clone();
         let mut figures = Vec::new();
+        let mut at_s = None;
         for (figure, result) in answers {
             match result {
-                Ok(series) => figures.push((figure, series)),
+                Ok(answered) => {
+                    at_s = at_s.or(answered.at_s);
+                    figures.push((figure, answered.series.into_iter().map(|(_, s)| s).collect()));
+                }
                 Err(e) => {
                     tracing::warn!("fleet owners: {e}");
                     error.get_or_insert_with(|| e.to_string());
@@ -104,7 +107,7 @@ impl Fleet {
         let (idle, usage) = per_owner(&figures);
         FleetOwners {
             prometheus: self.client.base().to_string(),
-            queried_ms: now_ms,
+            queried_ms: at_s.filter(|t| t.is_finite()).map_or_else(self.config.clock, |t| (t * 1000.0) as u64),
             query_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             error,
             range_s,

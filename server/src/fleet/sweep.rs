@@ -1,8 +1,9 @@
 //! The fleet's refresh, cheap at 1,000 hosts: one round of instant queries over the whole fleet
 //! (no look-back: an instant selector reads one sample per series), one query per figure family
-//! where PromQL allows, labels dropped where the join does not read them; then, only for the
-//! targets that are down or gone (usually none), the windowed [`Query`] set restricted to them,
-//! so their last figures stay listed for the window.
+//! where PromQL allows, labels dropped where the join does not read them, and only the figures a
+//! host's line needs (temperature and power, 2 of every 3 gauge series, are read for the GPUs a
+//! listing shows: [`GAUGES`]); then, only for the targets that are down or gone (usually none),
+//! the windowed [`Query`] set restricted to them, so their last figures stay listed for the window.
 //!
 //! Both rounds fill the same [`Answers`] the join reads, so one join serves both.
 
@@ -17,6 +18,9 @@ use super::usable;
 /// naming each target in a regular expression.
 pub const MAX_NAMED_STALE: usize = 200;
 
+/// The labels of dcgm-exporter's series that no page reads.
+const UNREAD: &str = "pci_bus_id, device, DCGM_FI_DRIVER_VERSION";
+
 /// One instant query of the first round.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Sweep {
@@ -24,12 +28,17 @@ pub enum Sweep {
     UpSeen,
     /// Targets scraped within the window that Prometheus no longer scrapes.
     Gone,
-    /// Memory used, with every label (model, UUID, host name, pod): also says which GPUs are live.
+    /// Memory used, per GPU: also says which GPUs are live. Their other labels (model, UUID,
+    /// host name) come from [`Self::Identity`], kept ([`super::kept`]), and pods from [`Self::Pods`].
     FbUsed,
-    /// Free + reserved memory, per GPU: with used, the GPU's total.
+    /// Free + reserved memory, per GPU: with used, the GPU's total. Kept ([`super::kept`]).
     FreeReserved,
-    /// Utilization, temperature and power: one query, by metric name.
-    Gauges,
+    /// Memory used with every label a page reads (model, UUID, host name, pod). Kept.
+    Identity,
+    /// The GPUs assigned to a Kubernetes pod, with its labels: who holds them, fresh each refresh.
+    Pods,
+    /// Utilization (what says a held GPU is idle).
+    Util,
     /// `gpudash_info`, `gpudash_simulated`, `gpudash_reservation_active`: one query, by metric name.
     Gpudash,
     /// GPUs that fell off the bus (only those).
@@ -41,17 +50,24 @@ pub enum Sweep {
 }
 
 impl Sweep {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 11] = [
         Self::UpSeen,
         Self::Gone,
         Self::FbUsed,
         Self::FreeReserved,
-        Self::Gauges,
+        Self::Identity,
+        Self::Pods,
+        Self::Util,
         Self::Gpudash,
         Self::Lost,
         Self::Processes,
         Self::Faults,
     ];
+
+    /// Whether its answer does not change between refreshes, so it is kept ([`super::kept`]).
+    pub fn kept(self) -> bool {
+        matches!(self, Self::FreeReserved | Self::Identity)
+    }
 
     /// The PromQL; `window` only bounds [`Self::Gone`] and the recent-XID rule.
     pub fn promql(self, window: Duration) -> String {
@@ -63,20 +79,21 @@ impl Sweep {
             // samples only); the timestamp of `up`, kept where `up` is 1, is the same on both engines.
             Self::UpSeen => "up == 0 or (timestamp(up) and on (instance, job) up == 1)".to_owned(),
             Self::Gone => format!("group by (instance, job) (last_over_time(up[{w}])) unless on(instance) up"),
-            Self::FbUsed => "DCGM_FI_DEV_FB_USED".to_owned(),
+            Self::FbUsed => "max by (instance, gpu) (DCGM_FI_DEV_FB_USED)".to_owned(),
+            // Every label but the exporter's per-device ones no page reads (the metric name,
+            // PCI bus, device file, driver version), which are a third of this answer's bytes.
+            Self::Identity => format!("max without ({UNREAD}) (DCGM_FI_DEV_FB_USED)"),
+            Self::Pods => format!(
+                "max without ({UNREAD}) (DCGM_FI_DEV_FB_USED{{pod!=\"\"}} or DCGM_FI_DEV_FB_USED{{exported_pod!=\"\"}})"
+            ),
             Self::FreeReserved => "sum by (instance, gpu) (max by (__name__, instance, gpu) \
                  ({__name__=~\"DCGM_FI_DEV_FB_(FREE|RESERVED)\"}))"
                 .to_owned(),
-            Self::Gauges => {
-                "max by (__name__, instance, gpu) ({__name__=~\"DCGM_FI_DEV_(GPU_UTIL|GPU_TEMP|POWER_USAGE)\"})"
-                    .to_owned()
-            }
+            Self::Util => "max by (instance, gpu) (DCGM_FI_DEV_GPU_UTIL)".to_owned(),
             Self::Gpudash => "{__name__=~\"gpudash_info|gpudash_simulated|gpudash_reservation_active\"}".to_owned(),
             Self::Lost => "max by (instance, gpu) (gpudash_device_lost) == 1".to_owned(),
-            Self::Processes => format!(
-                "sum by (instance, gpu, user) ({processes}) or \
-                 label_replace(count by (instance, gpu, user) ({processes}), \"processes\", \"count\", \"\", \"\")"
-            ),
+            // One series per process, summed per user here: one pass over the series, not two.
+            Self::Processes => processes.to_owned(),
             Self::Faults => usable::promql(&w, &|m: &str| m.to_owned(), true),
         }
     }
@@ -88,7 +105,7 @@ pub fn into_answers(results: Vec<(Sweep, Vec<(String, Series)>)>) -> (Answers, B
     let mut answers = Answers::new();
     let mut silent = BTreeSet::new();
     let mut push = |q: Query, s: Series| answers.entry(q).or_default().push(s);
-    let mut processes: BTreeMap<(String, String, String), (f64, Option<f64>)> = BTreeMap::new();
+    let mut processes: BTreeMap<(String, String, String), (f64, u32)> = BTreeMap::new();
     for (sweep, series) in results {
         for (name, s) in series {
             match sweep {
@@ -106,12 +123,7 @@ pub fn into_answers(results: Vec<(Sweep, Vec<(String, Series)>)>) -> (Answers, B
                     push(Query::FbUsed, s);
                 }
                 Sweep::FreeReserved => push(Query::FbFree, s),
-                Sweep::Gauges => match name.as_str() {
-                    "DCGM_FI_DEV_GPU_UTIL" => push(Query::GpuUtil, s),
-                    "DCGM_FI_DEV_GPU_TEMP" => push(Query::Temperature, s),
-                    "DCGM_FI_DEV_POWER_USAGE" => push(Query::Power, s),
-                    _ => {}
-                },
+                Sweep::Util => push(Query::GpuUtil, s),
                 Sweep::Gpudash => match name.as_str() {
                     "gpudash_info" => push(Query::Info, s),
                     "gpudash_simulated" => push(Query::Simulated, s),
@@ -122,9 +134,12 @@ pub fn into_answers(results: Vec<(Sweep, Vec<(String, Series)>)>) -> (Answers, B
                 Sweep::Processes => {
                     let key = |l: &str| s.label(l).unwrap_or_default().to_owned();
                     let entry = processes.entry((key("instance"), key("gpu"), key("user"))).or_default();
-                    if s.label("processes").is_some() { entry.1 = Some(s.value) } else { entry.0 = s.value }
+                    entry.0 += s.value.max(0.0);
+                    entry.1 += 1;
                 }
                 Sweep::Faults => push(Query::Faults, s),
+                // Worn by the used-memory series already ([`super::kept::dress`]).
+                Sweep::Identity | Sweep::Pods => {}
             }
         }
     }
@@ -132,11 +147,18 @@ pub fn into_answers(results: Vec<(Sweep, Vec<(String, Series)>)>) -> (Answers, B
         let labels = [("instance", instance), ("gpu", gpu), ("user", user)]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v))
-            .chain(count.map(|n| ("processes".to_owned(), format!("{}", n.max(1.0) as u32))))
+            .chain([("processes".to_owned(), count.to_string())])
             .collect();
         push(Query::Processes, Series { labels, value: memory });
     }
     (answers, silent)
+}
+
+/// Temperature and power, one query by metric name, for the GPUs of the targets `matcher` selects
+/// (all when empty): read when a listing shows GPUs, not on every refresh.
+pub fn gauges(matcher: &str) -> String {
+    let sel = if matcher.is_empty() { String::new() } else { format!(", {matcher}") };
+    format!("max by (__name__, instance, gpu) ({{__name__=~\"DCGM_FI_DEV_(GPU_TEMP|POWER_USAGE)\"{sel}}})")
 }
 
 /// Which [`Query`] answers of the second round join the first's: the windowed figures of silent
@@ -207,21 +229,12 @@ mod tests {
                 ],
             ),
             (Sweep::Gone, vec![(String::new(), series(&[("instance", "c:1"), ("job", "g")], 1.0))]),
-            (
-                Sweep::Gauges,
-                vec![
-                    ("DCGM_FI_DEV_GPU_UTIL".to_owned(), series(&gpu, 50.0)),
-                    ("DCGM_FI_DEV_GPU_TEMP".to_owned(), series(&gpu, 40.0)),
-                ],
-            ),
+            (Sweep::Util, vec![(String::new(), series(&gpu, 50.0))]),
             (
                 Sweep::Processes,
                 vec![
-                    (String::new(), series(&[("instance", "a:1"), ("gpu", "0"), ("user", "ana")], 3e9)),
-                    (
-                        String::new(),
-                        series(&[("instance", "a:1"), ("gpu", "0"), ("user", "ana"), ("processes", "count")], 2.0),
-                    ),
+                    (String::new(), series(&[("instance", "a:1"), ("gpu", "0"), ("user", "ana"), ("pid", "7")], 1e9)),
+                    (String::new(), series(&[("instance", "a:1"), ("gpu", "0"), ("user", "ana"), ("pid", "8")], 2e9)),
                 ],
             ),
         ]);
@@ -229,7 +242,8 @@ mod tests {
         let up: Vec<f64> = answers[&Query::Up].iter().map(|s| s.value).collect();
         assert_eq!(up, [1.0, 0.0]);
         assert_eq!(answers[&Query::LastSeen][0].value, 1_700_000_000.0);
-        assert_eq!((answers[&Query::GpuUtil][0].value, answers[&Query::Temperature][0].value), (50.0, 40.0));
+        assert_eq!(answers[&Query::GpuUtil][0].value, 50.0);
+        assert!(!answers.contains_key(&Query::Temperature), "temperature is read for listings only");
         let p = &answers[&Query::Processes];
         assert_eq!((p.len(), p[0].value, p[0].label("processes")), (1, 3e9, Some("2")));
     }
@@ -241,5 +255,18 @@ mod tests {
         let many: BTreeSet<String> = (0..=MAX_NAMED_STALE).map(|i| format!("h{i}:1")).collect();
         assert_eq!(matcher(&many), None);
         assert_eq!(instance_matcher(r#"a"b:1"#), r#"instance="a\"b:1""#);
+    }
+
+    #[test]
+    fn temperature_and_power_are_read_for_a_listing_only() {
+        assert!(Sweep::ALL.iter().all(|s| !s.promql(Duration::from_secs(600)).contains("GPU_TEMP")));
+        assert_eq!(
+            gauges(r#"instance=~"a:1""#),
+            r#"max by (__name__, instance, gpu) ({__name__=~"DCGM_FI_DEV_(GPU_TEMP|POWER_USAGE)", instance=~"a:1"})"#
+        );
+        assert_eq!(
+            gauges(""),
+            r#"max by (__name__, instance, gpu) ({__name__=~"DCGM_FI_DEV_(GPU_TEMP|POWER_USAGE)"})"#
+        );
     }
 }

@@ -11,7 +11,7 @@ use shared::lab::{
 use tokio::sync::{broadcast, oneshot};
 
 use super::state::{Shared, millis};
-use super::{LabError, LabSetup, describe, experiments, gang, guards, plan, worker};
+use super::{LabError, LabSetup, describe, experiments, gang, guards, worker};
 use crate::clock::now_ms;
 use crate::store::runs::RunFilter;
 
@@ -99,7 +99,7 @@ impl Lab {
             return Err(LabError::NoDevice(request.device));
         }
         let devices = self.involved(&mut request)?;
-        plan::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
+        experiments::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         let experiment = experiments::of(&request.params);
         if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {
             let kind = request.params.kind().name();
@@ -205,7 +205,7 @@ impl Lab {
     /// the run is queued; the worker checks again at start.
     fn plan(&self, request: &RunRequest, devices: &[u32]) -> Result<RunPlan, LabError> {
         let shared = &self.shared;
-        let footprint = plan::footprint(&request.params);
+        let footprint = experiments::footprint(&request.params);
         let margin = shared.config.memory_margin;
         let own = std::process::id();
         let mut notes = Vec::new();

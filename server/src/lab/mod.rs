@@ -27,6 +27,7 @@ pub mod queue;
 pub mod report;
 pub mod setup;
 pub mod simulated;
+pub mod simulation;
 mod state;
 pub mod stats;
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::sync::atomic::AtomicBool;
 
 use shared::lab::{QueueEntry, Run, RunStatus};
 
+use super::experiments::footprint;
 use super::gang::Gate;
-use super::plan::footprint;
 
 /// A run that has not ended, and the flag that cancels it.
 #[derive(Debug, Clone)]

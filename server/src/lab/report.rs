@@ -23,9 +23,3 @@ pub(crate) fn empty(chart: ChartSpec, unit: &str) -> RunResult {
         l2_bytes: None,
     }
 }
-
-// Where `lab/cuda/` finds each kind's shaping (its imports predate `experiments/`).
-pub use super::experiments::memory::report::{MemoryMeasurements, memory};
-pub use super::experiments::precision::report::{GemmSample, precision};
-pub use super::experiments::streams::report::{StreamsMeasurements, streams};
-pub use super::experiments::transfer::report::{TransferSample, WRITTEN_BUFFERS_NOTE, mark_l2, transfer};

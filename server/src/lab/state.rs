@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 use super::guards::{self, DeviceProbe};
 use super::queue::QueueBook;
 use super::setup::{LabConfig, LabGpu, LabHost, Unavailable};
-use super::{executor, experiments, plan};
+use super::{executor, experiments};
 use crate::store::runs::RunStore;
 
 /// Events a slow subscriber may fall behind before it should ask for a fresh status.
@@ -111,7 +111,7 @@ impl Shared {
     pub(crate) fn check_host(&self, book: &QueueBook, run: &Run) -> Result<Option<String>, guards::Refusal> {
         let others = book.host_bytes_running(Some(run.summary.id));
         guards::check_host_memory(
-            &plan::footprint(&run.params),
+            &experiments::footprint(&run.params),
             self.probe.host_memory(),
             others,
             self.config.host_margin,

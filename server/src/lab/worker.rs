@@ -13,7 +13,7 @@ use shared::lab::{LabEvent, Progress, RunStatus, TrimOutcome};
 use tokio::sync::oneshot;
 
 use super::executor::{Executor, ExperimentError, RunContext, panic_message};
-use super::{ExecutorFactory, LabError, Shared, activity, guards, plan};
+use super::{ExecutorFactory, LabError, Shared, activity, experiments, guards};
 use crate::clock::now_ms;
 
 /// Progress events go out at most this often per run.
@@ -160,7 +160,7 @@ fn refusal_at_start(
     executor: &mut dyn Executor,
     run: &shared::lab::Run,
 ) -> Option<String> {
-    let footprint = plan::footprint(&run.params);
+    let footprint = experiments::footprint(&run.params);
     let devices = if run.summary.devices.is_empty() { vec![device] } else { run.summary.devices.clone() };
     for d in devices {
         let pool = if d == device {

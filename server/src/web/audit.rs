@@ -6,8 +6,16 @@ use axum::{Extension, Json};
 use shared::auth::{AuditEntry, AuditQuery, Role};
 
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::Action;
+use crate::store::audit::AuditStoreError;
+
+impl From<AuditStoreError> for ApiError {
+    fn from(e: AuditStoreError) -> Self {
+        ApiError::internal(format!("reading the audit log failed: {e}"))
+    }
+}
 
 /// `GET /api/audit?limit=&before=&user=&action=&outcome=&from=&to=`: admins only.
 pub async fn audit_log(
@@ -19,10 +27,5 @@ pub async fn audit_log(
         query.map_err(|e| ApiError::bad_request(format!("{}; accepted: {}", e.body_text(), AuditQuery::PARAMETERS)))?;
     caller.require(&state, Role::Admin, Action::AuditRead, "audit")?;
     query.validate().map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let audit = state.audit.clone();
-    tokio::task::spawn_blocking(move || audit.list(&query))
-        .await
-        .map_err(|e| ApiError::internal(format!("audit task failed: {e}")))?
-        .map(Json)
-        .map_err(|e| ApiError::internal(format!("reading the audit log failed: {e}")))
+    Ok(Json(blocking(state.audit.clone(), move |audit| audit.list(&query)).await?))
 }

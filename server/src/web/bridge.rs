@@ -11,6 +11,7 @@ use shared::auth::Role;
 use shared::bridge::{AttachedProcess, Report, ReportAnswer};
 
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::bridge::{Accepted, BridgeError, Notice, Reporter};
@@ -37,9 +38,7 @@ impl From<BridgeError> for ApiError {
 /// Who reports, and whom the reported PID belongs to on this host (looked up off the runtime: NSS may be LDAP).
 async fn reporter_and_owner(caller: &Caller, pid: u32) -> Result<(Reporter, Option<String>), ApiError> {
     let by = Reporter { user: caller.identity.user.clone(), admin: caller.identity.role >= Role::Admin };
-    let owner = tokio::task::spawn_blocking(move || crate::bridge::pid_owner(pid))
-        .await
-        .map_err(|e| ApiError::internal(format!("looking up the owner of PID {pid} failed: {e}")))?;
+    let owner = blocking(pid, |&pid| Ok::<_, ApiError>(crate::bridge::pid_owner(pid))).await?;
     Ok((by, owner))
 }
 

@@ -29,8 +29,9 @@ impl ApiError {
     }
 }
 
-/// Runs a blocking call on `handle` (the database behind the lab, the alerts or the reservations)
-/// off the async runtime: its error becomes the [`ApiError`] it maps to, a panic a logged 500.
+/// Runs a blocking call on `handle` (a store, the lab, `/proc`, a PID to look up) off the async
+/// runtime: the handlers' one way to do blocking work. Its error becomes the [`ApiError`] it maps
+/// to; a panic, a logged 500 naming the call site.
 pub async fn blocking<H, T, E>(handle: H, f: impl FnOnce(&H) -> Result<T, E> + Send + 'static) -> Result<T, ApiError>
 where
     H: Send + 'static,
@@ -38,9 +39,10 @@ where
     E: Send + 'static,
     ApiError: From<E>,
 {
+    let call = std::any::type_name_of_val(&f);
     crate::sync::off_runtime(move || f(&handle))
         .await
-        .map_err(|e| ApiError::internal(format!("{} call failed: {e}", std::any::type_name::<H>())))?
+        .map_err(|e| ApiError::internal(format!("{call} failed: {e}")))?
         .map_err(ApiError::from)
 }
 
@@ -52,5 +54,20 @@ struct Body<'a> {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.status, Json(Body { error: &self.message })).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn blocking_passes_answers_maps_errors_and_turns_a_panic_into_a_500() {
+        assert_eq!(blocking(2, |n| Ok::<_, ApiError>(n * 21)).await.ok(), Some(42));
+        let refused = blocking((), |()| Err::<(), _>(ApiError::bad_request("no"))).await.unwrap_err();
+        assert_eq!((refused.status, refused.message.as_str()), (StatusCode::BAD_REQUEST, "no"));
+        let panicked = blocking((), |()| -> Result<(), ApiError> { panic!("a store bug") }).await.unwrap_err();
+        assert_eq!(panicked.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(panicked.message, "internal error; see the server log", "internals stay in the log");
     }
 }

@@ -38,11 +38,13 @@ pub async fn fleet(
     }
     let fleet = configured(&state)?;
     let snapshot = fleet.snapshot().await;
-    let mut fleet = crate::fleet::filtered(&snapshot, &filter, listing);
+    let mut answer = crate::fleet::filtered(&snapshot, &filter, listing);
+    // The GPUs it lists get the figures the refresh leaves out (none for hosts only).
+    fleet.with_gauges(&mut answer).await;
     if hide_people {
-        fleet.hide_people();
+        answer.hide_people();
     }
-    Ok(Json(fleet))
+    Ok(Json(answer))
 }
 
 /// The fleet, or 503 without `--fleet-prometheus`.

@@ -9,6 +9,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use shared::history::{HistoryAllResponse, HistoryLine, HistoryRange, HistoryResponse, Metric, Resolution};
 
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::store::{HistoryQuery, QueryError, Store};
 use crate::telemetry::now_ms;
@@ -25,13 +26,11 @@ pub async fn history(
     // Bad input is bad input whether or not history is on: validate first.
     let query = parse(&params, &state, now_ms())?;
     let store = history_store(&state)?;
-    let answer = tokio::task::spawn_blocking({
+    let answer = blocking(store, {
         let query = query.clone();
-        move || store.history(&query, now_ms())
+        move |store| store.history(&query, now_ms())
     })
-    .await
-    .map_err(|e| ApiError::internal(format!("history query task failed: {e}")))?
-    .map_err(query_error)?;
+    .await?;
     Ok(Json(HistoryResponse {
         device: query.device,
         metric: query.metric,
@@ -141,10 +140,7 @@ pub async fn history_all(
     let (from, to, points) = parse_all(&params, now_ms())?;
     let store = history_store(&state)?;
     let devices: Vec<u32> = state.telemetry.devices().iter().map(|d| d.index).collect();
-    let lines = tokio::task::spawn_blocking(move || store.history_all(&devices, (from, to, points), now_ms()))
-        .await
-        .map_err(|e| ApiError::internal(format!("history query task failed: {e}")))?
-        .map_err(query_error)?;
+    let lines = blocking(store, move |store| store.history_all(&devices, (from, to, points), now_ms())).await?;
     let bucket_ms = crate::store::bucket_width(from, to, points);
     let minutes = lines.iter().any(|(_, _, a)| a.resolution == Resolution::Minute);
     Ok(Json(HistoryAllResponse {
@@ -180,9 +176,11 @@ fn history_store(state: &AppState) -> Result<Store, ApiError> {
     })
 }
 
-fn query_error(e: QueryError) -> ApiError {
-    match e {
-        QueryError::Invalid(message) => ApiError::bad_request(message),
-        QueryError::Sqlite(e) => ApiError::internal(format!("history query failed: {e}")),
+impl From<QueryError> for ApiError {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Invalid(message) => ApiError::bad_request(message),
+            QueryError::Sqlite(e) => ApiError::internal(format!("history query failed: {e}")),
+        }
     }
 }

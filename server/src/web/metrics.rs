@@ -90,6 +90,7 @@ impl Gpu<'_> {
         match read {
             Read::Sample(value) => value(self.info, self.sample?),
             Read::Health(value) => value(self.health?),
+            Read::Count(value) => value(self.health?).map(|v| v as f64),
         }
     }
 }

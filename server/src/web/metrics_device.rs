@@ -16,6 +16,8 @@ pub(super) enum Read {
     Sample(fn(&DeviceInfo, &DeviceSample) -> Option<f64>),
     /// From the slow-path health readings.
     Health(fn(&DeviceHealth) -> Option<f64>),
+    /// A count (errors, retries, energy, bytes) from the slow-path health readings.
+    Count(fn(&DeviceHealth) -> Option<u64>),
 }
 
 /// One per-GPU metric family: its name, type, help text and value.
@@ -34,13 +36,19 @@ pub(super) const fn gauge(
     DeviceMetric { name, kind: Kind::Gauge, help, read: Read::Sample(read) }
 }
 
-const fn health(
-    name: &'static str,
-    kind: Kind,
-    help: &'static str,
-    read: fn(&DeviceHealth) -> Option<f64>,
-) -> DeviceMetric {
-    DeviceMetric { name, kind, help, read: Read::Health(read) }
+/// A gauge of the health readings.
+const fn health(name: &'static str, help: &'static str, read: fn(&DeviceHealth) -> Option<f64>) -> DeviceMetric {
+    DeviceMetric { name, kind: Kind::Gauge, help, read: Read::Health(read) }
+}
+
+/// A counter of the health readings: a count that only grows (until a reset or reboot).
+const fn counter(name: &'static str, help: &'static str, read: fn(&DeviceHealth) -> Option<u64>) -> DeviceMetric {
+    DeviceMetric { name, kind: Kind::Counter, help, read: Read::Count(read) }
+}
+
+/// A count of the health readings that is a gauge (a rate).
+const fn health_count(name: &'static str, help: &'static str, read: fn(&DeviceHealth) -> Option<u64>) -> DeviceMetric {
+    DeviceMetric { name, kind: Kind::Gauge, help, read: Read::Count(read) }
 }
 
 /// The per-GPU families, in exposition order: dcgm-exporter's first, then `gpudash_*`.
@@ -67,81 +75,58 @@ pub(super) const DEVICE_METRICS: &[DeviceMetric] = &[
         s.pcie_link.map(|l| f64::from(l.generation))
     }),
     gauge("DCGM_FI_DEV_PCIE_LINK_WIDTH", "PCIe current link width.", |_, s| s.pcie_link.map(|l| f64::from(l.width))),
-    health(
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        Kind::Counter,
-        "Total energy consumption since boot (in mJ).",
-        |h| count(h.energy_mj),
-    ),
-    health("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Kind::Counter, "Total number of PCIe retries.", |h| {
-        count(h.pcie_replays)
-    }),
-    health("DCGM_FI_DEV_XID_ERRORS", Kind::Gauge, "Value of the last XID error encountered.", |h| {
+    counter("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", |h| h.energy_mj),
+    counter("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "Total number of PCIe retries.", |h| h.pcie_replays),
+    health("DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", |h| {
         Some(h.xids.last().map_or(0.0, |x| x.code as f64))
     }),
-    health("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Kind::Counter, "Total number of single-bit volatile ECC errors.", |h| {
-        count(h.ecc_volatile.corrected)
+    counter("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "Total number of single-bit volatile ECC errors.", |h| {
+        h.ecc_volatile.corrected
     }),
-    health("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Kind::Counter, "Total number of double-bit volatile ECC errors.", |h| {
-        count(h.ecc_volatile.uncorrected)
+    counter("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "Total number of double-bit volatile ECC errors.", |h| {
+        h.ecc_volatile.uncorrected
     }),
-    health("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Kind::Counter, "Total number of single-bit persistent ECC errors.", |h| {
-        count(h.ecc_aggregate.corrected)
+    counter("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "Total number of single-bit persistent ECC errors.", |h| {
+        h.ecc_aggregate.corrected
     }),
-    health("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Kind::Counter, "Total number of double-bit persistent ECC errors.", |h| {
-        count(h.ecc_aggregate.uncorrected)
+    counter("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "Total number of double-bit persistent ECC errors.", |h| {
+        h.ecc_aggregate.uncorrected
     }),
-    health("DCGM_FI_DEV_RETIRED_SBE", Kind::Counter, "Total number of retired pages due to single-bit errors.", |h| {
-        count(h.retired_pages.single_bit)
+    counter("DCGM_FI_DEV_RETIRED_SBE", "Total number of retired pages due to single-bit errors.", |h| {
+        h.retired_pages.single_bit
     }),
-    health("DCGM_FI_DEV_RETIRED_DBE", Kind::Counter, "Total number of retired pages due to double-bit errors.", |h| {
-        count(h.retired_pages.double_bit)
+    counter("DCGM_FI_DEV_RETIRED_DBE", "Total number of retired pages due to double-bit errors.", |h| {
+        h.retired_pages.double_bit
     }),
-    health("DCGM_FI_DEV_RETIRED_PENDING", Kind::Gauge, "Total number of pages pending retirement.", |h| {
+    health("DCGM_FI_DEV_RETIRED_PENDING", "Total number of pages pending retirement.", |h| {
         h.retired_pages.pending.map(f64::from)
     }),
-    health(
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        Kind::Counter,
-        "Number of remapped rows for correctable errors.",
-        |h| count(h.remapped_rows.correctable),
-    ),
-    health(
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        Kind::Counter,
-        "Number of remapped rows for uncorrectable errors.",
-        |h| count(h.remapped_rows.uncorrectable),
-    ),
-    health("DCGM_FI_DEV_ROW_REMAP_FAILURE", Kind::Gauge, "Whether remapping of rows has failed.", |h| {
+    counter("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for correctable errors.", |h| {
+        h.remapped_rows.correctable
+    }),
+    counter("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "Number of remapped rows for uncorrectable errors.", |h| {
+        h.remapped_rows.uncorrectable
+    }),
+    health("DCGM_FI_DEV_ROW_REMAP_FAILURE", "Whether remapping of rows has failed.", |h| {
         h.remapped_rows.failed.map(f64::from)
     }),
-    health(
-        "DCGM_FI_DEV_ROW_REMAP_PENDING",
-        Kind::Gauge,
-        "Whether remapping of rows is pending (needs a reset).",
-        |h| h.remapped_rows.pending.map(f64::from),
-    ),
-    health("DCGM_FI_DEV_BAR1_USED", Kind::Gauge, "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
-    health(
-        "gpudash_pcie_tx_bytes_per_second",
-        Kind::Gauge,
-        "PCIe transmit throughput over NVML's 20 ms window.",
-        |h| count(h.pcie_tx_bytes_per_s),
-    ),
-    health("gpudash_pcie_rx_bytes_per_second", Kind::Gauge, "PCIe receive throughput over NVML's 20 ms window.", |h| {
-        count(h.pcie_rx_bytes_per_s)
+    health("DCGM_FI_DEV_ROW_REMAP_PENDING", "Whether remapping of rows is pending (needs a reset).", |h| {
+        h.remapped_rows.pending.map(f64::from)
     }),
-    health("gpudash_nvlink_active_links", Kind::Gauge, "NVLink links up.", |h| {
+    health("DCGM_FI_DEV_BAR1_USED", "Used BAR1 (in MiB).", |h| h.bar1_used.map(mib)),
+    health_count("gpudash_pcie_tx_bytes_per_second", "PCIe transmit throughput over NVML's 20 ms window.", |h| {
+        h.pcie_tx_bytes_per_s
+    }),
+    health_count("gpudash_pcie_rx_bytes_per_second", "PCIe receive throughput over NVML's 20 ms window.", |h| {
+        h.pcie_rx_bytes_per_s
+    }),
+    health("gpudash_nvlink_active_links", "NVLink links up.", |h| {
         (!h.nvlinks.is_empty()).then(|| h.nvlinks.iter().filter(|l| l.active).count() as f64)
     }),
 ];
 
 fn mib(bytes: u64) -> f64 {
     (bytes as f64 / MIB).round()
-}
-
-fn count(value: Option<u64>) -> Option<f64> {
-    value.map(|v| v as f64)
 }
 
 fn watts(milliwatts: u32) -> f64 {

@@ -9,6 +9,7 @@ use shared::auth::Role;
 use shared::processes::{GpuProcess, Signal, SignalAnswer, SignalRequest, may_signal, shorten};
 
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::signals::{self, SignalError};
@@ -70,9 +71,9 @@ pub async fn signal(
     };
     may_signal(caller.identity.role, &caller.identity.user, &who, &process)
         .map_err(|e| refuse(&target, name, ApiError { status: StatusCode::FORBIDDEN, message: e.to_string() }))?;
-    let sent = tokio::task::spawn_blocking(move || signals::send(&ProcReader::new("/proc"), &process, signal))
-        .await
-        .map_err(|e| ApiError::internal(format!("signalling PID {pid}: {e}")))?;
+    // The send's own refusals are audited below, each as what it is: the helper hands them back whole.
+    let sent = blocking(ProcReader::new("/proc"), move |proc| Ok::<_, ApiError>(signals::send(proc, &process, signal)))
+        .await?;
     match sent {
         Ok(exited) => {
             let after = if exited { "exited" } else { "still running" };

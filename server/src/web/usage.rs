@@ -13,9 +13,17 @@ use shared::usage::{UsageQuery, UsageResponse, UsageRow};
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
+use super::error::blocking;
 use super::{ApiError, AppState};
+use crate::store::usage::UsageStoreError;
 
 const PARAMETERS: &str = "from, to, group, utc_offset";
+
+impl From<UsageStoreError> for ApiError {
+    fn from(e: UsageStoreError) -> Self {
+        ApiError::internal(format!("usage query failed: {e}"))
+    }
+}
 
 pub async fn usage(
     State(state): State<AppState>,
@@ -57,11 +65,8 @@ async fn answer(
     let get = |name: &str| params.get(name).map(String::as_str);
     let query = UsageQuery::parse(get("from"), get("to"), get("group"), get("utc_offset"))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let store = state.usage.clone();
-    let buckets = tokio::task::spawn_blocking(move || store.days(query.from, query.to, query.utc_offset))
-        .await
-        .map_err(|e| ApiError::internal(format!("usage query task failed: {e}")))?
-        .map_err(|e| ApiError::internal(format!("usage query failed: {e}")))?;
+    let buckets =
+        blocking(state.usage.clone(), move |store| store.days(query.from, query.to, query.utc_offset)).await?;
     let hide_users = visibility(state, caller) == Visibility::Redacted;
     Ok((query, crate::usage::rows(&buckets, query, hide_users)))
 }

@@ -9,7 +9,7 @@ use shared::lab::{MemoryParams, MemoryStep, RunResult};
 
 use super::{Session, cuda_err};
 use crate::lab::executor::{ExperimentError, RunContext};
-use crate::lab::report::{self, MemoryMeasurements};
+use crate::lab::experiments::memory::report::{self, MemoryMeasurements};
 
 fn alloc(s: &Session, bytes: u64) -> Result<CudaSlice<u8>, ExperimentError> {
     let len = usize::try_from(bytes).map_err(|_| ExperimentError::Cuda("block too large for this host".into()))?;

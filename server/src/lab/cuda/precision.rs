@@ -12,7 +12,7 @@ use shared::lab::{Dtype, PrecisionParams, RunResult};
 use super::{Fault, Session, cuda_err, lib_err};
 use crate::lab::checks::{self, GEMM_TILE, GemmErrors, GemmSampler, GemmTiles};
 use crate::lab::executor::{ExperimentError, RunContext};
-use crate::lab::report::{self, GemmSample};
+use crate::lab::experiments::precision::report::{self, GemmSample};
 
 /// Columns of C downloaded at once for the check (at most 64 × 16384 values).
 const CHECK_COLUMNS: usize = 64;

@@ -13,7 +13,7 @@ use shared::lab::{RunResult, StreamsParams, TimelineSpan};
 use super::{Session, cuda_err, lib_err};
 use crate::lab::checks::{self, StreamsOutputs};
 use crate::lab::executor::{ExperimentError, RunContext};
-use crate::lab::report::{self, StreamsMeasurements};
+use crate::lab::experiments::streams::report::{self, StreamsMeasurements};
 
 /// Copy, compute and both, ms.
 type SerialTimes = (f64, f64, f64);

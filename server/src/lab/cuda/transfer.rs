@@ -17,7 +17,7 @@ use super::copy_kernel::{self, CopyKernel};
 use super::{Fault, Session, cuda_err};
 use crate::lab::checks::{self, CopyVerification, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
-use crate::lab::report::{self, TransferSample};
+use crate::lab::experiments::transfer::report::{self, TransferSample};
 
 /// A byte pattern that is not zero, so every page is really written.
 fn fill(buf: &mut [u8]) {

@@ -1,7 +1,7 @@
 //! Every experiment as one unit: `experiments/<kind>/` holds a kind's description, validation,
 //! footprint (what the memory guards count), time estimate, simulation, report shaping and the
 //! call into its CUDA run (`lab/cuda/<kind>.rs`, the only code that names cudarc), behind one
-//! trait, [`Experiment`]. The rest of the lab (plan, guards, queue, workers, executors) asks
+//! trait, [`Experiment`]. The rest of the lab (api, queue, workers, executors) asks
 //! [`of`] or [`experiment`] and never matches on a kind.
 //!
 //! Adding a kind: its parameters in `shared/src/lab/params.rs` (a variant of `ExperimentKind` and
@@ -25,7 +25,8 @@ use super::cuda;
 use super::executor::{ExperimentError, RunContext};
 use super::guards::DeviceProbe;
 use super::plan::{Footprint, ParamError};
-use super::simulated::Simulation;
+pub use super::plan::{GIB, KIB, MIB};
+use super::simulation::Simulation;
 
 /// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
 /// (`shared::lab::<Kind>Params`) and register it in [`experiment`]; the lab reaches it through
@@ -214,6 +215,79 @@ pub fn bytes(name: &str, value: u64, min: u64, max: u64) -> Result<(), ParamErro
     range(name, value, min, max, &hint)
 }
 
-pub const KIB: u64 = 1024;
-pub const MIB: u64 = 1024 * KIB;
-pub const GIB: u64 = 1024 * MIB;
+/// Checks every parameter, naming the first bad one and its allowed range.
+pub fn validate(params: &ExperimentParams) -> Result<(), ParamError> {
+    of(params).validate(params)
+}
+
+/// Peak memory of a (validated) experiment; for multi-GPU kinds, on each GPU it involves.
+pub fn footprint(params: &ExperimentParams) -> Footprint {
+    of(params).footprint(params)
+}
+
+/// Runs that would likely pass the time limit are refused up front with this estimate, ms.
+/// A rough upper bound from the work the parameters ask for, not a promise.
+pub fn estimate_ms(params: &ExperimentParams) -> u64 {
+    of(params).estimate_ms(params)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use shared::lab::{
+        CopyKind, ExperimentKind, LatencyParams, MemoryParams, PrecisionParams, StreamsParams, TransferParams,
+    };
+
+    #[test]
+    fn defaults_are_valid() {
+        for kind in ExperimentKind::ALL {
+            validate(&kind.default_params()).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn bad_values_name_the_field_and_the_range() {
+        let bad = [
+            (
+                ExperimentParams::Memory(MemoryParams { blocks: 0, ..Default::default() }),
+                "'blocks' must be from 1 to 64",
+            ),
+            (
+                ExperimentParams::Transfer(TransferParams { sizes: vec![2 << 30], ..Default::default() }),
+                "'sizes' must be from 4096 to 1073741824 bytes (4.00 KiB to 1.00 GiB), got '2147483648'",
+            ),
+            (
+                ExperimentParams::Transfer(TransferParams { copies: vec![], ..Default::default() }),
+                "'copies' must name at least one of h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d or d2d_kernel",
+            ),
+            (ExperimentParams::Streams(StreamsParams { kernels: 1, ..Default::default() }), "'kernels'"),
+            (ExperimentParams::Precision(PrecisionParams { sizes: vec![], ..Default::default() }), "'sizes' must list"),
+            (ExperimentParams::Latency(LatencyParams { repetitions: 5, ..Default::default() }), "'repetitions'"),
+        ];
+        for (params, expected) in bad {
+            let err = validate(&params).unwrap_err().0;
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+
+    #[test]
+    fn footprints_follow_the_parameters() {
+        let memory = ExperimentParams::Memory(MemoryParams { block_bytes: GIB, blocks: 4, ..Default::default() });
+        assert_eq!(footprint(&memory).device, 5 * GIB);
+        let h2d = ExperimentParams::Transfer(TransferParams {
+            sizes: vec![MIB, 64 * MIB],
+            copies: vec![CopyKind::H2dPinned],
+            ..Default::default()
+        });
+        assert_eq!(footprint(&h2d), Footprint { device: 64 * MIB, pinned_host: 64 * MIB, host: 0 });
+        let kernel = ExperimentParams::Transfer(TransferParams {
+            sizes: vec![MIB, 64 * MIB],
+            copies: vec![CopyKind::D2dKernel],
+            ..Default::default()
+        });
+        assert_eq!(footprint(&kernel), Footprint { device: 128 * MIB, pinned_host: 0, host: 0 });
+        let all = ExperimentParams::Transfer(TransferParams::default());
+        assert_eq!(footprint(&all), Footprint { device: 2 * GIB, pinned_host: GIB, host: GIB });
+    }
+}

@@ -17,7 +17,7 @@ use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::guards::DeviceProbe;
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter};
+use crate::lab::simulation::{Simulation, jitter};
 
 /// NCCL's own buffers and cuBLAS's workspace on each GPU, besides the run's.
 const NCCL_OVERHEAD: u64 = 512 * MIB;

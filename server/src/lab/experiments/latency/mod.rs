@@ -9,7 +9,7 @@ use super::{Experiment, MIB, range};
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter};
+use crate::lab::simulation::{Simulation, jitter};
 
 pub struct Latency;
 

@@ -9,7 +9,7 @@ use super::{Experiment, GIB, MIB, range};
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{CONTEXT_OVERHEAD, Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter};
+use crate::lab::simulation::{Simulation, jitter};
 
 pub struct Memory;
 

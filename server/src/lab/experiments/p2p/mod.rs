@@ -12,7 +12,7 @@ use crate::lab::checks;
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter, model_copy};
+use crate::lab::simulation::{Simulation, jitter, model_copy};
 
 pub struct P2p;
 

@@ -9,7 +9,7 @@ use super::{Experiment, range};
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter, model_gemm, model_tiles};
+use crate::lab::simulation::{Simulation, jitter, model_gemm, model_tiles};
 
 pub struct Precision;
 

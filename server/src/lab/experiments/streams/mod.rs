@@ -10,7 +10,7 @@ use crate::lab::checks::{self, StreamsOutputs};
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{Simulation, jitter, model_copy, model_gemm, span};
+use crate::lab::simulation::{Simulation, jitter, model_copy, model_gemm, span};
 
 pub struct Streams;
 

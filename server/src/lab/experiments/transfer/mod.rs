@@ -10,7 +10,7 @@ use crate::lab::checks::{self, CopyVerification};
 use crate::lab::cuda;
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::plan::{Footprint, ParamError};
-use crate::lab::simulated::{SIMULATED_L2_BYTES, Simulation, jitter, model_copy};
+use crate::lab::simulation::{SIMULATED_L2_BYTES, Simulation, jitter, model_copy};
 
 pub struct Transfer;
 
