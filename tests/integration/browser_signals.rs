@@ -18,12 +18,28 @@ async fn count(c: &Client, css: &str) -> usize {
     c.find_all(Locator::Css(css)).await.map(|v| v.len()).unwrap_or(0)
 }
 
-/// Clicks the element, scrolled to the middle of the window (clear of the sticky top bar).
+/// Clicks the element, scrolled to the middle of the window (clear of the sticky top bar). When the
+/// page redraws the element between finding and clicking it (an alert list redrawn as another alert
+/// fires), the click goes to the element now matching `css`, within 10 s.
 async fn click(c: &Client, css: &str) {
-    let element = c.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
-    let arg = serde_json::to_value(&element).expect("webdriver answers");
-    c.execute("arguments[0].scrollIntoView({block: 'center'})", vec![arg]).await.expect("webdriver answers");
-    element.click().await.unwrap_or_else(|e| panic!("click {css}: {e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let element = c.wait().for_element(Locator::Css(css)).await.unwrap_or_else(|e| panic!("{css}: {e}"));
+        let arg = serde_json::to_value(&element).expect("webdriver answers");
+        let clicked = match c.execute("arguments[0].scrollIntoView({block: 'center'})", vec![arg]).await {
+            Ok(_) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(e) if is_stale(&e) && std::time::Instant::now() < deadline => continue,
+            Err(e) => panic!("click {css}: {e}"),
+        }
+    }
+}
+
+fn is_stale(e: &fantoccini::error::CmdError) -> bool {
+    matches!(e, fantoccini::error::CmdError::Standard(w) if w.error == fantoccini::error::ErrorStatus::StaleElementReference)
 }
 
 /// The text of the first element matching `css` that contains `part`.
