@@ -4,7 +4,7 @@
 #   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
 #   run(command="bash tests/gpu/all.sh h200 bridge gpm", carry=["target/release/gpudash", "target/release/gpudash-bench"],
 #       kind="nvidia-h200-x2", timeout_s=600)       # then the same with "bash tests/gpu/all.sh lab p2p"
-# Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; lab 320 + gpm 180 = 500 s;
+# Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; lab 420 + gpm 180 = 600 s, ~470 s as run;
 # h200 200 + collectives 300 = 500 s), so each of these calls stays under the device tool's 10 minutes even
 # when a part hangs: run `all.sh lab gpm`, then `all.sh h200 collectives`.
 # Each part's log lands in $OUT (the device tool's output folder); the summary is printed last,
@@ -53,7 +53,7 @@ if want p2p; then
   fi
 fi
 want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
-want lab && part lab 320 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
+want lab && part lab 420 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
 want collectives && part collectives 300 tests/gpu/collectives.sh  # NCCL on one rank, each collective checked; DDP compute vs PyTorch
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API

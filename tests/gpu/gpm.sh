@@ -20,7 +20,17 @@ export CUDA_VISIBLE_DEVICES=0
 if ! python3 -c "import pynvml" 2>/dev/null; then
   pip install --quiet nvidia-ml-py >/dev/null 2>&1 || true
 fi
-python3 -c "import pynvml; print('pynvml', getattr(pynvml, '__version__', '?'))" || {
+python3 - <<'PY' || {
+import importlib.metadata as m
+import pynvml  # noqa: F401  (the import is the check)
+versions = []
+for dist in ("nvidia-ml-py", "pynvml"):
+    try:
+        versions.append(f"{dist} {m.version(dist)}")
+    except m.PackageNotFoundError:
+        pass
+print("pynvml from " + (", ".join(versions) or "an unnamed distribution"))
+PY
   echo "FAIL: pynvml (nvidia-ml-py) is missing and could not be installed"; exit 1; }
 
 "$BIN" --listen "127.0.0.1:$PORT" --interval 500ms --no-history --idle-after 10s --idle-memory 1GiB \

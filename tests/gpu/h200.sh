@@ -64,6 +64,8 @@ cat "$OUT/sampler-cost.txt"
 
 echo; echo "== what holds the running server's memory (tests/gpu/rss.py; goal ≤ 30 MiB idle)"
 python3 tests/gpu/rss.py "$SERVER" || status=1
+echo "-- the same libraries step by step in a process of their own (tests/gpu/rss_parts.py)"
+python3 tests/gpu/rss_parts.py || status=1
 
 echo; echo "== energy: the counter every 30 s, the power draw integrated between (the estimate against the next counter read)"
 for _ in $(seq 400); do grep -q 'drift_mj=' "$OUT/gpudash.log" && break; sleep 0.1; done

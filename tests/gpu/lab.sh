@@ -23,12 +23,12 @@ cd "$(dirname "$0")/../.."
 BIN=${GPUDASH_BIN:-target/release/gpudash}
 PORT=${GPUDASH_PORT:-7071}
 OUT=${OUT:-/tmp/gpudash-lab}
-# 3 rounds of every group fill ~105 s of the deadline; the rest goes to extra rounds of undecided groups:
-# ~95 s, about 12 more rounds of pageable copies, latency and memory (the rows whose rounds are noisy on the
-# lent VM), so they stop at MAX_ROUNDS or a decision rather than at the deadline.
+# 3 rounds of every group fill ~112 s of the deadline; the rest goes to extra rounds of undecided groups:
+# ~220 s, enough for the latency and memory groups (~10 s a round) to reach MAX_ROUNDS. At 200 s, session 15's
+# first run stopped them at 12 rounds with three rows undecided (docs/gpu-runs/session15-lab-run1.log).
 ROUNDS=${ROUNDS:-3}
 MAX_ROUNDS=${MAX_ROUNDS:-24}
-DEADLINE_S=${DEADLINE_S:-200}
+DEADLINE_S=${DEADLINE_S:-330}
 mkdir -p "$OUT"
 status=0        # 1: some step failed
 inconclusive=0  # 1: the comparison exited 2 (rows it could not decide)
@@ -48,7 +48,8 @@ step "faults injected on the CUDA path (GPUDASH_BENCH_FAULT): each run must fail
 fault() {
   local name=$1 kind=$2 params=$3 check=$4 out rc=0
   out=$(GPUDASH_BENCH_FAULT=$name timeout 120 "$BIN" bench --device 0 --force --params "$params" "$kind" 2>&1) || rc=$?
-  echo "$out" | grep -E "injecting|\[FAIL\]" | head -5
+  # The check's own line, marked as the fault's (all.sh's summary lists unmarked [FAIL] lines as failures).
+  echo "$out" | grep -E "injecting|\[FAIL\]" | head -5 | sed "s/\[FAIL\]/[FAIL as injected: $name]/"
   if [ "$rc" -ne 0 ] && echo "$out" | grep -E "\[FAIL\] .*$check" >/dev/null; then
     echo "fault $name: caught by '$check' (exit $rc)"
   else

@@ -15,9 +15,11 @@ import os
 import sys
 
 
-def groups(pid):
+def groups(pid, anonymous=None):
+    """Rss in KiB per group; `anonymous`, when a list, gets (size KiB, Rss KiB) of each anonymous mapping."""
     out = collections.Counter()
     name = ""
+    size = 0
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             fields = line.split()
@@ -42,8 +44,12 @@ def groups(pid):
                     name = "other shared libraries"
                 else:
                     name = "anonymous (malloc arenas, caches, thread stacks)"
+            elif fields[0] == "Size:":
+                size = int(fields[1])
             elif fields[0] == "Rss:":
                 out[name] += int(fields[1])
+                if anonymous is not None and name.startswith("anonymous") and int(fields[1]) > 0:
+                    anonymous.append((size, int(fields[1])))
     return out
 
 
@@ -53,7 +59,8 @@ def main():
         return 2
     pid = sys.argv[1]
     try:
-        parts = groups(pid)
+        anonymous = []
+        parts = groups(pid, anonymous)
         status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status"))
         threads = collections.Counter(open(f"/proc/{pid}/task/{t}/comm").read().strip()
                                       for t in os.listdir(f"/proc/{pid}/task"))
@@ -65,6 +72,11 @@ def main():
           f"{status['Threads'].strip()} threads)")
     for name, kib in parts.most_common():
         print(f"  {name:<52} {kib / 1024:8.1f} MiB")
+    # Sizes tell the kinds apart: glibc's per-thread arenas reserve 64 MiB (65536 KiB in all, mapped in
+    # pieces), thread stacks 2 or 8 MiB, the rest is malloc's large blocks and libraries' own mappings.
+    big = sorted(anonymous, key=lambda m: -m[1])[:8]
+    print("  largest anonymous mappings (resident of size): "
+          + ", ".join(f"{rss / 1024:.1f} of {size / 1024:.1f} MiB" for size, rss in big))
     print("  threads: " + ", ".join(f"{n} ×{c}" if c > 1 else n for n, c in sorted(threads.items())))
     return 0
 

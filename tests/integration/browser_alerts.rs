@@ -4,7 +4,8 @@
 //! Notification is raised because the user subscribed to every critical alert
 //! through the page's own control; once unsubscribed, the next lost GPU is shown
 //! but raises none. The header badge and the tab's title count the firing alerts by severity,
-//! as the overview rates their readings, and leave silenced ones out.
+//! as the overview rates their readings, and leave silenced ones out. A card being filled in (a
+//! half-typed silence reason) stays as it is while another alert fires.
 
 use clap::Parser as _;
 use fantoccini::{Client, Locator, wd::WebDriverCompatibleCommand};
@@ -349,6 +350,64 @@ async fn over_plain_http_notifications_say_they_cannot_work_and_point_to_webhook
         })
         .await;
         assert!(texts(&c, "#alerts-notify-insecure").await.is_empty(), "no notice in a secure context");
+    })
+    .await;
+    server.stop().await;
+}
+
+/// GPU 1 falls off the bus this long after the first sample (GPU 0 at once): time for the browser to
+/// start and the test to type into GPU 0's card first (the test fails, saying so, if it did not).
+const LATER_LOST: &str = "lost:1@45s";
+
+/// Issue 32: the Alerts list is keyed by alert. A silence reason half typed into GPU 0's card is
+/// still there, in the same input, after GPU 1's alert fired and joined the list above or below it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_typed_silence_reason_survives_another_alert_firing() {
+    use gpudash::telemetry::simulator::Simulator;
+    let simulator =
+        Simulator::new(2, 250).with_fault("lost:0@1s".parse().unwrap()).with_fault(LATER_LOST.parse().unwrap());
+    // No rule but the GPU-lost one (and temperature, which these GPUs stay under) fires.
+    let options = gpudash::Options {
+        alerts: gpudash::alerts::AlertsConfig::parse(TEMPERATURE_ONLY, "test.toml").unwrap(),
+        ..gpudash::Options::new(std::time::Duration::from_millis(250))
+    };
+    let server = TestServer::with_options(Box::new(simulator), options).await;
+    let url = server.url("/#alerts");
+    let shared = &server;
+    with_browser(1280, 1000, |c| async move {
+        let server = shared;
+        c.goto(&url).await.expect("webdriver answers");
+        let card = |gpu: u32| format!("#alerts-list li.alert-row[data-rule='device_lost'][data-gpu='{gpu}']");
+        // Open GPU 0's silence form and type half a reason (one script: no redraw between find and use).
+        let typed = format!(
+            "const open = document.querySelector(\"{0} .alert-silence-open\"); if (!open) return null; \
+             let input = document.querySelector(\"{0} .alert-silence-reason\"); \
+             if (!input) {{ open.click(); return null; }} \
+             input.value = 'fan being swa'; input.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+             input.dataset.typedHere = 'yes'; \
+             return document.querySelectorAll(\"#alerts-list li.alert-row[data-gpu='1']\").length",
+            card(0)
+        );
+        let before =
+            eventually(40, "GPU 0's silence form, typed into", || async { js(&c, &typed).await.as_u64() }).await;
+        let firing: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
+        assert!(
+            before == 0 && !firing.alerts.iter().any(|a| a.gpu_index == 1),
+            "GPU 1 was lost ({LATER_LOST}) before the reason was typed ({before} cards); lose it later. Firing: {:?}",
+            firing.alerts.iter().map(|a| (a.rule, a.gpu_index, a.fired_ms)).collect::<Vec<_>>()
+        );
+        eventually(60, "GPU 1's alert on the list", || async { (!texts(&c, &card(1)).await.is_empty()).then_some(()) })
+            .await;
+        let kept = js(
+            &c,
+            &format!(
+                "const i = document.querySelector(\"{} .alert-silence-reason\"); \
+                 return i && [i.value, i.dataset.typedHere || 'a new input']",
+                card(0)
+            ),
+        )
+        .await;
+        assert_eq!(kept, json!(["fan being swa", "yes"]), "GPU 0's card kept its form and the half-typed reason");
     })
     .await;
     server.stop().await;

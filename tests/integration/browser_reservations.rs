@@ -135,8 +135,10 @@ async fn the_form_takes_the_tables_24_hour_format_in_the_viewers_zone() {
             format!("{} {}", civil.date(), civil.time(false))
         };
         assert!((0..3).any(|k| start_text == table(now - k * 60_000)), "{start_text:?}, not {:?}", table(now));
-        let zone = texts(&c, "#reservation-form .reservation-zone").await.concat();
-        assert!(zone.contains("24-hour") && zone.contains("UTC+05:30"), "the zone is named: {zone}");
+        // The zone is named once, above the form (and the bars and the table), not again beside the fields.
+        assert_eq!(texts(&c, "#reservation-form .reservation-zone").await.concat(), "24-hour");
+        let zone = texts(&c, "#reservations .reservations-zone").await.concat();
+        assert_eq!(zone, "Times in UTC+05:30", "the zone is named above the form");
 
         c.find(Locator::Css("#reservation-form input[type=checkbox][value='1']")).await.unwrap().click().await.unwrap();
         type_into(&c, "#reservation-form .reservation-start", "2pm").await;

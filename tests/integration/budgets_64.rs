@@ -22,6 +22,21 @@ const FRAME_MS: f64 = 16.7;
 const TABS: [&str; 4] = ["lab", "alerts", "usage", "dashboard"];
 const SWITCHES: usize = 5;
 
+/// Counts the page's DOM writes by kind and place (`window.__gpudashMutations`): attributes, text and
+/// children, each under its nearest ancestor with an id, and whether the value written was the one there.
+const MUTATIONS: &str = "const m = {}; window.__gpudashMutations = m; \
+    const name = (e) => e ? e.tagName.toLowerCase() + (e.classList[0] ? '.' + e.classList[0] : '') : '?'; \
+    const where = (e) => { const a = e && e.closest('[id]'); return (a && a !== e ? '#' + a.id + ' ' : '') + name(e); }; \
+    new MutationObserver((records) => { for (const r of records) { \
+      const e = r.target.nodeType === 1 ? r.target : r.target.parentElement; \
+      let k = r.type; \
+      if (r.type === 'attributes') k += '[' + r.attributeName + ']' + (r.oldValue === e.getAttribute(r.attributeName) ? '=' : ''); \
+      if (r.type === 'characterData') k += r.oldValue === r.target.data ? '=' : ''; \
+      if (r.type === 'childList') k += ' +' + r.addedNodes.length + '/-' + r.removedNodes.length; \
+      k += ' ' + where(e); m[k] = (m[k] || 0) + 1; } }) \
+      .observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true, \
+        attributeOldValue: true, characterDataOldValue: true }); return null";
+
 /// Clicks `#tab-<key>` and returns the ms until the frame after its panel shows.
 async fn switch_to(c: &fantoccini::Client, key: &str) -> f64 {
     let script = format!(
@@ -95,6 +110,11 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
                 c.issue_cmd(Cdp { method, params: serde_json::json!({}) }).await.expect("the profiler starts");
             }
         }
+        // GPUDASH_BUDGETS_MUTATIONS=1: what the timed ticks write into the page, counted by where.
+        let mutations = std::env::var_os("GPUDASH_BUDGETS_MUTATIONS").is_some();
+        if mutations {
+            js(&c, MUTATIONS).await;
+        }
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
         let timing = eventually(120, "300 timed ticks", || async {
             let probe = js(
@@ -108,6 +128,14 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
         if let Some(path) = profile {
             let stopped = c.issue_cmd(Cdp { method: "Profiler.stop", params: serde_json::json!({}) }).await;
             std::fs::write(&path, stopped.expect("the profile")["profile"].to_string()).expect("write the profile");
+        }
+        if mutations {
+            let counted = js(&c, "return Object.entries(window.__gpudashMutations).sort((a, b) => b[1] - a[1])").await;
+            let _ =
+                writeln!(said_ref, "DOM writes during the timed ticks (count, what, where; = means the same value):");
+            for entry in counted.as_array().into_iter().flatten().take(40) {
+                let _ = writeln!(said_ref, "  {:>6}  {}", entry[1], entry[0].as_str().unwrap_or_default());
+            }
         }
         let tasks = numbers(&timing["tasks"]);
         assert!(tasks.len() >= TICKS * BATCHES, "every timed tick was counted");

@@ -160,12 +160,23 @@ fn GridTile(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
             }
         });
     };
-    let title = move || tile.with(|t| format!("GPU {index}: {} · {}", t.words, t.figures()));
+    // The tooltip spells out what the tile shows in short; its figures change at every tick, so it is
+    // written when the pointer or the focus comes to the tile, not into 64 tiles at every tick.
+    let button = NodeRef::<leptos::html::Button>::new();
+    let write_title = move || {
+        if let Some(button) = button.get_untracked() {
+            let text = tile.with_untracked(|t| format!("GPU {index}: {} · {}", t.words, t.figures()));
+            if button.title() != text {
+                button.set_title(&text);
+            }
+        }
+    };
     view! {
         <li class=move || format!("gpu-tile state-{}", tile.with(|t| t.class)) class:reserved=move || tile.with(|t| t.reserved)
             data-index=index hidden=hidden>
             <button type="button" class="gpu-tile-button" aria-expanded=move || open.get().to_string()
-                aria-controls=format!("gpu-detail-{index}") title=title on:click=toggle>
+                aria-controls=format!("gpu-detail-{index}") node_ref=button on:click=toggle
+                on:pointerenter=move |_| write_title() on:focus=move |_| write_title()>
                 <span class="tile-gpu">{format!("GPU {index}")}</span>
                 <span class="tile-figures">{move || tile.with(Tile::short_figures)}</span>
                 <span class="tile-state">{move || tile.with(|t| t.words.clone())}</span>

@@ -53,22 +53,35 @@ pub fn HistoryChart(
     let canvas_ref = NodeRef::<html::Canvas>::new();
     let box_size = use_box_size(canvas_ref);
     // Every GPU, or for many the top lines by their latest figure (the rest are "others", the
-    // GPU picker reaches any of them); or the one drilled down to.
-    let visible = Memo::new(move |_| match shown.get() {
+    // GPU picker reaches any of them); or the one drilled down to. Ranked now, from what the feed holds.
+    let rank = move || match shown.get_untracked() {
         Some(one) => vec![one],
-        None => indices
-            .with(|all| feed.set.with(|set| top_lines(all, |i| set.series(i, metric)?.points().last().map(|p| p.avg)))),
+        None => indices.with_untracked(|all| {
+            feed.set.with_untracked(|set| top_lines(all, |i| set.series(i, metric)?.points().last().map(|p| p.avg)))
+        }),
+    };
+    // Ranked again when the range's answer comes or the choice of GPUs changes, not at every live tick:
+    // until the chart draws (below the fold it may not for long) its legend names these.
+    let ranked = Memo::new(move |_| {
+        shown.track();
+        indices.track();
+        feed.answers.track();
+        rank()
     });
     let gpus = Memo::new(move |_| indices.with(Vec::len));
+    let ceiling_of = move |lines: &[u32]| {
+        state.with_untracked(|s| lines.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
+    };
+    // What redraws at once when it changes (a device's limit); each draw scales to the lines it draws.
     let ceiling = Memo::new(move |_| {
-        let shown = visible.get();
-        state.with(|s| shown.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
+        state.track();
+        ranked.with(|lines| ceiling_of(lines))
     });
     let drawn = StoredValue::new(None::<Drawn>);
     // The lines the canvas shows, set at each draw: the legend and the tooltip name these, not the
     // top lines of the latest tick (which change between draws, and rebuilt the legend at every tick).
     let drawn_lines = RwSignal::new(None::<Vec<u32>>);
-    let shown_lines = Memo::new(move |_| drawn_lines.get().unwrap_or_else(|| visible.get()));
+    let shown_lines = Memo::new(move |_| drawn_lines.get().unwrap_or_else(|| ranked.get()));
     let hover = RwSignal::new(None::<Hover>);
     // A drill-down or another range redraws the chart: the crosshair's time and values no longer
     // hold, and with the pointer resting on the plot no mouseleave would ever clear them.
@@ -91,8 +104,10 @@ pub fn HistoryChart(
             answers: feed.answers.get(),
             shown: shown.get(),
         };
-        let lines = visible.get();
+        ranked.track();
         feed.set.track();
+        // The top lines of this tick: what a draw now shows, and whose newest bucket says if one is due.
+        let lines = rank();
         if !on_screen.get() {
             pacer.off_screen();
             return;
@@ -116,7 +131,7 @@ pub fn HistoryChart(
             // Each line in its colour slot (distinct among the lines drawn; `color_slot`).
             let slot = |i: u32| color_slot(i, &lines, gpus.get_untracked()) as u32;
             let series: Vec<_> = lines.iter().filter_map(|&i| Some((slot(i), set.series(i, metric)?))).collect();
-            draw(&canvas, size, &series, metric, key.range, key.ceiling, now)
+            draw(&canvas, size, &series, metric, key.range, ceiling_of(&lines), now)
         });
         match result {
             Ok(done) => {

@@ -142,9 +142,8 @@ pub fn BookingTimeline(gpus: Memo<Vec<u32>>) -> impl IntoView {
     });
     view! {
         <figure id="reservations-timeline" class="booking-figure">
-            <figcaption class="booking-caption">
-                {move || format!("Next 24 hours, in {}", shared::time::zone_name(utc_offset()))}
-            </figcaption>
+            // In the zone the panel names above it (once, for the form, the bars and the table).
+            <figcaption class="booking-caption">"Next 24 hours"</figcaption>
             <Show
                 when=move || !rows.with(Vec::is_empty)
                 fallback=|| view! { <p class="booking-none">"No GPU is booked in the next 24 hours."</p> }

@@ -212,7 +212,8 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
                     aria-label="End: day, month and 24-hour time" prop:value=move || end.get()
                     on:input=move |ev| end.set(event_target_value(&ev)) />
             </label>
-            <span class="reservation-zone">{format!("24-hour, {}", shared::time::zone_name(utc_offset()))}</span>
+            // The zone is named once, above the form, for the form, the bars and the table alike.
+            <span class="reservation-zone">"24-hour"</span>
             <input
                 type="text"
                 class="reservation-note-input"

@@ -3,7 +3,7 @@
 use leptos::prelude::*;
 use shared::{
     activity::{GpuState, gpu_state},
-    processes::usage_by_user,
+    processes::{UserUsage, usage_by_user},
     reservations::free_note,
     units::format_bytes,
     usability::UnhealthyDevice,
@@ -83,51 +83,25 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
                                 </tr>
                             </thead>
                             <tbody>
-                                {move || {
-                                    users
-                                        .get()
-                                        .into_iter()
-                                        .map(|u| {
-                                            view! {
-                                                <tr class="user-row">
-                                                    <td class="usage-user">
-                                                        <UserLink user=u.user />
-                                                    </td>
-                                                    <td class="usage-gpus">{format::indexes(&u.devices)}</td>
-                                                    <td class="usage-memory">{format_bytes(u.memory)}</td>
-                                                    <td class="usage-processes">{u.processes}</td>
-                                                    <td class="usage-idle">
-                                                        {if u.idle_memory > 0 { format_bytes(u.idle_memory) } else { "—".to_owned() }}
-                                                    </td>
-                                                </tr>
-                                            }
-                                        })
-                                        .collect_view()
-                                }}
+                                // Keyed by user: a row is built once, and at each tick only its changed
+                                // cells are written (rebuilding every row at every tick cost style and layout).
+                                <For each=move || users.with(|u| u.iter().map(|u| u.user.clone()).collect::<Vec<_>>())
+                                    key=|user| user.clone() let:user>
+                                    <UserRow users=users user=user />
+                                </For>
                             </tbody>
                         </table>
                     </div>
                 </Show>
                 <p id="free-gpus" class="free-gpus" class:none-free=move || free.with(Vec::is_empty)>
                     "Free: "
-                    {move || {
-                        let free = free.get();
-                        if free.is_empty() {
-                            return view! { "none" }.into_any();
-                        }
-                        free.into_iter()
-                            .enumerate()
-                            .map(|(i, index)| {
-                                let note = reservations.and_then(|r| {
-                                    r.list.with(|l| {
-                                        free_note(&l.reservations, index, l.now_ms, format::utc_offset())
-                                    })
-                                });
-                                view! { {(i > 0).then_some(", ")} <FreeGpuLink index=index note=note /> }
-                            })
-                            .collect_view()
-                            .into_any()
-                    }}
+                    // Keyed by GPU: as GPUs come free and get taken, only those links come and go.
+                    <Show when=move || !free.with(Vec::is_empty) fallback=|| "none">
+                        <For each=move || free.get() key=|index| *index let:index>
+                            {move || free.with(|f| f.first() != Some(&index)).then_some(", ")}
+                            <FreeGpuLink index=index reservations=reservations />
+                        </For>
+                    </Show>
                 </p>
                 <Show when=move || !unhealthy.with(Vec::is_empty)>
                     <p id="unhealthy-gpus" class="unhealthy-gpus">
@@ -163,6 +137,27 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
     }
 }
 
+/// `tr.user-row`: one user's GPUs, memory, processes and idle memory, read from `users` at each change.
+#[component]
+fn UserRow(users: Memo<Vec<UserUsage>>, user: String) -> impl IntoView {
+    let name = user.clone();
+    let row = Memo::new(move |_| users.with(|all| all.iter().find(|u| u.user == name).cloned()));
+    let cell = move |text: fn(&UserUsage) -> String| move || row.with(|r| r.as_ref().map(text).unwrap_or_default());
+    view! {
+        <tr class="user-row">
+            <td class="usage-user">
+                <UserLink user=user />
+            </td>
+            <td class="usage-gpus">{cell(|u| format::indexes(&u.devices))}</td>
+            <td class="usage-memory">{cell(|u| format_bytes(u.memory))}</td>
+            <td class="usage-processes">{cell(|u| u.processes.to_string())}</td>
+            <td class="usage-idle">
+                {cell(|u| if u.idle_memory > 0 { format_bytes(u.idle_memory) } else { "—".to_owned() })}
+            </td>
+        </tr>
+    }
+}
+
 /// A user's name that filters the process table to their processes.
 #[component]
 fn UserLink(user: String) -> impl IntoView {
@@ -179,8 +174,11 @@ fn UserLink(user: String) -> impl IntoView {
 /// A free GPU: opens its card, where Reserve and Run in the Lab are; "(reserved from 14:00)"
 /// after it when a booking is near.
 #[component]
-fn FreeGpuLink(index: u32, note: Option<String>) -> impl IntoView {
+fn FreeGpuLink(index: u32, reservations: Option<Reservations>) -> impl IntoView {
     let view = use_context::<crate::hooks::url::ViewSignals>();
+    let note = Memo::new(move |_| {
+        reservations.and_then(|r| r.list.with(|l| free_note(&l.reservations, index, l.now_ms, format::utc_offset())))
+    });
     view! {
         <button
             type="button"
@@ -191,7 +189,7 @@ fn FreeGpuLink(index: u32, note: Option<String>) -> impl IntoView {
         >
             {format!("GPU {index}")}
         </button>
-        {note.map(|note| view! { <span class="free-soon" data-index=index>{format!(" ({note})")}</span> })}
+        {move || note.get().map(|note| view! { <span class="free-soon" data-index=index>{format!(" ({note})")}</span> })}
     }
 }
 

@@ -46,35 +46,25 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
         alerts.filter.update(|f| change(f));
         alerts.load_list();
     };
-    let rows = move || {
+    // The list's entries, each keyed by all it shows (`entry_key`): when another alert fires, or the
+    // list is fetched again, a card that did not change keeps its DOM: its open silence form and a
+    // half-typed reason, a Stop's question. "Firing for" follows `now` within the card.
+    let entries = Memo::new(move |_| {
         let filter = alerts.filter.get();
-        let now_ms = now.get() as u64;
-        let shown = alerts.state.with(|s| s.shown(&filter));
-        if shown.is_empty() {
-            return view! { <li class="placeholder alerts-empty">"No alerts match."</li> }.into_any();
-        }
-        // One owner's idle alerts read as one card (state::alert_groups).
-        alert_groups::group(shown)
-            .into_iter()
-            .map(|entry| match entry {
-                Entry::One(alert) => {
-                    view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> }.into_any()
-                }
-                Entry::Group { owner, alerts } => {
-                    let each = alerts.clone();
-                    view! {
-                        <AlertGroup owner=owner alerts=alerts>
-                            {each
-                                .into_iter()
-                                .map(|alert| view! { <AlertRow alert=alert now_ms=now_ms telemetry=telemetry signals=signals /> })
-                                .collect_view()}
-                        </AlertGroup>
-                    }
-                    .into_any()
-                }
-            })
-            .collect_view()
+        alert_groups::group(alerts.state.with(|s| s.shown(&filter)))
+    });
+    let row = move |alert: Alert| view! { <AlertRow alert=alert now=now telemetry=telemetry signals=signals /> };
+    let entry_view = move |entry: Entry| match entry {
+        Entry::One(alert) => row(alert).into_any(),
+        Entry::Group { owner, alerts } => {
+            let each = alerts.clone();
+            view! {
+                <AlertGroup owner=owner alerts=alerts>
+                    {each.into_iter().map(row).collect_view()}
+                </AlertGroup>
+            }
             .into_any()
+        }
     };
     view! {
         <main class="alerts-page">
@@ -124,7 +114,12 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
                             </select>
                         </label>
                     </div>
-                    <ul id="alerts-list" class="alerts-list">{rows}</ul>
+                    <ul id="alerts-list" class="alerts-list">
+                        <Show when=move || entries.with(Vec::is_empty)>
+                            <li class="placeholder alerts-empty">"No alerts match."</li>
+                        </Show>
+                        <For each=move || entries.get() key=entry_key children=entry_view />
+                    </ul>
                 </section>
                 <aside class="alerts-column alerts-side">
                     <NotifyPanel telemetry=telemetry />
@@ -140,7 +135,7 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
 /// `li.alert-row` of one alert: severity in colour and word, what, where, who, when, its silence,
 /// and for an idle process, Stop.
 #[component]
-fn AlertRow(alert: Alert, now_ms: u64, telemetry: Telemetry, signals: Option<SignalControl>) -> impl IntoView {
+fn AlertRow(alert: Alert, now: RwSignal<f64>, telemetry: Telemetry, signals: Option<SignalControl>) -> impl IntoView {
     let session = expect_context::<Session>();
     let severity = alert.severity.as_str();
     let firing = alert.resolved_ms.is_none();
@@ -155,12 +150,13 @@ fn AlertRow(alert: Alert, now_ms: u64, telemetry: Telemetry, signals: Option<Sig
         (None, None, false) => None,
     };
     let fired = format::stamp(alert.fired_ms as f64);
-    let when = match alert.resolved_ms {
-        None => format!("fired {fired} · firing for {}", format::duration(now_ms.saturating_sub(alert.fired_ms))),
+    let (fired_ms, resolved_ms) = (alert.fired_ms, alert.resolved_ms);
+    let when = move || match resolved_ms {
+        None => format!("fired {fired} · firing for {}", format::duration((now.get() as u64).saturating_sub(fired_ms))),
         Some(end) => format!(
             "fired {fired} · resolved {} after {}",
             format::stamp(end as f64),
-            format::duration(end.saturating_sub(alert.fired_ms))
+            format::duration(end.saturating_sub(fired_ms))
         ),
     };
     let silenced = alert
@@ -221,4 +217,10 @@ fn IdleStop(control: SignalControl, pid: u32, gpu: u32, firing: bool, telemetry:
         </Show>
         <SignalPanel control=control pid=pid />
     }
+}
+
+/// What keys an entry of the list: everything it shows but the time, so that a card is built again
+/// exactly when what it says changed (it resolved, was silenced, its group gained an alert).
+fn entry_key(entry: &Entry) -> String {
+    format!("{entry:?}")
 }

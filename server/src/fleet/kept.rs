@@ -1,29 +1,37 @@
 //! What a GPU's series say that does not change between refreshes: its memory total (used, free
-//! and reserved together) and its labels (model, UUID, host name). The refresh reads them once a
-//! [`KEPT_FOR`], or at once when a GPU appears that has none, and otherwise asks only the
-//! used-memory figure per GPU, thin (instance and GPU), dressing it here with the kept labels
-//! (or its pod's, read fresh) and deriving free memory from the kept total: half of what
-//! Prometheus reads and sends per refresh at 1,000 hosts.
+//! and reserved together) and its labels (model, UUID, host name). The refresh reads the labels
+//! once a [`KEPT_FOR`] and the totals once a [`TOTALS_KEPT_FOR`] (a GPU's total changes only when
+//! the GPU does, and then its UUID changes too: its total is read again at once), or both at once
+//! when a GPU appears that has none; otherwise it asks only the used-memory figure per GPU, thin
+//! (instance and GPU), dressing it here with the kept labels (or its pod's, read fresh) and
+//! deriving free memory from the kept total: half of what Prometheus reads and sends per refresh
+//! at 1,000 hosts.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::client::Series;
 use super::sweep::Sweep;
 
-/// How long the kept totals and labels serve before the refresh asks them again.
+/// How long the kept labels serve before the refresh asks them again.
 pub const KEPT_FOR: Duration = Duration::from_secs(60);
+/// How long the kept memory totals serve before the refresh asks them again (the costliest
+/// query of the fleet: free and reserved memory of every GPU).
+pub const TOTALS_KEPT_FOR: Duration = Duration::from_secs(600);
 
 /// One round's answers: each sweep's series, with their metric names.
 pub type Round = Vec<(Sweep, Vec<(String, Series)>)>;
 
 type GpuKey = (String, String);
 
-/// Each GPU's memory total (MiB) and labels, by (instance, gpu).
-#[derive(Debug, Default)]
+/// Each GPU's memory total (MiB) and labels, by (instance, gpu), and when each was read.
+#[derive(Debug, Default, Clone)]
 pub struct Kept {
     totals: HashMap<GpuKey, f64>,
     labels: HashMap<GpuKey, BTreeMap<String, String>>,
+    /// When the totals and the labels were read; `None`: read them at the next refresh.
+    totals_at: Option<Instant>,
+    labels_at: Option<Instant>,
 }
 
 fn gpu_key(s: &Series) -> Option<GpuKey> {
@@ -34,25 +42,54 @@ fn of(round: &Round, sweep: Sweep) -> impl Iterator<Item = &Series> {
     round.iter().filter(move |(s, _)| *s == sweep).flat_map(|(_, series)| series.iter().map(|(_, s)| s))
 }
 
+fn asked(round: &Round, sweep: Sweep) -> bool {
+    round.iter().any(|(s, _)| *s == sweep)
+}
+
+/// The kept sweeps a refresh asks now: all without anything kept, else those whose answers are old.
+pub fn due(kept: Option<&Kept>) -> Vec<Sweep> {
+    let old = |at: Option<Instant>, kept_for: Duration| at.is_none_or(|at| at.elapsed() >= kept_for);
+    let (labels, totals) =
+        kept.map_or((true, true), |k| (old(k.labels_at, KEPT_FOR), old(k.totals_at, TOTALS_KEPT_FOR)));
+    [(Sweep::Identity, labels), (Sweep::FreeReserved, totals)].into_iter().filter(|(_, d)| *d).map(|(s, _)| s).collect()
+}
+
 impl Kept {
     /// The totals and labels of a round that asked every sweep (the kept ones too).
     pub fn from_round(round: &Round) -> Self {
-        let free: HashMap<GpuKey, f64> =
-            of(round, Sweep::FreeReserved).filter_map(|s| Some((gpu_key(s)?, s.value))).collect();
-        let totals = of(round, Sweep::FbUsed)
-            .filter_map(|s| {
-                let key = gpu_key(s)?;
-                let total = s.value + free.get(&key)?;
-                Some((key, total))
-            })
-            .collect();
-        let mut labels = HashMap::new();
-        for s in of(round, Sweep::Identity) {
-            if let Some(key) = gpu_key(s) {
-                labels.entry(key).or_insert_with(|| s.labels.clone());
+        Self::updated(None, round)
+    }
+
+    /// `old`, with what `round` read of the kept sweeps in its place. A GPU whose UUID changed
+    /// (another card in its slot) loses its kept total, so the refresh reads it again.
+    pub fn updated(old: Option<&Self>, round: &Round) -> Self {
+        let mut kept = old.cloned().unwrap_or_default();
+        if asked(round, Sweep::Identity) {
+            let mut labels = HashMap::new();
+            for s in of(round, Sweep::Identity) {
+                if let Some(key) = gpu_key(s) {
+                    labels.entry(key).or_insert_with(|| s.labels.clone());
+                }
             }
+            let uuid = |l: &BTreeMap<String, String>| l.get("UUID").cloned();
+            kept.totals.retain(|key, _| {
+                kept.labels.get(key).is_none_or(|l| labels.get(key).is_none_or(|n| uuid(n) == uuid(l)))
+            });
+            (kept.labels, kept.labels_at) = (labels, Some(Instant::now()));
         }
-        Self { totals, labels }
+        if asked(round, Sweep::FreeReserved) {
+            let free: HashMap<GpuKey, f64> =
+                of(round, Sweep::FreeReserved).filter_map(|s| Some((gpu_key(s)?, s.value))).collect();
+            let totals = of(round, Sweep::FbUsed)
+                .filter_map(|s| {
+                    let key = gpu_key(s)?;
+                    let total = s.value + free.get(&key)?;
+                    Some((key, total))
+                })
+                .collect();
+            (kept.totals, kept.totals_at) = (totals, Some(Instant::now()));
+        }
+        kept
     }
 
     /// Whether every GPU of `round`'s used-memory answer has a kept total and labels.
@@ -60,6 +97,12 @@ impl Kept {
         of(round, Sweep::FbUsed)
             .filter_map(gpu_key)
             .all(|key| self.totals.contains_key(&key) && self.labels.contains_key(&key))
+    }
+
+    /// Marks the labels as old, so that the next refresh reads them again (as once a
+    /// [`KEPT_FOR`]): for the benchmark, which times that refresh.
+    pub fn with_old_labels(&self) -> Self {
+        Self { labels_at: None, ..self.clone() }
     }
 }
 
@@ -147,5 +190,27 @@ mod tests {
         dress(&mut asked, Some(&kept));
         assert_eq!(asked[0].1[0].1.label("UUID"), Some("GPU-2"), "this round's labels win");
         assert_eq!(asked.iter().filter(|(s, _)| *s == Sweep::FreeReserved).count(), 1);
+    }
+
+    #[test]
+    fn labels_are_read_again_before_totals_and_a_new_card_loses_its_total() {
+        assert_eq!(due(None), [Sweep::Identity, Sweep::FreeReserved], "nothing kept: read both");
+        let kept = Kept::from_round(&vec![
+            (Sweep::FbUsed, vec![series(&A0, 1.0)]),
+            (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
+            (Sweep::Identity, vec![full("GPU-1")]),
+        ]);
+        assert!(due(Some(&kept)).is_empty(), "both just read");
+        let aged = kept.with_old_labels();
+        assert_eq!(due(Some(&aged)), [Sweep::Identity], "labels once a minute, totals once in ten");
+
+        let same_card: Round = vec![(Sweep::FbUsed, vec![series(&A0, 2.0)]), (Sweep::Identity, vec![full("GPU-1")])];
+        let relabelled = Kept::updated(Some(&aged), &same_card);
+        assert!(relabelled.covers(&same_card) && due(Some(&relabelled)).is_empty());
+        assert_eq!(relabelled.totals[&("a:1".to_owned(), "0".to_owned())], 10.0, "the total is kept");
+
+        let new_card: Round = vec![(Sweep::FbUsed, vec![series(&A0, 2.0)]), (Sweep::Identity, vec![full("GPU-2")])];
+        let swapped = Kept::updated(Some(&aged), &new_card);
+        assert!(!swapped.covers(&new_card), "another card in the slot: its total is read again");
     }
 }

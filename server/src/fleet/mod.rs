@@ -144,8 +144,8 @@ pub struct Fleet {
     cached: Mutex<Option<(Instant, Arc<FleetResponse>)>>,
     /// Held while a refresh runs, so concurrent callers share one instead of each asking Prometheus.
     refresh: tokio::sync::Mutex<()>,
-    /// The GPUs' memory totals and labels, and when they were read ([`kept`]).
-    kept: Mutex<Option<(Instant, Arc<kept::Kept>)>>,
+    /// The GPUs' memory totals and labels, with when they were read ([`kept`]).
+    kept: Mutex<Option<Arc<kept::Kept>>>,
 }
 
 impl Fleet {
@@ -163,6 +163,13 @@ impl Fleet {
 
     pub fn config(&self) -> &FleetConfig {
         &self.config
+    }
+
+    /// Marks the kept labels as old, so that the next refresh reads them again, as one refresh a
+    /// minute does ([`kept::KEPT_FOR`]): for the benchmark, which times that refresh.
+    pub fn age_kept_labels(&self) {
+        let mut kept = crate::sync::lock(&self.kept);
+        *kept = kept.as_deref().map(|k| Arc::new(k.with_old_labels()));
     }
 
     /// The fleet now: from cache when younger than the cache period, else freshly queried.
@@ -192,18 +199,15 @@ impl Fleet {
     pub async fn query(&self) -> FleetResponse {
         let started = Instant::now();
         let window = self.config.window;
-        let mut kept = crate::sync::lock(&self.kept)
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < kept::KEPT_FOR)
-            .map(|(_, kept)| kept.clone());
+        let old = crate::sync::lock(&self.kept).clone();
+        let due = kept::due(old.as_deref());
         let ask = |sweeps: Vec<Sweep>| {
             futures_util::future::join_all(sweeps.into_iter().map(|s| {
                 let promql = s.promql(window);
                 async move { (s, self.client.query_at(&promql, None).await) }
             }))
         };
-        let asked_kept = kept.is_none();
-        let results = ask(Sweep::ALL.into_iter().filter(|s| asked_kept || !s.kept()).collect()).await;
+        let results = ask(Sweep::ALL.into_iter().filter(|s| !s.kept() || due.contains(s)).collect()).await;
         let mut first = Vec::new();
         let mut error = None;
         let mut warnings = std::collections::BTreeSet::new();
@@ -221,18 +225,25 @@ impl Fleet {
             }
         };
         take(results, &mut first);
-        // A GPU the kept answers do not know (new since they were read): ask them now.
-        if kept.as_ref().is_some_and(|k| !k.covers(&first)) {
-            take(ask(Sweep::ALL.into_iter().filter(|s| s.kept()).collect()).await, &mut first);
-            kept = None;
+        // What this round read of the kept answers, in place of the old.
+        let mut fresh = (!due.is_empty()).then(|| kept::Kept::updated(old.as_deref(), &first));
+        // A GPU the kept answers do not know (new since they were read, or another card in its
+        // slot): ask what this round did not, now.
+        if fresh.as_ref().or(old.as_deref()).is_some_and(|k| !k.covers(&first)) {
+            take(ask(Sweep::ALL.into_iter().filter(|s| s.kept() && !due.contains(s)).collect()).await, &mut first);
+            fresh = Some(kept::Kept::updated(old.as_deref(), &first));
         }
         let mut answers = Answers::new();
         let mut down = Vec::new();
         if error.is_none() {
-            if kept.is_none() {
-                let fresh = Arc::new(kept::Kept::from_round(&first));
-                *crate::sync::lock(&self.kept) = Some((Instant::now(), fresh));
-            }
+            let kept = match fresh {
+                Some(fresh) => {
+                    let fresh = Arc::new(fresh);
+                    *crate::sync::lock(&self.kept) = Some(fresh.clone());
+                    Some(fresh)
+                }
+                None => old,
+            };
             kept::dress(&mut first, kept.as_deref());
             let (mut found, silent) = sweep::into_answers(first);
             // The targets API lists every target (a large answer at 1,000 hosts): asked only when

@@ -76,8 +76,10 @@ impl Sweep {
         let processes = "max by (instance, gpu, user, pid) (gpudash_process_memory_bytes)";
         match self {
             // `timestamp(up == 1)` answers nothing on VictoriaMetrics (its `timestamp` reads raw
-            // samples only); the timestamp of `up`, kept where `up` is 1, is the same on both engines.
-            Self::UpSeen => "up == 0 or (timestamp(up) and on (instance, job) up == 1)".to_owned(),
+            // samples only). `or` matches label sets without the metric name, so a target that is
+            // down answers its `up` of 0 and one that is up the time of its last scrape: the same
+            // on both engines, and half the engine's work of `timestamp(up) and on (…) up == 1`.
+            Self::UpSeen => "up == 0 or timestamp(up)".to_owned(),
             Self::Gone => format!("group by (instance, job) (last_over_time(up[{w}])) unless on(instance) up"),
             Self::FbUsed => "max by (instance, gpu) (DCGM_FI_DEV_FB_USED)".to_owned(),
             // Every label but the exporter's per-device ones no page reads (the metric name,
@@ -91,7 +93,9 @@ impl Sweep {
                 .to_owned(),
             Self::Util => "max by (instance, gpu) (DCGM_FI_DEV_GPU_UTIL)".to_owned(),
             Self::Gpudash => "{__name__=~\"gpudash_info|gpudash_simulated|gpudash_reservation_active\"}".to_owned(),
-            Self::Lost => "max by (instance, gpu) (gpudash_device_lost) == 1".to_owned(),
+            // Only the series above 0 are grouped (the engine groups none on a healthy fleet);
+            // the maximum of those is 1 exactly when the maximum of all is.
+            Self::Lost => "max by (instance, gpu) (gpudash_device_lost > 0) == 1".to_owned(),
             // One series per process, summed per user here: one pass over the series, not two.
             Self::Processes => processes.to_owned(),
             Self::Faults => usable::promql(&w, &|m: &str| m.to_owned(), true),

@@ -36,20 +36,12 @@ pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, picked: RwSignal<PickedGpu>, for
                     on:click=move |_| picked.update(|p| *p = PickedGpu::by_reader(p.index()))
                     prop:value=move || picked.get().index().to_string()
                 >
-                    {move || {
-                        let chosen = picked.get_untracked().index();
-                        choices
-                            .get()
-                            .into_iter()
-                            .map(|c| {
-                                view! {
-                                    <option value=c.index.to_string() data-state=c.state selected=c.index == chosen>
-                                        {c.label}
-                                    </option>
-                                }
-                            })
-                            .collect_view()
-                    }}
+                    // Keyed by GPU: at each tick only the options whose words changed are written
+                    // (the whole list was built again at every tick, the tab shown or not).
+                    <For each=move || choices.with(|c| c.iter().map(|c| c.index).collect::<Vec<_>>())
+                        key=|index| *index let:index>
+                        <ChoiceOption choices=choices index=index selected=index == picked.get_untracked().index() />
+                    </For>
                 </select>
             </label>
             <label class="lab-force" title="Run even when other processes are computing on the GPU">
@@ -57,6 +49,18 @@ pub fn RunTarget(choices: Memo<Vec<GpuChoice>>, picked: RwSignal<PickedGpu>, for
                 " force (run even if other processes compute on this GPU)"
             </label>
         </div>
+    }
+}
+
+/// One `option` of `#lab-device`: its label and `data-state` follow the GPU's choice.
+#[component]
+fn ChoiceOption(choices: Memo<Vec<GpuChoice>>, index: u32, selected: bool) -> impl IntoView {
+    let choice = Memo::new(move |_| choices.with(|c| c.iter().find(|c| c.index == index).cloned()));
+    view! {
+        <option value=index.to_string() data-state=move || choice.with(|c| c.as_ref().map_or("", |c| c.state))
+            selected=selected>
+            {move || choice.with(|c| c.as_ref().map(|c| c.label.clone()).unwrap_or_default())}
+        </option>
     }
 }
 
