@@ -17,9 +17,9 @@ use crate::support::{TestServer, get_json};
 
 /// GPU 1 falls off the bus this long after the first sample: time for the browser to
 /// start and the test to subscribe first (the test fails, saying so, if it did not).
-const FIRST_LOST: &str = "lost:1@40s";
+const FIRST_LOST: &str = "lost:1@45s";
 /// GPU 0 follows, after the test has unsubscribed.
-const SECOND_LOST: &str = "lost:0@60s";
+const SECOND_LOST: &str = "lost:0@70s";
 
 /// Records every `new Notification(title, {body})` the page makes, then lets the browser's own run.
 const RECORD_NOTIFICATIONS: &str = "window.__notes = []; const Real = window.Notification; \
@@ -93,12 +93,13 @@ async fn lost_row(c: &Client, gpu: u32) -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribed() {
-    let server = losing_server().await;
-    let url = server.url("/");
-    let origin = server.base.clone();
-    let shared = &server;
     with_browser(1400, 1000, |c| async move {
-        let server = shared;
+        // Started once this test holds the browser (one at a time), so the faults' seconds are this
+        // test's own, not spent waiting for another test's browser.
+        let running = losing_server().await;
+        let server = &running;
+        let url = server.url("/");
+        let origin = server.base.clone();
         c.issue_cmd(DevTools {
             cmd: "Browser.grantPermissions",
             params: json!({ "origin": origin, "permissions": ["notifications"] }),
@@ -127,7 +128,7 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
 
         // GPU 1 falls off the bus: a critical alert in the tab and the badge, and one notification.
         // Lower-cased: WebDriver reads the text as shown, and the severity is shown in capitals.
-        let row = eventually(50, "GPU 1's 'GPU lost' row", || lost_row(&c, 1)).await.to_lowercase();
+        let row = eventually(120, "GPU 1's 'GPU lost' row", || lost_row(&c, 1)).await.to_lowercase();
         assert!(row.contains("critical") && row.contains("gpu lost") && row.contains("gpu 1"), "{row}");
         assert!(row.contains("simulated"), "simulated alerts say so: {row}");
         eventually(10, "the badge to count what the server counts", || async {
@@ -153,16 +154,16 @@ async fn a_lost_gpu_shows_in_the_tab_and_badge_and_notifies_only_while_subscribe
         eventually(10, "the subscription gone", || async { subscriptions(server).await.is_empty().then_some(()) })
             .await;
         assert_eq!(lost_gpus(server).await, [1], "GPU 0 was lost before the page unsubscribed: raise {SECOND_LOST}");
-        eventually(40, "GPU 0's 'GPU lost' row", || lost_row(&c, 0)).await;
+        eventually(60, "GPU 0's 'GPU lost' row", || lost_row(&c, 0)).await;
         eventually(10, "the badge to count both", || async {
             badge(&c).await.filter(|(count, _, _)| *count >= 2).map(drop)
         })
         .await;
         let notes = notes(&c).await;
         assert!(notes.iter().all(|(title, _)| !title.ends_with("on GPU 0")), "none once unsubscribed: {notes:?}");
+        running.stop().await;
     })
     .await;
-    server.stop().await;
 }
 
 /// Every rule's alert, fired and resolved through the simulator's faults, has its row on the
@@ -357,25 +358,25 @@ async fn over_plain_http_notifications_say_they_cannot_work_and_point_to_webhook
 
 /// GPU 1 falls off the bus this long after the first sample (GPU 0 at once): time for the browser to
 /// start and the test to type into GPU 0's card first (the test fails, saying so, if it did not).
-const LATER_LOST: &str = "lost:1@45s";
+const LATER_LOST: &str = "lost:1@60s";
 
 /// Issue 32: the Alerts list is keyed by alert. A silence reason half typed into GPU 0's card is
 /// still there, in the same input, after GPU 1's alert fired and joined the list above or below it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_half_typed_silence_reason_survives_another_alert_firing() {
     use gpudash::telemetry::simulator::Simulator;
-    let simulator =
-        Simulator::new(2, 250).with_fault("lost:0@1s".parse().unwrap()).with_fault(LATER_LOST.parse().unwrap());
-    // No rule but the GPU-lost one (and temperature, which these GPUs stay under) fires.
-    let options = gpudash::Options {
-        alerts: gpudash::alerts::AlertsConfig::parse(TEMPERATURE_ONLY, "test.toml").unwrap(),
-        ..gpudash::Options::new(std::time::Duration::from_millis(250))
-    };
-    let server = TestServer::with_options(Box::new(simulator), options).await;
-    let url = server.url("/#alerts");
-    let shared = &server;
     with_browser(1280, 1000, |c| async move {
-        let server = shared;
+        // Started once this test holds the browser, so LATER_LOST counts from here.
+        let simulator =
+            Simulator::new(2, 250).with_fault("lost:0@1s".parse().unwrap()).with_fault(LATER_LOST.parse().unwrap());
+        // No rule but the GPU-lost one (and temperature, which these GPUs stay under) fires.
+        let options = gpudash::Options {
+            alerts: gpudash::alerts::AlertsConfig::parse(TEMPERATURE_ONLY, "test.toml").unwrap(),
+            ..gpudash::Options::new(std::time::Duration::from_millis(250))
+        };
+        let running = TestServer::with_options(Box::new(simulator), options).await;
+        let server = &running;
+        let url = server.url("/#alerts");
         c.goto(&url).await.expect("webdriver answers");
         let card = |gpu: u32| format!("#alerts-list li.alert-row[data-rule='device_lost'][data-gpu='{gpu}']");
         // Open GPU 0's silence form and type half a reason (one script: no redraw between find and use).
@@ -389,15 +390,17 @@ async fn a_half_typed_silence_reason_survives_another_alert_firing() {
             card(0)
         );
         let before =
-            eventually(40, "GPU 0's silence form, typed into", || async { js(&c, &typed).await.as_u64() }).await;
+            eventually(50, "GPU 0's silence form, typed into", || async { js(&c, &typed).await.as_u64() }).await;
         let firing: AlertsResponse = get_json(server, "/api/alerts?state=firing").await;
         assert!(
             before == 0 && !firing.alerts.iter().any(|a| a.gpu_index == 1),
             "GPU 1 was lost ({LATER_LOST}) before the reason was typed ({before} cards); lose it later. Firing: {:?}",
             firing.alerts.iter().map(|a| (a.rule, a.gpu_index, a.fired_ms)).collect::<Vec<_>>()
         );
-        eventually(60, "GPU 1's alert on the list", || async { (!texts(&c, &card(1)).await.is_empty()).then_some(()) })
-            .await;
+        eventually(150, "GPU 1's alert on the list", || async {
+            (!texts(&c, &card(1)).await.is_empty()).then_some(())
+        })
+        .await;
         let kept = js(
             &c,
             &format!(
@@ -408,7 +411,7 @@ async fn a_half_typed_silence_reason_survives_another_alert_firing() {
         )
         .await;
         assert_eq!(kept, json!(["fan being swa", "yes"]), "GPU 0's card kept its form and the half-typed reason");
+        running.stop().await;
     })
     .await;
-    server.stop().await;
 }
