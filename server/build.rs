@@ -62,18 +62,44 @@ fn build() -> Result<(), String> {
         }
         None => build_wasm(&root)?,
     };
+    let main = split(&wasm, &bindgen_dir, &out_dir)?;
     wasm_bindgen_cli_support::Bindgen::new()
-        .input_path(&wasm)
+        .input_path(&main)
         .web(true)
         .map_err(|e| format!("wasm-bindgen: {e:#}"))?
         .typescript(false)
         .out_name("frontend")
+        // The split modules import the main module's functions by their link names.
+        .keep_lld_exports(true)
+        .demangle(false)
         .remove_name_section(true)
         .remove_producers_section(true)
         .generate(&bindgen_dir)
         .map_err(|e| format!("wasm-bindgen: {e:#}"))?;
     embed(&root, &bindgen_dir, &out_dir)
 }
+
+/// Cuts the app's split points (`#[lazy]`: the tabs opened now and then, `frontend/src/pages/split.rs`)
+/// out of `wasm` into modules of their own in `dir` (`split_<name>.wasm`, `chunk_<n>.wasm` for code
+/// two of them share, and the loader `split.js`), fetched when first called; returns the main
+/// module, for wasm-bindgen. The wasm is linked with `--emit-relocs` (`.cargo/config.toml`), which
+/// is how the splitter finds every reference to a function it moves.
+fn split(wasm: &Path, dir: &Path, out_dir: &Path) -> Result<PathBuf, String> {
+    let input = fs::read(wasm).map_err(|e| format!("reading {}: {e}", wasm.display()))?;
+    let main = out_dir.join("frontend_split.wasm");
+    let mut options = wasm_split_cli_support::Options::new(&input);
+    options.output_dir = dir;
+    options.main_out_path = &main;
+    options.link_name = SPLIT_LOADER;
+    options.main_module = "./frontend.js";
+    wasm_split_cli_support::transform(options).map_err(|e| {
+        format!("splitting {} into lazily loaded modules: {e:#}\n(is it linked with --emit-relocs?)", wasm.display())
+    })?;
+    Ok(main)
+}
+
+/// The split modules' loader, beside `frontend.js`, which imports it.
+const SPLIT_LOADER: &str = "./split.js";
 
 /// Generates the kubelet's pod-resources gRPC client and server (`v1.rs` in OUT_DIR) from
 /// `proto/`, with protox (a protobuf compiler in Rust, so no `protoc` need be installed).
@@ -98,16 +124,35 @@ fn is_lint_run() -> bool {
 
 /// Writes `assets.rs`: each file of the page, plain, gzip and brotli, with its ETag.
 fn embed(root: &Path, bindgen_dir: &Path, out_dir: &Path) -> Result<(), String> {
-    let assets = [
-        ("/", "text/html; charset=utf-8", root.join("frontend/index.html")),
-        ("/assets/boot.js", "text/javascript; charset=utf-8", root.join("frontend/boot.js")),
-        ("/assets/frontend.js", "text/javascript; charset=utf-8", bindgen_dir.join("frontend.js")),
-        ("/assets/frontend_bg.wasm", "application/wasm", bindgen_dir.join("frontend_bg.wasm")),
-        ("/assets/style.css", "text/css; charset=utf-8", stylesheet(root, out_dir)?),
+    const JS: &str = "text/javascript; charset=utf-8";
+    const WASM: &str = "application/wasm";
+    // The first load: the page and what it loads before the app runs (`split.js` is imported by `frontend.js`).
+    let mut assets = vec![
+        ("/".to_owned(), "text/html; charset=utf-8", root.join("frontend/index.html"), false),
+        ("/assets/boot.js".to_owned(), JS, root.join("frontend/boot.js"), false),
+        ("/assets/frontend.js".to_owned(), JS, bindgen_dir.join("frontend.js"), false),
+        ("/assets/frontend_bg.wasm".to_owned(), WASM, bindgen_dir.join("frontend_bg.wasm"), false),
+        ("/assets/style.css".to_owned(), "text/css; charset=utf-8", stylesheet(root, out_dir)?, false),
     ];
+    // Then the split modules, fetched when a tab first needs one (none under clippy).
+    let mut lazy: Vec<PathBuf> = fs::read_dir(bindgen_dir)
+        .map_err(|e| format!("reading {}: {e}", bindgen_dir.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| !matches!(file_name(path).as_str(), "frontend.js" | "frontend_bg.wasm"))
+        .collect();
+    lazy.sort();
+    for path in lazy {
+        let name = file_name(&path);
+        let (content_type, later) = match path.extension().and_then(|e| e.to_str()) {
+            Some("js") => (JS, false),
+            Some("wasm") => (WASM, true),
+            _ => return Err(format!("{}: not a file the page loads", path.display())),
+        };
+        assets.push((format!("/assets/{name}"), content_type, path, later));
+    }
     let mut table =
         String::from("/// The browser app, embedded at build time by build.rs.\npub static ASSETS: &[Asset] = &[\n");
-    for (i, (path, content_type, source)) in assets.iter().enumerate() {
+    for (i, (path, content_type, source, lazy)) in assets.iter().enumerate() {
         let body = fs::read(source).map_err(|e| format!("reading {}: {e}", source.display()))?;
         let plain = out_dir.join(format!("asset{i}"));
         let gzip = out_dir.join(format!("asset{i}.gz"));
@@ -118,7 +163,7 @@ fn embed(root: &Path, bindgen_dir: &Path, out_dir: &Path) -> Result<(), String> 
         let etag = format!("\"{:016x}\"", fnv1a(&body));
         let _ = writeln!(
             table,
-            "    Asset {{ path: {path:?}, content_type: {content_type:?}, etag: {etag:?}, body: include_bytes!({:?}), gzip: include_bytes!({:?}), brotli: include_bytes!({:?}) }},",
+            "    Asset {{ path: {path:?}, content_type: {content_type:?}, lazy: {lazy}, etag: {etag:?}, body: include_bytes!({:?}), gzip: include_bytes!({:?}), brotli: include_bytes!({:?}) }},",
             plain.display().to_string(),
             gzip.display().to_string(),
             brotli.display().to_string()
@@ -126,6 +171,10 @@ fn embed(root: &Path, bindgen_dir: &Path, out_dir: &Path) -> Result<(), String> 
     }
     table.push_str("];\n");
     fs::write(out_dir.join("assets.rs"), table).map_err(|e| e.to_string())
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Joins `style/*.css` in name order (`00-base.css` first) into one stylesheet in `out_dir`: each

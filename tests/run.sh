@@ -57,7 +57,7 @@ cargo test -p gpudash-frontend
 step "packaging: the systemd unit, the Kubernetes manifests, the container image and the .deb, from the binary the tests built (tests/packaging/)"
 bash tests/packaging/run.sh
 
-step "frontend budgets: the app's gzip size (target 450 KiB, printed; ceiling 720 KiB, asserted; issue 39 asks 500), first render and chart redraw times (printed)"
+step "frontend budgets: the app's gzip size (target 450 KiB, printed; ceiling 500 KiB, asserted), first render and chart redraw times (printed)"
 cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1
 
 step "Python client (python/): installs with pip, tests against gpudash --simulate with a stand-in torch"

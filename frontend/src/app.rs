@@ -14,16 +14,8 @@ use crate::{
         alerts::use_alerts, lab::use_lab, reservations::use_reservations, session::use_session,
         telemetry::use_telemetry, theme::use_theme, url::use_url_view,
     },
-    pages::{
-        Tab,
-        alerts::AlertsPage,
-        audit::AuditPage,
-        dashboard::Dashboard,
-        fleet::{FleetPage, fleet_configured},
-        lab::LabPage,
-        login::LoginRequired,
-        usage::UsagePage,
-    },
+    pages::{Tab, dashboard::Dashboard, fleet::fleet_configured},
+    split::{self, Lazily},
     state::{alerts::AlertsState, lab::LabState},
 };
 
@@ -77,7 +69,7 @@ pub fn App() -> impl IntoView {
         <DegradedNotice telemetry=telemetry />
         {move || match can_view.get() {
             None => view! { <p class="placeholder page-placeholder">"Connecting…"</p> }.into_any(),
-            Some(false) => view! { <LoginRequired /> }.into_any(),
+            Some(false) => view! { <Lazily page=split::login() /> }.into_any(),
             Some(true) => view! {
                 // The dashboard stays mounted (its charts keep their history); the audit log is built when shown.
                 <TabPanel tab=tab which=Tab::Dashboard>
@@ -85,28 +77,28 @@ pub fn App() -> impl IntoView {
                 </TabPanel>
                 <TabPanel tab=tab which=Tab::Lab>
                     <Show when=move || lab_visited.get()>
-                        <LabPage telemetry=telemetry theme=theme.theme />
+                        <Lazily page=split::lab(telemetry, theme.theme) />
                     </Show>
                 </TabPanel>
                 <TabPanel tab=tab which=Tab::Fleet>
                     <Show when=move || fleet_visited.get()>
-                        <FleetPage />
+                        <Lazily page=split::fleet() />
                     </Show>
                 </TabPanel>
                 <TabPanel tab=tab which=Tab::Alerts>
                     <Show when=move || alerts_visited.get()>
-                        <AlertsPage telemetry=telemetry />
+                        <Lazily page=split::alerts(telemetry) />
                     </Show>
                 </TabPanel>
                 // Built each time it is shown, so it asks for the figures of now.
                 <TabPanel tab=tab which=Tab::Usage>
                     <Show when=move || tab.get() == Tab::Usage>
-                        <UsagePage />
+                        <Lazily page=split::usage() />
                     </Show>
                 </TabPanel>
                 <TabPanel tab=tab which=Tab::Audit>
                     <Show when=move || tab.get() == Tab::Audit && admin.get()>
-                        <AuditPage />
+                        <Lazily page=split::audit() />
                     </Show>
                 </TabPanel>
             }

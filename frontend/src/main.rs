@@ -4,6 +4,7 @@ mod app;
 mod components;
 mod hooks;
 mod pages;
+mod split;
 mod state;
 
 fn main() {

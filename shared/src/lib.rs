@@ -20,6 +20,7 @@ pub mod history;
 pub mod idle;
 pub mod lab;
 pub mod lab_view;
+pub mod order;
 pub mod processes;
 pub mod readings;
 pub mod reservations;

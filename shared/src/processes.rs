@@ -144,7 +144,7 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
         };
         if !entry.devices.contains(&p.device) {
             entry.devices.push(p.device);
-            entry.devices.sort_unstable();
+            crate::order::sort(&mut entry.devices);
         }
         entry.memory += p.used_memory.unwrap_or(0);
         if p.idle.is_some() {
@@ -152,7 +152,7 @@ pub fn usage_by_user(processes: &[GpuProcess]) -> Vec<UserUsage> {
         }
         entry.processes += 1;
     }
-    users.sort_by(|a, b| b.memory.cmp(&a.memory).then_with(|| a.user.cmp(&b.user)));
+    crate::order::sort_by(&mut users, |a, b| b.memory.cmp(&a.memory).then_with(|| a.user.cmp(&b.user)));
     users
 }
 

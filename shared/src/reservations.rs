@@ -152,7 +152,7 @@ impl ReservationRequest {
         if self.devices.is_empty() {
             return Err(ReservationInvalid::NoDevices);
         }
-        self.devices.sort_unstable();
+        crate::order::sort(&mut self.devices);
         if let Some(&unknown) = self.devices.iter().find(|&&d| usize::try_from(d).map_or(true, |d| d >= device_count)) {
             return Err(ReservationInvalid::UnknownDevice(unknown, device_count));
         }
@@ -197,7 +197,7 @@ pub fn reserved_now(reservations: &[Reservation], now_ms: u64) -> Vec<(u32, &Res
         .filter(|r| r.active_at(now_ms))
         .flat_map(|r| r.devices.iter().map(move |&d| (d, r)))
         .collect();
-    out.sort_by_key(|(d, _)| *d);
+    crate::order::sort_by_key(&mut out, |(d, _)| *d);
     out
 }
 
@@ -232,7 +232,7 @@ pub fn is_intruder(reservation: &Reservation, process: &GpuProcess, now_ms: u64)
 /// PIDs of intruders on `reservation`'s GPUs at `now_ms`, ascending.
 pub fn intruders(reservation: &Reservation, processes: &[GpuProcess], now_ms: u64) -> Vec<u32> {
     let mut pids: Vec<u32> = processes.iter().filter(|p| is_intruder(reservation, p, now_ms)).map(|p| p.pid).collect();
-    pids.sort_unstable();
+    crate::order::sort(&mut pids);
     pids.dedup();
     pids
 }

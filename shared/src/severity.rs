@@ -208,7 +208,7 @@ fn collect(condition: &Condition, with_memory: bool) -> Vec<Finding> {
         .chain(clock_findings(&condition.clock_events))
         .chain(health_findings(condition))
         .collect();
-    findings.sort_by_key(|f| std::cmp::Reverse(f.level));
+    crate::order::sort_by_key(&mut findings, |f| std::cmp::Reverse(f.level));
     findings
 }
 

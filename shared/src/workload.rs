@@ -188,10 +188,10 @@ pub fn bounded_labels<'a>(
 ) -> Vec<(String, String)> {
     let mut all: Vec<(String, String)> = labels.into_iter().map(|(k, v)| (bounded(k), bounded(v))).collect();
     let wanted = |k: &str| k == owner_label || k == COMPOSE_PROJECT_LABEL || k == COMPOSE_SERVICE_LABEL;
-    all.sort_by(|a, b| wanted(&b.0).cmp(&wanted(&a.0)).then_with(|| a.0.cmp(&b.0)));
+    crate::order::sort_by(&mut all, |a, b| wanted(&b.0).cmp(&wanted(&a.0)).then_with(|| a.0.cmp(&b.0)));
     all.dedup_by(|a, b| a.0 == b.0);
     all.truncate(MAX_LABELS);
-    all.sort();
+    crate::order::sort(&mut all);
     all
 }
 

@@ -5,7 +5,7 @@
 //! through the page's own control; once unsubscribed, the next lost GPU is shown
 //! but raises none. The header badge and the tab's title count the firing alerts by severity,
 //! as the overview rates their readings, and leave silenced ones out. A card being filled in (a
-//! half-typed silence reason) stays as it is while another alert fires.
+//! half-typed silence reason, a group card's "Silence all…") stays as it is while another alert fires.
 
 use clap::Parser as _;
 use fantoccini::{Client, Locator, wd::WebDriverCompatibleCommand};
@@ -411,6 +411,59 @@ async fn a_half_typed_silence_reason_survives_another_alert_firing() {
         )
         .await;
         assert_eq!(kept, json!(["fan being swa", "yes"]), "GPU 0's card kept its form and the half-typed reason");
+        running.stop().await;
+    })
+    .await;
+}
+
+/// ana's third spin loop starts this long after the first sample: time to open the group's form.
+const LATER_SPIN: &str = "job:2:ana:8:98:spin@40s+10m";
+
+/// Issue 32: a group card is rebuilt when an alert joins it; its "Silence all…" form, opened with a
+/// reason half typed and another duration chosen, is still open with both when ana's third idle
+/// alert joins the card.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_cards_half_typed_silence_survives_a_third_alert_joining() {
+    use gpudash::telemetry::simulator::Simulator;
+    with_browser(1280, 1000, |c| async move {
+        // Started once this test holds the browser, so LATER_SPIN counts from here.
+        let simulator = ["job:0:ana:8:98:spin@0s+10m", "job:1:ana:8:98:spin@0s+10m", LATER_SPIN]
+            .iter()
+            .fold(Simulator::new(4, 200), |s, f| s.with_fault(f.parse().unwrap()));
+        let options = gpudash::Options {
+            idle: gpudash::telemetry::IdleRule { memory: 1 << 30, after: std::time::Duration::from_secs(1) },
+            ..gpudash::Options::new(std::time::Duration::from_millis(200))
+        };
+        let running = TestServer::with_options(Box::new(simulator), options).await;
+        let server = &running;
+        c.goto(&server.url("/#alerts")).await.expect("webdriver answers");
+        let group = "#alerts-list > li.alert-group[data-rule='idle_held'][data-owner='ana']";
+        // Open the form, choose 4h and type half a reason (one script: no redraw between find and use).
+        let typed = format!(
+            "const open = document.querySelector(\"{group} .alert-silence-all\"); if (!open) return null; \
+             const form = document.querySelector(\"{group} .alert-silence-all-form\"); \
+             if (!form) {{ open.click(); return null; }} \
+             const d = form.querySelector('.alert-silence-duration'); d.value = '4h'; \
+             d.dispatchEvent(new Event('change', {{ bubbles: true }})); \
+             const r = form.querySelector('.alert-silence-reason'); r.value = 'notebooks kept for a de'; \
+             r.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+             return document.querySelectorAll(\"{group} .alert-group-item\").length"
+        );
+        let before = eventually(50, "ana's group's form, filled in", || async { js(&c, &typed).await.as_u64() }).await;
+        assert_eq!(before, 2, "the third spin loop ({LATER_SPIN}) was flagged before the form was filled in; start it later");
+        eventually(150, "the third alert in ana's group", || async {
+            (texts(&c, &format!("{group} .alert-group-item")).await.len() == 3).then_some(())
+        })
+        .await;
+        let kept = js(
+            &c,
+            &format!(
+                "const f = document.querySelector(\"{group} .alert-silence-all-form\"); \
+                 return f && [f.querySelector('.alert-silence-duration').value, f.querySelector('.alert-silence-reason').value]"
+            ),
+        )
+        .await;
+        assert_eq!(kept, json!(["4h", "notebooks kept for a de"]), "the rebuilt group card kept its form as filled in");
         running.stop().await;
     })
     .await;

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use fantoccini::Client;
+use fantoccini::actions::{InputSource, MouseActions, PointerAction};
+use fantoccini::{Client, Locator};
 use gpudash::telemetry::simulator::Simulator;
 
 use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
@@ -160,22 +161,60 @@ async fn sixty_four_gpus_show_every_state_on_one_screen_as_a_grid() {
         .await;
         save_screenshot(&c, "screenshot-64.png").await;
 
-        // The state filter leaves the free ones.
-        let free = seen.iter().filter(|t| t[3].as_str().unwrap_or("").contains("state-free")).count();
+        // A tile's tooltip is written when the pointer (or the focus) comes to it, not into 64 tiles
+        // at every tick: none has one yet, the hovered tile gets its own, and ticks write no more.
+        let titled = "return [...document.querySelectorAll('li.gpu-tile button')].filter(b => b.title).length";
+        assert_eq!(js(&c, titled).await, 0, "no tile title written before a hover or a focus");
+        let six = c.find(Locator::Css("li.gpu-tile[data-index='6'] button")).await.unwrap();
+        let hover = MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+            element: six,
+            duration: None,
+            x: 0.0,
+            y: 0.0,
+        });
+        c.perform_actions(hover).await.expect("the pointer moved onto GPU 6");
+        let title = eventually(5, "GPU 6's tile title after the pointer came", || async {
+            let title = js(&c, "return document.querySelector(\"li.gpu-tile[data-index='6'] button\").title").await;
+            title.as_str().filter(|t| !t.is_empty()).map(str::to_owned)
+        })
+        .await;
+        assert!(title.starts_with("GPU 6: unhealthy: XID 79 · "), "{title}");
+        js(
+            &c,
+            "window.__titles = 0; window.__figures = 0; new MutationObserver(ms => ms.forEach(m => \
+             { if (m.type === 'attributes') window.__titles++; else window.__figures++; })) \
+             .observe(document.querySelector('#gpu-grid'), { subtree: true, attributes: true, \
+             attributeFilter: ['title'], characterData: true, childList: true })",
+        )
+        .await;
+        eventually(30, "the tiles' figures redrawn by a few ticks", || async {
+            (js(&c, "return window.__figures").await.as_u64()? >= 64).then_some(())
+        })
+        .await;
+        assert_eq!(js(&c, "return window.__titles").await, 0, "ticks wrote tile titles");
+        assert_eq!(js(&c, titled).await, 1, "only the hovered tile has a title");
+
+        // The state filter leaves exactly the free ones: every tile shown is free and every free one
+        // is shown, read in one pass (the simulator's jobs come and go meanwhile).
         js(
             &c,
             "const s = document.querySelector('#grid-state'); s.value = 'free'; s.dispatchEvent(new Event('change'))",
         )
         .await;
-        eventually(5, "only free tiles", || async {
-            let shown =
-                js(&c, "return [...document.querySelectorAll('li.gpu-tile:not([hidden])')].map(t => t.className)")
-                    .await;
-            let shown = shown.as_array()?.clone();
-            let all_free = shown.iter().all(|c| c.as_str().unwrap_or("").contains("state-free"));
-            (all_free && hash(&c).await.contains("state=free") && shown.len().abs_diff(free) <= 4).then_some(())
+        let shown = eventually(5, "only free tiles, and all of them", || async {
+            let split = js(
+                &c,
+                "return [...document.querySelectorAll('li.gpu-tile')].map(t => \
+                 [t.hidden, t.classList.contains('state-free')])",
+            )
+            .await;
+            let split = split.as_array()?.clone();
+            let exact = split.iter().all(|t| t[0] != t[1]);
+            let shown = split.iter().filter(|t| t[0] == false).count();
+            (split.len() == 64 && exact && shown > 0 && hash(&c).await.contains("state=free")).then_some(shown)
         })
         .await;
+        assert!(shown < 64, "the faulty GPUs are filtered out");
 
         // The long sections are folded under the grid; History, unfolded, draws a chart's top lines,
         // each in its own colour, and counts the others.

@@ -1,6 +1,6 @@
-//! Frontend budgets, printed for docs/BENCHMARKS.md: the app's download, gzip
-//! (printed against its 450 KiB target and **asserted** under a ceiling (720 KiB: see APP_CEILING), so that
-//! growth is a decision, not an accident) and brotli (what Chromium takes), and in Chromium the first render and
+//! Frontend budgets, printed for docs/BENCHMARKS.md: the app's first download, gzip
+//! (printed against its 450 KiB target and **asserted** under a 500 KiB ceiling (APP_CEILING), so that
+//! growth is a decision, not an accident; the rarer tabs' modules, fetched when first shown, printed beside it) and brotli (what Chromium takes), and in Chromium the first render and
 //! the time each tick's handling takes with 8 GPUs and an hour of 1 Hz history.
 //!
 //! **Timing is printed, never asserted** (timing targets live in benchmarks, not in pass/fail
@@ -24,16 +24,12 @@ use gpudash::telemetry::simulator::Simulator;
 use crate::browser::{eventually, js, texts, with_browser};
 use crate::support::{TestServer, eventually_every};
 
-/// The whole app (page, scripts, wasm, styles), gzip as served: the target, printed…
+/// The app's first load (page, scripts, wasm, styles: everything but the split modules the rarer
+/// tabs fetch when first shown), gzip as served: the target, printed…
 const APP_BUDGET: usize = 450 * 1024;
 /// …and the ceiling, asserted (issue 39): growing past it is a decision, made by raising this
 /// figure in the same change, with the reason in docs/BENCHMARKS.md ("Browser app budgets").
-/// Issue 39 asks for 500 KiB; the app is 690.3 KiB in session 13 and no build setting brings it near
-/// (docs/BENCHMARKS.md, "Size, issue 39"), so the ceiling holds it where it is (+4%) until the code
-/// shrinks, rather than leaving the suite red or unbounded.
-const APP_CEILING: usize = 720 * 1024;
-const APP_FILES: [&str; 5] =
-    ["/", "/assets/boot.js", "/assets/frontend.js", "/assets/frontend_bg.wasm", "/assets/style.css"];
+const APP_CEILING: usize = 500 * 1024;
 /// Ticks whose handling is timed, in batches: the issue's p99 is over 100 ticks, i.e. the
 /// second-worst one, so three batches show how much of a batch's p99 is the VM's noise.
 pub(crate) const TICKS: usize = 100;
@@ -58,27 +54,43 @@ async fn the_app_download_size_is_reported_and_under_its_ceiling() {
             response.bytes().await.unwrap().len()
         }
     };
-    let mut figures = String::from("\n| file | gzip bytes | brotli bytes |\n| --- | --- | --- |\n");
-    let (mut gzip, mut brotli) = (0, 0);
-    for path in APP_FILES {
-        let (g, b) = (download(path, "gzip").await, download(path, "br").await);
-        (gzip, brotli) = (gzip + g, brotli + b);
-        let _ = writeln!(figures, "| {path} | {g} | {b} |");
+    let mut figures = String::from("\n| file | loaded | gzip bytes | brotli bytes |\n| --- | --- | --- | --- |\n");
+    let (mut first, mut later) = ((0, 0), (0, 0));
+    for asset in gpudash::web::ASSETS {
+        let (g, b) = (download(asset.path, "gzip").await, download(asset.path, "br").await);
+        let (sum, when) = if asset.lazy { (&mut later, "when a tab needs it") } else { (&mut first, "first") };
+        *sum = (sum.0 + g, sum.1 + b);
+        let _ = writeln!(figures, "| {} | {when} | {g} | {b} |", asset.path);
     }
+    let ((gzip, brotli), kib) = (first, |bytes: usize| bytes as f64 / 1024.0);
     let verdict = if gzip <= APP_BUDGET { "within" } else { "OVER" };
     let _ = writeln!(
         figures,
-        "| whole app | {gzip} ({:.1} KiB; {verdict} the {} KiB target) | {brotli} ({:.1} KiB; what Chromium downloads) |",
-        gzip as f64 / 1024.0,
+        "| **first load** | | {gzip} ({:.1} KiB; {verdict} the {} KiB target; the {} KiB ceiling asserted) | {brotli} \
+         ({:.1} KiB; what Chromium downloads) |",
+        kib(gzip),
         APP_BUDGET / 1024,
-        brotli as f64 / 1024.0,
+        APP_CEILING / 1024,
+        kib(brotli),
+    );
+    let _ = writeln!(
+        figures,
+        "| the rarer views' modules, fetched when first shown | | {} ({:.1} KiB) | {} ({:.1} KiB) |\n| whole app | | {} ({:.1} KiB) | {} ({:.1} KiB) |",
+        later.0,
+        kib(later.0),
+        later.1,
+        kib(later.1),
+        gzip + later.0,
+        kib(gzip + later.0),
+        brotli + later.1,
+        kib(brotli + later.1),
     );
     print_figures(&figures);
     assert!(
         gzip <= APP_CEILING,
-        "the app weighs {gzip} bytes ({:.1} KiB) gzip, past its {} KiB ceiling: make it smaller, or raise \
+        "the app's first load weighs {gzip} bytes ({:.1} KiB) gzip, past its {} KiB ceiling: make it smaller, or raise \
          APP_CEILING in tests/integration/budgets.rs with the reason in docs/BENCHMARKS.md",
-        gzip as f64 / 1024.0,
+        kib(gzip),
         APP_CEILING / 1024
     );
     server.stop().await;

@@ -24,9 +24,10 @@ fn item_text(alert: &Alert) -> String {
     format!("GPU {}{pid} · fired {} — {}", alert.gpu_index, format::stamp(alert.fired_ms as f64), alert.message)
 }
 
-/// The card of `owner`'s grouped alerts; `children` are the alerts' own cards.
+/// The card of `owner`'s grouped alerts; `children` are the alerts' own cards. `draft` is the
+/// "Silence all…" form's state, kept by the page across the card's rebuilds.
 #[component]
-pub fn AlertGroup(owner: String, alerts: Vec<Alert>, children: Children) -> impl IntoView {
+pub fn AlertGroup(owner: String, alerts: Vec<Alert>, draft: SilenceDraft, children: Children) -> impl IntoView {
     let session = expect_context::<Session>();
     let rule = alerts.first().map_or(Rule::IdleHeld, |a| a.rule);
     let severity = alerts.first().map_or("warning", |a| a.severity.as_str());
@@ -59,7 +60,7 @@ pub fn AlertGroup(owner: String, alerts: Vec<Alert>, children: Children) -> impl
             </div>
             <ul class="alert-group-items">{items}</ul>
             <Show when=move || session.allows(Role::Operator)>
-                <BulkSilence rule=rule gpus=gpus.clone() />
+                <BulkSilence rule=rule gpus=gpus.clone() draft=draft />
             </Show>
             <details class="alert-group-each">
                 <summary>{format!("Each of the {count} alerts, with Stop")}</summary>
@@ -71,10 +72,9 @@ pub fn AlertGroup(owner: String, alerts: Vec<Alert>, children: Children) -> impl
 
 /// "Silence all…": for how long and why, then one silence of `rule` on each of `gpus`.
 #[component]
-fn BulkSilence(rule: Rule, gpus: Vec<u32>) -> impl IntoView {
+fn BulkSilence(rule: Rule, gpus: Vec<u32>, draft: SilenceDraft) -> impl IntoView {
     let alerts = expect_context::<Alerts>();
     let session = expect_context::<Session>();
-    let draft = SilenceDraft::default();
     let SilenceDraft { open, duration, reason, error, working } = draft;
     let names = gpus.iter().map(|g| format!("GPU {g}")).collect::<Vec<_>>().join(", ");
     let label = format!("Silence all on {names}…");

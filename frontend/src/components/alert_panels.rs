@@ -56,7 +56,7 @@ pub fn SilenceFields(draft: SilenceDraft) -> impl IntoView {
     view! {
         <label>
             "for "
-            <select class="alert-silence-duration" on:change=move |ev| duration.set(event_target_value(&ev))>
+            <select class="alert-silence-duration" prop:value=move || duration.get() on:change=move |ev| duration.set(event_target_value(&ev))>
                 {SILENCE_FOR.map(|d| view! { <option value=d>{d}</option> }).collect_view()}
             </select>
         </label>

@@ -14,6 +14,7 @@ use shared::{
 use crate::{
     components::{bridge_allocator::AllocatorMap, format},
     hooks::{bridge::Bridge, session::Session},
+    split::{self, Lazily},
     state::DashboardState,
 };
 
@@ -36,14 +37,14 @@ pub fn BridgePanel(state: ReadSignal<DashboardState>, bridge: Bridge) -> impl In
                 </p>
             </Show>
             <For each=move || ids.get() key=|id| *id let:id>
-                <BridgeProcess state=state bridge=bridge id=id />
+                <Lazily page=split::bridge_process(state, bridge, id) />
             </For>
         </section>
     }
 }
 
 #[component]
-fn BridgeProcess(state: ReadSignal<DashboardState>, bridge: Bridge, id: u64) -> impl IntoView {
+pub fn BridgeProcess(state: ReadSignal<DashboardState>, bridge: Bridge, id: u64) -> impl IntoView {
     let process = Memo::new(move |_| bridge.processes.with(|l| l.iter().find(|p| p.id == id).cloned()));
     let field =
         move |f: fn(&AttachedProcess) -> String| move || process.with(|p| p.as_ref().map(f).unwrap_or_default());

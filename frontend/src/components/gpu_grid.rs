@@ -8,11 +8,9 @@ use leptos::prelude::*;
 use shared::activity::gpu_state;
 
 use crate::{
-    components::{
-        device_card::DeviceCard,
-        overview::{row_state, state_class, state_words},
-    },
+    components::overview::{row_state, state_class, state_words},
     hooks::{reservations::Reservations, theme::Theme, url::ViewSignals},
+    split::{self, Lazily},
     state::{
         DashboardState,
         url::{Layout, STATE_FILTERS},
@@ -135,7 +133,7 @@ pub fn GpuGrid(state: ReadSignal<DashboardState>, indices: Memo<Vec<u32>>, theme
         <div class="grid-cards">
             <For each=move || view.cards.get() key=|index| *index let:index>
                 <div class="gpu-row-detail grid-card" id=format!("gpu-detail-{index}")>
-                    <DeviceCard state=state index=index theme=theme />
+                    <Lazily page=split::device_card(state, index, theme) />
                 </div>
             </For>
         </div>

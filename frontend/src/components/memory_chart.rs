@@ -104,7 +104,7 @@ fn span_starts(processes: &[AttachedProcess], index: u32) -> Vec<u64> {
         })
         .map(|s| s.start_ms)
         .collect();
-    starts.sort_unstable();
+    shared::order::sort(&mut starts);
     starts
 }
 

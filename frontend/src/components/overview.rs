@@ -15,12 +15,12 @@ use shared::{
 
 use crate::{
     components::{
-        device_card::DeviceCard,
         format,
         gpu_grid::{GpuGrid, LayoutToggle},
         severity_badges::SeverityBadges,
     },
     hooks::{reservations::Reservations, theme::Theme, url::ViewSignals},
+    split::{self, Lazily},
     state::DashboardState,
 };
 
@@ -208,7 +208,7 @@ fn GpuRow(
             <Show when=move || is_open.get()>
                 <tr class="gpu-row-detail" id=format!("gpu-detail-{index}")>
                     <td colspan="9">
-                        <DeviceCard state=state index=index theme=theme />
+                        <Lazily page=split::device_card(state, index, theme) />
                     </td>
                 </tr>
             </Show>
@@ -352,7 +352,7 @@ fn owner_chips(processes: &[&GpuProcess]) -> Vec<OwnerChip> {
             None => users.push((user, memory, 1, p.idle.is_some(), workload.into_iter().collect())),
         }
     }
-    users.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    shared::order::sort_by(&mut users, |a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let processes = |n: usize| if n == 1 { "1 process".to_owned() } else { format!("{n} processes") };
     let mut chips: Vec<OwnerChip> = users
         .into_iter()

@@ -110,7 +110,7 @@ impl SortOrder {
 
     /// Sorts `processes`, ties broken by PID (then GPU) so rows do not jump between updates.
     pub fn sort(self, processes: &mut [GpuProcess]) {
-        processes.sort_by(|a, b| {
+        shared::order::sort_by(processes, |a, b| {
             let order = self.column.compare(a, b).then_with(|| a.pid.cmp(&b.pid)).then_with(|| a.device.cmp(&b.device));
             if self.descending { order.reverse() } else { order }
         });

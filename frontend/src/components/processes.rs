@@ -174,7 +174,7 @@ fn ProcessFilters(
         state.with(|s| {
             let mut users: Vec<String> =
                 s.processes.iter().filter(|p| !p.redacted).map(|p| p.user_name().to_owned()).collect();
-            users.sort_unstable();
+            shared::order::sort(&mut users);
             users.dedup();
             users
         })

@@ -49,7 +49,7 @@ pub fn bookings(reservations: &[Reservation], device: u32, now_ms: u64, utc_offs
             }
         })
         .collect();
-    out.sort_by(|a, b| a.left.total_cmp(&b.left));
+    shared::order::sort_by(&mut out, |a, b| a.left.total_cmp(&b.left));
     out
 }
 

@@ -191,7 +191,7 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
                                     c.retain(|&i| i != index);
                                     if on {
                                         c.push(index);
-                                        c.sort_unstable();
+                                        shared::order::sort(c);
                                     }
                                 });
                             }

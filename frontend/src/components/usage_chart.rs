@@ -79,8 +79,8 @@ pub fn stack(rows: &[UsageRow], utc_offset: i32) -> Stacked {
             days.push(day);
         }
     }
-    users.sort_by(|a, b| b.1.total_cmp(&a.1));
-    days.sort_unstable();
+    shared::order::sort_by(&mut users, |a, b| b.1.total_cmp(&a.1));
+    shared::order::sort(&mut days);
     let day_total = |day: u64| rows.iter().filter(|r| r.day == Some(day)).map(|r| r.gpu_hours).sum::<f64>();
     let most = days.iter().map(|&d| day_total(d)).fold(0.0, f64::max);
     let step = tick_step(most);

@@ -49,7 +49,7 @@ pub fn name(row: &UsageRow) -> String {
 /// number, not as text.
 pub fn sorted(mut rows: Vec<UsageRow>, by: Option<(Column, bool)>) -> Vec<UsageRow> {
     let Some((column, descending)) = by else { return rows };
-    rows.sort_by(|a, b| {
+    shared::order::sort_by(&mut rows, |a, b| {
         let order = match column {
             Column::Name => match (a.gpu, b.gpu) {
                 (Some(x), Some(y)) => x.cmp(&y),

@@ -1,6 +1,6 @@
-//! `use_lab()`: the GPU lab as the page sees it. Loads `GET /api/lab`, the
-//! experiments and the recent runs at start and after every (re)connection
-//! (the socket sends no lab state on connect), and sends the lab's requests.
+//! `use_lab()`: the GPU lab as the page sees it. Loads `GET /api/lab` and the recent runs at start
+//! and after every (re)connection (the socket sends no lab state on connect), the experiments when
+//! the Lab is first shown, and sends the lab's requests.
 
 use leptos::{logging, prelude::*, task::spawn_local};
 use serde_json::{Value, json};
@@ -50,8 +50,7 @@ pub fn use_lab(state: RwSignal<LabState>, telemetry: Telemetry, session: Session
 }
 
 impl Lab {
-    /// Status and queue, the recent runs, and (once) the experiments: listed even when the lab is
-    /// unavailable, each with why it cannot run here.
+    /// Status and queue, and the recent runs.
     async fn reload(self) {
         let available = match get_json::<LabStatus>("/api/lab").await {
             Ok(status) => {
@@ -62,18 +61,23 @@ impl Lab {
             }
             Err(failure) => return self.failed("the lab's status", &failure),
         };
-        if self.experiments.with_untracked(Vec::is_empty) {
-            match get_json::<Vec<ExperimentDoc>>("/api/lab/experiments").await {
-                Ok(experiments) => self.experiments.set(experiments),
-                Err(failure) => self.failed("the experiments", &failure),
-            }
-        }
         if !available {
             return;
         }
         match get_json::<Vec<RunSummary>>(&format!("/api/runs?limit={RECENT_RUNS}")).await {
             Ok(runs) => self.state.update(|s| s.set_recent(runs)),
             Err(failure) => self.failed("the recent runs", &failure),
+        }
+    }
+
+    /// The experiments, once, when the Lab is first shown (only its forms read them): listed even
+    /// when the lab is unavailable, each with why it cannot run here.
+    pub async fn load_experiments(self) {
+        if self.experiments.with_untracked(Vec::is_empty) {
+            match get_json::<Vec<ExperimentDoc>>("/api/lab/experiments").await {
+                Ok(experiments) => drop(self.experiments.try_set(experiments)),
+                Err(failure) => self.failed("the experiments", &failure),
+            }
         }
     }
 

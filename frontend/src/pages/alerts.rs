@@ -16,7 +16,7 @@ use crate::{
     components::{
         alert_group::AlertGroup,
         alert_notify::NotifyPanel,
-        alert_panels::{ReloadError, RulesPanel, SilenceForm, SilencesPanel, WebhooksPanel},
+        alert_panels::{ReloadError, RulesPanel, SilenceDraft, SilenceForm, SilencesPanel, WebhooksPanel},
         format,
         signals::{SignalControl, SignalPanel, stop_button},
     },
@@ -54,12 +54,17 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
         alert_groups::group(alerts.state.with(|s| s.shown(&filter)))
     });
     let row = move |alert: Alert| view! { <AlertRow alert=alert now=now telemetry=telemetry signals=signals /> };
+    // A group's card is rebuilt when an alert joins or leaves it (its key is all it shows), so its
+    // "Silence all…" draft (open, duration, a half-typed reason) belongs to the page, one per owner and
+    // rule, and the rebuilt card takes it up again.
+    let group_drafts = GroupDrafts::default();
     let entry_view = move |entry: Entry| match entry {
         Entry::One(alert) => row(alert).into_any(),
         Entry::Group { owner, alerts } => {
             let each = alerts.clone();
+            let draft = group_drafts.of(&owner, alerts.first().map_or(Rule::IdleHeld, |a| a.rule));
             view! {
-                <AlertGroup owner=owner alerts=alerts>
+                <AlertGroup owner=owner alerts=alerts draft=draft>
                     {each.into_iter().map(row).collect_view()}
                 </AlertGroup>
             }
@@ -223,4 +228,30 @@ fn IdleStop(control: SignalControl, pid: u32, gpu: u32, firing: bool, telemetry:
 /// exactly when what it says changed (it resolved, was silenced, its group gained an alert).
 fn entry_key(entry: &Entry) -> String {
     format!("{entry:?}")
+}
+
+/// The group cards' "Silence all…" drafts by owner and rule, made in the page's reactive owner so
+/// that they outlive the cards that show them.
+#[derive(Clone, Copy)]
+struct GroupDrafts {
+    page: StoredValue<Owner>,
+    drafts: StoredValue<Vec<(String, Rule, SilenceDraft)>>,
+}
+
+impl Default for GroupDrafts {
+    fn default() -> Self {
+        let page = Owner::current().unwrap_or_default();
+        Self { page: StoredValue::new(page), drafts: StoredValue::new(Vec::new()) }
+    }
+}
+
+impl GroupDrafts {
+    fn of(self, owner: &str, rule: Rule) -> SilenceDraft {
+        let kept = self.drafts.with_value(|d| d.iter().find(|(o, r, _)| o == owner && *r == rule).map(|(_, _, d)| *d));
+        kept.unwrap_or_else(|| {
+            let draft = self.page.with_value(|page| page.with(SilenceDraft::default));
+            self.drafts.update_value(|d| d.push((owner.to_owned(), rule, draft)));
+            draft
+        })
+    }
 }

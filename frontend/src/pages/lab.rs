@@ -1,7 +1,7 @@
 //! The Lab view: where experiments are started on a GPU, the queue every
 //! viewer shares, the selected run's result and the recent runs.
 
-use leptos::prelude::*;
+use leptos::{prelude::*, task::spawn_local};
 
 use crate::{
     components::{
@@ -21,6 +21,7 @@ use crate::{
 #[component]
 pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView {
     let lab = expect_context::<Lab>();
+    spawn_local(lab.load_experiments());
     let state = telemetry.state;
     let picked = RwSignal::new(PickedGpu::default());
     let force = RwSignal::new(false);

@@ -54,7 +54,7 @@ pub fn group(shown: Vec<Alert>) -> Vec<Entry> {
 /// The GPUs of a group's alerts, ascending, each once: what its bulk silence silences.
 pub fn gpus(alerts: &[Alert]) -> Vec<u32> {
     let mut gpus: Vec<u32> = alerts.iter().map(|a| a.gpu_index).collect();
-    gpus.sort_unstable();
+    shared::order::sort(&mut gpus);
     gpus.dedup();
     gpus
 }

@@ -209,7 +209,7 @@ impl AlertsState {
     /// Silences still in force at `now_ms`, soonest to end first.
     pub fn active_silences(&self, now_ms: u64) -> Vec<Silence> {
         let mut active: Vec<Silence> = self.silences.iter().filter(|s| s.until_ms > now_ms).cloned().collect();
-        active.sort_by_key(|s| (s.until_ms, s.id));
+        shared::order::sort_by_key(&mut active, |s| (s.until_ms, s.id));
         active
     }
 
@@ -244,7 +244,7 @@ impl AlertsState {
             return;
         }
         let mut ends: Vec<u64> = self.known.iter().filter_map(|a| a.resolved_ms).collect();
-        ends.sort_unstable();
+        shared::order::sort(&mut ends);
         let cut = ends[resolved - KEPT_RESOLVED - 1];
         let mut over = resolved - KEPT_RESOLVED;
         self.known.retain(|a| match a.resolved_ms {

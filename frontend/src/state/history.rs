@@ -176,12 +176,12 @@ pub fn top_lines(all: &[u32], value: impl Fn(u32) -> Option<f64>) -> Vec<u32> {
         return all.to_vec();
     }
     let mut ranked: Vec<(u32, Option<f64>)> = all.iter().map(|&i| (i, value(i).filter(|v| v.is_finite()))).collect();
-    ranked.sort_by(|a, b| match (a.1, b.1) {
+    shared::order::sort_by(&mut ranked, |a, b| match (a.1, b.1) {
         (Some(x), Some(y)) => y.total_cmp(&x).then(a.0.cmp(&b.0)),
         (x, y) => y.is_some().cmp(&x.is_some()).then(a.0.cmp(&b.0)),
     });
     let mut top: Vec<u32> = ranked.into_iter().take(TOP_LINES).map(|(i, _)| i).collect();
-    top.sort_unstable();
+    shared::order::sort(&mut top);
     top
 }
 

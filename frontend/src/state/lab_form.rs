@@ -157,7 +157,7 @@ pub fn fields(kind: ExperimentKind, defaults: &Value) -> Vec<Field> {
         _ if name.starts_with("ddp.") => 8,
         _ => 1,
     };
-    fields.sort_by(|a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
+    shared::order::sort_by(&mut fields, |a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
     fields
 }
 

@@ -12,6 +12,8 @@ use super::ApiError;
 pub struct Asset {
     pub path: &'static str,
     pub content_type: &'static str,
+    /// Fetched when a tab first needs it (a split module), not at the first load.
+    pub lazy: bool,
     pub etag: &'static str,
     pub body: &'static [u8],
     pub gzip: &'static [u8],

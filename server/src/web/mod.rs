@@ -3,6 +3,7 @@
 mod alerts;
 mod api;
 mod assets;
+pub use assets::{ASSETS, Asset};
 mod audit;
 pub mod auth;
 mod bridge;

@@ -282,7 +282,7 @@ impl SilenceRequest {
 
 /// Firing first (most severe, then newest), then resolved, newest first: the order of the Alerts tab.
 pub fn sort_for_display(alerts: &mut [Alert]) {
-    alerts.sort_by(|a, b| {
+    crate::order::sort_by(alerts, |a, b| {
         let firing = |x: &Alert| x.resolved_ms.is_none();
         firing(b)
             .cmp(&firing(a))

@@ -98,7 +98,7 @@ pub fn pow2_ticks(lo: f64, hi: f64, max: usize) -> Vec<f64> {
 /// Log-axis ticks (log10 units) at the measured x values, thinned to at most `max`.
 pub fn log_ticks_at(values: impl Iterator<Item = f64>, range: Range<f64>, max: usize) -> Vec<f64> {
     let mut ticks: Vec<f64> = values.filter(|v| *v > 0.0).map(f64::log10).filter(|t| range.contains(t)).collect();
-    ticks.sort_by(f64::total_cmp);
+    crate::order::sort_by(&mut ticks, f64::total_cmp);
     ticks.dedup_by(|a, b| (*a - *b).abs() < 1e-9);
     let stride = ticks.len().div_ceil(max.max(1)).max(1);
     ticks.into_iter().step_by(stride).collect()

@@ -359,7 +359,7 @@ impl CollectivesParams {
                 "'gpus' names GPU {missing}, which this server does not have (it has {all:?})"
             )));
         }
-        self.gpus.sort_unstable();
+        crate::order::sort(&mut self.gpus);
         self.gpus.dedup();
         if self.gpus.len() > MAX_GPUS {
             self.gpus.truncate(MAX_GPUS);

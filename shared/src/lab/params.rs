@@ -360,7 +360,7 @@ impl P2pParams {
     /// Every GPU the pairs involve, ascending.
     pub fn devices(&self) -> Vec<u32> {
         let mut devices: Vec<u32> = self.pairs.iter().flat_map(|p| [p.a, p.b]).collect();
-        devices.sort_unstable();
+        crate::order::sort(&mut devices);
         devices.dedup();
         devices
     }

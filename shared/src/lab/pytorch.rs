@@ -169,7 +169,7 @@ fn precision(figures: &[Figure]) -> Option<String> {
     // The largest order measured in fp32 and in a faster type: small GEMMs say little about a model.
     let order_of = |f: &Figure| f.name.strip_prefix("fp32 ")?.parse::<u32>().ok();
     let mut orders: Vec<u32> = figures.iter().filter_map(order_of).collect();
-    orders.sort_unstable();
+    crate::order::sort(&mut orders);
     for order in orders.into_iter().rev() {
         let Some(fp32) = median(figures, &format!("fp32 {order}")) else { continue };
         let gain = |dtype: &str| median(figures, &format!("{dtype} {order}")).map(|v| v / fp32);

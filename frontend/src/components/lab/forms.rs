@@ -74,7 +74,7 @@ fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
         .filter_map(|d| u32::try_from(d).ok())
         .collect();
     let mut devices = if named.is_empty() { choices.iter().map(|c| c.index).collect() } else { named };
-    devices.sort_unstable();
+    shared::order::sort(&mut devices);
     devices.dedup();
     devices
 }

@@ -295,7 +295,7 @@ fn chart_height(result: &RunResult) -> u32 {
         ChartSpec::Bars { .. } => (result.figures.len() as u32 * 34 + 70).max(160),
         ChartSpec::Gantt => {
             let mut rows: Vec<(&str, u32)> = result.timeline.iter().map(|s| (s.phase.as_str(), s.stream)).collect();
-            rows.sort_unstable();
+            shared::order::sort(&mut rows);
             rows.dedup();
             (rows.len() as u32 * 26 + 80).max(160)
         }
