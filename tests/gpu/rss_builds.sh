@@ -5,7 +5,8 @@
 #
 #   bash tests/gpu/rss_builds.sh NAME=BIN [NAME=BIN ...]
 #   e.g. release=target/carry/gpudash-release dist=target/carry/gpudash "dist, MALLOC_ARENA_MAX=2=target/carry/gpudash"
-# A name containing "MALLOC_ARENA_MAX=N" runs that binary with glibc's arena limit set to N.
+# Each "MALLOC_…=N" a name contains (MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_: glibc's
+# malloc settings) is set in that binary's environment.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 PORT=${GPUDASH_PORT:-7075}
@@ -14,7 +15,9 @@ for round in 1 2; do
   for spec in "$@"; do
     name=${spec%=*} bin=${spec##*=}
     env=()
-    if [[ "$name" =~ MALLOC_ARENA_MAX=([0-9]+) ]]; then env=("MALLOC_ARENA_MAX=${BASH_REMATCH[1]}"); fi
+    for word in ${name//,/ }; do
+      if [[ "$word" =~ ^(MALLOC_[A-Z_]+=[0-9]+)$ ]]; then env+=("${BASH_REMATCH[1]}"); fi
+    done
     env "${env[@]}" "$bin" --listen "127.0.0.1:$PORT" --data-dir "$(mktemp -d)" >/dev/null 2>&1 &
     pid=$!
     up=0

@@ -9,6 +9,9 @@ time, and prints what each step added (anonymous and file-backed, from /proc/sel
 the threads it started, and whether dlclose gave the memory back:
 
   NVML: dlopen, nvmlInit_v2, the device handles and the readings a sample takes;
+  GPM as gpudash's GPM loop takes it: a sample per GPU allocated and read, five windows each with
+  a new sample and one nvmlGpmMetricsGet (the first sample kept, as the graphics engine's long
+  window keeps one), then every sample freed and malloc_trim(0);
   the lab's start-up probe: dlopen of libcuda, libcublas, libcublasLt and libnvrtc (no CUDA call),
   then dlclose of each, as cudarc's `is_culib_present` does;
   cuInit(0) alone (what the lab's first run adds before any context);
@@ -24,6 +27,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import time
 
 import _ctypes
 
@@ -111,6 +115,58 @@ def nvml_start(how):
           f"anonymous), {len(after[2]) - len(before[2])} new thread(s)")
 
 
+class GpmMetric(ctypes.Structure):
+    _fields_ = [("metricId", ctypes.c_uint), ("nvmlReturn", ctypes.c_int), ("value", ctypes.c_double),
+                ("shortName", ctypes.c_char_p), ("longName", ctypes.c_char_p), ("unit", ctypes.c_char_p)]
+
+
+class GpmMetricsGet(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("numMetrics", ctypes.c_uint), ("sample1", ctypes.c_void_p),
+                ("sample2", ctypes.c_void_p), ("metrics", GpmMetric * 210)]
+
+
+def gpm_steps(nvml, handles, s):
+    """What gpudash's GPM loop holds: a sample per GPU kept open, a new one each window, the graphics
+    engine's long window's sample; and what reading the metrics and freeing samples gives back."""
+    def alloc():
+        sample = ctypes.c_void_p()
+        rc = nvml.nvmlGpmSampleAlloc(ctypes.byref(sample))
+        return sample if rc == 0 else None
+
+    first = [alloc() for _ in handles]
+    if any(x is None for x in first):
+        print("GPM: nvmlGpmSampleAlloc refused; skipped")
+        return
+    s.step(f"GPM: one sample allocated per GPU ({len(handles)})")
+    for h, sample in zip(handles, first):
+        rc = nvml.nvmlGpmSampleGet(h, sample)
+        if rc != 0:
+            print(f"GPM: nvmlGpmSampleGet = {rc}; skipped")
+            return
+    s.step("GPM: nvmlGpmSampleGet into each")
+    kept = list(first)
+    values = []
+    for window in range(5):
+        time.sleep(0.2)  # a short window; its length does not change what is held
+        nxt = [alloc() for _ in handles]
+        for h, sample, previous in zip(handles, nxt, kept):
+            nvml.nvmlGpmSampleGet(h, sample)
+            get = GpmMetricsGet(version=1, numMetrics=3, sample1=previous, sample2=sample)
+            for i, metric in enumerate((2, 5, 10)):  # SM activity, any tensor, DRAM bandwidth
+                get.metrics[i].metricId = metric
+            rc = nvml.nvmlGpmMetricsGet(ctypes.byref(get))
+            values.append((rc, round(get.metrics[0].value, 2)))
+            if window > 0:
+                nvml.nvmlGpmSampleFree(previous)  # the first window's opening sample stays, as the long window's
+        kept = nxt
+        s.step(f"GPM: window {window + 1}: a new sample each, metrics read (rc, SM %: {values[-1]})")
+    for sample in kept + first:
+        nvml.nvmlGpmSampleFree(sample)
+    s.step("GPM: every sample freed")
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    s.step("malloc_trim(0)")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--nvml":
         nvml_start(sys.argv[2])
@@ -137,6 +193,7 @@ def main():
             nvml.nvmlDeviceGetMemoryInfo(h, mem)
             nvml.nvmlDeviceGetUtilizationRates(h, util)
     s.step(f"{count.value} device handle(s), 20 samples of memory and util")
+    gpm_steps(nvml, handles, s)
 
     libs = [
         ("libcuda", ["libcuda.so.1", "libcuda.so"]),
