@@ -13,7 +13,7 @@ the threads it started, and whether dlclose gave the memory back:
   a new sample and one nvmlGpmMetricsGet (the first sample kept, as the graphics engine's long
   window keeps one), then every sample freed and malloc_trim(0);
   the lab's start-up probe: dlopen of libcuda, libcublas, libcublasLt and libnvrtc (no CUDA call),
-  then dlclose of each, as cudarc's `is_culib_present` does;
+  then dlclose of each, as cudarc's `is_culib_present` does, then malloc_trim(0);
   cuInit(0) alone (what the lab's first run adds before any context);
   a context (cuDevicePrimaryCtxRetain), then its release.
 
@@ -209,6 +209,10 @@ def main():
         s.step(f"dlopen {name}")
         _ctypes.dlclose(lib._handle)
         s.step(f"  dlclose {name}: still mapped = {mapped(short + '.so')}")
+    # What the probe left behind (libcublas' start leaves blocks it never frees): malloc_trim(0) gives
+    # back free pages inside the heaps; whatever remains is still allocated.
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    s.step("malloc_trim(0) after the probe")
 
     cuda, name = load(["libcuda.so.1", "libcuda.so"])
     if cuda is None:

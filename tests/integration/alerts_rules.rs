@@ -14,7 +14,7 @@ use gpudash::telemetry::simulator::Simulator;
 use shared::alerts::{Alert, AlertsResponse, Rule};
 
 use crate::alerts_webhook::{Answer, Receiver};
-use crate::support::{TestServer, eventually, get_json};
+use crate::support::{TestServer, eventually, eventually_every, get_json};
 
 /// Which GPU each rule's fault strikes, and the fault (nine GPUs; the demo's notebook sits on GPU 8).
 pub(crate) const FAULTS: [(Rule, u32, &str); 8] = [
@@ -112,17 +112,28 @@ async fn every_rule_fires_resolves_is_delivered_and_survives_a_restart() {
     let config = alerts_file(&good, &flaky, &hung);
 
     let first = server(dir.path(), config.clone(), true).await;
-    let fired_and_resolved = eventually(60, "every rule to fire and resolve on its GPU", || async {
-        let response: AlertsResponse = get_json(&first, "/api/alerts?state=all&limit=1000").await;
-        let rules = by_rule(&response);
-        let waiting: Vec<&str> = rules
-            .iter()
-            .filter(|(_, alerts)| !alerts.iter().any(|a| a.resolved_ms.is_some()))
-            .map(|(rule, _)| rule.as_str())
-            .collect();
-        waiting.is_empty().then_some(rules)
-    })
-    .await;
+    // A failure names each rule still waiting: not fired yet, or fired and not resolved.
+    let fired_and_resolved =
+        eventually_every(60, Duration::from_millis(100), "every rule to fire and resolve on its GPU", || async {
+            let response: AlertsResponse = get_json(&first, "/api/alerts?state=all&limit=1000").await;
+            let rules = by_rule(&response);
+            let waiting: Vec<String> = FAULTS
+                .iter()
+                .filter_map(|(rule, gpu, _)| match rules.get(rule) {
+                    None => Some(format!("{} on GPU {gpu}: not fired", rule.as_str())),
+                    Some(alerts) if !alerts.iter().any(|a| a.resolved_ms.is_some()) => {
+                        Some(format!("{} on GPU {gpu}: fired, not resolved", rule.as_str()))
+                    }
+                    Some(_) => None,
+                })
+                .collect();
+            if waiting.is_empty() {
+                return Ok(rules);
+            }
+            let processes: serde_json::Value = get_json(&first, "/api/processes").await;
+            Err((waiting, processes))
+        })
+        .await;
     for (rule, alerts) in &fired_and_resolved {
         let alert = alerts.iter().find(|a| a.resolved_ms.is_some()).unwrap();
         assert!(alert.simulated, "{rule:?}: the simulator's alerts say so");

@@ -54,7 +54,12 @@ async fn a_booked_gpu_says_so_when_free_and_every_gpu_shows_its_next_24_hours() 
     with_browser(1280, 800, |c| async move {
         c.goto(&url).await.unwrap();
         let offset = js(&c, "return -new Date().getTimezoneOffset()").await.as_i64().unwrap() as i32;
-        let from = shared::time::time_of_day(booked.start_ms, offset);
+        // The start as the page writes it, by the page's own rule: "00:40" today, "4 Dec 00:40" when an
+        // hour from now is past midnight.
+        let note =
+            shared::reservations::free_note(std::slice::from_ref(&booked), 1, gpudash::telemetry::now_ms(), offset)
+                .expect("a booking an hour away is near");
+        let from = note.trim_start_matches("reserved from ").to_owned();
         let zone = shared::time::zone_name(offset);
         // Not in force yet: GPU 1 is free, and says when it stops being.
         let free = eventually(20, "Free to name GPU 1's booking", || async {
