@@ -37,9 +37,9 @@ part() {
   fi
   tail -40 "$OUT/$name.log"
 }
-# Parts to run: the arguments (h200 bridge p2p gpm lab collectives alerts team allocator), or all of them. All five take up to ~12 minutes,
+# Parts to run: the arguments (h200 bridge p2p gpm lab release collectives alerts team allocator), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm lab collectives alerts team allocator identity}")
+wanted=("${@:-h200 bridge p2p gpm lab release collectives alerts team allocator identity}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
 want h200 && part h200 200 tests/gpu/h200.sh      # gpudash vs nvidia-smi, processes, health, /metrics, RSS, sampler CPU per loop and call, peers' costs
@@ -54,6 +54,7 @@ if want p2p; then
 fi
 want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
 want lab && part lab 420 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
+want release && part release 120 tests/gpu/lab_release.sh  # the lab's idle release gives the GPU back (nvidia-smi), twice
 want collectives && part collectives 300 tests/gpu/collectives.sh  # NCCL on one rank, each collective checked; DDP compute vs PyTorch
 want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free alerts from a PyTorch job, to a webhook
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API

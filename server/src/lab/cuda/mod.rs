@@ -238,11 +238,27 @@ impl Session {
         let _ = self.sync();
         let _ = self.trim_to(0);
         let _ = self.set_release_threshold(0);
-        // Dropping the last handle releases the primary context and with it all device memory.
         drop(self.blas);
         drop(self.module);
         drop(self.stream);
+        let device = self.ctx.cu_device();
+        let last = Arc::strong_count(&self.ctx) == 1;
         drop(self.ctx);
+        // Releasing our handle is not enough: cuBLAS carries the CUDA runtime, which retains the primary
+        // context for itself, so it would stay alive with ~520 MiB of device memory listed under gpudash
+        // (tests/gpu/ctx_release.py, docs/gpu-runs/session17-ctx-release.log). This worker is the only
+        // user of its GPU's context between runs, so the context is reset: the next run retains a fresh
+        // one, and cuBLAS works in it.
+        if last {
+            // SAFETY: every handle of this session is dropped; the reset destroys only this process's
+            // primary context on `device`, and a later release by the runtime is allowed after it.
+            let rc = unsafe { sys::cuDevicePrimaryCtxReset_v2(device) };
+            if rc != sys::cudaError_enum::CUDA_SUCCESS {
+                tracing::warn!(?rc, "could not reset the CUDA context after releasing it");
+            }
+        } else {
+            tracing::warn!("the CUDA context is still referenced after the lab released it; not reset");
+        }
     }
 }
 
