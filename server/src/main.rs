@@ -6,6 +6,10 @@ use gpudash::config::Config;
 use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
+    // The lab's CUDA library check runs in a child of this binary (lab/cuda/probe.rs): that child ends here.
+    if let Some(code) = gpudash::lab::cuda::answer_probe() {
+        return code;
+    }
     let cli = gpudash::cli::parse();
     // `gpudash bench` prints a table: only warnings go to the log. The doctor words every problem itself.
     let default_level = match &cli.command {

@@ -37,6 +37,18 @@ const MUTATIONS: &str = "const m = {}; window.__gpudashMutations = m; \
       .observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true, \
         attributeOldValue: true, characterDataOldValue: true }); return null";
 
+/// Chromium's cumulative main-thread counters by name (DevTools `Performance.getMetrics`; durations in seconds).
+async fn browser_metrics(c: &fantoccini::Client) -> std::collections::HashMap<String, f64> {
+    let answer = c.issue_cmd(Cdp { method: "Performance.getMetrics", params: serde_json::json!({}) }).await;
+    let answer = answer.expect("Chromium's metrics");
+    answer["metrics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| Some((m["name"].as_str()?.to_owned(), m["value"].as_f64()?)))
+        .collect()
+}
+
 /// Clicks `#tab-<key>` and returns the ms until the frame after its panel shows.
 async fn switch_to(c: &fantoccini::Client, key: &str) -> f64 {
     let script = format!(
@@ -115,6 +127,9 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
         if mutations {
             js(&c, MUTATIONS).await;
         }
+        // The browser's own counters (DevTools `Performance`): where the main thread's time went, beside the probe.
+        c.issue_cmd(Cdp { method: "Performance.enable", params: serde_json::json!({}) }).await.expect("metrics on");
+        let metrics_before = browser_metrics(&c).await;
         js(&c, "window.__gpudashProbe.recording = true; return null").await;
         let timing = eventually(120, "300 timed ticks", || async {
             let probe = js(
@@ -125,6 +140,23 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
             (probe["tasks"].as_array().map_or(0, Vec::len) >= TICKS * BATCHES).then_some(probe)
         })
         .await;
+        let metrics_after = browser_metrics(&c).await;
+        let per_tick = |name: &str, scale: f64| {
+            let delta = metrics_after.get(name).copied().unwrap_or(f64::NAN)
+                - metrics_before.get(name).copied().unwrap_or(f64::NAN);
+            delta * scale / (TICKS * BATCHES) as f64
+        };
+        let _ = writeln!(
+            out_ref,
+            "| the main thread per timed tick, by Chromium's counters (`Performance.getMetrics`): all tasks / script / \
+             style recalculation / layout | {:.2} / {:.2} / {:.2} / {:.2} ms ({:.2} style recalcs, {:.2} layouts) | |",
+            per_tick("TaskDuration", 1000.0),
+            per_tick("ScriptDuration", 1000.0),
+            per_tick("RecalcStyleDuration", 1000.0),
+            per_tick("LayoutDuration", 1000.0),
+            per_tick("RecalcStyleCount", 1.0),
+            per_tick("LayoutCount", 1.0),
+        );
         if let Some(path) = profile {
             let stopped = c.issue_cmd(Cdp { method: "Profiler.stop", params: serde_json::json!({}) }).await;
             std::fs::write(&path, stopped.expect("the profile")["profile"].to_string()).expect("write the profile");

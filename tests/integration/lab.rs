@@ -351,3 +351,41 @@ fn cli_bench(rest: &[&str]) -> Option<gpudash::cli::Command> {
     let args = ["gpudash", "bench"].iter().chain(rest).copied();
     gpudash::cli::Cli::try_parse_from(args).expect("parse").command
 }
+
+/// The dashboard checks the lab's CUDA libraries in a child of its own binary
+/// (server/src/lab/cuda/probe.rs), so what loading libcublas leaves behind stays out of the server.
+/// Started as the dashboard starts it, the built binary answers with one bit per library (libcuda,
+/// libcublas, libcublasLt, libnvrtc) and exits, rather than serving; no libcuda where no NVIDIA
+/// driver is loaded.
+#[test]
+fn the_built_binary_answers_the_lab_library_check_and_exits() {
+    let mut child = std::process::Command::new(crate::signals_os::gpudash_binary())
+        .env("GPUDASH_PROBE_CUDA_LIBRARIES", "1")
+        .env("GPUDASH_LISTEN", "127.0.0.1:0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("gpudash starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("gpudash did not answer the library check within 30 s: it serves instead of answering");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stdout = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().expect("piped"), &mut stdout).expect("UTF-8 output");
+    assert!(status.success(), "{status}: {stdout}");
+    let bits = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("gpudash cuda libraries loaded: "))
+        .unwrap_or_else(|| panic!("no answer line in {stdout:?}"));
+    assert!(bits.len() == 4 && bits.chars().all(|c| c == '0' || c == '1'), "one bit per library: {bits:?}");
+    if !std::path::Path::new("/proc/driver/nvidia").exists() {
+        assert!(bits.starts_with('0'), "libcuda cannot load without a driver: {bits:?}");
+    }
+}

@@ -10,6 +10,7 @@
 
 mod copy_kernel;
 mod fault;
+mod probe;
 // Each kind's CUDA run, called by its `Experiment::run_cuda` (`lab/experiments/<kind>/`).
 pub(crate) mod collectives;
 mod ddp;
@@ -32,6 +33,7 @@ use cudarc::driver::{
 use shared::lab::{ExperimentParams, RunResult};
 
 pub use self::fault::{FAULT_VAR, Fault};
+pub use self::probe::{MissingLibraries, answer_probe, availability};
 use super::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 
 /// Kernels the experiments launch, compiled by NVRTC for the device at hand.
@@ -53,48 +55,6 @@ extern "C" __global__ void spin_kernel(long long cycles, unsigned long long* spu
 /// How long [`Session::hold`] spins: ~100 µs at an H200's 1.98 GHz, far more than submitting an event and a
 /// copy takes the host (a few µs), far less than the runs' other costs.
 const HOLD_CYCLES: i64 = 200_000;
-
-/// The CUDA libraries the lab needs that could not be loaded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}; install them or add their folder to LD_LIBRARY_PATH", .missing.join(", "))]
-pub struct MissingLibraries {
-    /// Each library, with the file name tried first.
-    pub missing: Vec<String>,
-}
-
-/// Ok when libcuda, libcublas, libcublasLt and libnvrtc can be loaded; otherwise what is missing.
-pub fn availability() -> Result<(), MissingLibraries> {
-    // SAFETY: each check only tries to dlopen the library; no CUDA function is called.
-    let present = unsafe {
-        [
-            ("libcuda (the NVIDIA driver)", sys::is_culib_present(), "cuda"),
-            ("libcublas (CUDA 13 runtime libraries)", cudarc::cublas::sys::is_culib_present(), "cublas"),
-            ("libcublasLt (CUDA 13 runtime libraries)", cudarc::cublaslt::sys::is_culib_present(), "cublasLt"),
-            ("libnvrtc (CUDA 13 runtime libraries)", cudarc::nvrtc::sys::is_culib_present(), "nvrtc"),
-        ]
-    };
-    give_back_freed_heap();
-    let missing: Vec<String> = present
-        .iter()
-        .filter(|(_, ok, _)| !ok)
-        .map(|(what, _, lib)| {
-            let tried = cudarc::get_lib_name_candidates(lib);
-            format!("{what} not found (tried {})", tried.first().map_or("", String::as_str))
-        })
-        .collect();
-    if missing.is_empty() { Ok(()) } else { Err(MissingLibraries { missing }) }
-}
-
-/// Loading libcublas runs its constructors, which free most of what they allocate only at dlclose,
-/// leaving it cached in malloc's heaps: 5.7 MiB resident in an idle server, 4.2 MiB of it free
-/// (docs/gpu-runs/session17-rss-parts.log, H200). malloc_trim(0) hands the free pages back.
-fn give_back_freed_heap() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
 
 /// A CUDA error as an experiment error naming the step.
 pub(crate) fn cuda_err(what: &str) -> impl Fn(DriverError) -> ExperimentError + '_ {
