@@ -9,7 +9,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::browser::{eventually, js, with_browser};
+use crate::browser::{eventually, js, with_browser_flags};
 use crate::budgets::{
     BATCHES, Cdp, PROBE, TICKS, an_hour_of_history, batch_figures, load_average, numbers, pick_an_hour, print_figures,
 };
@@ -70,7 +70,21 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
     let mut out = String::from("\n| figure (64 simulated GPUs, 1280×800) | value | target |\n| --- | --- | --- |\n");
     let mut said = String::new();
     let (out_ref, said_ref) = (&mut out, &mut said);
-    with_browser(1280, 800, |c| async move {
+    // GPUDASH_BUDGETS_TRACE=file.json: Chromium's own trace of the whole run (its timeline categories),
+    // for where the main thread's time goes beyond script (style, layout, paint, compositing).
+    let trace: Vec<String> = std::env::var("GPUDASH_BUDGETS_TRACE").map_or_else(
+        |_| Vec::new(),
+        |path| {
+            vec![
+                "--trace-startup=devtools.timeline,disabled-by-default-devtools.timeline".to_owned(),
+                format!("--trace-startup-file={path}"),
+                "--trace-startup-duration=120".to_owned(),
+                "--trace-startup-format=json".to_owned(),
+            ]
+        },
+    );
+    let trace: Vec<&str> = trace.iter().map(String::as_str).collect();
+    with_browser_flags(1280, 800, &trace, |c| async move {
         c.issue_cmd(Cdp {
             method: "Page.addScriptToEvaluateOnNewDocument",
             params: serde_json::json!({ "source": PROBE }),
@@ -126,6 +140,13 @@ async fn sixty_four_gpus_first_render_tab_switches_and_redraw_figures() {
         let mutations = std::env::var_os("GPUDASH_BUDGETS_MUTATIONS").is_some();
         if mutations {
             js(&c, MUTATIONS).await;
+        }
+        // GPUDASH_BUDGETS_CSS="rules": added to the page before the timed ticks, to compare a style change
+        // with the page as built in one build (alternate runs with and without it).
+        if let Ok(css) = std::env::var("GPUDASH_BUDGETS_CSS") {
+            let script = "const s = document.createElement('style'); s.textContent = arguments[0]; \
+                          document.head.append(s); return null";
+            c.execute(script, vec![serde_json::Value::String(css)]).await.expect("the style is added");
         }
         // The browser's own counters (DevTools `Performance`): where the main thread's time went, beside the probe.
         c.issue_cmd(Cdp { method: "Performance.enable", params: serde_json::json!({}) }).await.expect("metrics on");

@@ -176,7 +176,9 @@ fn GridTile(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
                 aria-controls=format!("gpu-detail-{index}") node_ref=button on:click=toggle
                 on:pointerenter=move |_| write_title() on:focus=move |_| write_title()>
                 <span class="tile-gpu">{format!("GPU {index}")}</span>
-                <span class="tile-figures">{move || tile.with(Tile::short_figures)}</span>
+                <span class="tile-figures">
+                    <span class="tile-figures-text">{move || tile.with(Tile::short_figures)}</span>
+                </span>
                 <span class="tile-state">{move || tile.with(|t| t.words.clone())}</span>
             </button>
         </li>
