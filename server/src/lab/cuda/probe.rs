@@ -4,8 +4,8 @@
 //! The dashboard asks a child process of its own binary ([`answer_probe`]): loading libcublas runs
 //! constructors whose heap stays behind after dlclose (2.6 MiB of an idle server's resident memory
 //! even after `malloc_trim`, docs/gpu-runs/session17-rss-parts.log), and a library that crashes while
-//! loading takes the child down, not the dashboard. Other callers (`gpudash bench`, which loads them
-//! anyway, and unit tests, whose binary is not gpudash) open them in their own process.
+//! loading takes the child down, not the dashboard. Every command of the gpudash binary asks a child
+//! (`gpudash bench` too); unit tests, whose binary is not gpudash, open them in their own process.
 #![allow(clippy::print_stdout)]
 
 use std::io::Read as _;
