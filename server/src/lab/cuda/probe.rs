@@ -87,24 +87,31 @@ enum Unanswered {
 
 fn ask_a_child() -> Result<[bool; 4], Unanswered> {
     let exe = std::env::current_exe().map_err(|e| Unanswered::NotStarted(format!("no path to this binary: {e}")))?;
-    let mut child = Command::new(&exe)
-        .env(PROBE_VAR, "1")
+    let mut command = Command::new(&exe);
+    command.env(PROBE_VAR, "1");
+    ask(command, CHILD_DEADLINE)
+}
+
+/// Runs `command` and reads its answer, stopping it after `deadline`.
+fn ask(mut command: Command, deadline: Duration) -> Result<[bool; 4], Unanswered> {
+    let program = command.get_program().to_string_lossy().into_owned();
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| Unanswered::NotStarted(format!("cannot start {}: {e}", exe.display())))?;
+        .map_err(|e| Unanswered::NotStarted(format!("cannot start {program}: {e}")))?;
     let started = Instant::now();
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < CHILD_DEADLINE => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if started.elapsed() < deadline => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(Unanswered::Failed(format!(
-                    "loading the CUDA libraries did not finish within {} s (a child process tried; it was stopped)",
-                    CHILD_DEADLINE.as_secs()
+                    "loading the CUDA libraries did not finish within {} ms (a child process tried; it was stopped)",
+                    deadline.as_millis()
                 )));
             }
             Err(e) => return Err(Unanswered::Failed(format!("waiting for the CUDA library check: {e}"))),
@@ -166,6 +173,31 @@ fn give_back_freed_heap() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn shell(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]);
+        command
+    }
+
+    /// The dashboard's side of the check, on stand-in children: an answer, a crash, a hang, no child.
+    #[test]
+    fn a_child_that_answers_crashes_hangs_or_cannot_start_is_told_apart() {
+        let enough = Duration::from_secs(10);
+        let answered = ask(shell(&format!("echo 'chatter'; echo '{ANSWER} 1010'")), enough);
+        assert!(matches!(answered, Ok([true, false, true, false])));
+        match ask(shell("kill -SEGV $$"), enough) {
+            Err(Unanswered::Failed(why)) => {
+                assert!(why.contains("before it answered") && why.contains("SIGSEGV"), "{why}");
+            }
+            _ => panic!("a crash is a failure"),
+        }
+        match ask(shell("sleep 10"), Duration::from_millis(200)) {
+            Err(Unanswered::Failed(why)) => assert!(why.contains("within 200 ms"), "{why}"),
+            _ => panic!("a hang is a failure"),
+        }
+        assert!(matches!(ask(Command::new("/nonexistent/gpudash"), enough), Err(Unanswered::NotStarted(_))));
+    }
 
     #[test]
     fn the_answer_is_one_bit_per_library_on_its_own_line() {
