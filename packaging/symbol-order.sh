@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Measures which functions an idle dashboard runs and writes server/symbol-order.txt, the order the
+# linker lays them out in (server/build.rs, link_layout). Run it as root on a Linux machine after
+# changes that move the idle server's code (new dependencies, new loops, a new toolchain); the
+# build works with a stale file, only less of its effect is left (docs/BENCHMARKS.md, "Resident memory").
+#
+# How: the dist build (which keeps function names) is copied out of the page cache and started
+# with the block device's read-ahead at 0, so that each code page it runs is read alone; after a
+# quarter minute of idling with one simulated GPU, the resident code pages are the ones it ran
+# (packaging/symbol_order.py). Read-ahead is restored on exit.
+#
+# `symbol-order.sh --check` (any user) builds the dist binary and says how many of the listed
+# functions it still has; under 90% it exits 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${1:-}" = --check ]; then
+  cargo build --profile dist -p gpudash
+  exec python3 packaging/symbol_order.py --check target/dist/gpudash server/symbol-order.txt
+fi
+[ "$(id -u)" -eq 0 ] || { echo "symbol-order.sh: run as root (it sets the disk's read-ahead to 0 for a minute)"; exit 1; }
+cargo build --profile dist -p gpudash
+work=$(mktemp -d)
+cp target/dist/gpudash "$work/gpudash"
+device=$(lsblk -no PKNAME "$(df --output=source "$work" | tail -1)" 2>/dev/null || true)
+[ -n "$device" ] || device=$(basename "$(df --output=source "$work" | tail -1)")
+ra=/sys/block/$device/queue/read_ahead_kb
+[ -w "$ra" ] || { echo "symbol-order.sh: cannot set $ra"; exit 1; }
+saved=$(cat "$ra")
+pid=
+cleanup() { echo "$saved" >"$ra"; [ -z "$pid" ] || kill "$pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+echo 0 >"$ra"
+python3 -c "import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)" "$work/gpudash"
+port=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$work/gpudash" --simulate 1 --listen "127.0.0.1:$port" --data-dir "$work/data" >"$work/log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
+curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/log"; echo "symbol-order.sh: the dashboard did not answer"; exit 1; }
+sleep 15  # idle on purpose: what an unwatched server runs, not a wait for a condition
+python3 packaging/symbol_order.py "$pid" "$work/gpudash" server/symbol-order.txt
+echo "wrote server/symbol-order.txt ($(wc -l <server/symbol-order.txt) functions); rebuild to use it"
