@@ -9,6 +9,10 @@
 # quarter minute of idling with one simulated GPU, the resident code pages are the ones it ran
 # (packaging/symbol_order.py). Read-ahead is restored on exit.
 #
+# Usage: `cargo build --profile dist -p gpudash && sudo packaging/symbol-order.sh` (root's PATH
+# rarely has cargo: without it the script measures the dist binary already built). The copy it
+# runs lives under target/, on the disk whose read-ahead it sets (a tmpfs /tmp has none).
+#
 # `symbol-order.sh --check` (any user) builds the dist binary and says how many of the listed
 # functions it still has; under 90% it exits 1.
 set -euo pipefail
@@ -18,8 +22,12 @@ if [ "${1:-}" = --check ]; then
   exec python3 packaging/symbol_order.py --check target/dist/gpudash server/symbol-order.txt
 fi
 [ "$(id -u)" -eq 0 ] || { echo "symbol-order.sh: run as root (it sets the disk's read-ahead to 0 for a minute)"; exit 1; }
-cargo build --profile dist -p gpudash
-work=$(mktemp -d)
+if command -v cargo >/dev/null; then
+  cargo build --profile dist -p gpudash
+else
+  echo "cargo is not on PATH: measuring the dist binary already built, $(stat -c %y target/dist/gpudash)"
+fi
+work=$(mktemp -d -p target symbol-order.XXXXXX)
 cp target/dist/gpudash "$work/gpudash"
 device=$(lsblk -no PKNAME "$(df --output=source "$work" | tail -1)" 2>/dev/null || true)
 [ -n "$device" ] || device=$(basename "$(df --output=source "$work" | tail -1)")

@@ -92,6 +92,9 @@ def check(binary, order):
 
 
 def main():
+    if len(sys.argv) != 4:
+        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        return 2
     if sys.argv[1] == "--check":
         return check(sys.argv[2], sys.argv[3])
     pid, binary, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
