@@ -29,6 +29,11 @@ pub struct Config {
     pub audit_retention: Duration,
     /// The GPU lab's limits.
     pub lab: crate::lab::LabConfig,
+    /// `--lab-user`: who the Lab's worker process runs as when gpudash runs as root.
+    pub lab_user: String,
+    /// The binary the Lab's runs go to as worker processes: `main` sets its own; `None` runs them in
+    /// this process.
+    pub lab_worker: Option<PathBuf>,
     pub auth_file: Option<PathBuf>,
     pub allow_anonymous: bool,
     /// `--allow-signals`.

@@ -24,6 +24,10 @@ pub enum ConfigError {
     NotAuditDays { value: String },
     #[error("'{value}' is not a host name; use 1 to 253 characters without spaces, e.g. gpu-07")]
     NotAHostName { value: String },
+    #[error(
+        "'{value}' is not a user name; use 1 to 32 letters, digits, '_', '-' or '.', not starting with '-' (e.g. nobody)"
+    )]
+    NotAUserName { value: String },
     #[error("'{value}' is not a memory size from 1MiB to 16TiB; use a number and a unit, e.g. 1GiB, 512MiB or 2GB")]
     NotASize { value: String },
 }

@@ -322,6 +322,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             count - 1
         );
     }
+    // Root's Lab worker runs as --lab-user: an unknown one stops start-up, before anything is opened.
+    let worker_user = lab::isolated::lab_user(&config.lab_user)?;
     // A bad alerts file stops start-up before anything is opened.
     let alerts = match &config.alerts_file {
         Some(path) => {
@@ -369,7 +371,12 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         alert_webhooks: config.alert_webhooks.clone(),
         interval: config.interval,
         store,
-        lab: lab::LabOptions { config: config.lab.clone(), ..lab::LabOptions::default() },
+        lab: lab::LabOptions {
+            config: config.lab.clone(),
+            worker: config.lab_worker.clone(),
+            worker_user,
+            ..lab::LabOptions::default()
+        },
         // The lab's part of --simulate-fault (wrong-result); the simulator injects the rest. The simulator's
         // processes make GPUs busy for the lab as NVML's do on hardware.
         simulated_lab: lab::SimulatedLab {

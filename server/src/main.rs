@@ -10,6 +10,11 @@ fn main() -> ExitCode {
     if let Some(code) = gpudash::lab::cuda::answer_probe() {
         return code;
     }
+    // The Lab's runs go to a worker process of this binary (lab/isolated/): that worker serves here.
+    if gpudash::lab::isolated::is_worker() {
+        init_logging("warn");
+        return gpudash::lab::isolated::serve();
+    }
     let cli = gpudash::cli::parse();
     // `gpudash bench` prints a table: only warnings go to the log. The doctor words every problem itself.
     let default_level = match &cli.command {
@@ -17,12 +22,7 @@ fn main() -> ExitCode {
         Some(gpudash::cli::Command::Doctor(_)) => "error",
         Some(_) => "warn",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
-        .with_target(false)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging(default_level);
     match &cli.command {
         Some(gpudash::cli::Command::Bench(args)) => return gpudash::cli::bench::main(args),
         Some(gpudash::cli::Command::Alerts { command }) => return gpudash::cli::alerts::main(command),
@@ -30,7 +30,9 @@ fn main() -> ExitCode {
         Some(gpudash::cli::Command::Token(args)) => return gpudash::cli::token::main(args),
         None => {}
     }
-    let config = Config::from(cli);
+    let mut config = Config::from(cli);
+    // The Lab's runs go to worker processes of this very binary.
+    config.lab_worker = std::env::current_exe().ok();
     // A dashboard's requests are short and its heavy work runs on threads of its own (sampler, SQLite,
     // lab): a few runtime workers serve a team, and each one idle still holds a stack and a malloc arena.
     let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, RUNTIME_WORKERS));
@@ -48,6 +50,16 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Logs to stderr at `GPUDASH_LOG`'s level, or `default_level`.
+fn init_logging(default_level: &str) {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_env("GPUDASH_LOG").unwrap_or_else(|_| EnvFilter::new(default_level)))
+        .with_target(false)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }
 
 /// The most async runtime workers, whatever the core count (tokio's default is one per core: 16 on

@@ -77,6 +77,9 @@ fn bad_flags_exit_2_with_what_is_allowed() {
         (&["--lab-time-limit", "soon"][..], "lab-time-limit"),
         (&["--lab-runs-kept", "3"][..], "use a whole number from 10 to 1000000"),
         (&["--lab-runs-kept", "many"][..], "not a number of runs to keep"),
+        (&["--lab-user=-x"][..], "'-x' is not a user name; use 1 to 32 letters, digits"),
+        (&["--lab-user", "root;id"][..], "'root;id' is not a user name"),
+        (&["--lab-user", ""][..], "is not a user name"),
         (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus <URL>"),
         (&["--fleet-prometheus", "gopher://prom:70"][..], "use http://HOST:PORT or https://"),
         (&["--bogus"][..], "unexpected argument"),
@@ -116,6 +119,25 @@ fn bad_auth_configuration_stops_startup_saying_what_is_wrong() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{file:?} {env:?}: {stderr}");
     }
+}
+
+/// As root the Lab's worker process runs as `--lab-user`: a user the host does not know stops the start.
+#[test]
+#[allow(clippy::print_stderr)]
+fn an_unknown_lab_user_stops_startup_as_root() {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let euid = status.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1));
+    if euid != Some("0") {
+        eprintln!("skipped: --lab-user is looked up only when gpudash runs as root (this test is not root)");
+        return;
+    }
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--no-history", "--listen", "127.0.0.1:0", "--lab-user", "no-such-user-gpudash"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--lab-user 'no-such-user-gpudash' is no user on this host"), "{stderr}");
 }
 
 #[test]

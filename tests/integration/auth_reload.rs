@@ -11,8 +11,9 @@ use reqwest::StatusCode;
 use reqwest::header::{COOKIE, SET_COOKIE};
 use serde_json::{Value, json};
 
-use crate::signals_os::{Server, gpudash_binary};
+use crate::signals_os::Server;
 use crate::support::eventually;
+use crate::support::gpudash_binary;
 
 const ROOT: &str = "root-token-for-the-reload-test-0123";
 

@@ -5,13 +5,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-/// The `gpudash` binary `cargo build -p gpudash` puts beside this test's own executable.
-fn gpudash_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/debug").join("gpudash");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p gpudash`", bin.display());
-    bin
-}
+use crate::support::gpudash_binary;
 
 /// Runs `gpudash doctor ARGS` with no GPUDASH_* setting of this environment: its exit code and output.
 fn doctor(args: &[&str]) -> (i32, String) {

@@ -27,7 +27,7 @@ pub(crate) async fn lab_server(count: u32, step_ms: u64, config: LabConfig) -> (
 }
 
 /// Operators named after the test users; each test user's token is `<user>-token-for-tests`.
-fn lab_tokens() -> gpudash::auth::AuthConfig {
+pub(crate) fn lab_tokens() -> gpudash::auth::AuthConfig {
     let tokens = ["a", "alice", "bob", "carol", "dave"].map(|u| format!("{u}:operator:{u}-token-for-tests")).join(",");
     gpudash::auth::AuthConfig::load(None, Some(&tokens)).expect("test tokens")
 }
@@ -359,7 +359,7 @@ fn cli_bench(rest: &[&str]) -> Option<gpudash::cli::Command> {
 /// driver is loaded.
 #[test]
 fn the_built_binary_answers_the_lab_library_check_and_exits() {
-    let mut child = std::process::Command::new(crate::signals_os::gpudash_binary())
+    let mut child = std::process::Command::new(crate::support::gpudash_binary())
         .env("GPUDASH_PROBE_CUDA_LIBRARIES", "1")
         .env("GPUDASH_LISTEN", "127.0.0.1:0")
         .stdout(std::process::Stdio::piped())

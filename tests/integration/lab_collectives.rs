@@ -16,7 +16,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::lab::{ExperimentInfo, ExperimentKind, Run, RunStatus};
 
-use crate::support::{TestServer, finished};
+use crate::support::{TestServer, finished, gpudash_binary};
 
 /// `count` simulated GPUs; `args` a command line whose `--simulate-fault`s the lab observes.
 async fn server(count: u32, args: &[&str]) -> TestServer {
@@ -141,14 +141,6 @@ async fn bad_parameters_say_what_is_allowed() {
     let (status, _) = post(&server, json!({ "kind": "collectives", "collectives": ["all_to_all"] })).await;
     assert!(status.is_client_error());
     server.stop().await;
-}
-
-/// The `gpudash` binary `cargo build -p gpudash` puts beside this test's own executable.
-fn gpudash_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/debug").join("gpudash");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p gpudash`", bin.display());
-    bin
 }
 
 fn bench(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {

@@ -11,15 +11,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::signals::Started;
-use crate::support::eventually;
-
-/// The `gpudash` binary `cargo test --workspace` builds beside this test's own executable.
-pub fn gpudash_binary() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's own path");
-    let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/debug").join("gpudash");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p gpudash`", bin.display());
-    bin
-}
+use crate::support::{eventually, gpudash_binary};
 
 /// A server process, killed when the test ends.
 pub struct Server(pub Child);

@@ -140,6 +140,15 @@ pub async fn next_message(socket: &mut Socket, secs: u64) -> ServerMessage {
     }
 }
 
+/// The `gpudash` binary `cargo build -p gpudash` puts beside this test's own executable (tests
+/// that start the real binary: as a server, a doctor, a bench or the Lab's worker process).
+pub fn gpudash_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let bin = exe.parent().and_then(|deps| deps.parent()).expect("target/debug").join("gpudash");
+    assert!(bin.exists(), "{} is missing: build it with `cargo build -p gpudash`", bin.display());
+    bin
+}
+
 /// How often [`eventually`] asks again.
 const POLL: Duration = Duration::from_millis(100);
 

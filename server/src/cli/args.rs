@@ -171,6 +171,8 @@ impl From<Cli> for Config {
             retention: crate::store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
             audit_retention: Duration::from_secs(u64::from(cli.audit_days) * 24 * 3600),
             lab: crate::lab::LabConfig::from(&cli.lab),
+            lab_user: cli.lab.lab_user.clone(),
+            lab_worker: None,
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
             allow_signals: cli.allow_signals,

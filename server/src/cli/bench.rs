@@ -1,5 +1,9 @@
 //! `gpudash bench`: the lab's experiments headless, through the same queue,
 //! guards and executors as the page, printed as a table or JSON.
+//!
+//! Its runs stay in this process (no Lab worker process, `lab/isolated/`): bench is a command a person
+//! runs for one table and then exits, so nothing lingers in a long-lived server, a crash ends only the
+//! command, and it runs with the privileges of whoever typed it.
 
 use std::process::ExitCode;
 use std::sync::Arc;

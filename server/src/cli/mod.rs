@@ -66,6 +66,12 @@ pub struct LabArgs {
     #[arg(long, env = "GPUDASH_LAB_QUEUE_PER_USER", value_name = "N", default_value_t = 8, value_parser = parse_queue_per_user)]
     pub lab_queue_per_user: usize,
 
+    /// Who the Lab's worker process (where CUDA runs) switches to when gpudash runs as root; without root
+    /// it keeps gpudash's user. The user must be able to open the GPU: /dev/nvidia* are usually mode 0666
+    /// (a host that restricts them needs this user in their group). An unknown user stops the start.
+    #[arg(long, env = "GPUDASH_LAB_USER", value_name = "NAME", default_value = "nobody", value_parser = parse_lab_user)]
+    pub lab_user: String,
+
     /// NCCL for the lab's collectives experiment: libnccl.so.2 or the folder holding it [default: the loader's
     /// search for libnccl.so.2, then PyTorch's site-packages/nvidia/nccl/lib].
     #[arg(long, value_name = "PATH", env = "GPUDASH_NCCL_LIB")]
@@ -97,6 +103,16 @@ fn parse_queue_per_user(value: &str) -> Result<usize, ConfigError> {
     crate::flags::parse_count(value, "runs per user", crate::lab::QUEUE_PER_USER)
 }
 
+/// A user name as `useradd` accepts one: 1 to 32 letters, digits, '_', '-' or '.', not starting with '-'.
+fn parse_lab_user(value: &str) -> Result<String, ConfigError> {
+    let name = value.trim();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+    if name.is_empty() || name.len() > 32 || name.starts_with('-') || !name.chars().all(allowed) {
+        return Err(ConfigError::NotAUserName { value: value.to_owned() });
+    }
+    Ok(name.to_owned())
+}
+
 fn parse_duration(value: &str) -> Result<Duration, ConfigError> {
     let d = humantime::parse_duration(value.trim()).map_err(|reason| ConfigError::NotADuration {
         value: value.to_owned(),
@@ -121,5 +137,10 @@ mod tests {
             "'0' is not a number of runs per user; use a whole number from 1 to 1000"
         );
         assert!(matches!(parse_runs_kept("x"), Err(ConfigError::NotACount { what: "runs to keep", .. })));
+        assert_eq!(parse_lab_user(" gpu-lab_1.x "), Ok("gpu-lab_1.x".to_owned()));
+        for bad in ["", "-x", "a b", "root;id", "ü", &"x".repeat(33)] {
+            let refused = parse_lab_user(bad).unwrap_err().to_string();
+            assert!(refused.contains("is not a user name") && refused.contains("not starting with '-'"), "{refused}");
+        }
     }
 }

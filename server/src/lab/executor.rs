@@ -10,8 +10,8 @@ use shared::topology::Topology;
 
 use super::guards::DeviceProbe;
 
-/// Why an experiment stopped without a result.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+/// Why an experiment stopped without a result. It crosses the Lab worker's pipe, so it serializes.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ExperimentError {
     #[error("cancelled")]
     Cancelled,
@@ -26,10 +26,14 @@ pub enum ExperimentError {
     /// A guard that passed at submission failed when the run's turn came (the GPU or host got busier).
     #[error("refused at start: {0}")]
     RefusedAtStart(String),
+    /// The Lab's worker process crashed, exited, hung or sent garbage (`lab/isolated/`): what
+    /// happened, e.g. "the Lab worker died during the run (killed by signal 6, SIGABRT)".
+    #[error("{0}; the dashboard kept running")]
+    Worker(String),
 }
 
 /// The lab's memory pool on one GPU.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct PoolUsage {
     /// Bytes the pool holds from the driver.
     pub reserved: u64,
@@ -49,6 +53,10 @@ pub trait Executor {
     fn empty_cache(&mut self) -> Result<(), ExperimentError>;
     /// Releases the context and everything in it, so the lab holds no GPU memory.
     fn release(&mut self);
+    /// Whether the idle release has anything to free: a context, or a worker process.
+    fn holds_resources(&mut self) -> bool {
+        self.pool().is_some()
+    }
 }
 
 /// What a running experiment can see and must respect.
@@ -90,6 +98,16 @@ impl<'a> RunContext<'a> {
             return Err(ExperimentError::TimedOut(self.limit));
         }
         Ok(())
+    }
+
+    /// The run's time limit.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// What is left of the time limit.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// Reports how far the run is (0.0 to 1.0) and what it does now.

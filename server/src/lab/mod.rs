@@ -6,7 +6,8 @@
 //! A request is validated and guarded ([`plan`], [`guards`]), queued in the
 //! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
 //! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
-//! [`simulated::SimulatedExecutor`] in CI. Runs are kept in a
+//! [`simulated::SimulatedExecutor`] in CI; the server hands either to a worker process per GPU
+//! ([`isolated`]), so CUDA's memory, crashes and privileges stay out of the dashboard. Runs are kept in a
 //! [`RunStore`](crate::store::runs::RunStore); events go out as plain
 //! [`LabEvent`](shared::lab::LabEvent)s on a broadcast channel, which `web/`
 //! encodes for the WebSocket.
@@ -22,6 +23,7 @@ pub mod executor;
 pub mod experiments;
 pub mod gang;
 pub mod guards;
+pub mod isolated;
 pub mod plan;
 pub mod queue;
 pub mod report;

@@ -11,7 +11,7 @@ use shared::topology::Topology;
 use super::cuda;
 use super::executor::Executor;
 use super::guards::{DeviceProbe, GpuReadings, HardwareProbe, SimulatedProbe};
-use super::simulated;
+use super::{isolated, simulated};
 use crate::clock::now_ms;
 use crate::store::runs::{MemoryRunStore, RunStore, SqliteRunStore};
 
@@ -57,6 +57,14 @@ pub struct LabOptions {
     pub config: LabConfig,
     /// The SQLite database runs are kept in (the history database); `None` keeps them in memory.
     pub runs_db: Option<PathBuf>,
+    /// The gpudash binary the runs go to, one worker process per GPU (`lab/isolated/`): the server
+    /// sets its own. `None` runs them on threads of this process, as a test binary serving in-process
+    /// must (it cannot start itself as gpudash).
+    pub worker: Option<PathBuf>,
+    /// Who the workers run as when the dashboard is root (`--lab-user`, looked up at start).
+    pub worker_user: Option<isolated::RunAs>,
+    /// How many workers abort halfway through their first run ([`isolated::FAULT_VAR`]; tests).
+    pub worker_aborts: usize,
 }
 
 /// Test hooks of a lab on simulated GPUs; ignored on real ones. The default is what
@@ -174,7 +182,11 @@ impl LabSetup {
             }
             let step = simulated_lab.step.unwrap_or(Duration::from_millis(20));
             let kept = config.runs_kept;
+            let worker = worker_executors(options, &devices, isolated::Engine::Simulated { step });
             let mut setup = Self::simulated(config, host, devices, probe, step);
+            if let Some(worker) = worker {
+                setup.executors = Ok(worker);
+            }
             setup.store = run_store(options.runs_db.as_deref(), kept);
             setup.topology = topology;
             return setup;
@@ -203,7 +215,8 @@ impl LabSetup {
             Ok(()) => Self {
                 config,
                 host,
-                executors: Ok(cuda_executors(&devices)),
+                executors: Ok(worker_executors(options, &devices, isolated::Engine::Cuda)
+                    .unwrap_or_else(|| cuda_executors(&devices))),
                 devices,
                 probe,
                 store,
@@ -233,6 +246,15 @@ impl LabSetup {
             topology: None,
         }
     }
+}
+
+/// Executors that hand each GPU's runs to a worker process running `engine`, when `options` name the
+/// worker's binary.
+fn worker_executors(options: &LabOptions, devices: &[LabGpu], engine: isolated::Engine) -> Option<ExecutorFactory> {
+    let binary = options.worker.clone()?;
+    let launch = isolated::Launch::new(binary, options.worker_user.clone(), options.worker_aborts);
+    let gpus = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
+    Some(Arc::new(isolated::executors(launch, gpus, engine)))
 }
 
 /// CUDA executors for `devices`, each matched to its CUDA ordinal by UUID; each knows

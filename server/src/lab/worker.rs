@@ -84,7 +84,7 @@ fn serve(device: u32, shared: &Shared, factory: &ExecutorFactory, rx: &mpsc::Rec
                 return;
             }
             Err(RecvTimeoutError::Timeout) => {
-                if guarded(|| executor.pool()).ok().flatten().is_some() {
+                if guarded(|| executor.holds_resources()).unwrap_or(false) {
                     tracing::info!(device, "lab idle: releasing the CUDA context and its pool");
                     release(device, shared, executor.as_mut());
                 }
@@ -243,9 +243,16 @@ fn run_started(
         result.notes.extend(shared.link_notes(&params));
         activity::summarize(result, &windows, simulated);
     }
-    if matches!(outcome, Err(ExperimentError::Panicked(_) | ExperimentError::Cuda(_) | ExperimentError::TimedOut(_))) {
-        // After a crash, a CUDA error (some are sticky and poison the context) or a run stopped
-        // mid-flight, the executor's state is unknown: free its context and pool, start fresh next time.
+    if matches!(
+        outcome,
+        Err(ExperimentError::Panicked(_)
+            | ExperimentError::Cuda(_)
+            | ExperimentError::TimedOut(_)
+            | ExperimentError::Worker(_))
+    ) {
+        // After a crash, a CUDA error (some are sticky and poison the context), a run stopped
+        // mid-flight or a worker process lost, the executor's state is unknown: free its context and
+        // pool (and its worker), start fresh next time.
         let _ = guarded(|| executor.release());
     }
     shared.set_pool(device, guarded(|| executor.pool()).ok().flatten());

@@ -27,16 +27,17 @@ const MAX_LIST: usize = 500;
 
 impl From<LabError> for ApiError {
     fn from(e: LabError) -> Self {
+        // The store's words (SQLite's messages, paths) stay in the log: clients get a generic message.
+        if let LabError::Internal(detail) = &e {
+            return ApiError::internal(format!("lab: {detail}"));
+        }
         let status = match &e {
             LabError::Unavailable(_) | LabError::KindUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             LabError::NoDevice(_) | LabError::NoRun(_) => StatusCode::NOT_FOUND,
             LabError::Invalid(_) => StatusCode::BAD_REQUEST,
             LabError::Refused(_) | LabError::Conflict(_) => StatusCode::CONFLICT,
             LabError::QueueFull(_) => StatusCode::TOO_MANY_REQUESTS,
-            LabError::Internal(_) => {
-                tracing::error!("lab: {e}");
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            LabError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self { status, message: e.to_string() }
     }
@@ -214,4 +215,19 @@ pub async fn empty_cache(
         Err(e) => caller.audit(&state, Action::EmptyCache, &target, Outcome::Failed, &e.message),
     }
     result.map(Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store's words (SQLite's messages, paths) are logged, never sent.
+    #[test]
+    fn internal_lab_errors_reach_clients_without_their_detail() {
+        let error = ApiError::from(LabError::Internal("disk I/O error in /var/lib/gpudash/history.db".into()));
+        assert_eq!(error.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(error.message, "internal error; see the server log");
+        let refused = ApiError::from(LabError::Refused("GPU 0 is busy".into()));
+        assert_eq!((refused.status, refused.message.as_str()), (StatusCode::CONFLICT, "refused: GPU 0 is busy"));
+    }
 }

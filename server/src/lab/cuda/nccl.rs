@@ -39,6 +39,11 @@ pub fn choose_library(path: PathBuf) {
     let _ = CHOSEN.set(path);
 }
 
+/// The path [`choose_library`] named, if any: the Lab worker process is told it at its start.
+pub fn chosen_library() -> Option<PathBuf> {
+    CHOSEN.get().cloned()
+}
+
 /// NCCL could not be loaded: where gpudash looked and why each failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -24,7 +24,7 @@ pub trait GpuReadings: Send + Sync + std::fmt::Debug {
 }
 
 /// The host's memory as `/proc/meminfo` says, bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostMemory {
     pub total: u64,
     /// `MemAvailable`: what can be allocated without swapping (page cache that can be dropped included).
@@ -42,7 +42,7 @@ pub enum MeminfoError {
 }
 
 /// Theoretical peaks drawn as reference lines, bytes per second.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct LinkPeaks {
     /// PCIe: generation × width, one direction.
     pub pcie: Option<f64>,
