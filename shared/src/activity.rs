@@ -63,6 +63,9 @@ pub enum GpuState {
     Busy,
     /// Every process on it is flagged idle: memory held, nothing computed.
     HeldIdle,
+    /// No process is visible, yet its memory or utilization says someone uses it
+    /// ([`crate::in_use::unseen`]): never free.
+    InUseUnseen,
 }
 
 impl GpuState {
@@ -71,19 +74,22 @@ impl GpuState {
             GpuState::Free => "free",
             GpuState::Busy => "busy",
             GpuState::HeldIdle => "held idle",
+            GpuState::InUseUnseen => "in use (no process visible)",
         }
     }
 }
 
 /// A GPU's state from its latest reading and the processes on it; `None` for a GPU
-/// that stopped answering (it is neither free nor in use).
+/// that stopped answering (it is neither free nor in use). With no process listed, the reading
+/// decides between free and in use by someone gpudash cannot see.
 pub fn gpu_state(index: u32, latest: Option<&DeviceSample>, processes: &[GpuProcess]) -> Option<GpuState> {
     if latest.is_some_and(|s| s.lost.is_some()) {
         return None;
     }
     let mut on_it = processes.iter().filter(|p| p.device == index).peekable();
     if on_it.peek().is_none() {
-        return Some(GpuState::Free);
+        let unseen = latest.and_then(crate::in_use::unseen).is_some();
+        return Some(if unseen { GpuState::InUseUnseen } else { GpuState::Free });
     }
     Some(if on_it.all(|p| p.idle.is_some()) { GpuState::HeldIdle } else { GpuState::Busy })
 }
@@ -129,6 +135,14 @@ mod tests {
         assert_eq!(gpu_state(0, None, &both), Some(GpuState::Free));
         assert_eq!(gpu_state(1, None, &both), Some(GpuState::HeldIdle));
         assert_eq!(gpu_state(2, None, &both), Some(GpuState::Busy), "one idle process beside a busy one");
+        let hidden = DeviceSample {
+            memory_used: Some(21 << 30),
+            memory_free: Some(120 << 30),
+            gpu_util: Some(100),
+            ..Default::default()
+        };
+        assert_eq!(gpu_state(0, Some(&hidden), &both), Some(GpuState::InUseUnseen), "busy with no process visible");
+        assert_eq!(gpu_state(1, Some(&hidden), &both), Some(GpuState::HeldIdle), "its listed processes decide");
         let lost = DeviceSample { lost: Some("gone".into()), ..Default::default() };
         assert_eq!(gpu_state(0, Some(&lost), &both), None);
         assert_eq!(idle_memory(&[&idle, &busy]), 3 << 30);

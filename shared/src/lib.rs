@@ -18,6 +18,7 @@ pub mod fleet_owners;
 pub mod health;
 pub mod history;
 pub mod idle;
+pub mod in_use;
 pub mod lab;
 pub mod lab_view;
 pub mod order;

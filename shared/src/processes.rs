@@ -377,8 +377,13 @@ mod tests {
         use crate::workload::{Container, DEFAULT_OWNER_LABEL, Workload};
         let in_container = |labels: Vec<(String, String)>| {
             let mut p = GpuProcess { pid: 90, ..process(0, Some("root"), 1) };
-            let container =
-                Container { id: "c0ffee123456".into(), name: Some("trainer".into()), labels, ..Default::default() };
+            let container = Container {
+                id: "c0ffee123456".into(),
+                name: Some("trainer".into()),
+                labels,
+                trusted: true,
+                ..Default::default()
+            };
             p.workload = Some(Workload { container: Some(container), ..Default::default() });
             p.apply_owner_rule(DEFAULT_OWNER_LABEL);
             p

@@ -140,6 +140,9 @@ pub struct Condition {
     pub memory_used: Option<u64>,
     /// Bytes; 0 when unknown.
     pub memory_total: u64,
+    /// Why the GPU is in use by its own figures ([`crate::in_use::unseen`]), which
+    /// counts where no process is listed; `None` where its figures say idle or are not known (the Fleet).
+    pub in_use_unseen: Option<String>,
     /// Active clock events (`shared::telemetry::CLOCK_EVENT_NAMES`).
     pub clock_events: Vec<String>,
     /// XID codes reported within [`XID_RECENT_MS`], oldest first, each once.
@@ -169,6 +172,7 @@ impl Condition {
             slowdown_c: info.slowdown_temp_c,
             memory_used: latest.and_then(|s| s.memory_used),
             memory_total: info.memory_total,
+            in_use_unseen: latest.and_then(crate::in_use::unseen),
             clock_events: latest.and_then(|s| s.clock_events.clone()).unwrap_or_default(),
             recent_xids,
             ecc_volatile: health.map(|h| h.ecc_volatile).unwrap_or_default(),

@@ -29,9 +29,11 @@ pub fn unhealthy(condition: &Condition) -> Option<String> {
 }
 
 /// Whether a GPU is free: healthy (see [`unhealthy`]), held by no process (`held`: `None` when
-/// that is not known, which is never free) and reserved by no one now.
+/// that is not known, which is never free), in use by none it cannot see
+/// ([`crate::in_use::unseen`], kept in the condition) and
+/// reserved by no one now.
 pub fn is_free(condition: &Condition, held: Option<bool>, reserved: bool) -> bool {
-    held == Some(false) && !reserved && unhealthy(condition).is_none()
+    held == Some(false) && !reserved && unhealthy(condition).is_none() && condition.in_use_unseen.is_none()
 }
 
 /// Every unhealthy GPU among `devices`, in the order given.
@@ -43,6 +45,7 @@ pub fn unhealthy_devices<'a>(devices: impl IntoIterator<Item = (u32, &'a Conditi
 mod tests {
     use super::*;
     use crate::health::{DeviceHealth, EccCounts, RemappedRows, XidEvent};
+    use crate::in_use::{by_figures, unseen};
     use crate::{DeviceInfo, DeviceSample};
 
     fn info() -> DeviceInfo {
@@ -122,6 +125,25 @@ mod tests {
         assert!(!is_free(&healthy, Some(true), false), "held");
         assert!(!is_free(&healthy, Some(false), true), "reserved");
         assert!(!is_free(&healthy, None, false), "who holds it is not known");
+        let total = 100 << 30;
+        let sample = |used: u64, util: u32| DeviceSample {
+            memory_used: Some(used),
+            memory_free: Some(total - used),
+            gpu_util: Some(util),
+            ..Default::default()
+        };
+        let hidden = Condition::of(&info(), Some(&sample(21 << 30, 0)), None);
+        assert!(!is_free(&hidden, Some(false), false), "21 GiB used with no process listed");
+        assert_eq!(hidden.in_use_unseen.as_deref(), Some("21.0 GiB used with no process visible"));
+        assert_eq!(unseen(&sample(0, 100)).as_deref(), Some("util 100% with no process visible"));
+        assert_eq!(unseen(&sample(21 << 30, 100)).as_deref(), Some("21.0 GiB used, util 100% with no process visible"));
+        assert!(
+            is_free(&Condition::of(&info(), Some(&sample(5 << 20, 0)), None), Some(false), false),
+            "a few MiB at 0%"
+        );
+        assert!(unseen(&sample(total / 100, 0)).is_some(), "the floor itself counts as used");
+        assert!(unseen(&sample(total / 100 - 1, 0)).is_none(), "just under the floor is idle");
+        assert_eq!(by_figures(None, None, None), None, "unknown figures say nothing");
         let lost = Condition { lost: true, ..Condition::default() };
         let xid = Condition { recent_xids: vec![79], ..Condition::default() };
         assert_eq!(

@@ -41,6 +41,11 @@ pub struct Container {
     /// Its labels, name-sorted, at most [`MAX_LABELS`], each cut to [`MAX_TEXT`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<(String, String)>,
+    /// The labels came from an engine whose socket root (or gpudash's own user) controls, so the
+    /// owner label names an owner; a rootless or user-writable engine's labels are shown, never
+    /// believed (its user could label any container with anyone's name).
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 impl Container {
@@ -92,6 +97,12 @@ pub struct SlurmJob {
     /// `SLURM_JOB_USER`: who submitted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// Slurm itself placed the process in this job: its cgroup, in Slurm's own layout, names the
+    /// same job id, and the job's uid is the process's. Only a verified job names an owner or
+    /// counts as the job in usage and metrics; an unverified one is what the process's
+    /// environment claims, shown as such (anyone can set `SLURM_JOB_USER`).
+    #[serde(default)]
+    pub verified: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub account: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -137,15 +148,17 @@ pub struct Owner {
     pub source: OwnerSource,
 }
 
-/// The owner rule: the first of the Slurm job's user, the pod's owner label or annotation, the
-/// pod's namespace, the container's `owner_label`, and the Unix user. A root process in a container without that label is
+/// The owner rule: the first of the verified Slurm job's user, the pod's owner label or
+/// annotation, the pod's namespace, the container's `owner_label` (only from an engine root
+/// controls: [`Container::trusted`]), and the Unix user. A root process in a container without that label is
 /// owned by "container NAME" (root in a container is whoever started it, not the machine's admin).
 /// `None` only when nothing at all is known (a process /proc hides).
 pub fn owner_of(unix_user: Option<&str>, workload: Option<&Workload>, owner_label: &str) -> Option<Owner> {
     let owner = |name: &str, source| Some(Owner { name: name.to_owned(), source });
     let empty = Workload::default();
     let w = workload.unwrap_or(&empty);
-    if let Some(user) = w.job.as_ref().and_then(|j| j.user.as_deref()).filter(|u| !u.is_empty()) {
+    if let Some(user) = w.job.as_ref().filter(|j| j.verified).and_then(|j| j.user.as_deref()).filter(|u| !u.is_empty())
+    {
         return owner(user, OwnerSource::SlurmJob);
     }
     if let Some(label) = w.pod.as_ref().and_then(|p| p.owner.as_deref()).filter(|n| !n.is_empty()) {
@@ -155,7 +168,7 @@ pub fn owner_of(unix_user: Option<&str>, workload: Option<&Workload>, owner_labe
         return owner(namespace, OwnerSource::Namespace);
     }
     if let Some(container) = &w.container {
-        if let Some(label) = container.label(owner_label).filter(|v| !v.is_empty()) {
+        if let Some(label) = container.label(owner_label).filter(|v| container.trusted && !v.is_empty()) {
             return owner(label, OwnerSource::ContainerLabel);
         }
         if unix_user.is_none_or(|u| u == "root" || u == "0") {
@@ -213,7 +226,7 @@ pub fn describe(workload: &Workload) -> Option<String> {
         });
     }
     if let Some(job) = &workload.job {
-        parts.push(format!("Slurm job {}", job.id));
+        parts.push(format!("Slurm job {}{}", job.id, if job.verified { "" } else { " (unverified)" }));
     }
     (!parts.is_empty()).then(|| parts.join(" in "))
 }
@@ -231,7 +244,7 @@ pub fn short_name(workload: &Workload) -> Option<String> {
     if let Some(c) = &workload.container {
         return Some(c.shown_name().to_owned());
     }
-    workload.job.as_ref().map(|j| format!("job {}", j.id))
+    workload.job.as_ref().map(|j| format!("job {}{}", j.id, if j.verified { "" } else { " (unverified)" }))
 }
 
 /// Everything known of a workload, one "name: value" line each, for a tooltip or a card.
@@ -258,6 +271,7 @@ pub fn facts(workload: &Workload) -> Vec<String> {
     }
     if let Some(j) = &workload.job {
         push("Slurm job", Some(&j.id));
+        push("job", (!j.verified).then_some(UNVERIFIED_JOB));
         push("job user", j.user.as_deref());
         push("account", j.account.as_deref());
         push("partition", j.partition.as_deref());
@@ -268,6 +282,14 @@ pub fn facts(workload: &Workload) -> Vec<String> {
         }
     }
     lines
+}
+
+/// What a card or tooltip says of a job only the process's environment names.
+pub const UNVERIFIED_JOB: &str = "unverified (only the process's environment names it, not Slurm's cgroup with the same uid): owned by its Unix user";
+
+/// The verified Slurm job, if any: what usage and metrics count as the job.
+pub fn verified_job(workload: &Workload) -> Option<&SlurmJob> {
+    workload.job.as_ref().filter(|j| j.verified)
 }
 
 /// A workload's kinds of name, as usage groups them.
@@ -305,7 +327,7 @@ pub fn usage_key(workload: Option<&Workload>) -> String {
         (Part::Container, w.container.as_ref().map(|c| c.shown_name().to_owned())),
         (Part::Pod, pod_name),
         (Part::Namespace, pod.and_then(|p| p.namespace.clone())),
-        (Part::Job, w.job.as_ref().map(|j| j.id.clone())),
+        (Part::Job, verified_job(w).map(|j| j.id.clone())),
     ];
     let kept: Vec<String> =
         parts.into_iter().filter_map(|(part, v)| v.map(|v| format!("{}={}", part.key(), clean(&v)))).collect();
@@ -327,6 +349,7 @@ mod tests {
                 id: "c0ffee123456".into(),
                 name: Some("trainer".into()),
                 labels: bounded_labels(labels.iter().copied(), DEFAULT_OWNER_LABEL),
+                trusted: true,
                 ..Container::default()
             }),
             ..Workload::default()
@@ -335,19 +358,31 @@ mod tests {
 
     #[test]
     fn the_owner_is_the_first_of_job_user_namespace_label_and_unix_user() {
-        let job = SlurmJob { id: "42".into(), user: Some("ana".into()), ..SlurmJob::default() };
+        let job = SlurmJob { id: "42".into(), user: Some("ana".into()), verified: true, ..SlurmJob::default() };
         let pod = Pod { namespace: Some("ml".into()), owner: Some("cy".into()), ..Pod::default() };
         let mut w = container(&[("gpudash.user", "bo")]);
         w.pod = Some(pod);
         w.job = Some(job);
         let o = |w: &Workload, user| owner_of(user, Some(w), DEFAULT_OWNER_LABEL).unwrap();
         assert_eq!(o(&w, Some("root")), Owner { name: "ana".into(), source: OwnerSource::SlurmJob });
+        // A job only the environment claims names no owner: the next source does.
+        w.job.as_mut().unwrap().verified = false;
+        assert_eq!(o(&w, Some("root")), Owner { name: "cy".into(), source: OwnerSource::PodLabel });
+        let claimed = Workload { job: w.job.clone(), ..Workload::default() };
+        assert_eq!(o(&claimed, Some("bo")), Owner { name: "bo".into(), source: OwnerSource::UnixUser });
         w.job = None;
         assert_eq!(o(&w, Some("root")), Owner { name: "cy".into(), source: OwnerSource::PodLabel });
         w.pod.as_mut().unwrap().owner = None;
         assert_eq!(o(&w, Some("root")), Owner { name: "ml".into(), source: OwnerSource::Namespace });
         w.pod = None;
         assert_eq!(o(&w, Some("root")), Owner { name: "bo".into(), source: OwnerSource::ContainerLabel });
+        let mut untrusted = container(&[("gpudash.user", "bo")]);
+        untrusted.container.as_mut().unwrap().trusted = false;
+        assert_eq!(
+            o(&untrusted, Some("cy")),
+            Owner { name: "cy".into(), source: OwnerSource::UnixUser },
+            "a user's engine"
+        );
         let unlabelled = container(&[]);
         assert_eq!(o(&unlabelled, Some("root")).name, "container trainer");
         assert_eq!(o(&unlabelled, Some("ana")), Owner { name: "ana".into(), source: OwnerSource::UnixUser });
@@ -379,6 +414,9 @@ mod tests {
         w.container.as_mut().unwrap().image = Some("pytorch:24.05".into());
         assert_eq!(describe(&w).unwrap(), "container trainer (pytorch:24.05)");
         w.job = Some(SlurmJob { id: "7".into(), ..SlurmJob::default() });
+        assert_eq!(describe(&w).unwrap(), "container trainer (pytorch:24.05) in Slurm job 7 (unverified)");
+        assert_eq!(usage_key(Some(&w)), "container=trainer", "a claimed job is not the job's usage");
+        w.job.as_mut().unwrap().verified = true;
         assert_eq!(describe(&w).unwrap(), "container trainer (pytorch:24.05) in Slurm job 7");
         w.pod = Some(Pod { namespace: Some("ml".into()), name: Some("bert-0".into()), ..Pod::default() });
         assert_eq!(describe(&w).unwrap(), "pod ml/bert-0 in Slurm job 7");

@@ -346,10 +346,11 @@ async fn an_https_prometheus_is_read_with_its_private_ca_and_refused_without() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gpu_with_a_hardware_xid_is_unhealthy_not_free_in_the_fleet() {
     let dir = tempfile::tempdir().unwrap();
-    // Both GPUs' jobs end at once: only the XID tells them apart.
-    let simulator = ["job-ends:0@0s", "job-ends:1@0s", "xid:1:79@0s"]
+    // Both GPUs' jobs end at once: only the XID tells them apart. GPU 2 computes for a job whose
+    // process the node cannot see: in use by its figures, not free either.
+    let simulator = ["job-ends:0@0s", "job-ends:1@0s", "xid:1:79@0s", "unseen:2@0s"]
         .iter()
-        .fold(Simulator::new(2, 200), |s, f| s.with_fault(f.parse().unwrap()));
+        .fold(Simulator::new(3, 200), |s, f| s.with_fault(f.parse().unwrap()));
     let options =
         gpudash::Options { hostname: Some("fleet-x".to_owned()), ..gpudash::Options::new(Duration::from_millis(200)) };
     let node = TestServer::with_options(Box::new(simulator), options).await;
@@ -363,6 +364,8 @@ async fn a_gpu_with_a_hardware_xid_is_unhealthy_not_free_in_the_fleet() {
     .await;
     let xid = fleet.gpus.iter().find(|g| g.gpu == 1).unwrap();
     assert!(!xid.free && xid.users == Some(Vec::new()), "nobody holds it, and it is not free: {xid:?}");
+    let unseen = fleet.gpus.iter().find(|g| g.gpu == 2).unwrap();
+    assert!(!unseen.free && unseen.users == Some(Vec::new()), "no process listed, in use all the same: {unseen:?}");
     assert_eq!((fleet.summary.free_gpus, fleet.nodes[0].free_gpus), (1, 1));
     viewer.stop().await;
     node.stop().await;

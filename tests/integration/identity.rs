@@ -136,6 +136,7 @@ async fn a_labelled_container_is_named_owned_shown_and_renamed_when_recreated() 
         (&p["owner"]["name"], &p["owner"]["source"], &p["user"]),
         (&"ana".into(), &"container_label".into(), &"root".into())
     );
+    assert_eq!(container["trusted"], true, "root's socket: {p}");
     let line = metrics_line(&server, first).await;
     for label in ["user=\"ana\"", "unix_user=\"root\"", "container=\"trainer\""] {
         assert!(line.contains(label), "{label} missing: {line}");
@@ -188,6 +189,30 @@ async fn a_labelled_container_is_named_owned_shown_and_renamed_when_recreated() 
     let health: Value = reqwest::get(server.url("/healthz")).await.unwrap().json().await.unwrap();
     assert_eq!(health["reasons"], serde_json::json!([]), "{health}");
     server.stop().await;
+
+    // The same engine behind a socket a user owns (as a rootless engine's): the container is named,
+    // its owner label is not believed, /healthz and the doctor say why.
+    std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
+    let simulator = Simulator::new(1, 300).with_fault(format!("pid:0:{recreated}").parse().unwrap());
+    let mut options = gpudash::Options::new(Duration::from_millis(300));
+    options.identity.container_socket = Some(PathBuf::from(&socket));
+    let server = TestServer::with_options(Box::new(simulator), options).await;
+    let p = process(&server, recreated, "the container named by a user's engine", |p| {
+        p["workload"]["container"]["name"] == "trainer"
+    })
+    .await;
+    assert_eq!(p["workload"]["container"]["trusted"], false, "{p}");
+    assert_eq!(p["owner"]["name"], "container trainer", "the label gpudash.user=bo is not believed: {p}");
+    let health: Value = reqwest::get(server.url("/healthz")).await.unwrap().json().await.unwrap();
+    assert!(health["reasons"].to_string().contains("not believed"), "{health}");
+    server.stop().await;
+    let doctor = Command::new(crate::support::gpudash_binary())
+        .args(["doctor", "--container-socket", socket.as_str()])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    let line = said.lines().find(|l| l.contains("container-engine") || l.contains("answers at")).unwrap_or_default();
+    assert!(said.contains("not root's") && said.contains("owner labels"), "the doctor warns: {line}\n{said}");
 }
 
 #[tokio::test]
@@ -215,6 +240,7 @@ async fn a_slurm_job_names_its_id_user_account_and_partition() {
         "{p}"
     );
     assert_eq!((&p["owner"]["name"], &p["owner"]["source"]), (&"ana".into(), &"slurm_job".into()), "{p}");
+    assert_eq!(job["verified"], true, "Slurm's own cgroup and the job's uid: {p}");
     assert!(metrics_line(&server, pid).await.contains(&format!("hpc_job=\"{job_id}\"")));
 
     // Usage by job sums what the job used.

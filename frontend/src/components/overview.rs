@@ -244,6 +244,8 @@ pub(crate) enum RowState {
     Free,
     Busy,
     HeldIdle,
+    /// No process visible, yet in use by its memory or utilization.
+    InUseUnseen,
     Lost,
 }
 
@@ -253,6 +255,7 @@ impl RowState {
             RowState::Free => GpuState::Free.as_str(),
             RowState::Busy => GpuState::Busy.as_str(),
             RowState::HeldIdle => GpuState::HeldIdle.as_str(),
+            RowState::InUseUnseen => GpuState::InUseUnseen.as_str(),
             RowState::Lost => "lost",
         }
     }
@@ -262,6 +265,7 @@ impl RowState {
             RowState::Free => "free",
             RowState::Busy => "busy",
             RowState::HeldIdle => "held-idle",
+            RowState::InUseUnseen => "in-use-unseen",
             RowState::Lost => "lost",
         }
     }
@@ -274,6 +278,7 @@ pub(crate) fn row_state(state: Option<GpuState>) -> RowState {
         Some(GpuState::Free) => RowState::Free,
         Some(GpuState::Busy) => RowState::Busy,
         Some(GpuState::HeldIdle) => RowState::HeldIdle,
+        Some(GpuState::InUseUnseen) => RowState::InUseUnseen,
     }
 }
 
@@ -423,6 +428,7 @@ mod tests {
                 id: "c0ffee123456".into(),
                 name: Some("trainer".into()),
                 labels: vec![(DEFAULT_OWNER_LABEL.into(), "ana".into())],
+                trusted: true,
                 ..Container::default()
             }),
             ..Workload::default()

@@ -69,6 +69,8 @@ fn status(
         (GpuState::Free, Some(r)) if r.redacted => ("reserved", String::new()),
         (GpuState::Free, Some(r)) => ("reserved", format!(" by {}", r.user)),
         (GpuState::HeldIdle, _) => ("held idle", owners),
+        // Someone gpudash cannot see holds it: never offered as free.
+        (GpuState::InUseUnseen, _) => ("in use", ": no process visible".to_owned()),
         (_, _) => ("busy", owners),
     }
 }

@@ -379,6 +379,11 @@ impl Book {
             memory.last_user = p.owner_name().map(str::to_owned).or(memory.last_user.take());
             return self.resolve(&key, now);
         }
+        // No process listed, but its memory or utilization says someone uses it: in use, not free.
+        if gpu.sample.and_then(shared::in_use::unseen).is_some() {
+            memory.had_process = true;
+            return self.resolve(&key, now);
+        }
         let (had, user) = (memory.had_process, memory.last_user.clone());
         if let Some(held) = self.held(&key, had, ms(config.hold), now) {
             let message = format!("{} is free: no process has held it for {}", gpu.label(), human(held));

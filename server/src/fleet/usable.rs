@@ -5,13 +5,11 @@
 //! holds it.
 
 use shared::fleet::FleetUser;
+use shared::in_use;
 use shared::severity::{Condition, XID_RECENT_MS};
 use shared::telemetry::CLOCK_EVENT_NAMES;
 
 use super::client::Series;
-
-/// Below this share of memory used, with 0% utilization, a GPU without process data counts as unheld.
-const FREE_MEMORY_SHARE: f64 = 0.01;
 
 /// The `fault` label each part of [`promql`] gives its series.
 const XID: &str = "xid";
@@ -88,8 +86,10 @@ pub fn condition(lost: bool, faults: &[&Series]) -> Condition {
 }
 
 /// Whether someone holds a GPU: its processes (gpudash) or its pod, when the node says (`users`),
-/// else its figures (1% of its memory used or any utilization; unknown figures count as held);
-/// `None` for a stale GPU, whose holders are not known now.
+/// or its figures by the rule a GPU on its own page follows ([`in_use::by_figures`]: any
+/// utilization, or 1% of its memory used; a node listing no process on a busy GPU cannot see
+/// them). Without users, unknown figures count as held. `None` for a stale GPU, whose holders are
+/// not known now.
 pub fn held(
     stale: bool,
     users: Option<&[FleetUser]>,
@@ -97,20 +97,11 @@ pub fn held(
     total: Option<u64>,
     util: Option<f64>,
 ) -> Option<bool> {
+    let by_figures = in_use::by_figures(used, total, util).is_some();
     (!stale).then(|| match users {
-        Some(users) => !users.is_empty(),
-        None => !idle(used, total, util),
+        Some(users) => !users.is_empty() || by_figures,
+        None => by_figures || used.is_none() || total.is_none_or(|t| t == 0) || util.is_none(),
     })
-}
-
-/// Unheld by its figures alone: next to no memory used and no utilization.
-fn idle(used: Option<u64>, total: Option<u64>, util: Option<f64>) -> bool {
-    match (used, total, util) {
-        (Some(used), Some(total), Some(util)) if total > 0 => {
-            (used as f64) < FREE_MEMORY_SHARE * total as f64 && util <= 0.0
-        }
-        _ => false,
-    }
 }
 
 fn push_once<T: PartialEq>(list: &mut Vec<T>, item: T) {
@@ -153,14 +144,19 @@ mod tests {
     }
 
     #[test]
-    fn an_idle_gpu_needs_all_three_figures() {
-        assert!(idle(Some(0), Some(100), Some(0.0)));
-        assert!(!idle(Some(2), Some(100), Some(0.0)), "2% of memory used is not free");
-        assert!(!idle(Some(0), Some(100), Some(1.0)));
-        assert!(!idle(None, Some(100), Some(0.0)), "unknown figures are not free");
+    fn held_by_processes_or_by_the_figures_the_page_uses() {
+        let held_by = |used, total, util| held(false, None, used, total, util);
+        assert_eq!(held_by(Some(0), Some(100), Some(0.0)), Some(false));
+        assert_eq!(held_by(Some(2), Some(100), Some(0.0)), Some(true), "2% of memory used is not free");
+        assert_eq!(held_by(Some(0), Some(100), Some(1.0)), Some(true));
+        assert_eq!(held_by(None, Some(100), Some(0.0)), Some(true), "unknown figures are not free");
         assert_eq!(held(true, Some(&[]), None, None, None), None, "a stale GPU's holders are not known");
-        assert_eq!(held(false, Some(&[]), Some(90), Some(100), Some(99.0)), Some(false), "processes say who");
-        assert_eq!(held(false, None, Some(0), Some(100), Some(0.0)), Some(false));
+        assert_eq!(held(false, Some(&[]), Some(0), Some(100), Some(0.0)), Some(false), "no process, idle figures");
+        assert_eq!(
+            held(false, Some(&[]), Some(90), Some(100), Some(99.0)),
+            Some(true),
+            "a node that lists no process on a busy GPU cannot see them: in use, not free"
+        );
     }
 
     #[test]

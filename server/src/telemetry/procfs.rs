@@ -109,7 +109,7 @@ fn boot_time_ms(stat: &str) -> Option<u64> {
 }
 
 /// The real uid from the `Uid:` line of /proc/<pid>/status.
-fn uid(status: &str) -> Option<u32> {
+pub(crate) fn uid(status: &str) -> Option<u32> {
     status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()
 }
 

@@ -5,7 +5,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::Serialize;
-use shared::activity::gpu_state;
+use shared::activity::{GpuState, gpu_state};
 use shared::auth::Role;
 use shared::processes::{GpuProcess, UserUsage, redact_all, usage_by_user};
 use shared::reservations::{free_unreserved, intruders};
@@ -66,14 +66,16 @@ pub struct ProcessesResponse {
     pub processes: Vec<GpuProcess>,
     /// Per user: GPUs and memory held, biggest first; empty for a viewer who may not see who.
     pub users: Vec<UserUsage>,
-    /// GPUs free by `shared::usability::is_free`: healthy, held by no process and no reservation now.
+    /// GPUs free by `shared::usability::is_free`: healthy, held by no process (visible or, by its
+    /// memory and utilization, unseen) and no reservation now.
     pub free_devices: Vec<u32>,
     /// GPUs with a critical fault (lost, a recent hardware XID, an uncorrectable ECC error...),
     /// with it in words: never free, whoever holds them.
     pub unhealthy_devices: Vec<UnhealthyDevice>,
     /// PIDs of processes running on a GPU reserved by someone else now (advisory), ascending.
     pub intruders: Vec<u32>,
-    /// Every answering GPU: free, busy, or held by processes that are all idle.
+    /// Every answering GPU: free, busy, held by processes that are all idle, or in use by someone
+    /// no process of which is visible (`in_use_unseen`, with its figures in `reason`).
     pub states: Vec<DeviceState>,
 }
 
@@ -81,7 +83,10 @@ pub struct ProcessesResponse {
 #[derive(Serialize)]
 pub struct DeviceState {
     pub index: u32,
-    pub state: shared::activity::GpuState,
+    pub state: GpuState,
+    /// Why a GPU with no visible process is in use: "21.7 GiB used, util 100% with no process visible".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `GET /api/processes`: every GPU process, and who uses what.
@@ -95,7 +100,10 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
         .devices()
         .iter()
         .filter_map(|d| {
-            Some(DeviceState { index: d.index, state: gpu_state(d.index, latest_of(d.index), &processes)? })
+            let latest = latest_of(d.index);
+            let state = gpu_state(d.index, latest, &processes)?;
+            let reason = (state == GpuState::InUseUnseen).then(|| latest.and_then(shared::in_use::unseen)).flatten();
+            Some(DeviceState { index: d.index, state, reason })
         })
         .collect();
     let conditions: Vec<(u32, Condition)> = telemetry

@@ -208,7 +208,7 @@ fn process_labels(p: &GpuProcess, gpus: &[Gpu<'_>]) -> String {
             ("container", container),
             ("pod", pod.and_then(|p| p.name.as_deref())),
             ("namespace", pod.and_then(|p| p.namespace.as_deref())),
-            ("hpc_job", w.job.as_ref().map(|j| j.id.as_str())),
+            ("hpc_job", shared::workload::verified_job(w).map(|j| j.id.as_str())),
         ] {
             if let Some(value) = value {
                 let _ = write!(labels, ",{name}=\"{}\"", escape(value));
@@ -290,7 +290,7 @@ mod tests {
                 uid: None,
                 owner: None,
             }),
-            job: Some(SlurmJob { id: "4242".into(), ..SlurmJob::default() }),
+            job: Some(SlurmJob { id: "4242".into(), verified: true, ..SlurmJob::default() }),
             ..Workload::default()
         });
         p.apply_owner_rule(shared::workload::DEFAULT_OWNER_LABEL);

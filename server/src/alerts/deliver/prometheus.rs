@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use shared::alerts::Rule;
+use shared::in_use::IN_USE_MEMORY_SHARE;
 use shared::severity::{APPLICATION_XIDS, Level, MEMORY_CRITICAL, MEMORY_WARNING, clock_event};
 
 use crate::alerts::config::{AlertsConfig, Rules};
@@ -277,11 +278,18 @@ fn free_rule(rules: &Rules, gpu: &str) -> Parts {
                 "process {} after it ended, so this resolves then (gpudash keeps it until a process appears) and",
                 prom_duration(FREE_LOOKBACK)
             ),
-            "names no last user. Processes whose memory NVML cannot read are not in the series.".to_owned(),
+            "names no last user. Processes whose memory NVML cannot read are not in the series. As on gpudash's"
+                .to_owned(),
+            format!(
+                "own page, a GPU with any utilization or {:.0}% of its memory used is in use, listed or not.",
+                IN_USE_MEMORY_SHARE * 100.0
+            ),
         ],
         format!(
-            "(DCGM_FI_DEV_FB_USED unless on(UUID) {processes}) and on(UUID) \
-             count without (pid, user, command) (last_over_time({processes}[{window}]))"
+            "(DCGM_FI_DEV_FB_USED unless on(UUID) {processes}) \
+             and on(UUID) (DCGM_FI_DEV_GPU_UTIL == 0) \
+             and on(UUID) (DCGM_FI_DEV_FB_USED < {IN_USE_MEMORY_SHARE} * (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)) \
+             and on(UUID) count without (pid, user, command) (last_over_time({processes}[{window}]))"
         ),
         format!("{gpu} is free"),
         "Nothing runs on it any more: it can take a new job.".to_owned(),

@@ -172,8 +172,25 @@ pub(super) async fn container_engine(socket: Option<&Path>, given: bool) -> Chec
         Ok(engine) => engine.version().await,
         Err(e) => Err(e),
     };
+    let me = rustix::process::geteuid().as_raw();
     match answer {
-        Ok(version) => Check::ok("container-engine", format!("{version} answers at {shown}: containers are named")),
+        Ok(version) => match engine::socket_trust(socket, me) {
+            Ok(()) => Check::ok(
+                "container-engine",
+                format!(
+                    "{version} answers at {shown}, a socket root controls: containers are named, owner labels believed"
+                ),
+            ),
+            Err(why) => Check::warn(
+                "container-engine",
+                format!(
+                    "{version} answers at {shown}, but the socket is not root's ({why}): its containers' owner labels \
+                     are not believed, as their user could write anyone's name there"
+                ),
+                "point --container-socket at the root engine's socket (/var/run/docker.sock, /run/podman/podman.sock); \
+                 a rootless engine's containers stay owned by their Unix user",
+            ),
+        },
         Err(e) => Check::warn(
             "container-engine",
             format!("the container engine at {shown} does not answer ({e}): containers show by id only"),

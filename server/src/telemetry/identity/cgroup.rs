@@ -10,8 +10,12 @@ pub struct CgroupIds {
     pub runtime: Option<&'static str>,
     /// The pod's UID, with dashes (systemd paths write them as underscores).
     pub pod_uid: Option<String>,
-    /// The Slurm job id (`job_N`).
+    /// The Slurm job id (`job_N`), only where the path is in Slurm's own layout: under
+    /// `slurm*/uid_N/` (cgroup v1) or `system.slice/*slurmstepd.scope/` (v2), folders only root can
+    /// make; a `job_N` folder a user made under their own delegated cgroup names nothing.
     pub slurm_job: Option<String>,
+    /// The uid Slurm's v1 layout names above the job (`uid_N`), to compare with the process's.
+    pub slurm_uid: Option<u32>,
 }
 
 /// Reads the ids from every line of a `/proc/<pid>/cgroup` (`ID:CONTROLLERS:PATH`, v1 and v2).
@@ -29,13 +33,32 @@ pub fn parse(cgroup: &str) -> CgroupIds {
             if ids.pod_uid.is_none() {
                 ids.pod_uid = pod_uid(segment);
             }
-            if ids.slurm_job.is_none() {
-                ids.slurm_job = segment.strip_prefix("job_").filter(|n| is_digits(n)).map(str::to_owned);
-            }
             previous = segment;
+        }
+        if ids.slurm_job.is_none()
+            && let Some((job, uid)) = slurm_job(path)
+        {
+            (ids.slurm_job, ids.slurm_uid) = (Some(job.to_owned()), uid);
         }
     }
     ids
+}
+
+/// The job id (and, in v1, the uid) of a cgroup path in Slurm's own layout:
+/// `/slurm[_NODE]/uid_N/job_M/...` (v1) or `/system.slice/[NODE_]slurmstepd.scope/job_M/...` (v2).
+fn slurm_job(path: &str) -> Option<(&str, Option<u32>)> {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    fn job<'a>(segment: &&'a str) -> Option<&'a str> {
+        segment.strip_prefix("job_").filter(|n| is_digits(n))
+    }
+    match segments.as_slice() {
+        [root, uid, job_dir, ..] if root.starts_with("slurm") => {
+            let uid = uid.strip_prefix("uid_").filter(|n| is_digits(n))?.parse().ok()?;
+            Some((job(job_dir)?, Some(uid)))
+        }
+        ["system.slice", scope, job_dir, ..] if scope.ends_with("slurmstepd.scope") => Some((job(job_dir)?, None)),
+        _ => None,
+    }
 }
 
 /// A container id in one path segment: `docker-ID.scope`, `libpod-ID`, `cri-containerd-ID.scope`,
@@ -110,10 +133,25 @@ mod tests {
     #[test]
     fn slurm_jobs_in_v1_and_v2_layouts() {
         let v1 = "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n1:cpu:/\n";
-        assert_eq!(parse(v1).slurm_job.as_deref(), Some("4242"));
+        assert_eq!((parse(v1).slurm_job.as_deref(), parse(v1).slurm_uid), (Some("4242"), Some(1000)));
         let v2 = "0::/system.slice/slurmstepd.scope/job_77/step_batch/user/task_0\n";
-        assert_eq!(parse(v2).slurm_job.as_deref(), Some("77"));
+        assert_eq!((parse(v2).slurm_job.as_deref(), parse(v2).slurm_uid), (Some("77"), None));
         assert_eq!(parse(v2).container, None);
+        let node = "0::/system.slice/node1_slurmstepd.scope/job_78/step_0/user/task_0\n";
+        assert_eq!(parse(node).slurm_job.as_deref(), Some("78"), "multiple slurmd: the node's own scope");
+    }
+
+    #[test]
+    fn a_job_folder_a_user_made_names_no_job() {
+        for forged in [
+            "0::/user.slice/user-1001.slice/user@1001.service/app.slice/job_4242\n",
+            "0::/user.slice/user-1001.slice/user@1001.service/system.slice/slurmstepd.scope/job_4242\n",
+            "9:memory:/user/slurm/uid_1000/job_4242\n",
+            "9:memory:/slurm/job_4242/step_0\n",
+            "0::/job_4242\n",
+        ] {
+            assert_eq!(parse(forged).slurm_job, None, "{forged}");
+        }
     }
 
     #[test]

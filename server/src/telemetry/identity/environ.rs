@@ -1,5 +1,7 @@
-//! A Slurm job as its process's environment names it (`SLURM_JOB_ID`, `SLURM_JOB_USER`, ...).
-//! Only root, or the process's own user, may read `/proc/<pid>/environ`.
+//! A Slurm job as its process's environment names it (`SLURM_JOB_ID`, `SLURM_JOB_USER`,
+//! `SLURM_JOB_UID`, ...). Only root, or the process's own user, may read `/proc/<pid>/environ`.
+//! Anyone can set these variables: what they say is a claim, which `identity` verifies against
+//! the process's cgroup and uid before it names an owner.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -16,8 +18,17 @@ pub enum EnvironError {
     PermissionDenied,
 }
 
-/// The Slurm job in `/proc/<pid>/environ` under `proc_root`, if the process runs in one.
-pub fn slurm_job(proc_root: &Path, pid: u32) -> Result<Option<SlurmJob>, EnvironError> {
+/// What an environment claims of its Slurm job (never verified: see the module's words).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The job, `verified` false.
+    pub job: SlurmJob,
+    /// `SLURM_JOB_UID`: the job's user's uid.
+    pub uid: Option<u32>,
+}
+
+/// The Slurm job `/proc/<pid>/environ` under `proc_root` claims, if it claims one.
+pub fn slurm_job(proc_root: &Path, pid: u32) -> Result<Option<Claim>, EnvironError> {
     let file = std::fs::File::open(proc_root.join(pid.to_string()).join("environ"));
     let mut raw = Vec::new();
     match file.and_then(|f| f.take(MAX_ENVIRON).read_to_end(&mut raw)) {
@@ -29,8 +40,9 @@ pub fn slurm_job(proc_root: &Path, pid: u32) -> Result<Option<SlurmJob>, Environ
 }
 
 /// The Slurm variables of a NUL-separated environment; `None` without a numeric `SLURM_JOB_ID`.
-pub fn parse(raw: &[u8]) -> Option<SlurmJob> {
+pub fn parse(raw: &[u8]) -> Option<Claim> {
     let mut job = SlurmJob::default();
+    let mut uid = None;
     for entry in raw.split(|&b| b == 0) {
         let entry = String::from_utf8_lossy(entry);
         let Some((key, value)) = entry.split_once('=') else { continue };
@@ -40,10 +52,12 @@ pub fn parse(raw: &[u8]) -> Option<SlurmJob> {
             "SLURM_JOB_USER" => job.user = value,
             "SLURM_JOB_ACCOUNT" => job.account = value,
             "SLURM_JOB_PARTITION" => job.partition = value,
+            "SLURM_JOB_UID" => uid = value.and_then(|v| v.parse().ok()),
             _ => {}
         }
     }
-    (!job.id.is_empty() && job.id.len() <= 20 && job.id.bytes().all(|b| b.is_ascii_digit())).then_some(job)
+    let numeric = !job.id.is_empty() && job.id.len() <= 20 && job.id.bytes().all(|b| b.is_ascii_digit());
+    numeric.then_some(Claim { job, uid })
 }
 
 #[cfg(test)]
@@ -52,8 +66,9 @@ mod tests {
 
     #[test]
     fn reads_the_job_and_ignores_the_rest() {
-        let raw = b"PATH=/usr/bin\0SLURM_JOB_ID=4242\0SLURM_JOB_USER=ana\0SLURM_JOB_ACCOUNT=vision\0SLURM_JOB_PARTITION=gpu\0X=1";
-        let job = parse(raw).unwrap();
+        let raw = b"PATH=/usr/bin\0SLURM_JOB_ID=4242\0SLURM_JOB_USER=ana\0SLURM_JOB_UID=1001\0SLURM_JOB_ACCOUNT=vision\0SLURM_JOB_PARTITION=gpu\0X=1";
+        let Claim { job, uid } = parse(raw).unwrap();
+        assert_eq!((uid, job.verified), (Some(1001), false), "a claim, never verified here");
         assert_eq!(
             (job.id.as_str(), job.user.as_deref(), job.account.as_deref(), job.partition.as_deref()),
             ("4242", Some("ana"), Some("vision"), Some("gpu"))
@@ -66,7 +81,7 @@ mod tests {
         assert_eq!(parse(b"SLURM_JOB_ID=12;rm\0"), None);
         assert_eq!(parse(b""), None);
         let long = format!("SLURM_JOB_ID=1\0SLURM_JOB_USER={}\u{202e}\0", "a".repeat(5000));
-        let user = parse(long.as_bytes()).unwrap().user.unwrap();
+        let user = parse(long.as_bytes()).unwrap().job.user.unwrap();
         assert!(user.chars().count() <= shared::workload::MAX_TEXT && !user.contains('\u{202e}'));
     }
 

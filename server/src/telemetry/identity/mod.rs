@@ -108,6 +108,8 @@ type Key = (u32, Option<u64>);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Source {
     Engine,
+    /// The engine's socket is not root's: its owner labels are not believed.
+    EngineTrust,
     Kubelet,
     KubeApi,
     SlurmEnviron,
@@ -160,6 +162,13 @@ impl Identities {
             note(&shared, Source::Engine, Some(format!("the container engine cannot be asked: {e}")));
         }
         let engine = engine.and_then(Result::ok);
+        if let Some(why) = engine.as_ref().and_then(Engine::distrust) {
+            let problem = format!(
+                "the container engine's socket is not root's ({why}): containers are named, their owner labels are not \
+                 believed (processes are owned by their Unix user)"
+            );
+            note(&shared, Source::EngineTrust, Some(problem));
+        }
         let kube_api = match config.kube_api {
             Some(Ok(api)) => Some(api),
             Some(Err(e)) => {
@@ -263,18 +272,19 @@ impl Identities {
                 Some(Container { id: short, runtime: ids.runtime.map(str::to_owned), ..Container::default() });
             entry.container = Some((id.clone(), ids.runtime));
         }
-        if let Some(uid) = ids.pod_uid {
+        if let Some(uid) = ids.pod_uid.clone() {
             entry.workload.pod = Some(Pod { uid: Some(uid), ..Pod::default() });
         }
+        let uid = std::fs::read_to_string(dir.join("status")).ok().and_then(|status| super::procfs::uid(&status));
         entry.workload.job = match environ::slurm_job(&self.proc_root, pid) {
-            Ok(job) => job.or_else(|| ids.slurm_job.clone().map(|id| SlurmJob { id, ..SlurmJob::default() })),
+            Ok(claim) => slurm_job(claim, &ids, uid),
             Err(environ::EnvironError::PermissionDenied) => {
                 if ids.slurm_job.is_some() {
                     let problem = "Slurm jobs' users, accounts and partitions need root to read /proc/PID/environ; \
                                    jobs are named by id only, and owned by their Unix user";
                     note(&self.shared, Source::SlurmEnviron, Some(problem.to_owned()));
                 }
-                ids.slurm_job.map(|id| SlurmJob { id, ..SlurmJob::default() })
+                slurm_job(None, &ids, uid)
             }
         };
         self.shared.looks.fetch_add(1, Ordering::Relaxed);
@@ -404,6 +414,25 @@ impl ApiThread {
             pod.owner = key.and_then(|k| self.pod_owners.get(&k).cloned().flatten());
         }
     }
+}
+
+/// The process's Slurm job: what its environment claims, verified only where Slurm itself placed
+/// the process there (its cgroup, in Slurm's own layout, names the same job) and the job is the
+/// process's own (`SLURM_JOB_UID`, and in v1 the cgroup's `uid_N`, equal its real `uid`); else
+/// the claim is kept unverified and names no owner. Without a claim (an environment gpudash may
+/// not read), the cgroup's job is named by id, verified, with no user.
+fn slurm_job(claim: Option<environ::Claim>, ids: &cgroup::CgroupIds, uid: Option<u32>) -> Option<SlurmJob> {
+    let Some(environ::Claim { mut job, uid: job_uid }) = claim else {
+        return ids.slurm_job.clone().map(|id| SlurmJob { id, verified: true, ..SlurmJob::default() });
+    };
+    let placed = ids.slurm_job.as_deref() == Some(job.id.as_str());
+    if !placed && let Some(id) = ids.slurm_job.clone() {
+        // Slurm placed it in another job than it claims: that job, by id, is the truth.
+        return Some(SlurmJob { id, verified: true, ..SlurmJob::default() });
+    }
+    let own = uid.is_some() && job_uid == uid && ids.slurm_uid.is_none_or(|cgroup_uid| Some(cgroup_uid) == uid);
+    job.verified = placed && own;
+    Some(job)
 }
 
 /// Records (or clears, with `None`) a source's problem, logging only when it changes.

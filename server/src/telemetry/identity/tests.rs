@@ -32,29 +32,62 @@ fn process(pid: u32, user: &str, started_ms: u64) -> GpuProcess {
     GpuProcess { user: Some(user.to_owned()), started_ms: Some(started_ms), ..shared::testing::process(0, pid) }
 }
 
+/// [`fake_proc`] with a `status` file naming the process's real uid.
+fn fake_proc_of(root: &Path, pid: u32, uid: u32, cgroup: &str, environ: Option<&str>) {
+    fake_proc(root, pid, cgroup, environ);
+    fs::write(root.join(pid.to_string()).join("status"), format!("Name:\tpython3\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n"))
+        .unwrap();
+}
+
 #[test]
 fn a_slurm_job_owns_its_process_from_the_environment_and_the_cgroup() {
     let root = tempfile::tempdir().unwrap();
-    let env = "PATH=/bin SLURM_JOB_ID=4242 SLURM_JOB_USER=ana SLURM_JOB_ACCOUNT=vision SLURM_JOB_PARTITION=gpu";
-    fake_proc(root.path(), 10, "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n", Some(env));
+    let env = "PATH=/bin SLURM_JOB_ID=4242 SLURM_JOB_USER=ana SLURM_JOB_UID=1000 SLURM_JOB_ACCOUNT=vision SLURM_JOB_PARTITION=gpu";
+    fake_proc_of(root.path(), 10, 1000, "9:memory:/slurm/uid_1000/job_4242/step_0/task_0\n", Some(env));
     fake_proc(root.path(), 11, "0::/system.slice/slurmstepd.scope/job_77/step_0\n", None);
     let ids = identities(root.path());
-    let mut d = details(vec![process(10, "root", 1), process(11, "bo", 1)]);
+    let mut d = details(vec![process(10, "ana", 1), process(11, "bo", 1)]);
     ids.attach(&mut d);
     let job = d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()).unwrap();
     assert_eq!(
-        (job.id.as_str(), job.account.as_deref(), job.partition.as_deref()),
-        ("4242", Some("vision"), Some("gpu"))
+        (job.id.as_str(), job.account.as_deref(), job.partition.as_deref(), job.verified),
+        ("4242", Some("vision"), Some("gpu"), true)
     );
     assert_eq!(
         d.processes[0].owner.as_ref().map(|o| (o.name.as_str(), o.source)),
         Some(("ana", OwnerSource::SlurmJob))
     );
-    assert_eq!(d.processes[0].unix_user_if_other(), Some("root"));
     // Without its environment, the cgroup still names the job; the Unix user owns it.
     let job = d.processes[1].workload.as_ref().and_then(|w| w.job.as_ref()).unwrap();
-    assert_eq!((job.id.as_str(), job.user.as_deref()), ("77", None));
+    assert_eq!((job.id.as_str(), job.user.as_deref(), job.verified), ("77", None, true));
     assert_eq!(d.processes[1].user_name(), "bo");
+}
+
+#[test]
+fn a_slurm_job_only_the_environment_claims_names_no_owner() {
+    let root = tempfile::tempdir().unwrap();
+    let claim = "SLURM_JOB_ID=4242 SLURM_JOB_USER=ana SLURM_JOB_UID=1000";
+    // bo (uid 1001) sets ana's job in his environment, outside any Slurm cgroup.
+    fake_proc_of(root.path(), 30, 1001, "0::/user.slice/user-1001.slice/session-3.scope\n", Some(claim));
+    // ... or in a job_4242 folder he made under his own delegated cgroup.
+    let made = "0::/user.slice/user-1001.slice/user@1001.service/app.slice/job_4242\n";
+    fake_proc_of(root.path(), 31, 1001, made, Some(claim));
+    // ... or inside Slurm's real job 4242 of ana, as another uid (root's process in her job).
+    fake_proc_of(root.path(), 32, 0, "9:memory:/slurm/uid_1000/job_4242/step_0\n", Some(claim));
+    // ... or inside his own real job 99, claiming hers: his job, by id, is the truth.
+    fake_proc_of(root.path(), 33, 1001, "9:memory:/slurm/uid_1001/job_99/step_0\n", Some(claim));
+    let ids = identities(root.path());
+    let mut d = details(vec![process(30, "bo", 1), process(31, "bo", 1), process(32, "root", 1), process(33, "bo", 1)]);
+    ids.attach(&mut d);
+    let owner = |i: usize| d.processes[i].owner.as_ref().map(|o| (o.name.clone(), o.source)).unwrap();
+    let job = |i: usize| d.processes[i].workload.as_ref().and_then(|w| w.job.clone()).unwrap();
+    for i in 0..3 {
+        assert_eq!((job(i).id.as_str(), job(i).verified), ("4242", false), "process {i}");
+        assert_eq!(owner(i).1, OwnerSource::UnixUser, "process {i}");
+    }
+    assert_eq!((owner(0).0.as_str(), owner(2).0.as_str()), ("bo", "root"));
+    assert_eq!((job(3).id.as_str(), job(3).user.as_deref(), job(3).verified), ("99", None, true));
+    assert_eq!(owner(3), ("bo".to_owned(), OwnerSource::UnixUser));
 }
 
 #[test]

@@ -147,7 +147,13 @@ impl SimGpu {
             self.util = scripted.util;
         }
         // Allocators grow quickly and release at once; utilisation follows the job within a second.
+        // A process that exits frees its memory at once, and NVML's utilization window (about a
+        // sample period) forgets it by the next reading.
+        let exited = matches!(self.phase, Phase::Idle { .. }) && self.job.is_none() && self.scripted.is_none();
         let rate = if memory_goal > self.memory_used { 0.35 } else { 0.9 };
+        if exited && memory_goal < self.memory_used && !effects.memory_full {
+            (self.memory_used, self.util) = (memory_goal, 0.0);
+        }
         self.memory_used += (memory_goal - self.memory_used) * (1.0 - (-dt / rate).exp()).min(1.0);
         self.memory_used = self.memory_used.clamp(0.0, total);
         if self.scripted.is_none() {

@@ -97,8 +97,9 @@ pub struct Simulator {
     proc: super::procfs::ProcReader,
 }
 
-/// Memory a CUDA context holds on a GPU nobody computes on (a desktop, persistence daemon).
-const IDLE_MEMORY: f64 = 512.0 * MIB as f64;
+/// Memory NVML's v2 figures read on a GPU nobody uses (they leave the driver's reserve out):
+/// a few MiB, well under `shared::usability::IN_USE_MEMORY_SHARE` of any model's total.
+const IDLE_MEMORY: f64 = 4.0 * MIB as f64;
 /// What a host process listed by a `pid:INDEX:PID` fault holds on its GPU.
 pub const HOST_PROCESS_MEMORY: u64 = 1 << 30;
 /// What the idle notebook of [`Simulator::with_idle_holder`] holds.
@@ -343,6 +344,8 @@ impl GpuSource for Simulator {
             let scripted = self.scripted_jobs(index, first_ms, timestamp_ms);
             match scripted {
                 Some(processes) => details.processes.extend(processes),
+                // An unseen job's process is not listed: the GPU's figures alone say it is in use.
+                None if effects.unseen => {}
                 None => details.processes.extend(gpu.processes(index)),
             }
             details.processes.extend(self.host_processes(index));

@@ -96,6 +96,7 @@ pub(super) fn workload(user: &str, pick: usize, pid: u32, rng: &mut fastrand::Rn
                 name: Some(format!("{user}-trainer-1")),
                 image: Some("nvcr.io/nvidia/pytorch:24.05-py3".to_owned()),
                 labels: bounded_labels(labels, DEFAULT_OWNER_LABEL),
+                trusted: true,
             });
         }
         2 => {
@@ -104,6 +105,7 @@ pub(super) fn workload(user: &str, pick: usize, pid: u32, rng: &mut fastrand::Rn
                 user: Some(user.to_owned()),
                 account: Some("lab".to_owned()),
                 partition: Some("gpu".to_owned()),
+                verified: true,
             });
         }
         _ => {

@@ -52,6 +52,8 @@ pub struct Effects {
     pub ecc_struck: bool,
     /// Memory fills to [`MEMORY_FULL`].
     pub memory_full: bool,
+    /// The GPU's processes are not listed (a busy job runs meanwhile).
+    pub unseen: bool,
     pub jobs: Jobs,
 }
 
@@ -86,6 +88,10 @@ impl Effects {
                 &Fault::IdleHolder { window, .. } if window.ended(first_ms, now_ms) => {
                     effects.jobs = Jobs::HolderExited;
                 }
+                &Fault::Unseen { window, .. } if holds(window) => {
+                    effects.unseen = true;
+                    effects.jobs = Jobs::Busy { until_ms: until(window) };
+                }
                 _ => {}
             }
         }
@@ -115,6 +121,9 @@ mod tests {
         assert!(at("warm:1@0s+1s", 1, 1_000).warm);
         assert!(at("memory-full:1@0s+1s", 1, 1_500).memory_full);
         assert!(!at("memory-full:1@0s+1s", 1, 2_000).memory_full);
+        let unseen = at("unseen:1@1s+2s", 1, 2_500);
+        assert_eq!((unseen.unseen, unseen.jobs), (true, Jobs::Busy { until_ms: 4_000 }));
+        assert_eq!(at("unseen:1@1s+2s", 1, 4_000), Effects::default(), "ends with its window");
     }
 
     #[test]

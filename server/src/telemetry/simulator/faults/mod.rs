@@ -92,6 +92,10 @@ pub enum Fault {
     /// A notebook holds memory on the GPU and computes nothing while the window holds; nothing
     /// else runs there meanwhile. It exits when the window ends.
     IdleHolder { device: u32, window: Window },
+    /// A busy job runs whose process gpudash cannot see (as from a PID namespace of its own): its
+    /// memory and utilization say the GPU is in use, and no process is listed while the window
+    /// holds. The job ends with the window.
+    Unseen { device: u32, window: Window },
     /// A real process of this host (one a test started, say) is listed as a compute process on
     /// GPU `device`, with its user, command and start time from /proc, until it exits: so the
     /// real path of `POST /api/processes/{pid}/signal` can be tested without a GPU.
@@ -114,6 +118,7 @@ pub enum Fault {
      (uncorrectable ECC error, row remap pending until a reset), memory-full:INDEX@START[+LENGTH] (memory \
      98 % used), job-ends:INDEX@START[+LENGTH] (its busy job exits; the GPU stays free), \
      idle-holder:INDEX@START[+LENGTH] (a notebook holds memory and computes nothing), \
+     unseen:INDEX@START[+LENGTH] (a busy job whose process gpudash cannot see: in use, no process listed), \
      pid:INDEX:PID (this host's process PID is listed as a compute process on GPU INDEX until it exits, \
      e.g. pid:0:12345), and \
      job:INDEX:USER:GIB[:SM[:spin]]@START+LENGTH (a process of USER holds GIB GiB at SM % for exactly that \
@@ -168,6 +173,7 @@ impl std::str::FromStr for Fault {
             "memory-full" => Fault::MemoryFull { device, window },
             "job-ends" => Fault::JobEnds { device, window },
             "idle-holder" => Fault::IdleHolder { device, window },
+            "unseen" => Fault::Unseen { device, window },
             _ => return Err(usage()),
         })
     }
@@ -213,6 +219,7 @@ fn scripted_workload(user: &str, kind: &str, name: &str) -> Option<shared::workl
                 name: Some(name.to_owned()),
                 image: Some("nvcr.io/nvidia/pytorch:24.05-py3".to_owned()),
                 labels: vec![(DEFAULT_OWNER_LABEL.to_owned(), user.to_owned())],
+                trusted: true,
             });
         }
         "pod" => {
@@ -231,6 +238,7 @@ fn scripted_workload(user: &str, kind: &str, name: &str) -> Option<shared::workl
                 user: Some(user.to_owned()),
                 account: Some("lab".to_owned()),
                 partition: Some("gpu".to_owned()),
+                verified: true,
             });
         }
         _ => return None,
@@ -275,6 +283,7 @@ impl Fault {
             | Fault::MemoryFull { device, .. }
             | Fault::JobEnds { device, .. }
             | Fault::IdleHolder { device, .. }
+            | Fault::Unseen { device, .. }
             | Fault::HostProcess { device, .. }
             | Fault::Job { device, .. } => device,
         }

@@ -37,6 +37,7 @@ fn every_fault_parses() {
         ("job-ends:1@3s", Fault::JobEnds { device: 1, window: window(3_000, None) }),
         ("job-ends:1@3s+4s", Fault::JobEnds { device: 1, window: window(3_000, Some(4_000)) }),
         (" idle-holder:2@1s ", Fault::IdleHolder { device: 2, window: window(1_000, None) }),
+        ("unseen:1@2s+1m", Fault::Unseen { device: 1, window: window(2_000, Some(60_000)) }),
         ("pid:1:4242", Fault::HostProcess { device: 1, pid: 4242 }),
         (
             "job:1:ana:4:75@1s+3s",
