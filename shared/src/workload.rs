@@ -149,8 +149,8 @@ pub struct Owner {
 }
 
 /// The owner rule: the first of the verified Slurm job's user, the pod's owner label or
-/// annotation, the pod's namespace, the container's `owner_label` (only from an engine root
-/// controls: [`Container::trusted`]), and the Unix user. A root process in a container without that label is
+/// annotation, the pod's namespace, for a root process in a container the container's `owner_label` (only from an
+/// engine root controls: [`Container::trusted`]), and the Unix user. A root process in a container without that label is
 /// owned by "container NAME" (root in a container is whoever started it, not the machine's admin).
 /// `None` only when nothing at all is known (a process /proc hides).
 pub fn owner_of(unix_user: Option<&str>, workload: Option<&Workload>, owner_label: &str) -> Option<Owner> {
@@ -167,13 +167,13 @@ pub fn owner_of(unix_user: Option<&str>, workload: Option<&Workload>, owner_labe
     if let Some(namespace) = w.pod.as_ref().and_then(|p| p.namespace.as_deref()).filter(|n| !n.is_empty()) {
         return owner(namespace, OwnerSource::Namespace);
     }
-    if let Some(container) = &w.container {
+    // A process running as a user in a container (`--user 1000`, a rootless engine) is that user's;
+    // root in a container is whoever started it, which the label or the container's name says.
+    if let Some(container) = w.container.as_ref().filter(|_| unix_user.is_none_or(|u| u == "root" || u == "0")) {
         if let Some(label) = container.label(owner_label).filter(|v| container.trusted && !v.is_empty()) {
             return owner(label, OwnerSource::ContainerLabel);
         }
-        if unix_user.is_none_or(|u| u == "root" || u == "0") {
-            return owner(&format!("container {}", container.shown_name()), OwnerSource::Container);
-        }
+        return owner(&format!("container {}", container.shown_name()), OwnerSource::Container);
     }
     unix_user.and_then(|user| owner(user, OwnerSource::UnixUser))
 }
@@ -379,10 +379,12 @@ mod tests {
         let mut untrusted = container(&[("gpudash.user", "bo")]);
         untrusted.container.as_mut().unwrap().trusted = false;
         assert_eq!(
-            o(&untrusted, Some("cy")),
-            Owner { name: "cy".into(), source: OwnerSource::UnixUser },
-            "a user's engine"
+            o(&untrusted, Some("root")).source,
+            OwnerSource::Container,
+            "a user's engine: its label is not believed"
         );
+        let labelled = container(&[("gpudash.user", "bo")]);
+        assert_eq!(o(&labelled, Some("cy")), Owner { name: "cy".into(), source: OwnerSource::UnixUser }, "--user cy");
         let unlabelled = container(&[]);
         assert_eq!(o(&unlabelled, Some("root")).name, "container trainer");
         assert_eq!(o(&unlabelled, Some("ana")), Owner { name: "ana".into(), source: OwnerSource::UnixUser });

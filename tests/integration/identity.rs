@@ -190,6 +190,28 @@ async fn a_labelled_container_is_named_owned_shown_and_renamed_when_recreated() 
     assert_eq!(health["reasons"], serde_json::json!([]), "{health}");
     server.stop().await;
 
+    // A process whose cgroup names that container without being in it (a folder made elsewhere with
+    // its id) is in no container: the engine's main process says where the container's cgroup is.
+    let forged = forged_member(&podman.dir, recreated);
+    let simulator = Simulator::new(1, 300).with_fault("job-ends:0@0s".parse().unwrap());
+    let source = WithProcesses::new(simulator, |_, processes| {
+        processes.push(GpuProcess { user: Some("bo".into()), ..shared::testing::process(0, FORGED) });
+    });
+    let mut options = gpudash::Options::new(Duration::from_millis(300));
+    options.identity.container_socket = Some(PathBuf::from(&socket));
+    options.identity.proc_root = forged.path().to_owned();
+    let server = TestServer::with_options(Box::new(source), options).await;
+    let url = server.url("/api/processes");
+    let p = eventually(20, "the forged member asked about and refused", || async {
+        let body: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+        let p = body["processes"].as_array()?.iter().find(|p| p["pid"] == FORGED)?.clone();
+        // Named by id from the cgroup until the engine has answered; then in no container.
+        p["workload"]["container"].is_null().then_some(p)
+    })
+    .await;
+    assert_eq!((&p["owner"]["name"], &p["owner"]["source"]), (&"bo".into(), &"unix_user".into()), "{p}");
+    server.stop().await;
+
     // The same engine behind a socket a user owns (as a rootless engine's): the container is named,
     // its owner label is not believed, /healthz and the doctor say why.
     std::os::unix::fs::chown(&socket, Some(65534), None).unwrap();
@@ -213,6 +235,26 @@ async fn a_labelled_container_is_named_owned_shown_and_renamed_when_recreated() 
     let said = String::from_utf8_lossy(&doctor.stdout);
     let line = said.lines().find(|l| l.contains("container-engine") || l.contains("answers at")).unwrap_or_default();
     assert!(said.contains("not root's") && said.contains("owner labels"), "the doctor warns: {line}\n{said}");
+}
+
+/// The PID of a process [`forged_member`] makes up.
+const FORGED: u32 = 900_600;
+
+/// A /proc in which process [`FORGED`]'s cgroup names the container whose main process is `main`,
+/// in a folder of its own (`/forged.slice/...`), and `main`'s cgroup is its real one.
+fn forged_member(_dir: &Path, main: u32) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let real = std::fs::read_to_string(format!("/proc/{main}/cgroup")).unwrap();
+    let id = real
+        .split(|c: char| !c.is_ascii_hexdigit())
+        .find(|part| part.len() == 64)
+        .unwrap_or_else(|| panic!("no container id in {real}"))
+        .to_owned();
+    for (pid, cgroup) in [(main, real.clone()), (FORGED, format!("0::/forged.slice/libpod-{id}.scope\n"))] {
+        std::fs::create_dir_all(root.path().join(pid.to_string())).unwrap();
+        std::fs::write(root.path().join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+    }
+    root
 }
 
 #[tokio::test]
@@ -327,12 +369,18 @@ async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
             .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
     );
 
+    // A plain container's process (no pod in its cgroup) on the same GPU: not the pod's.
+    const PLAIN: u32 = 900_501;
+    std::fs::create_dir_all(proc_root.join(PLAIN.to_string())).unwrap();
+    let plain = format!("0::/system.slice/docker-{}.scope\n", "9".repeat(64));
+    std::fs::write(proc_root.join(PLAIN.to_string()).join("cgroup"), plain).unwrap();
     let source = WithProcesses::new(simulator, |_, processes| {
         processes.push(GpuProcess {
             used_memory: Some(4 << 30),
             user: Some("root".into()),
             ..shared::testing::process(0, PID)
         });
+        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PLAIN) });
     });
     let mut options = gpudash::Options::new(Duration::from_millis(300));
     options.identity.proc_root = proc_root.clone();
@@ -347,6 +395,9 @@ async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
     for label in ["pod=\"bert-0\"", "namespace=\"ml\"", "container=\"train\"", "user=\"ml\""] {
         assert!(line.contains(label), "{label} missing: {line}");
     }
+    let plain = process(&server, PLAIN, "the plain container's process", |p| p["owner"].is_object()).await;
+    assert_eq!(plain["workload"]["pod"], Value::Null, "the kubelet's pod is not a plain container's: {plain}");
+    assert_eq!(plain["owner"]["name"], "container 999999999999", "{plain}");
     server.stop().await;
 
     // With the API server, the pod's owner label names its owner (asked with the service account's token).
@@ -385,6 +436,60 @@ async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
     assert!(reasons.contains("[path hidden]") && !reasons.contains("gone.sock"), "{reasons}");
     let p = process(&server, PID, "the pod's UID", |p| p["workload"]["pod"]["uid"].is_string()).await;
     assert_eq!(p["owner"]["name"], "container 3f4b1c2d5e6f", "no namespace known: the container owns it; {p}");
+    server.stop().await;
+}
+
+/// An engine that never answers (every inspection waits out the timeout) delays no pod list: 40
+/// containers of pods are inspected on the engine's own thread while the kubelet is asked on its
+/// own. (With one queue, the pods waited for 40 × 2 s of timeouts.)
+#[tokio::test]
+async fn a_hung_engine_delays_no_pod_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let proc_root = dir.path().join("proc");
+    let pids: Vec<u32> = (0..40).map(|i| 901_000 + i).collect();
+    for &pid in &pids {
+        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+        let cgroup = format!(
+            "0::/kubepods.slice/kubepods-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{pid:064x}.scope\n"
+        );
+        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+    }
+    let engine = dir.path().join("hung.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&engine).unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept() {
+            held.push(stream);
+        }
+    });
+    let simulator = Simulator::new(1, 300).with_fault("job-ends:0@0s".parse().unwrap());
+    let gpu0 = simulator.devices()[0].uuid.clone();
+    let socket = dir.path().join("kubelet.sock");
+    let kubelet_listener = tokio::net::UnixListener::bind(&socket).unwrap();
+    let kubelet = api::pod_resources_lister_server::PodResourcesListerServer::new(Kubelet { gpus: vec![gpu0] });
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(kubelet)
+            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(kubelet_listener)),
+    );
+    let listed = pids.clone();
+    let source = WithProcesses::new(simulator, move |_, processes| {
+        for &pid in &listed {
+            processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, pid) });
+        }
+    });
+    let mut options = gpudash::Options::new(Duration::from_millis(300));
+    options.identity.proc_root = proc_root;
+    options.identity.container_socket = Some(engine);
+    options.identity.pod_resources_socket = Some(socket);
+    let server = TestServer::with_options(Box::new(source), options).await;
+    let url = server.url("/api/processes");
+    eventually(15, "every process named by the kubelet while the engine hangs", || async {
+        let body: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+        let named = body["processes"].as_array()?.iter().filter(|p| p["workload"]["pod"]["name"] == "bert-0").count();
+        (named == pids.len()).then_some(())
+    })
+    .await;
     server.stop().await;
 }
 

@@ -75,6 +75,9 @@ pub fn add_token(path: &Path, user: &str, role: &str) -> Result<Added, AddRefuse
     let (mut text, old) = match std::fs::read_to_string(&target) {
         Ok(text) => {
             let metadata = std::fs::metadata(&target).map_err(io("read"))?;
+            // A file others may change is refused, not written again with its mode kept.
+            super::tokens::safe_file(&metadata, rustix::process::geteuid().as_raw())
+                .map_err(|message| AddRefused::BadFile(AuthError::File { path: shown.clone(), message }))?;
             (text, Some(metadata))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => (String::new(), None),
@@ -176,14 +179,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("auth.toml");
         std::fs::write(&path, ROOT_ENTRY).unwrap();
-        // Another owner than the writer's: only root can give a file one.
-        if std::os::unix::fs::chown(&path, Some(65534), Some(65534)).is_err() {
-            eprintln!("not run: only root can give the file another owner");
+        // Another group than the writer's (only root can give a file one; its owner stays root).
+        if std::os::unix::fs::chown(&path, None, Some(65534)).is_err() {
+            eprintln!("not run: only root can give the file another group");
             return;
         }
+        std::fs::set_permissions(&path, Permissions::from_mode(0o640)).unwrap();
         add_token(&path, "ana", "viewer").unwrap();
         let metadata = std::fs::metadata(&path).unwrap();
-        assert_eq!((metadata.uid(), metadata.gid()), (65534, 65534));
+        assert_eq!((metadata.gid(), mode(&path)), (65534, 0o640));
+        // Owned by another user (who could write any role into it): refused, the file left as it was.
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        let before = std::fs::read_to_string(&path).unwrap();
+        let refused = add_token(&path, "bo", "admin").unwrap_err().to_string();
+        assert!(refused.contains("belongs to uid 65534"), "{refused}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), before);
+    }
+
+    #[test]
+    fn a_file_others_may_write_is_refused_by_the_server_and_token_add() {
+        for (mode, who) in [(0o664, "its group"), (0o646, "every user")] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("auth.toml");
+            std::fs::write(&path, ROOT_ENTRY).unwrap();
+            std::fs::set_permissions(&path, Permissions::from_mode(mode)).unwrap();
+            let refused = add_token(&path, "ana", "admin").unwrap_err().to_string();
+            assert!(refused.contains(&format!("writable by {who}")) && refused.contains("chmod go-w"), "{refused}");
+            let load = AuthConfig::load(Some(&path), None).unwrap_err().to_string();
+            assert!(load.contains(&format!("writable by {who}")), "{load}");
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), ROOT_ENTRY, "nothing written");
+        }
     }
 
     #[test]

@@ -115,6 +115,28 @@ struct FileToken {
     sha256: String,
 }
 
+/// Whether an auth file can be changed only by root or by the user gpudash runs as (`me`): owned by
+/// one of them and writable by no group and no other user. Whoever else could write it could give
+/// themselves any role at the next reload. `Err` says what is wrong and how to fix it.
+pub fn safe_file(metadata: &std::fs::Metadata, me: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let (uid, mode) = (metadata.uid(), metadata.mode() & 0o7777);
+    if uid != 0 && uid != me {
+        return Err(format!(
+            "it belongs to uid {uid}, neither root nor the user gpudash runs as (uid {me}), who could give themselves \
+             any role; make root its owner (chown root FILE)"
+        ));
+    }
+    if mode & 0o022 != 0 {
+        let who = if mode & 0o002 != 0 { "every user" } else { "its group" };
+        return Err(format!(
+            "it is writable by {who} (mode {mode:04o}), who could add an admin token; make it writable by its owner \
+             only (chmod go-w FILE)"
+        ));
+    }
+    Ok(())
+}
+
 impl AuthConfig {
     /// Reads the auth file (if any) and adds `GPUDASH_TOKENS` entries (if any).
     pub fn load(file: Option<&Path>, env_tokens: Option<&str>) -> Result<Self, AuthError> {
@@ -136,6 +158,9 @@ impl AuthConfig {
     fn from_file(path: &Path) -> Result<Self, AuthError> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
+        let metadata = std::fs::metadata(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
+        safe_file(&metadata, rustix::process::geteuid().as_raw())
+            .map_err(|message| AuthError::File { path: shown.clone(), message })?;
         Self::parse_file(&text, &shown)
     }
 

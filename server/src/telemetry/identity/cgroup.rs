@@ -19,18 +19,27 @@ pub struct CgroupIds {
 }
 
 /// Reads the ids from every line of a `/proc/<pid>/cgroup` (`ID:CONTROLLERS:PATH`, v1 and v2).
+///
+/// A user may make cgroups under their own systemd delegation (`/user.slice/…/user@UID.service/`)
+/// and name a folder after anyone's container or pod: no id is read there (a rootless engine's
+/// containers are their user's anyway). A pod UID is read only under the kubelet's own `kubepods`
+/// root; a container id is confirmed against the engine's own answer (`within`).
 pub fn parse(cgroup: &str) -> CgroupIds {
     let mut ids = CgroupIds::default();
     for path in cgroup.lines().filter_map(|line| line.splitn(3, ':').nth(2)) {
+        let root = path.split('/').find(|s| !s.is_empty()).unwrap_or_default();
+        let delegated = root == "user.slice";
+        let kubepods = root.starts_with("kubepods");
         let mut previous = "";
         for segment in path.split('/') {
             if ids.container.is_none()
+                && !delegated
                 && let Some((id, runtime)) = container(segment, previous)
             {
                 ids.container = Some(id.to_owned());
                 ids.runtime = runtime;
             }
-            if ids.pod_uid.is_none() {
+            if ids.pod_uid.is_none() && kubepods {
                 ids.pod_uid = pod_uid(segment);
             }
             previous = segment;
@@ -42,6 +51,33 @@ pub fn parse(cgroup: &str) -> CgroupIds {
         }
     }
     ids
+}
+
+/// Whether a process whose `/proc/PID/cgroup` reads `process` is in the container `id` whose main
+/// process's reads `main`: in every hierarchy where the main process's path names the container,
+/// the process's path lies within the main's up to that segment (`/machine.slice/libpod-ID.scope`).
+/// A folder a user made elsewhere with the same id is not within it.
+pub fn within(process: &str, main: &str, id: &str) -> bool {
+    let lines = |text: &str| -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                Some((parts.next()?.to_owned(), parts.nth(1)?.to_owned()))
+            })
+            .collect()
+    };
+    let process = lines(process);
+    let mut named = lines(main).into_iter().filter_map(|(hierarchy, path)| {
+        let end = path.find(id)?;
+        let cut = path[end..].find('/').map_or(path.len(), |slash| end + slash);
+        Some((hierarchy, path[..cut].to_owned()))
+    });
+    let mut any = false;
+    let all = named.all(|(hierarchy, prefix)| {
+        any = true;
+        process.iter().any(|(h, path)| *h == hierarchy && (*path == prefix || path.starts_with(&format!("{prefix}/"))))
+    });
+    any && all
 }
 
 /// The job id (and, in v1, the uid) of a cgroup path in Slurm's own layout:
@@ -139,6 +175,38 @@ mod tests {
         assert_eq!(parse(v2).container, None);
         let node = "0::/system.slice/node1_slurmstepd.scope/job_78/step_0/user/task_0\n";
         assert_eq!(parse(node).slurm_job.as_deref(), Some("78"), "multiple slurmd: the node's own scope");
+    }
+
+    #[test]
+    fn ids_in_a_users_own_cgroups_name_nothing() {
+        let pod = "kubepods-burstable-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice";
+        for forged in [
+            format!("0::/user.slice/user-1001.slice/user@1001.service/app.slice/libpod-{ID}.scope\n"),
+            format!("0::/user.slice/user-1001.slice/user@1001.service/{pod}/cri-containerd-{ID}.scope\n"),
+            format!("0::/system.slice/{pod}/x\n"),
+        ] {
+            let ids = parse(&forged);
+            assert_eq!(
+                (ids.container.is_some() && forged.contains("user.slice"), ids.pod_uid),
+                (false, None),
+                "{forged}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_process_is_within_its_containers_cgroup_only() {
+        let main = format!("0::/machine.slice/libpod-{ID}.scope/container\n");
+        assert!(within(&main, &main, ID));
+        assert!(within(&format!("0::/machine.slice/libpod-{ID}.scope/container/exec\n"), &main, ID));
+        assert!(within(&format!("0::/machine.slice/libpod-{ID}.scope\n"), &main, ID), "the container's own scope");
+        let forged = format!("0::/user.slice/user-1001.slice/user@1001.service/libpod-{ID}.scope\n");
+        assert!(!within(&forged, &main, ID));
+        assert!(!within(&format!("0::/machine.slice/libpod-{ID}.scopeX\n"), &main, ID));
+        let v1 = format!("12:memory:/docker/{ID}\n11:pids:/docker/{ID}\n");
+        assert!(within(&v1, &v1, ID));
+        assert!(!within(&format!("12:memory:/docker/{ID}\n11:pids:/elsewhere\n"), &v1, ID), "every hierarchy");
+        assert!(!within(&main, "0::/\n", ID), "a main process outside it says nothing");
     }
 
     #[test]

@@ -1,18 +1,26 @@
-//! A container's name, image and labels, from the Docker Engine API on a unix socket (Docker's
-//! own, or Podman's compatible `podman system service`), through bollard.
+//! A container's name, image, labels and main process, from the Docker Engine API on a unix
+//! socket (Docker's own, or Podman's compatible `podman system service`): two GET requests
+//! (`/containers/ID/json`, `/version`) over hyper's HTTP/1 client, each answer read to at most
+//! [`MAX_ANSWER`] bytes. (bollard, used before, reads an answer whole: an engine that answers
+//! gigabytes took gpudash with it.)
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper::body::Bytes;
+use serde::Deserialize;
 use shared::workload::{Container, bounded, bounded_labels};
 
 /// Where Docker and Podman (rootful) serve the API, tried in this order when no socket is given.
 pub const DEFAULT_SOCKETS: [&str; 2] = ["/var/run/docker.sock", "/run/podman/podman.sock"];
 
-/// A connection to one engine.
+/// Largest answer read: a container's inspection with its labels is a few KiB.
+pub const MAX_ANSWER: usize = 1 << 20;
+
+/// A connection to one engine (a connection per question, closed after it).
 #[derive(Debug, Clone)]
 pub struct Engine {
-    docker: bollard::Docker,
     socket: PathBuf,
     timeout: Duration,
     /// Root controls the socket ([`socket_trust`]): its owner labels name owners.
@@ -22,19 +30,67 @@ pub struct Engine {
 /// What an engine said of a container id.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inspected {
-    Found(Container),
+    /// The container, and the host PID of its main process (0 when it runs none).
+    Found(Container, u32),
     /// The engine does not know it (another runtime's container, or it has just gone).
     Unknown,
 }
 
+/// The parts of `GET /containers/ID/json` gpudash reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Inspection {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    config: InspectionConfig,
+    #[serde(default)]
+    state: InspectionState,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct InspectionConfig {
+    #[serde(default)]
+    image: Option<String>,
+    #[serde(default)]
+    labels: Option<std::collections::HashMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct InspectionState {
+    #[serde(default)]
+    pid: Option<i64>,
+}
+
+/// The parts of `GET /version` gpudash reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Version {
+    #[serde(default)]
+    platform: Option<Platform>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    api_version: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Platform {
+    #[serde(default)]
+    name: String,
+}
+
 impl Engine {
-    /// Connects lazily (nothing is sent until the first question); fails only when the socket is absent.
+    /// Nothing is sent until the first question; fails only when the socket is absent.
     pub fn new(socket: &Path, timeout: Duration) -> Result<Self, String> {
-        let path = socket.to_str().ok_or_else(|| format!("{} is not a UTF-8 path", socket.display()))?;
-        let docker = bollard::Docker::connect_with_unix(path, timeout.as_secs().max(1), bollard::API_DEFAULT_VERSION)
-            .map_err(|e| e.to_string())?;
+        if !socket.exists() {
+            return Err(format!("{} does not exist", socket.display()));
+        }
         let trusted = socket_trust(socket, rustix::process::geteuid().as_raw()).is_ok();
-        Ok(Self { docker, socket: socket.to_owned(), timeout, trusted })
+        Ok(Self { socket: socket.to_owned(), timeout, trusted })
     }
 
     /// Why the engine's owner labels are not believed, when they are not ([`socket_trust`]).
@@ -46,43 +102,88 @@ impl Engine {
         &self.socket
     }
 
-    /// The container with full id `id`, its labels bounded as [`bounded_labels`] keeps them.
-    pub async fn inspect(&self, id: &str, runtime: Option<&str>, owner_label: &str) -> Result<Inspected, String> {
-        let asked = self.docker.inspect_container(id, None);
-        let answer = match tokio::time::timeout(self.timeout, asked).await {
-            Err(_) => return Err(format!("no answer within {} s", self.timeout.as_secs_f64())),
-            Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => {
-                return Ok(Inspected::Unknown);
+    /// `GET path`: the status and at most [`MAX_ANSWER`] bytes of body, within the timeout.
+    async fn get(&self, path: &str) -> Result<(hyper::StatusCode, Bytes), String> {
+        let ask = async {
+            let stream =
+                tokio::net::UnixStream::connect(&self.socket).await.map_err(|e| format!("cannot connect: {e}"))?;
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .map_err(|e| e.to_string())?;
+            let request = hyper::Request::get(path)
+                .header(hyper::header::HOST, "engine")
+                .header(hyper::header::CONNECTION, "close")
+                .body(Empty::<Bytes>::new())
+                .map_err(|e| e.to_string())?;
+            let answer = async {
+                let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+                let status = response.status();
+                let body = Limited::new(response.into_body(), MAX_ANSWER)
+                    .collect()
+                    .await
+                    .map_err(|e| format!("the answer is over {MAX_ANSWER} bytes or broken ({e})"))?
+                    .to_bytes();
+                Ok::<_, String>((status, body))
+            };
+            let mut connection = std::pin::pin!(connection);
+            let mut answer = std::pin::pin!(answer);
+            tokio::select! {
+                biased;
+                done = &mut answer => done,
+                closed = &mut connection => match closed {
+                    Ok(()) => answer.await,
+                    Err(e) => Err(e.to_string()),
+                },
             }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Ok(Ok(answer)) => answer,
         };
-        let config = answer.config.unwrap_or_default();
-        let labels = config.labels.unwrap_or_default();
-        Ok(Inspected::Found(Container {
+        tokio::time::timeout(self.timeout, ask)
+            .await
+            .map_err(|_| format!("no answer within {} s", self.timeout.as_secs_f64()))?
+    }
+
+    /// The container with full id `id` (64 hex digits, as the cgroup path names it), its labels
+    /// bounded as [`bounded_labels`] keeps them.
+    pub async fn inspect(&self, id: &str, runtime: Option<&str>, owner_label: &str) -> Result<Inspected, String> {
+        if id.len() != 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Inspected::Unknown);
+        }
+        let (status, body) = self.get(&format!("/containers/{id}/json")).await?;
+        if status == hyper::StatusCode::NOT_FOUND {
+            return Ok(Inspected::Unknown);
+        }
+        if !status.is_success() {
+            return Err(format!("HTTP {status}"));
+        }
+        let answer: Inspection =
+            serde_json::from_slice(&body).map_err(|e| format!("an answer that is not a container: {e}"))?;
+        let labels = answer.config.labels.unwrap_or_default();
+        let container = Container {
             id: id.chars().take(12).collect(),
             runtime: runtime.map(str::to_owned),
             name: answer.name.map(|n| bounded(n.trim_start_matches('/'))).filter(|n| !n.is_empty()),
-            image: config.image.map(|i| bounded(&i)).filter(|i| !i.is_empty()),
+            image: answer.config.image.map(|i| bounded(&i)).filter(|i| !i.is_empty()),
             labels: bounded_labels(labels.iter().map(|(k, v)| (k.as_str(), v.as_str())), owner_label),
             trusted: self.trusted,
-        }))
+        };
+        let pid = answer.state.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0);
+        Ok(Inspected::Found(container, pid))
     }
 
     /// The engine's name and version, e.g. "Docker Engine - Community 27.3.1 (API 1.47)", within the
     /// timeout: whether it answers at all (`gpudash doctor`).
     pub async fn version(&self) -> Result<String, String> {
-        let answer = match tokio::time::timeout(self.timeout, self.docker.version()).await {
-            Err(_) => return Err(format!("no answer within {} s", self.timeout.as_secs_f64())),
-            Ok(Err(e)) => return Err(e.to_string()),
-            Ok(Ok(answer)) => answer,
-        };
+        let (status, body) = self.get("/version").await?;
+        if !status.is_success() {
+            return Err(format!("HTTP {status}"));
+        }
+        let answer: Version =
+            serde_json::from_slice(&body).map_err(|e| format!("an answer that is not a version: {e}"))?;
         let name = answer.platform.map(|p| p.name).filter(|n| !n.trim().is_empty());
         let api = answer.api_version.map(|v| format!(" (API {v})")).unwrap_or_default();
         Ok(format!(
             "{} {}{api}",
-            name.as_deref().unwrap_or("the engine"),
-            answer.version.as_deref().unwrap_or("of an unknown version")
+            name.as_deref().map_or("the engine".to_owned(), bounded),
+            answer.version.as_deref().map_or("of an unknown version".to_owned(), bounded)
         ))
     }
 }
@@ -159,6 +260,44 @@ mod tests {
             "root owns nothing here unless we are root"
         );
         assert!(socket_trust(&dir.path().join("gone.sock"), me).unwrap_err().contains("cannot be read"));
+    }
+
+    /// A stand-in engine on `socket` that answers every request with `head` and then `body_bytes` of
+    /// zeros (never all of them when the head promises more).
+    fn flooding_engine(socket: &Path, head: String, body_bytes: u64) {
+        let listener = std::os::unix::net::UnixListener::bind(socket).unwrap();
+        std::thread::spawn(move || {
+            use std::io::{Read as _, Write as _};
+            while let Ok((mut stream, _)) = listener.accept() {
+                let mut buf = [0; 4096];
+                let _ = stream.read(&mut buf);
+                let _ = stream.write_all(head.as_bytes());
+                let zeros = vec![b'0'; 64 << 10];
+                let mut sent = 0;
+                while sent < body_bytes && stream.write_all(&zeros).is_ok() {
+                    sent += zeros.len() as u64;
+                }
+            }
+        });
+    }
+
+    #[tokio::test]
+    async fn an_engine_answering_gigabytes_is_cut_at_a_mebibyte() {
+        let dir = tempfile::tempdir().unwrap();
+        // 4,000 MiB promised (as the red-team's hostile engine), and 64 MiB sent at most.
+        let promised = dir.path().join("promised.sock");
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4194304000\r\n\r\n".to_owned();
+        flooding_engine(&promised, head, 64 << 20);
+        // Chunked, no length said: the cap must hold as it reads.
+        let chunked = dir.path().join("chunked.sock");
+        let chunk = format!("{:x}\r\n{}\r\n", 1 << 16, "0".repeat(1 << 16)).repeat(40);
+        let head = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}");
+        flooding_engine(&chunked, head, 0);
+        for socket in [promised, chunked] {
+            let engine = Engine::new(&socket, Duration::from_secs(10)).unwrap();
+            let err = engine.inspect(&"a".repeat(64), None, "gpudash.user").await.unwrap_err();
+            assert!(err.contains("over 1048576 bytes"), "{}: {err}", socket.display());
+        }
     }
 
     #[tokio::test]

@@ -60,11 +60,10 @@ impl KubeApi {
     }
 
     /// The value of pod `namespace/name`'s label `key`, else of its annotation `key`; `None` when it has neither.
+    /// The names come from the kubelet: only Kubernetes names (lowercase letters, digits, '-' and
+    /// '.') are asked about, each one path segment, so none can reach another API path.
     pub async fn pod_owner(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, String> {
-        let url = self
-            .base
-            .join(&format!("api/v1/namespaces/{namespace}/pods/{name}"))
-            .map_err(|e| format!("pod {namespace}/{name}: {e}"))?;
+        let url = pod_url(&self.base, namespace, name)?;
         let mut request = self.client.get(url);
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
@@ -82,9 +81,16 @@ impl KubeApi {
             if answer.content_length().is_some_and(|n| n > MAX_POD as u64) {
                 return Err(format!("the pod object is over {MAX_POD} bytes"));
             }
-            let body = answer.bytes().await.map_err(|e| e.to_string())?;
-            let pod: serde_json::Value =
-                serde_json::from_slice(&body[..body.len().min(MAX_POD)]).map_err(|e| e.to_string())?;
+            // Read chunk by chunk: an answer without a length (chunked) stops at the cap too.
+            let mut body = Vec::new();
+            let mut answer = answer;
+            while let Some(chunk) = answer.chunk().await.map_err(|e| e.to_string())? {
+                if body.len() + chunk.len() > MAX_POD {
+                    return Err(format!("the pod object is over {MAX_POD} bytes"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            let pod: serde_json::Value = serde_json::from_slice(&body).map_err(|e| e.to_string())?;
             Ok(Some(pod))
         };
         let pod = tokio::time::timeout(self.timeout, ask)
@@ -95,5 +101,59 @@ impl KubeApi {
             let value = meta["labels"][key].as_str().or_else(|| meta["annotations"][key].as_str())?;
             Some(bounded(value)).filter(|v| !v.is_empty())
         }))
+    }
+}
+
+/// `base/api/v1/namespaces/NS/pods/NAME`, refusing what is not a Kubernetes name (a DNS-1123
+/// subdomain: 1 to 253 of lowercase letters, digits, '-' and '.', starting and ending with a
+/// letter or digit), so no name from the kubelet can climb out of its path segment.
+fn pod_url(base: &url::Url, namespace: &str, name: &str) -> Result<url::Url, String> {
+    let valid = |n: &str| {
+        (1..=253).contains(&n.len())
+            && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && n.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && n.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if !valid(namespace) || !valid(name) {
+        return Err(format!("pod {:?}/{:?} is not a Kubernetes name; not asked", bounded(namespace), bounded(name)));
+    }
+    let mut url = base.clone();
+    url.path_segments_mut().map_err(|()| format!("{base} cannot take a path"))?.pop_if_empty().extend([
+        "api",
+        "v1",
+        "namespaces",
+        namespace,
+        "pods",
+        name,
+    ]);
+    Ok(url)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_kubernetes_names_become_one_path_segment_each() {
+        let base = url::Url::parse("https://10.0.0.1:443/").unwrap();
+        assert_eq!(
+            pod_url(&base, "ml", "bert-0").unwrap().as_str(),
+            "https://10.0.0.1/api/v1/namespaces/ml/pods/bert-0"
+        );
+        let prefixed = url::Url::parse("https://proxy/k8s/").unwrap();
+        assert_eq!(pod_url(&prefixed, "ml", "a.b").unwrap().path(), "/k8s/api/v1/namespaces/ml/pods/a.b");
+        for (ns, name) in [
+            ("ml", "../../secrets"),
+            ("..", "x"),
+            ("ml", "x?watch=1"),
+            ("ml", "x#y"),
+            ("kube-system/secrets", "x"),
+            ("ml", "X"),
+            ("ml", ""),
+            ("ml", "-x"),
+            ("ml", "x%2F"),
+        ] {
+            assert!(pod_url(&base, ns, name).is_err(), "{ns}/{name}");
+        }
     }
 }

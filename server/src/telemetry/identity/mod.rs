@@ -9,6 +9,7 @@
 //! never delays the sampler. Every source is optional; a missing one is skipped quietly, a
 //! broken one is named once (in `/healthz` and the page) and logged when it changes.
 
+mod askers;
 pub mod cgroup;
 pub mod engine;
 pub mod environ;
@@ -18,13 +19,13 @@ pub mod kubelet;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload};
 
-use self::engine::{Engine, Inspected};
+use self::engine::Engine;
 use self::kubelet::GpuPods;
 use crate::sync::lock;
 
@@ -134,9 +135,11 @@ struct Shared {
     look_ns: AtomicU64,
 }
 
-enum Request {
-    Inspect { key: Key, id: String, runtime: Option<&'static str> },
-    ListPods,
+/// A container to ask the engine about: the process's key, the container's full id and runtime.
+struct Inspect {
+    key: Key,
+    id: String,
+    runtime: Option<&'static str>,
 }
 
 /// The workload cache and its API thread.
@@ -148,7 +151,10 @@ pub struct Identities {
     /// GPU index → UUID, to find a GPU's pod.
     uuids: HashMap<u32, String>,
     shared: Arc<Shared>,
-    requests: Option<SyncSender<Request>>,
+    /// The engine's thread and the kubelet's, each with its own queue: a hung engine delays no
+    /// pod list, and the reverse.
+    inspects: Option<SyncSender<Inspect>>,
+    pod_lists: Option<SyncSender<()>>,
     last_pods_request: Mutex<Option<Instant>>,
 }
 
@@ -177,21 +183,35 @@ impl Identities {
             }
             None => None,
         };
-        let requests = if engine.is_some() || kubelet {
-            let (send, receive) = mpsc::sync_channel(QUEUE);
-            let thread = ApiThread {
-                shared: shared.clone(),
-                engine,
-                kubelet: config.pod_resources_socket.clone(),
-                kube_api,
-                pod_owners: HashMap::new(),
-                owner_label: config.owner_label.clone(),
-                timeout: config.timeout,
-            };
-            std::thread::Builder::new().name("gpudash-identity".into()).spawn(move || thread.run(&receive))?;
-            Some(send)
-        } else {
-            None
+        let inspects = match engine {
+            Some(engine) => {
+                let (send, receive) = mpsc::sync_channel(QUEUE);
+                let thread = askers::EngineThread {
+                    shared: shared.clone(),
+                    engine,
+                    owner_label: config.owner_label.clone(),
+                    proc_root: config.proc_root.clone(),
+                };
+                std::thread::Builder::new().name("gpudash-engine".into()).spawn(move || thread.run(&receive))?;
+                Some(send)
+            }
+            None => None,
+        };
+        let pod_lists = match config.pod_resources_socket.clone() {
+            Some(kubelet) => {
+                let (send, receive) = mpsc::sync_channel(1);
+                let thread = askers::PodsThread {
+                    shared: shared.clone(),
+                    kubelet,
+                    kube_api,
+                    pod_owners: HashMap::new(),
+                    owner_label: config.owner_label.clone(),
+                    timeout: config.timeout,
+                };
+                std::thread::Builder::new().name("gpudash-pods".into()).spawn(move || thread.run(&receive))?;
+                Some(send)
+            }
+            None => None,
         };
         Ok(Self {
             owner_label: config.owner_label,
@@ -199,7 +219,8 @@ impl Identities {
             kubelet,
             uuids: devices.iter().map(|d| (d.index, d.uuid.clone())).collect(),
             shared,
-            requests,
+            inspects,
+            pod_lists,
             last_pods_request: Mutex::new(None),
         })
     }
@@ -217,14 +238,17 @@ impl Identities {
                 if process.workload.is_none() {
                     let key = (process.pid, process.started_ms);
                     seen.insert(key);
-                    let entry = cache.entry(key).or_insert_with(|| self.first_look(process.pid));
+                    let entry =
+                        cache.entry(key).or_insert_with(|| self.first_look(process.pid, process.user.as_deref()));
                     if let Some((id, runtime)) =
                         entry.container.as_ref().filter(|_| !entry.asked && self.engine_ready())
                     {
-                        entry.asked = self.ask(Request::Inspect { key, id: id.clone(), runtime: *runtime });
+                        entry.asked = send(&self.inspects, Inspect { key, id: id.clone(), runtime: *runtime });
                     }
                     let mut workload = entry.workload.clone();
-                    if workload.container.is_some() || workload.pod.is_some() {
+                    // The kubelet's GPU → pod map names only processes whose own cgroup is a pod's:
+                    // a plain container's process on a GPU a pod was given is not that pod's.
+                    if workload.pod.is_some() {
                         in_pods |= self.kubelet;
                         if let Some(pod) = self.uuids.get(&process.device).and_then(|uuid| pods.get(uuid)) {
                             let uid = workload.pod.take().and_then(|p| p.uid);
@@ -242,7 +266,7 @@ impl Identities {
         }
         if in_pods {
             let mut last = lock(&self.last_pods_request);
-            if last.is_none_or(|t| t.elapsed() >= PODS_REFRESH) && self.ask(Request::ListPods) {
+            if last.is_none_or(|t| t.elapsed() >= PODS_REFRESH) && send(&self.pod_lists, ()) {
                 *last = Some(Instant::now());
             }
         }
@@ -260,7 +284,7 @@ impl Identities {
     }
 
     /// What `/proc` says of a new process: its cgroup's ids and its Slurm environment.
-    fn first_look(&self, pid: u32) -> Entry {
+    fn first_look(&self, pid: u32, user: Option<&str>) -> Entry {
         let started = Instant::now();
         let dir = self.proc_root.join(pid.to_string());
         let ids =
@@ -277,14 +301,14 @@ impl Identities {
         }
         let uid = std::fs::read_to_string(dir.join("status")).ok().and_then(|status| super::procfs::uid(&status));
         entry.workload.job = match environ::slurm_job(&self.proc_root, pid) {
-            Ok(claim) => slurm_job(claim, &ids, uid),
+            Ok(claim) => slurm_job(claim, &ids, uid, user),
             Err(environ::EnvironError::PermissionDenied) => {
                 if ids.slurm_job.is_some() {
                     let problem = "Slurm jobs' users, accounts and partitions need root to read /proc/PID/environ; \
                                    jobs are named by id only, and owned by their Unix user";
                     note(&self.shared, Source::SlurmEnviron, Some(problem.to_owned()));
                 }
-                slurm_job(None, &ids, uid)
+                slurm_job(None, &ids, uid, user)
             }
         };
         self.shared.looks.fetch_add(1, Ordering::Relaxed);
@@ -295,133 +319,35 @@ impl Identities {
 
     /// Whether an engine is there to ask, and not pausing after a failure.
     fn engine_ready(&self) -> bool {
-        self.requests.is_some() && lock(&self.shared.engine_retry).is_none_or(|t| Instant::now() >= t)
-    }
-
-    /// Queues a question for the API thread; false when none runs or its queue is full.
-    fn ask(&self, request: Request) -> bool {
-        match &self.requests {
-            Some(requests) => match requests.try_send(request) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
-            },
-            None => false,
-        }
+        self.inspects.is_some() && engine_ready(&self.shared)
     }
 }
 
-/// The thread that asks the engine, the kubelet and the API server, one question at a time.
-struct ApiThread {
-    shared: Arc<Shared>,
-    engine: Option<Engine>,
-    kubelet: Option<PathBuf>,
-    kube_api: Option<kube::KubeApi>,
-    /// Each listed pod's owner label or annotation, asked once per pod (`namespace`, `name`).
-    pod_owners: HashMap<(String, String), Option<String>>,
-    owner_label: String,
-    timeout: Duration,
+/// The engine is not pausing after a failure.
+fn engine_ready(shared: &Shared) -> bool {
+    lock(&shared.engine_retry).is_none_or(|t| Instant::now() >= t)
 }
 
-impl ApiThread {
-    fn run(mut self, requests: &Receiver<Request>) {
-        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-            Ok(runtime) => runtime,
-            Err(e) => {
-                note(&self.shared, Source::Engine, Some(format!("workload identity cannot start: {e}")));
-                return;
-            }
-        };
-        loop {
-            match requests.recv_timeout(PODS_REFRESH * 3) {
-                Ok(Request::Inspect { key, id, runtime: kind }) => runtime.block_on(self.inspect(key, &id, kind)),
-                Ok(Request::ListPods) => runtime.block_on(self.list_pods()),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        }
-    }
-
-    async fn inspect(&self, key: Key, id: &str, kind: Option<&'static str>) {
-        let Some(engine) = &self.engine else { return };
-        match engine.inspect(id, kind, &self.owner_label).await {
-            Ok(answer) => {
-                note(&self.shared, Source::Engine, None);
-                if let Some(entry) = lock(&self.shared.cache).get_mut(&key) {
-                    entry.container = None;
-                    if let Inspected::Found(container) = answer {
-                        entry.workload.container = Some(container);
-                    }
-                }
-            }
-            Err(e) => {
-                *lock(&self.shared.engine_retry) = Some(Instant::now() + ENGINE_RETRY);
-                let socket = engine.socket().display();
-                let problem =
-                    format!("the container engine at {socket} does not answer ({e}): containers show by id only");
-                note(&self.shared, Source::Engine, Some(problem));
-                // Asked again once the pause is over.
-                if let Some(entry) = lock(&self.shared.cache).get_mut(&key) {
-                    entry.asked = false;
-                }
-            }
-        }
-    }
-
-    async fn list_pods(&mut self) {
-        let Some(socket) = &self.kubelet else { return };
-        match kubelet::gpu_pods(socket, self.timeout).await {
-            Ok(mut pods) => {
-                note(&self.shared, Source::Kubelet, None);
-                self.pod_owners_of(&mut pods).await;
-                *lock(&self.shared.pods) = pods;
-            }
-            Err(e) => {
-                let problem = format!(
-                    "the kubelet's pod-resources API at {} does not answer ({e}): pods show by UID only",
-                    socket.display()
-                );
-                note(&self.shared, Source::Kubelet, Some(problem));
-            }
-        }
-    }
-
-    /// Sets each pod's owner label or annotation, asking the API server once per pod.
-    async fn pod_owners_of(&mut self, pods: &mut GpuPods) {
-        let Some(api) = &self.kube_api else { return };
-        let listed: HashSet<(String, String)> =
-            pods.values().filter_map(|p| Some((p.namespace.clone()?, p.name.clone()?))).collect();
-        self.pod_owners.retain(|key, _| listed.contains(key));
-        for key in listed {
-            if self.pod_owners.contains_key(&key) {
-                continue;
-            }
-            match api.pod_owner(&key.0, &key.1, &self.owner_label).await {
-                Ok(owner) => {
-                    note(&self.shared, Source::KubeApi, None);
-                    self.pod_owners.insert(key, owner);
-                }
-                Err(e) => {
-                    let problem = format!(
-                        "the Kubernetes API server does not tell pods' owner labels ({e}): pods are owned by their namespace"
-                    );
-                    note(&self.shared, Source::KubeApi, Some(problem));
-                    break;
-                }
-            }
-        }
-        for pod in pods.values_mut() {
-            let key = pod.namespace.clone().zip(pod.name.clone());
-            pod.owner = key.and_then(|k| self.pod_owners.get(&k).cloned().flatten());
-        }
-    }
+/// Queues a question for an API thread; false when none runs or its queue is full.
+fn send<T>(queue: &Option<SyncSender<T>>, question: T) -> bool {
+    queue.as_ref().is_some_and(|q| match q.try_send(question) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+    })
 }
 
 /// The process's Slurm job: what its environment claims, verified only where Slurm itself placed
 /// the process there (its cgroup, in Slurm's own layout, names the same job) and the job is the
-/// process's own (`SLURM_JOB_UID`, and in v1 the cgroup's `uid_N`, equal its real `uid`); else
-/// the claim is kept unverified and names no owner. Without a claim (an environment gpudash may
-/// not read), the cgroup's job is named by id, verified, with no user.
-fn slurm_job(claim: Option<environ::Claim>, ids: &cgroup::CgroupIds, uid: Option<u32>) -> Option<SlurmJob> {
+/// process's own (`SLURM_JOB_UID`, and in v1 the cgroup's `uid_N`, equal its real `uid`, and
+/// `SLURM_JOB_USER` is that uid's name, `user`: inside their own job a user can still rewrite
+/// the name); else the claim is kept unverified and names no owner. Without a claim (an
+/// environment gpudash may not read), the cgroup's job is named by id, verified, with no user.
+fn slurm_job(
+    claim: Option<environ::Claim>,
+    ids: &cgroup::CgroupIds,
+    uid: Option<u32>,
+    user: Option<&str>,
+) -> Option<SlurmJob> {
     let Some(environ::Claim { mut job, uid: job_uid }) = claim else {
         return ids.slurm_job.clone().map(|id| SlurmJob { id, verified: true, ..SlurmJob::default() });
     };
@@ -430,7 +356,10 @@ fn slurm_job(claim: Option<environ::Claim>, ids: &cgroup::CgroupIds, uid: Option
         // Slurm placed it in another job than it claims: that job, by id, is the truth.
         return Some(SlurmJob { id, verified: true, ..SlurmJob::default() });
     }
-    let own = uid.is_some() && job_uid == uid && ids.slurm_uid.is_none_or(|cgroup_uid| Some(cgroup_uid) == uid);
+    let own = uid.is_some()
+        && job_uid == uid
+        && ids.slurm_uid.is_none_or(|cgroup_uid| Some(cgroup_uid) == uid)
+        && job.user.as_deref().is_none_or(|name| Some(name) == user);
     job.verified = placed && own;
     Some(job)
 }

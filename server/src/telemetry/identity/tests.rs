@@ -74,10 +74,14 @@ fn a_slurm_job_only_the_environment_claims_names_no_owner() {
     fake_proc_of(root.path(), 31, 1001, made, Some(claim));
     // ... or inside Slurm's real job 4242 of ana, as another uid (root's process in her job).
     fake_proc_of(root.path(), 32, 0, "9:memory:/slurm/uid_1000/job_4242/step_0\n", Some(claim));
+    // ... or inside his own real job 99 with its id and his uid, but her name.
+    let renamed = "SLURM_JOB_ID=99 SLURM_JOB_USER=ana SLURM_JOB_UID=1001";
+    fake_proc_of(root.path(), 34, 1001, "9:memory:/slurm/uid_1001/job_99/step_0\n", Some(renamed));
     // ... or inside his own real job 99, claiming hers: his job, by id, is the truth.
     fake_proc_of(root.path(), 33, 1001, "9:memory:/slurm/uid_1001/job_99/step_0\n", Some(claim));
     let ids = identities(root.path());
-    let mut d = details(vec![process(30, "bo", 1), process(31, "bo", 1), process(32, "root", 1), process(33, "bo", 1)]);
+    let listed = [(30, "bo"), (31, "bo"), (32, "root"), (33, "bo"), (34, "bo")];
+    let mut d = details(listed.iter().map(|&(pid, user)| process(pid, user, 1)).collect());
     ids.attach(&mut d);
     let owner = |i: usize| d.processes[i].owner.as_ref().map(|o| (o.name.clone(), o.source)).unwrap();
     let job = |i: usize| d.processes[i].workload.as_ref().and_then(|w| w.job.clone()).unwrap();
@@ -88,6 +92,7 @@ fn a_slurm_job_only_the_environment_claims_names_no_owner() {
     assert_eq!((owner(0).0.as_str(), owner(2).0.as_str()), ("bo", "root"));
     assert_eq!((job(3).id.as_str(), job(3).user.as_deref(), job(3).verified), ("99", None, true));
     assert_eq!(owner(3), ("bo".to_owned(), OwnerSource::UnixUser));
+    assert_eq!((job(4).id.as_str(), job(4).verified, owner(4).0.as_str()), ("99", false, "bo"), "his job, her name");
 }
 
 #[test]
