@@ -8,11 +8,6 @@ use shared::processes::{GpuProcess, PID_MAX, SIGNAL_WAIT_MS, Signal, shorten};
 
 use crate::telemetry::procfs::ProcReader;
 
-/// How far the start time /proc gives now may stray from the sampled one and still be the same
-/// process. Both come from the same tick count, but each reader adds the boot time /proc/stat
-/// gave it, which the kernel moves with a clock step; a PID wrapping round within a second is out of reach.
-pub const START_SLACK_MS: u64 = 1_000;
-
 /// How often a signalled process is looked for in /proc.
 const POLL: Duration = Duration::from_millis(20);
 
@@ -76,12 +71,14 @@ pub fn target(pid: u32, processes: &[GpuProcess]) -> Result<GpuProcess, SignalEr
     processes.iter().find(|p| p.pid == pid).cloned().ok_or(SignalError::NotGpu(pid))
 }
 
-/// Whether a process that started at `now_ms` (from /proc now) is the one sampled as started at `sampled_ms`.
+/// Whether a process that started at `now_ms` (from /proc now) is the one sampled as started at
+/// `sampled_ms`: the same to the clock tick, as both come from its start ticks and the one boot
+/// time gpudash reads ([`ProcReader::new`]). A PID reused within the same second is told apart.
 pub fn same_process(pid: u32, sampled_ms: Option<u64>, now_ms: Option<u64>) -> Result<(), SignalError> {
     let (Some(sampled_ms), Some(now_ms)) = (sampled_ms, now_ms) else {
         return Err(SignalError::StartUnknown(pid));
     };
-    if sampled_ms.abs_diff(now_ms) > START_SLACK_MS {
+    if sampled_ms != now_ms {
         return Err(SignalError::Reused { pid, sampled_ms, now_ms });
     }
     Ok(())
@@ -92,9 +89,12 @@ pub fn same_process(pid: u32, sampled_ms: Option<u64>, now_ms: Option<u64>) -> R
 /// from `spawn_blocking`.
 pub fn send(proc: &ProcReader, process: &GpuProcess, signal: Signal) -> Result<bool, SignalError> {
     let pid = process.pid;
+    // The pidfd holds the process that has the PID now: checked below, signalled through it, so a
+    // PID reused between the check and the signal is never signalled.
+    let pidfd = open_pidfd(pid)?;
     let running = proc.running(pid).ok_or(SignalError::Gone(pid))?;
     same_process(pid, process.started_ms, running.started_ms)?;
-    kill(pid, signal).map_err(|errno| match errno {
+    kill(pid, pidfd.as_ref(), signal).map_err(|errno| match errno {
         rustix::io::Errno::SRCH => SignalError::Gone(pid),
         rustix::io::Errno::PERM => SignalError::Denied {
             pid,
@@ -115,13 +115,30 @@ pub fn send(proc: &ProcReader, process: &GpuProcess, signal: Signal) -> Result<b
     }
 }
 
-/// `kill(pid, signal)`; the PID was checked to be a positive one that is not gpudash's.
-fn kill(pid: u32, signal: Signal) -> Result<(), rustix::io::Errno> {
-    let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw).ok_or(rustix::io::Errno::SRCH)?;
+/// A pidfd of `pid` (Linux 5.3 and later); `None` where the kernel has none (ENOSYS, or a sandbox
+/// that refuses it), and then the signal goes by PID right after the check, as before pidfds.
+fn open_pidfd(pid: u32) -> Result<Option<rustix::fd::OwnedFd>, SignalError> {
+    let Some(raw) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return Err(SignalError::Gone(pid));
+    };
+    match rustix::process::pidfd_open(raw, rustix::process::PidfdFlags::empty()) {
+        Ok(fd) => Ok(Some(fd)),
+        Err(rustix::io::Errno::SRCH) => Err(SignalError::Gone(pid)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Sends `signal` through `pidfd`, else by `pid`; the PID was checked to be a positive one that
+/// is not gpudash's.
+fn kill(pid: u32, pidfd: Option<&rustix::fd::OwnedFd>, signal: Signal) -> Result<(), rustix::io::Errno> {
     let signal = match signal {
         Signal::Term => rustix::process::Signal::TERM,
         Signal::Kill => rustix::process::Signal::KILL,
     };
+    if let Some(pidfd) = pidfd {
+        return rustix::process::pidfd_send_signal(pidfd, signal);
+    }
+    let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw).ok_or(rustix::io::Errno::SRCH)?;
     rustix::process::kill_process(pid, signal)
 }
 
@@ -155,7 +172,12 @@ mod tests {
     #[test]
     fn a_reused_pid_is_told_by_its_start_time() {
         assert_eq!(same_process(7, Some(10_000), Some(10_000)), Ok(()));
-        assert_eq!(same_process(7, Some(10_000), Some(10_000 + START_SLACK_MS)), Ok(()), "a clock step");
+        // A PID reused within the second the sampled process started in: another process all the same.
+        assert!(matches!(same_process(7, Some(10_000), Some(10_010)), Err(SignalError::Reused { .. })));
+        // Two readers of the host's /proc turn the same start ticks into the same ms.
+        let own = std::process::id();
+        let (a, b) = (ProcReader::new("/proc").running(own), ProcReader::new("/proc").running(own));
+        assert_eq!(a.and_then(|r| r.started_ms), b.and_then(|r| r.started_ms));
         let reused = same_process(7, Some(10_000), Some(60_000)).unwrap_err();
         assert_eq!(reused.to_string().split(" (").next(), Some("PID 7 now belongs to another process"));
         assert_eq!(same_process(7, None, Some(1)), Err(SignalError::StartUnknown(7)));

@@ -192,7 +192,7 @@ async fn a_labelled_container_is_named_owned_shown_and_renamed_when_recreated() 
 
     // A process whose cgroup names that container without being in it (a folder made elsewhere with
     // its id) is in no container: the engine's main process says where the container's cgroup is.
-    let forged = forged_member(&podman.dir, recreated);
+    let forged = forged_member(recreated);
     let simulator = Simulator::new(1, 300).with_fault("job-ends:0@0s".parse().unwrap());
     let source = WithProcesses::new(simulator, |_, processes| {
         processes.push(GpuProcess { user: Some("bo".into()), ..shared::testing::process(0, FORGED) });
@@ -242,7 +242,7 @@ const FORGED: u32 = 900_600;
 
 /// A /proc in which process [`FORGED`]'s cgroup names the container whose main process is `main`,
 /// in a folder of its own (`/forged.slice/...`), and `main`'s cgroup is its real one.
-fn forged_member(_dir: &Path, main: u32) -> tempfile::TempDir {
+fn forged_member(main: u32) -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let real = std::fs::read_to_string(format!("/proc/{main}/cgroup")).unwrap();
     let id = real
@@ -250,7 +250,7 @@ fn forged_member(_dir: &Path, main: u32) -> tempfile::TempDir {
         .find(|part| part.len() == 64)
         .unwrap_or_else(|| panic!("no container id in {real}"))
         .to_owned();
-    for (pid, cgroup) in [(main, real.clone()), (FORGED, format!("0::/forged.slice/libpod-{id}.scope\n"))] {
+    for (pid, cgroup) in [(main, real), (FORGED, format!("0::/forged.slice/libpod-{id}.scope\n"))] {
         std::fs::create_dir_all(root.path().join(pid.to_string())).unwrap();
         std::fs::write(root.path().join(pid.to_string()).join("cgroup"), cgroup).unwrap();
     }

@@ -75,6 +75,9 @@ in_box dpkg -i "/debs/$(basename "$deb")" >"$OUT/deb-install.log" 2>&1 || { cat 
 in_box test -x /usr/bin/gpudash || fail "no /usr/bin/gpudash"
 [ "$(in_box man -w gpudash)" = /usr/share/man/man1/gpudash.1.gz ] || fail "man gpudash finds no page"
 in_box dpkg-query -W -f='${Conffiles}' gpudash | grep -q '^ /etc/default/gpudash ' || fail "/etc/default/gpudash is no conffile"
+# It may hold webhook URLs and fleet credentials: systemd reads it as root (EnvironmentFile=), nobody else.
+[ "$(in_box stat -c %a:%U:%G /etc/default/gpudash)" = 600:root:root ] ||
+    fail "/etc/default/gpudash is $(in_box stat -c %a:%U:%G /etc/default/gpudash), not 600:root:root"
 in_box systemd-analyze verify /usr/lib/systemd/system/gpudash.service >"$OUT/deb-verify.txt" 2>&1 && [ ! -s "$OUT/deb-verify.txt" ] ||
     { cat "$OUT/deb-verify.txt"; fail "systemd-analyze verify of the installed unit"; }
 say "ok   dpkg -i: $(in_box /usr/bin/gpudash --version), man gpudash, the conffile; the installed unit verifies (binary and man page where it says)"

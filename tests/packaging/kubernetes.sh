@@ -45,6 +45,25 @@ grep -q 'path: /var/run/docker.sock' "$OUT/kubernetes-docker.yaml" || fail "the 
 "$venv/bin/python" tests/packaging/k8s_validate.py "$OUT/kubernetes-docker.yaml" | tail -1 | sed 's/^/  with components\/docker-socket: /'
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail "deploy/kubernetes with components/docker-socket does not validate"
 
+# With the network-policy component: one NetworkPolicy selecting the DaemonSet's pods, ingress on its port only.
+overlay=$OUT/kubernetes-network-policy-overlay
+mkdir -p "$overlay"
+printf '%s\n' 'resources: [../../../deploy/kubernetes]' 'components: [../../../deploy/kubernetes/components/network-policy]' \
+    >"$overlay/kustomization.yaml"
+"$kubectl" kustomize "$overlay" >"$OUT/kubernetes-network-policy.yaml"
+"$venv/bin/python" - "$OUT/kubernetes-network-policy.yaml" <<'PY' || fail "the network-policy component"
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+pods = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+port = next(d for d in docs if d["kind"] == "DaemonSet")["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"]
+assert len(policies) == 1, policies
+spec = policies[0]["spec"]
+assert all(pods.get(k) == v for k, v in spec["podSelector"]["matchLabels"].items()), (spec, pods)
+assert spec["policyTypes"] == ["Ingress"] and [p["port"] for r in spec["ingress"] for p in r["ports"]] == [port], spec
+print("  with components/network-policy: one NetworkPolicy, ingress on port", port, "from", len(spec["ingress"][0]["from"]), "namespaces")
+PY
+
 # With the pod-owner-labels component (RBAC: get on pods, and the token), likewise; its
 # self-test shows each RBAC and token check failing on a broken copy.
 overlay=$OUT/kubernetes-pod-owner-labels-overlay

@@ -80,8 +80,9 @@ pub struct Cli {
     pub allow_anonymous: bool,
 
     /// Let admins send SIGTERM and SIGKILL to GPU processes from the page and the API, and operators to
-    /// processes of their own Unix user (their token's name). Off by default: the page shows no buttons
-    /// and `POST /api/processes/{pid}/signal` answers 403.
+    /// the processes they own by the owner rule (a verified Slurm job's user, a pod's owner, a root
+    /// container process's owner label, else the Unix user) when it is their token's name. Off by
+    /// default: the page shows no buttons and `POST /api/processes/{pid}/signal` answers 403.
     #[arg(long, env = "GPUDASH_ALLOW_SIGNALS")]
     pub allow_signals: bool,
 

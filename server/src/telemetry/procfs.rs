@@ -63,9 +63,14 @@ pub struct ProcReader {
 }
 
 impl ProcReader {
+    /// The host's /proc reads its boot time once per gpudash process, so every reader turns a
+    /// process's start ticks into the same ms: the sampler's and the signal check's agree to the
+    /// tick, whatever clock steps the kernel has made to `btime` since (a fixture root reads its own).
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        static HOST_BOOT_MS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
         let root = root.into();
-        let boot_ms = std::fs::read_to_string(root.join("stat")).ok().and_then(|s| boot_time_ms(&s));
+        let read = |root: &Path| std::fs::read_to_string(root.join("stat")).ok().and_then(|s| boot_time_ms(&s));
+        let boot_ms = if root == Path::new("/proc") { *HOST_BOOT_MS.get_or_init(|| read(&root)) } else { read(&root) };
         Self { root, boot_ms, ticks_per_s: clock_ticks_per_second() }
     }
 

@@ -245,7 +245,8 @@ fn slurm() -> Check {
             format!(
                 "{found}, but gpudash cannot read other users' /proc/PID/environ: jobs show by id only, owned by their Unix user"
             ),
-            "run gpudash as root (the packaged service does), or give it CAP_SYS_PTRACE",
+            "run gpudash as root, or give it CAP_SYS_PTRACE (the packaged service runs as a dynamic user with no \
+             capabilities: a drop-in with AmbientCapabilities=CAP_SYS_PTRACE and CapabilityBoundingSet=CAP_SYS_PTRACE)",
         )
     }
 }
