@@ -141,8 +141,8 @@ mod tests {
             is_free(&Condition::of(&info(), Some(&sample(5 << 20, 0)), None), Some(false), false),
             "a few MiB at 0%"
         );
-        assert!(unseen(&sample(total / 100, 0)).is_some(), "the floor itself counts as used");
-        assert!(unseen(&sample(total / 100 - 1, 0)).is_none(), "just under the floor is idle");
+        assert!(unseen(&sample(256 << 20, 0)).is_some(), "the floor itself counts as used");
+        assert!(unseen(&sample((256 << 20) - 1, 0)).is_none(), "just under the floor is idle");
         assert_eq!(by_figures(None, None, None), None, "unknown figures say nothing");
         let lost = Condition { lost: true, ..Condition::default() };
         let xid = Condition { recent_xids: vec![79], ..Condition::default() };

@@ -1,7 +1,6 @@
 //! Who holds a GPU, with real engines: a labelled Podman container (through Podman's
-//! Docker-compatible API), a job of a real single-node Slurm, and a stand-in kubelet that speaks
-//! the pod-resources gRPC API (its server generated from the same proto as gpudash's client).
-//! Each process is listed by the simulator (a `pid:` fault, or the test's own row), so CI covers
+//! Docker-compatible API) and a job of a real single-node Slurm (the kubelet's side is in
+//! `identity_pods.rs`). Each process is listed by the simulator (a `pid:` fault, or the test's own row), so CI covers
 //! the real lookups without a GPU. Podman and Slurm need root, as CI has; tests/identity/ holds
 //! the fixtures' scripts.
 
@@ -12,8 +11,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use fantoccini::Locator;
-use gpudash::telemetry::GpuSource;
-use gpudash::telemetry::identity::kubelet::api;
 use gpudash::telemetry::procfs::ProcReader;
 use gpudash::telemetry::simulator::Simulator;
 use serde_json::Value;
@@ -64,7 +61,7 @@ impl Drop for Fixture {
 }
 
 /// `/api/processes`' entry for `pid`, once `ready` holds for it.
-async fn process(server: &TestServer, pid: u32, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+pub(crate) async fn process(server: &TestServer, pid: u32, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
     let url = server.url("/api/processes");
     eventually(30, what, || async {
         let body: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
@@ -74,7 +71,7 @@ async fn process(server: &TestServer, pid: u32, what: &str, ready: impl Fn(&Valu
 }
 
 /// The `gpudash_process_memory_bytes` line of `pid`.
-async fn metrics_line(server: &TestServer, pid: u32) -> String {
+pub(crate) async fn metrics_line(server: &TestServer, pid: u32) -> String {
     let text = reqwest::get(server.url("/metrics")).await.unwrap().text().await.unwrap();
     let pid = format!("pid=\"{pid}\"");
     text.lines()
@@ -301,195 +298,6 @@ async fn a_slurm_job_names_its_id_user_account_and_partition() {
     })
     .await;
     assert!(row["gpu_hours"].as_f64().unwrap() >= 0.0, "{row}");
-    server.stop().await;
-}
-
-const TOKEN: &str = "service-account-token";
-
-/// A stand-in API server: pod ml/bert-0 carries the label gpudash.user=cy; it wants the token.
-async fn api_server() -> url::Url {
-    use axum::extract::Path as UrlPath;
-    use axum::http::{HeaderMap, StatusCode};
-    let pod = |UrlPath((ns, name)): UrlPath<(String, String)>, headers: HeaderMap| async move {
-        let bearer = format!("Bearer {TOKEN}");
-        if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(bearer.as_str()) {
-            return Err(StatusCode::FORBIDDEN);
-        }
-        if (ns.as_str(), name.as_str()) != ("ml", "bert-0") {
-            return Err(StatusCode::NOT_FOUND);
-        }
-        Ok(axum::Json(serde_json::json!({
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": "bert", "gpudash.user": "cy"}}
-        })))
-    };
-    let app = axum::Router::new().route("/api/v1/namespaces/{ns}/pods/{name}", axum::routing::get(pod));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    url::Url::parse(&format!("http://{addr}/")).unwrap()
-}
-
-/// The stand-in kubelet: every GPU in `gpus` is held by pod ml/bert-0's container "train".
-struct Kubelet {
-    gpus: Vec<String>,
-}
-
-#[tonic::codegen::async_trait]
-impl api::pod_resources_lister_server::PodResourcesLister for Kubelet {
-    async fn list(
-        &self,
-        _: tonic::Request<api::ListPodResourcesRequest>,
-    ) -> Result<tonic::Response<api::ListPodResourcesResponse>, tonic::Status> {
-        let devices = api::ContainerDevices { resource_name: "nvidia.com/gpu".into(), device_ids: self.gpus.clone() };
-        let train = api::ContainerResources { name: "train".into(), devices: vec![devices] };
-        let pod = api::PodResources { name: "bert-0".into(), namespace: "ml".into(), containers: vec![train] };
-        Ok(tonic::Response::new(api::ListPodResourcesResponse { pod_resources: vec![pod] }))
-    }
-}
-
-#[tokio::test]
-async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
-    const PID: u32 = 900_500;
-    let dir = tempfile::tempdir().unwrap();
-    // A containerd process of a pod, as its /proc/PID/cgroup reads on a node (cgroupfs driver).
-    let proc_root = dir.path().join("proc");
-    std::fs::create_dir_all(proc_root.join(PID.to_string())).unwrap();
-    let container = "3f4b1c2d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f809";
-    let cgroup = format!("4:memory:/kubepods/burstable/pod1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d/{container}\n");
-    std::fs::write(proc_root.join(PID.to_string()).join("cgroup"), cgroup).unwrap();
-
-    let simulator = Simulator::new(2, 300);
-    let gpu0 = simulator.devices()[0].uuid.clone();
-    let socket = dir.path().join("kubelet.sock");
-    let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-    let kubelet = api::pod_resources_lister_server::PodResourcesListerServer::new(Kubelet { gpus: vec![gpu0] });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(kubelet)
-            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
-    );
-
-    // A plain container's process (no pod in its cgroup) on the same GPU: not the pod's.
-    const PLAIN: u32 = 900_501;
-    std::fs::create_dir_all(proc_root.join(PLAIN.to_string())).unwrap();
-    let plain = format!("0::/system.slice/docker-{}.scope\n", "9".repeat(64));
-    std::fs::write(proc_root.join(PLAIN.to_string()).join("cgroup"), plain).unwrap();
-    let source = WithProcesses::new(simulator, |_, processes| {
-        processes.push(GpuProcess {
-            used_memory: Some(4 << 30),
-            user: Some("root".into()),
-            ..shared::testing::process(0, PID)
-        });
-        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PLAIN) });
-    });
-    let mut options = gpudash::Options::new(Duration::from_millis(300));
-    options.identity.proc_root = proc_root.clone();
-    options.identity.pod_resources_socket = Some(socket.clone());
-    let server = TestServer::with_options(Box::new(source), options).await;
-    let p = process(&server, PID, "the pod from the kubelet", |p| p["workload"]["pod"]["name"] == "bert-0").await;
-    let pod = &p["workload"]["pod"];
-    assert_eq!((&pod["namespace"], &pod["container"]), (&"ml".into(), &"train".into()), "{p}");
-    assert_eq!(pod["uid"], "1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d", "the cgroup's UID is kept: {p}");
-    assert_eq!((&p["owner"]["name"], &p["owner"]["source"]), (&"ml".into(), &"namespace".into()));
-    let line = metrics_line(&server, PID).await;
-    for label in ["pod=\"bert-0\"", "namespace=\"ml\"", "container=\"train\"", "user=\"ml\""] {
-        assert!(line.contains(label), "{label} missing: {line}");
-    }
-    let plain = process(&server, PLAIN, "the plain container's process", |p| p["owner"].is_object()).await;
-    assert_eq!(plain["workload"]["pod"], Value::Null, "the kubelet's pod is not a plain container's: {plain}");
-    assert_eq!(plain["owner"]["name"], "container 999999999999", "{plain}");
-    server.stop().await;
-
-    // With the API server, the pod's owner label names its owner (asked with the service account's token).
-    let api = api_server().await;
-    let source = WithProcesses::new(Simulator::new(2, 300), |_, processes| {
-        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PID) });
-    });
-    let mut options = gpudash::Options::new(Duration::from_millis(300));
-    options.identity.proc_root = proc_root;
-    options.identity.pod_resources_socket = Some(socket);
-    let kube = gpudash::telemetry::identity::kube::KubeApi::new(api, Some(TOKEN.into()), None, Duration::from_secs(2));
-    options.identity.kube_api = Some(kube);
-    let server = TestServer::with_options(Box::new(source), options).await;
-    let p = process(&server, PID, "the pod's owner label", |p| p["owner"]["name"] == "cy").await;
-    assert_eq!((&p["owner"]["source"], &p["workload"]["pod"]["owner"]), (&"pod_label".into(), &"cy".into()), "{p}");
-    server.stop().await;
-
-    // A kubelet that does not answer is named in /healthz, and the pod's UID still shows.
-    let source = WithProcesses::new(Simulator::new(1, 300), |_, processes| {
-        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PID) });
-    });
-    let mut options = gpudash::Options::new(Duration::from_millis(300));
-    options.identity.proc_root = dir.path().join("proc");
-    options.identity.pod_resources_socket = Some(dir.path().join("gone.sock"));
-    let server = TestServer::with_options(Box::new(source), options).await;
-    let url = server.url("/healthz");
-    let reasons = eventually(20, "the kubelet's problem in /healthz", || {
-        let url = url.clone();
-        async move {
-            let health: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-            let reasons = health["reasons"].to_string();
-            reasons.contains("pod-resources API").then_some(reasons)
-        }
-    })
-    .await;
-    assert!(reasons.contains("[path hidden]") && !reasons.contains("gone.sock"), "{reasons}");
-    let p = process(&server, PID, "the pod's UID", |p| p["workload"]["pod"]["uid"].is_string()).await;
-    assert_eq!(p["owner"]["name"], "container 3f4b1c2d5e6f", "no namespace known: the container owns it; {p}");
-    server.stop().await;
-}
-
-/// An engine that never answers (every inspection waits out the timeout) delays no pod list: 40
-/// containers of pods are inspected on the engine's own thread while the kubelet is asked on its
-/// own. (With one queue, the pods waited for 40 × 2 s of timeouts.)
-#[tokio::test]
-async fn a_hung_engine_delays_no_pod_list() {
-    let dir = tempfile::tempdir().unwrap();
-    let proc_root = dir.path().join("proc");
-    let pids: Vec<u32> = (0..40).map(|i| 901_000 + i).collect();
-    for &pid in &pids {
-        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
-        let cgroup = format!(
-            "0::/kubepods.slice/kubepods-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{pid:064x}.scope\n"
-        );
-        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
-    }
-    let engine = dir.path().join("hung.sock");
-    let listener = std::os::unix::net::UnixListener::bind(&engine).unwrap();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        while let Ok((stream, _)) = listener.accept() {
-            held.push(stream);
-        }
-    });
-    let simulator = Simulator::new(1, 300).with_fault("job-ends:0@0s".parse().unwrap());
-    let gpu0 = simulator.devices()[0].uuid.clone();
-    let socket = dir.path().join("kubelet.sock");
-    let kubelet_listener = tokio::net::UnixListener::bind(&socket).unwrap();
-    let kubelet = api::pod_resources_lister_server::PodResourcesListerServer::new(Kubelet { gpus: vec![gpu0] });
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(kubelet)
-            .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(kubelet_listener)),
-    );
-    let listed = pids.clone();
-    let source = WithProcesses::new(simulator, move |_, processes| {
-        for &pid in &listed {
-            processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, pid) });
-        }
-    });
-    let mut options = gpudash::Options::new(Duration::from_millis(300));
-    options.identity.proc_root = proc_root;
-    options.identity.container_socket = Some(engine);
-    options.identity.pod_resources_socket = Some(socket);
-    let server = TestServer::with_options(Box::new(source), options).await;
-    let url = server.url("/api/processes");
-    eventually(15, "every process named by the kubelet while the engine hangs", || async {
-        let body: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-        let named = body["processes"].as_array()?.iter().filter(|p| p["workload"]["pod"]["name"] == "bert-0").count();
-        (named == pids.len()).then_some(())
-    })
-    .await;
     server.stop().await;
 }
 

@@ -191,6 +191,30 @@ async fn cancel_reaches_the_worker_mid_run_and_the_worker_serves_on() {
     server.stop().await;
 }
 
+/// A worker that talks without end (progress every 5 ms) and hears neither cancel nor its limit is
+/// still stopped at the time limit: the dashboard looks at the limit on every frame, not only when
+/// the worker is quiet, and kills it after the grace.
+#[tokio::test]
+async fn a_chatty_hung_worker_is_killed_at_the_time_limit() {
+    let binary = OwnBinary::new();
+    let config = LabConfig { time_limit: Duration::from_millis(500), ..LabConfig::default() };
+    let options = gpudash::Options {
+        lab: LabOptions { config, worker: Some(binary.path.clone()), worker_chatters: 1, ..LabOptions::default() },
+        simulated_lab: SimulatedLab { probe: Some(Arc::new(SimulatedProbe::default())), step: None },
+        auth: lab_tokens(),
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let run = finished(&server, submit(&server, &small_transfer()).await).await;
+    assert_eq!(run.summary.status, RunStatus::TimedOut, "{:?}", run.summary.error);
+    let took = run.summary.finished_ms.unwrap() - run.summary.started_ms.unwrap();
+    assert!(took < 9_000, "the limit (0.5 s) and the grace (5 s), not never: {took} ms");
+    assert!(workers(&binary.path).is_empty(), "the deaf worker was killed");
+    let next = finished(&server, submit(&server, &json!({ "kind": "latency" })).await).await;
+    assert_eq!(next.summary.status, RunStatus::Succeeded, "a fresh worker serves: {:?}", next.summary.error);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn the_idle_release_ends_the_worker_process() {
     let binary = OwnBinary::new();

@@ -51,6 +51,7 @@ mod gpm;
 mod health_status;
 mod history;
 mod identity;
+mod identity_pods;
 mod lab;
 mod lab_busy;
 mod lab_checks;

@@ -128,6 +128,10 @@ def promise_errors(docs, pod_owner_labels=False):
     security = container.get("securityContext", {})
     check(security.get("allowPrivilegeEscalation") is False, "allowPrivilegeEscalation: false")
     check(security.get("capabilities", {}).get("drop") == ["ALL"], "every capability dropped")
+    check(
+        sorted(security.get("capabilities", {}).get("add", [])) == ["SETGID", "SETUID"],
+        "no capability added but SETGID and SETUID (the Lab worker's switch to nobody)",
+    )
     check(security.get("readOnlyRootFilesystem") is True, "a read-only root file system")
     accounts = find(docs, "ServiceAccount", pod.get("serviceAccountName"))
     check(

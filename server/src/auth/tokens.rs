@@ -157,10 +157,15 @@ impl AuthConfig {
 
     fn from_file(path: &Path) -> Result<Self, AuthError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
-        let metadata = std::fs::metadata(path).map_err(|source| AuthError::Read { path: shown.clone(), source })?;
+        let read = |source| AuthError::Read { path: shown.clone(), source };
+        // One open file, checked and read: a file swapped in between a check by path and a read by
+        // path would be read unchecked.
+        let mut file = std::fs::File::open(path).map_err(read)?;
+        let metadata = file.metadata().map_err(read)?;
         safe_file(&metadata, rustix::process::geteuid().as_raw())
             .map_err(|message| AuthError::File { path: shown.clone(), message })?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text).map_err(read)?;
         Self::parse_file(&text, &shown)
     }
 

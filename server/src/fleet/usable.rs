@@ -87,7 +87,7 @@ pub fn condition(lost: bool, faults: &[&Series]) -> Condition {
 
 /// Whether someone holds a GPU: its processes (gpudash) or its pod, when the node says (`users`),
 /// or its figures by the rule a GPU on its own page follows ([`in_use::by_figures`]: any
-/// utilization, or 1% of its memory used; a node listing no process on a busy GPU cannot see
+/// utilization, or 256 MiB of its memory used (1% of a small GPU); a node listing no process on a busy GPU cannot see
 /// them). Without users, unknown figures count as held. `None` for a stale GPU, whose holders are
 /// not known now.
 pub fn held(

@@ -65,6 +65,9 @@ pub struct LabOptions {
     pub worker_user: Option<isolated::RunAs>,
     /// How many workers abort halfway through their first run ([`isolated::FAULT_VAR`]; tests).
     pub worker_aborts: usize,
+    /// How many workers, after those, talk without end from their first run on, deaf to cancel and
+    /// their time limit ([`isolated::FAULT_VAR`]; tests).
+    pub worker_chatters: usize,
 }
 
 /// Test hooks of a lab on simulated GPUs; ignored on real ones. The default is what
@@ -252,7 +255,8 @@ impl LabSetup {
 /// worker's binary.
 fn worker_executors(options: &LabOptions, devices: &[LabGpu], engine: isolated::Engine) -> Option<ExecutorFactory> {
     let binary = options.worker.clone()?;
-    let launch = isolated::Launch::new(binary, options.worker_user.clone(), options.worker_aborts);
+    let launch = isolated::Launch::new(binary, options.worker_user.clone(), options.worker_aborts)
+        .with_chatters(options.worker_chatters);
     let gpus = devices.iter().map(|d| (d.index, d.uuid.clone())).collect();
     Some(Arc::new(isolated::executors(launch, gpus, engine)))
 }

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use shared::alerts::Rule;
-use shared::in_use::IN_USE_MEMORY_SHARE;
+use shared::in_use::{IN_USE_MEMORY_BYTES, IN_USE_MEMORY_SHARE};
 use shared::severity::{APPLICATION_XIDS, Level, MEMORY_CRITICAL, MEMORY_WARNING, clock_event};
 
 use crate::alerts::config::{AlertsConfig, Rules};
@@ -268,6 +268,7 @@ fn memory_rule(rules: &Rules, gpu: &str) -> Parts {
 }
 
 fn free_rule(rules: &Rules, gpu: &str) -> Parts {
+    let floor_mib = IN_USE_MEMORY_BYTES >> 20;
     let hold = rules.gpu_free.hold;
     let window = prom_duration(hold + FREE_LOOKBACK);
     let processes = "gpudash_process_memory_bytes";
@@ -281,14 +282,16 @@ fn free_rule(rules: &Rules, gpu: &str) -> Parts {
             "names no last user. Processes whose memory NVML cannot read are not in the series. As on gpudash's"
                 .to_owned(),
             format!(
-                "own page, a GPU with any utilization or {:.0}% of its memory used is in use, listed or not.",
+                "own page, a GPU with any utilization or {floor_mib} MiB of its memory used ({:.0}% of a smaller GPU's) is in",
                 IN_USE_MEMORY_SHARE * 100.0
             ),
+            "use, listed or not.".to_owned(),
         ],
         format!(
             "(DCGM_FI_DEV_FB_USED unless on(UUID) {processes}) \
              and on(UUID) (DCGM_FI_DEV_GPU_UTIL == 0) \
              and on(UUID) (DCGM_FI_DEV_FB_USED < {IN_USE_MEMORY_SHARE} * (DCGM_FI_DEV_FB_USED + DCGM_FI_DEV_FB_FREE)) \
+             and on(UUID) (DCGM_FI_DEV_FB_USED < {floor_mib}) \
              and on(UUID) count without (pid, user, command) (last_over_time({processes}[{window}]))"
         ),
         format!("{gpu} is free"),

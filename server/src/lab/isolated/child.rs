@@ -28,7 +28,8 @@ use crate::lab::simulated::SimulatedExecutor;
 
 /// Set in the worker's environment by the dashboard: this process serves the Lab and exits.
 pub const WORKER_VAR: &str = "GPUDASH_LAB_WORKER";
-/// `abort` in the worker's environment: it aborts halfway through its first run (tests of a crash).
+/// `abort` in the worker's environment: it aborts halfway through its first run (tests of a crash);
+/// `chatter`: it talks without end from its first run on (tests of the dashboard's time limit).
 pub const FAULT_VAR: &str = "GPUDASH_LAB_WORKER_FAULT";
 
 /// Whether this process was started as a Lab worker.
@@ -59,6 +60,8 @@ impl Link {
 
 /// Serves the dashboard until it sends `Release` or closes stdin; the exit code.
 pub fn serve() -> ExitCode {
+    // Not dumpable: no other process of the worker's user (nobody) may read its memory or ptrace it.
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
     let out = match frames_out() {
         Ok(out) => out,
         Err(e) => {
@@ -79,7 +82,9 @@ pub fn serve() -> ExitCode {
         eprintln!("gpudash lab worker: cannot start its reader thread: {e}");
         return ExitCode::FAILURE;
     }
-    let abort_midway = std::env::var(FAULT_VAR).is_ok_and(|v| v.trim() == "abort");
+    let fault = std::env::var(FAULT_VAR).unwrap_or_default();
+    let abort_midway = fault.trim() == "abort";
+    let chatter = fault.trim() == "chatter";
     let mut executor: Option<(u32, Box<dyn Executor>)> = None;
     // Ends when the reader does (stdin closed): the dashboard is gone or done with this worker.
     for command in commands {
@@ -95,6 +100,9 @@ pub fn serve() -> ExitCode {
                             remaining,
                             topology: topology.as_ref(),
                         };
+                        if chatter {
+                            chatter_forever(&link);
+                        }
                         run_one(&link, executor.as_mut(), &run, abort_midway)
                     }
                     None => {
@@ -205,6 +213,16 @@ fn run_one(
     match outcome {
         Err(ExperimentError::TimedOut(_)) => Err(ExperimentError::TimedOut(run.limit)),
         other => other,
+    }
+}
+
+/// The `chatter` fault: progress every 5 ms, for ever, deaf to cancel and to the time limit, as a
+/// hung but talkative worker would be; only the dashboard's kill ends it.
+fn chatter_forever(link: &Link) -> ! {
+    eprintln!("gpudash lab worker: {FAULT_VAR}=chatter: talking until killed");
+    loop {
+        link.send(&FromWorker::Progress { fraction: 0.1, message: "chattering (a test fault)".to_owned() });
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

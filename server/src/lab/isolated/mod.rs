@@ -29,17 +29,35 @@ pub struct Launch {
     pub user: Option<RunAs>,
     /// Workers still to start with [`FAULT_VAR`]`=abort` (tests).
     aborts_left: Arc<AtomicUsize>,
+    /// Workers still to start with [`FAULT_VAR`]`=chatter` (tests).
+    chatters_left: Arc<AtomicUsize>,
 }
 
 impl Launch {
     /// Workers of `binary` as `user`; the first `aborts` of them abort halfway through their first run.
     pub fn new(binary: PathBuf, user: Option<RunAs>, aborts: usize) -> Self {
-        Self { binary, user, aborts_left: Arc::new(AtomicUsize::new(aborts)) }
+        Self { binary, user, aborts_left: Arc::new(AtomicUsize::new(aborts)), chatters_left: Arc::default() }
     }
 
-    /// Whether the worker starting now gets the abort fault (counting it).
-    fn take_abort(&self) -> bool {
-        self.aborts_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    /// The first `chatters` workers send progress every 5 ms from their first run on and never end it,
+    /// deaf to cancel and to their time limit (tests of the dashboard's own limit).
+    #[must_use]
+    pub fn with_chatters(self, chatters: usize) -> Self {
+        self.chatters_left.store(chatters, Ordering::Relaxed);
+        self
+    }
+
+    /// The fault the worker starting now gets, if any (counting it): "abort" or "chatter".
+    fn take_fault(&self) -> Option<&'static str> {
+        let take =
+            |left: &AtomicUsize| left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok();
+        if take(&self.aborts_left) {
+            Some("abort")
+        } else if take(&self.chatters_left) {
+            Some("chatter")
+        } else {
+            None
+        }
     }
 }
 

@@ -76,19 +76,24 @@ impl WorkerExecutor {
 
     fn spawn(&self) -> std::io::Result<Worker> {
         let mut command = Command::new(&self.launch.binary);
+        // The dashboard's environment may hold secrets (GPUDASH_TOKENS, fleet credentials, webhook
+        // URLs): the worker gets only what CUDA, NCCL and its log need.
+        command.env_clear().envs(std::env::vars_os().filter(|(name, _)| worker_env(name)));
         command
             .env(WORKER_VAR, "1")
             .current_dir("/")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if self.launch.take_abort() {
-            command.env(FAULT_VAR, "abort");
+        if let Some(fault) = self.launch.take_fault() {
+            command.env(FAULT_VAR, fault);
         }
         user::apply(&mut command, self.launch.user.as_ref());
         let mut child = command.spawn()?;
         let (input, output) = (child.stdin.take(), child.stdout.take());
-        let (tx, frames) = mpsc::channel();
+        // Bounded: a worker that floods frames between runs blocks on its own pipe, not the
+        // dashboard's memory.
+        let (tx, frames) = mpsc::sync_channel(FRAMES_QUEUED);
         let reader = output.map(|mut output| {
             std::thread::Builder::new().name(format!("lab-worker{}-out", self.start.device)).spawn(move || {
                 loop {
@@ -180,6 +185,26 @@ impl WorkerExecutor {
         // Cancel (or the time limit) seen, with when the worker is killed if it has not stopped.
         let mut stopping: Option<(Instant, ExperimentError)> = None;
         loop {
+            // Cancel and the time limit are looked at on every pass: a worker that talks often (progress,
+            // probe questions) must not keep them from being seen.
+            match (&stopping, ctx.check()) {
+                (None, Err(why)) => {
+                    if let Some(worker) = self.worker.as_mut() {
+                        let _ = worker.send(&ToWorker::Cancel);
+                    }
+                    stopping = Some((Instant::now() + GRACE, why));
+                }
+                (Some((by, why)), _) if Instant::now() >= *by => {
+                    let why = why.clone();
+                    tracing::warn!(
+                        "the Lab worker of GPU {} did not stop within {GRACE:?} of being told ({why}); killing it",
+                        self.start.device
+                    );
+                    self.stop_worker(Duration::ZERO);
+                    return Err(why);
+                }
+                _ => {}
+            }
             let Some(worker) = self.worker.as_mut() else { return Err(self.lost("during the run")) };
             match worker.frames.recv_timeout(TICK) {
                 Ok(Ok(FromWorker::Progress { fraction, message })) => ctx.progress(fraction, &message),
@@ -193,22 +218,7 @@ impl WorkerExecutor {
                 Ok(Err(FrameError::Io(e))) => return Err(self.lost(&format!("during the run (reading it: {e})"))),
                 Ok(Err(e)) => return Err(self.broken(&format!("sent garbage ({e})"))),
                 Err(RecvTimeoutError::Disconnected) => return Err(self.lost("during the run")),
-                Err(RecvTimeoutError::Timeout) => match (&stopping, ctx.check()) {
-                    (None, Err(why)) => {
-                        let _ = worker.send(&ToWorker::Cancel);
-                        stopping = Some((Instant::now() + GRACE, why));
-                    }
-                    (Some((by, why)), _) if Instant::now() >= *by => {
-                        let why = why.clone();
-                        tracing::warn!(
-                            "the Lab worker of GPU {} did not stop within {GRACE:?} of being told ({why}); killing it",
-                            self.start.device
-                        );
-                        self.stop_worker(Duration::ZERO);
-                        return Err(why);
-                    }
-                    _ => {}
-                },
+                Err(RecvTimeoutError::Timeout) => {}
             }
         }
     }
@@ -330,9 +340,32 @@ impl Drop for WorkerExecutor {
     }
 }
 
+/// Frames the reader keeps for the Lab thread at most; past it the reader waits (and so does the worker).
+const FRAMES_QUEUED: usize = 64;
+
+/// Whether the worker inherits environment variable `name`: the loader's and CUDA's, NCCL's, the
+/// locale, the log filter, backtraces and the temporary folder; nothing else of the dashboard's.
+fn worker_env(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else { return false };
+    matches!(name, "PATH" | "LD_LIBRARY_PATH" | "TMPDIR" | "LANG" | "LC_ALL" | "GPUDASH_LOG" | "RUST_BACKTRACE")
+        || ["CUDA_", "NVIDIA_", "NCCL_", "CUBLAS_", "CUBLASLT_"].iter().any(|prefix| name.starts_with(prefix))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    #[test]
+    fn the_worker_inherits_no_secret_of_the_dashboards_environment() {
+        for kept in ["PATH", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES", "NCCL_NVLS_ENABLE", "NVIDIA_VISIBLE_DEVICES"] {
+            assert!(worker_env(kept.as_ref()), "{kept}");
+        }
+        for secret in
+            ["GPUDASH_TOKENS", "GPUDASH_FLEET_PROMETHEUS_PASSWORD", "GPUDASH_ALERTS_FILE", "HOME", "AWS_SECRET"]
+        {
+            assert!(!worker_env(secret.as_ref()), "{secret}");
+        }
+    }
+
     use std::sync::atomic::AtomicBool;
 
     use super::*;

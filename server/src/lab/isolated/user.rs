@@ -46,7 +46,7 @@ pub fn apply(command: &mut Command, user: Option<&RunAs>) {
         command.uid(user.uid).gid(user.gid);
     }
     // SAFETY: the closure runs in the forked child before exec and makes only async-signal-safe
-    // system calls (getgroups, prctl); it allocates nothing and takes no lock.
+    // system calls (getgroups, prctl twice); it allocates nothing and takes no lock.
     unsafe {
         command.pre_exec(move || {
             // std ignores a refused setgroups (EPERM); a worker that kept root's groups does not start.
@@ -54,6 +54,9 @@ pub fn apply(command: &mut Command, user: Option<&RunAs>) {
             if dropping && libc::getgroups(0, std::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::other("the Lab worker kept supplementary groups"));
             }
+            // No ambient capability (a non-root dashboard may hold CAP_KILL for --allow-signals) crosses
+            // into the worker's exec. EINVAL where the kernel has no ambient set: nothing to clear.
+            libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
             // Set after the user switch (which clears it): the worker dies with the dashboard.
             rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
             Ok(())

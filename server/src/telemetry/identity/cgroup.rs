@@ -27,7 +27,9 @@ pub struct CgroupIds {
 pub fn parse(cgroup: &str) -> CgroupIds {
     let mut ids = CgroupIds::default();
     for path in cgroup.lines().filter_map(|line| line.splitn(3, ':').nth(2)) {
-        let root = path.split('/').find(|s| !s.is_empty()).unwrap_or_default();
+        // In a cgroup namespace of its own (a container on cgroup v2) others' paths start with "/..":
+        // the layout is read from the first real segment.
+        let root = path.split('/').find(|s| !s.is_empty() && *s != "..").unwrap_or_default();
         let delegated = root == "user.slice";
         let kubepods = root.starts_with("kubepods");
         let mut previous = "";
@@ -83,7 +85,7 @@ pub fn within(process: &str, main: &str, id: &str) -> bool {
 /// The job id (and, in v1, the uid) of a cgroup path in Slurm's own layout:
 /// `/slurm[_NODE]/uid_N/job_M/...` (v1) or `/system.slice/[NODE_]slurmstepd.scope/job_M/...` (v2).
 fn slurm_job(path: &str) -> Option<(&str, Option<u32>)> {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty() && *s != "..").collect();
     fn job<'a>(segment: &&'a str) -> Option<&'a str> {
         segment.strip_prefix("job_").filter(|n| is_digits(n))
     }
@@ -192,6 +194,19 @@ mod tests {
                 "{forged}"
             );
         }
+    }
+
+    #[test]
+    fn paths_seen_from_a_cgroup_namespace_of_its_own_keep_their_layout() {
+        let pod = "kubepods-burstable-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice";
+        let ids =
+            parse(&format!("0::/../../kubepods.slice/kubepods-burstable.slice/{pod}/cri-containerd-{ID}.scope\n"));
+        assert_eq!(ids.pod_uid.as_deref(), Some("1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d"));
+        assert_eq!(ids.container.as_deref(), Some(ID));
+        let ids = parse(&format!("0::/../../user.slice/user-1001.slice/user@1001.service/libpod-{ID}.scope\n"));
+        assert_eq!(ids.container, None, "a user's own cgroups, seen from a namespace");
+        let ids = parse("0::/../system.slice/slurmstepd.scope/job_77/step_0\n");
+        assert_eq!(ids.slurm_job.as_deref(), Some("77"));
     }
 
     #[test]

@@ -348,13 +348,18 @@ fn slurm_job(
     uid: Option<u32>,
     user: Option<&str>,
 ) -> Option<SlurmJob> {
+    // The job Slurm's cgroup names, by id: verified unless its v1 `uid_N` is another uid than the process's.
+    let cgroup_job = || {
+        let verified = ids.slurm_uid.is_none_or(|cgroup_uid| Some(cgroup_uid) == uid);
+        ids.slurm_job.clone().map(|id| SlurmJob { id, verified, ..SlurmJob::default() })
+    };
     let Some(environ::Claim { mut job, uid: job_uid }) = claim else {
-        return ids.slurm_job.clone().map(|id| SlurmJob { id, verified: true, ..SlurmJob::default() });
+        return cgroup_job();
     };
     let placed = ids.slurm_job.as_deref() == Some(job.id.as_str());
-    if !placed && let Some(id) = ids.slurm_job.clone() {
+    if !placed && ids.slurm_job.is_some() {
         // Slurm placed it in another job than it claims: that job, by id, is the truth.
-        return Some(SlurmJob { id, verified: true, ..SlurmJob::default() });
+        return cgroup_job();
     }
     let own = uid.is_some()
         && job_uid == uid
