@@ -80,6 +80,7 @@ mod tests {
             summary: summary.clone(),
             params: ExperimentKind::Latency.default_params(),
             force: false,
+            forced_by_admin: false,
             plan: RunPlan { notes: vec!["fits".into()], ..RunPlan::default() },
             environment: RunEnvironment::default(),
             progress: None,

@@ -89,6 +89,25 @@ pub struct Pod {
     pub owner: Option<String>,
 }
 
+/// A GPU the scheduler gave to a pod (the kubelet's pod-resources answer), whether or not the
+/// pod computes on it yet: the lab keeps off it unless an admin forces a run.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct ScheduledGpu {
+    pub index: u32,
+    pub pod: Pod,
+}
+
+impl ScheduledGpu {
+    /// "pod ml/bert-0 (container trainer)".
+    pub fn holder(&self) -> String {
+        let pod = describe(&Workload { pod: Some(self.pod.clone()), ..Workload::default() }).unwrap_or_default();
+        match &self.pod.container {
+            Some(container) => format!("{pod} (container {container})"),
+            None => pod,
+        }
+    }
+}
+
 /// A Slurm job.
 #[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct SlurmJob {

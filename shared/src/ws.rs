@@ -32,6 +32,10 @@ pub struct Details {
     /// found but do not answer, one sentence each: `/healthz` and the page name them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workload_problems: Vec<String>,
+    /// GPUs the kubelet says the scheduler gave to a pod, by index: for the server's lab guard;
+    /// not sent (the page names pods from their processes).
+    #[serde(skip)]
+    pub scheduled: Vec<crate::workload::ScheduledGpu>,
 }
 
 /// Recent memory history of one device, oldest first.

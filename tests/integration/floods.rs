@@ -1,7 +1,9 @@
 //! The red team's floods (`tests/load/attack.rs`), bounded in count and time and aimed at loopback
 //! only: slow request bodies and anonymous WebSockets from other loopback addresses (127.0.0.2 and
-//! up) while `/healthz` and an admin's login are probed from 127.0.0.1, each of which must be
-//! answered throughout; and anonymous denials that must not flood the audit log.
+//! up), and slow bodies from 127.0.0.1 itself opened by another local user (`nobody`, through
+//! `setpriv`: that one needs root, as CI has), while `/healthz` and an admin's login are probed
+//! from 127.0.0.1, each of which must be answered throughout; and anonymous denials that must not
+//! flood the audit log.
 
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -85,6 +87,48 @@ async fn a_thousand_slow_bodies_from_one_address_leave_healthz_and_the_admin_a_w
 #[tokio::test]
 async fn slow_bodies_from_four_addresses_past_the_limit_leave_healthz_and_the_admin_a_way_in() {
     slow_bodies(100, 4, 100).await;
+}
+
+#[tokio::test]
+#[expect(clippy::print_stdout, reason = "the answer times are figures to read; the goal is asserted loosely")]
+async fn another_local_users_flood_from_127_0_0_1_leaves_the_admin_on_the_same_address_alone() {
+    if gpudash::web::local_user::own_uid() != 0 {
+        println!("skipped: opening sockets as another user needs root (CI runs as root)");
+        return;
+    }
+    // Twice the per-client share, all from 127.0.0.1 as `nobody`: before each local user counted on
+    // their own, the admin's fresh connections on the same address were closed to make room.
+    let sockets = 2 * ConnectionLimits::default().per_client;
+    let server = team_server(ConnectionLimits::default().max).await;
+    let (stop, opened) = (Arc::new(AtomicBool::new(false)), Arc::new(Counts::default()));
+    let flood = {
+        let (port, opened) = (server.running.addr().port(), opened.clone());
+        // Done a second before the probes stop, so what it printed is read before the task is aborted.
+        let seconds = (FLOOD - Duration::from_secs(1)).as_secs_f64().to_string();
+        tokio::spawn(async move {
+            let output = tokio::process::Command::new("setpriv")
+                .args(["--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3", "-c"])
+                .args([include_str!("../load/trickle.py"), &port.to_string(), &sockets.to_string(), &seconds])
+                .kill_on_drop(true)
+                .output()
+                .await
+                .expect("setpriv and python3");
+            let text = String::from_utf8_lossy(&output.stdout);
+            opened.opened.store(text.trim().parse().unwrap_or(0), Ordering::Relaxed);
+        })
+    };
+    let probes = probed(&server, vec![flood], stop).await;
+    let opened = opened.opened.load(Ordering::Relaxed);
+    println!(
+        "slow bodies from 127.0.0.1 as nobody: {sockets} sockets, {opened} connections opened in {FLOOD:?}; {} \
+         probes from the same address as root: /healthz {}, admin login {} (p50 / p99 / max)",
+        probes.healthz.len(),
+        Probes::summary(&probes.healthz),
+        Probes::summary(&probes.login),
+    );
+    // The flood hit its limit: its sockets past the share were closed and reopened.
+    assert!(opened as usize > sockets, "nobody's flood opened {opened} connections for {sockets} sockets");
+    server.stop().await;
 }
 
 #[tokio::test]

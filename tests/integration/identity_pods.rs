@@ -43,7 +43,10 @@ async fn api_server() -> url::Url {
             return Err(StatusCode::NOT_FOUND);
         }
         Ok(axum::Json(serde_json::json!({
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": "bert", "gpudash.user": "cy"}}
+            "metadata": {
+                "name": name, "namespace": ns, "uid": "1b2c3d4e-5f60-4a1b-8c9d-0e1f2a3b4c5d",
+                "labels": {"app": "bert", "gpudash.user": "cy"}
+            }
         })))
     };
     let app = axum::Router::new().route("/api/v1/namespaces/{ns}/pods/{name}", axum::routing::get(pod));
@@ -117,10 +120,19 @@ async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
     assert_eq!(plain["owner"]["name"], "container 999999999999", "{plain}");
     server.stop().await;
 
-    // With the API server, the pod's owner label names its owner (asked with the service account's token).
+    // With the API server, the pod's owner label names its owner (asked with the service account's token),
+    // and its UID must be the one the process's cgroup names: another pod's process on the GPU is not it.
+    const OTHER: u32 = 900_502;
+    std::fs::create_dir_all(proc_root.join(OTHER.to_string())).unwrap();
+    let other = format!(
+        "0::/kubepods.slice/kubepods-pod99999999_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{}.scope\n",
+        "7".repeat(64)
+    );
+    std::fs::write(proc_root.join(OTHER.to_string()).join("cgroup"), other).unwrap();
     let api = api_server().await;
     let source = WithProcesses::new(Simulator::new(2, 300), |_, processes| {
         processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PID) });
+        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, OTHER) });
     });
     let mut options = gpudash::Options::new(Duration::from_millis(300));
     options.identity.proc_root = proc_root;
@@ -130,6 +142,10 @@ async fn the_kubelets_pod_resources_name_the_pod_holding_a_gpu() {
     let server = TestServer::with_options(Box::new(source), options).await;
     let p = process(&server, PID, "the pod's owner label", |p| p["owner"]["name"] == "cy").await;
     assert_eq!((&p["owner"]["source"], &p["workload"]["pod"]["owner"]), (&"pod_label".into(), &"cy".into()), "{p}");
+    let o = process(&server, OTHER, "another pod's process", |p| p["owner"].is_object()).await;
+    assert_eq!(o["workload"]["pod"]["uid"], "99999999-5f60-4a1b-8c9d-0e1f2a3b4c5d", "{o}");
+    assert_eq!(o["workload"]["pod"]["name"], Value::Null, "not the pod the kubelet gave the GPU to: {o}");
+    assert_ne!(o["owner"]["name"], "cy", "{o}");
     server.stop().await;
 
     // A kubelet that does not answer is named in /healthz, and the pod's UID still shows.
@@ -200,5 +216,79 @@ async fn a_hung_engine_delays_no_pod_list() {
         (named == pids.len()).then_some(())
     })
     .await;
+    server.stop().await;
+}
+
+/// The lab keeps off a GPU the kubelet gave to a pod, before the pod computes on it too: an
+/// operator's force is refused, an admin's runs; a GPU given to no pod takes the same run.
+#[tokio::test]
+async fn the_lab_keeps_off_a_gpu_given_to_a_pod_unless_an_admin_forces() {
+    const PID: u32 = 900_600;
+    const OPERATOR: &str = "operator-token-0123456789";
+    const ADMIN: &str = "admin-token-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let proc_root = dir.path().join("proc");
+    std::fs::create_dir_all(proc_root.join(PID.to_string())).unwrap();
+    let cgroup = format!(
+        "0::/kubepods.slice/kubepods-pod1b2c3d4e_5f60_4a1b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{PID:064x}.scope\n"
+    );
+    std::fs::write(proc_root.join(PID.to_string()).join("cgroup"), cgroup).unwrap();
+    let simulator = Simulator::new(3, 300);
+    let given: Vec<String> = simulator.devices()[..2].iter().map(|d| d.uuid.clone()).collect();
+    let socket = kubelet(dir.path(), given);
+    // The pod computes on GPU 0 only (its process shows when the kubelet has answered); GPU 1 is
+    // given to it and idle; GPU 2 is nobody's.
+    let source = WithProcesses::new(simulator, |_, processes| {
+        processes.push(GpuProcess { user: Some("root".into()), ..shared::testing::process(0, PID) });
+    });
+    let mut options = gpudash::Options::new(Duration::from_millis(300));
+    options.identity.proc_root = proc_root;
+    options.identity.pod_resources_socket = Some(socket);
+    let tokens = format!("omar:operator:{OPERATOR},ada:admin:{ADMIN}");
+    options.auth = gpudash::auth::AuthConfig::load(None, Some(&tokens)).unwrap();
+    let server = TestServer::with_options(Box::new(source), options).await;
+    let client = reqwest::Client::new();
+    let h = |t: &str| format!("Bearer {t}");
+    let pods: Value = {
+        let url = server.url("/api/processes");
+        let (client, auth) = (client.clone(), h(ADMIN));
+        eventually(15, "the kubelet's answer", || async {
+            let body: Value = client.get(&url).header("authorization", &auth).send().await.ok()?.json().await.ok()?;
+            body["processes"].as_array()?.iter().find(|p| p["workload"]["pod"]["name"] == "bert-0").cloned()
+        })
+        .await
+    };
+    assert_eq!(pods["device"], 0, "{pods}");
+    let submit = |token: &'static str, device: u32, force: bool| {
+        let (client, url) = (client.clone(), server.url("/api/runs"));
+        async move {
+            let body = serde_json::json!({ "device": device, "params": { "kind": "latency", "repetitions": 10 }, "force": force });
+            let answer = client.post(url).header("authorization", h(token)).json(&body).send().await.unwrap();
+            let status = answer.status().as_u16();
+            (status, answer.json::<Value>().await.unwrap())
+        }
+    };
+    for force in [false, true] {
+        let (status, body) = submit(OPERATOR, 1, force).await;
+        assert_eq!(status, 409, "an operator, force {force}: {body}");
+        assert_eq!(
+            body["error"],
+            "refused: Kubernetes gave GPU 1 to pod ml/bert-0 (container train); the lab keeps off GPUs the scheduler \
+             gave to others unless an admin forces the run",
+            "{body}"
+        );
+    }
+    let (status, body) = submit(ADMIN, 1, false).await;
+    assert_eq!(status, 409, "an admin who does not force: {body}");
+    let (status, body) = submit(ADMIN, 1, true).await;
+    assert_eq!(status, 202, "an admin's force: {body}");
+    assert_eq!(body["forced_by_admin"], true, "{body}");
+    let notes = body["plan"]["notes"].to_string();
+    assert!(
+        notes.contains("Kubernetes gave GPU 1 to pod ml/bert-0") && notes.contains("forced by an admin"),
+        "{notes}"
+    );
+    let (status, body) = submit(OPERATOR, 2, false).await;
+    assert_eq!(status, 202, "a GPU given to no pod: {body}");
     server.stop().await;
 }

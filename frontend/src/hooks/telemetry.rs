@@ -176,7 +176,7 @@ impl Link {
                 processes,
                 workload_problems,
             }) => {
-                let details = Details { health, processes, workload_problems };
+                let details = Details { health, processes, workload_problems, scheduled: Vec::new() };
                 self.set_state.update(|state| state.apply_snapshot(seq, host, devices, latest, history, details));
                 self.set_status.set(ConnectionStatus::Live);
                 self.retry.set(FIRST_RETRY);

@@ -211,7 +211,7 @@ mod tests {
 
     fn snapshot(state: &mut DashboardState, seq: u64) {
         let history = vec![DeviceHistory { index: 0, points: vec![point(10, 1), point(11, 2)] }];
-        let details = Details { health: vec![], processes: vec![process(1, 5)], workload_problems: vec![] };
+        let details = Details { processes: vec![process(1, 5)], ..Details::default() };
         state.apply_snapshot(seq, host(), vec![info(0), info(1)], vec![sample(1, 11, 7)], history, details);
     }
 
@@ -256,7 +256,7 @@ mod tests {
         let mut state = DashboardState::default();
         snapshot(&mut state, 1);
         assert_eq!(state.free_devices(&[], 0), [0]);
-        state.apply_details(Details { health: vec![], processes: vec![process(0, 9)], workload_problems: vec![] });
+        state.apply_details(Details { processes: vec![process(0, 9)], ..Details::default() });
         assert_eq!(state.processes_on(0).map(|p| p.pid).collect::<Vec<_>>(), [9]);
         assert_eq!(state.free_devices(&[], 0), [1]);
         let reserved = Reservation {

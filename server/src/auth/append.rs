@@ -76,7 +76,7 @@ pub fn add_token(path: &Path, user: &str, role: &str) -> Result<Added, AddRefuse
         Ok(text) => {
             let metadata = std::fs::metadata(&target).map_err(io("read"))?;
             // A file others may change is refused, not written again with its mode kept.
-            super::tokens::safe_file(&metadata, rustix::process::geteuid().as_raw())
+            super::tokens::safe_file(&metadata, trusted_owner(&metadata, SERVICE_USER))
                 .map_err(|message| AddRefused::BadFile(AuthError::File { path: shown.clone(), message }))?;
             (text, Some(metadata))
         }
@@ -95,6 +95,17 @@ pub fn add_token(path: &Path, user: &str, role: &str) -> Result<Added, AddRefuse
     replace(&target, &dir, &text, old.as_ref()).map_err(io("write"))?;
     Ok(Added { token, path: target, created: old.is_none() })
 }
+
+/// The owner besides root that `token add` accepts: the user it runs as, or when that is root, the
+/// user named `gpudash` (the packaged service's and the image's), whose file the server reads.
+fn trusted_owner(metadata: &Metadata, service_user: &str) -> u32 {
+    let me = rustix::process::geteuid().as_raw();
+    let service = || uzers::get_user_by_name(service_user).map(|user| user.uid());
+    if me == 0 && service() == Some(metadata.uid()) { metadata.uid() } else { me }
+}
+
+/// The user the packaged service (systemd's `DynamicUser=` takes the unit's name) and the image run as.
+const SERVICE_USER: &str = "gpudash";
 
 /// Writes `text` to a new file in `dir` with the mode and owner of `old` (or [`NEW_FILE_MODE`]),
 /// syncs it and renames it over `target`; on failure the new file is removed and `target` is untouched.
@@ -143,6 +154,26 @@ mod tests {
     fn others(dir: &Path) -> Vec<String> {
         let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
         names.filter(|n| n != "auth.toml").collect()
+    }
+
+    /// Run as root, `token add` takes a file owned by the service's user (whose file the server
+    /// reads), and still refuses one owned by anyone else.
+    #[test]
+    fn as_root_the_service_users_file_is_accepted_and_another_users_refused() {
+        if rustix::process::geteuid().as_raw() != 0 {
+            return; // chown needs root, as CI has
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("auth.toml");
+        std::fs::write(&path, ROOT_ENTRY).unwrap();
+        std::os::unix::fs::chown(&path, Some(65534), None).unwrap();
+        let metadata = std::fs::metadata(&path).unwrap();
+        // `nobody` stands in for the service's user here.
+        assert_eq!(trusted_owner(&metadata, "nobody"), 65534);
+        assert_eq!(super::super::tokens::safe_file(&metadata, trusted_owner(&metadata, "nobody")), Ok(()));
+        assert_eq!(trusted_owner(&metadata, "no-such-service-user"), 0);
+        let refused = super::super::tokens::safe_file(&metadata, trusted_owner(&metadata, "no-such-service-user"));
+        assert!(refused.unwrap_err().contains("belongs to uid 65534"));
     }
 
     #[test]

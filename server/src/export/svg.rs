@@ -80,6 +80,7 @@ mod tests {
             },
             params: ExperimentKind::Transfer.default_params(),
             force: false,
+            forced_by_admin: false,
             plan: RunPlan::default(),
             environment: RunEnvironment { gpu_name: "Sim H100".into(), ..RunEnvironment::default() },
             progress: None,

@@ -91,8 +91,15 @@ impl Lab {
             .collect()
     }
 
-    /// Validates, guards and queues a run. Blocking (NVML): call from `spawn_blocking`.
-    pub fn submit(&self, mut request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
+    /// Validates, guards and queues a run by someone who is not an admin. Blocking (NVML): call from
+    /// `spawn_blocking`.
+    pub fn submit(&self, request: RunRequest, requested_by: &str) -> Result<Run, LabError> {
+        self.submit_by(request, requested_by, false)
+    }
+
+    /// Validates, guards and queues a run; `admin` when the requester is one (only an admin's force
+    /// runs on a GPU the scheduler gave to a pod). Blocking (NVML): call from `spawn_blocking`.
+    pub fn submit_by(&self, mut request: RunRequest, requested_by: &str, admin: bool) -> Result<Run, LabError> {
         let shared = &self.shared;
         shared.availability.clone().map_err(LabError::Unavailable)?;
         if !shared.devices.iter().any(|d| d.index == request.device) {
@@ -105,11 +112,13 @@ impl Lab {
             let kind = request.params.kind().name();
             return Err(LabError::KindUnavailable(format!("{kind} cannot run here: {reason}")));
         }
-        let run_plan = self.plan(&request, &devices)?;
+        let forced_by_admin = request.force && admin;
+        let run_plan = self.plan(&request, &devices, forced_by_admin)?;
         let admission = crate::sync::lock(&shared.admission);
         self.check_queue_limit(requested_by)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
-        let run = self.new_run(id, request, devices, run_plan, requested_by);
+        let mut run = self.new_run(id, request, devices, run_plan, requested_by);
+        run.forced_by_admin = forced_by_admin;
         shared.save(&run);
         self.enqueue(&run)?;
         drop(admission);
@@ -146,6 +155,7 @@ impl Lab {
             },
             params: request.params,
             force: request.force,
+            forced_by_admin: false,
             plan,
             environment: RunEnvironment {
                 gpu_name: info.map(|d| d.name.clone()).unwrap_or_default(),
@@ -203,7 +213,7 @@ impl Lab {
 
     /// The memory and process checks on every GPU the run occupies and the host-memory check, said before
     /// the run is queued; the worker checks again at start.
-    fn plan(&self, request: &RunRequest, devices: &[u32]) -> Result<RunPlan, LabError> {
+    fn plan(&self, request: &RunRequest, devices: &[u32], forced_by_admin: bool) -> Result<RunPlan, LabError> {
         let shared = &self.shared;
         let footprint = experiments::footprint(&request.params);
         let margin = shared.config.memory_margin;
@@ -211,6 +221,9 @@ impl Lab {
         let mut notes = Vec::new();
         let (mut need, mut memory) = (0, None);
         for &device in devices {
+            notes.extend(
+                guards::check_scheduled(device, shared.probe.scheduled(device), forced_by_admin).map_err(refused)?,
+            );
             let pool = shared.pool_of(device);
             let context_open = pool.as_ref().is_some_and(|p| p.context_open);
             let idle = pool.map_or(0, |p| p.pool_reserved.saturating_sub(p.pool_used));

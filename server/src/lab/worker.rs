@@ -174,7 +174,8 @@ fn refusal_at_start(
         let context_open = pool.is_some();
         let idle = pool.map_or(0, |p| p.reserved.saturating_sub(p.used));
         let need = guards::device_need(&footprint, context_open);
-        let refusal = guards::check_memory(d, need, shared.probe.memory(d), idle, shared.config.memory_margin)
+        let refusal = guards::check_scheduled(d, shared.probe.scheduled(d), run.forced_by_admin)
+            .and_then(|_| guards::check_memory(d, need, shared.probe.memory(d), idle, shared.config.memory_margin))
             .and_then(|_| {
                 let processes = shared.probe.compute_processes(d);
                 guards::check_processes(d, processes, std::process::id(), context_open, run.force)

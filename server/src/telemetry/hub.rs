@@ -78,6 +78,7 @@ struct Live {
     health: Vec<DeviceHealth>,
     processes: Vec<GpuProcess>,
     workload_problems: Vec<String>,
+    scheduled: Vec<shared::workload::ScheduledGpu>,
     xids: VecDeque<XidEvent>,
 }
 
@@ -99,6 +100,7 @@ impl Telemetry {
                 health: Vec::new(),
                 processes: Vec::new(),
                 workload_problems: Vec::new(),
+                scheduled: Vec::new(),
                 xids: VecDeque::new(),
             }),
             updates,
@@ -169,6 +171,7 @@ impl Telemetry {
             health: live.health.clone(),
             processes: live.processes.clone(),
             workload_problems: live.workload_problems.clone(),
+            scheduled: live.scheduled.clone(),
         })
     }
 
@@ -214,6 +217,7 @@ impl Telemetry {
             live.health.clone_from(&details.health);
             live.processes.clone_from(&details.processes);
             live.workload_problems.clone_from(&details.workload_problems);
+            live.scheduled.clone_from(&details.scheduled);
             live.details_seq += 1;
         }
         let _ = self.updates.send(Update::Details(Arc::new(details)));
@@ -338,6 +342,7 @@ mod tests {
                 DeviceHealth { index: 1, ..Default::default() },
             ],
             processes: vec![],
+            scheduled: vec![],
         });
         let details = hub.details();
         assert_eq!(details.health[0].xids.len(), 1);

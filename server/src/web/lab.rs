@@ -82,7 +82,8 @@ pub async fn submit(
         let list: Vec<String> = named.iter().map(u32::to_string).collect();
         format!("a {} experiment on GPUs {}", request.params.kind().name(), list.join(", "))
     };
-    match blocking(state.lab.clone(), move |lab| lab.submit(request, &who)).await {
+    let admin = caller.identity.role >= Role::Admin;
+    match blocking(state.lab.clone(), move |lab| lab.submit_by(request, &who, admin)).await {
         Ok(run) => {
             caller.audit(&state, Action::ExperimentStart, &format!("run {}", run.summary.id), Outcome::Ok, &what);
             Ok((StatusCode::ACCEPTED, Json(run)).into_response())

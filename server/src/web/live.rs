@@ -225,7 +225,12 @@ mod tests {
             }),
             ..shared::testing::process(0, 4242)
         };
-        hub.publish_details(Details { health: vec![], processes: vec![process], workload_problems: vec![] });
+        hub.publish_details(Details {
+            health: vec![],
+            processes: vec![process],
+            workload_problems: vec![],
+            scheduled: vec![],
+        });
     }
 
     fn names_someone(text: &str) -> bool {

@@ -1,6 +1,7 @@
 //! Who is on the other end of a loopback connection. On Linux the kernel names the owner (uid)
-//! of every TCP socket in `/proc/net/tcp` and `/proc/net/tcp6`; the client's socket of a
-//! loopback connection is one of them. Without tokens, only gpudash's own user (and the
+//! of every TCP socket, one at a time through `NETLINK_SOCK_DIAG` ([`super::sock_diag`]) and all
+//! at once in `/proc/net/tcp` and `/proc/net/tcp6` (read only when netlink cannot be used); the
+//! client's socket of a loopback connection is one of them. Without tokens, only gpudash's own user (and the
 //! `--local-user`s) is the "single local user"; and forwarded headers from a loopback proxy
 //! are believed only from the `--trusted-proxy-user`s when those are named.
 
@@ -20,6 +21,11 @@ impl ConnectionOwner {
         Self { client, server, uid: Arc::default() }
     }
 
+    /// The same, with the owner already known (looked up when the connection was accepted).
+    pub fn known(client: SocketAddr, server: SocketAddr, uid: u32) -> Self {
+        Self { client, server, uid: Arc::new(OnceLock::from(Some(uid))) }
+    }
+
     /// The uid owning the client's socket: `None` unless the client is on this machine (and
     /// in this network namespace) and `/proc/net` can be read.
     pub fn uid(&self) -> Option<u32> {
@@ -27,9 +33,11 @@ impl ConnectionOwner {
             if !self.client.ip().is_loopback() && canonical(self.client.ip()) != canonical(self.server.ip()) {
                 return None;
             }
-            ["/proc/net/tcp", "/proc/net/tcp6"].into_iter().find_map(|table| {
-                let text = std::fs::read_to_string(table).ok()?;
-                owner_in(&text, self.client, self.server)
+            super::sock_diag::owner(self.client, self.server).or_else(|| {
+                ["/proc/net/tcp", "/proc/net/tcp6"].into_iter().find_map(|table| {
+                    let text = std::fs::read_to_string(table).ok()?;
+                    owner_in(&text, self.client, self.server)
+                })
             })
         })
     }

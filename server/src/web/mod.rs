@@ -22,6 +22,7 @@ mod reservations;
 pub mod serve;
 mod signals;
 pub mod site;
+mod sock_diag;
 pub mod tls;
 mod topology;
 mod usage;

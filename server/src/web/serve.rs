@@ -171,9 +171,15 @@ pub async fn serve(
                 continue;
             }
         };
-        let Some(slot) = shared.registry.admit(peer.ip()) else { continue };
         let own = tcp.local_addr().map(|a| SocketAddr::new(a.ip().to_canonical(), a.port())).unwrap_or(local);
-        let owner = ConnectionOwner::new(peer, own);
+        // From the machine itself each user counts on their own, so the owner of the client's
+        // socket is asked of the kernel now: one netlink round trip, tens of microseconds.
+        let uid = connections::is_home(peer.ip()).then(|| super::sock_diag::owner(peer, own)).flatten();
+        let Some(slot) = shared.registry.admit(peer.ip(), uid) else { continue };
+        let owner = match uid {
+            Some(uid) => ConnectionOwner::known(peer, own, uid),
+            None => ConnectionOwner::new(peer, own),
+        };
         // Small WebSocket frames and responses go out at once, not after Nagle's wait for the
         // peer's delayed ACK (the budgets test's tall window: tick p99 17-25 ms without, 11-14 ms with).
         if let Err(e) = tcp.set_nodelay(true) {

@@ -54,6 +54,11 @@ struct NvmlReadings {
     telemetry: Option<Arc<Telemetry>>,
 }
 
+/// The pod the kubelet says `device` was given to, in `telemetry`'s latest details.
+fn scheduled_pod(telemetry: &Telemetry, device: u32) -> Option<shared::workload::ScheduledGpu> {
+    telemetry.details().scheduled.into_iter().find(|s| s.index == device)
+}
+
 /// `device`'s newest GPM window in `telemetry`'s latest samples.
 fn latest_activity(telemetry: &Telemetry, device: u32) -> Option<shared::activity::Activity> {
     telemetry.latest().into_iter().find(|s| s.index == device)?.activity
@@ -70,6 +75,10 @@ impl GpuReadings for NvmlReadings {
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
         latest_activity(self.telemetry.as_deref()?, device)
+    }
+
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        scheduled_pod(self.telemetry.as_deref()?, device)
     }
 }
 
@@ -100,6 +109,10 @@ impl GpuReadings for SimulatorReadings {
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
         latest_activity(&self.telemetry, device)
+    }
+
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        scheduled_pod(&self.telemetry, device)
     }
 }
 

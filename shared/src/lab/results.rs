@@ -113,6 +113,9 @@ pub struct Run {
     pub summary: RunSummary,
     pub params: ExperimentParams,
     pub force: bool,
+    /// Forced by an admin, which alone may run on a GPU the scheduler gave to a pod.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forced_by_admin: bool,
     pub plan: RunPlan,
     pub environment: RunEnvironment,
     /// Latest progress while running (0.0 to 1.0) and what it is doing.

@@ -133,6 +133,25 @@ pub fn check_processes(
     }
 }
 
+/// Refuses a GPU the scheduler gave to a pod (the kubelet's answer), whether or not the pod computes
+/// on it yet, unless an admin forced the run: an operator's force covers other processes, not
+/// another team's allocation.
+pub fn check_scheduled(
+    device: u32,
+    scheduled: Option<shared::workload::ScheduledGpu>,
+    forced_by_admin: bool,
+) -> Result<Option<String>, Refusal> {
+    let Some(scheduled) = scheduled else { return Ok(None) };
+    let line = format!("Kubernetes gave GPU {device} to {}", scheduled.holder());
+    if forced_by_admin {
+        Ok(Some(format!("{line}; running anyway (forced by an admin)")))
+    } else {
+        Err(Refusal(format!(
+            "{line}; the lab keeps off GPUs the scheduler gave to others unless an admin forces the run"
+        )))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -140,6 +159,27 @@ mod tests {
     use shared::{DeviceInfo, PcieLink};
 
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_gpu_given_to_a_pod_is_refused_unless_an_admin_forces() {
+        use shared::workload::{Pod, ScheduledGpu};
+        assert_eq!(check_scheduled(3, None, false), Ok(None));
+        let pod = Pod {
+            namespace: Some("mallory".into()),
+            name: Some("trainer".into()),
+            container: Some("main".into()),
+            ..Pod::default()
+        };
+        let given = ScheduledGpu { index: 3, pod };
+        let refused = check_scheduled(3, Some(given.clone()), false).unwrap_err().0;
+        assert_eq!(
+            refused,
+            "Kubernetes gave GPU 3 to pod mallory/trainer (container main); the lab keeps off GPUs the scheduler \
+             gave to others unless an admin forces the run"
+        );
+        let forced = check_scheduled(3, Some(given), true).unwrap().unwrap();
+        assert!(forced.ends_with("running anyway (forced by an admin)"), "{forced}");
+    }
 
     #[test]
     fn memory_guard_keeps_the_margin() {

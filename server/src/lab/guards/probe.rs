@@ -21,6 +21,11 @@ pub trait GpuReadings: Send + Sync + std::fmt::Debug {
         let _ = device;
         None
     }
+    /// The pod the scheduler gave `device` to (the kubelet's answer), if any.
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        let _ = device;
+        None
+    }
 }
 
 /// The host's memory as `/proc/meminfo` says, bytes.
@@ -107,6 +112,11 @@ pub trait DeviceProbe: Send + Sync {
     fn without_nccl(&self) -> bool {
         false
     }
+    /// The pod the scheduler gave `device` to, if any: the lab keeps off it unless an admin forces.
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        let _ = device;
+        None
+    }
 }
 
 /// The probe on real GPUs: memory, processes and GPM windows read through `readings` as the guards
@@ -138,6 +148,10 @@ impl DeviceProbe for HardwareProbe {
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
         self.readings.activity(device)
+    }
+
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        self.readings.scheduled(device)
     }
 }
 

@@ -97,6 +97,10 @@ impl DeviceProbe for SimulatedProbe {
         self.readings.get()?.activity(device)
     }
 
+    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
+        self.readings.get()?.scheduled(device)
+    }
+
     fn wrong_results(&self, device: u32) -> bool {
         crate::sync::lock(&self.wrong).contains(&device)
     }

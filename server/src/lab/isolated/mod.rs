@@ -9,6 +9,7 @@ mod child;
 mod parent;
 pub mod protocol;
 mod user;
+mod writer;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! starts a fresh worker.
 
 use std::os::unix::process::ExitStatusExt as _;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -14,8 +14,9 @@ use shared::lab::{ExperimentParams, RunResult};
 
 use super::Launch;
 use super::child::{FAULT_VAR, WORKER_VAR};
-use super::protocol::{FrameError, FromWorker, Start, ToWorker, read_frame, write_frame};
+use super::protocol::{FrameError, FromWorker, Start, ToWorker, read_frame};
 use super::user;
+use super::writer::FrameWriter;
 use crate::lab::executor::{Executor, ExperimentError, PoolUsage, RunContext};
 
 /// How long a worker has to stop after `Cancel` (or the time limit) before it is killed.
@@ -38,10 +39,11 @@ pub struct WorkerExecutor {
     worker: Option<Worker>,
 }
 
-/// A running worker: the child, its stdin, and the frames its reader thread takes off its stdout.
+/// A running worker: the child, the writer of its stdin, and the frames its reader thread takes off
+/// its stdout.
 struct Worker {
     child: Child,
-    input: Option<ChildStdin>,
+    input: Option<FrameWriter>,
     frames: Receiver<Frame>,
     reader: Option<JoinHandle<()>>,
 }
@@ -91,6 +93,15 @@ impl WorkerExecutor {
         user::apply(&mut command, self.launch.user.as_ref());
         let mut child = command.spawn()?;
         let (input, output) = (child.stdin.take(), child.stdout.take());
+        let name = format!("lab-worker{}-in", self.start.device);
+        let input = match input.map(|input| FrameWriter::spawn(input, name)).transpose() {
+            Ok(input) => input,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
         // Bounded: a worker that floods frames between runs blocks on its own pipe, not the
         // dashboard's memory.
         let (tx, frames) = mpsc::sync_channel(FRAMES_QUEUED);
@@ -226,8 +237,7 @@ impl WorkerExecutor {
 
 impl Worker {
     fn send(&mut self, message: &ToWorker) -> Result<(), FrameError> {
-        let input = self.input.as_mut().ok_or(FrameError::Truncated)?;
-        write_frame(input, message)
+        self.input.as_ref().ok_or(FrameError::Truncated)?.send(message)
     }
 
     /// The exit status, if the worker exits within `within` (polled; nothing is closed or sent).
@@ -244,7 +254,7 @@ impl Worker {
 
     /// Closes stdin, waits up to `within` for the exit, kills it after that, and reaps it.
     fn end(mut self, within: Duration) -> Ended {
-        drop(self.input.take());
+        let writer = self.input.take().map(FrameWriter::close);
         let ended = match self.exit_within(within) {
             Some(status) => Ended { status: Some(status), killed: false },
             None => {
@@ -252,9 +262,9 @@ impl Worker {
                 Ended { status: self.child.wait().ok(), killed: true }
             }
         };
-        // The child is gone, so its stdout is closed and the reader has returned.
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
+        // The child is gone, so its stdin and stdout are closed and both threads have returned.
+        for thread in [writer, self.reader.take()].into_iter().flatten() {
+            let _ = thread.join();
         }
         ended
     }

@@ -141,15 +141,20 @@ impl Question {
 
 /// Writes `message` as one frame and flushes it.
 pub fn write_frame(out: &mut impl Write, message: &impl Serialize) -> Result<(), FrameError> {
+    out.write_all(&encode_frame(message)?)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// One message as the bytes of its frame.
+pub fn encode_frame(message: &impl Serialize) -> Result<Vec<u8>, FrameError> {
     let body = serde_json::to_vec(message).map_err(|e| FrameError::Malformed(e.to_string()))?;
     let too_big = || FrameError::TooBig(body.len() as u64);
     let length = u32::try_from(body.len()).ok().filter(|&n| n <= MAX_FRAME).ok_or_else(too_big)?;
     let mut frame = Vec::with_capacity(body.len() + 4);
     frame.extend_from_slice(&length.to_le_bytes());
     frame.extend_from_slice(&body);
-    out.write_all(&frame)?;
-    out.flush()?;
-    Ok(())
+    Ok(frame)
 }
 
 /// Reads one frame: `Ok(None)` when the stream ends between frames (the other side closed it),

@@ -125,6 +125,7 @@ pub(crate) mod tests {
             },
             params: kind.default_params(),
             force: false,
+            forced_by_admin: false,
             plan: RunPlan::default(),
             environment: RunEnvironment::default(),
             progress: None,

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS lab_runs (
     simulated INTEGER NOT NULL,
     passed INTEGER,
     error TEXT,
-    force INTEGER NOT NULL,
+    force INTEGER NOT NULL, -- 0, 1 (forced), or 2 (forced by an admin)
     params TEXT NOT NULL,
     plan TEXT NOT NULL,
     environment TEXT NOT NULL,
@@ -193,7 +193,7 @@ impl RunStore for SqliteRunStore {
                     s.simulated,
                     s.passed,
                     s.error,
-                    run.force,
+                    i64::from(run.force) + i64::from(run.force && run.forced_by_admin),
                     text(&run.params)?,
                     text(&run.plan)?,
                     text(&run.environment)?,
@@ -215,7 +215,7 @@ impl RunStore for SqliteRunStore {
         let row = conn
             .query_row(&query, params![i64::try_from(id).unwrap_or(i64::MAX)], |row| {
                 let texts: [Option<String>; 5] = [row.get(13)?, row.get(14)?, row.get(15)?, row.get(16)?, row.get(17)?];
-                Ok((summary(row)?, row.get::<_, bool>(12)?, texts))
+                Ok((summary(row)?, row.get::<_, i64>(12)?, texts))
             })
             .optional()
             .map_err(sql)?;
@@ -223,7 +223,8 @@ impl RunStore for SqliteRunStore {
         Ok(Some(Run {
             summary,
             params: parse(params.as_deref())?,
-            force,
+            force: force >= 1,
+            forced_by_admin: force == 2,
             plan: parse(plan.as_deref())?,
             environment: parse(environment.as_deref())?,
             progress: parse(progress.as_deref())?,
@@ -302,6 +303,8 @@ mod tests {
             r.summary.passed = Some(true);
             r.environment.gpu_uuid = format!("GPU-{id}");
             r.result = Some(result());
+            // Forced by an admin (3), forced (2), not forced (1): all three read back as saved.
+            (r.force, r.forced_by_admin) = (id >= 2, id == 3);
             store.save(&r).unwrap();
         }
         let mut running = run(4, 0, ExperimentKind::Memory, RunStatus::Running);
@@ -316,6 +319,9 @@ mod tests {
         assert_eq!(back.environment.gpu_uuid, "GPU-3");
         assert_eq!(back.result, Some(result()));
         assert_eq!(back.summary.passed, Some(true));
+        let forced: Vec<(bool, bool)> =
+            (1..=3).map(|id| store.get(id).unwrap().map(|r| (r.force, r.forced_by_admin)).unwrap()).collect();
+        assert_eq!(forced, [(false, false), (true, false), (true, true)]);
         let interrupted = store.get(4).unwrap().unwrap();
         assert_eq!(interrupted.summary.status, RunStatus::Failed);
         assert_eq!(interrupted.summary.error.as_deref(), Some(INTERRUPTED));

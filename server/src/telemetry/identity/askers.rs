@@ -13,6 +13,9 @@ use super::kubelet::{self, GpuPods};
 use super::{ENGINE_RETRY, Inspect, Key, PODS_REFRESH, Shared, Source, cgroup, engine_ready, kube, note};
 use crate::sync::lock;
 
+/// How long a pod's UID and owner from the API server are kept before they are asked again.
+const POD_FACTS_KEPT: Duration = Duration::from_secs(60);
+
 /// A current-thread runtime for one asker; `None` (named once) when it cannot start.
 fn runtime(shared: &Shared, source: Source) -> Option<tokio::runtime::Runtime> {
     match tokio::runtime::Builder::new_current_thread().enable_all().build() {
@@ -98,7 +101,9 @@ pub(super) struct PodsThread {
     pub kubelet: PathBuf,
     pub kube_api: Option<kube::KubeApi>,
     /// Each listed pod's owner label or annotation, asked once per pod (`namespace`, `name`).
-    pub pod_owners: HashMap<(String, String), Option<String>>,
+    /// Each listed pod's UID and owner, asked once per pod and again after [`POD_FACTS_KEPT`] (a
+    /// pod deleted and made again under its name has a new UID).
+    pub pod_owners: HashMap<(String, String), (Instant, Option<kube::PodFacts>)>,
     pub owner_label: String,
     pub timeout: Duration,
 }
@@ -137,15 +142,15 @@ impl PodsThread {
         let Some(api) = &self.kube_api else { return };
         let listed: HashSet<(String, String)> =
             pods.values().filter_map(|p| Some((p.namespace.clone()?, p.name.clone()?))).collect();
-        self.pod_owners.retain(|key, _| listed.contains(key));
+        self.pod_owners.retain(|key, (asked, _)| listed.contains(key) && asked.elapsed() < POD_FACTS_KEPT);
         for key in listed {
             if self.pod_owners.contains_key(&key) {
                 continue;
             }
-            match api.pod_owner(&key.0, &key.1, &self.owner_label).await {
-                Ok(owner) => {
+            match api.pod_facts(&key.0, &key.1, &self.owner_label).await {
+                Ok(facts) => {
                     note(&self.shared, Source::KubeApi, None);
-                    self.pod_owners.insert(key, owner);
+                    self.pod_owners.insert(key, (Instant::now(), facts));
                 }
                 Err(e) => {
                     let problem = format!(
@@ -158,7 +163,9 @@ impl PodsThread {
         }
         for pod in pods.values_mut() {
             let key = pod.namespace.clone().zip(pod.name.clone());
-            pod.owner = key.and_then(|k| self.pod_owners.get(&k).cloned().flatten());
+            let facts = key.and_then(|k| self.pod_owners.get(&k)).and_then(|(_, facts)| facts.clone());
+            let facts = facts.unwrap_or_default();
+            (pod.owner, pod.uid) = (facts.owner, facts.uid);
         }
     }
 }

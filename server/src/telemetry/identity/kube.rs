@@ -59,10 +59,11 @@ impl KubeApi {
         Ok(Self { client, base, token, timeout })
     }
 
-    /// The value of pod `namespace/name`'s label `key`, else of its annotation `key`; `None` when it has neither.
-    /// The names come from the kubelet: only Kubernetes names (lowercase letters, digits, '-' and
-    /// '.') are asked about, each one path segment, so none can reach another API path.
-    pub async fn pod_owner(&self, namespace: &str, name: &str, key: &str) -> Result<Option<String>, String> {
+    /// Pod `namespace/name`'s UID and the value of its label `key`, else of its annotation `key`;
+    /// `None` when there is no such pod. The names come from the kubelet: only Kubernetes names
+    /// (lowercase letters, digits, '-' and '.') are asked about, each one path segment, so none can
+    /// reach another API path.
+    pub async fn pod_facts(&self, namespace: &str, name: &str, key: &str) -> Result<Option<PodFacts>, String> {
         let url = pod_url(&self.base, namespace, name)?;
         let mut request = self.client.get(url);
         if let Some(token) = &self.token {
@@ -96,12 +97,24 @@ impl KubeApi {
         let pod = tokio::time::timeout(self.timeout, ask)
             .await
             .map_err(|_| format!("no answer within {} s", self.timeout.as_secs_f64()))??;
-        Ok(pod.and_then(|pod| {
+        Ok(pod.map(|pod| {
             let meta = &pod["metadata"];
-            let value = meta["labels"][key].as_str().or_else(|| meta["annotations"][key].as_str())?;
-            Some(bounded(value)).filter(|v| !v.is_empty())
+            let value = meta["labels"][key].as_str().or_else(|| meta["annotations"][key].as_str());
+            PodFacts {
+                uid: meta["uid"].as_str().map(bounded).filter(|v| !v.is_empty()),
+                owner: value.map(bounded).filter(|v| !v.is_empty()),
+            }
         }))
     }
+}
+
+/// What the API server says of a pod that the kubelet does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    /// `metadata.uid`: a process belongs to the pod only when its cgroup names this UID.
+    pub uid: Option<String>,
+    /// The owner label's value, else the owner annotation's.
+    pub owner: Option<String>,
 }
 
 /// `base/api/v1/namespaces/NS/pods/NAME`, refusing what is not a Kubernetes name (a DNS-1123

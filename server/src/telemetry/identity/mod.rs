@@ -23,7 +23,7 @@ use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, SlurmJob, Workload};
+use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, ScheduledGpu, SlurmJob, Workload};
 
 use self::engine::Engine;
 use self::kubelet::GpuPods;
@@ -230,7 +230,6 @@ impl Identities {
     /// process it makes up (empty for "none"), as those PIDs are not this host's to read.
     pub fn attach(&self, details: &mut shared::Details) {
         let pods = lock(&self.shared.pods).clone();
-        let mut in_pods = false;
         let mut seen = HashSet::with_capacity(details.processes.len());
         {
             let mut cache = lock(&self.shared.cache);
@@ -248,12 +247,13 @@ impl Identities {
                     let mut workload = entry.workload.clone();
                     // The kubelet's GPU → pod map names only processes whose own cgroup is a pod's:
                     // a plain container's process on a GPU a pod was given is not that pod's.
-                    if workload.pod.is_some() {
-                        in_pods |= self.kubelet;
-                        if let Some(pod) = self.uuids.get(&process.device).and_then(|uuid| pods.get(uuid)) {
-                            let uid = workload.pod.take().and_then(|p| p.uid);
-                            workload.pod = Some(Pod { uid, ..pod.clone() });
-                        }
+                    // With the API server's UID for that pod, the cgroup's must be the same: a
+                    // process of another pod on this GPU keeps its UID alone.
+                    if let Some(cgroup) = &mut workload.pod
+                        && let Some(pod) = self.uuids.get(&process.device).and_then(|uuid| pods.get(uuid))
+                        && (pod.uid.is_none() || pod.uid == cgroup.uid)
+                    {
+                        *cgroup = Pod { uid: cgroup.uid.take(), ..pod.clone() };
                     }
                     process.workload = (workload != Workload::default()).then_some(workload);
                 }
@@ -264,12 +264,15 @@ impl Identities {
             }
             cache.retain(|key, _| seen.contains(key));
         }
-        if in_pods {
+        // Asked while no pod computes too: a GPU given to a pod is its own before it starts (the lab
+        // keeps off it), and one List per PODS_REFRESH is cheap next to the kubelet's own work.
+        if self.kubelet {
             let mut last = lock(&self.last_pods_request);
             if last.is_none_or(|t| t.elapsed() >= PODS_REFRESH) && send(&self.pod_lists, ()) {
                 *last = Some(Instant::now());
             }
         }
+        details.scheduled = scheduled(&self.uuids, &pods);
         details.workload_problems = self.problems();
     }
 
@@ -321,6 +324,14 @@ impl Identities {
     fn engine_ready(&self) -> bool {
         self.inspects.is_some() && engine_ready(&self.shared)
     }
+}
+
+/// The GPUs the kubelet gave to pods, by index, in index order.
+fn scheduled(uuids: &HashMap<u32, String>, pods: &GpuPods) -> Vec<ScheduledGpu> {
+    let mut out: Vec<ScheduledGpu> =
+        uuids.iter().filter_map(|(&index, uuid)| Some(ScheduledGpu { index, pod: pods.get(uuid)?.clone() })).collect();
+    out.sort_by_key(|s| s.index);
+    out
 }
 
 /// The engine is not pausing after a failure.

@@ -319,6 +319,7 @@ impl GpuSource for NvmlSource {
             health: self.devices.iter().filter_map(|d| self.health(d, timestamp_ms)).collect(),
             processes: self.devices.iter().flat_map(|d| self.processes(d)).collect(),
             workload_problems: Vec::new(),
+            scheduled: Vec::new(),
         }
     }
 

@@ -4,7 +4,9 @@
 //!
 //! 1. One client address (an IPv6 /64) holds at most `per_client` connections; past it the
 //!    client's own connection idle longest closes, else the newcomer is refused. Trusted proxies
-//!    are exempt: they carry everyone.
+//!    are exempt: they carry everyone. On the machine itself (127.0.0.1, ::1) each local user is
+//!    a client of their own, by the uid owning the socket, so one user's flood never spends an
+//!    admin's share.
 //! 2. Past `max - reserve` open connections only 127.0.0.1 and ::1 are admitted: the last
 //!    `reserve` slots are kept so an admin on the machine can always get in, and no outside
 //!    newcomer closes a connection from them to make room. (The rest of
@@ -70,18 +72,41 @@ impl Limits {
     }
 }
 
-/// The key a client's connections are counted under: its address, or its /64 for IPv6
-/// (one host usually has a whole /64).
-fn client_key(ip: IpAddr) -> IpAddr {
-    let IpAddr::V6(v6) = ip else { return ip };
-    if let Some(v4) = v6.to_ipv4_mapped() {
-        return IpAddr::V4(v4);
+/// Whom a connection is counted under: its address, or its /64 for IPv6 (one host usually has
+/// a whole /64); and from the machine itself (127.0.0.1, ::1), also the uid owning the client's
+/// socket (`None` when it could not be looked up: those share one count).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) struct Client {
+    ip: IpAddr,
+    uid: Option<u32>,
+}
+
+impl Client {
+    pub(super) fn new(peer: IpAddr, uid: Option<u32>) -> Self {
+        let ip = match peer {
+            IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some() => v6.to_ipv4_mapped().map_or(peer, IpAddr::V4),
+            IpAddr::V6(v6) if !v6.is_loopback() => {
+                let s = v6.segments();
+                IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+            _ => peer,
+        };
+        Self { ip, uid: if is_home(ip) { uid } else { None } }
     }
-    if v6.is_loopback() {
-        return ip;
+
+    /// 127.0.0.1 or ::1: the machine itself, where an admin connects from.
+    fn is_home(self) -> bool {
+        is_home(self.ip)
     }
-    let s = v6.segments();
-    IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+}
+
+impl std::fmt::Display for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.uid {
+            Some(uid) => write!(f, "{} (uid {uid})", self.ip),
+            None => write!(f, "{}", self.ip),
+        }
+    }
 }
 
 /// Tells a connection's tasks to close it: the HTTP task, and after an upgrade the
@@ -116,7 +141,7 @@ impl Closer {
 }
 
 /// 127.0.0.1 or ::1: the machine itself, where an admin connects from.
-fn is_home(client: IpAddr) -> bool {
+pub(super) fn is_home(client: IpAddr) -> bool {
     client == IpAddr::V4(Ipv4Addr::LOCALHOST) || client == IpAddr::V6(Ipv6Addr::LOCALHOST)
 }
 
@@ -124,7 +149,7 @@ fn is_home(client: IpAddr) -> bool {
 struct Open {
     state: State,
     close: Arc<Closer>,
-    client: IpAddr,
+    client: Client,
     /// A trusted proxy: it carries everyone, so no per-client rule applies to it.
     exempt: bool,
 }
@@ -140,8 +165,8 @@ pub(super) struct Registry {
 struct Inner {
     next_id: u64,
     open: HashMap<u64, Open>,
-    /// Open connections per client key.
-    per_client: HashMap<IpAddr, usize>,
+    /// Open connections per client.
+    per_client: HashMap<Client, usize>,
     /// Closed or refused at a limit since the last warning.
     closed: u64,
     refused: u64,
@@ -190,13 +215,13 @@ impl Registry {
         crate::sync::lock(&self.inner)
     }
 
-    /// A slot for a new connection from `peer`, or `None` (dropping the socket closes it):
-    /// see the module's rules 1 to 3.
-    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr) -> Option<Slot> {
+    /// A slot for a new connection from `peer`, whose socket `uid` owns when known, or `None`
+    /// (dropping the socket closes it): see the module's rules 1 to 3.
+    pub(super) fn admit(self: &Arc<Self>, peer: IpAddr, uid: Option<u32>) -> Option<Slot> {
         let now = Instant::now();
-        let client = client_key(peer);
+        let client = Client::new(peer, uid);
         let mut inner = self.lock();
-        let exempt = self.limits.exempt.iter().any(|net| net.contains(&peer) || net.contains(&client));
+        let exempt = self.limits.exempt.iter().any(|net| net.contains(&peer) || net.contains(&client.ip));
         if !exempt && inner.per_client.get(&client).copied().unwrap_or(0) >= self.limits.per_client {
             let own = inner.victim(now, |o| o.client == client);
             let admitted = self.make_room(&mut inner, own);
@@ -204,16 +229,16 @@ impl Registry {
                 return None;
             }
         }
-        let room = if is_home(client) { self.limits.max } else { self.limits.max - self.limits.reserve() };
+        let room = if client.is_home() { self.limits.max } else { self.limits.max - self.limits.reserve() };
         let open = inner.open.values().filter(|o| o.state != State::Closing).count();
         if open >= room {
             // Only from itself or a client holding more, so a few busy addresses cannot push out a lone
             // admin; and an outside client never closes a connection from the machine itself.
-            let held = |ip: &IpAddr| inner.per_client.get(ip).copied().unwrap_or(0);
+            let held = |c: &Client| inner.per_client.get(c).copied().unwrap_or(0);
             let mine = held(&client);
-            let outside = !is_home(client);
+            let outside = !client.is_home();
             let victim = inner
-                .victim(now, |o| o.client == client || (held(&o.client) > mine && !(outside && is_home(o.client))));
+                .victim(now, |o| o.client == client || (held(&o.client) > mine && !(outside && o.client.is_home())));
             if !self.make_room(&mut inner, victim) {
                 return None;
             }
@@ -253,7 +278,7 @@ impl Registry {
             self.limits.reserve(),
             inner.closed,
             inner.refused,
-            busiest.map_or_else(|| "none".to_owned(), |(ip, _)| ip.to_string()),
+            busiest.map_or_else(|| "none".to_owned(), |(client, _)| client.to_string()),
             busiest.map_or(0, |(_, n)| *n),
         );
         inner.closed = 0;
