@@ -219,7 +219,12 @@ pub(super) async fn pod_resources(socket: Option<&Path>, given: bool) -> Check {
     match kubelet::gpu_pods(socket, API_TIMEOUT).await {
         Ok(pods) => Check::ok(
             "pod-resources",
-            format!("the kubelet answers List at {shown}: {} GPU(s) held by pods now", pods.len()),
+            format!(
+                "the kubelet answers List at {shown}: {} GPU(s) given to pods now; a pod names only processes whose \
+                 cgroup is a pod's (its UID checked when the API server answers), and the Lab keeps off those GPUs \
+                 unless an admin forces a run",
+                pods.len()
+            ),
         ),
         Err(e) => Check::warn(
             "pod-resources",
