@@ -1,6 +1,6 @@
-//! The README's reverse-proxy setup, run for real: Debian's nginx with the README's own
+//! docs/SECURITY.md's reverse-proxy setup, run for real: Debian's nginx with that page's own
 //! `nginx` block terminating TLS in front of gpudash started with `--public-url` and
-//! `--trusted-proxy`, as the README says. A login, a lab run, the WebSocket and a rebinding
+//! `--trusted-proxy`, as the page says. A login, a lab run, the WebSocket and a rebinding
 //! attempt go through it.
 
 use std::path::Path;
@@ -21,7 +21,7 @@ use crate::edge::server_with;
 use crate::security::{ADMIN, OPERATOR};
 use crate::support::{Said, TlsFiles, eventually_every};
 
-/// The name the README's example serves under; the test resolves it to 127.0.0.1.
+/// The name docs/SECURITY.md's example serves under; the test resolves it to 127.0.0.1.
 const NAME: &str = "gpu1.example.com";
 
 /// Stops nginx when the test ends, however it ends.
@@ -34,15 +34,15 @@ impl Drop for Nginx {
     }
 }
 
-/// The README's `nginx` code block, with the test's ports and certificate files.
+/// docs/SECURITY.md's `nginx` code block, with the test's ports and certificate files.
 fn readme_block(upstream_port: u16, listen_port: u16, tls: &TlsFiles) -> String {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md")).unwrap();
-    let start = readme.find("```nginx\n").expect("the README has an nginx example") + "```nginx\n".len();
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/SECURITY.md")).unwrap();
+    let start = readme.find("```nginx\n").expect("docs/SECURITY.md has an nginx example") + "```nginx\n".len();
     let block = &readme[start..start + readme[start..].find("```").unwrap()];
     for expected in
         ["listen 443 ssl;", "proxy_pass http://127.0.0.1:7070;", "ssl_certificate     ", "ssl_certificate_key "]
     {
-        assert!(block.contains(expected), "the README's nginx block changed shape: {expected} missing");
+        assert!(block.contains(expected), "docs/SECURITY.md's nginx block changed shape: {expected} missing");
     }
     block
         .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{listen_port} ssl;"))

@@ -62,7 +62,7 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_NO_HISTORY", conflicts_with = "data_dir")]
     pub no_history: bool,
 
-    /// Tokens and access policy (TOML; see the README's "Running it for a team"). Tokens can
+    /// Tokens and access policy (TOML; see docs/TEAM.md). Tokens can
     /// also come from GPUDASH_TOKENS="user:role:token,…".
     #[arg(long, env = "GPUDASH_AUTH_FILE", value_name = "FILE")]
     pub auth_file: Option<PathBuf>,

@@ -64,7 +64,9 @@ pub async fn report(
         .require(Role::Operator, Action::BridgeReport.doing())
         .map_err(|refused| ApiError { status: StatusCode::FORBIDDEN, message: refused.to_string() })?;
     let report: Report = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::bad_request(format!("invalid report ({e}); see the bridge section of the README for the format"))
+        ApiError::bad_request(format!(
+            "invalid report ({e}); see POST /api/bridge/report in docs/API.md for the format"
+        ))
     })?;
     let (pid, host) = (report.pid, report.host.clone());
     let (by, owner) = reporter_and_owner(&caller, pid).await?;
@@ -192,7 +194,7 @@ pub async fn allocator(
     })?;
     let report: AllocatorReport = serde_json::from_slice(&body).map_err(|e| {
         ApiError::bad_request(format!(
-            "invalid allocator report ({e}); see the bridge section of the README for the format"
+            "invalid allocator report ({e}); see POST /api/bridge/allocator in docs/API.md for the format"
         ))
     })?;
     let (pid, host) = (report.pid, report.host.clone());
