@@ -53,7 +53,10 @@ impl Activity {
     }
 }
 
-/// What a GPU is doing for the overview and "Free:".
+/// What a GPU is doing: the one state type of the server's API, the page's rows and tiles, and the
+/// Fleet's per-host counts. A host decides it from its own readings and processes ([`gpu_state`]);
+/// the Fleet from what Prometheus holds (`server/src/fleet/hosts.rs`), where it also knows
+/// [`GpuState::Reserved`] and [`GpuState::Stale`].
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuState {
@@ -61,37 +64,62 @@ pub enum GpuState {
     Free,
     /// Someone computes on it (or holds it without having been idle long enough).
     Busy,
-    /// Every process on it is flagged idle: memory held, nothing computed.
+    /// Held while it computes nothing: every process on it flagged idle (on a host), or held at 0%
+    /// utilization now (in the Fleet, which sees no idle flags).
     HeldIdle,
     /// No process is visible, yet its memory or utilization says someone uses it
     /// ([`crate::in_use::unseen`]): never free.
     InUseUnseen,
+    /// Free of processes but booked now (the Fleet counts it apart; a host's page says the booking
+    /// beside the state, whatever it is).
+    Reserved,
+    /// It stopped answering (fell off the bus): neither free nor in use.
+    Lost,
+    /// The Fleet has no recent figures of it: its state is not known now.
+    Stale,
 }
 
 impl GpuState {
+    /// The state in words, as the page and the API's readers see it.
     pub fn as_str(self) -> &'static str {
         match self {
             GpuState::Free => "free",
             GpuState::Busy => "busy",
             GpuState::HeldIdle => "held idle",
             GpuState::InUseUnseen => "in use (no process visible)",
+            GpuState::Reserved => "reserved",
+            GpuState::Lost => "lost",
+            GpuState::Stale => "stale",
+        }
+    }
+
+    /// The page's CSS class for it.
+    pub fn class(self) -> &'static str {
+        match self {
+            GpuState::Free => "free",
+            GpuState::Busy => "busy",
+            GpuState::HeldIdle => "held-idle",
+            GpuState::InUseUnseen => "in-use-unseen",
+            GpuState::Reserved => "reserved",
+            GpuState::Lost => "lost",
+            GpuState::Stale => "stale",
         }
     }
 }
 
-/// A GPU's state from its latest reading and the processes on it; `None` for a GPU
-/// that stopped answering (it is neither free nor in use). With no process listed, the reading
-/// decides between free and in use by someone gpudash cannot see.
-pub fn gpu_state(index: u32, latest: Option<&DeviceSample>, processes: &[GpuProcess]) -> Option<GpuState> {
+/// A GPU's state on its host from its latest reading and the processes on it: [`GpuState::Lost`]
+/// for a GPU that stopped answering. With no process listed, the reading decides between free and
+/// in use by someone gpudash cannot see. Never `Reserved` or `Stale` (see [`GpuState`]).
+pub fn gpu_state(index: u32, latest: Option<&DeviceSample>, processes: &[GpuProcess]) -> GpuState {
     if latest.is_some_and(|s| s.lost.is_some()) {
-        return None;
+        return GpuState::Lost;
     }
     let mut on_it = processes.iter().filter(|p| p.device == index).peekable();
     if on_it.peek().is_none() {
         let unseen = latest.and_then(crate::in_use::unseen).is_some();
-        return Some(if unseen { GpuState::InUseUnseen } else { GpuState::Free });
+        return if unseen { GpuState::InUseUnseen } else { GpuState::Free };
     }
-    Some(if on_it.all(|p| p.idle.is_some()) { GpuState::HeldIdle } else { GpuState::Busy })
+    if on_it.all(|p| p.idle.is_some()) { GpuState::HeldIdle } else { GpuState::Busy }
 }
 
 /// Device memory held by idle processes, bytes.
@@ -132,19 +160,19 @@ mod tests {
     fn a_gpu_is_free_busy_or_held_idle() {
         let (idle, busy) = (process(1, true), process(2, false));
         let both = [idle.clone(), busy.clone(), process(2, true)];
-        assert_eq!(gpu_state(0, None, &both), Some(GpuState::Free));
-        assert_eq!(gpu_state(1, None, &both), Some(GpuState::HeldIdle));
-        assert_eq!(gpu_state(2, None, &both), Some(GpuState::Busy), "one idle process beside a busy one");
+        assert_eq!(gpu_state(0, None, &both), GpuState::Free);
+        assert_eq!(gpu_state(1, None, &both), GpuState::HeldIdle);
+        assert_eq!(gpu_state(2, None, &both), GpuState::Busy, "one idle process beside a busy one");
         let hidden = DeviceSample {
             memory_used: Some(21 << 30),
             memory_free: Some(120 << 30),
             gpu_util: Some(100),
             ..Default::default()
         };
-        assert_eq!(gpu_state(0, Some(&hidden), &both), Some(GpuState::InUseUnseen), "busy with no process visible");
-        assert_eq!(gpu_state(1, Some(&hidden), &both), Some(GpuState::HeldIdle), "its listed processes decide");
+        assert_eq!(gpu_state(0, Some(&hidden), &both), GpuState::InUseUnseen, "busy with no process visible");
+        assert_eq!(gpu_state(1, Some(&hidden), &both), GpuState::HeldIdle, "its listed processes decide");
         let lost = DeviceSample { lost: Some("gone".into()), ..Default::default() };
-        assert_eq!(gpu_state(0, Some(&lost), &both), None);
+        assert_eq!(gpu_state(0, Some(&lost), &both), GpuState::Lost);
         assert_eq!(idle_memory(&[&idle, &busy]), 3 << 30);
     }
 

@@ -149,6 +149,30 @@ pub struct FleetGpu {
     pub simulated: bool,
 }
 
+impl FleetGpu {
+    /// What the GPU counts as, for its host's line and its own row (each GPU counts once), in the
+    /// order the page's words take (lost before stale, stale before reserved). Held idle here is
+    /// held at 0% utilization now: the Fleet sees no idle flags. A GPU held but not free by its
+    /// figures (`fleet::usable::held` on the server) is busy.
+    pub fn state(&self) -> crate::activity::GpuState {
+        use crate::activity::GpuState;
+        let held = self.users.as_ref().is_some_and(|users| !users.is_empty());
+        if self.lost {
+            GpuState::Lost
+        } else if self.stale {
+            GpuState::Stale
+        } else if self.free {
+            GpuState::Free
+        } else if self.reserved_by.is_some() {
+            GpuState::Reserved
+        } else if held && self.gpu_util.is_some_and(|u| u <= 0.0) && self.unhealthy.is_none() {
+            GpuState::HeldIdle
+        } else {
+            GpuState::Busy
+        }
+    }
+}
+
 /// One user's share of one GPU.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct FleetUser {

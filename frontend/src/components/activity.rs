@@ -45,7 +45,7 @@ pub fn ActivityFigures(state: ReadSignal<DashboardState>, index: u32) -> impl In
     let held = Memo::new(move |_| {
         state.with(|s| {
             let latest = s.device(index).and_then(|d| d.latest.as_ref());
-            (gpu_state(index, latest, &s.processes) == Some(GpuState::HeldIdle)).then(|| {
+            (gpu_state(index, latest, &s.processes) == GpuState::HeldIdle).then(|| {
                 let now = latest.map_or(0, |l| l.timestamp_ms);
                 let on_it: Vec<_> = s.processes_on(index).collect();
                 let since = on_it.iter().filter_map(|p| p.idle.map(|h| h.since_ms)).min().unwrap_or(now);

@@ -8,7 +8,7 @@ use leptos::prelude::*;
 use shared::activity::gpu_state;
 
 use crate::{
-    components::overview::{row_state, state_class, state_words},
+    components::overview::{state_class, state_words},
     hooks::{reservations::Reservations, theme::Theme, url::ViewSignals},
     split::{self, Lazily},
     state::{
@@ -60,7 +60,7 @@ impl Tile {
 fn tile(state: &DashboardState, reservations: Option<Reservations>, index: u32) -> Tile {
     let device = state.device(index);
     let latest = device.and_then(|d| d.latest.as_ref());
-    let row = row_state(gpu_state(index, latest, &state.processes));
+    let row = gpu_state(index, latest, &state.processes);
     let unhealthy = state.unhealthy(index);
     let holder = reservations.and_then(|r| r.holder_of(index)).map(|r| if r.redacted { String::new() } else { r.user });
     Tile {

@@ -113,7 +113,7 @@ fn GpuRow(
         reservations.and_then(|r| r.holder_of(index)).map(|r| if r.redacted { String::new() } else { r.user })
     });
     let gpu_state = Memo::new(move |_| {
-        state.with(|s| row_state(gpu_state(index, s.device(index).and_then(|d| d.latest.as_ref()), &s.processes)))
+        state.with(|s| gpu_state(index, s.device(index).and_then(|d| d.latest.as_ref()), &s.processes))
     });
     // Free only by the one rule (`shared::usability`): a GPU with a critical fault is unhealthy.
     let unhealthy = Memo::new(move |_| state.with(|s| s.unhealthy(index)));
@@ -238,70 +238,26 @@ fn Bar(label: String, percent: Signal<Option<f64>>, text: Signal<String>) -> imp
     }
 }
 
-/// What a row's State cell says, and its class.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RowState {
-    Free,
-    Busy,
-    HeldIdle,
-    /// No process visible, yet in use by its memory or utilization.
-    InUseUnseen,
-    Lost,
-}
-
-impl RowState {
-    fn word(self) -> &'static str {
-        match self {
-            RowState::Free => GpuState::Free.as_str(),
-            RowState::Busy => GpuState::Busy.as_str(),
-            RowState::HeldIdle => GpuState::HeldIdle.as_str(),
-            RowState::InUseUnseen => GpuState::InUseUnseen.as_str(),
-            RowState::Lost => "lost",
-        }
-    }
-
-    fn class(self) -> &'static str {
-        match self {
-            RowState::Free => "free",
-            RowState::Busy => "busy",
-            RowState::HeldIdle => "held-idle",
-            RowState::InUseUnseen => "in-use-unseen",
-            RowState::Lost => "lost",
-        }
-    }
-}
-
-/// `shared::activity::gpu_state`'s answer, with its `None` (a GPU that stopped answering) named.
-pub(crate) fn row_state(state: Option<GpuState>) -> RowState {
-    match state {
-        None => RowState::Lost,
-        Some(GpuState::Free) => RowState::Free,
-        Some(GpuState::Busy) => RowState::Busy,
-        Some(GpuState::HeldIdle) => RowState::HeldIdle,
-        Some(GpuState::InUseUnseen) => RowState::InUseUnseen,
-    }
-}
-
 /// What a row's State cell says: "lost"; "unhealthy: XID 79" (with "busy, " before it while a
 /// process holds it); "free", "busy", "held idle", each with ", reserved by ana" where a
 /// reservation holds it now (`reserved_by`: empty for a viewer who is not told who).
-pub(crate) fn state_words(state: RowState, unhealthy: Option<&str>, reserved_by: Option<&str>) -> String {
+pub(crate) fn state_words(state: GpuState, unhealthy: Option<&str>, reserved_by: Option<&str>) -> String {
     let words = match (state, unhealthy) {
-        (RowState::Lost, _) => return "lost".to_owned(),
-        (RowState::Free, Some(reason)) => format!("unhealthy: {reason}"),
-        (state, Some(reason)) => format!("{}, unhealthy: {reason}", state.word()),
-        (state, None) => state.word().to_owned(),
+        (GpuState::Lost, _) => return "lost".to_owned(),
+        (GpuState::Free, Some(reason)) => format!("unhealthy: {reason}"),
+        (state, Some(reason)) => format!("{}, unhealthy: {reason}", state.as_str()),
+        (state, None) => state.as_str().to_owned(),
     };
     match reserved_by {
         None => words,
-        Some(who) if state == RowState::Free && unhealthy.is_none() => reserved_text("reserved", who),
+        Some(who) if state == GpuState::Free && unhealthy.is_none() => reserved_text("reserved", who),
         Some(who) => reserved_text(&format!("{words}, reserved"), who),
     }
 }
 
 /// The State cell's class: "unhealthy" for a GPU with a critical fault that still answers.
-pub(crate) fn state_class(state: RowState, unhealthy: bool) -> &'static str {
-    if unhealthy && state != RowState::Lost { "unhealthy" } else { state.class() }
+pub(crate) fn state_class(state: GpuState, unhealthy: bool) -> &'static str {
+    if unhealthy && state != GpuState::Lost { "unhealthy" } else { state.class() }
 }
 
 /// "reserved by ana", or "reserved" for a viewer who is not told who.
@@ -453,23 +409,23 @@ mod tests {
         assert_eq!(sm_text(None), "SM n/a");
         let unavailable = DeviceSample { activity: Some(Activity::unavailable(0, "pre-Hopper")), ..Default::default() };
         assert_eq!(sm_text(Some(&unavailable)), "SM n/a");
-        assert_eq!(row_state(None).word(), "lost");
-        assert_eq!(row_state(Some(GpuState::HeldIdle)).class(), "held-idle");
+        assert_eq!(GpuState::Lost.as_str(), "lost");
+        assert_eq!(GpuState::HeldIdle.class(), "held-idle");
         assert_eq!(reserved_text("reserved", "ana"), "reserved by ana");
         assert_eq!(reserved_text("busy, reserved", ""), "busy, reserved");
     }
 
     #[test]
     fn the_state_says_unhealthy_with_its_reason_never_free() {
-        assert_eq!(state_words(RowState::Free, None, None), "free");
-        assert_eq!(state_words(RowState::Free, Some("XID 79"), None), "unhealthy: XID 79");
+        assert_eq!(state_words(GpuState::Free, None, None), "free");
+        assert_eq!(state_words(GpuState::Free, Some("XID 79"), None), "unhealthy: XID 79");
         assert_eq!(
-            state_words(RowState::Busy, Some("ECC: 2 uncorrected"), None),
+            state_words(GpuState::Busy, Some("ECC: 2 uncorrected"), None),
             "busy, unhealthy: ECC: 2 uncorrected"
         );
-        assert_eq!(state_words(RowState::Lost, Some("lost"), Some("ana")), "lost");
-        assert_eq!(state_words(RowState::Free, None, Some("ana")), "reserved by ana");
-        assert_eq!(state_words(RowState::HeldIdle, None, Some("")), "held idle, reserved");
-        assert_eq!(state_words(RowState::Free, Some("XID 79"), Some("ana")), "unhealthy: XID 79, reserved by ana");
+        assert_eq!(state_words(GpuState::Lost, Some("lost"), Some("ana")), "lost");
+        assert_eq!(state_words(GpuState::Free, None, Some("ana")), "reserved by ana");
+        assert_eq!(state_words(GpuState::HeldIdle, None, Some("")), "held idle, reserved");
+        assert_eq!(state_words(GpuState::Free, Some("XID 79"), Some("ana")), "unhealthy: XID 79, reserved by ana");
     }
 }

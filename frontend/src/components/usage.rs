@@ -33,7 +33,7 @@ pub fn WhoUsesWhat(state: ReadSignal<DashboardState>) -> impl IntoView {
             s.devices
                 .iter()
                 .map(|d| d.info.index)
-                .filter(|&i| gpu_state(i, latest(i), &s.processes) == Some(GpuState::HeldIdle))
+                .filter(|&i| gpu_state(i, latest(i), &s.processes) == GpuState::HeldIdle)
                 .collect::<Vec<_>>()
         })
     });

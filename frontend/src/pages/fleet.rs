@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use leptos::{html, prelude::*, task::spawn_local};
 use shared::{
+    activity::GpuState,
     fleet::{FleetFilter, FleetGpu, FleetNode, FleetResponse},
     units::{format_bytes, or_na},
 };
@@ -236,16 +237,16 @@ fn host_row(node: &FleetNode, open: bool, toggle: impl Fn(String) + Copy + 'stat
         None => view! { <span title=node.instance.clone()>{name}</span> }.into_any(),
     };
     let counts = [
-        (node.free_gpus, "free"),
-        (node.busy_gpus, "busy"),
-        (node.idle_gpus, "held idle"),
-        (node.reserved_gpus, "reserved"),
-        (node.lost_gpus, "lost"),
-        (node.stale_gpus, "stale"),
+        (node.free_gpus, GpuState::Free),
+        (node.busy_gpus, GpuState::Busy),
+        (node.idle_gpus, GpuState::HeldIdle),
+        (node.reserved_gpus, GpuState::Reserved),
+        (node.lost_gpus, GpuState::Lost),
+        (node.stale_gpus, GpuState::Stale),
     ]
     .into_iter()
     .filter(|(n, _)| *n > 0)
-    .map(|(n, what)| format!("{n} {what}"))
+    .map(|(n, what)| format!("{n} {}", what.as_str()))
     .collect::<Vec<_>>()
     .join(", ");
     let down = node.up == Some(false) || (node.stale && node.gpus == 0);
@@ -327,23 +328,17 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
             .collect::<Vec<_>>()
             .join(", "),
     };
-    let state = if gpu.lost {
-        "lost".to_owned()
-    } else if let Some(node) = node.filter(|n| n.up == Some(false)) {
-        down_text(node)
-    } else if gpu.stale {
-        match node.and_then(|n| n.last_seen_ms) {
+    // The state its host's line counts it as (`FleetGpu::state`), said with what the row knows more.
+    let state = match (gpu.state(), node.filter(|n| n.up == Some(false)), &gpu.unhealthy) {
+        (GpuState::Lost, ..) => GpuState::Lost.as_str().to_owned(),
+        (_, Some(down), _) => down_text(down),
+        (GpuState::Stale, ..) => match node.and_then(|n| n.last_seen_ms) {
             Some(ms) => format!("stale since {}", format::time_of_day(ms as f64, true)),
-            None => "stale".to_owned(),
-        }
-    } else if let Some(reason) = &gpu.unhealthy {
-        format!("unhealthy: {reason}")
-    } else if let Some(holder) = &gpu.reserved_by {
-        format!("reserved by {holder}")
-    } else if gpu.free {
-        "free".to_owned()
-    } else {
-        "busy".to_owned()
+            None => GpuState::Stale.as_str().to_owned(),
+        },
+        (_, _, Some(reason)) => format!("unhealthy: {reason}"),
+        (GpuState::Reserved, ..) => format!("reserved by {}", gpu.reserved_by.as_deref().unwrap_or_default()),
+        (state, ..) => state.as_str().to_owned(),
     };
     view! {
         <tr

@@ -47,9 +47,10 @@ fn status(
     free: bool,
 ) -> (&'static str, String) {
     let latest = state.device(index).and_then(|d| d.latest.as_ref());
-    let Some(use_state) = gpu_state(index, latest, &state.processes) else {
+    let use_state = gpu_state(index, latest, &state.processes);
+    if use_state == GpuState::Lost {
         return ("lost", String::new());
-    };
+    }
     if let Some(reason) = state.unhealthy(index) {
         return ("unhealthy", format!(": {reason}"));
     }

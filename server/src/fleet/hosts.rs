@@ -3,41 +3,8 @@
 
 use std::collections::BTreeSet;
 
+use shared::activity::GpuState;
 use shared::fleet::{FleetGpu, FleetNode, FleetSummary};
-
-/// What one GPU counts as on its host's line; each GPU counts once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuState {
-    Lost,
-    Stale,
-    Reserved,
-    Free,
-    /// Held at 0% utilization now.
-    Idle,
-    Busy,
-}
-
-/// `gpu`'s state, in the order the page's words take (lost before stale, stale before reserved).
-pub fn state(gpu: &FleetGpu) -> GpuState {
-    if gpu.lost {
-        GpuState::Lost
-    } else if gpu.stale {
-        GpuState::Stale
-    } else if gpu.free {
-        GpuState::Free
-    } else if gpu.reserved_by.is_some() {
-        GpuState::Reserved
-    } else if held(gpu) && gpu.gpu_util.is_some_and(|u| u <= 0.0) && gpu.unhealthy.is_none() {
-        GpuState::Idle
-    } else {
-        GpuState::Busy
-    }
-}
-
-/// Someone's processes (or pod) are on it.
-fn held(gpu: &FleetGpu) -> bool {
-    gpu.users.as_ref().is_some_and(|users| !users.is_empty())
-}
 
 /// Fills each node's counts and owners from `gpus`, and their sums into `summary`.
 pub fn tally(nodes: &mut [FleetNode], gpus: &[FleetGpu], summary: &mut FleetSummary) {
@@ -52,13 +19,13 @@ pub fn tally(nodes: &mut [FleetNode], gpus: &[FleetGpu], summary: &mut FleetSumm
         let Some(&i) = index.get(&gpu.instance) else { continue };
         let node = &mut nodes[i];
         node.gpus += 1;
-        match state(gpu) {
+        match gpu.state() {
             GpuState::Lost => node.lost_gpus += 1,
             GpuState::Stale => node.stale_gpus += 1,
             GpuState::Reserved => node.reserved_gpus += 1,
             GpuState::Free => node.free_gpus += 1,
-            GpuState::Idle => node.idle_gpus += 1,
-            GpuState::Busy => node.busy_gpus += 1,
+            GpuState::HeldIdle => node.idle_gpus += 1,
+            GpuState::Busy | GpuState::InUseUnseen => node.busy_gpus += 1,
         }
         owners[i].extend(gpu.users.iter().flatten().map(|u| u.user.clone()));
     }
@@ -113,6 +80,10 @@ mod tests {
         let lost = FleetGpu { lost: true, stale: true, free: false, ..gpu("b", &[], 0.0) };
         let stale = FleetGpu { stale: true, users: None, free: false, ..gpu("b", &[], 0.0) };
         let gpus = [gpu("a", &[], 0.0), gpu("a", &["ana"], 90.0), gpu("a", &["bo", "ana"], 0.0), reserved, lost, stale];
+        // The one state type, by the rule the Fleet page's rows use too (`FleetGpu::state`).
+        let states: Vec<GpuState> = gpus.iter().map(FleetGpu::state).collect();
+        use GpuState::{Busy, Free, HeldIdle, Lost, Reserved, Stale};
+        assert_eq!(states, [Free, Busy, HeldIdle, Reserved, Lost, Stale]);
         let mut summary = FleetSummary::default();
         tally(&mut nodes, &gpus, &mut summary);
         let a = &nodes[0];

@@ -9,12 +9,12 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use shared::activity::GpuState;
 use shared::fleet::FleetResponse;
 use shared::fleet_owners::{FleetFreeHost, FleetIdleHolder, FleetOwnerUsage, FleetOwners};
 
 use super::Fleet;
 use super::client::Series;
-use super::hosts::{GpuState, state};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
@@ -121,7 +121,7 @@ impl Fleet {
 /// Hosts with free GPUs in `fleet` (the state the host lines count), most free first.
 pub fn free_hosts(fleet: &FleetResponse) -> Vec<FleetFreeHost> {
     let mut hosts: BTreeMap<&str, FleetFreeHost> = BTreeMap::new();
-    for gpu in fleet.gpus.iter().filter(|g| state(g) == GpuState::Free) {
+    for gpu in fleet.gpus.iter().filter(|g| g.state() == GpuState::Free) {
         let host = hosts.entry(&gpu.instance).or_insert_with(|| FleetFreeHost {
             instance: gpu.instance.clone(),
             hostname: gpu.hostname.clone(),

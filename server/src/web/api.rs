@@ -101,7 +101,10 @@ pub async fn processes(State(state): State<AppState>, caller: Option<Extension<C
         .iter()
         .filter_map(|d| {
             let latest = latest_of(d.index);
-            let state = gpu_state(d.index, latest, &processes)?;
+            let state = gpu_state(d.index, latest, &processes);
+            if state == GpuState::Lost {
+                return None;
+            }
             let reason = (state == GpuState::InUseUnseen).then(|| latest.and_then(shared::in_use::unseen)).flatten();
             Some(DeviceState { index: d.index, state, reason })
         })
