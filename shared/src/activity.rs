@@ -144,9 +144,40 @@ pub fn idle_despite_util(util: Option<u32>, sm_active: Option<f64>, idle_ms: u64
     ))
 }
 
+/// Why GPU `index`, held idle, reads so although its util bar is high: [`idle_despite_util`] over
+/// its util and SM activity in `latest` and the longest hold on it judged by SM activity, up to the
+/// reading's time. `None` unless it is
+/// [`GpuState::HeldIdle`] with util at or above [`HIGH_UTIL_PERCENT`]. The overview's row and tile say it
+/// beside "held idle", the process table on each process.
+pub fn held_idle_reason(index: u32, latest: Option<&DeviceSample>, processes: &[GpuProcess]) -> Option<String> {
+    if gpu_state(index, latest, processes) != GpuState::HeldIdle {
+        return None;
+    }
+    let now_ms = latest?.timestamp_ms;
+    let since = processes
+        .iter()
+        .filter(|p| p.device == index)
+        .filter_map(|p| p.idle.filter(|hold| hold.signal == IdleSignal::SmActivity))
+        .map(|hold| hold.since_ms)
+        .min()?;
+    let activity = latest.and_then(|s| s.activity.as_ref()).filter(|a| a.unavailable.is_none());
+    idle_despite_util(latest.and_then(|s| s.gpu_util), activity.and_then(|a| a.sm_active), now_ms.saturating_sub(since))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_held_idle_gpu_at_high_util_says_why() {
+        let sample = |util| DeviceSample { gpu_util: Some(util), timestamp_ms: 61_001, ..DeviceSample::default() };
+        let idle = [process(0, true)];
+        let why = held_idle_reason(0, Some(&sample(92)), &idle);
+        assert_eq!(why.as_deref(), Some("util 92% but SM activity below 1% for 1m 1s: tiny kernels or a spin loop?"));
+        assert_eq!(held_idle_reason(0, Some(&sample(5)), &idle), None, "low util: idle on every figure");
+        let busy = [process(0, true), process(0, false)];
+        assert_eq!(held_idle_reason(0, Some(&sample(92)), &busy), None, "not held idle");
+    }
 
     fn process(device: u32, idle: bool) -> GpuProcess {
         GpuProcess {

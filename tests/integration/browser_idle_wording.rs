@@ -1,6 +1,7 @@
 //! One idle signal, named so that nobody is misled (issue 32, item 2): the process table names
 //! NVML's per-process "SM util (NVML)" apart from the GPU's "SM activity", each explained on
-//! hover; a spin loop (util 98 %, SM activity ~0) is flagged idle with the reason in its row, and
+//! hover; a spin loop (util 98 %, SM activity ~0) is flagged idle with the reason in its row and
+//! in its GPU's overview row, and
 //! its alert does not say it "has computed nothing"; a busy scripted job shows SM activity that
 //! fits its util, so it is not flagged.
 
@@ -49,6 +50,14 @@ async fn a_spin_loop_is_idle_with_the_reason_and_a_busy_job_is_not() {
         assert!(
             why.starts_with("util 98% but SM activity 0.") && why.ends_with(": tiny kernels or a spin loop?"),
             "{why}"
+        );
+        // The overview's row says it too, beside its 98% util bar (issue 56, item 2): in its State cell
+        // (cut there, whole in its tooltip).
+        let state = c.find(Locator::Css("tr.gpu-row[data-index='0'] td.ov-state")).await.unwrap();
+        let said = state.attr("title").await.unwrap().unwrap_or_default();
+        assert!(
+            said.starts_with("held idle: util 98% but SM activity 0.") && said.ends_with("spin loop?"),
+            "the row's state: {said}"
         );
         let busy_row = format!("#processes tr[data-pid='{BUSY_PID}']");
         let busy = texts(&c, &busy_row).await.join(" ");

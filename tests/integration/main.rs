@@ -28,6 +28,7 @@ mod browser_history;
 mod browser_idle_wording;
 mod browser_lab;
 mod browser_layouts;
+mod browser_overflow;
 mod browser_overview;
 mod browser_processes;
 mod browser_reservations;

@@ -26,6 +26,8 @@ struct Tile {
     /// `free`, `busy`, `held-idle`, `unhealthy` or `lost`.
     class: &'static str,
     words: String,
+    /// Why a held-idle GPU reads so beside a high util ([`shared::activity::held_idle_reason`]).
+    why: Option<String>,
     reserved: bool,
     util: Option<u32>,
     memory: Option<f64>,
@@ -66,6 +68,7 @@ fn tile(state: &DashboardState, reservations: Option<Reservations>, index: u32) 
     Tile {
         class: state_class(row, unhealthy.is_some()),
         words: state_words(row, unhealthy.as_deref(), holder.as_deref()),
+        why: shared::activity::held_idle_reason(index, latest, &state.processes),
         reserved: holder.is_some(),
         util: latest.and_then(|s| s.gpu_util),
         memory: latest.and_then(|s| s.memory_fraction(device.map_or(0, |d| d.info.memory_total))),
@@ -163,7 +166,10 @@ fn GridTile(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
     let button = NodeRef::<leptos::html::Button>::new();
     let write_title = move || {
         if let Some(button) = button.get_untracked() {
-            let text = tile.with_untracked(|t| format!("GPU {index}: {} · {}", t.words, t.figures()));
+            let text = tile.with_untracked(|t| match &t.why {
+                Some(why) => format!("GPU {index}: {} ({why}) · {}", t.words, t.figures()),
+                None => format!("GPU {index}: {} · {}", t.words, t.figures()),
+            });
             if button.title() != text {
                 button.set_title(&text);
             }

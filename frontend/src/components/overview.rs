@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use leptos::prelude::*;
 use shared::{
     DeviceSample,
-    activity::{GpuState, gpu_state},
+    activity::{GpuState, gpu_state, held_idle_reason},
     processes::GpuProcess,
     severity,
     units::{format_bytes, format_watts, or_na},
@@ -117,7 +117,17 @@ fn GpuRow(
     });
     // Free only by the one rule (`shared::usability`): a GPU with a critical fault is unhealthy.
     let unhealthy = Memo::new(move |_| state.with(|s| s.unhealthy(index)));
-    let state_text = move || state_words(gpu_state.get(), unhealthy.get().as_deref(), reserved_by.get().as_deref());
+    // "held idle: util 92% but SM activity 0.1% for 3m: …" where the util bar beside it reads high.
+    let held_why = Memo::new(move |_| {
+        state.with(|s| held_idle_reason(index, s.device(index).and_then(|d| d.latest.as_ref()), &s.processes))
+    });
+    let state_text = move || {
+        let words = state_words(gpu_state.get(), unhealthy.get().as_deref(), reserved_by.get().as_deref());
+        held_why.with(|why| match why {
+            Some(why) => format!("{words}: {why}"),
+            None => words,
+        })
+    };
     let state_class = move || state_class(gpu_state.get(), unhealthy.with(Option::is_some));
     let is_open = Memo::new(move |_| expanded.with(|open| open.contains(&index)));
     let toggle = move |_| {

@@ -16,8 +16,10 @@ pub fn SeverityBadges(findings: Memo<Vec<Finding>>, #[prop(optional)] limit: usi
             let badges = all[..shown]
                 .iter()
                 .map(|f| {
+                    // The whole finding in the tooltip too: a row cuts a long badge short.
+                    let title = format!("{}: {}", f.level.word(), f.label());
                     view! {
-                        <span class=format!("sev-badge {}", f.level.class()) title=f.level.word()>
+                        <span class=format!("sev-badge {}", f.level.class()) title=title>
                             {f.label()}
                         </span>
                     }
