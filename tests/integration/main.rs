@@ -25,6 +25,7 @@ mod browser_bridge;
 mod browser_collectives;
 mod browser_fleet;
 mod browser_history;
+mod browser_holders;
 mod browser_idle_wording;
 mod browser_lab;
 mod browser_layouts;

@@ -23,6 +23,7 @@ use crate::{
     hooks::{reservations::Reservations, session::Session, theme::Theme, url::ViewSignals},
     state::DashboardState,
 };
+use shared::processes::GpuProcess;
 use shared::reservations::Reservation;
 
 /// The card of GPU `index`; its figures follow that device's latest sample.
@@ -106,7 +107,13 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <CardActions index=index />
             </header>
 
-            {move || held.get().map(|r| reserved_line(&r, now()))}
+            {move || {
+                held.get().map(|r| {
+                    // The intruders by name, not by PID alone.
+                    let names = state.with(|s| intruder_names(&r, s.processes_on(index)));
+                    reserved_line(&r, now(), &names)
+                })
+            }}
             {move || soon.get().map(|text| view! { <p class="reserved-soon">{text}</p> })}
             <Show when=is_lost>
                 <p class="lost-reason" role="alert">{move || lost.get().unwrap_or_default()}</p>
@@ -151,6 +158,8 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <BookingBar device=index />
                 <BookingAxis />
             </div>
+            // Who holds it, beside who booked it: below the chart, which stays in the first screen.
+            <Holders state=state index=index />
             // The secondary gauges after the chart, so the chart stays in the first screen at 1280×900.
             <dl class="metrics metrics-more">
                 <Metric label="P-state" class="pstate" value=gauge(|s| or_na(s.pstate, |p| format!("P{p}"))) />
@@ -244,16 +253,15 @@ fn power_halves(sample: Option<&DeviceSample>) -> (String, String) {
 
 /// "Reserved by ana for 2 h 10 m — advisory, not enforced", the note, and a warning when someone
 /// else runs on the GPU meanwhile.
-fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
+fn reserved_line(r: &Reservation, now_ms: u64, intruders: &[String]) -> impl IntoView + use<> {
     let left = shared::reservations::time_left(r.end_ms.saturating_sub(now_ms));
     // An anonymous viewer is not told who.
     let who = if r.redacted { String::new() } else { format!(" by {}", r.user) };
     let note = (!r.note.is_empty()).then(|| view! { <span class="reserved-note">{format!(" · {}", r.note)}</span> });
-    let intruders = (!r.intruders.is_empty()).then(|| {
-        let pids: Vec<String> = r.intruders.iter().map(u32::to_string).collect();
+    let intruders = (!intruders.is_empty()).then(|| {
         view! {
             <p class="reservation-intruders" role="alert">
-                {format!("⚠ Someone else runs here during the reservation: PID {}", pids.join(", "))}
+                {format!("⚠ Someone else runs here during the reservation: {}", intruders.join(", "))}
             </p>
         }
     });
@@ -266,6 +274,78 @@ fn reserved_line(r: &Reservation, now_ms: u64) -> impl IntoView + use<> {
             {intruders}
         </div>
     }
+}
+
+/// "bo (PID 4242)" for each intruder the server named on `r` (their PIDs), from the processes on the GPU;
+/// a PID no longer listed, or one the viewer is not told about, by its number alone.
+fn intruder_names<'a>(r: &Reservation, on_gpu: impl Iterator<Item = &'a GpuProcess>) -> Vec<String> {
+    let on_gpu: Vec<&GpuProcess> = on_gpu.collect();
+    r.intruders
+        .iter()
+        .map(|pid| match on_gpu.iter().find(|p| p.pid == *pid && !p.redacted) {
+            Some(p) => format!("{} (PID {pid})", p.user_name()),
+            None => format!("PID {pid}"),
+        })
+        .collect()
+}
+
+/// `section.gpu-holders`: who holds this GPU, one line per process: its owner (and Unix user where
+/// another), memory, workload, how long it has held the GPU idle, and its PID; a process of someone
+/// other than the user who has the GPU reserved now is marked. A viewer not told who sees the memory.
+#[component]
+fn Holders(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
+    let reservations = use_context::<Reservations>();
+    let lines = Memo::new(move |_| {
+        // The booking in force by the reservations' clock; idle holds by the GPU's latest reading.
+        let held = reservations.and_then(|r| r.holder_of(index).map(|held| (held, r.list.with(|l| l.now_ms))));
+        state.with(|s| {
+            let now = s.device(index).and_then(|d| d.latest.as_ref()).map_or(0, |l| l.timestamp_ms);
+            s.processes_on(index).map(|p| holder_line(p, held.as_ref(), now)).collect::<Vec<_>>()
+        })
+    });
+    view! {
+        <section class="gpu-holders" aria-label="Who holds it">
+            <h4 class="metric-label">"Who holds it"</h4>
+            {move || {
+                lines.with(|lines| {
+                    if lines.is_empty() {
+                        view! { <p class="gpu-holders-none">"No process holds it."</p> }.into_any()
+                    } else {
+                        let items = lines
+                            .iter()
+                            .map(|(text, intruder)| view! { <li class:holder-intruder=*intruder>{text.clone()}</li> })
+                            .collect_view();
+                        view! { <ul class="gpu-holders-list">{items}</ul> }.into_any()
+                    }
+                })
+            }}
+        </section>
+    }
+}
+
+/// One holder's line, and whether it intrudes on `held` (the reservation in force on the GPU, and the
+/// time it was in force at).
+fn holder_line(p: &GpuProcess, held: Option<&(Reservation, u64)>, now_ms: u64) -> (String, bool) {
+    let memory = or_na(p.used_memory, format_bytes);
+    if p.redacted {
+        return (format!("someone (sign in to see) · {memory}"), false);
+    }
+    let mut parts = vec![p.user_name().to_owned()];
+    if let Some(unix) = p.unix_user_if_other() {
+        parts[0] = format!("{} (as {unix})", p.user_name());
+    }
+    parts.push(memory);
+    parts.extend(p.workload.as_ref().and_then(shared::workload::describe));
+    if let Some(hold) = p.idle {
+        parts.push(format!("idle for {}", shared::time::duration(now_ms.saturating_sub(hold.since_ms))));
+    }
+    parts.push(format!("PID {}", p.pid));
+    let intruder = held.is_some_and(|(r, at)| shared::reservations::is_intruder(r, p, *at));
+    if let Some((r, _)) = held.filter(|_| intruder) {
+        let holder = if r.redacted { "someone".to_owned() } else { r.user.clone() };
+        parts.push(format!("⚠ runs here while {holder} has it reserved"));
+    }
+    (parts.join(" · "), intruder)
 }
 
 /// `Reserve` (operators: the reservation form with this GPU ticked) and `Run in the Lab` (the Lab

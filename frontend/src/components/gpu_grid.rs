@@ -51,6 +51,15 @@ impl Tile {
         format!("{util} · {memory}")
     }
 
+    /// " · held by ana, bo": who holds it, for its tooltip (empty when nobody, or nobody the viewer
+    /// is told about).
+    fn holders(&self) -> String {
+        if self.owners.is_empty() {
+            return String::new();
+        }
+        format!(" · held by {}", self.owners.iter().cloned().collect::<Vec<_>>().join(", "))
+    }
+
     /// "98% · 71%": util and memory, as the grid's legend reads them.
     fn short_figures(&self) -> String {
         let util = self.util.map_or_else(|| "n/a".to_owned(), |u| format!("{u}%"));
@@ -166,9 +175,10 @@ fn GridTile(state: ReadSignal<DashboardState>, index: u32) -> impl IntoView {
     let button = NodeRef::<leptos::html::Button>::new();
     let write_title = move || {
         if let Some(button) = button.get_untracked() {
-            let text = tile.with_untracked(|t| match &t.why {
-                Some(why) => format!("GPU {index}: {} ({why}) · {}", t.words, t.figures()),
-                None => format!("GPU {index}: {} · {}", t.words, t.figures()),
+            let text = tile.with_untracked(|t| {
+                let why = t.why.as_ref().map(|why| format!(" ({why})")).unwrap_or_default();
+                let held = t.holders();
+                format!("GPU {index}: {}{why} · {}{held}", t.words, t.figures())
             });
             if button.title() != text {
                 button.set_title(&text);

@@ -202,9 +202,19 @@ fn GpuRow(
                             .get()
                             .into_iter()
                             .map(|chip| {
+                                // On a GPU someone else has booked now, another owner's chip says so.
+                                let holder = reserved_by.get();
+                                let intruder = holder.as_deref().is_some_and(|h| is_intruder_chip(&chip, h));
+                                let (text, title) = if intruder {
+                                    let holder = holder.as_deref().filter(|h| !h.is_empty()).unwrap_or("someone");
+                                    (format!("⚠ {}", chip.text), format!("{} — runs here while {holder} has it reserved", chip.title))
+                                } else {
+                                    (chip.text, chip.title)
+                                };
                                 view! {
-                                    <span class="owner-chip" class:owner-idle=chip.idle title=chip.title data-user=chip.user>
-                                        {chip.text}
+                                    <span class="owner-chip" class:owner-idle=chip.idle class:owner-intruder=intruder
+                                        title=title data-user=chip.user>
+                                        {text}
                                     </span>
                                 }
                             })
@@ -298,6 +308,12 @@ struct OwnerChip {
     title: String,
     /// Everything they hold here is held idle.
     idle: bool,
+}
+
+/// Whether `chip`'s owner intrudes on a GPU that `holder` has reserved now (`""` when the viewer is
+/// not told who: then any named owner's chip does, as the server's intruder list would have it).
+fn is_intruder_chip(chip: &OwnerChip, holder: &str) -> bool {
+    !chip.user.is_empty() && chip.user != holder
 }
 
 /// One chip per owner on the GPU, biggest first, naming the workload (container, pod or job) when
