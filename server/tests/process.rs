@@ -4,6 +4,8 @@
 // Test code: a failed unwrap is a failed test; children are killed and waited for by each test.
 #![allow(clippy::unwrap_used, clippy::zombie_processes)]
 
+mod common;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -316,4 +318,45 @@ fn tls_serves_https_and_refuses_plain_http() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("junk.pem"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Linux keeps 15 bytes of a thread's name (`comm`); std cuts a longer one silently, and tools that
+/// read threads by name (tests/gpu/sampler_cost.py, top -H) then miss it. Every name in the source
+/// fits, and the running server's threads carry them whole.
+#[test]
+fn every_thread_name_fits_in_comm_and_the_threads_carry_them() {
+    let mut files = Vec::new();
+    common::rust_files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+    let mut names = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        let named = text.split(".name(\"").skip(1);
+        for part in named.chain(text.split("DbWriter::start(\"").skip(1)) {
+            let name = part.split('"').next().unwrap_or_default();
+            if name.starts_with("gpudash") {
+                names.push((name.to_owned(), file.display().to_string()));
+            }
+        }
+    }
+    assert!(names.len() >= 5, "thread names not found in the source: fix the test ({names:?})");
+    let long: Vec<_> = names.iter().filter(|(name, _)| name.len() > 15).collect();
+    assert!(long.is_empty(), "thread names over 15 bytes, cut in /proc/*/comm: {long:?}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--simulate", "1", "--listen", "127.0.0.1:0", "--data-dir", dir.path().to_str().unwrap()];
+    let (mut child, _url) = spawn(&args);
+    let pid = child.id();
+    let running = eventually(20, "the sampler's and recorder's threads", || {
+        let comms: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .ok()?
+            .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+            .map(|comm| comm.trim().to_owned())
+            .collect();
+        ["gpudash-sampler", "gpudash-record"].iter().all(|n| comms.iter().any(|c| c == n)).then_some(comms)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for comm in running.iter().filter(|c| c.starts_with("gpudash-")) {
+        assert!(names.iter().any(|(name, _)| name == comm), "thread {comm} is not a name of the source: {running:?}");
+    }
 }

@@ -1,39 +1,48 @@
 #!/usr/bin/env bash
 # The GPU lab's suite, run on a machine with an NVIDIA GPU (the device tool's H200):
 #   1. `gpudash bench memory` (the table the CLI prints, and the memory experiment's checks), then
-#      each fault of GPUDASH_BENCH_FAULT (skip-copy, corrupt-tile) caught by its check;
+#      each fault of GPUDASH_BENCH_FAULT caught by its check (docs/LAB.md lists every check and its fault);
 #   2. tests/gpu/lab_vs_torch.py: gpudash and PyTorch (plain CUDA for latency) in one run,
 #      interleaved round by round on the same sizes and buffers; each row's paired per-round
 #      ratios give a 95% interval judged against 1 ± tolerance (compare.py); after ROUNDS rounds,
 #      extra rounds of the groups with an undecided row, up to MAX_ROUNDS or DEADLINE_S;
 #      exits 1 on any FAIL, MISSING, different identity row or failed gpudash check, else 2 when
-#      a row is still INCONCLUSIVE;
+#      a row is still INCONCLUSIVE (with its summary line saying so: any other exit 2 is a FAIL);
 #   3. tests/gpu/lab_api.py drives a running gpudash over HTTP: one run per
 #      experiment, polled to the end, chart.svg and results.csv fetched, empty_cache.
-# Exit status: 1 when any step failed; else 2 when the comparison left a row INCONCLUSIVE (it could
-# not decide: not a pass); else 0.
+# Tolerances, intervals, ROUNDS, MAX_ROUNDS and DEADLINE_S come from tests/gpu/rules.json (rules.py; schedule
+# "lab"); the rules' version and sha256 are printed first and on the result line. ROUNDS, MAX_ROUNDS and
+# DEADLINE_S in the environment override the schedule, and the comparison's summary line then says
+# "overridden": such a run is not one under the rules alone.
+# Exit status (tests/gpu/result.sh): 1 when any step failed; else 2 when the comparison left a row
+# INCONCLUSIVE (it could not decide: not a pass); else 0.
 #
 #   cargo build --release    # here, then on the GPU machine, with target/release/gpudash carried:
-#   bash tests/gpu/lab.sh    # ~4 minutes: ROUNDS=3 rounds of every group (~35 s each), then extra
-#                            # rounds of undecided groups (pageable copies ~5 s, latency ~2 s, memory ~1 s)
-#                            # until MAX_ROUNDS or DEADLINE_S; then the HTTP API (~25 s);
+#   bash tests/gpu/lab.sh    # ~3 to 6 minutes: 3 rounds of every group (~35 s each), then extra rounds
+#                            # of undecided groups (pageable copies ~5 s, latency ~2 s, memory ~1 s) until
+#                            # MAX_ROUNDS or DEADLINE_S; then the HTTP API (~25 s);
 #                            # artifacts land in $OUT (default /tmp/gpudash-lab)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${GPUDASH_BIN:-target/release/gpudash}
 PORT=${GPUDASH_PORT:-7071}
 OUT=${OUT:-/tmp/gpudash-lab}
-# 3 rounds of every group fill ~112 s of the deadline; the rest goes to extra rounds of undecided groups:
-# ~220 s, enough for the latency and memory groups (~10 s a round) to reach MAX_ROUNDS. At 200 s, session 15's
-# first run stopped them at 12 rounds with three rows undecided (docs/gpu-runs/session15-lab-run1.log).
-ROUNDS=${ROUNDS:-3}
-MAX_ROUNDS=${MAX_ROUNDS:-24}
-DEADLINE_S=${DEADLINE_S:-330}
 mkdir -p "$OUT"
 status=0        # 1: some step failed
-inconclusive=0  # 1: the comparison exited 2 (rows it could not decide)
+inconclusive=0  # 1: the comparison exited 2 with an INCONCLUSIVE summary (rows it could not decide)
 
 step() { printf '\n== %s\n' "$*"; }
+source tests/gpu/result.sh
+
+# The schedule of rules.json's "lab": the deadline is cut from all.sh's 420 s for this part, leaving the
+# comparison RULES_GRACE_S past it (its own timeout) and the steps around it RULES_OUTSIDE_S.
+step "rules"
+rules=$(python3 tests/gpu/rules.py shell lab) || { RULES_LABEL="rules unreadable"; finish 1 0; }
+eval "$rules"
+echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+ROUNDS=${ROUNDS:-$RULES_ROUNDS}
+MAX_ROUNDS=${MAX_ROUNDS:-$RULES_MAX_ROUNDS}
+DEADLINE_S=${DEADLINE_S:-$RULES_DEADLINE_S}
 
 step "GPU"
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv,noheader
@@ -45,11 +54,16 @@ timeout 60 "$BIN" bench --device 0 memory || status=1
 step "faults injected on the CUDA path (GPUDASH_BENCH_FAULT): each run must fail, its check naming the fault"
 # Each fault spoils what one check is there to catch, on this GPU: the check must fail (exit non-zero)
 # and its line must say so; a fault nobody catches fails the suite.
+# A fifth argument names a check the fault must leave passing (the fault is beyond what that check sees).
 fault() {
-  local name=$1 kind=$2 params=$3 check=$4 out rc=0
+  local name=$1 kind=$2 params=$3 check=$4 spared=${5:-} out rc=0
   out=$(GPUDASH_BENCH_FAULT=$name timeout 120 "$BIN" bench --device 0 --force --params "$params" "$kind" 2>&1) || rc=$?
   # The check's own line, marked as the fault's (all.sh's summary lists unmarked [FAIL] lines as failures).
   echo "$out" | grep -E "injecting|\[FAIL\]" | head -5 | sed "s/\[FAIL\]/[FAIL as injected: $name]/"
+  if [ -n "$spared" ] && ! echo "$out" | grep -E "\[PASS\] .*$spared" >/dev/null; then
+    echo "FAIL: fault $name should leave '$spared' passing (it is placed where that check does not look)"
+    status=1
+  fi
   if [ "$rc" -ne 0 ] && echo "$out" | grep -E "\[FAIL\] .*$check" >/dev/null; then
     echo "fault $name: caught by '$check' (exit $rc)"
   else
@@ -61,18 +75,26 @@ fault skip-copy transfer '{"kind":"transfer","copies":["h2d_pinned"],"sizes":[16
   "h2d_pinned copies are byte-exact"
 fault corrupt-tile precision '{"kind":"precision","sizes":[4096],"dtypes":["fp32"],"warmup":1,"repetitions":3}' \
   "every timed GEMM matches the host on a random tile"
+fault skip-gemm precision '{"kind":"precision","sizes":[4096],"dtypes":["bf16"],"warmup":1,"repetitions":3}' \
+  "bf16 4096 matches the host"
+fault corrupt-random precision '{"kind":"precision","sizes":[4096],"dtypes":["fp16"],"warmup":1,"repetitions":3}' \
+  "every row and column sum matches the host" "fp16 4096 matches the host"
+STREAMS_PARAMS='{"kind":"streams","copy_bytes":67108864,"gemm_size":2048,"kernels":4,"kernel_us":200,"warmup":1,"repetitions":2}'
+fault skip-stream-copy streams "$STREAMS_PARAMS" "the copied bytes arrive intact"
+fault skip-gemm streams "$STREAMS_PARAMS" "every timed GEMM wrote all of its output"
+fault skip-spin streams "$STREAMS_PARAMS" "every spin kernel ran to its end"
 
 step "gpudash vs PyTorch, $ROUNDS interleaved rounds, up to $MAX_ROUNDS for undecided rows (deadline ${DEADLINE_S} s)"
 # The deadline stops new rounds; the timeout is the last resort (the script prints what it has on SIGTERM).
-# With pipefail the pipeline's status is the script's (or timeout's 124): 2 means INCONCLUSIVE rows only.
+# With pipefail the pipeline's status is the script's (or timeout's 124); compare_status counts an exit 2 as
+# INCONCLUSIVE only when the script's summary line says so.
 rc=0
-timeout $((DEADLINE_S + 60)) python3 tests/gpu/lab_vs_torch.py "$BIN" --rounds "$ROUNDS" --max-rounds "$MAX_ROUNDS" \
-  --deadline-s "$DEADLINE_S" | tee "$OUT/compare.txt" || rc=$?
-if [ "$rc" -eq 2 ]; then
-  inconclusive=1
-elif [ "$rc" -ne 0 ]; then
-  status=1
-fi
+timeout $((DEADLINE_S + RULES_GRACE_S)) python3 tests/gpu/lab_vs_torch.py "$BIN" --rounds "$ROUNDS" \
+  --max-rounds "$MAX_ROUNDS" --deadline-s "$DEADLINE_S" | tee "$OUT/compare.txt" || rc=$?
+case "$(compare_status "$rc" "$OUT/compare.txt")" in
+  inconclusive) inconclusive=1 ;;
+  fail) status=1; echo "FAIL: the comparison exited $rc" ;;
+esac
 
 step "HTTP API of a running gpudash"
 "$BIN" --listen "127.0.0.1:$PORT" --interval 500ms --no-history --lab-idle-release 20s >"$OUT/server.log" 2>&1 &
@@ -86,5 +108,4 @@ kill $SERVER 2>/dev/null || true
 wait $SERVER 2>/dev/null || true
 grep -iE "error|panic" "$OUT/server.log" | head -20 || true
 
-source tests/gpu/result.sh
 finish "$status" "$inconclusive"

@@ -39,8 +39,7 @@ the round's repetitions as the round's figure, and buffers prepared the same way
                 wait_stream both ways); events around each phase, no host round trip inside;
   latency       gpudash's host-side call times and its two GPU-side figures (queued empty kernels,
                 a CUDA graph of 1000 empty kernels, per kernel) against the plain driver API in C
-                (cuda_latency.c, built by cuda_latency.py with gcc; host-bound rows ±10%, with the reason
-                printed); PyTorch's own per-call figures
+                (cuda_latency.c, built by cuda_latency.py with gcc); PyTorch's own per-call figures
                 (Event.record, Stream.synchronize, x.add_(1)) are printed for information.
   memory        the caching-pool experiment's steps against the same driver calls in C
                 (memory_pool.c): pool used and reserved bytes after the allocations and after the
@@ -48,15 +47,20 @@ the round's repetitions as the round's figure, and buffers prepared the same way
                 equal to the byte or not, never a PASS), and the host time of an allocation the pool
                 serves from its cache and of a fresh one (cuMemAllocAsync + synchronize).
 
+Rules. Every row's tolerance and interval, and the rounds, the most rounds and the deadline, come from
+tests/gpu/rules.json (rules v1: ±5% and the t-interval for every row; rules.py loads it). The run prints the
+rules' version and sha256 first and in its summary line, with any of --rounds, --max-rounds and --deadline-s
+given against them ("overridden").
+
 Rounds. The first --rounds rounds measure every group (the first 2 always, later ones while they fit
-before --deadline-s). Then, up to --max-rounds (default 3 × --rounds), extra rounds measure only the
-groups with a row still UNDECIDED, as long as the group's longest round so far fits before the deadline.
+before --deadline-s). Then, up to --max-rounds, extra rounds measure only the groups with a row still
+UNDECIDED, as long as the group's longest round so far fits before the deadline.
 Every group alternates which side goes first from one of its rounds to the next (and neighbouring groups
 start on opposite sides), so round i of gpudash and of the reference are measured back to back: a pair.
 
-Verdicts: see compare.py (paired per-round ratios, a 95% t-interval against 1 ± tolerance). Exit 1 on any
-FAIL or MISSING row, different identity row or failed gpudash check; else exit 2 when any row is still
-INCONCLUSIVE after the last round; else 0.
+Verdicts: see compare.py (paired per-round ratios, a 95% interval against 1 ± tolerance). Exit 1 on any
+FAIL or MISSING row, different identity row, failed gpudash check, usage error or unusable rules file; else
+exit 2 when any row is still INCONCLUSIVE after the last round (the summary line says so); else 0.
 """
 import argparse
 import os
@@ -70,6 +74,7 @@ import torch
 from compare import CheckLog, Row, figure, print_table, run_bench
 import compare
 import cuda_latency
+import rules
 from lab_copies import GIB, MIB, PIN_CPU, Group, device_copies, events, pageable_copies, pinned_copies, \
     single_thread_fill
 
@@ -84,53 +89,28 @@ LATENCY_NAMES = ("kernel launch (host)", "event record (host)", "synchronize, id
 STREAM_FIGURES = ("copy alone", "compute alone", "copy then compute, one stream", "copy and compute, two streams")
 
 
-# The tolerance of rows that time µs-scale host work (latency's host calls, the pool's cached allocation):
-# the two sides are different binaries (Rust and C) on one pinned core, and a call of ~1 µs moves by
-# ~0.05–0.1 µs with each binary's code layout: paired rounds of session 6 and 9 H200 runs put gpudash 3–5%
-# off C, either way, on kernel launch, event record and the cached allocation.
-#
-# These rows are judged by their median ratio and its distribution-free interval (compare.median_interval), not
-# the t-interval: the lent VM's host runs such a call at one of two speeds for stretches of a fraction of a second
-# to seconds, in plain C as much as in gpudash (session14-pool-modes.log: one C process's cuMemAllocAsync 0.87 µs
-# in one pass and 1.90 µs in the next, its stream synchronize 0.41 and 0.66 µs). When the speed changes between a
-# round's two back-to-back runs, that round's ratio is ~0.45 or ~2.2 whatever gpudash does: 4 of session 13's 17
-# pool rounds (0.494–1.524) widened the t-interval to 0.864–1.107 around a median of 0.984, and session 12's event
-# record (1.306/0.921 = 1.418 in round 4) stayed undecided the same way.
-HOST_BOUND = {"tolerance": 0.10,
-              "reason": "µs-scale host work in two different binaries (Rust, C) on one pinned core: code layout "
-                        "alone moves a ~1 µs call by 0.05–0.1 µs (paired H200 rounds put gpudash 3–5% off C, "
-                        "either way)",
-              "interval": "median",
-              "interval_reason": "the lent VM runs a ~1 µs host call at one of two speeds (~0.9 and ~2 µs for the "
-                                 "pool-served allocation, in C as in gpudash: docs/gpu-runs/session14-pool-modes.log) "
-                                 "and sometimes switches between a round's two runs; such a round's ratio (~0.45 or "
-                                 "~2.2) says nothing about gpudash, and the median's interval lets no few of them "
-                                 "decide"}
-
-
-# The fresh allocation's tolerance: ~220 µs of the driver mapping 256 MiB of new memory, the same two driver
-# calls on both sides (cuMemAllocAsync after a trim, a synchronize); the driver's own time moved by ±30% from
-# round to round on both sides (211–409 µs in session10-lab-run2.log), far more than either side adds.
-# Its rounds fall in two groups too (233–257 µs and 315–395 µs on both sides in session15-lab-run1.log), and a
-# round whose two runs fall in different groups gave 0.695 and 1.482 there: the host's two speeds again, so the
-# median's interval judges it as it does the ~1 µs calls.
-DRIVER_BOUND = {"tolerance": 0.10,
-                "reason": "the same two driver calls on both sides, ~220 µs of the driver mapping new memory, "
-                          "whose own time moved 211–409 µs between rounds on both sides (session 10)",
-                "interval": "median",
-                "interval_reason": "the driver's host work runs at the lent VM's two speeds too: rounds of "
-                                   "233–257 µs and of 315–395 µs on both sides, and a round whose two runs "
-                                   "straddle a change gave 0.695 and 1.482 (docs/gpu-runs/session15-lab-run1.log)"}
+# The rows that time µs-scale host work (latency's host calls and the launch-bound queued kernels, the pool's
+# cached allocation) and the fresh allocation (~220 µs of the driver mapping 256 MiB) take rules.json's
+# "lab.latency.host", "lab.memory.pooled" and "lab.memory.fresh": ±5% and the t-interval in rules v1. The lent
+# VM's host runs such calls at one of two speeds for stretches of a fraction of a second to seconds, in plain C
+# as much as in gpudash (session14-pool-modes.log: one C process's cuMemAllocAsync 0.87 µs in one pass and
+# 1.90 µs in the next), and a round whose two runs straddle a change has a ratio of ~0.45 or ~2.2 whatever
+# gpudash does. Such rounds widen the t-interval; when the rounds cannot bring it inside ±5% the row ends
+# INCONCLUSIVE, which says what the VM allows. The two sides are also different binaries (Rust, C): paired rounds
+# of sessions 6 and 9 put gpudash 3–5% off C, either way, on kernel launch, event record and the cached
+# allocation, near the ±5% limit, where a row may end INCONCLUSIVE too. Until rules v1 these rows had ±10% and the median interval, both
+# chosen after runs they had left undecided (rules.json's "why").
 
 
 # Seconds the GPU rests before each PyTorch GEMM, as long as gpudash's host check of the previous one.
 GEMM_REST_S = 1.0
 
 
-def gemm(warmup, reps):
+def gemm(warmup, reps, book):
     params = {"kind": "precision", "sizes": list(GEMM_SIZES), "dtypes": list(DTYPES), "warmup": warmup,
               "repetitions": reps}
-    rows = {(d, n): Row(f"GEMM {d} {n}", "TFLOP/s", f"figure '{d} {n}'", f"PyTorch torch.matmul(a, b, out=c) ({d}, held)")
+    rows = {(d, n): Row(f"GEMM {d} {n}", "TFLOP/s", f"figure '{d} {n}'", f"PyTorch torch.matmul(a, b, out=c) ({d}, held)",
+                        **book.row("lab.gemm"))
             for d in DTYPES for n in GEMM_SIZES}
     types = {"fp32": torch.float32, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
@@ -150,7 +130,9 @@ def gemm(warmup, reps):
                 torch.cuda.synchronize()
                 time.sleep(GEMM_REST_S)
                 # Held like gpudash's GEMMs, into a buffer allocated once (as gpudash's C).
-                ms = statistics.median(events(lambda: torch.matmul(a, b, out=c), warmup, reps, held=True))
+                # C filled with NaN before each timed GEMM, outside the window, as gpudash poisons its C.
+                ms = statistics.median(events(lambda: torch.matmul(a, b, out=c), warmup, reps, held=True,
+                                              before=lambda: c.fill_(float("nan"))))
                 out[(d, n)] = 2 * n ** 3 / ms / 1e9
             torch.backends.cuda.matmul.allow_tf32 = False
         return out
@@ -161,14 +143,15 @@ def gemm(warmup, reps):
     return Group("GEMM", "precision", params, rows, torch_side, gpudash_side, 150)
 
 
-def streams():
+def streams(book):
     p = STREAMS
-    rows = {name: Row(f"streams: {name}", "ms", f"figure '{name}'", f"PyTorch, same phase ({what})")
+    rule = book.row("lab.streams")
+    rows = {name: Row(f"streams: {name}", "ms", f"figure '{name}'", f"PyTorch, same phase ({what})", **rule)
             for name, what in zip(STREAM_FIGURES, ("copy_ non_blocking from pinned", "a @ a fp32",
                                                    "copy then a @ a on one stream",
                                                    "copy on a torch.cuda.Stream beside a @ a"))}
     rows["overlap gain"] = Row("streams: overlap gain (one stream / two streams)", "×", "figure 'overlap gain'",
-                               "PyTorch one stream / two streams")
+                               "PyTorch one stream / two streams", **rule)
 
     def torch_side():
         n, size = p["gemm_size"], p["copy_bytes"]
@@ -205,16 +188,16 @@ def streams():
     return Group("streams", "streams", p, rows, torch_side, gpudash_side, 90)
 
 
-def latency(device):
+def latency(device, book):
     # 20,000 samples a host figure, taken in 10 slices that alternate between the figures on both sides
     # (latency.rs, cuda_latency.c), after 10,000 warm-up launches (~30 ms, so the core is up to speed): with
     # 2,000 samples in one block each, a figure lasted 2–20 ms and caught whichever state the VM's core was in
     # (event record 0.85 or 1.2–1.36 µs per round on either side in session10-lab-run2.log).
     params = {"kind": "latency", "warmup": 10_000, "repetitions": 20_000}
-    # The host-bound rows (host calls, and the queued kernels that the host's launch rate bounds) get ±10%;
-    # the graph's per-kernel time is the GPU's own and keeps ±5%.
+    # The host-bound rows (host calls, and the queued kernels that the host's launch rate bounds) and the graph's
+    # per-kernel time (the GPU's own) have a rule each in rules.json.
     rows = {name: Row(f"latency: {name}", "µs", f"figure '{name}'", "plain CUDA driver API in C (cuda_latency.c)",
-                      **({} if "CUDA graph" in name else HOST_BOUND))
+                      **book.row("lab.latency.gpu" if "CUDA graph" in name else "lab.latency.host"))
             for name in LATENCY_NAMES}
     torch_info = []
 
@@ -232,7 +215,7 @@ def latency(device):
     return group
 
 
-def memory(device):
+def memory(device, book):
     """The caching-pool experiment against the same driver calls in C (memory_pool.c): the pool's used and
     reserved bytes after the allocations and after the frees (which must agree to the byte), and the host time
     of an allocation the pool serves from its cache and of a fresh one. PyTorch's caching allocator is another
@@ -252,9 +235,9 @@ def memory(device):
         rows[("reserved", label)] = Row(f"memory: pool reserved {when}", "GiB", f"memory step '{label}' reserved", ref,
                                         identity=True)
     rows["pooled"] = Row("memory: allocation served from the pool", "µs", "figure 'allocation served from the pool'",
-                         ref, **HOST_BOUND)
+                         ref, **book.row("lab.memory.pooled"))
     rows["fresh"] = Row("memory: fresh allocation from the driver", "µs", "figure 'fresh allocation from the driver'",
-                        ref, **DRIVER_BOUND)
+                        ref, **book.row("lab.memory.fresh"))
 
     def reference():
         torch.cuda.empty_cache()
@@ -315,17 +298,18 @@ def on_sigterm(_signum, _frame):
 
 def main():
     signal.signal(signal.SIGTERM, on_sigterm)
+    book = rules.load_or_exit()
+    print(f"rules: {book.banner()}", flush=True)
     ap = argparse.ArgumentParser()
     ap.add_argument("binary", nargs="?", default=os.environ.get("GPUDASH_BIN", "target/release/gpudash"))
-    compare.add_round_arguments(
-        ap, int(os.environ.get("ROUNDS", "5")), float(os.environ.get("DEADLINE_S", "210")),
-        "rounds of every group (the first 2 always run; later ones while they fit the deadline)",
+    rules.round_arguments(
+        ap, book, "lab", "rounds of every group (the first 2 always run; later ones while they fit the deadline)",
         "start no group's round that would end after this many seconds (2 rounds always run)")
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--groups", default="",
                     help="comma-separated group names to run (default: all): pinned, pageable, device, gemm, "
                          "streams, latency, memory")
-    args = compare.parse_round_arguments(ap)
+    args = rules.parse_round_arguments(ap, book, "lab")
     started = time.monotonic()
     torch.cuda.set_device(args.device)
     props = torch.cuda.get_device_properties(args.device)
@@ -334,21 +318,24 @@ def main():
     print(f"transparent huge pages '{thp_setting()}', NUMA nodes {numa_nodes()}, {args.rounds} rounds, then up to "
           f"{args.max_rounds} for undecided groups, deadline {args.deadline_s:.0f} s; host copies, latency and "
           f"memory pinned to CPU {PIN_CPU} on both sides")
-    makers = {"pinned": lambda: pinned_copies(3, 7), "pageable": lambda: pageable_copies(3, 15),
-              "device": lambda: device_copies(3, 10, l2), "gemm": lambda: gemm(3, 7), "streams": streams,
-              "latency": lambda: latency(args.device), "memory": lambda: memory(args.device)}
+    makers = {"pinned": lambda: pinned_copies(3, 7, book), "pageable": lambda: pageable_copies(3, 15, book),
+              "device": lambda: device_copies(3, 10, l2, book), "gemm": lambda: gemm(3, 7, book),
+              "streams": lambda: streams(book), "latency": lambda: latency(args.device, book),
+              "memory": lambda: memory(args.device, book)}
     chosen = [g for g in args.groups.split(",") if g] or list(makers)
     unknown = [g for g in chosen if g not in makers]
-    if unknown:
-        ap.error(f"--groups: {', '.join(unknown)} not among {', '.join(makers)}")
+    if unknown:  # exit 1, not argparse's 2 (2 is INCONCLUSIVE)
+        print(f"FAIL: --groups: {', '.join(unknown)} not among {', '.join(makers)}")
+        sys.exit(1)
     if len(chosen) < len(makers):
         print(f"only the groups {', '.join(chosen)} (--groups): not a whole lab comparison")
+        args.rules_label += f", partial: --groups {','.join(chosen)}"
     groups = [makers[g]() for g in chosen]
     log = CheckLog()
     rounds_run = 0
     try:
         while True:
-            todo, why_not = compare.next_round(groups, rounds_run, args.rounds, args.max_rounds, args.deadline_s,
+            todo, why_not = rules.next_round(groups, rounds_run, args.rounds, args.max_rounds, args.deadline_s,
                                                time.monotonic() - started)
             if not todo:
                 print(f"stopping after {rounds_run} rounds: {why_not}")
@@ -423,7 +410,7 @@ def report(groups, rounds_run, log, args, started):
     print(f"\nlab vs PyTorch: {tally.passed} PASS, {tally.failed} FAIL/MISSING, {tally.inconclusive} INCONCLUSIVE, "
           f"{tally.identical} identity checks equal and {tally.identity_failed} not, {check_failures} failed checks "
           f"or runs; {rounds_run} rounds in {time.monotonic() - started:.0f} s; exit {code} "
-          f"({compare.EXIT_MEANING[code]})")
+          f"({compare.EXIT_MEANING[code]}); {args.rules_label}")
     sys.exit(code)
 
 

@@ -70,7 +70,7 @@ impl AlertStore {
 
     fn start(conn: Connection, persistent: bool) -> Result<Self, AlertStoreError> {
         conn.execute_batch(ALERTS_SCHEMA)?;
-        let writer = DbWriter::start("gpudash-alerts-db", conn).map_err(AlertStoreError::Thread)?;
+        let writer = DbWriter::start("gpudash-alertdb", conn).map_err(AlertStoreError::Thread)?;
         Ok(Self { writer, persistent })
     }
 

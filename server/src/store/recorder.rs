@@ -40,7 +40,7 @@ impl Recorder {
         let conn = schema::open(path)?;
         let (sender, receiver) = mpsc::sync_channel(BACKLOG);
         let thread = std::thread::Builder::new()
-            .name("gpudash-recorder".into())
+            .name("gpudash-record".into())
             .spawn(move || Writer { conn, retention, newest_ms: 0 }.run(&receiver))
             .map_err(|source| StoreError::Directory { dir: path.to_owned(), source })?;
         Ok(Self { sender: Some(sender), thread: Some(thread), dropped: Arc::new(AtomicU64::new(0)) })

@@ -116,7 +116,7 @@ impl UsageStore {
         migrate(&mut conn)?;
         conn.execute_batch(SCHEMA)?;
         let totals = UsageTotals::new(usage_totals::open(&mut conn)?);
-        let writer = DbWriter::start("gpudash-usage-db", conn).map_err(UsageStoreError::Thread)?;
+        let writer = DbWriter::start("gpudash-usagedb", conn).map_err(UsageStoreError::Thread)?;
         Ok(Self { writer, persistent, totals })
     }
 

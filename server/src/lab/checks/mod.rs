@@ -7,6 +7,12 @@
 use shared::lab::{Check, CopyKind, MemoryStep};
 use shared::units::format_bytes;
 
+mod gemm;
+
+pub use self::gemm::{
+    GEMM_SAMPLED, GEMM_TILE, GemmErrors, GemmSampler, GemmSums, GemmTiles, gemm, gemm_sums, gemm_tiles, tile_at,
+};
+
 /// The 8 pattern bytes of 8-byte word `word` for `seed` (little-endian). The CUDA kernels in
 /// `cuda::CHECK_KERNELS` compute the same function; change both together.
 pub fn pattern_word(seed: u64, word: u64) -> u64 {
@@ -202,187 +208,6 @@ pub fn spread(n: usize, count: usize) -> Vec<usize> {
     out
 }
 
-/// Rows and columns of a GEMM's output compared with the host.
-pub const GEMM_SAMPLED: usize = 16;
-
-/// The worst error found comparing a GEMM's output with the host.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct GemmErrors {
-    /// `max |gpu - host|` (infinite where the GPU gave a non-finite value).
-    pub worst: f64,
-    /// (row, column) of the worst.
-    pub at: (usize, usize),
-    /// Elements compared.
-    pub compared: u64,
-    /// Order of the matrix compared.
-    pub order: usize,
-}
-
-/// Compares C = A·B (n×n, column-major) with the host over [`GEMM_SAMPLED`] whole rows and
-/// [`GEMM_SAMPLED`] whole columns spread over C (the last row and column included). C is handed
-/// over in chunks of whole columns, so the GPU's output never has to sit in host memory at once.
-pub struct GemmSampler {
-    n: usize,
-    rows: Vec<usize>,
-    cols: Vec<usize>,
-    /// The sampled rows of A.
-    a_rows: Vec<Vec<f64>>,
-    pub errors: GemmErrors,
-}
-
-impl GemmSampler {
-    /// `a(i)` is element `i` of A (column-major).
-    pub fn new(n: usize, a: impl Fn(usize) -> f64) -> Self {
-        let rows = spread(n, GEMM_SAMPLED);
-        let a_rows = rows.iter().map(|&r| (0..n).map(|l| a(r + l * n)).collect()).collect();
-        Self {
-            n,
-            cols: spread(n, GEMM_SAMPLED),
-            rows,
-            a_rows,
-            errors: GemmErrors { order: n, ..GemmErrors::default() },
-        }
-    }
-
-    /// Columns `j0..` of C (`c`, a multiple of n values), with `a(i)` and `b(i)` elements of A and B.
-    pub fn columns(&mut self, j0: usize, c: &[f64], a: impl Fn(usize) -> f64 + Sync, b: impl Fn(usize) -> f64) {
-        let n = self.n;
-        for (dj, got) in c.chunks_exact(n).enumerate() {
-            let j = j0 + dj;
-            let b_col: Vec<f64> = (0..n).map(|l| b(l + j * n)).collect();
-            if self.cols.contains(&j) {
-                let reference = column_reference(n, &a, &b_col);
-                for (i, (&g, &r)) in got.iter().zip(&reference).enumerate() {
-                    self.record(i, j, g, r);
-                }
-            } else {
-                for k in 0..self.rows.len() {
-                    let i = self.rows[k];
-                    let r: f64 = self.a_rows[k].iter().zip(&b_col).map(|(x, y)| x * y).sum();
-                    self.record(i, j, got[i], r);
-                }
-            }
-        }
-    }
-
-    fn record(&mut self, i: usize, j: usize, got: f64, reference: f64) {
-        let error = if got.is_finite() { (got - reference).abs() } else { f64::INFINITY };
-        self.errors.compared += 1;
-        if error > self.errors.worst || (error.is_nan() && !self.errors.worst.is_nan()) {
-            self.errors.worst = error;
-            self.errors.at = (i, j);
-        }
-    }
-}
-
-/// Column `A·b_col` of an n×n column-major A (element `a(i)`), its rows split over the host's cores:
-/// a whole column at n = 8192 is 67 M multiply-adds, most of a GEMM check's time on one core.
-fn column_reference(n: usize, a: &(impl Fn(usize) -> f64 + Sync), b_col: &[f64]) -> Vec<f64> {
-    let mut reference = vec![0.0; n];
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    let per = n.div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        for (t, part) in reference.chunks_mut(per).enumerate() {
-            scope.spawn(move || {
-                let i0 = t * per;
-                for (l, &bl) in b_col.iter().enumerate() {
-                    for (k, r) in part.iter_mut().enumerate() {
-                        *r += a(i0 + k + l * n) * bl;
-                    }
-                }
-            });
-        }
-    });
-    reference
-}
-
-/// What a GEMM check says: the sampled output within `tolerance` (of `max error / sqrt(k)`).
-pub fn gemm(name: String, errors: &GemmErrors, tolerance: f64) -> Check {
-    let n = errors.order;
-    let scaled = errors.worst / (n as f64).sqrt();
-    let expected = 2 * GEMM_SAMPLED.min(n) * n - GEMM_SAMPLED.min(n).pow(2);
-    Check {
-        name,
-        passed: n > 0 && errors.compared as usize >= expected && scaled.is_finite() && scaled <= tolerance,
-        detail: format!(
-            "{} elements compared ({} whole rows and columns spread over the {n}×{n} output, the last included): \
-             max error/sqrt(k) {scaled:.2e} at row {}, column {} (tolerance {tolerance:.0e})",
-            errors.compared,
-            GEMM_SAMPLED.min(n),
-            errors.at.0,
-            errors.at.1
-        ),
-    }
-}
-
-/// The side of the random tile checked after every timed GEMM (smaller matrices: their order).
-pub const GEMM_TILE: usize = 32;
-
-/// Random tiles of a GEMM's output, one read after each timed repetition: the sampled rows and
-/// columns see only the last repetition's output and 0.4% of it at n = 8192; a tile per repetition
-/// sees every timed GEMM, somewhere new each time.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct GemmTiles {
-    pub errors: GemmErrors,
-    /// Tiles compared (one per timed repetition).
-    pub tiles: u32,
-    /// The seed the tiles' positions came from (printed, so a failure can be found again).
-    pub seed: u64,
-}
-
-impl GemmTiles {
-    pub fn new(n: usize, seed: u64) -> Self {
-        Self { errors: GemmErrors { order: n, ..GemmErrors::default() }, tiles: 0, seed }
-    }
-
-    /// The tile at rows `i0..`, columns `j0..` of C = A·B (n×n, column-major; `a(i)`, `b(i)` elements of
-    /// A and B), read from the GPU as `got` (column-major, [`GEMM_TILE`] or n rows a column).
-    pub fn add(&mut self, (i0, j0): (usize, usize), got: &[f64], a: impl Fn(usize) -> f64, b: impl Fn(usize) -> f64) {
-        let n = self.errors.order;
-        let t = GEMM_TILE.min(n);
-        // The tile's rows of A, gathered once (A is column-major: a row is strided).
-        let rows: Vec<Vec<f64>> = (0..t).map(|di| (0..n).map(|l| a(i0 + di + l * n)).collect()).collect();
-        for (dj, column) in got.chunks_exact(t).enumerate() {
-            let j = j0 + dj;
-            let b_col: Vec<f64> = (0..n).map(|l| b(l + j * n)).collect();
-            for (di, &g) in column.iter().enumerate() {
-                let reference: f64 = rows[di].iter().zip(&b_col).map(|(x, y)| x * y).sum();
-                let error = if g.is_finite() { (g - reference).abs() } else { f64::INFINITY };
-                self.errors.compared += 1;
-                if error > self.errors.worst || (error.is_nan() && !self.errors.worst.is_nan()) {
-                    self.errors.worst = error;
-                    self.errors.at = (i0 + di, j);
-                }
-            }
-        }
-        self.tiles += 1;
-    }
-}
-
-/// Where repetition `repetition`'s tile lies in an n×n output, from `seed`.
-pub fn tile_at(n: usize, seed: u64, repetition: u32) -> (usize, usize) {
-    let t = GEMM_TILE.min(n);
-    let mut rng = fastrand::Rng::with_seed(seed ^ u64::from(repetition).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    (rng.usize(0..=n - t), rng.usize(0..=n - t))
-}
-
-/// What the tile check says: one tile per timed repetition (`repetitions`), each within `tolerance`.
-pub fn gemm_tiles(name: String, tiles: &GemmTiles, repetitions: u32, tolerance: f64) -> Check {
-    let n = tiles.errors.order;
-    let t = GEMM_TILE.min(n);
-    let scaled = tiles.errors.worst / (n as f64).sqrt();
-    let complete = tiles.tiles == repetitions && tiles.errors.compared as usize == repetitions as usize * t * t;
-    Check {
-        name,
-        passed: n > 0 && repetitions > 0 && complete && scaled.is_finite() && scaled <= tolerance,
-        detail: format!(
-            "{} of {repetitions} timed repetitions had a random {t}×{t} tile read back (seed {}): max error/sqrt(k) \
-             {scaled:.2e} at row {}, column {} (tolerance {tolerance:.0e})",
-            tiles.tiles, tiles.seed, tiles.errors.at.0, tiles.errors.at.1
-        ),
-    }
-}
-
 /// What the streams experiment's kernels and copy produced, read back after the last round.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StreamsOutputs {
@@ -390,12 +215,27 @@ pub struct StreamsOutputs {
     pub copied: PatternCompare,
     /// The GEMM's sampled output.
     pub gemm: GemmErrors,
+    /// The GEMM's row and column sums.
+    pub gemm_sums: GemmSums,
+    /// What every timed GEMM left of the NaN poison written before it.
+    pub poisoned: TimedGemms,
     /// Cycles each spin kernel of the last round says it spun (0: it never wrote).
     pub spun: Vec<u64>,
     /// Cycles each was asked to spin.
     pub cycles: u64,
     /// Spin kernels launched in the last round.
     pub launched: usize,
+}
+
+/// Timed GEMMs whose output was poisoned with NaN before them and counted after them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TimedGemms {
+    /// GEMMs counted.
+    pub checked: usize,
+    /// GEMMs timed.
+    pub expected: usize,
+    /// Output values still holding the poison, summed over them.
+    pub poisoned: u64,
 }
 
 /// The streams experiment's outputs: copied bytes, the GEMM (fp32 tolerance) and every spin kernel.
@@ -406,9 +246,26 @@ pub fn streams(o: &StreamsOutputs) -> Vec<Check> {
         Check {
             name: "the copied bytes arrive intact".into(),
             passed: o.copied.passed(),
-            detail: format!("the device buffer compared with the host's pattern: {}", o.copied.describe()),
+            detail: format!(
+                "the device buffer, poisoned before each timed copy, compared with the host's pattern after each and \
+                 at the end: {}",
+                o.copied.describe()
+            ),
+        },
+        Check {
+            name: "every timed GEMM wrote all of its output".into(),
+            passed: o.poisoned.expected > 0 && o.poisoned.checked == o.poisoned.expected && o.poisoned.poisoned == 0,
+            detail: format!(
+                "{} of {} timed GEMMs counted: {} output values still held the NaN written before them",
+                o.poisoned.checked, o.poisoned.expected, o.poisoned.poisoned
+            ),
         },
         gemm("the GEMM's output matches the host".into(), &o.gemm, shared::lab::Dtype::Fp32.tolerance()),
+        gemm_sums(
+            "the GEMM's every row and column sum matches the host".into(),
+            &o.gemm_sums,
+            shared::lab::Dtype::Fp32.tolerance(),
+        ),
         Check {
             name: "every spin kernel ran to its end".into(),
             passed: all_ran,

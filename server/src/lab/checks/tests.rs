@@ -77,11 +77,15 @@ fn product(n: usize, a: &[f64], b: &[f64]) -> Vec<f64> {
 }
 
 fn sampled(n: usize, a: &[f64], b: &[f64], c: &[f64]) -> GemmErrors {
+    sampled_and_summed(n, a, b, c).0
+}
+
+fn sampled_and_summed(n: usize, a: &[f64], b: &[f64], c: &[f64]) -> (GemmErrors, GemmSums) {
     let mut sampler = GemmSampler::new(n, |i| a[i]);
     for (k, chunk) in c.chunks(5 * n).enumerate() {
         sampler.columns(5 * k, chunk, |i| a[i], |i| b[i]);
     }
-    sampler.errors
+    sampler.finish(|i| a[i])
 }
 
 #[test]
@@ -115,6 +119,8 @@ fn the_streams_checks_fail_on_each_wrong_output() {
     let good = StreamsOutputs {
         copied: PatternCompare { compared: 1 << 20, differ: 0, first: None },
         gemm: GemmErrors { worst: 0.0, at: (0, 0), compared: 2 * 16 * 64 - 256, order: 64 },
+        gemm_sums: GemmSums { worst: 0.0, at: ("row", 0), compared: 128, order: 64 },
+        poisoned: TimedGemms { checked: 6, expected: 6, poisoned: 0 },
         spun: vec![1000; 8],
         cycles: 1000,
         launched: 8,
@@ -125,6 +131,14 @@ fn the_streams_checks_fail_on_each_wrong_output() {
     assert_eq!(failed(StreamsOutputs { copied, ..good.clone() }), ["the copied bytes arrive intact"]);
     let gemm = GemmErrors { worst: 1.0, ..good.gemm };
     assert_eq!(failed(StreamsOutputs { gemm, ..good.clone() }), ["the GEMM's output matches the host"]);
+    let gemm_sums = GemmSums { worst: f64::INFINITY, ..good.gemm_sums };
+    assert_eq!(
+        failed(StreamsOutputs { gemm_sums, ..good.clone() }),
+        ["the GEMM's every row and column sum matches the host"]
+    );
+    for poisoned in [TimedGemms { poisoned: 1, ..good.poisoned }, TimedGemms { checked: 5, ..good.poisoned }] {
+        assert_eq!(failed(StreamsOutputs { poisoned, ..good.clone() }), ["every timed GEMM wrote all of its output"]);
+    }
     let mut spun = good.spun.clone();
     spun[3] = 0;
     assert_eq!(failed(StreamsOutputs { spun, ..good }), ["every spin kernel ran to its end"]);
@@ -189,4 +203,55 @@ fn the_tile_check_sees_a_spoiled_tile_of_any_repetition_and_names_its_seed() {
     }
     assert!(!gemm_tiles("too few".into(), &GemmTiles::new(n, 1), 5, 1e-4).passed, "a repetition left unread fails");
     assert_ne!(tile_at(n, 42, 0), tile_at(n, 42, 1), "each repetition looks somewhere new");
+}
+
+#[test]
+fn the_sums_see_a_wrong_element_the_sampled_rows_and_columns_miss() {
+    let n = 96;
+    let mut rng = fastrand::Rng::with_seed(8);
+    let a: Vec<f64> = (0..n * n).map(|_| rng.f64() * 2.0 - 1.0).collect();
+    let b: Vec<f64> = (0..n * n).map(|_| rng.f64() * 2.0 - 1.0).collect();
+    let c = product(n, &a, &b);
+    let (errors, sums) = sampled_and_summed(n, &a, &b, &c);
+    assert_eq!(sums.compared, 2 * n as u64);
+    assert!(gemm_sums("ok".into(), &sums, 1e-4).passed, "{:?}", gemm_sums("ok".into(), &sums, 1e-4));
+    assert!(gemm("ok".into(), &errors, 1e-4).passed);
+    // Row 1, column 1 is in no sampled row or column: only the sums can tell.
+    let mut wrong = c.clone();
+    wrong[1 + n] += 0.5;
+    let (errors, sums) = sampled_and_summed(n, &a, &b, &wrong);
+    assert!(gemm("missed".into(), &errors, 1e-4).passed, "the sampled check cannot see (1, 1)");
+    let caught = gemm_sums("wrong".into(), &sums, 1e-4);
+    assert!(!caught.passed && (caught.detail.contains("row 1 ") || caught.detail.contains("column 1 ")), "{caught:?}");
+    // A NaN left anywhere (a skipped GEMM over a poisoned C) fails; so does a column never handed over.
+    let mut nan = c.clone();
+    nan[40 + 41 * n] = f64::NAN;
+    assert!(!gemm_sums("nan".into(), &sampled_and_summed(n, &a, &b, &nan).1, 1e-4).passed);
+    let mut short = GemmSampler::new(n, |i| a[i]);
+    short.columns(0, &c[..n * (n - 1)], |i| a[i], |i| b[i]);
+    assert!(!gemm_sums("short".into(), &short.finish(|i| a[i]).1, 1e-4).passed);
+}
+
+#[test]
+fn the_sums_pass_an_output_rounded_to_each_type_at_its_tolerance() {
+    let n = 512;
+    let mut rng = fastrand::Rng::with_seed(9);
+    let a: Vec<f64> = (0..n * n).map(|_| f64::from(rng.f32() * 2.0 - 1.0)).collect();
+    let b: Vec<f64> = (0..n * n).map(|_| f64::from(rng.f32() * 2.0 - 1.0)).collect();
+    let c = product(n, &a, &b);
+    let fp16 = |v: f64| f64::from(half::f16::from_f64(v).to_f32());
+    let bf16 = |v: f64| f64::from(half::bf16::from_f64(v).to_f32());
+    for (dtype, round) in [(shared::lab::Dtype::Fp16, &fp16 as &dyn Fn(f64) -> f64), (shared::lab::Dtype::Bf16, &bf16)]
+    {
+        let rounded: Vec<f64> = c.iter().map(|&v| round(v)).collect();
+        let check = gemm_sums("rounded".into(), &sampled_and_summed(n, &a, &b, &rounded).1, dtype.tolerance());
+        assert!(check.passed, "{dtype:?}: {check:?}");
+        // A 32×32 tile zeroed away from the sampled rows and columns fails at that type's tolerance.
+        let mut spoiled = rounded.clone();
+        for j in 40..72 {
+            spoiled[j * n + 100..j * n + 132].iter_mut().for_each(|v| *v = 0.0);
+        }
+        let check = gemm_sums("spoiled".into(), &sampled_and_summed(n, &a, &b, &spoiled).1, dtype.tolerance());
+        assert!(!check.passed, "{dtype:?}: {check:?}");
+    }
 }

@@ -14,15 +14,42 @@ pub enum Fault {
     /// precision: after each timed GEMM of the first type and size, a 32×32 tile of C is zeroed
     /// where that repetition's random-tile check looks, between the sampled rows and columns.
     CorruptTile,
+    /// precision: the timed GEMMs of the first type and size are not made (their windows timed
+    /// empty); streams: the timed rounds' GEMMs are not made. Only C's NaN poison, written before
+    /// every timed GEMM, can tell.
+    SkipGemm,
+    /// precision: after the last timed GEMM of the first type and size, a 32×32 tile of C is zeroed
+    /// at a random place on none of the sampled rows and columns, which no tile check reads.
+    CorruptRandom,
+    /// streams: the timed rounds' copies are not made (the destination is re-poisoned before each).
+    SkipStreamCopy,
+    /// streams: the timed rounds' last spin kernel is not launched.
+    SkipSpin,
+    /// p2p: the timed copies of the first pair's first mode are not made (each destination is
+    /// re-poisoned after the warm-ups).
+    SkipP2pCopy,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 2] = [Fault::SkipCopy, Fault::CorruptTile];
+    pub const ALL: [Fault; 7] = [
+        Fault::SkipCopy,
+        Fault::CorruptTile,
+        Fault::SkipGemm,
+        Fault::CorruptRandom,
+        Fault::SkipStreamCopy,
+        Fault::SkipSpin,
+        Fault::SkipP2pCopy,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Fault::SkipCopy => "skip-copy",
             Fault::CorruptTile => "corrupt-tile",
+            Fault::SkipGemm => "skip-gemm",
+            Fault::CorruptRandom => "corrupt-random",
+            Fault::SkipStreamCopy => "skip-stream-copy",
+            Fault::SkipSpin => "skip-spin",
+            Fault::SkipP2pCopy => "skip-p2p-copy",
         }
     }
 
@@ -54,6 +81,11 @@ mod tests {
             assert_eq!(Fault::parse(fault.name()), Ok(fault));
         }
         let refused = Fault::parse("melt").unwrap_err();
-        assert!(refused.contains("skip-copy, corrupt-tile"), "{refused}");
+        assert!(
+            refused.contains(
+                "skip-copy, corrupt-tile, skip-gemm, corrupt-random, skip-stream-copy, skip-spin, skip-p2p-copy"
+            ),
+            "{refused}"
+        );
     }
 }

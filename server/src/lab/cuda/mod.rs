@@ -317,6 +317,11 @@ impl Gpu<'_> {
         result::init().map_err(cuda_err("initialising CUDA"))?;
         Ok(&self.executor.gpus)
     }
+
+    /// The fault this run injects (`gpudash bench` with [`FAULT_VAR`] only), for runs without a session.
+    pub(crate) fn fault(&self) -> Option<Fault> {
+        self.executor.fault
+    }
 }
 
 impl Executor for CudaExecutor {

@@ -256,7 +256,7 @@ impl Comms {
         let lib = nccl.clone();
         let devices = ordinals.to_vec();
         std::thread::Builder::new()
-            .name("gpudash-nccl-init".into())
+            .name("gpudash-nccl".into())
             .spawn(move || {
                 let mut comms: Vec<ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
                 let n = c_int::try_from(devices.len()).unwrap_or(0);

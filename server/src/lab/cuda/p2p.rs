@@ -2,22 +2,24 @@
 //! for each pair, one way each direction, both ways at once, and 4-byte copies,
 //! first with peer access disabled (the driver stages through pinned host
 //! memory), then enabled. Peer access is left disabled at the end. In each mode,
-//! each GPU's source carries a pattern of its own and each destination is poisoned
-//! first; after the copies, both destinations are compared with the other GPU's pattern.
+//! each GPU's source carries a pattern of its own; each destination is poisoned again
+//! after every block of warm-ups and compared with the other GPU's pattern after the
+//! timed copies of that block, so every timed block is seen to have written.
 //!
 //! Buffers come from `cuMemAlloc`, not the lab's stream-ordered pool:
 //! `cuCtxEnablePeerAccess` governs `cuMemAlloc` memory, while pool memory would
 //! need `cuMemPoolSetAccess`, and the figures should mean what cuda-samples' mean.
 #![allow(unsafe_code)]
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{self, CUevent_flags, cudaError_enum};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
-use shared::lab::{Check, P2pParams, RunResult};
+use shared::lab::{P2pParams, RunResult};
 use shared::units::format_bytes;
 
-use super::{cuda_err, ordinal_for};
+use super::{Fault, cuda_err, ordinal_for};
 use crate::lab::checks::{self, PatternCompare};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::p2p::{self, LATENCY_BYTES, LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample};
@@ -62,6 +64,8 @@ struct Gpu {
     dst: DeviceBuffer,
     start: CudaEvent,
     end: CudaEvent,
+    /// The skip-p2p-copy fault: copies from this GPU are not made while set.
+    skip: Cell<bool>,
 }
 
 impl Gpu {
@@ -77,6 +81,7 @@ impl Gpu {
             end: event()?,
             stream,
             ctx,
+            skip: Cell::new(false),
         })
     }
 
@@ -88,6 +93,9 @@ impl Gpu {
 /// `bytes` from `from.src` to `to.dst`, on `from`'s stream.
 fn copy(from: &Gpu, to: &Gpu, bytes: usize) -> Result<(), ExperimentError> {
     from.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    if from.skip.get() {
+        return Ok(());
+    }
     // SAFETY: both buffers are live and hold at least `bytes`; the stream belongs to `from`'s context.
     unsafe {
         result::memcpy_peer_async(
@@ -165,7 +173,12 @@ fn can_access_peer(a: &Gpu, b: &Gpu) -> Result<bool, ExperimentError> {
 }
 
 /// Runs the experiment on the pairs of `p` (already resolved); `gpus` maps NVML indexes to UUIDs.
-pub fn run(gpus: &[(u32, String)], p: &P2pParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+pub fn run(
+    gpus: &[(u32, String)],
+    p: &P2pParams,
+    ctx: &RunContext<'_>,
+    fault: Option<Fault>,
+) -> Result<RunResult, ExperimentError> {
     let bytes = usize::try_from(p.size).map_err(|_| ExperimentError::Cuda("size too large for this host".into()))?;
     let devices = p.devices();
     ctx.progress(0.0, &format!("opening GPUs {devices:?}, {} ×2 on each", format_bytes(p.size)));
@@ -198,12 +211,17 @@ pub fn run(gpus: &[(u32, String)], p: &P2pParams, ctx: &RunContext<'_>) -> Resul
             ctx.progress((2 * i + j) as f64 / steps, &format!("GPU {} ↔ {}, {mode}", pair.a, pair.b));
             set_peer_access(a, b, peer)?;
             let seeds = prepare_check(a, b, bytes, peer)?;
-            let measured = measure_pair(a, b, bytes, p, peer, ctx);
+            // `gpudash bench` with GPUDASH_BENCH_FAULT=skip-p2p-copy: the first pair's first mode's timed copies are not made.
+            let skip = fault == Some(Fault::SkipP2pCopy) && i == 0 && m.samples.is_empty();
+            let pair = Pair { a, b, bytes, peer, seeds, skip };
+            let measured = measure_pair(&pair, p, ctx);
             // Leave peer access off whatever happened, so other experiments see the default.
             let restored = set_peer_access(a, b, false);
-            m.samples.extend(measured?);
+            let (samples, landed_on_a, landed_on_b) = measured?;
+            m.samples.extend(samples);
             restored?;
-            m.checks.extend(verify(a, b, bytes, peer, seeds)?);
+            m.checks.push(checks::p2p_destination(a.index, b.index, peer, &landed_on_b));
+            m.checks.push(checks::p2p_destination(b.index, a.index, peer, &landed_on_a));
         }
     }
     for g in &open {
@@ -213,45 +231,87 @@ pub fn run(gpus: &[(u32, String)], p: &P2pParams, ctx: &RunContext<'_>) -> Resul
     Ok(p2p::report(m))
 }
 
-/// Both directions one way, both ways at once, and latency both directions, in one mode.
-fn measure_pair(
-    a: &Gpu,
-    b: &Gpu,
+/// One pair in one mode: the GPUs, the copy size, the sources' seeds (a, b) and the skip fault.
+struct Pair<'a> {
+    a: &'a Gpu,
+    b: &'a Gpu,
     bytes: usize,
-    p: &P2pParams,
     peer: bool,
+    seeds: (u64, u64),
+    skip: bool,
+}
+
+impl Pair<'_> {
+    /// The seed of the pattern that must land on `to` (the other GPU's source).
+    fn seed_landing_on(&self, to: &Gpu) -> u64 {
+        if to.index == self.a.index { self.seeds.1 } else { self.seeds.0 }
+    }
+
+    /// Between warm-ups and timed copies: poison the first `bytes` of `to`'s destination and, with the
+    /// fault, stop copies from `from`.
+    fn before_timed(&self, from: &Gpu, to: &Gpu, bytes: usize) -> Result<(), ExperimentError> {
+        from.sync()?;
+        to.sync()?;
+        poison(to, bytes)?;
+        from.skip.set(self.skip);
+        Ok(())
+    }
+
+    /// After timed copies: what landed on `to` in its first `bytes`.
+    fn after_timed(&self, from: &Gpu, to: &Gpu, bytes: usize) -> Result<PatternCompare, ExperimentError> {
+        from.skip.set(false);
+        from.sync()?;
+        compare(to, bytes, self.seed_landing_on(to))
+    }
+}
+
+/// Both directions one way, both ways at once, and latency both directions, in one mode: the
+/// samples, and what landed on `a` and on `b` after each timed block.
+fn measure_pair(
+    pair: &Pair<'_>,
+    p: &P2pParams,
     ctx: &RunContext<'_>,
-) -> Result<Vec<P2pSample>, ExperimentError> {
+) -> Result<(Vec<P2pSample>, PatternCompare, PatternCompare), ExperimentError> {
+    let (a, b, bytes, peer) = (pair.a, pair.b, pair.bytes, pair.peer);
     let mut samples = Vec::new();
+    let (mut on_a, mut on_b) = (PatternCompare::default(), PatternCompare::default());
+    let mut landed = |to: &Gpu, compare: PatternCompare| {
+        if to.index == a.index { on_a.add(compare) } else { on_b.add(compare) }
+    };
     let sample =
         |from: &Gpu, to: &Gpu, mode, times_ms| P2pSample { from: from.index, to: to.index, peer, mode, times_ms };
     for (from, to) in [(a, b), (b, a)] {
         for _ in 0..p.warmup {
             copy(from, to, bytes)?;
         }
-        from.sync()?;
+        pair.before_timed(from, to, bytes)?;
         let mut times = Vec::new();
         for _ in 0..p.repetitions {
             ctx.check()?;
             times.push(one_way(from, to, bytes)?);
         }
+        landed(to, pair.after_timed(from, to, bytes)?);
         samples.push(sample(from, to, P2pMode::Unidirectional, times));
     }
     for _ in 0..p.warmup {
         both_ways(a, b, bytes)?;
     }
+    pair.before_timed(a, b, bytes)?;
+    pair.before_timed(b, a, bytes)?;
     let mut times = Vec::new();
     for _ in 0..p.repetitions {
         ctx.check()?;
         times.push(both_ways(a, b, bytes)?);
     }
+    landed(b, pair.after_timed(a, b, bytes)?);
+    landed(a, pair.after_timed(b, a, bytes)?);
     samples.push(sample(a, b, P2pMode::Bidirectional, times));
     let latency_n = p.repetitions * LATENCY_REPETITIONS_PER_REPETITION;
     for (from, to) in [(a, b), (b, a)] {
         for _ in 0..p.warmup.max(10) {
             copy(from, to, LATENCY_BYTES)?;
         }
-        from.sync()?;
+        pair.before_timed(from, to, LATENCY_BYTES)?;
         let mut times = Vec::new();
         for k in 0..latency_n {
             if k % 100 == 0 {
@@ -259,11 +319,21 @@ fn measure_pair(
             }
             times.push(one_way(from, to, LATENCY_BYTES)?);
         }
+        landed(to, pair.after_timed(from, to, LATENCY_BYTES)?);
         samples.push(sample(from, to, P2pMode::Latency, times));
     }
     a.sync()?;
     b.sync()?;
-    Ok(samples)
+    Ok((samples, on_a, on_b))
+}
+
+/// Fills the first `bytes` of `gpu`'s destination with the poison no pattern byte run matches.
+fn poison(gpu: &Gpu, bytes: usize) -> Result<(), ExperimentError> {
+    gpu.ctx.bind_to_thread().map_err(cuda_err("binding a context"))?;
+    // SAFETY: dst holds at least `bytes` bytes (the run's size, or the latency copies' fewer); the context is current.
+    unsafe { result::memset_d8_sync(gpu.dst.ptr, 0xa5, bytes) }.map_err(cuda_err("poisoning the destination"))?;
+    // On the legacy stream: finish it before the copies' streams start.
+    gpu.ctx.synchronize().map_err(cuda_err("synchronizing after poisoning"))
 }
 
 /// Where the checked stretches of a `bytes` buffer start.
@@ -310,24 +380,7 @@ fn prepare_check(a: &Gpu, b: &Gpu, bytes: usize, peer: bool) -> Result<(u64, u64
     let seed = |gpu: &Gpu| checks::pattern_word(bytes as u64, u64::from(gpu.index) << 1 | u64::from(peer));
     for gpu in [a, b] {
         write_pattern(gpu, bytes, seed(gpu))?;
-        // SAFETY: dst holds `bytes` bytes; the context is current (write_pattern bound it).
-        unsafe { result::memset_d8_sync(gpu.dst.ptr, 0xa5, bytes) }.map_err(cuda_err("poisoning the destination"))?;
-        // The writes above run on the legacy stream: finish them before the copies' streams start.
-        gpu.ctx.synchronize().map_err(cuda_err("synchronizing after writing the check pattern"))?;
+        poison(gpu, bytes)?;
     }
     Ok((seed(a), seed(b)))
-}
-
-/// After one mode's copies: `b.dst` holds `a`'s pattern and `a.dst` holds `b`'s.
-fn verify(
-    a: &Gpu,
-    b: &Gpu,
-    bytes: usize,
-    peer: bool,
-    (seed_a, seed_b): (u64, u64),
-) -> Result<Vec<Check>, ExperimentError> {
-    Ok(vec![
-        checks::p2p_destination(a.index, b.index, peer, &compare(b, bytes, seed_a)?),
-        checks::p2p_destination(b.index, a.index, peer, &compare(a, bytes, seed_b)?),
-    ])
 }

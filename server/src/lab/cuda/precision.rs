@@ -1,5 +1,6 @@
 //! cuBLAS GEMM throughput in fp32, tf32, fp16 and bf16 on random data, each
-//! result checked on the host over whole rows and columns spread across the output.
+//! result checked on the host over whole rows and columns spread across the output, every row's
+//! and column's sum, and a random tile of every timed repetition (C is NaN before each).
 #![allow(unsafe_code)]
 
 use cudarc::cublas::result::gemm_ex;
@@ -10,7 +11,7 @@ use half::{bf16, f16};
 use shared::lab::{Dtype, PrecisionParams, RunResult};
 
 use super::{Fault, Session, cuda_err, lib_err};
-use crate::lab::checks::{self, GEMM_TILE, GemmErrors, GemmSampler, GemmTiles};
+use crate::lab::checks::{self, GEMM_TILE, GemmErrors, GemmSampler, GemmSums, GemmTiles};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::experiments::precision::report::{self, GemmSample};
 
@@ -75,9 +76,17 @@ pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result
             ctx.progress((i * p.dtypes.len() + j) as f64 / total, &format!("{} GEMM {n}", dtype.name()));
             let handle = *blas.handle();
             // `gpudash bench` with GPUDASH_BENCH_FAULT=corrupt-tile: the first type and size's tiles are spoiled.
-            let corrupt = s.fault == Some(Fault::CorruptTile) && i == 0 && j == 0;
-            let g = Gemm { hold: &hold, handle, n, corrupt };
-            let (times, errors, tiles) = match dtype {
+            let first = i == 0 && j == 0;
+            let fault = |f: Fault| first && s.fault == Some(f);
+            let g = Gemm {
+                hold: &hold,
+                handle,
+                n,
+                corrupt: fault(Fault::CorruptTile),
+                skip: fault(Fault::SkipGemm),
+                corrupt_elsewhere: fault(Fault::CorruptRandom),
+            };
+            let (times, (errors, sums), tiles) = match dtype {
                 Dtype::Fp32 => measure::<f32>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
                 Dtype::Tf32 => {
                     measure::<f32>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32, p, ctx)?
@@ -85,7 +94,7 @@ pub fn run(s: &mut Session, p: &PrecisionParams, ctx: &RunContext<'_>) -> Result
                 Dtype::Fp16 => measure::<f16>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
                 Dtype::Bf16 => measure::<bf16>(s, &g, &a, &b, cublasComputeType_t::CUBLAS_COMPUTE_32F, p, ctx)?,
             };
-            samples.push(GemmSample { dtype, size, times_ms: times, errors, tiles });
+            samples.push(GemmSample { dtype, size, times_ms: times, errors, sums, tiles });
         }
     }
     Ok(report::precision(&samples))
@@ -98,7 +107,14 @@ struct Gemm<'a> {
     n: usize,
     /// The corrupt-tile fault: zero each repetition's tile before it is read back.
     corrupt: bool,
+    /// The skip-gemm fault: time the repetitions' windows empty.
+    skip: bool,
+    /// The corrupt-random fault: zero a tile no check samples, after the last repetition.
+    corrupt_elsewhere: bool,
 }
+
+/// One type and size's timings (ms), its output's sampled and summed comparison, and its tiles.
+type Measured = (Vec<f64>, (GemmErrors, GemmSums), GemmTiles);
 
 /// Uploads A and B as `T`, times `repetitions` GEMMs after `warmup`, reads back a random tile of
 /// each timed repetition's output, and checks C's sampled rows and columns after the last.
@@ -110,7 +126,7 @@ fn measure<T: Element>(
     compute: cublasComputeType_t,
     p: &PrecisionParams,
     ctx: &RunContext<'_>,
-) -> Result<(Vec<f64>, GemmErrors, GemmTiles), ExperimentError> {
+) -> Result<Measured, ExperimentError> {
     let (hold, handle, n) = (g.hold, g.handle, g.n);
     let a_t: Vec<T> = a.iter().map(|&v| T::from_f32(v)).collect();
     let b_t: Vec<T> = b.iter().map(|&v| T::from_f32(v)).collect();
@@ -164,10 +180,15 @@ fn measure<T: Element>(
     let mut at = Vec::with_capacity(p.repetitions as usize);
     for repetition in 0..p.repetitions {
         ctx.check()?;
+        // C is NaN before every timed GEMM, outside its window: a GEMM that did not run (or wrote only
+        // part of C) leaves NaN where the checks look, not the warm-ups' right answer.
+        s.poison_nan(&mut dc)?;
         // Queued behind a spin kernel, so the host's cost of submitting the GEMM is outside the window.
         s.hold(hold)?;
         let start = s.record(stream)?;
-        gemm(&mut dc)?;
+        if !g.skip {
+            gemm(&mut dc)?;
+        }
         let end = s.record(stream)?;
         let tile = checks::tile_at(n, tiles.seed, repetition);
         if g.corrupt {
@@ -190,6 +211,9 @@ fn measure<T: Element>(
         let got: Vec<f64> = got.iter().map(|v| v.to_f64()).collect();
         tiles.add(tile, &got, |i| a_t[i].to_f64(), |i| b_t[i].to_f64());
     }
+    if g.corrupt_elsewhere {
+        corrupt_tile(s, &mut dc, n, unsampled_tile(n, fastrand::u64(..)))?;
+    }
     let errors = check_output(s, &dc, &a_t, &b_t, n, ctx)?;
     drop((da, db, dc));
     stream.synchronize().map_err(cuda_err("synchronizing"))?;
@@ -211,6 +235,17 @@ fn keep_tile<T: Element>(
         s.stream.memcpy_dtod(&column, &mut into.slice_mut(dj * t..(dj + 1) * t)).map_err(cuda_err("keeping a tile"))?;
     }
     Ok(())
+}
+
+/// The corrupt-random fault's tile: a random place whose rows and columns are none of the sampled
+/// ones (at n ≥ 1024 the sampled lines are over 32 apart, so such places exist).
+fn unsampled_tile(n: usize, seed: u64) -> (usize, usize) {
+    let t = GEMM_TILE.min(n);
+    let sampled = checks::spread(n, checks::GEMM_SAMPLED);
+    let clear = |x0: usize| !sampled.iter().any(|&x| (x0..x0 + t).contains(&x));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut pick = || (0..1000).map(|_| rng.usize(0..=n - t)).find(|&x| clear(x)).unwrap_or(n / 2);
+    (pick(), pick())
 }
 
 /// The corrupt-tile fault: zeroes the tile at `(i0, j0)` of C.
@@ -236,7 +271,7 @@ pub(super) fn check_output<T: Element>(
     b: &[T],
     n: usize,
     ctx: &RunContext<'_>,
-) -> Result<GemmErrors, ExperimentError> {
+) -> Result<(GemmErrors, GemmSums), ExperimentError> {
     let mut sampler = GemmSampler::new(n, |i| a[i].to_f64());
     for j0 in (0..n).step_by(CHECK_COLUMNS) {
         ctx.check()?;
@@ -246,5 +281,5 @@ pub(super) fn check_output<T: Element>(
         let values: Vec<f64> = chunk.iter().map(|v| v.to_f64()).collect();
         sampler.columns(j0, &values, |i| a[i].to_f64(), |i| b[i].to_f64());
     }
-    Ok(sampler.errors)
+    Ok(sampler.finish(|i| a[i].to_f64()))
 }

@@ -1,6 +1,8 @@
 //! Copy/compute overlap and concurrent kernels, with a per-stream timeline
-//! built from CUDA events. After the rounds, the copied bytes, the GEMM's output
-//! and every spin kernel's output are checked.
+//! built from CUDA events. Before each timed phase the copy's destination and the GEMM's output are
+//! poisoned (outside the windows), and after it the GPU counts what is still poisoned, so every timed
+//! copy and GEMM is seen to have written; after the rounds, the last GEMM's output is checked on the
+//! host and every spin kernel's output is read.
 #![allow(unsafe_code)]
 
 use std::sync::Arc;
@@ -10,8 +12,8 @@ use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use shared::lab::{RunResult, StreamsParams, TimelineSpan};
 
-use super::{Session, cuda_err, lib_err};
-use crate::lab::checks::{self, StreamsOutputs};
+use super::{Fault, Session, cuda_err, lib_err};
+use crate::lab::checks::{self, PatternCompare, StreamsOutputs, TimedGemms};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::experiments::streams::report::{self, StreamsMeasurements};
 
@@ -34,6 +36,22 @@ struct Work<'a> {
     /// Cycles each spin kernel of a round spun: the one-stream arm's slots, then the k streams'.
     spun: CudaSlice<u64>,
     kernel_streams: Vec<Arc<CudaStream>>,
+    /// The device halves of the per-phase checks: `fill_pattern`, `compare_pattern` and `count_word`.
+    fill: CudaFunction,
+    compare: CudaFunction,
+    count: CudaFunction,
+    /// The faults this run injects into its timed rounds (`gpudash bench` only).
+    skip_copy: bool,
+    skip_gemm: bool,
+    skip_spin: bool,
+}
+
+/// Where the per-phase checks land: two words (differing bytes, first) per timed copy, one word
+/// (values still poisoned) per timed GEMM.
+struct PhaseChecks {
+    copies: CudaSlice<u64>,
+    gemms: CudaSlice<u64>,
+    seed: u64,
 }
 
 fn ms(from: &CudaEvent, to: &CudaEvent) -> Result<f64, ExperimentError> {
@@ -59,11 +77,17 @@ fn span(
 
 impl Work<'_> {
     fn copy_on(&mut self, stream: &Arc<CudaStream>) -> Result<(), ExperimentError> {
+        if self.skip_copy {
+            return Ok(());
+        }
         let n = self.host.len();
         stream.memcpy_htod(self.host, &mut self.dev.slice_mut(..n)).map_err(cuda_err("copying"))
     }
 
     fn gemm(&mut self) -> Result<(), ExperimentError> {
+        if self.skip_gemm {
+            return Ok(());
+        }
         let cfg = GemmConfig {
             transa: CUBLAS_OP_N,
             transb: CUBLAS_OP_N,
@@ -85,11 +109,28 @@ impl Work<'_> {
         let slots = u32::try_from(self.spun.len()).unwrap_or(u32::MAX);
         let slot = u32::try_from(slot).ok().filter(|&s| s < slots);
         let slot = slot.ok_or_else(|| ExperimentError::Cuda("spin kernel slot out of range".into()))?;
+        if self.skip_spin && slot + 1 == slots {
+            return Ok(());
+        }
         let mut launch = stream.launch_builder(&self.spin);
         launch.arg(&self.cycles).arg(&self.spun).arg(&slot).arg(&slots);
         let one = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: spin_kernel takes a long long, a u64 buffer of `slots` values and writes only spun[slot < slots].
         unsafe { launch.launch(one) }.map(|_| ()).map_err(cuda_err("launching spin_kernel"))
+    }
+
+    /// Poisons the copy's destination and the GEMM's output on the main stream, before a timed phase.
+    fn poison(&mut self, seed: u64) -> Result<(), ExperimentError> {
+        self.s.fill_pattern_with(&self.fill, &mut self.dev.slice_mut(..), checks::poison_seed(seed))?;
+        self.s.poison_nan(&mut self.c)
+    }
+
+    /// After timed phase `k` (on the main stream, which has joined every stream of the phase): how
+    /// much of the destination differs from the pattern and how much of C is still poison.
+    fn check_phase(&mut self, into: &mut PhaseChecks, k: usize) -> Result<(), ExperimentError> {
+        let (copies, gemms) = (&mut into.copies, &mut into.gemms);
+        self.s.queue_compare(&self.compare, &self.dev.slice(..), into.seed, &mut copies.slice_mut(2 * k..2 * k + 2))?;
+        self.s.queue_count_poison(&self.count, &self.c, &mut gemms.slice_mut(k..=k))
     }
 
     /// Copy then GEMM on one stream: (copy, compute, total) ms and spans.
@@ -169,6 +210,7 @@ impl Work<'_> {
 pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
     ctx.progress(0.0, "preparing buffers and kernels");
     let spin = s.kernel("spin_kernel")?;
+    let (fill, compare, count) = (s.kernel("fill_pattern")?, s.kernel("compare_pattern")?, s.kernel("count_word")?);
     let blas = s.blas()?;
     let khz = s
         .ctx
@@ -212,6 +254,20 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
         cycles,
         spun,
         kernel_streams,
+        fill,
+        compare,
+        count,
+        skip_copy: false,
+        skip_gemm: false,
+        skip_spin: false,
+    };
+    let timed_phases = 2 * p.repetitions as usize;
+    let mut phases = PhaseChecks {
+        copies: stream
+            .clone_htod(&[0, u64::MAX].repeat(timed_phases))
+            .map_err(cuda_err("allocating the phases' checks"))?,
+        gemms: stream.alloc_zeros(timed_phases).map_err(cuda_err("allocating the phases' checks"))?,
+        seed,
     };
     w.s.sync()?;
 
@@ -222,8 +278,23 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
         ctx.progress(f64::from(round) / f64::from(rounds), if round < p.warmup { "warm-up" } else { "timing" });
         // Each round's kernels must write their own outputs.
         w.s.stream.memset_zeros(&mut w.spun).map_err(cuda_err("clearing the kernels' outputs"))?;
+        let timed = round.checked_sub(p.warmup).map(|k| 2 * k as usize);
+        // `gpudash bench` with GPUDASH_BENCH_FAULT: the timed rounds' copies, GEMMs or last spin kernel are not made.
+        w.skip_copy = timed.is_some() && w.s.fault == Some(Fault::SkipStreamCopy);
+        w.skip_gemm = timed.is_some() && w.s.fault == Some(Fault::SkipGemm);
+        w.skip_spin = timed.is_some() && w.s.fault == Some(Fault::SkipSpin);
+        if timed.is_some() {
+            w.poison(seed)?;
+        }
         let ((copy, compute, serial), mut spans) = w.serial()?;
+        if let Some(k) = timed {
+            w.check_phase(&mut phases, k)?;
+            w.poison(seed)?;
+        }
         let (overlapped, more) = w.overlapped()?;
+        if let Some(k) = timed {
+            w.check_phase(&mut phases, k + 1)?;
+        }
         spans.extend(more);
         let ((one, many), more) = w.kernels()?;
         spans.extend(more);
@@ -242,10 +313,20 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
     ctx.progress(1.0, "checking the outputs");
     let Work { dev, c, spun, .. } = w;
     let spun = s.stream.clone_dtoh(&spun).map_err(cuda_err("reading the kernels' outputs"))?;
+    let copy_phases = s.stream.clone_dtoh(&phases.copies).map_err(cuda_err("reading the phases' checks"))?;
+    let gemm_phases = s.stream.clone_dtoh(&phases.gemms).map_err(cuda_err("reading the phases' checks"))?;
     s.sync()?;
+    let mut copied = s.compare_pattern(&dev.slice(..), seed)?;
+    for pair in copy_phases.chunks_exact(2) {
+        let (differ, first) = (pair[0], pair[1]);
+        copied.add(PatternCompare { compared: bytes as u64, differ, first: (differ > 0).then_some(first) });
+    }
+    let (gemm, gemm_sums) = super::precision::check_output::<f32>(s, &c, &values, &values, n, ctx)?;
     let outputs = StreamsOutputs {
-        copied: s.compare_pattern(&dev.slice(..), seed)?,
-        gemm: super::precision::check_output::<f32>(s, &c, &values, &values, n, ctx)?,
+        copied,
+        gemm,
+        gemm_sums,
+        poisoned: TimedGemms { checked: gemm_phases.len(), expected: timed_phases, poisoned: gemm_phases.iter().sum() },
         spun,
         cycles: u64::try_from(cycles).unwrap_or(0),
         launched: 2 * p.kernels as usize,

@@ -4,7 +4,9 @@
 //! downloading them.
 #![allow(unsafe_code)]
 
-use cudarc::driver::{CudaView, CudaViewMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaView, CudaViewMut, DevicePtrMut, DeviceRepr, LaunchConfig, PushKernelArg, result,
+};
 
 use super::{Session, cuda_err};
 use crate::lab::checks::PatternCompare;
@@ -44,7 +46,17 @@ extern "C" __global__ void compare_pattern(const unsigned char* buf, unsigned lo
         atomicMin(&out[1], first);
     }
 }
+extern "C" __global__ void count_word(const float* buf, unsigned long long n, unsigned int word, unsigned long long* out) {
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x, found = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        if (__float_as_uint(buf[i]) == word) found += 1;
+    }
+    if (found > 0) atomicAdd(out, found);
+}
 "#;
+
+/// The bits [`Session::poison_nan`] leaves in each 32-bit word.
+pub const NAN_POISON: u32 = u32::MAX;
 
 /// A grid-stride launch over `n` bytes: 256 threads a block, at most 4096 blocks.
 fn over(n: usize) -> LaunchConfig {
@@ -60,9 +72,19 @@ impl Session {
     /// Writes the check pattern for `seed` over `buf`, on the session's stream.
     pub fn fill_pattern(&mut self, buf: &mut CudaViewMut<'_, u8>, seed: u64) -> Result<(), ExperimentError> {
         let f = self.kernel("fill_pattern")?;
+        self.fill_pattern_with(&f, buf, seed)
+    }
+
+    /// [`Session::fill_pattern`] with the kernel already loaded (`f`: `fill_pattern`).
+    pub fn fill_pattern_with(
+        &self,
+        f: &CudaFunction,
+        buf: &mut CudaViewMut<'_, u8>,
+        seed: u64,
+    ) -> Result<(), ExperimentError> {
         let len = buf.len();
         let n = len as u64;
-        let mut launch = self.stream.launch_builder(&f);
+        let mut launch = self.stream.launch_builder(f);
         launch.arg(buf).arg(&n).arg(&seed);
         // SAFETY: fill_pattern writes buf[0..n), and buf holds n bytes.
         unsafe { launch.launch(over(len)) }.map(|_| ()).map_err(cuda_err("launching fill_pattern"))
@@ -81,5 +103,52 @@ impl Session {
         self.stream.synchronize().map_err(cuda_err("synchronizing after the compare"))?;
         let (differ, first) = (answer[0], answer[1]);
         Ok(PatternCompare { compared: n, differ, first: (differ > 0).then_some(first) })
+    }
+
+    /// Fills `buf` with all-ones bytes on the session's stream: NaN in fp32, fp16 and bf16, so a GEMM
+    /// that did not write its output leaves values no check accepts.
+    pub fn poison_nan<T: DeviceRepr>(&self, buf: &mut CudaSlice<T>) -> Result<(), ExperimentError> {
+        let bytes = buf.num_bytes();
+        let (ptr, _record) = buf.device_ptr_mut(&self.stream);
+        // SAFETY: writes the `bytes` bytes `buf` holds, ordered on the session's stream like its other work.
+        unsafe { result::memset_d8_async(ptr, 0xff, bytes, self.stream.cu_stream()) }
+            .map_err(cuda_err("poisoning with NaN"))
+    }
+
+    /// Queues a comparison of `buf` with the pattern for `seed` (`f`: the `compare_pattern` kernel) that
+    /// adds the differing bytes into `out[0]` and lowers `out[1]` to the first; nothing waits for it.
+    pub fn queue_compare(
+        &self,
+        f: &CudaFunction,
+        buf: &CudaView<'_, u8>,
+        seed: u64,
+        out: &mut CudaViewMut<'_, u64>,
+    ) -> Result<(), ExperimentError> {
+        if out.len() < 2 {
+            return Err(ExperimentError::Cuda("a compare's result needs two words".into()));
+        }
+        let n = buf.len() as u64;
+        let mut launch = self.stream.launch_builder(f);
+        launch.arg(buf).arg(&n).arg(&seed).arg(out);
+        // SAFETY: compare_pattern reads buf[0..n) and updates out[0] and out[1], which exist (checked above).
+        unsafe { launch.launch(over(buf.len())) }.map(|_| ()).map_err(cuda_err("launching compare_pattern"))
+    }
+
+    /// Queues a count of `buf`'s values still holding [`NAN_POISON`] into `out[0]` (`f`: the `count_word`
+    /// kernel); nothing waits for it.
+    pub fn queue_count_poison(
+        &self,
+        f: &CudaFunction,
+        buf: &CudaSlice<f32>,
+        out: &mut CudaViewMut<'_, u64>,
+    ) -> Result<(), ExperimentError> {
+        if out.is_empty() {
+            return Err(ExperimentError::Cuda("a count needs a word to land in".into()));
+        }
+        let n = buf.len() as u64;
+        let mut launch = self.stream.launch_builder(f);
+        launch.arg(buf).arg(&n).arg(&NAN_POISON).arg(out);
+        // SAFETY: count_word reads buf[0..n) as 32-bit floats and adds into out[0], which exists (checked above).
+        unsafe { launch.launch(over(buf.len())) }.map(|_| ()).map_err(cuda_err("launching count_word"))
     }
 }

@@ -152,6 +152,6 @@ impl Experiment for P2p {
         gpu: &mut cuda::Gpu<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        cuda::p2p::run(gpu.all()?, p, ctx)
+        cuda::p2p::run(gpu.all()?, p, ctx, gpu.fault())
     }
 }

@@ -78,9 +78,10 @@ impl Experiment for Precision {
                 let efficiency = n3 / (n3 + 1024f64.powi(3));
                 let ms = 2.0 * n3 / (peak * 1e12 * efficiency) * 1e3;
                 let wrong = ctx.probe.wrong_results(ctx.device);
-                let errors = model_gemm(size, wrong);
+                let (errors, sums) = model_gemm(size, wrong);
                 let tiles = model_tiles(size, p.repetitions, wrong);
-                samples.push(GemmSample { dtype, size, times_ms: jitter(ms, p.repetitions), errors, tiles });
+                let times_ms = jitter(ms, p.repetitions);
+                samples.push(GemmSample { dtype, size, times_ms, errors, sums, tiles });
                 sim.pace(ctx, (i * p.dtypes.len() + j) as f64 / total, &format!("{} {size}", dtype.name()))?;
             }
         }

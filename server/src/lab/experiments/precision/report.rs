@@ -2,7 +2,7 @@
 
 use shared::lab::{ChartSpec, Dtype, Point, RunResult, Series};
 
-use crate::lab::checks::{self, GemmErrors, GemmTiles};
+use crate::lab::checks::{self, GemmErrors, GemmSums, GemmTiles};
 use crate::lab::report::empty;
 use crate::lab::report::figure;
 use crate::lab::stats::rates;
@@ -15,6 +15,8 @@ pub struct GemmSample {
     pub times_ms: Vec<f64>,
     /// The output's sampled rows and columns compared with the host.
     pub errors: GemmErrors,
+    /// Every row's and column's sum of the last timed repetition's output compared with the host.
+    pub sums: GemmSums,
     /// A random tile of each timed repetition's output compared with the host.
     pub tiles: GemmTiles,
 }
@@ -43,6 +45,8 @@ pub fn precision(samples: &[GemmSample]) -> RunResult {
             }
             let name = format!("{} {} matches the host", dtype.name(), s.size);
             r.checks.push(checks::gemm(name, &s.errors, dtype.tolerance()));
+            let name = format!("{} {}: every row and column sum matches the host", dtype.name(), s.size);
+            r.checks.push(checks::gemm_sums(name, &s.sums, dtype.tolerance()));
             let name = format!("{} {}: every timed GEMM matches the host on a random tile", dtype.name(), s.size);
             let repetitions = u32::try_from(s.times_ms.len()).unwrap_or(u32::MAX);
             r.checks.push(checks::gemm_tiles(name, &s.tiles, repetitions, dtype.tolerance()));
@@ -66,6 +70,7 @@ mod tests {
             size: 1024,
             times_ms: vec![1.0],
             errors: GemmErrors { worst: worst * 32.0, at: (1023, 7), compared, order: 1024 },
+            sums: GemmSums { worst: worst * 1024.0, at: ("column", 9), compared: 2048, order: 1024 },
             tiles: GemmTiles {
                 errors: GemmErrors { worst: worst * 32.0, at: (40, 41), compared: 32 * 32, order: 1024 },
                 tiles: 1,
@@ -73,10 +78,11 @@ mod tests {
             },
         };
         let r = precision(&[s(Dtype::Fp32, 1e-6), s(Dtype::Bf16, 0.5)]);
-        assert!(r.checks[2].detail.contains("row 1023, column 7"), "{:?}", r.checks[2]);
-        assert!(r.checks[3].detail.contains("(seed 7)") && r.checks[3].detail.contains("row 40"), "{:?}", r.checks[3]);
+        assert!(r.checks[3].detail.contains("row 1023, column 7"), "{:?}", r.checks[3]);
+        assert!(r.checks[4].detail.contains("at column 9"), "{:?}", r.checks[4]);
+        assert!(r.checks[5].detail.contains("(seed 7)") && r.checks[5].detail.contains("row 40"), "{:?}", r.checks[5]);
         assert_eq!(r.passed(), Some(false));
-        assert!(r.checks[0].passed && r.checks[1].passed && !r.checks[2].passed && !r.checks[3].passed);
+        assert!(r.checks[..3].iter().all(|c| c.passed) && r.checks[3..].iter().all(|c| !c.passed), "{:?}", r.checks);
         assert!((r.figures[0].stats.median - 2.147).abs() < 0.01, "{:?}", r.figures[0]);
     }
 }

@@ -86,9 +86,16 @@ impl Experiment for Streams {
         if wrong {
             spun[k as usize] = 0;
         }
+        let (gemm, gemm_sums) = model_gemm(p.gemm_size, wrong);
         let outputs = StreamsOutputs {
             copied: model_copy(checks::copy_seed(CopyKind::H2dPinned, p.copy_bytes), p.copy_bytes, wrong),
-            gemm: model_gemm(p.gemm_size, wrong),
+            gemm,
+            gemm_sums,
+            poisoned: checks::TimedGemms {
+                checked: 2 * p.repetitions as usize,
+                expected: 2 * p.repetitions as usize,
+                poisoned: if wrong { u64::from(p.gemm_size).pow(2) } else { 0 },
+            },
             spun,
             cycles,
             launched: 2 * k as usize,

@@ -107,13 +107,15 @@ fn one(v: f64) -> Stats {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::lab::checks::GemmErrors;
+    use crate::lab::checks::{GemmErrors, GemmSums, TimedGemms};
 
     fn good_outputs() -> StreamsOutputs {
         let n = 256;
         StreamsOutputs {
             copied: checks::PatternCompare { compared: 4096, differ: 0, first: None },
             gemm: GemmErrors { worst: 1e-6, at: (0, 0), compared: (2 * 16 * n - 256) as u64, order: n },
+            gemm_sums: GemmSums { worst: 1e-6, at: ("row", 0), compared: 2 * n as u64, order: n },
+            poisoned: TimedGemms { checked: 4, expected: 4, poisoned: 0 },
             spun: vec![1000; 16],
             cycles: 1000,
             launched: 16,
