@@ -1,49 +1,69 @@
 #!/usr/bin/env python3
-"""Checks that the figures the docs quote from a GPU run are in the log they name.
+"""Checks that every figure the docs quote from a run is on a line of the log they name.
 
 Run from anywhere: `python3 tests/docs_figures.py` (or `--root DIR` for another tree). Python 3
-standard library only. Exit 0 with a count of checked figures; exit 1 listing every offence.
+standard library only. Exit 0 with counts; exit 1 listing every offence as file:line: message.
 
-Files: README.md and docs/*.md. Logs: the files under docs/gpu-runs/, and benchmark logs under
-docs/bench-runs/ (named the same way, with "bench-runs/" for "gpu-runs/").
+Files: README.md and docs/*.md. Logs: the files under docs/gpu-runs/, docs/bench-runs/, docs/runs/.
 
-Passages. A file is cut into passages, each checked on its own:
-  - a paragraph (non-blank lines up to a blank line, a heading, a table, a fence or a list item);
-  - a list item (a line starting "- ", "* " or "1. ", with the indented or unmarked lines after it);
-  - a table row (a line starting "|");
-  - a line inside a ``` fence;
-  - a heading.
-A passage names a log with a path containing "gpu-runs/NAME.log" or "gpu-runs/NAME.txt" (with or
-without "docs/", as a link or as text; a "*" in NAME is a glob), or with a bare NAME.log / NAME.txt that
-exists in docs/gpu-runs/. A table row or fence line that names no log of its own takes the logs of the
-paragraph just above its table or fence; a list item, those of the paragraph just above its list when
-that paragraph ends with ":" (it introduces the list).
+Passages. A file is cut into passages, each checked on its own: a paragraph (lines up to a blank
+line, a heading, a table, a fence or a list item); a list item ("- ", "* ", "1. " and the lines after
+it); a table row (a line starting "|"); a line inside a ``` fence; a heading. A passage names a log
+with a path "gpu-runs/NAME.log", "bench-runs/NAME.log" or "runs/NAME.log" (or .txt; with or without
+"docs/"; a link or text; a "*" in NAME is a glob), or with a bare NAME.log that exists in one of those
+folders. A table row or fence line that names no log takes the logs (and the marker) of the paragraph
+just above its table or fence; a list item, those of the paragraph above its list if it ends with ":".
 
-Rule 1: every gpu-runs/ path a doc names (in any passage) must exist (a glob: match at least one file).
-Rule 2: in a passage that names (or takes) logs, every figure must occur in one of those logs.
+Rule 1: every log path a doc names exists (a glob matches at least one file).
+Rule 2: in a passage that names (or takes) logs, every figure is held by a line of one of them.
+Rule 3: a benchmark passage with figures names (or takes) a log, or is marked: it says "no log",
+        "without a log" or "not measured" (any case), or its heading does (the marker then covers
+        every passage up to the next heading). The marker is for settings, goals and figures that
+        were measured without keeping a log; it is printed in the doc, so the reader sees it too.
+        Benchmark passages: all of docs/BENCHMARKS.md and README.md's "## Figures" section
+        (BENCHMARK_SCOPE); headings are exempt. Other passages that name no log are not checked.
 
-Figures. Before reading figures, inline code spans (`...`), link targets "](...)", URLs and log names are
-removed from the passage. A figure is then
-  - a number with a decimal point: 392.5, 1.042, 0.0008, 21,710.8; or
-  - a number followed (after at most one space) by a unit: 96 %, 750 GB/s, 7 µs, 4,466 µs, 20 GiB.
-    Units: % µs us ns ms s min h GB/s GiB/s MB/s MiB/s TB/s TFLOP/s GFLOP/s B KB KiB MB MiB GB GiB
-    TB bytes W kWh Hz °C × x (a unit ends at a non-letter: "5 seconds" has none).
-Not figures: a number that follows a letter, digit, "_" or "." ("H200", "fp16", "x16", "session9"),
-an integer glued to letters after it ("5892a95"),
-versions (two or more dots: 2.11.0, 580.159.04; or right after "v", "version " or "CUDA "), numbers
-right after "§", "#", "issue " or "section ", and integers without a unit (dates, counts, sizes such
-as 8192, issue and section numbers).
+Figures. Code spans, link targets "](...)", URLs and log names are blanked first. A figure is
+  - a number with a decimal point: 392.5, 1.042, 21,710.8;
+  - a number with a unit after it (at most one space): 96 %, 750 GB/s, 4,466 µs, 20 GiB. Units: % µs
+    us ns ms s min h GB/s GiB/s MB/s MiB/s TB/s TFLOP/s GFLOP/s B bytes KB kB KiB MB MiB GB GiB TB W
+    kWh Hz °C × x (a unit ends at a non-letter: "5 seconds" has none); or
+  - a count: an integer, one space and a count word (PASS FAIL INCONCLUSIVE passed failed rounds
+    round): "39 PASS", "13 rounds".
+It is signed when "+", "-" or "−" stands right before it, not after a letter or digit ("+0.55%",
+"(-6.5 J)"; not "0.8-1.1"); "±" is no sign. Not figures: a number right after a letter, digit, "_" or
+"." ("H200", "x16"), an integer glued to letters ("5892a95"), versions (2.11.0, "v1.2", "CUDA 13.0"),
+numbers after "§", "#", "issue ", "section ", and integers with neither unit nor count word.
 
-Matching. Numbers are compared as tokens of digits, dots and commas (so "1.04" is not found inside
-"21.042", nor "159.04" inside "580.159.04"), after: thousands commas removed, trailing zeros after the
-point removed on both sides (750.0 = 750 = 750.00, 96.50 = 96.5), the sign dropped (+0.05%, −0.29%).
-  - A decimal occurs in a log when the log holds that number anywhere; its unit is not compared,
-    since logs print units in column headers (96.5% is found as "96.5" or "96.5%").
-  - An integer with a unit needs more: for "%", the log holds the number directly followed by "%"
-    (one space allowed: "31%" or "31 %"); for any other unit, one log line holds both the number and
-    the unit as a word (µs and us are the same unit): "177 µs" needs a line with 177 and µs.
-No rounding and no unit conversion: a doc that says 96.5 where the log says 96.34, or 32 % where it
-says 31%, fails.
+Labels: the words that say what a figure is. A word is a letter and then letters, digits or "_"
+("p99", "idle_held"; words in code spans count); one-letter words, units, count words and STOP_WORDS
+(articles, prepositions, "per", "vs", "session", "log", and "gpudash", "GPU", "H200", which every log
+line could carry) do not. A figure's labels:
+  - the last three words before it, back to the previous decimal or count (an integer with a unit,
+    a setting such as "1 MiB", does not end a label) or to the start of its cell or passage:
+    "p50 1.9 ms" -> p50; "idle_held 2.0 ms, gpu_free 1.3 ms" -> gpu_free for 1.3;
+  - with none there, the previous figure's labels ("9.84 / 49.96" and "39 PASS, 0 FAIL" share one);
+  - with none, the next three words, up to the next figure;
+  - and always, in a table row, the first three words of its first cell, and in a list item, the
+    item's first three words (what the row or item is about).
+A label is on a log line when the line, in lower case, holds it where a word starts (so "loop" is on
+"loops:", "pageable" on "h2d_pageable", "sum" is not on "checksum"); a final plural "s" is dropped.
+
+Matching. A log line's context is the line, its header (the nearest line above it in its block, up
+to a blank line, with letters and no digits, as a table's header; else the block's first line) and
+its title (the nearest line above starting "==" or "#", else the log's first line). Numbers are
+compared as tokens of digits, dots and commas ("1.04" is not in "21.042" nor "159.04" in
+"580.159.04"), thousands commas and trailing zeros after the point dropped (750.0 = 750). A log line
+holds a figure when it holds the number and there:
+  - sign: a signed figure has that sign (a log number without one, 0 included, is positive);
+  - unit: the unit right after the number is the figure's (µs = us = μs, × = x, KB = kB, B = bytes;
+    MiB is not MB, GiB/s not GB/s); if the log gives a bare number, the unit is in its context;
+  - count: the same count word right after the number ("39 PASS" is not "39 passed");
+  - label: one of the figure's labels is in the line's context; a count's, on the line itself (a
+    figure with no label skips this).
+No rounding and no conversion: 96.5 where the log says 96.34, 32 % for 31%, 0.9 ms for 0.9 µs, or
+1.9 ms "p50" when the log's 1.9 is on its p99 line, all fail. The limit: a label that both lines
+share, or that is on their common header or title, does not tell them apart; keep labels specific.
 """
 
 from __future__ import annotations
@@ -57,31 +77,84 @@ from dataclasses import dataclass, field
 
 UNITS = [
     "TFLOP/s", "GFLOP/s", "GiB/s", "MiB/s", "GB/s", "MB/s", "TB/s",
-    "bytes", "kWh", "KiB", "MiB", "GiB", "KB", "MB", "GB", "TB", "°C",
-    "min", "µs", "us", "ns", "ms", "Hz", "%", "×", "x", "s", "h", "B", "W",
+    "bytes", "kWh", "KiB", "MiB", "GiB", "KB", "kB", "MB", "GB", "TB", "°C",
+    "min", "µs", "μs", "us", "ns", "ms", "Hz", "%", "×", "x", "s", "h", "B", "W",
 ]
+SAME_UNIT = {"us": "µs", "μs": "µs", "x": "×", "kB": "KB", "bytes": "B"}
+COUNT_WORDS = ["PASS", "FAIL", "INCONCLUSIVE", "passed", "failed", "rounds", "round"]
+STOP_WORDS = set("""
+a an the of in on at to for from by with and or but nor vs versus than as is are was were be been
+being it its this that these those each every per all any no not one two three only also then so
+into over under between against after before about up down out same both new old when while which
+who what where how there here their they we our more most less least very just still now through
+within without around among via etc ie eg do does did has have had can could would should will may
+must if else such whose them once twice again near own got gave give gives read reads session
+sessions log logs run runs went ended ends took since left latest earlier later below above figure
+figures value values gpudash gpu gpus h200 nvidia""".split())
+STOP_WORDS |= {u.lower() for u in UNITS} | {w.lower() for w in COUNT_WORDS}
+LABELS = 3  # label words per figure
+BENCHMARK_SCOPE = {"docs/BENCHMARKS.md": None, "README.md": "Figures"}  # None: the whole file
+MARKER = re.compile(r"\b(?:no log|without a log|not measured)\b", re.IGNORECASE)
+LOG_DIRS = ("gpu-runs", "bench-runs", "runs")
+
 UNIT_RE = "|".join(re.escape(u) for u in UNITS)
-
-# A number: thousands-grouped or plain digits, an optional fraction. Not preceded by a word
-# character or a dot (so no "H200", no "1.2" inside "v1.2.3" starting mid-way).
-NUMBER = re.compile(
-    r"(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
-    r"(?P<after>(?:\.\d)?)"
-)
-UNIT_AFTER = re.compile(r" ?(?:" + UNIT_RE + r")(?![A-Za-z0-9_/])")
-SKIP_BEFORE = re.compile(
-    r"(?:§|#|\bv|\bversion |\bCUDA |\bissues? |\bsections? )$",
-    re.IGNORECASE,
-)
-
+COUNT_RE = "|".join(COUNT_WORDS)
+# A number: thousands-grouped or plain digits, an optional fraction; not after a word character or
+# a dot (no "H200", no "1.2" inside "v1.2.3"); "after" catches a third part (a version, an address).
+NUMBER = re.compile(r"(?<![\w.])(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?P<after>(?:\.\d)?)")
+UNIT_AFTER = re.compile(r" ?(?P<u>" + UNIT_RE + r")(?![A-Za-z0-9_/])")
+COUNT_AFTER = re.compile(r" (?P<c>" + COUNT_RE + r")(?![A-Za-z])")
+LOG_COUNT_AFTER = re.compile(r" ?(?P<c>" + COUNT_RE + r")(?![A-Za-z])", re.IGNORECASE)
+SKIP_BEFORE = re.compile(r"(?:§|#|\bv|\bversion |\bCUDA |\bissues? |\bsections? )$", re.IGNORECASE)
+WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+LOG_UNIT = re.compile(r"(?<![A-Za-z])(?:" + UNIT_RE + r")(?![A-Za-z])")
 # A name ends where no word character and no ".word" follows: "p2p.log." at a sentence's end counts.
-LOG_PATH = re.compile(r"(?:docs/)?(?P<dir>gpu-runs|bench-runs)/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)")
+LOG_PATH = re.compile(
+    r"(?<![\w\-])(?:docs/)?(?P<dir>gpu-runs|bench-runs|runs)/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)"
+)
 BARE_LOG = re.compile(r"(?<![\w/.\-])(?P<name>[\w\-]+(?:\.[\w\-]+)*?\.(?:log|txt))(?!\w|\.\w)")
 CODE_SPAN = re.compile(r"`[^`]*`")
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
 URL = re.compile(r"https?://\S+")
 LOG_TOKEN = re.compile(r"\d[\d.,]*")
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def same_unit(unit: str) -> str:
+    return SAME_UNIT.get(unit, unit)
+
+
+def count_word(word: str) -> str:
+    return "round" if word.lower() == "rounds" else word.lower()
+
+
+def sign_before(text: str, start: int) -> str:
+    """'+' or '-' when a sign stands right before text[start], not after a letter or digit; else ''."""
+    if start == 0 or text[start - 1] not in "+-−" or (start >= 2 and text[start - 2].isalnum()):
+        return ""
+    return "+" if text[start - 1] == "+" else "-"
+
+
+def normalize(num: str) -> str:
+    """Thousands commas out, trailing zeros after the point out: '1,750.50' -> '1750.5'."""
+    num = num.replace(",", "")
+    if "." in num:
+        num = num.rstrip("0").rstrip(".")
+    return num or "0"
+
+
+@dataclass
+class Figure:
+    """A figure of a doc: as written, its number (normalized), unit or count word, sign, labels."""
+
+    written: str
+    num: str
+    unit: str = ""
+    count: bool = False
+    sign: str = ""
+    labels: list[str] = field(default_factory=list)
+    lead: list[str] = field(default_factory=list)  # its table row's or list item's first words
+    line: int = 0
 
 
 @dataclass
@@ -103,98 +176,185 @@ def passages(text: str) -> list[Passage]:
     for no, line in enumerate(text.splitlines(), start=1):
         stripped = line.strip()
         if stripped.startswith("```"):
-            in_fence = not in_fence
-            cur = None
-            continue
-        if in_fence:
+            in_fence, cur = not in_fence, None
+        elif in_fence:
             out.append(Passage("fence", [(no, line)]))
-            continue
-        if not stripped:
+        elif not stripped:
             cur = None
-            continue
-        if stripped.startswith("#"):
-            out.append(Passage("heading", [(no, line)]))
+        elif stripped.startswith(("#", "|")):
+            out.append(Passage("heading" if stripped[0] == "#" else "row", [(no, line)]))
             cur = None
-        elif stripped.startswith("|"):
-            out.append(Passage("row", [(no, line)]))
-            cur = None
-        elif LIST_ITEM.match(line):
-            cur = Passage("item", [(no, line)])
+        elif LIST_ITEM.match(line) or cur is None:
+            cur = Passage("item" if LIST_ITEM.match(line) else "paragraph", [(no, line)])
             out.append(cur)
-        elif cur is not None:
-            cur.lines.append((no, line))
         else:
-            cur = Passage("paragraph", [(no, line)])
-            out.append(cur)
+            cur.lines.append((no, line))
     return out
 
 
-def normalize(num: str) -> str:
-    """Thousands commas out, trailing zeros after the point out: '1,750.50' -> '1750.5'."""
-    num = num.replace(",", "")
-    if "." in num:
-        num = num.rstrip("0").rstrip(".")
-    return num or "0"
+def scrub(text: str, code: bool = False) -> str:
+    """The text with code spans, link targets, URLs and log names blanked (the same length). With
+    code, a code span keeps its text: its words are labels, its numbers never figures."""
+
+    def blank(m: re.Match[str]) -> str:
+        return " " * len(m.group(0))
+
+    if code:
+        text = CODE_SPAN.sub(lambda m: " " + m.group(0)[1:-1].replace("|", " ") + " ", text)
+    text = LINK_TARGET.sub(lambda m: "]" + blank(m)[1:], CODE_SPAN.sub(blank, text))
+    return BARE_LOG.sub(blank, LOG_PATH.sub(blank, URL.sub(blank, text)))
 
 
-def figures(text: str) -> list[str]:
-    """The figures of a passage's text, as written (see the module doc for what counts)."""
-    text = CODE_SPAN.sub(" ", text)
-    text = LINK_TARGET.sub("]", text)
-    text = URL.sub(" ", text)
-    text = LOG_PATH.sub(" ", text)
-    text = BARE_LOG.sub(" ", text)
+def line_figures(text: str) -> list[tuple[int, int, Figure]]:
+    """The figures of one scrubbed line, as (start, end, figure), in order."""
     found = []
     for m in NUMBER.finditer(text):
-        if m.group("after"):  # a third part: a version or an address
+        num, end = m.group("num"), m.end("num")
+        if m.group("after") or SKIP_BEFORE.search(text[: m.start()]):
             continue
-        end = m.end("num")
-        rest = text[end:]
-        if SKIP_BEFORE.search(text[: m.start()]):
-            continue
-        unit = UNIT_AFTER.match(rest)
-        num = m.group("num")
-        if "." not in num and unit is None and rest[:1] and (rest[0].isalnum() or rest[0] == "_"):
-            continue  # an integer glued to a name: a hash such as 5892a95, 4096x
-        if "." in num or unit is not None:
-            found.append(num + (unit.group(0) if unit else ""))
+        unit = UNIT_AFTER.match(text, end)
+        count = COUNT_AFTER.match(text, end) if "." not in num and unit is None else None
+        if "." not in num and unit is None and count is None:
+            continue  # an integer with no unit: a date, a size, a name's part (5892a95, 4096x)
+        tail = unit or count
+        sign = sign_before(text, m.start())
+        fig = Figure(
+            text[m.start() - bool(sign) : tail.end() if tail else end],
+            normalize(num),
+            same_unit(unit.group("u")) if unit else count_word(count.group("c")) if count else "",
+            count is not None,
+            sign,
+        )
+        found.append((m.start(), tail.end() if tail else end, fig))
     return found
 
 
-def tokens(line: str) -> set[str]:
-    """The number tokens of a log line, normalized; versions stay whole ('580.159.04')."""
-    nums: set[str] = set()
-    for tok in LOG_TOKEN.findall(line):
-        tok = tok.rstrip(".,")
-        for part in [tok] + tok.split(","):
+def figures(text: str) -> list[str]:
+    """The figures of a text as written (no labels): for a quick look and the tests."""
+    return [f.written for _, _, f in line_figures(scrub(text))]
+
+
+def passage_figures(p: Passage) -> list[Figure]:
+    """The figures of a passage, each with its line number and labels (see the module doc)."""
+    out: list[Figure] = []
+    pending: list[str] = []  # label words since the last decimal or count, in this cell
+    last: list[str] = []  # the previous figure's labels, in this cell
+    waiting: list[Figure] = []  # a figure with no label yet takes the words after it
+    lead: list[str] = []  # the first cell's (a row) or the item's first words
+    cell = 0
+    for no, raw in p.lines:
+        text, words = scrub(raw), scrub(raw, code=True)
+        found = line_figures(text)
+        events: list[tuple[int, str, object]] = [(s, "figure", f) for s, _, f in found]
+        for m in WORD.finditer(words):
+            glued = m.start() > 0 and (words[m.start() - 1].isdigit() or words[m.start() - 1] in "_.")
+            if not glued and not any(s <= m.start() < e for s, e, _ in found):
+                events.append((m.start(), "word", m.group(0)))
+        if p.kind == "row":
+            events += [(i, "cell", None) for i, ch in enumerate(text) if ch == "|"]
+        for _, kind, value in sorted(events, key=lambda e: e[0]):
+            if kind == "cell":
+                cell += 1
+                pending, last, waiting = [], [], []
+            elif kind == "word":
+                word = str(value)
+                if len(word) < 2 or word.lower() in STOP_WORDS:
+                    continue
+                pending.append(word)
+                if (cell == 1 or p.kind == "item") and len(lead) < LABELS:
+                    lead.append(word)
+                for f in waiting:
+                    if len(f.labels) < LABELS:
+                        f.labels.append(word)
+            else:
+                fig = value
+                assert isinstance(fig, Figure)
+                fig.line, fig.labels = no, list(pending[-LABELS:] or last)
+                waiting, last = ([] if fig.labels else waiting + [fig]), fig.labels
+                if "." in fig.written or fig.count:  # a measurement; "1 MiB" may be part of a label
+                    pending = []
+                if p.kind == "item" or (p.kind == "row" and cell > 1):
+                    fig.lead = lead
+                out.append(fig)
+    return out
+
+
+def tokens(line: str) -> list[tuple[str, str, str, str]]:
+    """The numbers of a log line: (normalized, sign, unit right after it, count word right after)."""
+    out = []
+    for m in LOG_TOKEN.finditer(line):
+        tok = m.group(0).rstrip(".,")
+        unit = UNIT_AFTER.match(line, m.start() + len(tok))
+        count = LOG_COUNT_AFTER.match(line, m.start() + len(tok))
+        u = same_unit(unit.group("u")) if unit else ""
+        c = count_word(count.group("c")) if count else ""
+        sign = sign_before(line, m.start()) or "+"
+        for part in {tok, *tok.split(",")}:
             if part and part.count(".") <= 1:
-                nums.add(normalize(part))
-    return nums
+                out.append((normalize(part), sign, u, c))
+    return out
 
 
 class Log:
-    """One log's numbers, whole and by line, for the two strengths of the rule."""
+    """One log: its lines, where each number occurs, and each line's header and title."""
 
     def __init__(self, path: str) -> None:
         with open(path, encoding="utf-8", errors="replace") as f:
-            self.lines = [(line, tokens(line)) for line in f.read().splitlines()]
-        self.numbers = set().union(*(t for _, t in self.lines)) if self.lines else set()
+            self.lines = f.read().splitlines()
+        self.lower = [line.lower() for line in self.lines]
+        self.index: dict[str, list[tuple[int, str, str, str]]] = {}
+        self.header: list[int] = []
+        self.title: list[int] = []
+        header = title = 0
+        for i, line in enumerate(self.lines):
+            if not line.strip():
+                header = i + 1
+            elif re.search(r"[A-Za-z]", line) and not re.search(r"\d", line):
+                header = i
+            if line.lstrip().startswith(("==", "#")):
+                title = i
+            self.header.append(header)
+            self.title.append(title)
+            for num, sign, unit, count in tokens(line):
+                self.index.setdefault(num, []).append((i, sign, unit, count))
 
-    def holds(self, figure: str) -> bool:
-        """Whether the log holds a figure as written in a doc (see the module doc)."""
-        m = re.match(r"([\d,]+(?:\.\d+)?) ?(.*)", figure)
-        num, unit = normalize(m.group(1)), m.group(2)
-        if "." in m.group(1):
-            return num in self.numbers
-        if num not in self.numbers:
-            return False
-        if unit == "%":
-            return any(re.search(rf"(?<![\d.]){re.escape(num)} ?%", line) for line, _ in self.lines)
-        units = {unit, "us" if unit == "µs" else "µs" if unit == "us" else unit}
-        return any(
-            num in toks and any(re.search(rf"(?<![A-Za-z]){re.escape(u)}(?![A-Za-z])", line) for u in units)
-            for line, toks in self.lines
-        )
+    def context(self, i: int) -> tuple[int, int, int]:
+        """Line i, its header and its title (see the module doc)."""
+        return i, self.header[i], self.title[i]
+
+    def has_unit(self, i: int, unit: str) -> bool:
+        return any(unit in {same_unit(u) for u in LOG_UNIT.findall(self.lines[j])} for j in self.context(i))
+
+    def labelled(self, i: int, labels: list[str], count: bool = False) -> bool:
+        """Whether a label is in line i's context (a count's: line i alone)."""
+        text = self.lower[i] if count else "\n".join(self.lower[j] for j in self.context(i))
+        stems = [w[:-1] if len(w) > 3 and w.endswith("s") else w for w in (x.lower() for x in labels)]
+        return any(re.search(r"(?<![a-z0-9])" + re.escape(stem), text) for stem in stems)
+
+    def match(self, fig: Figure) -> int:
+        """How far the figure got on its best line: 4 held; 3 all but the label; 2 the number and
+        its sign, not the unit or count word; 1 the number, not its sign; 0 not the number."""
+        best = 0
+        for i, sign, unit, count in self.index.get(fig.num, ()):
+            if fig.sign and sign != fig.sign:
+                best = max(best, 1)
+            elif fig.count and count != fig.unit or not fig.count and fig.unit and unit and unit != fig.unit:
+                best = max(best, 2)
+            elif not fig.count and fig.unit and not unit and not self.has_unit(i, fig.unit):
+                best = max(best, 2)
+            elif (fig.labels or fig.lead) and not self.labelled(i, fig.labels + fig.lead, fig.count):
+                best = max(best, 3)
+            else:
+                return 4
+        return best
+
+
+WHY = {
+    0: "is not in",
+    1: "has the other sign in",
+    2: "has another unit or count word in",
+    3: "is on no line of",
+}
 
 
 @dataclass
@@ -208,69 +368,107 @@ class Offence:
         return f"{self.where}: {self.message}"
 
 
-def cited_logs(passage: Passage, runs_dir: str, rel: str) -> tuple[list[str], list[Offence]]:
+def cited_logs(passage: Passage, docs_dir: str, rel: str) -> tuple[list[str], list[Offence]]:
     """The log files a passage names, and an offence for every path that matches no file."""
     logs: list[str] = []
     missing: list[Offence] = []
     for no, line in passage.lines:
         for m in LOG_PATH.finditer(line):
             name, folder = m.group("name"), m.group("dir")
-            hits = sorted(glob.glob(os.path.join(os.path.dirname(runs_dir), folder, name)))
+            hits = sorted(glob.glob(os.path.join(docs_dir, folder, name)))
             if not hits:
                 missing.append(Offence(f"{rel}:{no}", f"docs/{folder}/{name} does not exist"))
             logs.extend(h for h in hits if h not in logs)
-        scrubbed = LOG_PATH.sub(" ", line)
-        for m in BARE_LOG.finditer(scrubbed):
-            for folder in ("gpu-runs", "bench-runs"):
-                path = os.path.join(os.path.dirname(runs_dir), folder, m.group("name"))
+        for m in BARE_LOG.finditer(LOG_PATH.sub(" ", line)):
+            for folder in LOG_DIRS:
+                path = os.path.join(docs_dir, folder, m.group("name"))
                 if os.path.isfile(path) and path not in logs:
                     logs.append(path)
     return logs, missing
 
 
-def check(root: str) -> tuple[list[Offence], int]:
-    """Checks every doc under root; returns the offences and how many figures were checked."""
-    runs_dir = os.path.join(root, "docs", "gpu-runs")
-    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
-    cache: dict[str, Log] = {}
+LOGS: dict[tuple[str, int, int], Log] = {}  # read once per path, size and modification time
+
+
+def load(path: str) -> Log:
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if key not in LOGS:
+        LOGS[key] = Log(path)
+    return LOGS[key]
+
+
+def check(
+    root: str, stats: dict[str, int] | None = None, only: list[str] | None = None
+) -> tuple[list[Offence], int]:
+    """Checks every doc under root (or only those named, relative to root); returns the offences and
+    how many figures were checked. Fills stats (if given): checked, counts, passages, marked, unchecked."""
+    docs_dir = os.path.join(root, "docs")
+    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(docs_dir, "*.md")))
+    if only is not None:
+        docs = [os.path.join(root, rel) for rel in only]
     offences: list[Offence] = []
-    checked = 0
-    for doc in docs:
-        if not os.path.isfile(doc):
-            continue
-        rel = os.path.relpath(doc, root)
+    stats = {} if stats is None else stats
+    for key in ("checked", "counts", "passages", "marked", "unchecked"):
+        stats[key] = 0
+    for doc in filter(os.path.isfile, docs):
+        rel = os.path.relpath(doc, root).replace(os.sep, "/")
+        scope = BENCHMARK_SCOPE.get(rel, "")
+        in_scope, scope_level, heading_marked = scope is None, 0, False
         with open(doc, encoding="utf-8") as f:
             parts = passages(f.read())
-        # What the paragraph introducing the current table, list or fence cites: its logs, and
-        # whether it named any log at all (a passage citing only missing logs is checked, and fails).
-        block: tuple[list[str], bool] = ([], False)
-        prev: tuple[Passage, list[str], bool] | None = None
+        # What a paragraph gives the table, list or fence just below it: logs, whether it named any
+        # (a passage citing only missing logs is checked, and fails), whether it is marked.
+        block: tuple[list[str], bool, bool] = ([], False, False)
+        prev: tuple[Passage, list[str], bool, bool] | None = None
         for p in parts:
-            logs, missing = cited_logs(p, runs_dir, rel)
+            if p.kind == "heading":
+                title = p.text().strip()
+                level = len(title) - len(title.lstrip("#"))
+                heading_marked = bool(MARKER.search(title))
+                if scope and title.lstrip("#").strip() == scope:
+                    in_scope, scope_level = True, level
+                elif scope and in_scope and level <= scope_level:
+                    in_scope = False
+            logs, missing = cited_logs(p, docs_dir, rel)
             offences.extend(missing)
-            cites = bool(logs or missing)
+            cites, marked = bool(logs or missing), bool(MARKER.search(p.text())) or heading_marked
             if p.kind in ("row", "item", "fence") and (prev is None or prev[0].kind != p.kind):
-                block = ([], False)  # a new block: does the passage just above introduce it?
+                block = ([], False, False)  # a new block: does the passage just above introduce it?
                 if prev is not None and prev[0].kind == "paragraph":
                     if p.kind != "item" or prev[0].text().rstrip().endswith(":"):
-                        block = (prev[1], prev[2])
-            prev = (p, logs, cites)
+                        block = prev[1:]
+            prev = (p, logs, cites, marked)
             if p.kind in ("row", "item", "fence") and not cites:
-                logs, cites = block
-            if not cites:
+                logs, cites, marked = block[0], block[1], marked or block[2]
+            figs = passage_figures(p)
+            if not figs:
                 continue
-            for path in logs:
-                if path not in cache:
-                    cache[path] = Log(path)
-            names = ", ".join("docs/" + os.path.relpath(p_, os.path.dirname(runs_dir)) for p_ in logs)
-            for no, line in p.lines:
-                for fig in figures(line):
-                    checked += 1
-                    if not logs:
-                        offences.append(Offence(f"{rel}:{no}", f"{fig!r}: its log does not exist"))
-                    elif not any(cache[path].holds(fig) for path in logs):
-                        offences.append(Offence(f"{rel}:{no}", f"{fig!r} is not in {names}"))
-    return offences, checked
+            if not cites:
+                if in_scope and not marked and p.kind != "heading":
+                    shown = ", ".join(repr(f.written) for f in figs[:3]) + (", ..." if figs[3:] else "")
+                    offences.append(Offence(f"{rel}:{p.lines[0][0]}", f"a benchmark passage with figures "
+                                            f"({shown}) names no log: cite its log or mark it 'no log'"))
+                elif in_scope and marked:
+                    stats["marked"] += len(figs)
+                elif not in_scope:
+                    stats["unchecked"] += len(figs)
+                continue
+            stats["passages"] += 1
+            names = ", ".join("docs/" + os.path.relpath(path, docs_dir).replace(os.sep, "/") for path in logs)
+            for fig in figs:
+                stats["checked"] += 1
+                stats["counts"] += fig.count
+                if not logs:
+                    offences.append(Offence(f"{rel}:{fig.line}", f"{fig.written!r}: its log does not exist"))
+                    continue
+                best = max(load(path).match(fig) for path in logs)
+                if best < 4:
+                    why = f"{fig.written!r} {WHY[best]} {names}"
+                    if best == 3:
+                        why += " with its label " + "/".join(repr(w) for w in fig.labels + fig.lead)
+                    offences.append(Offence(f"{rel}:{fig.line}", why))
+    return offences, stats["checked"]
 
 
 def main() -> int:
@@ -278,13 +476,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", default=os.path.dirname(here), help="the repository (default: this one)")
     args = ap.parse_args()
-    offences, checked = check(args.root)
+    stats: dict[str, int] = {}
+    offences, checked = check(args.root, stats)
     for o in offences:
         print(o)
+    summary = (
+        f"{checked} figures checked ({stats['counts']} counts) in {stats['passages']} passages; "
+        f"{stats['marked']} figures in benchmark passages marked as not from a log; "
+        f"{stats['unchecked']} figures outside benchmark passages name no log (not checked)"
+    )
     if offences:
-        print(f"docs_figures: {len(offences)} offence(s) over {checked} figures checked", file=sys.stderr)
+        print(f"docs_figures: {len(offences)} offence(s); {summary}", file=sys.stderr)
         return 1
-    print(f"docs_figures: {checked} figures checked, each found in the log its passage names")
+    print(f"docs_figures: {summary}; each held by a line of its log")
     return 0
 
 

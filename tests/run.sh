@@ -68,6 +68,6 @@ GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q python
 step "GPU comparisons' verdict rule, without a GPU (tests/gpu/compare.py: paired intervals, INCONCLUSIVE exits 2)"
 target/py/bin/python -m pytest -q -p no:cacheprovider tests/gpu/test_compare.py
 
-step "the docs quote only figures a log in docs/gpu-runs/ holds (tests/docs_figures.py)"
+step "the docs quote only figures their logs hold, by label, unit, sign and count (tests/docs_figures.py)"
 python3 tests/docs_figures.py
 target/py/bin/python -m pytest -q -p no:cacheprovider tests/test_docs_figures.py

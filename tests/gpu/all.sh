@@ -7,34 +7,41 @@
 # Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; lab 420 + gpm 180 = 600 s, ~470 s as run;
 # h200 200 + collectives 300 = 500 s), so each of these calls stays under the device tool's 10 minutes even
 # when a part hangs: run `all.sh lab gpm`, then `all.sh h200 collectives`.
-# Each part's log lands in $OUT (the device tool's output folder); the summary is printed last,
-# and the exit status is non-zero when any part failed (or timed out).
+# The timeouts of lab (420), p2p (100) and collectives (300) are the part_timeout_s their deadlines are cut
+# from in tests/gpu/rules.json (test_compare.py checks that they agree).
+# Each part's log lands in $OUT (the device tool's output folder); the summary is printed last, with the rules
+# (version and sha256 of tests/gpu/rules.json) that judged the comparisons.
+#
+# Exit status (tests/gpu/result.sh maps each part's exit; a failure wins over INCONCLUSIVE, INCONCLUSIVE over
+# a skipped part):
+#   0  every wanted part ran and passed
+#   1  a part failed: FAIL, a timeout, a script error (an exit 2 or 3 without the INCONCLUSIVE or SKIPPED line
+#      that goes with it), or the rules file cannot be read
+#   2  a part left a row INCONCLUSIVE (its script printed "== result: INCONCLUSIVE"): not a pass
+#   3  a part was not run because this machine cannot (p2p on one GPU): the last line says
+#      "all.sh: INCOMPLETE (skipped: p2p)"
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source tests/gpu/result.sh
 export NCCL_NVLS_ENABLE=0
 OUT=${OUT:-/tmp/gpudash-gpu}
 mkdir -p "$OUT"
 results=()
-failed=0
-inconclusive=0
+failed=() inconclusive=() skipped=()
+rules=$(python3 tests/gpu/rules.py label 2>&1) || { results+=("rules: FAIL ($rules)"); failed+=(rules); rules="rules unreadable"; }
+echo "$rules (tests/gpu/rules.json)"
 part() {
   local name=$1 limit=$2; shift 2
-  local started=$SECONDS rc=0
+  local started=$SECONDS rc=0 verdict
   mkdir -p "$OUT/$name"
   OUT="$OUT/$name" timeout "$limit" bash "$@" >"$OUT/$name.log" 2>&1 || rc=$?
-  if [ "$rc" -eq 0 ]; then
-    results+=("$name: PASS ($((SECONDS - started)) s of $limit)")
-  elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    results+=("$name: FAIL, timed out after $limit s — see $name.log")
-    failed=1
-  elif [ "$rc" -eq 2 ]; then
-    # compare.py's rule: every row decided or more rounds, up to a bound; a row still undecided is no pass.
-    results+=("$name: INCONCLUSIVE (exit 2: a row the interleaved rounds could not decide, $((SECONDS - started)) s) — see $name.log")
-    inconclusive=1
-  else
-    results+=("$name: FAIL (exit $rc, $((SECONDS - started)) s) — see $name.log")
-    failed=1
-  fi
+  verdict=$(part_verdict "$rc" "$OUT/$name.log" "$limit" "$((SECONDS - started))")
+  case "$verdict" in
+    PASS*) results+=("$name: $verdict") ;;
+    INCONCLUSIVE*) results+=("$name: $verdict — see $name.log"); inconclusive+=("$name") ;;
+    SKIPPED*) results+=("$name: $verdict — see $name.log"); skipped+=("$name") ;;
+    *) results+=("$name: $verdict — see $name.log"); failed+=("$name") ;;
+  esac
   tail -40 "$OUT/$name.log"
 }
 # Parts to run: the arguments (h200 bridge p2p gpm lab release collectives alerts team allocator), or all of them. All five take up to ~12 minutes,
@@ -49,7 +56,8 @@ if want p2p; then
   if [ "$count" -ge 2 ]; then
     part p2p 100 tests/gpu/p2p.sh      # p2p vs PyTorch, interleaved; topology vs nvidia-smi
   else
-    results+=("p2p: skipped (one GPU; run on nvidia-h200-x2)")
+    results+=("p2p: SKIPPED (one GPU; run on nvidia-h200-x2)")
+    skipped+=(p2p)
   fi
 fi
 want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
@@ -68,12 +76,28 @@ grep -h -E "sample→receipt|^  (fast loop|slow loop|GPM loop|sum)|^nvidia-smi -
   "$OUT"/h200.log "$OUT"/p2p.log "$OUT"/lab.log "$OUT"/collectives.log "$OUT"/gpm.log "$OUT"/alerts.log "$OUT"/team.log "$OUT"/allocator.log 2>/dev/null || true
 printf '\n== summary\n'
 printf '%s\n' "${results[@]}"
-if [ "$failed" -ne 0 ]; then
-  echo "all.sh: FAIL"
+echo "rules: $rules"
+# What else stood in the way, after the headline's own parts: "; inconclusive: lab; skipped: p2p".
+also() {
+  local out="" kind
+  for kind in "$@"; do
+    case "$kind" in
+      inconclusive) [ ${#inconclusive[@]} -gt 0 ] && out+="; inconclusive: ${inconclusive[*]}" ;;
+      skipped) [ ${#skipped[@]} -gt 0 ] && out+="; skipped: ${skipped[*]}" ;;
+    esac
+  done
+  echo "$out"
+}
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "all.sh: FAIL (failed: ${failed[*]}$(also inconclusive skipped)); $rules"
   exit 1
 fi
-if [ "$inconclusive" -ne 0 ]; then
-  echo "all.sh: INCONCLUSIVE (not a pass)"
+if [ ${#inconclusive[@]} -gt 0 ]; then
+  echo "all.sh: INCONCLUSIVE (inconclusive: ${inconclusive[*]}$(also skipped)), not a pass; $rules"
   exit 2
 fi
-echo "all.sh: PASS"
+if [ ${#skipped[@]} -gt 0 ]; then
+  echo "all.sh: INCOMPLETE (skipped: ${skipped[*]}), not a pass; $rules"
+  exit 3
+fi
+echo "all.sh: PASS; $rules"

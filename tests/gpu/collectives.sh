@@ -7,7 +7,10 @@
 #      PyTorch backward-shaped GEMM loop of the DDP step view's shapes; the compute side's time judged by the
 #      paired 95% interval against 1 ± 5% (compare.py), extra rounds while undecided;
 #   4. `gpudash bench collectives` with GPUDASH_NCCL_LIB pointing nowhere: exit 2 and the places it looked.
-# Exit status: 1 when any step failed; else 2 when the comparison is INCONCLUSIVE; else 0.
+# Tolerance, interval, rounds and deadline come from tests/gpu/rules.json (schedule "collectives");
+# COLLECTIVES_ROUNDS, COLLECTIVES_MAX_ROUNDS and COLLECTIVES_DEADLINE_S override them (the summary says so).
+# Exit status (tests/gpu/result.sh): 1 when any step failed; else 2 when the comparison is INCONCLUSIVE (its
+# summary line says so); else 0.
 #
 #   cargo build --release    # here, then on the GPU machine, with target/release/gpudash carried:
 #   bash tests/gpu/collectives.sh    # ~2 minutes; artifacts land in $OUT (default /tmp/gpudash-collectives)
@@ -17,13 +20,19 @@ export NCCL_NVLS_ENABLE=0
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 BIN=${GPUDASH_BIN:-target/release/gpudash}
 OUT=${OUT:-/tmp/gpudash-collectives}
-ROUNDS=${COLLECTIVES_ROUNDS:-3}
-MAX_ROUNDS=${COLLECTIVES_MAX_ROUNDS:-8}
-DEADLINE_S=${COLLECTIVES_DEADLINE_S:-200}
 mkdir -p "$OUT"
 status=0
 inconclusive=0
 step() { printf '\n== %s\n' "$*"; }
+source tests/gpu/result.sh
+
+step "rules"
+rules=$(python3 tests/gpu/rules.py shell collectives) || { RULES_LABEL="rules unreadable"; finish 1 0; }
+eval "$rules"
+echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+ROUNDS=${COLLECTIVES_ROUNDS:-$RULES_ROUNDS}
+MAX_ROUNDS=${COLLECTIVES_MAX_ROUNDS:-$RULES_MAX_ROUNDS}
+DEADLINE_S=${COLLECTIVES_DEADLINE_S:-$RULES_DEADLINE_S}
 
 step "NCCL on this machine"
 ldconfig -p | grep -i libnccl || echo "(libnccl not in ld.so.cache)"
@@ -41,13 +50,12 @@ cat "$OUT/bench.txt"
 
 step "DDP compute side vs PyTorch ($ROUNDS interleaved rounds, up to $MAX_ROUNDS)"
 rc=0
-timeout $((DEADLINE_S + 60)) python3 tests/gpu/collectives_vs_torch.py "$BIN" "$OUT" --rounds "$ROUNDS" \
+timeout $((DEADLINE_S + RULES_GRACE_S)) python3 tests/gpu/collectives_vs_torch.py "$BIN" "$OUT" --rounds "$ROUNDS" \
   --max-rounds "$MAX_ROUNDS" --deadline-s "$DEADLINE_S" | tee "$OUT/compare.txt" || rc=$?
-if [ "$rc" -eq 2 ]; then
-  inconclusive=1
-elif [ "$rc" -ne 0 ]; then
-  status=1
-fi
+case "$(compare_status "$rc" "$OUT/compare.txt")" in
+  inconclusive) inconclusive=1 ;;
+  fail) status=1; echo "FAIL: the comparison exited $rc" ;;
+esac
 
 step "without NCCL: exit 2 and where it looked"
 rc=0
@@ -59,5 +67,4 @@ if [ "$rc" -ne 2 ] || ! grep -q "looked in /nonexistent/libnccl.so.2" "$OUT/no-n
   status=1
 fi
 
-source tests/gpu/result.sh
 finish "$status" "$inconclusive"

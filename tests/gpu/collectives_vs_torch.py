@@ -10,8 +10,11 @@ backward-shaped GEMM loop from this PyTorch process, alternating which side goes
 last to first: dX = W·dY (2048×2048 · 2048×4096) and dW = dY·Xᵀ into that layer's slice of one gradient
 buffer, bf16 in, fp32 accumulation, timed between two CUDA events around the whole pass (median of 5 after
 2 warm-ups), as gpudash times its compute side. Row: the pass's time in ms, judged by compare.py's paired
-95% interval against 1 ± 5%. busbw on one rank is 0 by nccl-tests' formulas: printed, not compared.
-Exits 1 on a FAIL or MISSING row or a failed gpudash check, else 2 when the row is INCONCLUSIVE, else 0.
+95% interval against 1 ± its tolerance, both from tests/gpu/rules.json ("collectives.compute"; rules v1: the
+t-interval, ±5%), with the rounds and deadline of its schedule "collectives"; the rules' version and sha256
+are printed first and in the summary line. busbw on one rank is 0 by nccl-tests' formulas: printed, not
+compared. Exits 1 on a FAIL or MISSING row, a failed gpudash check, a usage error or an unusable rules file,
+else 2 when the row is INCONCLUSIVE (the summary line says so), else 0.
 """
 import argparse
 import json
@@ -20,8 +23,8 @@ import sys
 
 import torch
 
-from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, figure,
-                     interleaved_rounds, parse_round_arguments, print_table)
+from compare import EXIT_MEANING, CheckLog, Row, exit_code, figure, interleaved_rounds, print_table
+import rules
 
 HIDDEN, TOKENS, PARAMETERS = 2048, 4096, 1_300_000_000
 LAYERS = round(PARAMETERS / HIDDEN ** 2)
@@ -64,17 +67,19 @@ def torch_backward_ms():
 
 
 def main():
+    book = rules.load_or_exit()
+    print(f"rules: {book.banner()}", flush=True)
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("out_dir")
-    add_round_arguments(ap, 3, 200, "rounds at least (the first 2 always run)",
-                        "start no round that would end after this many seconds (at least 2 rounds run)")
-    args = parse_round_arguments(ap)
+    rules.round_arguments(ap, book, "collectives", "rounds at least (the first 2 always run)",
+                          "start no round that would end after this many seconds (at least 2 rounds run)")
+    args = rules.parse_round_arguments(ap, book, "collectives")
     print(f"PyTorch {torch.__version__}, {torch.cuda.get_device_name(0)}; NCCL {torch.cuda.nccl.version()}")
     row = Row(f"DDP backward pass, {LAYERS} layers of {HIDDEN}², {TOKENS} tokens, bf16", "ms",
-              f"figure '{COMPUTE}'", "PyTorch torch.matmul loop of the same shapes")
+              f"figure '{COMPUTE}'", "PyTorch torch.matmul loop of the same shapes", **book.row("collectives.compute"))
     rows = {"compute": row}
-    group = RoundGroup("collectives", rows)
+    group = rules.RoundGroup("collectives", rows)
     log = CheckLog()
 
     def finish_round(mine, theirs, index, elapsed):
@@ -104,7 +109,7 @@ def main():
     check_failures = log.report()
     code = exit_code(tally.failures + check_failures + problems, tally.inconclusive)
     print(f"\ncollectives: {tally.passed} PASS, {tally.failed} FAIL/MISSING, {tally.inconclusive} INCONCLUSIVE, "
-          f"{check_failures + problems} failed checks or runs; exit {code} ({EXIT_MEANING[code]})")
+          f"{check_failures + problems} failed checks or runs; exit {code} ({EXIT_MEANING[code]}); {args.rules_label}")
     sys.exit(code)
 
 

@@ -1,36 +1,30 @@
 """Shared by lab_vs_torch.py, p2p_vs_torch.py and collectives_vs_torch.py: running `gpudash bench`, reading its
 JSON defensively, the verdict over paired rounds, the round loop of one group, the table, and the exit code.
+What judges a row (its tolerance and interval) and how long a script measures come from tests/gpu/rules.json
+(rules.py loads it; every run prints its version and sha256 at the top and in its summary line).
 
 Paired rounds. Each round measures gpudash and the reference back to back (the side that goes first
 alternates), and each side gives one figure per round (the median of that round's timed repetitions).
-Round i of gpudash and round i of the reference share that round's state of the machine (clocks, the
-pinned core's caches, what else ran), so the verdict is built on the per-round log-ratios
+Round i of both sides shares that round's state of the machine (clocks, the pinned core's caches, what else
+ran), so the verdict is built on the per-round log-ratios d_i = ln(gpudash_i / reference_i), not on the two
+sides' spreads apart (an unpaired quartile band over three rounds left a real 15% gap INCONCLUSIVE 38% of the
+time at 10% round-to-round noise).
 
-    d_i = ln(gpudash_i / reference_i),  i = 1..n
+The t-interval (interval "t"). A 95% Student t-interval on the mean of d_i, mean ± t(0.975, n-1) · sd / √n,
+printed as ratios (exp of the bounds). Not a bootstrap: a row has 2 to ~24 rounds, and a percentile bootstrap
+of so few values covers the truth well under 95% (at n = 3 it is the range of the three values: 75%), while
+the t-interval is exact for normal log-ratios and widens with few rounds (t = 4.30 at n = 3), so few rounds
+read UNDECIDED rather than falsely decided. The log makes "too slow" and "too fast" symmetric. Each extra
+round looks at the interval again; test_compare.py simulates what that costs near a limit.
 
-and not on the two sides' spreads apart (an earlier band, [Q1(gpudash)/Q3(ref), Q3(gpudash)/Q1(ref)] over
-three unpaired rounds, left a real 15% gap INCONCLUSIVE 38% of the time at 10% round-to-round noise).
+The median interval (interval "median", only with a reason in the rules file): the median of the per-round
+ratios and its distribution-free 95% interval (median_interval: the sign test's order statistics; 6 rounds at
+least). It is for rounds of which a few are wild on either side (a host that runs a ~1 µs call at two speeds
+and switches between a round's two runs): they widen a t-interval past any tolerance, while they move the
+median's interval by a few order statistics. On normal noise it needs more rounds than t; no row of rules v1
+uses it.
 
-The interval. A 95% Student t-interval on the mean of d_i, mean ± t(0.975, n-1) · sd / √n, printed as
-ratios (exp of the bounds). Why t and not a bootstrap: a row has 2 to ~15 rounds; a bootstrap of so few
-values has few distinct resamples and covers the truth well under 95% (at n = 3 the percentile interval
-is the range of the three values, which holds the true mean 75% of the time), while the t-interval is
-exact when the log-ratios are normal and widens with few rounds (t = 4.30 at n = 3, 2.14 at n = 15), so
-few rounds read UNDECIDED rather than falsely decided. The log makes "too slow" and "too fast" symmetric.
-Each extra round looks at the interval again; over up to 15 looks a row whose true ratio sits exactly on
-a limit ends on either side of it about 10% of the time, one 2% inside or outside the limit ends on the
-wrong side under 4% of the time (simulated in test_compare.py's terms).
-
-Rows that say so (interval="median", with a printed reason) use the median of the per-round ratios and its
-distribution-free 95% interval instead (median_interval: order statistics of the sorted ratios, the sign
-test's interval; 6 rounds at least). It is for a host that runs a ~1 µs call at one of two speeds and
-sometimes switches between a round's two runs: those rounds' ratios (~0.45 or ~2.2) would widen a t-interval
-past any tolerance, while the median's interval moves by only a few order statistics for them. On such rounds
-(test_compare.py, part e) it decides at a true ratio of 1 and never passes a 20% gap; on normal noise it covers
-the truth 95% of the time but needs more rounds than t, so it is not the default.
-
-The verdict of a compared row, with its tolerance (±5% unless the row gives another, with a printed reason;
-more than ±10% without a reason is refused when the row is built):
+The verdict of a compared row, with its tolerance (a tolerance above ±5% needs a reason, printed):
 
     PASS          the whole interval lies inside [1 - tolerance, 1 + tolerance];
     FAIL          the whole interval lies outside it, on either side (gpudash too slow or too fast);
@@ -38,25 +32,29 @@ more than ±10% without a reason is refused when the row is built):
                   of that row's group, up to --max-rounds or the deadline;
     INCONCLUSIVE  still UNDECIDED after the last round: never a PASS; the run exits 2;
     MISSING       a figure gpudash or the reference did not produce in some round: counted as a failure.
+A limit is not a threshold: a gpudash exactly at a limit has an interval around it and ends INCONCLUSIVE, or
+on either side of it; only an interval wholly outside the band FAILs.
 
 Identity rows read the same value on both sides (e.g. the same driver attribute of the same pool after the
 same steps): equal or not is all they can say, so they are printed apart, never counted as PASS; a
 difference is a failure. Rows with judged=False are printed for information only.
 
 The exit code (exit_code): 1 on any failure (FAIL, MISSING, a different identity row, a failed gpudash
-check, whatever else the script counts), else 2 when any row is INCONCLUSIVE, else 0.
+check, whatever else the script counts), else 2 when any row is INCONCLUSIVE, else 0. The summary line of an
+INCONCLUSIVE run ends "exit 2 (INCONCLUSIVE: ...); rules v..": the shell scripts count an exit 2 as
+INCONCLUSIVE only with that line (python itself exits 2 when it cannot open a script).
 """
 import json
 import math
 import os
 import statistics
 import subprocess
-import sys
 import time
 
-TOLERANCE = 0.05
-# A row may widen its tolerance up to this without saying why; beyond it, a reason is required and printed.
-TOLERANCE_WITHOUT_REASON = 0.10
+import rules
+
+# A row's tolerance when it is given none (CI's simulated rows); above it, a row needs a reason, printed.
+TOLERANCE = rules.BASE_TOLERANCE
 LEVEL = 0.95
 
 # t(0.975, df) for df = 1..30: the two-sided 95% Student t quantile (any statistics table).
@@ -115,6 +113,7 @@ def median_interval(pairs):
 
 
 INTERVALS = {"t": paired_interval, "median": median_interval}
+assert tuple(INTERVALS) == rules.INTERVAL_KINDS, "rules.py and compare.py name different interval kinds"
 
 
 def exit_code(failures, inconclusive):
@@ -142,8 +141,9 @@ class Verdict:
 class Row:
     """One compared figure: the paired per-round values of both sides, and how it is judged.
 
-    tolerance  the relative limit of PASS and FAIL (default ±5%); above ±10% only with `reason`, a
-               sentence printed under the table (ValueError otherwise: a wide limit passes anything).
+    tolerance  the relative limit of PASS and FAIL (default ±5%); above it only with `reason`, a sentence
+               printed under the table (ValueError otherwise: a wide limit passes anything). The scripts
+               take tolerance, reason, interval and interval_reason from the rules file (Rules.row).
     identity   both sides read the same value (the same driver attribute after the same steps): judged
                equal or different, printed apart, never counted as PASS.
     interval   "t" (default): the geometric mean of the per-round ratios and its t-interval; "median": the
@@ -160,9 +160,9 @@ class Row:
             raise ValueError(f"row '{figure}': the {interval} interval needs a reason, printed with the table")
         if not 0 < tolerance < 1:
             raise ValueError(f"row '{figure}': tolerance {tolerance!r} is not a fraction between 0 and 1")
-        if tolerance > TOLERANCE_WITHOUT_REASON and not reason.strip():
+        if tolerance > TOLERANCE and not reason.strip():
             raise ValueError(f"row '{figure}': a tolerance of ±{tolerance:.0%} is wider than "
-                             f"±{TOLERANCE_WITHOUT_REASON:.0%} and needs a reason, printed with the table")
+                             f"±{TOLERANCE:.0%} and needs a reason, printed with the table")
         self.figure, self.unit = figure, unit
         self.gpudash_name, self.reference_name = gpudash_name, reference_name
         self.judged, self.tolerance, self.reason = judged, tolerance, reason
@@ -231,47 +231,6 @@ class Tally:
         return self.failed + self.identity_failed
 
 
-class RoundGroup:
-    """Rows measured together in a round (one `gpudash bench` run and its reference), with the seconds each of
-    its rounds took (both sides): what next_round needs to pick the groups of the next round."""
-
-    def __init__(self, name, rows):
-        self.name, self.rows = name, rows
-        self.round_seconds = []
-
-    def undecided(self):
-        """Whether a row of the group still needs rounds (its interval crosses a limit)."""
-        return not all(row.decided() for row in self.rows.values())
-
-    def longest_round(self):
-        """Seconds of the group's longest round so far, 0 before its first."""
-        return max(self.round_seconds, default=0.0)
-
-
-def next_round(groups, rounds_run, rounds, max_rounds, deadline_s, elapsed):
-    """(the groups to measure in the next round, why none when that list is empty).
-
-    Rounds 1 and 2 measure every group (an interval needs two pairs). Up to `rounds`, every group; after it, up
-    to `max_rounds`, only the groups with a row still UNDECIDED. From round 3 on, a group runs only if its
-    longest round so far still fits before `deadline_s` after the groups before it in this round, so a cheap
-    undecided group keeps getting rounds when an expensive one no longer fits."""
-    if rounds_run >= max_rounds:
-        return [], f"--max-rounds {max_rounds} reached"
-    if rounds_run < 2:
-        return list(groups), ""
-    wanted = list(groups) if rounds_run < rounds else [g for g in groups if g.undecided()]
-    if not wanted:
-        return [], "every row is decided"
-    todo, planned = [], elapsed
-    for g in wanted:
-        if planned + g.longest_round() <= deadline_s:
-            todo.append(g)
-            planned += g.longest_round()
-    if not todo:
-        return [], f"the next round of {', '.join(g.name for g in wanted)} would pass the {deadline_s:.0f} s deadline"
-    return todo, ""
-
-
 def print_table(rows, title, reference_label="PyTorch"):
     """Prints the compared rows, the tolerance reasons, the identity rows and the non-PASS rows' rounds;
     returns a Tally. A row still UNDECIDED here is INCONCLUSIVE: the rounds are over."""
@@ -280,8 +239,9 @@ def print_table(rows, title, reference_label="PyTorch"):
     tally = Tally()
     print(f"\n== {title}")
     print(f"ratio = geometric mean of the per-round ratios gpudash / reference (each round measures both back to "
-          f"back); interval = its {LEVEL:.0%} t-interval over the rounds; PASS: interval inside 1±tol; FAIL: "
-          "wholly outside; INCONCLUSIVE: still crossing a limit after the last round (exit 2)")
+          f"back); interval = its {LEVEL:.0%} t-interval over the rounds (a row marked 'median ratio': the median and "
+          "its sign-test interval); PASS: interval inside 1±tol; FAIL: wholly outside; INCONCLUSIVE: still crossing "
+          "a limit after the last round (exit 2)")
     width = max([len(r.figure) for r in rows] + [6])
     print(f"{'figure':<{width}}  {'unit':<7} {'gpudash':>10} {reference_label:>10} {'ratio':>7}  "
           f"{'95% interval':<13} {'tol':>5} {'rounds':>6}  verdict")
@@ -507,7 +467,7 @@ def interleaved_rounds(args, group, log, bench, gpudash_side, reference_side, fi
     last = None
     started, rounds_run = time.monotonic(), 0
     while True:
-        todo, why_not = next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
+        todo, why_not = rules.next_round([group], rounds_run, args.rounds, args.max_rounds, args.deadline_s,
                                    time.monotonic() - started)
         if not todo:
             print(f"stopping after {rounds_run} rounds: {why_not}")
@@ -526,29 +486,3 @@ def interleaved_rounds(args, group, log, bench, gpudash_side, reference_side, fi
         group.round_seconds.append(time.monotonic() - round_started)
         print(finish_round(mine, theirs, rounds_run, time.monotonic() - started), flush=True)
         rounds_run += 1
-
-
-def add_round_arguments(ap, rounds, deadline_s, rounds_help, deadline_help):
-    """--rounds, --max-rounds, --deadline-s and the retired --strict, as both comparison scripts take them."""
-    ap.add_argument("--rounds", type=int, default=rounds, help=rounds_help)
-    ap.add_argument("--max-rounds", type=int, default=None,
-                    help="rounds at most, extra ones measuring only groups with an UNDECIDED row "
-                         "(default 3 × --rounds)")
-    ap.add_argument("--deadline-s", type=float, default=deadline_s, help=deadline_help)
-    ap.add_argument("--strict", action="store_true",
-                    help="no effect: INCONCLUSIVE rows always make the run exit 2")
-
-
-def parse_round_arguments(ap):
-    """The parsed command line. A usage error exits 1 (argparse's 2 means INCONCLUSIVE here);
-    --max-rounds becomes 3 × --rounds by default and never less than --rounds; --strict says it does nothing."""
-    try:
-        args = ap.parse_args()
-    except SystemExit as e:
-        sys.exit(1 if e.code else 0)
-    if args.max_rounds is None:
-        args.max_rounds = 3 * args.rounds
-    args.max_rounds = max(args.max_rounds, args.rounds)
-    if args.strict:
-        print("--strict has no effect any more: an INCONCLUSIVE row always makes the run exit 2")
-    return args

@@ -14,14 +14,15 @@ current stream, as PyTorch copies there with peer access it enables itself; buff
 size, written), alternating which side goes first. Rows, per pair, with peer access enabled:
 one way in each direction, and both ways at once (PyTorch: a stream of each GPU, each copy given
 an idle current stream on its destination so PyTorch's cross-stream sync does not serialise them).
-Verdicts as in compare.py: round i of gpudash and of PyTorch form a pair, and a row's 95% t-interval
-of the paired ratios is judged against 1 ± 5%. After --rounds rounds, more rounds (one `gpudash bench`
-measures every pair at once, so a round is all rows) run while a row is UNDECIDED, up to --max-rounds
-(default 3 × --rounds) or --deadline-s.
+Verdicts as in compare.py: round i of gpudash and of PyTorch form a pair, and a row's 95% interval of the
+paired ratios is judged against 1 ± its tolerance, both from tests/gpu/rules.json ("p2p.bandwidth"; rules v1:
+the t-interval, ±5%). After --rounds rounds, more rounds (one `gpudash bench` measures every pair at once, so
+a round is all rows) run while a row is UNDECIDED, up to --max-rounds or --deadline-s (defaults: the rules'
+schedule "p2p"). The rules' version and sha256 are printed first and in the summary line.
 4-byte latency (PyTorch's figure includes its op and cross-device event handling) and the peer
 access disabled figures (no PyTorch counterpart) are printed for information.
-Exits 1 on any FAIL or MISSING row, a failed gpudash check, or a topology mismatch; else 2 when a row
-is still INCONCLUSIVE after the last round; else 0.
+Exits 1 on any FAIL or MISSING row, a failed gpudash check, a topology mismatch, a usage error or an unusable
+rules file; else 2 when a row is still INCONCLUSIVE after the last round (the summary line says so); else 0.
 """
 import argparse
 import json
@@ -31,8 +32,8 @@ import sys
 
 import torch
 
-from compare import (EXIT_MEANING, CheckLog, RoundGroup, Row, add_round_arguments, exit_code, interleaved_rounds,
-                     matrix_cell, parse_round_arguments, print_table)
+from compare import EXIT_MEANING, CheckLog, Row, exit_code, interleaved_rounds, matrix_cell, print_table
+import rules
 
 SIZE = 1 << 30
 WARMUP, REPS, LATENCY_REPS = 2, 5, 50
@@ -166,16 +167,17 @@ def gpudash_round(run, pairs):
     return out
 
 
-def make_rows(pairs):
+def make_rows(pairs, book):
+    rule = book.row("p2p.bandwidth")
     rows = {}
     for a, b in pairs:
         for x, y in ((a, b), (b, a)):
             rows[("uni", x, y)] = Row(f"GPU{x}→GPU{y} 1 GiB one way, peer access on", "GB/s",
                                       "matrix 'unidirectional, peer access enabled'",
-                                      "PyTorch dst.copy_(src) across GPUs")
+                                      "PyTorch dst.copy_(src) across GPUs", **rule)
         rows[("bidi", a, b)] = Row(f"GPU{a}↔GPU{b} 1 GiB both ways, peer access on", "GB/s",
                                    "matrix 'bidirectional, peer access enabled'",
-                                   "PyTorch two copies on a stream of each GPU")
+                                   "PyTorch two copies on a stream of each GPU", **rule)
         for x, y in ((a, b), (b, a)):
             rows[("lat", x, y)] = Row(f"GPU{x}→GPU{y} 4 B latency, peer access on", "µs",
                                       "matrix 'latency, peer access enabled'", "PyTorch 4-byte copy_",
@@ -191,13 +193,15 @@ def make_rows(pairs):
 
 
 def main():
+    book = rules.load_or_exit()
+    print(f"rules: {book.banner()}", flush=True)
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("topology")
     ap.add_argument("out_dir")
-    add_round_arguments(ap, 5, 60, "rounds at least (the first 2 always run)",
-                        "start no round that would end after this many seconds (at least 2 rounds run)")
-    args = parse_round_arguments(ap)
+    rules.round_arguments(ap, book, "p2p", "rounds at least (the first 2 always run)",
+                          "start no round that would end after this many seconds (at least 2 rounds run)")
+    args = rules.parse_round_arguments(ap, book, "p2p")
     count = torch.cuda.device_count()
     print(f"PyTorch {torch.__version__}, {count} GPUs: {[torch.cuda.get_device_name(i) for i in range(count)]}")
     try:
@@ -209,8 +213,8 @@ def main():
 
     params = {"kind": "p2p", "size": SIZE, "warmup": WARMUP, "repetitions": REPS}
     pairs = [(a, b) for a in range(count) for b in range(a + 1, count)]
-    rows = make_rows(pairs)
-    group = RoundGroup("p2p", rows)  # one bench run measures every pair: a round is every row
+    rows = make_rows(pairs, book)
+    group = rules.RoundGroup("p2p", rows)  # one bench run measures every pair: a round is every row
     log = CheckLog()
 
     def torch_side():
@@ -238,7 +242,8 @@ def main():
     check_failures = log.report()
     code = exit_code(tally.failures + check_failures + failures, tally.inconclusive)
     print(f"\np2p: {tally.passed} PASS, {tally.failed} FAIL/MISSING, {tally.inconclusive} INCONCLUSIVE, "
-          f"{check_failures} failed checks or runs, {failures} topology mismatches; exit {code} ({EXIT_MEANING[code]})")
+          f"{check_failures} failed checks or runs, {failures} topology mismatches; exit {code} ({EXIT_MEANING[code]}); "
+          f"{args.rules_label}")
     sys.exit(code)
 
 
