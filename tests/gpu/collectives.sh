@@ -26,10 +26,7 @@ inconclusive=0
 step() { printf '\n== %s\n' "$*"; }
 source tests/gpu/result.sh
 
-step "rules"
-rules=$(python3 tests/gpu/rules.py shell collectives) || { RULES_LABEL="rules unreadable"; finish 1 0; }
-eval "$rules"
-echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+load_rules collectives
 ROUNDS=${COLLECTIVES_ROUNDS:-$RULES_ROUNDS}
 MAX_ROUNDS=${COLLECTIVES_MAX_ROUNDS:-$RULES_MAX_ROUNDS}
 DEADLINE_S=${COLLECTIVES_DEADLINE_S:-$RULES_DEADLINE_S}

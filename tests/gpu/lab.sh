@@ -36,10 +36,7 @@ source tests/gpu/result.sh
 
 # The schedule of rules.json's "lab": the deadline is cut from all.sh's 420 s for this part, leaving the
 # comparison RULES_GRACE_S past it (its own timeout) and the steps around it RULES_OUTSIDE_S.
-step "rules"
-rules=$(python3 tests/gpu/rules.py shell lab) || { RULES_LABEL="rules unreadable"; finish 1 0; }
-eval "$rules"
-echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+load_rules lab
 ROUNDS=${ROUNDS:-$RULES_ROUNDS}
 MAX_ROUNDS=${MAX_ROUNDS:-$RULES_MAX_ROUNDS}
 DEADLINE_S=${DEADLINE_S:-$RULES_DEADLINE_S}

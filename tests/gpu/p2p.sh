@@ -32,10 +32,7 @@ inconclusive=0  # 1: the comparison exited 2 with an INCONCLUSIVE summary (rows 
 step() { printf '\n== %s\n' "$*"; }
 source tests/gpu/result.sh
 
-step "rules"
-rules=$(python3 tests/gpu/rules.py shell p2p) || { RULES_LABEL="rules unreadable"; finish 1 0; }
-eval "$rules"
-echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+load_rules p2p
 ROUNDS=${P2P_ROUNDS:-$RULES_ROUNDS}
 MAX_ROUNDS=${P2P_MAX_ROUNDS:-$RULES_MAX_ROUNDS}
 DEADLINE_S=${P2P_DEADLINE_S:-$RULES_DEADLINE_S}

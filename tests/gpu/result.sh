@@ -74,3 +74,13 @@ part_verdict() {
     *) echo "FAIL (exit $rc, $seconds s)" ;;
   esac
 }
+
+# Loads the schedule NAME of tests/gpu/rules.json into RULES_* and prints it (lab.sh, p2p.sh, collectives.sh);
+# an unreadable rules file fails the script.
+load_rules() {
+  step "rules"
+  local rules
+  rules=$(python3 tests/gpu/rules.py shell "$1") || { RULES_LABEL="rules unreadable"; finish 1 0; }
+  eval "$rules"
+  echo "$RULES_LABEL (tests/gpu/rules.json): $RULES_ROUNDS rounds, up to $RULES_MAX_ROUNDS, deadline $RULES_DEADLINE_S s"
+}
