@@ -65,8 +65,8 @@ python3 -m venv target/py
 target/py/bin/pip install --quiet --upgrade pip pytest ./python
 GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q python/tests
 
-step "GPU comparisons' verdict rule, without a GPU (tests/gpu/compare.py: paired intervals, INCONCLUSIVE exits 2)"
-target/py/bin/python -m pytest -q -p no:cacheprovider tests/gpu/test_compare.py
+step "GPU comparisons' verdict rule (tests/gpu/compare.py: paired intervals, INCONCLUSIVE exits 2) and page_open.py's handshake, without a GPU"
+GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q -p no:cacheprovider tests/gpu/test_compare.py tests/gpu/test_page_open.py
 
 step "the docs quote only figures their logs hold, by label, unit, sign and count (tests/docs_figures.py)"
 python3 tests/docs_figures.py

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Every GPU check in one call, for the device tool's machine (2×H200 is best: p2p needs two GPUs).
-# Build here, then carry the release binaries:
+# Build here, then carry the binaries (the carried files and the tree must fit the tool's 64 MiB: the
+# release gpudash and gpudash-bench are ~22 MiB each, the dist gpudash ~18 MiB):
 #   cargo build --release && cargo build --release -p gpudash-tests --bin gpudash-bench
-#   run(command="bash tests/gpu/all.sh h200 bridge gpm", carry=["target/release/gpudash", "target/release/gpudash-bench"],
-#       kind="nvidia-h200-x2", timeout_s=600)       # then the same with "bash tests/gpu/all.sh lab p2p"
-# Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; lab 420 + gpm 180 = 600 s, ~470 s as run;
-# h200 200 + collectives 300 = 500 s), so each of these calls stays under the device tool's 10 minutes even
-# when a part hangs: run `all.sh lab gpm`, then `all.sh h200 collectives`.
+#   cargo build --profile dist -p gpudash   # what h200.sh measures memory on (the shipped build)
+#   run(command="GPUDASH_BIN=target/dist/gpudash bash tests/gpu/all.sh h200 gpm",
+#       carry=["target/dist/gpudash", "target/release/gpudash-bench"], timeout_s=600)
+#   run(command="bash tests/gpu/all.sh faults lab", carry=["target/release/gpudash"], timeout_s=600)
+#   run(command="bash tests/gpu/all.sh collectives p2p", carry=["target/release/gpudash"], kind="nvidia-h200-x2")
+# Each part runs under its own timeout (h200 200 + bridge 120 + gpm 180 = 500 s; faults 150 + lab 420 = 570 s;
+# collectives 300 + p2p 100 = 400 s), so each of these calls stays under the device tool's 10 minutes even
+# when a part hangs: run `all.sh h200 gpm`, then `all.sh faults lab`, then `all.sh collectives p2p`.
 # The timeouts of lab (420), p2p (100) and collectives (300) are the part_timeout_s their deadlines are cut
 # from in tests/gpu/rules.json (test_compare.py checks that they agree).
 # Each part's log lands in $OUT (the device tool's output folder); the summary is printed last, with the rules
@@ -44,9 +48,9 @@ part() {
   esac
   tail -40 "$OUT/$name.log"
 }
-# Parts to run: the arguments (h200 bridge p2p gpm lab release collectives alerts team allocator), or all of them. All five take up to ~12 minutes,
+# Parts to run: the arguments (h200 bridge p2p gpm faults lab release collectives alerts team allocator identity), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm lab release collectives alerts team allocator identity}")
+wanted=("${@:-h200 bridge p2p gpm faults lab release collectives alerts team allocator identity}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
 want h200 && part h200 200 tests/gpu/h200.sh      # gpudash vs nvidia-smi, processes, health, /metrics, RSS, sampler CPU per loop and call, peers' costs
@@ -61,6 +65,7 @@ if want p2p; then
   fi
 fi
 want gpm && part gpm 180 tests/gpu/gpm.sh         # SM/tensor activity vs pynvml GPM and a calibrated load, idle holder, DCGM_FI_PROF_*
+want faults && part faults 150 tests/gpu/faults.sh  # each Lab check catches its injected fault (GPUDASH_BENCH_FAULT)
 want lab && part lab 420 tests/gpu/lab.sh         # every experiment vs PyTorch, interleaved rounds; the HTTP API
 want release && part release 120 tests/gpu/lab_release.sh  # the lab's idle release gives the GPU back (nvidia-smi), twice
 want collectives && part collectives 300 tests/gpu/collectives.sh  # NCCL on one rank, each collective checked; DDP compute vs PyTorch

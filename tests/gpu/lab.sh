@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU lab's suite, run on a machine with an NVIDIA GPU (the device tool's H200):
-#   1. `gpudash bench memory` (the table the CLI prints, and the memory experiment's checks), then
-#      each fault of GPUDASH_BENCH_FAULT caught by its check (docs/LAB.md lists every check and its fault);
+#   1. `gpudash bench memory` (the table the CLI prints, and the memory experiment's checks); each check's
+#      injected fault is tests/gpu/faults.sh's (all.sh's part "faults");
 #   2. tests/gpu/lab_vs_torch.py: gpudash and PyTorch (plain CUDA for latency) in one run,
 #      interleaved round by round on the same sizes and buffers; each row's paired per-round
 #      ratios give a 95% interval judged against 1 ± tolerance (compare.py); after ROUNDS rounds,
@@ -47,39 +47,6 @@ nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader || true
 
 step "gpudash bench memory (the CLI's table; exits non-zero when a check fails)"
 timeout 60 "$BIN" bench --device 0 memory || status=1
-
-step "faults injected on the CUDA path (GPUDASH_BENCH_FAULT): each run must fail, its check naming the fault"
-# Each fault spoils what one check is there to catch, on this GPU: the check must fail (exit non-zero)
-# and its line must say so; a fault nobody catches fails the suite.
-# A fifth argument names a check the fault must leave passing (the fault is beyond what that check sees).
-fault() {
-  local name=$1 kind=$2 params=$3 check=$4 spared=${5:-} out rc=0
-  out=$(GPUDASH_BENCH_FAULT=$name timeout 120 "$BIN" bench --device 0 --force --params "$params" "$kind" 2>&1) || rc=$?
-  # The check's own line, marked as the fault's (all.sh's summary lists unmarked [FAIL] lines as failures).
-  echo "$out" | grep -E "injecting|\[FAIL\]" | head -5 | sed "s/\[FAIL\]/[FAIL as injected: $name]/"
-  if [ -n "$spared" ] && ! echo "$out" | grep -E "\[PASS\] .*$spared" >/dev/null; then
-    echo "FAIL: fault $name should leave '$spared' passing (it is placed where that check does not look)"
-    status=1
-  fi
-  if [ "$rc" -ne 0 ] && echo "$out" | grep -E "\[FAIL\] .*$check" >/dev/null; then
-    echo "fault $name: caught by '$check' (exit $rc)"
-  else
-    echo "FAIL: fault $name was not caught by '$check' (exit $rc)"
-    status=1
-  fi
-}
-fault skip-copy transfer '{"kind":"transfer","copies":["h2d_pinned"],"sizes":[16777216],"warmup":2,"repetitions":5}' \
-  "h2d_pinned copies are byte-exact"
-fault corrupt-tile precision '{"kind":"precision","sizes":[4096],"dtypes":["fp32"],"warmup":1,"repetitions":3}' \
-  "every timed GEMM matches the host on a random tile"
-fault skip-gemm precision '{"kind":"precision","sizes":[4096],"dtypes":["bf16"],"warmup":1,"repetitions":3}' \
-  "bf16 4096 matches the host"
-fault corrupt-random precision '{"kind":"precision","sizes":[4096],"dtypes":["fp16"],"warmup":1,"repetitions":3}' \
-  "every row and column sum matches the host" "fp16 4096 matches the host"
-STREAMS_PARAMS='{"kind":"streams","copy_bytes":67108864,"gemm_size":2048,"kernels":4,"kernel_us":200,"warmup":1,"repetitions":2}'
-fault skip-stream-copy streams "$STREAMS_PARAMS" "the copied bytes arrive intact"
-fault skip-gemm streams "$STREAMS_PARAMS" "every timed GEMM wrote all of its output"
-fault skip-spin streams "$STREAMS_PARAMS" "every spin kernel ran to its end"
 
 step "gpudash vs PyTorch, $ROUNDS interleaved rounds, up to $MAX_ROUNDS for undecided rows (deadline ${DEADLINE_S} s)"
 # The deadline stops new rounds; the timeout is the last resort (the script prints what it has on SIGTERM).

@@ -46,7 +46,7 @@ try:
 except ImportError:
     brotli = None
 
-GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC11B65"
+GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455, section 1.3
 STOP = []
 
 
@@ -138,6 +138,11 @@ class Page:
         return failures
 
 
+def accept_for(key):
+    """The Sec-WebSocket-Accept a server must answer to `key` (RFC 6455, section 4.2.2)."""
+    return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+
+
 class Socket:
     """The client's side of one WebSocket: frames in, masked frames out."""
 
@@ -161,7 +166,7 @@ class Socket:
         if " 101 " not in lines[0] + " ":
             raise ConnectionError(f"/ws: no upgrade: {lines[0]} {self.buf[:300]!r}")
         headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
-        accept = base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+        accept = accept_for(key)
         if headers.get("sec-websocket-accept") != accept:
             raise ConnectionError(f"/ws: Sec-WebSocket-Accept {headers.get('sec-websocket-accept')!r}, not {accept!r}")
         extensions = headers.get("sec-websocket-extensions", "")

@@ -16,7 +16,7 @@ use shared::lab::collectives::{Collective, CollectivesParams, element_bytes};
 use shared::lab::{Dtype, RunResult};
 
 use super::nccl::{self, Comms};
-use super::{cuda_err, lib_err, ordinal_for};
+use super::{Fault, cuda_err, lib_err, ordinal_for};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::experiments::collectives::report::{self, CollectiveSample, CollectivesMeasurements, ResultCompare};
 
@@ -216,7 +216,9 @@ pub(super) fn wait(comms: &mut Comms, events: &[&CudaEvent], ctx: &RunContext<'_
     })
 }
 
-/// Times `p.repetitions` calls of `c` at `size` after warm-up, then checks every rank's result.
+/// Times `p.repetitions` calls of `c` at `size` after warm-up, then checks every rank's result. With `skip`
+/// (the `skip-collective` fault) the timed calls are not made: the windows are timed empty.
+#[allow(clippy::too_many_arguments)]
 fn measure(
     comms: &mut Comms,
     ranks: &[Rank],
@@ -224,6 +226,7 @@ fn measure(
     size: u64,
     p: &CollectivesParams,
     ctx: &RunContext<'_>,
+    skip: bool,
 ) -> Result<(CollectiveSample, Vec<shared::lab::Check>), ExperimentError> {
     let n = ranks.len();
     let elem = element_bytes(p.dtype);
@@ -245,7 +248,9 @@ fn measure(
             r.hold(&r.comm)?;
             starts.push(r.record(&r.comm)?);
         }
-        issue(comms, ranks, c, counts, p.dtype)?;
+        if !skip {
+            issue(comms, ranks, c, counts, p.dtype)?;
+        }
         let ends = ranks.iter().map(|r| r.record(&r.comm)).collect::<Result<Vec<_>, _>>()?;
         marks.push((starts, ends));
     }
@@ -268,8 +273,14 @@ fn measure(
     Ok((CollectiveSample { collective: c, bytes, times_ms: times }, checks))
 }
 
-/// Runs the experiment on `p.gpus` (already resolved); `gpus` maps NVML indexes to UUIDs.
-pub fn run(gpus: &[(u32, String)], p: &CollectivesParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
+/// Runs the experiment on `p.gpus` (already resolved); `gpus` maps NVML indexes to UUIDs. `fault` is
+/// `gpudash bench`'s injected fault, if any.
+pub fn run(
+    gpus: &[(u32, String)],
+    p: &CollectivesParams,
+    ctx: &RunContext<'_>,
+    fault: Option<Fault>,
+) -> Result<RunResult, ExperimentError> {
     let lib = nccl::load().map_err(|e| ExperimentError::Cuda(e.to_string()))?;
     let max = p.sizes.iter().copied().max().unwrap_or(0);
     let bytes = usize::try_from(max + 64).map_err(|_| ExperimentError::Cuda("size too large for this host".into()))?;
@@ -301,7 +312,8 @@ pub fn run(gpus: &[(u32, String)], p: &CollectivesParams, ctx: &RunContext<'_>) 
         for (j, &size) in p.sizes.iter().enumerate() {
             let done = (i * p.sizes.len() + j) as f64 / total * 0.8;
             ctx.progress(done, &format!("{} {}", c.name(), shared::units::format_bytes(size)));
-            let (sample, check) = measure(&mut comms, &ranks, c, size, p, ctx)?;
+            let skip = fault == Some(Fault::SkipCollective) && i == 0 && j == 0;
+            let (sample, check) = measure(&mut comms, &ranks, c, size, p, ctx, skip)?;
             samples.push(sample);
             checks.extend(check);
         }

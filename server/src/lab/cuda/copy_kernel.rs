@@ -14,7 +14,7 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, CudaViewMut,
 use shared::lab::Check;
 use shared::units::format_bytes;
 
-use super::{Session, cuda_err};
+use super::{Fault, Session, cuda_err};
 use crate::lab::executor::ExperimentError;
 
 /// The copy kernel's source, compiled with the session's other kernels.
@@ -50,12 +50,15 @@ fn blocks_for(n: u64) -> u32 {
 /// The compiled copy kernel.
 pub(super) struct CopyKernel {
     f: CudaFunction,
+    /// The `kernel-no-tail` fault: the kernel is told only the whole 16-byte vectors' bytes.
+    no_tail: bool,
 }
 
 impl CopyKernel {
     /// Compiles (once per session) and loads the kernel.
     pub fn load(s: &mut Session) -> Result<Self, ExperimentError> {
-        Ok(Self { f: s.kernel("copy_kernel")? })
+        let no_tail = s.fault == Some(Fault::KernelNoTail);
+        Ok(Self { f: s.kernel("copy_kernel")?, no_tail })
     }
 
     /// Queues a copy of `src` into `dst` (the same length) on `stream`.
@@ -72,11 +75,11 @@ impl CopyKernel {
                 dst.len()
             )));
         }
-        let n = src.len() as u64;
+        let n = if self.no_tail { src.len() as u64 & !15 } else { src.len() as u64 };
         let cfg = LaunchConfig { grid_dim: (blocks_for(n), 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         let mut args = stream.launch_builder(&self.f);
         args.arg(src).arg(dst).arg(&n);
-        // SAFETY: copy_kernel takes (const u8*, u8*, u64) and touches bytes [0, n) of each; both views hold n bytes.
+        // SAFETY: copy_kernel takes (const u8*, u8*, u64) and touches bytes [0, n) of each; both views hold n bytes or more.
         unsafe { args.launch(cfg) }.map(|_| ()).map_err(cuda_err("launching copy_kernel"))
     }
 }

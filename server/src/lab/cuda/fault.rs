@@ -28,10 +28,20 @@ pub enum Fault {
     /// p2p: the timed copies of the first pair's first mode are not made (each destination is
     /// re-poisoned after the warm-ups).
     SkipP2pCopy,
+    /// memory: the last step's trim (empty_cache) is not made, so the pool keeps every freed block.
+    SkipTrim,
+    /// latency: the last of the queued counting kernels is not launched.
+    SkipLaunch,
+    /// transfer: the d2d copy kernel is handed its length rounded down to whole 16-byte vectors, so
+    /// the byte tail (and an unaligned copy's last bytes) are never copied.
+    KernelNoTail,
+    /// collectives: the timed calls of the first collective at the first size are not made (each
+    /// rank's output is poisoned after the warm-ups).
+    SkipCollective,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 7] = [
+    pub const ALL: [Fault; 11] = [
         Fault::SkipCopy,
         Fault::CorruptTile,
         Fault::SkipGemm,
@@ -39,6 +49,10 @@ impl Fault {
         Fault::SkipStreamCopy,
         Fault::SkipSpin,
         Fault::SkipP2pCopy,
+        Fault::SkipTrim,
+        Fault::SkipLaunch,
+        Fault::KernelNoTail,
+        Fault::SkipCollective,
     ];
 
     pub fn name(self) -> &'static str {
@@ -50,6 +64,10 @@ impl Fault {
             Fault::SkipStreamCopy => "skip-stream-copy",
             Fault::SkipSpin => "skip-spin",
             Fault::SkipP2pCopy => "skip-p2p-copy",
+            Fault::SkipTrim => "skip-trim",
+            Fault::SkipLaunch => "skip-launch",
+            Fault::KernelNoTail => "kernel-no-tail",
+            Fault::SkipCollective => "skip-collective",
         }
     }
 
@@ -83,7 +101,8 @@ mod tests {
         let refused = Fault::parse("melt").unwrap_err();
         assert!(
             refused.contains(
-                "skip-copy, corrupt-tile, skip-gemm, corrupt-random, skip-stream-copy, skip-spin, skip-p2p-copy"
+                "skip-copy, corrupt-tile, skip-gemm, corrupt-random, skip-stream-copy, skip-spin, skip-p2p-copy, \
+                 skip-trim, skip-launch, kernel-no-tail, skip-collective"
             ),
             "{refused}"
         );

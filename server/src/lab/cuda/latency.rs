@@ -12,7 +12,7 @@ use cudarc::driver::sys::{self, CUevent_flags, CUgraphInstantiate_flags, CUstrea
 use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result};
 use shared::lab::{LatencyParams, RunResult};
 
-use super::{Session, cuda_err};
+use super::{Fault, Session, cuda_err};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::latency::{self, GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 
@@ -223,7 +223,8 @@ fn counted(s: &Session, f: &CudaFunction) -> Result<(u64, u64), ExperimentError>
         Ok(u64::from(value[0]))
     };
     let mut counter = stream.alloc_zeros::<u32>(1).map_err(cuda_err("allocating the counter"))?;
-    for _ in 0..QUEUED_KERNELS {
+    let launched = if s.fault == Some(Fault::SkipLaunch) { QUEUED_KERNELS - 1 } else { QUEUED_KERNELS };
+    for _ in 0..launched {
         count(stream, f, &counter)?;
     }
     let queued = read(&counter)?;

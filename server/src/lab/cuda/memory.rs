@@ -7,7 +7,7 @@ use std::time::Instant;
 use cudarc::driver::{CudaSlice, result};
 use shared::lab::{MemoryParams, MemoryStep, RunResult};
 
-use super::{Session, cuda_err};
+use super::{Fault, Session, cuda_err};
 use crate::lab::executor::{ExperimentError, RunContext};
 use crate::lab::experiments::memory::report::{self, MemoryMeasurements};
 
@@ -93,7 +93,9 @@ pub fn run(s: &mut Session, p: &MemoryParams, ctx: &RunContext<'_>) -> Result<Ru
     blocks.clear();
     steps.push(reading(s, "free all".into())?);
     ctx.progress((total - 1.0) / total, "empty_cache");
-    s.trim_to(0)?;
+    if s.fault != Some(Fault::SkipTrim) {
+        s.trim_to(0)?;
+    }
     steps.push(reading(s, "empty_cache".into())?);
     let mut result = report::memory(MemoryMeasurements { steps, pooled_us, fresh_us });
     result.notes.push("Allocation times are host-side: cuMemAllocAsync plus a stream synchronize.".into());

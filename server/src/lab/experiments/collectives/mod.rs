@@ -258,7 +258,7 @@ impl Experiment for Collectives {
         gpu: &mut cuda::Gpu<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        cuda::collectives::run(gpu.all()?, p, ctx)
+        cuda::collectives::run(gpu.all()?, p, ctx, gpu.fault())
     }
 }
 
