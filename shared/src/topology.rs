@@ -59,6 +59,20 @@ impl Topology {
     pub fn pair(&self, a: u32, b: u32) -> Option<&PairTopology> {
         self.pairs.iter().find(|p| p.a == a && p.b == b)
     }
+
+    /// How many pairs of GPUs (each pair once, a < b) each link code joins, most common first, then by
+    /// code: the summary a large host shows before its n × n matrix ("NV18 × 2016").
+    pub fn link_counts(&self) -> Vec<(String, usize)> {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for pair in self.pairs.iter().filter(|p| p.a < p.b) {
+            match counts.iter_mut().find(|(code, _)| *code == pair.link) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((pair.link.clone(), 1)),
+            }
+        }
+        crate::order::sort_by(&mut counts, |x, y| y.1.cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
+        counts
+    }
 }
 
 /// What a link code of [`PairTopology::link`] means (nvidia-smi's legend).
@@ -105,5 +119,19 @@ mod tests {
         assert_eq!(p2p_meaning("CNS"), "chipset not supported");
         let json = serde_json::to_string(&t).unwrap();
         assert!(json.contains(r#""link":"NV18""#), "{json}");
+    }
+
+    #[test]
+    fn links_are_counted_once_per_pair_most_common_first() {
+        let pair = |a, b, link: &str| PairTopology { a, b, link: link.into(), ..PairTopology::default() };
+        let mut pairs = Vec::new();
+        for (a, b, link) in [(0, 1, "NV18"), (0, 2, "SYS"), (1, 2, "SYS"), (0, 3, "PIX"), (1, 3, "SYS"), (2, 3, "NV18")]
+        {
+            pairs.push(pair(a, b, link));
+            pairs.push(pair(b, a, link));
+        }
+        let t = Topology { pairs, ..Topology::default() };
+        assert_eq!(t.link_counts(), [("SYS".to_owned(), 3), ("NV18".to_owned(), 2), ("PIX".to_owned(), 1)]);
+        assert!(Topology::default().link_counts().is_empty());
     }
 }

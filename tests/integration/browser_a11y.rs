@@ -107,6 +107,31 @@ async fn axe_finds_nothing_serious_on_any_tab_in_either_theme() {
         assert_eq!(js(&c, &format!("{axe}\n;return typeof window.axe")).await, "object", "axe-core loads");
         // The rows and every card they open are scanned.
         crate::browser_overview::open_all_cards(&c, 8).await;
+        // Issue 56, item 6: a lost GPU's card offers neither Reserve nor the Lab; the others do. The ECC
+        // GPU's health line counts its uncorrected errors as its badge does (volatile, never plus aggregate).
+        let actions = js(
+            &c,
+            "return [...document.querySelectorAll('article.gpu-card')].map(a => \
+            [+a.dataset.index, !!a.querySelector('.gpu-card-actions .card-lab')])",
+        )
+        .await;
+        let actions: Vec<(u32, bool)> = serde_json::from_value(actions).unwrap();
+        assert_eq!(actions.iter().filter(|(i, has)| (*i == 7) == *has).count(), 0, "{actions:?}");
+        let ecc = js(
+            &c,
+            "const a = document.querySelector('article.gpu-card[data-index=\"3\"]'); \
+            return [a.querySelector('.health-summary').textContent, \
+                    [...a.querySelectorAll('.sev-badge')].map(b => b.title || b.textContent).join(' | ')]",
+        )
+        .await;
+        let (line, badges): (String, String) = serde_json::from_value(ecc).unwrap();
+        let count =
+            |text: &str| text.split(" uncorrected").next().and_then(|t| t.rsplit(' ').next()).map(str::to_owned);
+        let in_badge = badges.split("ECC: ").nth(1).and_then(count);
+        assert!(
+            in_badge.is_some() && count(line.split("ECC on · ").nth(1).unwrap_or("")) == in_badge,
+            "{line} / {badges}"
+        );
         let mut found = Vec::new();
         for _theme in 0..2 {
             let theme = js(&c, "return document.documentElement.getAttribute('data-theme')").await;
@@ -236,6 +261,31 @@ async fn on_a_phone_every_tab_stacks_with_no_column_off_screen() {
         c.goto(&url).await.unwrap();
         let dir = screenshot_dir();
         crate::browser_overview::open_all_cards(&c, 8).await;
+        // Issue 56, item 6: a lost GPU's card offers neither Reserve nor the Lab; the others do. The ECC
+        // GPU's health line counts its uncorrected errors as its badge does (volatile, never plus aggregate).
+        let actions = js(
+            &c,
+            "return [...document.querySelectorAll('article.gpu-card')].map(a => \
+            [+a.dataset.index, !!a.querySelector('.gpu-card-actions .card-lab')])",
+        )
+        .await;
+        let actions: Vec<(u32, bool)> = serde_json::from_value(actions).unwrap();
+        assert_eq!(actions.iter().filter(|(i, has)| (*i == 7) == *has).count(), 0, "{actions:?}");
+        let ecc = js(
+            &c,
+            "const a = document.querySelector('article.gpu-card[data-index=\"3\"]'); \
+            return [a.querySelector('.health-summary').textContent, \
+                    [...a.querySelectorAll('.sev-badge')].map(b => b.title || b.textContent).join(' | ')]",
+        )
+        .await;
+        let (line, badges): (String, String) = serde_json::from_value(ecc).unwrap();
+        let count =
+            |text: &str| text.split(" uncorrected").next().and_then(|t| t.rsplit(' ').next()).map(str::to_owned);
+        let in_badge = badges.split("ECC: ").nth(1).and_then(count);
+        assert!(
+            in_badge.is_some() && count(line.split("ECC on · ").nth(1).unwrap_or("")) == in_badge,
+            "{line} / {badges}"
+        );
         let mut found = Vec::new();
         for (key, ready) in TABS {
             show_tab(&c, key, ready).await;

@@ -153,3 +153,61 @@ async fn the_form_takes_a_dtype_and_the_ddp_step_and_one_gpu_says_what_busbw_mea
     .await;
     server.stop().await;
 }
+
+/// Issue 56, item 4: a collectives run takes every GPU, so the page puts it to the server first. Not forced,
+/// a busy GPU's refusal is shown as the server words it, with no question that would end in it; forced,
+/// the form asks first, naming everyone whose work the run goes beside; the run is labelled with all its
+/// GPUs, and its view is brought into sight.
+#[tokio::test]
+async fn a_forced_run_on_several_gpus_names_who_it_disturbs_and_a_refusal_comes_before_any_question() {
+    let server = server(4, SimulatedProbe::default().following_simulator()).await;
+    // GPUs 0 and 2 start a simulated job at once (their owners are the page's names for them).
+    eventually(10, "the simulator's jobs on GPUs 0 and 2", || async {
+        let processes: serde_json::Value = crate::support::get_json(&server, "/api/processes").await;
+        let list = processes["processes"].as_array()?;
+        let owner = |d: u32| list.iter().find(|p| p["device"] == d)?["user"].as_str().map(str::to_owned);
+        Some((owner(0)?, owner(2)?))
+    })
+    .await;
+    let url = server.url("/#lab");
+    with_browser(1280, 800, |c| async move {
+        open_lab(&c, &url).await;
+        type_into(&c, &format!("{FORM} input[name=sizes]"), "1 MiB").await;
+        type_into(&c, &format!("{FORM} input[name=repetitions]"), "2").await;
+        click(&c, &format!("{FORM} button.run-button")).await;
+        let error_css = format!("{FORM} .lab-error");
+        let refusal = eventually(10, "the server's refusal", || first_text(&c, &error_css)).await;
+        assert!(refusal.contains("GPU 0 has 1 other process(es) computing") && refusal.contains("force"), "{refusal}");
+        assert!(texts(&c, ".lab-confirm").await.is_empty(), "no question before a refusal");
+
+        click(&c, "#lab-force").await;
+        click(&c, &format!("{FORM} button.run-button")).await;
+        let question_css = format!("{FORM} .lab-confirm-question");
+        let question = eventually(10, "the question", || first_text(&c, &question_css)).await;
+        assert!(question.starts_with("This run takes 4 GPUs at once"), "{question}");
+        // The people named are the holders the question's own GPU lines show (GPUs 1 and 3 may have started
+        // jobs of their own by now: those owners are named too).
+        let holder = |gpu: u32| {
+            let line = question.split(&format!("GPU {gpu} — busy: ")).nth(1)?;
+            line.split(' ').next().map(str::to_owned)
+        };
+        let forced = question.split("Forced, it runs beside the work of ").nth(1).unwrap_or_default();
+        for gpu in [0, 2] {
+            let name = holder(gpu).unwrap_or_else(|| panic!("GPU {gpu} busy with a holder: {question}"));
+            assert!(forced.contains(&name), "{name} of GPU {gpu} named: {question}");
+        }
+        let shown = js(&c, "return !!document.querySelector('#lab-run[data-run]')").await;
+        assert_eq!(shown, false, "nothing queued before the answer");
+        click(&c, &format!("{FORM} button.confirm-run")).await;
+        let title = eventually(10, "the run's title", || first_text(&c, "#lab-run .lab-panel-title")).await;
+        assert!(title.ends_with("collectives on GPUs 0, 1, 2, 3"), "{title}");
+        let top = js(&c, "return document.querySelector('#lab-run').getBoundingClientRect().top").await;
+        let height = js(&c, "return window.innerHeight").await;
+        let (top, height) = (top.as_f64().unwrap_or(-1.0), height.as_f64().unwrap_or(0.0));
+        assert!((0.0..height).contains(&top), "the run's view is in sight: top {top} of {height}");
+        let gpus = eventually(10, "the recent run's GPUs", || first_text(&c, "#lab-runs td.recent-gpus")).await;
+        assert_eq!(gpus, "0, 1, 2, 3");
+    })
+    .await;
+    server.stop().await;
+}

@@ -193,6 +193,20 @@ async fn the_lab_picker_stays_in_its_column_at_64_gpus() {
             assert!(at("picker", 1) <= at("column", 1) + 0.5, "the picker leaves its column at {width} px: {boxes}");
             assert_eq!(boxes["overlaps"], serde_json::json!([]), "over the Queue at {width} px: {boxes}");
             assert!(at("page", 0) <= at("page", 1) + 1.0, "the page scrolls sideways at {width} px: {boxes}");
+            // Issue 56, item 4: 64 GPUs' 4,096-cell topology is counted by link, drawn only when opened.
+            let summary = eventually(10, "the topology's summary", || async {
+                js(&c, "return document.querySelector('.topology-summary')?.textContent")
+                    .await
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .await;
+            assert!(summary.starts_with("64 GPUs, 2016 pairs by link: "), "{summary}");
+            let cells = "return document.querySelectorAll('table#topology td').length";
+            assert_eq!(js(&c, cells).await, 0, "the matrix waits for its fold at {width} px");
+            js(&c, "document.querySelector('.topology-fold summary').click(); return true").await;
+            eventually(10, "the matrix drawn once opened", || async { (js(&c, cells).await == 64 * 64).then_some(()) })
+                .await;
         })
         .await;
     }

@@ -63,3 +63,46 @@ async fn a_gpu_the_simulator_computes_on_is_refused_unless_forced() {
     assert_eq!(finished(&server, forced.summary.id).await.summary.status, RunStatus::Succeeded);
     server.stop().await;
 }
+
+async fn check(server: &TestServer, body: &Value) -> (StatusCode, Value) {
+    let response = reqwest::Client::new().post(server.url("/api/runs/check")).json(body).send().await.expect("request");
+    let status = response.status();
+    (status, response.json().await.expect("JSON body"))
+}
+
+/// `POST /api/runs/check` answers what a submit would, and queues nothing: the refusal with the same
+/// words, or the GPUs a multi-GPU run takes (every GPU for collectives and p2p by default) and the plan.
+#[tokio::test]
+async fn a_check_answers_as_the_submit_would_without_queueing() {
+    let server = simulate_server().await;
+    let pid = eventually(10, "the simulator's job on GPU 0", || async {
+        let processes: Value = get_json(&server, "/api/processes").await;
+        processes["processes"].as_array()?.iter().find(|p| p["device"] == 0)?["pid"].as_u64()
+    })
+    .await;
+    let collectives = json!({ "kind": "collectives", "sizes": [1048576], "repetitions": 2 });
+
+    let (status, body) = check(&server, &json!({ "device": 1, "params": collectives, "force": false })).await;
+    assert_eq!(status, StatusCode::CONFLICT, "GPU 0 is busy and collectives takes it: {body}");
+    let error = body["error"].as_str().expect("a message");
+    assert!(error.contains(&format!("GPU 0 has 1 other process(es) computing: pid {pid}")), "{error}");
+
+    let (status, body) = check(&server, &json!({ "device": 1, "params": collectives, "force": true })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let answer: shared::lab::RunCheck = serde_json::from_value(body).expect("a RunCheck");
+    assert_eq!(answer.devices, [0, 1]);
+    assert!(answer.plan.notes.iter().any(|n| n.contains("running anyway (forced)")), "{:?}", answer.plan.notes);
+    assert!(answer.plan.notes.iter().any(|n| n.contains("occupies GPUs 0, 1")), "{:?}", answer.plan.notes);
+
+    let p2p = json!({ "device": 1, "params": { "kind": "p2p", "repetitions": 1 }, "force": true });
+    let (status, body) = check(&server, &p2p).await;
+    assert_eq!((status, &body["devices"]), (StatusCode::OK, &json!([0, 1])), "{body}");
+    let (status, body) = check(&server, &json!({ "device": 7, "params": { "kind": "latency" } })).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+
+    let lab: Value = get_json(&server, "/api/lab").await;
+    assert_eq!(lab["queue"], json!([]), "a check queues nothing: {lab}");
+    let runs: Value = get_json(&server, "/api/runs").await;
+    assert_eq!(runs, json!([]), "and stores nothing");
+    server.stop().await;
+}

@@ -117,3 +117,40 @@ async fn a_loopback_proxy_forwards_client_addresses_only_from_its_own_user() {
     assert!(!clients.contains(&"203.0.113.9"), "{clients:?}");
     server.stop().await;
 }
+
+/// Issue 56, item 5: without tokens every caller is the one local user, and every place names that user
+/// alike: `/api/me`, a lab run's `requested_by`, a booking's holder and the audit log (the Lab once said
+/// "anonymous" where the booking said "root").
+#[tokio::test]
+async fn without_tokens_the_local_user_has_one_name_everywhere() {
+    let server = TestServer::simulated(2, 500).await;
+    let name = gpudash::auth::local_user_name();
+    let client = reqwest::Client::new();
+    let me: Value = crate::support::get_json(&server, "/api/me").await;
+    assert_eq!(me["user"], name, "{me}");
+    let run: Value = client
+        .post(server.url("/api/runs"))
+        .json(&json!({ "device": 0, "params": { "kind": "latency", "repetitions": 10 } }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(run["requested_by"], name, "{run}");
+    let now = gpudash::clock::now_ms();
+    let booking = json!({ "devices": [1], "start_ms": now, "end_ms": now + 3_600_000, "note": "one name" });
+    let held: Value =
+        client.post(server.url("/api/reservations")).json(&booking).send().await.unwrap().json().await.unwrap();
+    assert_eq!(held["user"], name, "{held}");
+    // The audit log's writer is a thread of its own: wait for both entries.
+    let audit = crate::support::eventually(10, "the run and the booking in the audit log", || async {
+        let audit: Value = crate::support::get_json(&server, "/api/audit").await;
+        let actions: Vec<&str> = audit.as_array()?.iter().filter_map(|e| e["action"].as_str()).collect();
+        (actions.contains(&"experiment.start") && actions.iter().any(|a| a.starts_with("reservation"))).then_some(audit)
+    })
+    .await;
+    let users: Vec<&str> = audit.as_array().into_iter().flatten().filter_map(|e| e["user"].as_str()).collect();
+    assert!(users.iter().all(|u| *u == name), "{audit}");
+    server.stop().await;
+}

@@ -104,7 +104,10 @@ pub fn DeviceCard(state: ReadSignal<DashboardState>, index: u32, theme: ReadSign
                 <div class="gpu-severity" aria-label="What needs a look">
                     <SeverityBadges findings=findings />
                 </div>
-                <CardActions index=index />
+                // A GPU that stopped answering can be neither booked nor measured: no actions, the reason below.
+                <Show when=move || !is_lost()>
+                    <CardActions index=index />
+                </Show>
             </header>
 
             {move || {
@@ -349,7 +352,7 @@ fn holder_line(p: &GpuProcess, held: Option<&(Reservation, u64)>, now_ms: u64) -
 }
 
 /// `Reserve` (operators: the reservation form with this GPU ticked) and `Run in the Lab` (the Lab
-/// with this GPU picked), beside the card's heading.
+/// with this GPU picked), beside the card's heading; a lost GPU's card has neither.
 #[component]
 fn CardActions(index: u32) -> impl IntoView {
     let view = use_context::<ViewSignals>();

@@ -119,15 +119,20 @@ fn XidItem(xid: XidEvent) -> impl IntoView {
     }
 }
 
-/// The closed section's one line: "ECC on · 0 uncorrected · NVLink 18/18".
+/// The closed section's one line: "ECC on · 2 uncorrected · 4 uncorrected in its lifetime · NVLink 18/18".
+/// The first count is the volatile one (since the driver loaded), the one the GPU's badge names
+/// (`shared::severity`); the aggregate count already holds it, so the two are never added.
 fn summary(health: Option<&DeviceHealth>, nvlink_links: u32) -> String {
     let Some(h) = health else {
         return "no reading".to_owned();
     };
     let mut parts = vec![format!("ECC {}", on_off(h.ecc_enabled))];
-    let uncorrected = h.ecc_volatile.uncorrected.unwrap_or(0) + h.ecc_aggregate.uncorrected.unwrap_or(0);
-    if uncorrected > 0 {
-        parts.push(format!("{uncorrected} uncorrected"));
+    let (volatile, lifetime) = (h.ecc_volatile.uncorrected.unwrap_or(0), h.ecc_aggregate.uncorrected.unwrap_or(0));
+    if volatile > 0 {
+        parts.push(format!("{volatile} uncorrected"));
+    }
+    if lifetime > volatile {
+        parts.push(format!("{lifetime} uncorrected in its lifetime"));
     }
     if nvlink_links > 0 || !h.nvlinks.is_empty() {
         parts.push(format!("NVLink {}", nvlink_text(h, nvlink_links)));
@@ -235,6 +240,25 @@ mod tests {
         assert_eq!(ecc_text(health.ecc_volatile), "2 corrected, 0 uncorrected");
         assert_eq!(nvlink_text(&DeviceHealth::default(), 0), "none");
         assert_eq!(summary(None, 0), "no reading");
+    }
+
+    /// Issue 56, item 6: the summary said "4 uncorrected" where the badge said 2 (volatile added to aggregate).
+    #[test]
+    fn the_summary_counts_uncorrected_errors_as_the_badge_does() {
+        let mut health = DeviceHealth {
+            ecc_enabled: Some(true),
+            ecc_volatile: EccCounts { corrected: Some(0), uncorrected: Some(2) },
+            ecc_aggregate: EccCounts { corrected: Some(0), uncorrected: Some(2) },
+            ..Default::default()
+        };
+        assert_eq!(summary(Some(&health), 0), "ECC on · 2 uncorrected");
+        let condition = shared::severity::Condition { ecc_volatile: health.ecc_volatile, ..Default::default() };
+        let badge = shared::severity::findings(&condition);
+        assert!(badge.iter().any(|f| f.text == "ECC: 2 uncorrected"), "{badge:?}");
+        health.ecc_aggregate.uncorrected = Some(5);
+        assert_eq!(summary(Some(&health), 0), "ECC on · 2 uncorrected · 5 uncorrected in its lifetime");
+        health.ecc_volatile.uncorrected = Some(0);
+        assert_eq!(summary(Some(&health), 0), "ECC on · 5 uncorrected in its lifetime");
     }
 
     #[test]

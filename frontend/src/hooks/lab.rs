@@ -5,7 +5,7 @@
 use leptos::{logging, prelude::*, task::spawn_local};
 use serde_json::{Value, json};
 use shared::{
-    lab::{LabStatus, RunSummary, TrimOutcome},
+    lab::{LabStatus, RunCheck, RunSummary, TrimOutcome},
     lab_view::RunDoc,
 };
 
@@ -94,6 +94,13 @@ impl Lab {
         self.state.update(|s| s.upsert(run.summary()));
         self.selected.set(Some(run.id));
         Ok(run)
+    }
+
+    /// `POST /api/runs/check`: what a submit of the same request would do (the GPUs it takes and its
+    /// plan), or the refusal it would get, without queueing anything.
+    pub async fn check(self, device: u32, params: Value, force: bool) -> Result<RunCheck, ApiFailure> {
+        let body = json!({ "device": device, "params": params, "force": force });
+        post_json("/api/runs/check", Some(&body)).await
     }
 
     /// `POST /api/runs/{id}/cancel`.

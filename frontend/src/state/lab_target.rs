@@ -20,8 +20,12 @@ pub struct GpuChoice {
     pub index: u32,
     /// "GPU 2 — busy: ana 20.0 GiB (NVIDIA H200)".
     pub label: String,
-    /// What the GPU is: "free", "busy", "held idle", "reserved", "unhealthy" or "lost" (the option's `data-state`).
+    /// What the GPU is: "free", "busy", "held idle", "in use", "reserved", "unhealthy" or "lost" (the option's
+    /// `data-state`).
     pub state: &'static str,
+    /// Who a run on it would disturb: the users of its processes, or the booking's holder ("someone …" where
+    /// the viewer may not see names or gpudash cannot see the processes). Empty when free.
+    pub holders: Vec<String>,
 }
 
 /// Every GPU with its state and who holds it, in the server's order.
@@ -32,47 +36,55 @@ pub fn gpu_choices(state: &DashboardState, reservations: &[Reservation], now_ms:
         .iter()
         .map(|device| {
             let index = device.info.index;
-            let (word, detail) = status(state, reservations, now_ms, index, free.contains(&index));
-            GpuChoice { index, label: format!("GPU {index} — {word}{detail} ({})", device.info.name), state: word }
+            let (word, detail, holders) = status(state, reservations, now_ms, index, free.contains(&index));
+            let label = format!("GPU {index} — {word}{detail} ({})", device.info.name);
+            GpuChoice { index, label, state: word, holders }
         })
         .collect()
 }
 
-/// The state word of GPU `index` and who holds it (": ana 20.0 GiB, bo 1.00 GiB"; " by bo" when reserved).
+/// Who holds a GPU whose processes the viewer may not see named.
+const SOMEONE_HIDDEN: &str = "someone (sign in to see)";
+
+/// The state word of GPU `index`, who holds it in words (": ana 20.0 GiB, bo 1.00 GiB"; " by bo" when
+/// reserved), and the holders by name.
 fn status(
     state: &DashboardState,
     reservations: &[Reservation],
     now_ms: u64,
     index: u32,
     free: bool,
-) -> (&'static str, String) {
+) -> (&'static str, String, Vec<String>) {
     let latest = state.device(index).and_then(|d| d.latest.as_ref());
     let use_state = gpu_state(index, latest, &state.processes);
     if use_state == GpuState::Lost {
-        return ("lost", String::new());
-    }
-    if let Some(reason) = state.unhealthy(index) {
-        return ("unhealthy", format!(": {reason}"));
-    }
-    if free {
-        return ("free", String::new());
+        return ("lost", String::new(), Vec::new());
     }
     let on_it: Vec<_> = state.processes_on(index).cloned().collect();
-    let owners = usage_by_user(&on_it)
-        .iter()
-        .map(|u| format!("{} {}", u.user, format_bytes(u.memory)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let owners = if owners.is_empty() && !on_it.is_empty() { "someone (sign in to see)".to_owned() } else { owners };
+    let usage = usage_by_user(&on_it);
+    let mut holders: Vec<String> = usage.iter().map(|u| u.user.clone()).collect();
+    if holders.is_empty() && !on_it.is_empty() {
+        holders.push(SOMEONE_HIDDEN.to_owned());
+    }
+    if let Some(reason) = state.unhealthy(index) {
+        return ("unhealthy", format!(": {reason}"), holders);
+    }
+    if free {
+        return ("free", String::new(), Vec::new());
+    }
+    let owners = usage.iter().map(|u| format!("{} {}", u.user, format_bytes(u.memory))).collect::<Vec<_>>().join(", ");
+    let owners = if owners.is_empty() && !on_it.is_empty() { SOMEONE_HIDDEN.to_owned() } else { owners };
     let owners = if owners.is_empty() { owners } else { format!(": {owners}") };
     match (use_state, holder(reservations, index, now_ms)) {
         // Anonymous viewers see "reserved" for the holder's name: no "by" then.
-        (GpuState::Free, Some(r)) if r.redacted => ("reserved", String::new()),
-        (GpuState::Free, Some(r)) => ("reserved", format!(" by {}", r.user)),
-        (GpuState::HeldIdle, _) => ("held idle", owners),
+        (GpuState::Free, Some(r)) if r.redacted => ("reserved", String::new(), vec![SOMEONE_HIDDEN.to_owned()]),
+        (GpuState::Free, Some(r)) => ("reserved", format!(" by {}", r.user), vec![r.user.clone()]),
+        (GpuState::HeldIdle, _) => ("held idle", owners, holders),
         // Someone gpudash cannot see holds it: never offered as free.
-        (GpuState::InUseUnseen, _) => ("in use", ": no process visible".to_owned()),
-        (_, _) => ("busy", owners),
+        (GpuState::InUseUnseen, _) => {
+            ("in use", ": no process visible".to_owned(), vec!["someone gpudash cannot see".to_owned()])
+        }
+        (_, _) => ("busy", owners, holders),
     }
 }
 
@@ -112,17 +124,45 @@ impl PickedGpu {
     }
 }
 
-/// What a run on several GPUs asks before it is queued: each GPU it takes, with its state and owners.
-pub fn several_gpus_question(choices: &[GpuChoice], devices: &[u32]) -> String {
-    let lines: Vec<String> = devices
-        .iter()
-        .map(|d| choices.iter().find(|c| c.index == *d).map_or_else(|| format!("GPU {d}"), |c| c.label.clone()))
-        .collect();
-    format!(
-        "This run takes {} GPUs at once, each for the whole run: {}. Others' runs on them wait. Run it?",
-        devices.len(),
-        lines.join("; ")
-    )
+/// What the Lab asks before it queues a run on `devices` (the server's answer to `POST /api/runs/check`):
+/// a run on several GPUs names each with its state and holders; a forced run names the people whose work
+/// it will run beside. `None` when there is nothing to ask: one GPU, and not forced onto someone's.
+pub fn run_question(choices: &[GpuChoice], devices: &[u32], force: bool) -> Option<String> {
+    let picked: Vec<Option<&GpuChoice>> = devices.iter().map(|d| choices.iter().find(|c| c.index == *d)).collect();
+    let mut people: Vec<&str> = picked.iter().flatten().flat_map(|c| c.holders.iter().map(String::as_str)).collect();
+    shared::order::sort(&mut people);
+    people.dedup();
+    let forced_over = force && !people.is_empty();
+    if devices.len() < 2 && !forced_over {
+        return None;
+    }
+    let lines: Vec<String> =
+        devices.iter().zip(&picked).map(|(d, c)| c.map_or_else(|| format!("GPU {d}"), |c| c.label.clone())).collect();
+    let mut question = if devices.len() > 1 {
+        format!(
+            "This run takes {} GPUs at once, each for the whole run: {}. Others' runs on them wait.",
+            devices.len(),
+            lines.join("; ")
+        )
+    } else {
+        format!("This run takes {}.", lines.join(""))
+    };
+    if forced_over {
+        question.push_str(&format!(
+            " Forced, it runs beside the work of {}: their jobs slow down while it runs, and its figures read low.",
+            and_list(&people)
+        ));
+    }
+    question.push_str(" Run it?");
+    Some(question)
+}
+
+/// "ana", "ana and bo", "ana, bo and cy".
+fn and_list(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
 }
 
 #[cfg(test)]
@@ -211,9 +251,37 @@ mod tests {
     #[test]
     fn several_gpus_are_named_with_their_owners_before_they_are_taken() {
         let s = state(3, vec![process(1, "bo", 3)], None);
-        let question = several_gpus_question(&gpu_choices(&s, &[], 0), &[0, 1, 2]);
+        let question = run_question(&gpu_choices(&s, &[], 0), &[0, 1, 2], false).unwrap();
         assert!(question.starts_with("This run takes 3 GPUs at once"), "{question}");
         assert!(question.contains("GPU 1 — busy: bo 3.00 GiB"), "{question}");
         assert!(question.contains("GPU 0 — free"), "{question}");
+        assert!(!question.contains("Forced"), "{question}");
+        assert!(question.ends_with("Run it?"), "{question}");
+    }
+
+    #[test]
+    fn a_forced_run_names_everyone_it_disturbs_and_a_plain_one_gpu_run_asks_nothing() {
+        let s = state(4, vec![process(1, "bo", 3), process(2, "ana", 20), process(2, "cy", 1)], None);
+        let choices = gpu_choices(&s, &[reservation(3, "dee")], 50);
+        assert_eq!(choices[2].holders, ["ana", "cy"]);
+        assert_eq!(choices[3].holders, ["dee"], "a booking's holder is disturbed too");
+        assert!(choices[0].holders.is_empty());
+        // One free GPU, forced or not, and one busy GPU not forced (the server refuses that): no question.
+        assert_eq!(run_question(&choices, &[0], true), None);
+        assert_eq!(run_question(&choices, &[1], false), None);
+        let one = run_question(&choices, &[2], true).unwrap();
+        assert!(one.starts_with("This run takes GPU 2 — busy: "), "{one}");
+        assert!(one.contains("Forced, it runs beside the work of ana and cy:"), "{one}");
+        let all = run_question(&choices, &[0, 1, 2, 3], true).unwrap();
+        assert!(all.contains("the work of ana, bo, cy and dee:"), "{all}");
+        assert!(all.starts_with("This run takes 4 GPUs at once"), "{all}");
+        // Processes whose owners the viewer may not see, and a GPU used by processes gpudash cannot see.
+        let mut hidden = process(1, "x", 3);
+        hidden.redacted = true;
+        let s = state(2, vec![hidden], None);
+        let choices = gpu_choices(&s, &[], 0);
+        assert_eq!(choices[1].holders, ["someone (sign in to see)"]);
+        let q = run_question(&choices, &[1], true).unwrap();
+        assert!(q.contains("the work of someone (sign in to see):"), "{q}");
     }
 }

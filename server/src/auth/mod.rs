@@ -32,10 +32,22 @@ const FAILURES_TRACKED: usize = 10_000;
 /// Sessions held at once; a login past that ends the session closest to expiry.
 const MAX_SESSIONS: usize = 100_000;
 
+/// The OS user gpudash runs as, by name (its uid where the name cannot be read): who every caller is on a
+/// server without tokens, the single local user. Read once.
+pub fn local_user_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        uzers::get_current_username()
+            .map_or_else(|| uzers::get_current_uid().to_string(), |name| name.to_string_lossy().into_owned())
+    })
+}
+
 /// The caller of a request, as the server trusts it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
-    /// A token's user name, or "anonymous".
+    /// A token's user name; on a server without tokens the single local user's, the OS user gpudash runs
+    /// as ([`local_user_name`]), so the Lab, silences, bookings and the audit log name one person alike;
+    /// "anonymous" for a visitor without a token where tokens exist.
     pub user: String,
     pub role: Role,
     /// True when no token or session identified the caller.
@@ -171,7 +183,8 @@ impl Auth {
         } else {
             return None;
         };
-        Some(Identity { user: "anonymous".to_owned(), role, anonymous: true })
+        let user = if self.enabled() { "anonymous".to_owned() } else { local_user_name().to_owned() };
+        Some(Identity { user, role, anonymous: true })
     }
 
     /// Whether `caller` may see who runs what (user names, command lines, containers):

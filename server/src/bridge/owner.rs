@@ -8,7 +8,7 @@ use super::BridgeError;
 /// Who sends a report, as the server trusts them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reporter {
-    /// The token user ("anonymous" on a server without tokens).
+    /// The token user (on a server without tokens, the OS user gpudash runs as: `auth::local_user_name`).
     pub user: String,
     /// An admin may report for anyone's process; on a server without tokens everyone is one.
     pub admin: bool,

@@ -14,7 +14,7 @@ use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
 use crate::export::table;
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
-use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault, experiments};
+use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
 use crate::store::runs::MemoryRunStore;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::{GpuSource, hostname};
@@ -74,7 +74,7 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         }
     }
     let kinds = if args.experiments.is_empty() {
-        ExperimentKind::ALL.into_iter().filter(|k| !experiments::experiment(*k).multi_gpu()).collect()
+        ExperimentKind::ALL.into_iter().filter(|k| !k.multi_gpu()).collect()
     } else {
         args.experiments.clone()
     };

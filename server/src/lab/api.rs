@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::lab::{
-    ExperimentInfo, ExperimentKind, LabEvent, LabStatus, Run, RunEnvironment, RunPlan, RunRequest, RunStatus,
+    ExperimentInfo, ExperimentKind, LabEvent, LabStatus, Run, RunCheck, RunEnvironment, RunPlan, RunRequest, RunStatus,
     RunSummary, TrimOutcome,
 };
 use tokio::sync::{broadcast, oneshot};
@@ -99,21 +99,10 @@ impl Lab {
 
     /// Validates, guards and queues a run; `admin` when the requester is one (only an admin's force
     /// runs on a GPU the scheduler gave to a pod). Blocking (NVML): call from `spawn_blocking`.
-    pub fn submit_by(&self, mut request: RunRequest, requested_by: &str, admin: bool) -> Result<Run, LabError> {
+    pub fn submit_by(&self, request: RunRequest, requested_by: &str, admin: bool) -> Result<Run, LabError> {
         let shared = &self.shared;
-        shared.availability.clone().map_err(LabError::Unavailable)?;
-        if !shared.devices.iter().any(|d| d.index == request.device) {
-            return Err(LabError::NoDevice(request.device));
-        }
-        let devices = self.involved(&mut request)?;
-        experiments::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
-        let experiment = experiments::of(&request.params);
-        if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {
-            let kind = request.params.kind().name();
-            return Err(LabError::KindUnavailable(format!("{kind} cannot run here: {reason}")));
-        }
         let forced_by_admin = request.force && admin;
-        let run_plan = self.plan(&request, &devices, forced_by_admin)?;
+        let (request, devices, run_plan) = self.prepare(request, admin)?;
         let admission = crate::sync::lock(&shared.admission);
         self.check_queue_limit(requested_by)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
@@ -132,6 +121,33 @@ impl Lab {
         shared.emit(LabEvent::Run(run.summary.clone()));
         shared.emit_status();
         Ok(run)
+    }
+
+    /// What [`Lab::submit_by`] would do with `request`, without queueing it (`POST /api/runs/check`): the GPUs
+    /// it would occupy and its plan, or the refusal the submit would give. Blocking (NVML).
+    pub fn check_by(&self, request: RunRequest, requested_by: &str, admin: bool) -> Result<RunCheck, LabError> {
+        let (_, devices, plan) = self.prepare(request, admin)?;
+        self.check_queue_limit(requested_by)?;
+        Ok(RunCheck { devices, plan })
+    }
+
+    /// Everything a submit checks before it queues: the request as it will run (p2p's pairs and
+    /// collectives' GPUs filled in), the GPUs it occupies, and its plan after the guards.
+    fn prepare(&self, mut request: RunRequest, admin: bool) -> Result<(RunRequest, Vec<u32>, RunPlan), LabError> {
+        let shared = &self.shared;
+        shared.availability.clone().map_err(LabError::Unavailable)?;
+        if !shared.devices.iter().any(|d| d.index == request.device) {
+            return Err(LabError::NoDevice(request.device));
+        }
+        let devices = self.involved(&mut request)?;
+        experiments::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
+        let experiment = experiments::of(&request.params);
+        if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {
+            let kind = request.params.kind().name();
+            return Err(LabError::KindUnavailable(format!("{kind} cannot run here: {reason}")));
+        }
+        let run_plan = self.plan(&request, &devices, request.force && admin)?;
+        Ok((request, devices, run_plan))
     }
 
     /// The queued run `id` as `request` asks, with its plan and the facts stored with it.

@@ -8,7 +8,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use shared::lab::{ExperimentInfo, ExperimentKind, LabStatus, Run, RunRequest, RunStatus, RunSummary, TrimOutcome};
+use shared::lab::{
+    ExperimentInfo, ExperimentKind, LabStatus, Run, RunCheck, RunRequest, RunStatus, RunSummary, TrimOutcome,
+};
 
 use shared::auth::Role;
 
@@ -59,6 +61,16 @@ pub async fn experiments(State(state): State<AppState>) -> Result<Json<Vec<Exper
     Ok(Json(list))
 }
 
+/// The body of `POST /api/runs` and `POST /api/runs/check`.
+fn run_request(body: &[u8]) -> Result<RunRequest, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "invalid run request ({e}); send {{\"device\":0,\"params\":{{\"kind\":\"transfer\"}},\"force\":false}}"
+        ),
+    })
+}
+
 /// `POST /api/runs`: validates, guards and queues a run; 202 with the queued run.
 pub async fn submit(
     State(state): State<AppState>,
@@ -67,12 +79,7 @@ pub async fn submit(
 ) -> Result<Response, ApiError> {
     caller.require(&state, Role::Operator, Action::ExperimentStart, "lab")?;
     let who = caller.identity.user.clone();
-    let request: RunRequest = serde_json::from_slice(&body).map_err(|e| ApiError {
-        status: StatusCode::BAD_REQUEST,
-        message: format!(
-            "invalid run request ({e}); send {{\"device\":0,\"params\":{{\"kind\":\"transfer\"}},\"force\":false}}"
-        ),
-    })?;
+    let request = run_request(&body)?;
     let target = format!("GPU {}", request.device);
     // In words, not the params' Debug: "a p2p experiment on GPUs 0, 1".
     let named = crate::lab::experiments::of(&request.params).named_devices(&request.params);
@@ -93,6 +100,22 @@ pub async fn submit(
             Err(e)
         }
     }
+}
+
+/// `POST /api/runs/check`: what `POST /api/runs` would answer for the same body, without queueing a run:
+/// 200 with the GPUs it would occupy and its plan, or the submit's own error (a busy GPU's 409 names its
+/// processes). The page asks it before a run on several GPUs or a forced one, to show the refusal instead
+/// of a question, or to ask naming who the run would disturb. Changes nothing, so it is not audited.
+pub async fn check(
+    State(state): State<AppState>,
+    Extension(caller): Extension<Caller>,
+    body: Bytes,
+) -> Result<Json<RunCheck>, ApiError> {
+    caller.require(&state, Role::Operator, Action::ExperimentStart, "lab")?;
+    let who = caller.identity.user.clone();
+    let request = run_request(&body)?;
+    let admin = caller.identity.role >= Role::Admin;
+    Ok(Json(blocking(state.lab.clone(), move |lab| lab.check_by(request, &who, admin)).await?))
 }
 
 /// Query of `GET /api/runs`.

@@ -145,6 +145,7 @@ pub fn app(state: AppState) -> Router {
         .route("/api/lab/experiments", get(lab::experiments))
         .route("/api/lab/devices/{index}/empty_cache", post(lab::empty_cache))
         .route("/api/runs", get(lab::list).post(lab::submit))
+        .route("/api/runs/check", post(lab::check))
         .route("/api/runs/{id}", get(lab::get))
         .route("/api/runs/{id}/cancel", post(lab::cancel))
         .route("/api/runs/{id}/chart.svg", get(lab::chart))

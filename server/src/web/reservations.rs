@@ -34,14 +34,10 @@ impl From<ReservationError> for ApiError {
     }
 }
 
-/// Who books: a signed-in user; with no tokens (a workstation), the OS user gpudash runs as,
-/// so the holder's own processes are told apart from intruders.
-pub fn holder_name(state: &AppState, caller: &Caller) -> String {
-    if state.auth.enabled() {
-        return caller.identity.user.clone();
-    }
-    uzers::get_current_username()
-        .map_or_else(|| uzers::get_current_uid().to_string(), |name| name.to_string_lossy().into_owned())
+/// Who books: the caller's name. With no tokens (a workstation) that is the OS user gpudash runs as
+/// (`auth::local_user_name`), so the holder's own processes are told apart from intruders.
+pub fn holder_name(caller: &Caller) -> String {
+    caller.identity.user.clone()
 }
 
 /// Query of `GET /api/reservations`.
@@ -91,7 +87,7 @@ pub async fn create(
             "invalid reservation ({e}); send {{\"devices\":[1],\"start_ms\":1767225600000,\"end_ms\":1767240000000,\"note\":\"fine-tuning\"}}"
         ))
     })?;
-    let user = holder_name(&state, &caller);
+    let user = holder_name(&caller);
     let devices = state.telemetry.devices().len();
     let target = format!("GPUs {:?}", request.devices);
     let who = user.clone();
@@ -129,7 +125,7 @@ pub async fn release(
     let id: u64 = text
         .parse()
         .map_err(|_| ApiError::bad_request(format!("'{text}' is not a reservation id; use a whole number")))?;
-    let by = holder_name(&state, &caller);
+    let by = holder_name(&caller);
     let admin = caller.identity.role >= Role::Admin;
     let now = now_ms();
     match blocking(state.reservations.clone(), move |r| r.release(id, &by, admin, now)).await {

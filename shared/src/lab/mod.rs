@@ -22,6 +22,6 @@ pub use params::{
     PrecisionParams, RunRequest, StreamsParams, TransferParams, UnknownExperiment,
 };
 pub use results::{
-    ChartSpec, Check, Figure, HIDDEN_REQUESTER, Matrix, MemoryStep, Point, Progress, ReferenceLine, Run,
-    RunEnvironment, RunPlan, RunResult, RunStatus, RunSummary, Series, Stats, TimelineSpan,
+    ChartSpec, Check, Figure, HIDDEN_REQUESTER, Matrix, MemoryStep, Point, Progress, ReferenceLine, Run, RunCheck,
+    RunEnvironment, RunPlan, RunResult, RunStatus, RunSummary, Series, Stats, TimelineSpan, gpus_label,
 };

@@ -58,7 +58,8 @@ pub struct RunSummary {
     pub id: u64,
     /// The GPU the run was asked for, whose queue it is listed in.
     pub device: u32,
-    /// Every GPU the run occupies while it runs: `[device]`, or for `p2p` all GPUs of its pairs.
+    /// Every GPU the run occupies while it runs: `[device]`, or all GPUs of a `p2p` run's pairs or a
+    /// `collectives` run's communicator.
     #[serde(default)]
     pub devices: Vec<u32>,
     pub kind: ExperimentKind,
@@ -273,12 +274,58 @@ impl RunSummary {
     pub fn hide_requester(&mut self) {
         HIDDEN_REQUESTER.clone_into(&mut self.requested_by);
     }
+
+    /// Every GPU the run occupies: [`RunSummary::devices`], or `[device]` for runs stored before it was kept.
+    pub fn gpus(&self) -> Vec<u32> {
+        if self.devices.is_empty() { vec![self.device] } else { self.devices.clone() }
+    }
+
+    /// "GPU 4", or "GPUs 0, 1, 4" for a run on several: how the page, the CLI and messages name where it runs.
+    pub fn gpus_label(&self) -> String {
+        gpus_label(&self.gpus())
+    }
+}
+
+/// "GPU 4" for one GPU, "GPUs 0, 1, 4" for several (in the order given).
+pub fn gpus_label(devices: &[u32]) -> String {
+    match devices {
+        [one] => format!("GPU {one}"),
+        _ => {
+            let list: Vec<String> = devices.iter().map(u32::to_string).collect();
+            format!("GPUs {}", list.join(", "))
+        }
+    }
+}
+
+/// `POST /api/runs/check`: what `POST /api/runs` would do with the same request, without queueing it.
+/// Refusals come back as the errors the submit would give (409 with the guard's words).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct RunCheck {
+    /// Every GPU the run would occupy while it runs, ascending.
+    pub devices: Vec<u32>,
+    /// What it would take, with the guards' notes (forced runs say whose processes they run beside).
+    pub plan: RunPlan,
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpus_are_named_one_or_several() {
+        assert_eq!(gpus_label(&[4]), "GPU 4");
+        assert_eq!(gpus_label(&[0, 1, 4]), "GPUs 0, 1, 4");
+        let mut run: RunSummary = serde_json::from_value(serde_json::json!({
+            "id": 1, "device": 3, "kind": "latency", "status": "queued", "requested_by": "ana",
+            "submitted_ms": 1, "started_ms": null, "finished_ms": null, "simulated": true
+        }))
+        .unwrap();
+        assert_eq!(run.gpus(), vec![3], "a run stored before `devices` was kept runs on its device");
+        assert_eq!(run.gpus_label(), "GPU 3");
+        run.devices = vec![2, 3, 5];
+        assert_eq!(run.gpus_label(), "GPUs 2, 3, 5");
+    }
 
     #[test]
     fn run_status_names_are_serdes() {

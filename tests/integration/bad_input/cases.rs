@@ -88,6 +88,9 @@ pub(super) fn cases() -> Vec<Case> {
         case(Method::PUT, "/api/devices", S::METHOD_NOT_ALLOWED, "not allowed"),
         case(Method::DELETE, "/api/runs", S::METHOD_NOT_ALLOWED, "not allowed"),
         post("/api/runs", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
+        post("/api/runs/check", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
+        post("/api/runs/check", "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}", S::BAD_REQUEST, "unknown variant"),
+        case(Method::GET, "/api/runs/check", S::METHOD_NOT_ALLOWED, "not allowed"),
         post(
             "/api/runs",
             "{\"device\": \"zero\", \"params\": {\"kind\": \"latency\"}}",

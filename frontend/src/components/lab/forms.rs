@@ -15,7 +15,7 @@ use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
         lab_form::{self, ExperimentDoc, Field, FieldKind, FieldValue},
-        lab_target::{GpuChoice, PickedGpu, several_gpus_question},
+        lab_target::{GpuChoice, PickedGpu, run_question},
     },
 };
 
@@ -64,27 +64,14 @@ fn ChoiceOption(choices: Memo<Vec<GpuChoice>>, index: u32, selected: bool) -> im
     }
 }
 
-/// The GPUs a p2p request takes: those its pairs name, or every GPU when it names none.
-fn p2p_devices(params: &Value, choices: &[GpuChoice]) -> Vec<u32> {
-    let named: Vec<u32> = params["pairs"]
-        .as_array()
-        .map(|pairs| pairs.iter().flat_map(|p| [&p["a"], &p["b"]]).filter_map(Value::as_u64).collect::<Vec<_>>())
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|d| u32::try_from(d).ok())
-        .collect();
-    let mut devices = if named.is_empty() { choices.iter().map(|c| c.index).collect() } else { named };
-    shared::order::sort(&mut devices);
-    devices.dedup();
-    devices
-}
-
 /// `form.lab-form[data-kind]`: one experiment's parameters and its Run button; an experiment that cannot
 /// run here (collectives without NCCL) is greyed out with the server's reason (`.lab-unavailable-reason`)
-/// and cannot be started; a run on several GPUs
-/// (p2p) first asks, naming each GPU with its state and owners (`.lab-confirm`). Running on the
-/// picker's GPU makes it the reader's choice: the lab's own memory pool, which the run leaves on that
-/// GPU, must not move the default to another GPU for the next run.
+/// and cannot be started. A run on several GPUs (p2p, collectives) or a forced one is first put to the
+/// server (`POST /api/runs/check`): its refusal is shown as it is, else the form asks (`.lab-confirm`),
+/// naming each GPU it takes and the people whose work a forced run goes beside ([`run_question`]).
+/// Running on the picker's GPU makes it the reader's choice: the lab's own memory pool, which the run
+/// leaves on that GPU, must not move the default to another GPU for the next run. The queued run's view
+/// is scrolled into sight.
 #[component]
 pub fn ExperimentForm(
     info: ExperimentDoc,
@@ -114,6 +101,7 @@ pub fn ExperimentForm(
             match lab.submit(device, params, force).await {
                 Ok(run) => {
                     plan.try_set(run.plan.notes);
+                    reveal_run();
                 }
                 Err(failure) => {
                     plan.try_set(Vec::new());
@@ -139,15 +127,32 @@ pub fn ExperimentForm(
                 }
             };
             error.set(None);
-            if kind == ExperimentKind::P2p {
-                let choices = choices.get_untracked();
-                let devices = p2p_devices(&params, &choices);
-                if devices.len() > 1 {
-                    confirm.set(Some((several_gpus_question(&choices, &devices), params)));
-                    return;
-                }
+            let forced = force.get_untracked();
+            if !kind.multi_gpu() && !forced {
+                send(params);
+                return;
             }
-            send(params);
+            // Put to the server first: a refusal is shown instead of a question it would end in.
+            busy.set(true);
+            let device = picked.get_untracked().index();
+            spawn_local(async move {
+                match lab.check(device, params.clone(), forced).await {
+                    // `send` keeps the form busy until the run is queued.
+                    Ok(check) => match choices.with_untracked(|c| run_question(c, &check.devices, forced)) {
+                        Some(question) => {
+                            confirm.try_set(Some((question, params)));
+                            busy.try_set(false);
+                        }
+                        None => send(params),
+                    },
+                    Err(failure) => {
+                        plan.try_set(Vec::new());
+                        error.try_set(Some(failure.message.clone()));
+                        session.unauthorized(&failure);
+                        busy.try_set(false);
+                    }
+                }
+            });
         }
     };
     let confirmed = move |_| {
@@ -317,6 +322,19 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
             {(!hint.is_empty()).then(|| view! { <span class="field-hint">{hint}</span> })}
         </div>
     }
+}
+
+/// Brings the shown run (`#lab-run`) into sight once it is drawn, where the page is scrolled down to a form
+/// and the run's view sits above it or beside it off-screen (one column on a phone).
+fn reveal_run() {
+    request_animation_frame(|| {
+        let Some(view) = document().get_element_by_id("lab-run") else { return };
+        let rect = view.get_bounding_client_rect();
+        let height = window().inner_height().ok().and_then(|h| h.as_f64()).unwrap_or(f64::MAX);
+        if rect.top() < 0.0 || rect.top() > height - 80.0 {
+            view.scroll_into_view();
+        }
+    });
 }
 
 /// True when an experiment can be offered on this many GPUs (p2p needs two; collectives run on one as a

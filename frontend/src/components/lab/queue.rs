@@ -81,7 +81,7 @@ fn QueueRow(id: u64, entry: QueueEntry, error: RwSignal<Option<String>>) -> impl
         _ => format!("queued at {}", format::stamp(run.submitted_ms as f64)),
     };
     let position = if running { "running".to_owned() } else { format!("{}", entry.position) };
-    let gpus = if run.devices.len() > 1 { indexes(&run.devices) } else { run.device.to_string() };
+    let gpus = indexes(&run.gpus());
     let requested_by = run.requested_by.clone();
     let may_cancel = move || session.may_cancel(&requested_by);
     let cancelling = RwSignal::new(false);

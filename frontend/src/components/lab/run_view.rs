@@ -88,7 +88,7 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
         <section id="lab-run" class="lab-panel run-view" data-run=id>
             <header class="run-head">
                 <h3 class="lab-panel-title">
-                    {move || summary().map_or_else(|| format!("Run #{id}"), |s| format!("Run #{id} · {} on GPU {}", s.kind.name(), s.device))}
+                    {move || summary().map_or_else(|| format!("Run #{id}"), |s| format!("Run #{id} · {} on {}", s.kind.name(), s.gpus_label()))}
                 </h3>
                 {move || live_status().map(|s| view! { <span class=status_class(s)>{status_label(s)}</span> })}
                 <Show when=simulated>

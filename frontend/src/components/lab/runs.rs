@@ -59,7 +59,7 @@ fn RunRow(run: RunSummary) -> impl IntoView {
                 {run.kind.name()}
                 {run.simulated.then(|| view! { <span class="badge badge-simulated">"SIMULATED"</span> })}
             </td>
-            <td>{run.device}</td>
+            <td class="recent-gpus">{format::indexes(&run.gpus())}</td>
             <td>
                 <span class=status_class(run.status)>{status_label(run.status)}</span>
             </td>

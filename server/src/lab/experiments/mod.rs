@@ -55,10 +55,6 @@ pub trait Experiment: Sync + 'static {
         let _ = params;
         Vec::new()
     }
-    /// Runs on several GPUs (`gpudash bench` leaves these out unless asked).
-    fn multi_gpu(&self) -> bool {
-        false
-    }
     /// Why it cannot run here although the lab runs other kinds (collectives: no NCCL), in words that say
     /// where gpudash looked and how to fix it; `None` when it can. Blocking (it may load a library): call
     /// off the async runtime.
@@ -101,7 +97,6 @@ pub trait Dispatch: Sync {
     fn estimate_ms(&self, params: &ExperimentParams) -> u64;
     fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError>;
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32>;
-    fn multi_gpu(&self) -> bool;
     fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String>;
     fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String>;
     fn simulate(
@@ -144,9 +139,6 @@ impl<E: Experiment> Dispatch for E {
     }
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32> {
         E::params(params).map(|p| Experiment::named_devices(self, p)).unwrap_or_default()
-    }
-    fn multi_gpu(&self) -> bool {
-        Experiment::multi_gpu(self)
     }
     fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
         Experiment::unavailable(self, simulated, probe)

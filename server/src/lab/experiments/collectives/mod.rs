@@ -142,10 +142,6 @@ impl Experiment for Collectives {
         p.gpus.clone()
     }
 
-    fn multi_gpu(&self) -> bool {
-        true
-    }
-
     /// Without NCCL: where the loader looked and how to point at it (`--nccl-lib` / `GPUDASH_NCCL_LIB`).
     /// Simulated labs model NCCL, unless their probe plays a host without it.
     fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {

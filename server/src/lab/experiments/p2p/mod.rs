@@ -78,10 +78,6 @@ impl Experiment for P2p {
         p.devices()
     }
 
-    fn multi_gpu(&self) -> bool {
-        true
-    }
-
     /// Lines naming each pair's link as `nvidia-smi topo -m` would.
     fn topology_notes(&self, p: &P2pParams, topology: &Topology) -> Vec<String> {
         p.pairs
