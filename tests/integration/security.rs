@@ -74,6 +74,18 @@ async fn roles_decide_who_may_run_cancel_and_read_the_audit_log() {
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     assert!(body["error"].as_str().unwrap().contains("invalid token"));
 
+    // The dry run (`POST /api/runs/check`) asks the same role as the submit, and queues nothing.
+    let check = server.url("/api/runs/check");
+    let (status, body) = call("POST", &check, None, Some(run_request())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("needs the operator role"), "{body}");
+    let (status, _) = call("POST", &check, Some(VIEWER), Some(run_request())).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = call("POST", &check, Some("not-a-token-at-all"), Some(run_request())).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = call("POST", &check, Some(OPERATOR), Some(run_request())).await;
+    assert_eq!((status, &body["devices"]), (StatusCode::OK, &json!([0])), "{body}");
+
     let (status, run) = call("POST", &runs, Some(OPERATOR), Some(run_request())).await;
     assert_eq!(status, StatusCode::ACCEPTED, "{run}");
     assert_eq!(run["requested_by"], "omar");
