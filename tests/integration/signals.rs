@@ -166,7 +166,9 @@ async fn without_the_flag_signals_are_refused_naming_it_and_audited() {
     assert!(child.running(), "nothing was sent");
     let log = audit(&server, None).await;
     assert_eq!(log.len(), 1, "{log:?}");
-    assert_eq!((log[0]["outcome"].as_str(), log[0]["user"].as_str()), (Some("denied"), Some("anonymous")), "{log:?}");
+    // Without tokens the caller is the one local user, by name.
+    let me = Some(gpudash::auth::local_user_name());
+    assert_eq!((log[0]["outcome"].as_str(), log[0]["user"].as_str()), (Some("denied"), me), "{log:?}");
     server.stop().await;
 }
 
