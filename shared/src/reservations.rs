@@ -80,7 +80,8 @@ impl Reservation {
             && self.devices.iter().any(|d| other.devices.contains(d))
     }
 
-    /// "GPU 1 is reserved by ana from 2026-12-01 14:00 to 18:00 UTC (reservation 7)".
+    /// "GPU 1 is reserved by ana from 2026-12-01 14:00 UTC to 2026-12-01 18:00 UTC (reservation 7)": moments
+    /// in the server's one form (`utc_minute`), which the page rewrites in the viewer's zone.
     pub fn conflict_message(&self, devices: &[u32]) -> String {
         let shared: Vec<String> =
             self.devices.iter().filter(|d| devices.contains(d)).map(|d| format!("GPU {d}")).collect();

@@ -72,6 +72,41 @@ pub fn utc_minute(ms: u64) -> String {
     format!("{} {} UTC", date(ms, 0), time_of_day(ms, 0))
 }
 
+/// The moment a `utc_minute` text names ("2026-12-01 14:00 UTC"), as ms since the epoch.
+pub fn parse_utc_minute(text: &str) -> Option<u64> {
+    let (date_text, rest) = text.split_once(' ')?;
+    let time_text = rest.strip_suffix(" UTC")?;
+    (date_text.len() == 10 && time_text.len() == 5).then_some(())?;
+    parse_local_minute(date_text, time_text, 0)
+}
+
+/// `text` with every moment the server wrote by `utc_minute` ("… reserved by ana from
+/// 2026-12-01 14:00 UTC …") rewritten by `show` (the page writes it in the viewer's zone): the
+/// server's texts name moments in one fixed, parseable form, and the page reads them back.
+pub fn localize(text: &str, show: impl Fn(u64) -> String) -> String {
+    const LEN: usize = "2026-12-01 14:00 UTC".len();
+    let bytes = text.as_bytes();
+    let (mut out, mut copied, mut at) = (String::with_capacity(text.len()), 0, 0);
+    while at + LEN <= bytes.len() {
+        let starts_clean = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
+        let ends_clean = bytes.get(at + LEN).is_none_or(|b| !b.is_ascii_alphanumeric() && !b"+-:".contains(b));
+        let found = (starts_clean && ends_clean && bytes[at].is_ascii_digit())
+            .then(|| text.get(at..at + LEN).and_then(parse_utc_minute))
+            .flatten();
+        match found {
+            Some(ms) => {
+                out.push_str(&text[copied..at]);
+                out.push_str(&show(ms));
+                at += LEN;
+                copied = at;
+            }
+            None => at += 1,
+        }
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
 /// The zone `utc_offset` minutes east of UTC as the page names it: "UTC", "UTC+01:00", "UTC-05:30".
 pub fn zone_name(utc_offset: i32) -> String {
     if utc_offset == 0 {
@@ -155,6 +190,10 @@ mod tests {
         assert_eq!((date(NOW, 60), time_of_day(NOW, 60)), ("2025-12-01".to_owned(), "15:00".to_owned()));
         assert_eq!((date(NOW, 600), time_of_day(NOW, 600)), ("2025-12-02".to_owned(), "00:00".to_owned()));
         assert_eq!((date(NOW, -900), time_of_day(NOW, -900)), ("2025-11-30".to_owned(), "23:00".to_owned()));
+        assert_eq!(parse_utc_minute(&utc_minute(NOW)), Some(NOW));
+        for bad in ["2025-12-01 14:00", "2025-12-01 14:00 UTC+1", "2025-12-1 14:00 UTC", "2025-02-30 14:00 UTC"] {
+            assert_eq!(parse_utc_minute(bad), None, "{bad}");
+        }
         assert_eq!(zone_name(0), "UTC");
         assert_eq!(zone_name(60), "UTC+01:00");
         assert_eq!(zone_name(-330), "UTC-05:30");
@@ -175,5 +214,21 @@ mod tests {
         for ms in [NOW - 14 * 3_600_000, NOW, NOW + 59 * 60_000] {
             assert_eq!(parse_local_minute(&date(ms, -300), &time_of_day(ms, -300), -300), Some(ms));
         }
+    }
+
+    #[test]
+    fn the_page_rewrites_every_moment_the_server_wrote() {
+        let later = NOW + 4 * 3_600_000;
+        let text =
+            format!("GPU 1 is reserved by ana from {} to {} (reservation 7)", utc_minute(NOW), utc_minute(later));
+        let shown = localize(&text, |ms| format!("<{}>", time_of_day(ms, 60)));
+        assert_eq!(shown, "GPU 1 is reserved by ana from <15:00> to <19:00> (reservation 7)");
+        // Only whole stamps in the server's form: nothing else that looks like one.
+        for kept in
+            ["no moment here", "x2025-12-01 14:00 UTC", "2025-12-01 14:00 UTC+01:00", "2025-13-01 14:00 UTC", "é"]
+        {
+            assert_eq!(localize(kept, |_| "!".into()), kept);
+        }
+        assert_eq!(localize(&utc_minute(NOW), |_| "!".into()), "!", "a text that is only a moment");
     }
 }

@@ -112,22 +112,17 @@ impl Civil {
     pub fn weekday_date(&self) -> String {
         format!("{} {}", WEEKDAYS[self.weekday as usize % 7], self.date())
     }
-
-    fn same_day(&self, other: &Civil) -> bool {
-        (self.year, self.month, self.day) == (other.year, other.month, other.day)
-    }
 }
 
-/// A timestamp as a person reads it, at `now` in the zone `offset_ms` east of UTC:
-/// "14:05" today, "30 Nov 14:05" on another day of this year, "30 Nov 2025 14:05" before.
-pub fn stamp(ms: u64, now: u64, offset_ms: i64) -> String {
+/// A moment as the page writes every time (alerts, errors, bookings, runs, the audit log), in
+/// the zone `offset_ms` east of UTC, always with its date: "30 Nov 14:05" in the year of `now`,
+/// "30 Nov 2025 14:05" in another; with `seconds`, "30 Nov 14:05:09".
+pub fn moment(ms: u64, now: u64, offset_ms: i64, seconds: bool) -> String {
     let (then, today) = (Civil::at(ms, offset_ms), Civil::at(now, offset_ms));
-    if then.same_day(&today) {
-        then.time(false)
-    } else if then.year == today.year {
-        format!("{} {}", then.date(), then.time(false))
+    if then.year == today.year {
+        format!("{} {}", then.date(), then.time(seconds))
     } else {
-        format!("{} {} {}", then.date(), then.year, then.time(false))
+        format!("{} {} {}", then.date(), then.year, then.time(seconds))
     }
 }
 
@@ -206,12 +201,14 @@ mod tests {
     }
 
     #[test]
-    fn stamps_say_the_date_when_not_today() {
+    fn a_moment_always_says_its_date_and_the_year_when_not_this_one() {
         let now = MON_30_NOV + 15 * HOUR;
-        assert_eq!(stamp(MON_30_NOV + 14 * HOUR + 5 * 60_000, now, 0), "14:05");
-        assert_eq!(stamp(MON_30_NOV - 10 * HOUR, now, 0), "29 Nov 14:00");
-        assert_eq!(stamp(MON_30_NOV - 400 * 24 * HOUR, now, 0), "26 Oct 2025 00:00");
-        // The zone decides the day: 00:30 in UTC+1 is still the 30th, 23:30 UTC on the 29th.
-        assert_eq!(stamp(MON_30_NOV - HOUR / 2, now, 3_600_000), "00:30");
+        assert_eq!(moment(MON_30_NOV + 14 * HOUR + 5 * 60_000, now, 0, false), "30 Nov 14:05");
+        assert_eq!(moment(MON_30_NOV + 14 * HOUR + 5 * 60_000 + 9_000, now, 0, true), "30 Nov 14:05:09");
+        assert_eq!(moment(MON_30_NOV - 10 * HOUR, now, 0, false), "29 Nov 14:00");
+        assert_eq!(moment(MON_30_NOV - 400 * 24 * HOUR, now, 0, false), "26 Oct 2025 00:00");
+        // The zone decides the day: 00:30 in UTC+1 is already the 30th, 23:30 UTC on the 29th.
+        assert_eq!(moment(MON_30_NOV - HOUR / 2, now, 3_600_000, false), "30 Nov 00:30");
+        assert_eq!(moment(MON_30_NOV - HOUR / 2, now, 0, false), "29 Nov 23:30");
     }
 }

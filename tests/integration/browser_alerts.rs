@@ -197,9 +197,28 @@ async fn every_rule_has_its_row_on_the_alerts_tab() {
         eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) }).await;
         let row = texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.remove(0);
         assert!(row.contains("XID") && row.contains("13"), "the XID row names its code: {row}");
+        // Issue 56, item 5: "fired" says its date in the page's one format, whose zone is named once.
+        let fired: Vec<String> = texts(&c, "li.alert-row .alert-time").await;
+        let today = shared::time_axis::Civil::at(gpudash::telemetry::now_ms(), offset_ms(&c).await).date();
+        let yesterday = shared::time_axis::Civil::at(
+            gpudash::telemetry::now_ms() - shared::time::DAY_MS,
+            offset_ms(&c).await,
+        )
+        .date();
+        assert!(
+            !fired.is_empty()
+                && fired.iter().all(|t| t.starts_with(&format!("fired {today} ")) || t.starts_with(&format!("fired {yesterday} "))),
+            "{fired:?}"
+        );
+        assert!(texts(&c, ".alerts-zone").await.concat().starts_with("Times in UTC"), "the zone is named");
     })
     .await;
     server.stop().await;
+}
+
+/// The browser's zone, ms east of UTC.
+async fn offset_ms(c: &Client) -> i64 {
+    js(c, "return -new Date().getTimezoneOffset()").await.as_i64().expect("a number") * 60_000
 }
 
 /// Only the temperature rule, firing from 80 °C within a second: nothing else to count.

@@ -173,7 +173,27 @@ async fn the_form_takes_the_tables_24_hour_format_in_the_viewers_zone() {
             Some((from, texts(&c, "tr.reservation-row .reservation-to").await.concat()))
         })
         .await;
-        assert_eq!(row, (from, to), "the table writes it as it was typed");
+        assert_eq!(row, (from.clone(), to.clone()), "the table writes it as it was typed");
+
+        // Issue 56, item 5: the server's refusal names the booking's moments in its one form
+        // ("… UTC"); the page shows them in the viewer's zone, as the table writes them.
+        let gpu1 = c.find(Locator::Css("#reservation-form input[type=checkbox][value='1']")).await.unwrap();
+        if gpu1.prop("checked").await.unwrap().as_deref() != Some("true") {
+            gpu1.click().await.unwrap();
+        }
+        type_into(&c, "#reservation-form .reservation-start", &from).await;
+        type_into(&c, "#reservation-form .reservation-end", &to).await;
+        c.find(Locator::Css(".reservation-submit")).await.unwrap().click().await.unwrap();
+        let refused = eventually(10, "the server's refusal of the overlapping booking", || async {
+            texts(&c, ".reservation-form-error").await.into_iter().find(|t| t.contains("is reserved by"))
+        })
+        .await;
+        let stamp = |ms: u64| shared::time_axis::moment(ms, now, i64::from(OFFSET) * 60_000, false);
+        assert!(
+            refused.contains(&format!("from {} to {}", stamp(booked.start_ms), stamp(booked.end_ms)))
+                && !refused.contains("UTC"),
+            "{refused}"
+        );
     })
     .await;
     server.stop().await;

@@ -21,7 +21,12 @@ use crate::{
 /// "GPU 2 · pid 4242 · fired 14:05 — message".
 fn item_text(alert: &Alert) -> String {
     let pid = alert.pid.map(|p| format!(" · pid {p}")).unwrap_or_default();
-    format!("GPU {}{pid} · fired {} — {}", alert.gpu_index, format::stamp(alert.fired_ms as f64), alert.message)
+    format!(
+        "GPU {}{pid} · fired {} — {}",
+        alert.gpu_index,
+        format::stamp(alert.fired_ms as f64),
+        format::server_text(&alert.message)
+    )
 }
 
 /// The card of `owner`'s grouped alerts; `children` are the alerts' own cards. `draft` is the

@@ -46,7 +46,7 @@ pub fn AllocatorMap(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> i
             };
             Some(format!(
                 "map of {}{why}; the snapshot cost the process {:.1} ms",
-                format::time_of_day(view.taken_ms as f64, true),
+                format::stamp_seconds(view.taken_ms as f64),
                 view.cost_ms
             ))
         })
@@ -122,9 +122,9 @@ fn use_segments(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> Segme
 /// `p.bridge-oom`: "OOM at 14:02: asked for 2.10 GiB, largest free block 512 MiB, 3.40 GiB free in total (fragmented)".
 #[component]
 fn OomLine(oom: OomRecord) -> impl IntoView {
-    let text = oom.describe(&format::time_of_day(oom.at_ms as f64, false));
+    let text = oom.describe(&format::stamp(oom.at_ms as f64));
     view! {
-        <p class="bridge-oom" data-device=oom.device title=format::stamp(oom.at_ms as f64)>
+        <p class="bridge-oom" data-device=oom.device title=format::zone_caption()>
             {text}
         </p>
     }

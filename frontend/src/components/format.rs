@@ -74,31 +74,32 @@ pub fn indexes(devices: &[u32]) -> String {
     devices.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
 }
 
-/// Time of day of `ms` (since the epoch) in the browser's zone: "14:05" or, with seconds, "14:05:09".
-pub fn time_of_day(ms: f64, seconds: bool) -> String {
-    let date = js_sys::Date::new(&ms.into());
-    let (h, m, s) = (date.get_hours(), date.get_minutes(), date.get_seconds());
-    if seconds { format!("{h:02}:{m:02}:{s:02}") } else { format!("{h:02}:{m:02}") }
+/// The browser's zone at `ms`, ms east of UTC.
+fn offset_at(ms: f64) -> i64 {
+    -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000
 }
 
-/// A timestamp in the browser's zone that says its date when it is not today:
-/// "14:05" today, "30 Nov 14:05" this year, "30 Nov 2025 14:05" before (the rule
-/// is `shared::time_axis::stamp`, tested there).
+/// A moment in the one format of every time on the page, in the browser's zone, always with
+/// its date: "30 Nov 14:05", "30 Nov 2025 14:05" in another year (`shared::time_axis::moment`,
+/// tested there). The page names its zone once (`zone_caption`).
 pub fn stamp(ms: f64) -> String {
-    let offset = -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000;
-    shared::time_axis::stamp(ms.max(0.0) as u64, js_sys::Date::now() as u64, offset)
+    shared::time_axis::moment(ms.max(0.0) as u64, js_sys::Date::now() as u64, offset_at(ms), false)
+}
+
+/// `stamp` with seconds, for what changes within a minute: "30 Nov 14:05:09".
+pub fn stamp_seconds(ms: f64) -> String {
+    shared::time_axis::moment(ms.max(0.0) as u64, js_sys::Date::now() as u64, offset_at(ms), true)
+}
+
+/// A server-written text with each of its moments ("2026-12-01 14:00 UTC", the server's one
+/// form) rewritten as `stamp` writes it in the browser's zone (`shared::time::localize`).
+pub fn server_text(text: &str) -> String {
+    shared::time::localize(text, |ms| stamp(ms as f64))
 }
 
 /// The viewer's zone now, minutes east of UTC.
 pub fn utc_offset() -> i32 {
     -(js_sys::Date::new_0().get_timezone_offset() as i32)
-}
-
-/// A moment in a table, always with its date, in the browser's zone: "2 Dec 14:05".
-pub fn date_time(ms: f64) -> String {
-    let offset = -(js_sys::Date::new(&ms.into()).get_timezone_offset() as i64) * 60_000;
-    let civil = shared::time_axis::Civil::at(ms.max(0.0) as u64, offset);
-    format!("{} {}", civil.date(), civil.time(false))
 }
 
 /// "Times in UTC+01:00": the zone a page's times are in, named once.

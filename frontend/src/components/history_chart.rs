@@ -6,7 +6,7 @@ use leptos::{ev, html, logging, prelude::*};
 use shared::{
     chart::SERIES_COLORS,
     history::Metric,
-    time_axis::{Civil, stamp},
+    time_axis::{Civil, moment},
     units::three_digits,
 };
 
@@ -170,7 +170,7 @@ pub fn HistoryChart(
         let time = if range.get_untracked().millis() <= 3_600_000 {
             Civil::at(t, offset).time(true)
         } else {
-            stamp(t, js_sys::Date::now() as u64, offset)
+            moment(t, js_sys::Date::now() as u64, offset, false)
         };
         let width = box_size.get_untracked().map_or(0.0, |(w, _)| w);
         hover.set(Some(Hover { x: done.x_of(t), width, time, values }));

@@ -74,8 +74,8 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
                     <tr class="reservation-row" data-id=id>
                         <td class="reservation-gpus">{format::indexes(&r.devices)}</td>
                         <td class="reservation-user">{r.user.clone()}</td>
-                        <td class="reservation-from">{format::date_time(r.start_ms as f64)}</td>
-                        <td class="reservation-to">{format::date_time(r.end_ms as f64)}</td>
+                        <td class="reservation-from">{format::stamp(r.start_ms as f64)}</td>
+                        <td class="reservation-to">{format::stamp(r.end_ms as f64)}</td>
                         <td class="reservation-note">{r.note.clone()}</td>
                         <td class="reservation-intruders" class:warn=!r.intruders.is_empty()>{intruders}</td>
                         <td>
@@ -99,7 +99,7 @@ pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
             <p class="reservations-advisory">
                 {ADVISORY} " They tell the team who plans to use a GPU; they stop no one."
             </p>
-            <p class="times-zone reservations-zone">{format!("Times in {}", shared::time::zone_name(utc_offset()))}</p>
+            <p class="times-zone reservations-zone">{format::zone_caption()}</p>
             <Show when=may_book>
                 <ReservationForm state=state />
             </Show>

@@ -79,7 +79,12 @@ async fn call(method: &str, url: &str, body: Option<&str>) -> Result<String, Api
         .map_err(|e| js_error(&e))?;
     let text = JsFuture::from(response.text().map_err(|e| js_error(&e))?).await.map_err(|e| js_error(&e))?;
     let text = text.as_string().unwrap_or_default();
-    if response.ok() { Ok(text) } else { Err(failure(response.status(), &text)) }
+    if response.ok() {
+        return Ok(text);
+    }
+    let mut refused = failure(response.status(), &text);
+    refused.message = crate::components::format::server_text(&refused.message);
+    Err(refused)
 }
 
 /// The server's `{"error": "..."}` message, or the bare status when it sent none.

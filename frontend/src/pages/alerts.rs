@@ -79,6 +79,7 @@ pub fn AlertsPage(telemetry: Telemetry) -> impl IntoView {
                 <span id="alerts-firing" class="alerts-firing">
                     {move || alerts.state.with(|s| s.badge().label())}
                 </span>
+                <span class="times-zone alerts-zone">{format::zone_caption()}</span>
             </div>
             <Show when=move || alerts.load_error.with(Option::is_some)>
                 <p id="alerts-load-error" class="notice notice-warn" role="alert">
@@ -192,7 +193,7 @@ fn AlertRow(alert: Alert, now: RwSignal<f64>, telemetry: Telemetry, signals: Opt
                 <span class="alert-state">{alert.state().as_str()}</span>
                 {alert.simulated.then(|| view! { <span class="badge badge-simulated alert-simulated">"simulated"</span> })}
             </div>
-            <p class="alert-message">{alert.message.clone()}</p>
+            <p class="alert-message">{format::server_text(&alert.message)}</p>
             <p class="alert-action">{alert.action.clone()}</p>
             <p class="alert-time">{when}</p>
             {silenced.map(|text| view! { <p class="alert-silence-note">{text}</p> })}

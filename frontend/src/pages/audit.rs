@@ -127,10 +127,10 @@ pub fn AuditPage() -> impl IntoView {
                     </thead>
                     <tbody>
                         {move || entries.get().unwrap_or_default().into_iter().map(|e| {
-                            let said = if e.summary.is_empty() { e.action.clone() } else { e.summary.clone() };
+                            let said = if e.summary.is_empty() { e.action.clone() } else { format::server_text(&e.summary) };
                             view! {
                             <tr class="audit-entry" data-id=e.id>
-                                <td class="audit-time">{format::date_time(e.timestamp_ms as f64)}</td>
+                                <td class="audit-time">{format::stamp(e.timestamp_ms as f64)}</td>
                                 <td class="audit-user">{e.user}</td>
                                 <td class="mono">{e.client}</td>
                                 <td class="audit-action" data-action=e.action.clone() title=e.action.clone()>
@@ -138,7 +138,7 @@ pub fn AuditPage() -> impl IntoView {
                                 </td>
                                 <td>{e.target}</td>
                                 <td class=format!("audit-outcome outcome-{}", e.outcome.name())>{e.outcome.name()}</td>
-                                <td class="audit-detail">{e.detail}</td>
+                                <td class="audit-detail">{format::server_text(&e.detail)}</td>
                             </tr>
                             }
                         }).collect_view()}

@@ -333,7 +333,7 @@ fn fleet_row(gpu: &FleetGpu, node: Option<&FleetNode>) -> AnyView {
         (GpuState::Lost, ..) => GpuState::Lost.as_str().to_owned(),
         (_, Some(down), _) => down_text(down),
         (GpuState::Stale, ..) => match node.and_then(|n| n.last_seen_ms) {
-            Some(ms) => format!("stale since {}", format::time_of_day(ms as f64, true)),
+            Some(ms) => format!("stale since {}", format::stamp_seconds(ms as f64)),
             None => GpuState::Stale.as_str().to_owned(),
         },
         (_, _, Some(reason)) => format!("unhealthy: {reason}"),

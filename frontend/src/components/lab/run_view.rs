@@ -117,7 +117,7 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
             <Show when=move || error.with(Option::is_some)>
                 <p class="lab-error">{move || error.get().unwrap_or_default()}</p>
             </Show>
-            {move || summary().and_then(|s| s.error).map(|e| view! { <p class="run-error">{e}</p> })}
+            {move || summary().and_then(|s| s.error).map(|e| view! { <p class="run-error">{format::server_text(&e)}</p> })}
             {move || run.with(|r| r.as_ref().filter(|r| !r.plan.notes.is_empty()).map(|r| view! {
                 <ul class="run-plan">{r.plan.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
             }))}

@@ -13,6 +13,7 @@ pub fn RecentRuns() -> impl IntoView {
     view! {
         <section id="lab-runs" class="lab-panel" aria-label="Recent runs">
             <h3 class="lab-panel-title">"Recent runs"</h3>
+            <p class="times-zone runs-zone">{format::zone_caption()}</p>
             <Show
                 when=move || runs.with(|r| !r.is_empty())
                 fallback=|| view! { <p class="lab-empty">"No runs yet."</p> }
