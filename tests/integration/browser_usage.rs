@@ -1,6 +1,7 @@
 //! The Usage tab in a real browser: a scripted job's owner appears in the per-owner table and in
 //! the stacked chart, GPU 0 in the per-GPU table, its container in the per-workload table, and
-//! "Download CSV" fetches the same range as CSV.
+//! each table's "CSV" fetches the same range as CSV, grouped as the table is; the range and the
+//! workload grouping are in the URL, and a link to them opens the tab so.
 
 use shared::usage::UsageResponse;
 
@@ -48,9 +49,46 @@ async fn the_usage_tab_shows_the_table_the_chart_and_the_csv_link() {
             (texts(&c, "#usage-workloads .usage-key").await == ["trainer"]).then_some(())
         })
         .await;
+        // Every table has its CSV, over the same range, grouped as the table is.
+        let csv_of = |id: &'static str| {
+            let (c, base) = (c.clone(), base.clone());
+            async move {
+                let script = format!("return document.querySelector('#{id}').getAttribute('href')");
+                let href = js(&c, &script).await.as_str().unwrap_or_default().to_owned();
+                reqwest::get(format!("{base}{href}")).await.unwrap().text().await.unwrap()
+            }
+        };
+        let gpus = csv_of("usage-csv-gpus").await;
+        assert!(gpus.starts_with("gpu,") && gpus.lines().count() == 2, "one row, GPU 0: {gpus}");
+        let days = csv_of("usage-csv-days").await;
+        assert!(days.starts_with("day,user,") && days.contains(",ana,"), "{days}");
+        let containers = csv_of("usage-csv-workloads").await;
+        assert!(containers.starts_with("container,") && containers.contains("\ntrainer,"), "{containers}");
+
         c.find(fantoccini::Locator::Css("#usage-workload-group")).await.unwrap().select_by_value("job").await.unwrap();
         eventually(15, "no Slurm job: one row outside one", || async {
             (texts(&c, "#usage-workloads .usage-key").await == ["(outside one)"]).then_some(())
+        })
+        .await;
+        let jobs = csv_of("usage-csv-workloads").await;
+        assert!(jobs.starts_with("job,"), "the workload CSV follows the table's grouping: {jobs}");
+
+        // The range and grouping are in the URL; a link to them opens the tab so.
+        c.find(fantoccini::Locator::Css("#usage-range")).await.unwrap().select_by_value("30d").await.unwrap();
+        let link = eventually(10, "the range in the URL", || async {
+            let hash = js(&c, "return location.hash").await.as_str().unwrap_or_default().to_owned();
+            (hash == "#usage?range=30d&by=job").then_some(hash)
+        })
+        .await;
+        let month = csv_of("usage-csv").await;
+        assert!(month.starts_with("user,"), "{month}");
+        c.goto(&format!("{base}/{link}")).await.unwrap();
+        c.refresh().await.unwrap();
+        eventually(15, "the linked range and grouping, restored", || async {
+            let range = js(&c, "return document.querySelector('#usage-range')?.value ?? null").await;
+            let by = js(&c, "return document.querySelector('#usage-workload-group')?.value ?? null").await;
+            let rows = texts(&c, "#usage-workloads .usage-key").await;
+            (range == "30d" && by == "job" && rows == ["(outside one)"]).then_some(())
         })
         .await;
     })

@@ -13,7 +13,7 @@ use crate::{
     state::{
         history::HistoryRange,
         process_filter::ProcessFilter,
-        url::{Layout, UrlView},
+        url::{Layout, UrlView, UsageView},
     },
 };
 
@@ -32,6 +32,8 @@ pub struct ViewSignals {
     pub lab_gpu: RwSignal<Option<u32>>,
     /// The lab's own `selected` run.
     pub run: RwSignal<Option<u64>>,
+    /// The Usage tab's range and workload grouping.
+    pub usage: RwSignal<UsageView>,
     /// The GPUs the reservation form has ticked (not kept in the URL): a card's Reserve sets it.
     pub reserve_gpus: RwSignal<Vec<u32>>,
 }
@@ -50,6 +52,7 @@ impl ViewSignals {
             owner: self.owner.get(),
             lab_gpu: self.lab_gpu.get(),
             run: self.run.get(),
+            usage: self.usage.get(),
         }
     }
 
@@ -72,6 +75,7 @@ impl ViewSignals {
                 put(self.state, view.state);
                 put(self.owner, view.owner);
             }
+            Tab::Usage => put(self.usage, view.usage),
             Tab::Lab => {
                 put(self.lab_gpu, view.lab_gpu);
                 if view.run.is_some() {
@@ -121,6 +125,7 @@ pub fn use_url_view(run: RwSignal<Option<u64>>) -> ViewSignals {
         owner: RwSignal::new(first.owner.clone()),
         lab_gpu: RwSignal::new(first.lab_gpu),
         run,
+        usage: RwSignal::new(first.usage.clone()),
         reserve_gpus: RwSignal::new(Vec::new()),
     };
     if first.run.is_some() {

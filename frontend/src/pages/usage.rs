@@ -1,6 +1,7 @@
 //! `#usage`: who used how much over a range (today, 7 days, 30 days or custom): a table per
 //! user and per GPU (sortable), a bar per day stacked by user with its axes
-//! (`components::usage_chart`), and the same range as CSV.
+//! (`components::usage_chart`), and each table over the same range as CSV; the range and the
+//! workload grouping live in the URL (`#usage?range=30d&by=pod`, `state::url::UsageView`).
 //! The figures and the query rules come from `shared::usage`; how they are charged is in
 //! docs/ACCOUNTING.md.
 
@@ -8,124 +9,96 @@ use leptos::{prelude::*, task::spawn_local};
 use shared::usage::{DAY_MS, UsageGroup, UsageQuery, UsageResponse, UsageRow, day_of, parse_date};
 
 use crate::{
-    components::{usage_chart::UsageChart, usage_table::UsageTable},
-    hooks::{api::get_json, session::Session},
+    components::{format, usage_chart::UsageChart, usage_table::UsageTable},
+    hooks::{api::get_json, session::Session, url::ViewSignals},
+    state::url::{UsageSpan, UsageView, WORKLOAD_GROUPS},
 };
 
-/// The range picker's choices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Span {
-    Today,
-    Week,
-    Month,
-    Custom,
-}
-
-impl Span {
-    fn parse(text: &str) -> Self {
-        match text {
-            "today" => Self::Today,
-            "30d" => Self::Month,
-            "custom" => Self::Custom,
-            _ => Self::Week,
-        }
-    }
-}
-
-/// The browser's zone now, minutes east of UTC (JavaScript counts them west).
-fn utc_offset_now() -> i32 {
-    -(js_sys::Date::new_0().get_timezone_offset() as i32)
-}
-
-/// `UTC+1`, `UTC-5:30`, `UTC`: a zone offset for people.
-fn zone_name(utc_offset: i32) -> String {
-    let (sign, minutes) = if utc_offset < 0 { ('-', -utc_offset) } else { ('+', utc_offset) };
-    match (minutes / 60, minutes % 60) {
-        (0, 0) => "UTC".to_owned(),
-        (hours, 0) => format!("UTC{sign}{hours}"),
-        (hours, rest) => format!("UTC{sign}{hours}:{rest:02}"),
-    }
-}
-
-/// The query for `span` at `now`, with days in the zone `utc_offset` minutes east of UTC; a
-/// custom range runs from the start of its first day to the end of its last (`YYYY-MM-DD` each),
-/// checked by the rule the server applies.
-fn range_for(
-    span: Span,
-    now: u64,
-    utc_offset: i32,
-    (first, last): (&str, &str),
-    group: UsageGroup,
-) -> Result<UsageQuery, String> {
-    let (from, to) = match span {
-        Span::Today => (day_of(now, utc_offset), now + 1),
-        Span::Week => (now.saturating_sub(7 * DAY_MS), now + 1),
-        Span::Month => (now.saturating_sub(30 * DAY_MS), now + 1),
-        Span::Custom => {
+/// The query of `view`'s range at `now`, grouped by `group`, with days in the zone `utc_offset`
+/// minutes east of UTC; a custom range runs from the start of its first day to the end of its
+/// last (`YYYY-MM-DD` each), checked by the rule the server applies.
+fn range_for(view: &UsageView, now: u64, utc_offset: i32, group: UsageGroup) -> Result<UsageQuery, String> {
+    let (from, to) = match view.span {
+        UsageSpan::Today => (day_of(now, utc_offset), now + 1),
+        UsageSpan::Week => (now.saturating_sub(7 * DAY_MS), now + 1),
+        UsageSpan::Month => (now.saturating_sub(30 * DAY_MS), now + 1),
+        UsageSpan::Custom => {
             let day = |text: &str, name: &str| parse_date(text, utc_offset).ok_or_else(|| format!("pick a {name} day"));
-            (day(first, "first")?, day(last, "last")? + DAY_MS)
+            (day(&view.first, "first")?, day(&view.last, "last")? + DAY_MS)
         }
     };
     UsageQuery::new(from, to, group, utc_offset).map_err(|e| e.to_string())
 }
 
+/// `a.usage-csv`: the table beside it, over the same range, as CSV (`GET /api/usage.csv`).
+#[component]
+fn CsvLink(id: &'static str, what: &'static str, query: Memo<Option<UsageQuery>>) -> impl IntoView {
+    view! {
+        <a
+            id=id
+            class="small-button usage-csv"
+            href=move || query.get().map(|q| format!("/api/usage.csv?{}", q.query_string())).unwrap_or_default()
+            download=""
+            title=format!("{what}, over this range, as CSV")
+        >
+            "CSV"
+        </a>
+    }
+}
+
 #[component]
 pub fn UsagePage() -> impl IntoView {
     let session = expect_context::<Session>();
-    let span = RwSignal::new(Span::Week);
-    let (first, last) = (RwSignal::new(String::new()), RwSignal::new(String::new()));
+    let usage = expect_context::<ViewSignals>().usage;
+    // The custom range's days as typed, applied by "Show".
+    let (first, last) = (RwSignal::new(usage.get_untracked().first), RwSignal::new(usage.get_untracked().last));
     let answers = RwSignal::new(None::<(UsageResponse, UsageResponse, UsageResponse)>);
     let error = RwSignal::new(None::<String>);
-    let csv = RwSignal::new(None::<String>);
-    let zone = RwSignal::new(utc_offset_now());
-    // The workload table's grouping (container, pod, namespace or Slurm job) and its rows.
-    let by_workload = RwSignal::new(UsageGroup::Container);
+    let zone = RwSignal::new(format::utc_offset());
     let workload_rows = RwSignal::new(Vec::<UsageRow>::new());
-    let load_workloads = move || {
-        let now = js_sys::Date::now() as u64;
-        let days = (first.get_untracked(), last.get_untracked());
-        let group = by_workload.get_untracked();
-        let Ok(query) = range_for(span.get_untracked(), now, zone.get_untracked(), (&days.0, &days.1), group) else {
-            return;
-        };
-        spawn_local(async move {
-            if let Ok(answer) = get_json::<UsageResponse>(&format!("/api/usage?{}", query.query_string())).await {
-                workload_rows.try_set(answer.rows);
+    // What every table and its CSV link ask: the range in the URL, fixed when it changes (so
+    // "today" and "last 7 days" end at the moment they were picked, or the tab was opened).
+    let asked = Memo::new(move |_| {
+        let view = usage.get();
+        let (now, offset) = (js_sys::Date::now() as u64, format::utc_offset());
+        let queries: Result<Vec<UsageQuery>, String> =
+            [UsageGroup::User, UsageGroup::Gpu, UsageGroup::UserDay, view.by]
+                .into_iter()
+                .map(|group| range_for(&view, now, offset, group))
+                .collect();
+        queries.map(|q| (q, offset))
+    });
+    // Per owner, per GPU, per owner and day, per workload: the tables' and their CSV links' queries.
+    let query_of = move |table: usize| Memo::new(move |_| asked.with(|a| a.as_ref().ok().map(|(q, _)| q[table])));
+    let (by_user, by_gpu, by_day, by_workload) = (query_of(0), query_of(1), query_of(2), query_of(3));
+    Effect::new(move |_| {
+        let (queries, offset) = match asked.get() {
+            Ok(asked) => asked,
+            Err(e) => {
+                // A custom range not yet picked in full says nothing; a wrong one says what is wrong.
+                let unpicked = usage.with_untracked(|v| v.first.is_empty() || v.last.is_empty());
+                error.set((!unpicked).then_some(e));
+                return;
             }
-        });
-    };
-    let load = move || {
-        let now = js_sys::Date::now() as u64;
-        zone.set(utc_offset_now());
-        let days = (first.get_untracked(), last.get_untracked());
-        let query = |group| range_for(span.get_untracked(), now, zone.get_untracked(), (&days.0, &days.1), group);
-        let (by_user, by_gpu, by_day) =
-            match (query(UsageGroup::User), query(UsageGroup::Gpu), query(UsageGroup::UserDay)) {
-                (Ok(u), Ok(g), Ok(d)) => (u, g, d),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
-                    error.set(Some(e));
-                    return;
-                }
-            };
-        csv.set(Some(format!("/api/usage.csv?{}", by_user.query_string())));
-        load_workloads();
+        };
+        zone.set(offset);
         spawn_local(async move {
             let get = |q: UsageQuery| async move {
                 get_json::<UsageResponse>(&format!("/api/usage?{}", q.query_string())).await
             };
-            match (get(by_user).await, get(by_gpu).await, get(by_day).await) {
-                (Ok(u), Ok(g), Ok(d)) => {
+            match (get(queries[0]).await, get(queries[1]).await, get(queries[2]).await, get(queries[3]).await) {
+                (Ok(u), Ok(g), Ok(d), Ok(w)) => {
                     answers.try_set(Some((u, g, d)));
+                    workload_rows.try_set(w.rows);
                     error.try_set(None);
                 }
-                (Err(failure), _, _) | (_, Err(failure), _) | (_, _, Err(failure)) => {
+                (Err(failure), ..) | (_, Err(failure), ..) | (_, _, Err(failure), _) | (.., Err(failure)) => {
                     error.try_set(Some(failure.message.clone()));
                     session.unauthorized(&failure);
                 }
             }
         });
-    };
-    load();
+    });
     let rows = move |pick: fn(&(UsageResponse, UsageResponse, UsageResponse)) -> &UsageResponse| {
         answers.with(|a| a.as_ref().map(|a| pick(a).rows.clone()).unwrap_or_default())
     };
@@ -137,17 +110,10 @@ pub fn UsagePage() -> impl IntoView {
                 <select
                     id="usage-range"
                     aria-label="Range"
-                    prop:value=move || match span.get() {
-                        Span::Today => "today",
-                        Span::Week => "7d",
-                        Span::Month => "30d",
-                        Span::Custom => "custom",
-                    }
+                    prop:value=move || usage.with(|v| v.span.key())
                     on:change=move |ev| {
-                        span.set(Span::parse(&event_target_value(&ev)));
-                        if span.get_untracked() != Span::Custom {
-                            load();
-                        }
+                        let span = UsageSpan::from_key(&event_target_value(&ev)).unwrap_or_default();
+                        usage.update(|v| v.span = span);
                     }
                 >
                     <option value="today">"Today"</option>
@@ -155,14 +121,15 @@ pub fn UsagePage() -> impl IntoView {
                     <option value="30d">"Last 30 days"</option>
                     <option value="custom">"Custom…"</option>
                 </select>
-                <Show when=move || span.get() == Span::Custom>
-                    <input id="usage-from" type="date" on:change=move |ev| first.set(event_target_value(&ev)) />
-                    <input id="usage-to" type="date" on:change=move |ev| last.set(event_target_value(&ev)) />
-                    <button id="usage-apply" type="button" class="small-button" on:click=move |_| load()>"Show"</button>
+                <Show when=move || usage.with(|v| v.span == UsageSpan::Custom)>
+                    <input id="usage-from" type="date" aria-label="First day" prop:value=move || first.get()
+                        on:change=move |ev| first.set(event_target_value(&ev)) />
+                    <input id="usage-to" type="date" aria-label="Last day" prop:value=move || last.get()
+                        on:change=move |ev| last.set(event_target_value(&ev)) />
+                    <button id="usage-apply" type="button" class="small-button" on:click=move |_| {
+                        usage.update(|v| (v.first, v.last) = (first.get_untracked(), last.get_untracked()));
+                    }>"Show"</button>
                 </Show>
-                <a id="usage-csv" class="small-button" href=move || csv.get().unwrap_or_default() download="">
-                    "Download CSV"
-                </a>
             </div>
             <Show when=move || error.with(Option::is_some)>
                 <p class="lab-error usage-error" role="alert">{move || error.get().unwrap_or_default()}</p>
@@ -173,20 +140,26 @@ pub fn UsagePage() -> impl IntoView {
                      and energy appear here as soon as their processes run on a GPU."
                 </p>
             </Show>
+            <div class="usage-table-head">
+                <h3>"Per owner and day"</h3>
+                <CsvLink id="usage-csv-days" what="Each owner's use per day" query=by_day />
+            </div>
             <UsageChart rows=Signal::derive(move || rows(|a| &a.2)) zone=zone />
-            <h3>"Per owner"</h3>
+            <div class="usage-table-head">
+                <h3>"Per owner"</h3>
+                <CsvLink id="usage-csv" what="Each owner's use" query=by_user />
+            </div>
             <UsageTable id="usage-users" key="Owner" rows=Signal::derive(move || rows(|a| &a.0)) />
-            <div class="section-head">
+            <div class="usage-table-head">
                 <h3>"Per workload"</h3>
                 <select
                     id="usage-workload-group"
                     aria-label="Group workloads by"
-                    prop:value=move || by_workload.get().name()
+                    prop:value=move || usage.with(|v| v.by.name())
                     on:change=move |ev| {
                         let name = event_target_value(&ev);
-                        if let Some(group) = UsageGroup::ALL.into_iter().find(|g| g.name() == name) {
-                            by_workload.set(group);
-                            load_workloads();
+                        if let Some(group) = WORKLOAD_GROUPS.into_iter().find(|g| g.name() == name) {
+                            usage.update(|v| v.by = group);
                         }
                     }
                 >
@@ -195,15 +168,19 @@ pub fn UsagePage() -> impl IntoView {
                     <option value="namespace">"Namespace"</option>
                     <option value="job">"Slurm job"</option>
                 </select>
+                <CsvLink id="usage-csv-workloads" what="Each workload's use" query=by_workload />
             </div>
             <UsageTable id="usage-workloads" key="Workload" rows=Signal::derive(move || workload_rows.get()) />
-            <h3>"Per GPU"</h3>
+            <div class="usage-table-head">
+                <h3>"Per GPU"</h3>
+                <CsvLink id="usage-csv-gpus" what="Each GPU's use" query=by_gpu />
+            </div>
             <UsageTable id="usage-gpus" key="GPU" rows=Signal::derive(move || rows(|a| &a.1)) />
             <p class="hint">
                 {move || format!(
                     "Days run from midnight to midnight in your time zone ({}). GPU-hours split a shared GPU by SM \
                      share; nothing is charged while gpudash was not running.",
-                    zone_name(zone.get()),
+                    shared::time::zone_name(zone.get()),
                 )}
             </p>
         </main>
@@ -219,22 +196,28 @@ mod tests {
     fn ranges_follow_the_picker_and_the_shared_rule() {
         const HOUR: u64 = 3_600_000;
         let now = 20_000 * DAY_MS + 5_000;
-        let utc = |span, days, group| range_for(span, now, 0, days, group);
-        let today = utc(Span::Today, ("", ""), UsageGroup::User).unwrap();
+        let view = |span, (first, last): (&str, &str)| UsageView {
+            span,
+            first: first.to_owned(),
+            last: last.to_owned(),
+            ..UsageView::default()
+        };
+        let utc = |span, days, group| range_for(&view(span, days), now, 0, group);
+        let today = utc(UsageSpan::Today, ("", ""), UsageGroup::User).unwrap();
         assert_eq!((today.from, today.to, today.utc_offset), (20_000 * DAY_MS, now + 1, 0));
-        let week = utc(Span::Week, ("", ""), UsageGroup::Gpu).unwrap();
+        let week = utc(UsageSpan::Week, ("", ""), UsageGroup::Gpu).unwrap();
         assert_eq!(week.to - week.from, 7 * DAY_MS + 1);
-        let custom = utc(Span::Custom, ("1970-01-02", "1970-01-03"), UsageGroup::User).unwrap();
+        let custom = utc(UsageSpan::Custom, ("1970-01-02", "1970-01-03"), UsageGroup::User).unwrap();
         assert_eq!((custom.from, custom.to), (DAY_MS, 3 * DAY_MS));
-        assert!(utc(Span::Custom, ("", "1970-01-03"), UsageGroup::User).unwrap_err().contains("first day"));
-        assert!(utc(Span::Custom, ("1970-01-05", "1970-01-03"), UsageGroup::User).unwrap_err().contains("before"));
-        assert!(utc(Span::Custom, ("2020-01-01", "2022-01-01"), UsageGroup::User).unwrap_err().contains("366"));
+        assert!(utc(UsageSpan::Custom, ("", "1970-01-03"), UsageGroup::User).unwrap_err().contains("first day"));
+        assert!(utc(UsageSpan::Custom, ("1970-01-05", "1970-01-03"), UsageGroup::User).unwrap_err().contains("before"));
+        assert!(utc(UsageSpan::Custom, ("2020-01-01", "2022-01-01"), UsageGroup::User).unwrap_err().contains("366"));
         // Five seconds past midnight UTC is still yesterday evening in UTC−5: "today" began 19 h ago.
-        let west = range_for(Span::Today, now, -300, ("", ""), UsageGroup::User).unwrap();
+        let west = range_for(&view(UsageSpan::Today, ("", "")), now, -300, UsageGroup::User).unwrap();
         assert_eq!((west.from, west.utc_offset), (19_999 * DAY_MS + 5 * HOUR, -300));
         assert_eq!(now - west.from, 19 * HOUR + 5_000);
-        let east = range_for(Span::Custom, now, 60, ("1970-01-02", "1970-01-02"), UsageGroup::User).unwrap();
+        let east =
+            range_for(&view(UsageSpan::Custom, ("1970-01-02", "1970-01-02")), now, 60, UsageGroup::User).unwrap();
         assert_eq!((east.from, east.to), (DAY_MS - HOUR, 2 * DAY_MS - HOUR), "a custom day is the zone's day");
-        assert_eq!((zone_name(0), zone_name(60), zone_name(-330)), ("UTC".into(), "UTC+1".into(), "UTC-5:30".into()));
     }
 }

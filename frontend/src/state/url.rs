@@ -1,11 +1,12 @@
 //! What the URL's `#fragment` holds, so that a reload or a shared link shows the same view:
-//! `#dashboard?gpu=3&sort=memory:desc&range=1h`, `#lab?gpu=2&run=12`. A bare `#lab` (the tabs' own
+//! `#dashboard?gpu=3&sort=memory:desc&range=1h`, `#lab?gpu=2&run=12`,
+//! `#usage?range=custom&from=2026-12-01&to=2026-12-04&by=pod`. A bare `#lab` (the tabs' own
 //! links) names only the tab. Every value read is checked: a bad one is left out (its default is
 //! used), never an error; unknown names are ignored.
 
 use std::collections::BTreeSet;
 
-use shared::history::HistoryRange;
+use shared::{history::HistoryRange, usage::UsageGroup};
 
 use crate::{
     components::process_sort::{Column, SortOrder},
@@ -45,6 +46,55 @@ impl Layout {
 /// The states the overview's filter offers, as the URL and the filter's `<select>` name them.
 pub const STATE_FILTERS: [&str; 6] = ["free", "busy", "held-idle", "reserved", "unhealthy", "lost"];
 
+/// The Usage tab's range choices, as the URL and the range `<select>` name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UsageSpan {
+    Today,
+    #[default]
+    Week,
+    Month,
+    /// From the start of `UsageView::first` to the end of `UsageView::last`.
+    Custom,
+}
+
+impl UsageSpan {
+    pub const ALL: [Self; 4] = [Self::Today, Self::Week, Self::Month, Self::Custom];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Today => "today",
+            Self::Week => "7d",
+            Self::Month => "30d",
+            Self::Custom => "custom",
+        }
+    }
+
+    pub fn from_key(key: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.key() == key)
+    }
+}
+
+/// The groupings the Usage tab's workload table offers (`by=`).
+pub const WORKLOAD_GROUPS: [UsageGroup; 4] =
+    [UsageGroup::Container, UsageGroup::Pod, UsageGroup::Namespace, UsageGroup::Job];
+
+/// What the Usage tab shows: its range and how the workload table groups.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageView {
+    pub span: UsageSpan,
+    /// A custom range's first and last days, `YYYY-MM-DD` in the viewer's zone (empty until picked).
+    pub first: String,
+    pub last: String,
+    /// The workload table's grouping, one of `WORKLOAD_GROUPS`.
+    pub by: UsageGroup,
+}
+
+impl Default for UsageView {
+    fn default() -> Self {
+        Self { span: UsageSpan::Week, first: String::new(), last: String::new(), by: UsageGroup::Container }
+    }
+}
+
 /// Everything a link restores. `Default` is the page as it first opens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UrlView {
@@ -65,6 +115,8 @@ pub struct UrlView {
     /// Lab: the GPU picked (`gpu=2`) and the run shown (`run=12`).
     pub lab_gpu: Option<u32>,
     pub run: Option<u64>,
+    /// Usage: the range (`range=30d`, or `range=custom&from=…&to=…`) and the workload grouping (`by=pod`).
+    pub usage: UsageView,
 }
 
 impl Default for UrlView {
@@ -81,6 +133,7 @@ impl Default for UrlView {
             owner: None,
             lab_gpu: None,
             run: None,
+            usage: UsageView::default(),
         }
     }
 }
@@ -114,6 +167,22 @@ impl UrlView {
             Tab::Lab => {
                 pairs.extend(self.lab_gpu.map(|g| ("gpu", g.to_string())));
                 pairs.extend(self.run.map(|r| ("run", r.to_string())));
+            }
+            Tab::Usage => {
+                let usage = &self.usage;
+                if usage.span != UsageSpan::default() {
+                    pairs.push(("range", usage.span.key().to_owned()));
+                }
+                if usage.span == UsageSpan::Custom {
+                    pairs.extend(
+                        [("from", usage.first.clone()), ("to", usage.last.clone())]
+                            .into_iter()
+                            .filter(|(_, d)| !d.is_empty()),
+                    );
+                }
+                if usage.by != UsageView::default().by {
+                    pairs.push(("by", usage.by.name().to_owned()));
+                }
             }
             _ => {}
         }
@@ -157,9 +226,21 @@ impl UrlView {
             (Tab::Dashboard, "owner") => self.owner = name(),
             (Tab::Lab, "gpu") => self.lab_gpu = value.parse().ok(),
             (Tab::Lab, "run") => self.run = value.parse().ok(),
+            (Tab::Usage, "range") => self.usage.span = UsageSpan::from_key(value).unwrap_or_default(),
+            (Tab::Usage, "from") => self.usage.first = day(value).unwrap_or_default(),
+            (Tab::Usage, "to") => self.usage.last = day(value).unwrap_or_default(),
+            (Tab::Usage, "by") => {
+                self.usage.by =
+                    WORKLOAD_GROUPS.into_iter().find(|g| g.name() == value).unwrap_or(UsageGroup::Container);
+            }
             _ => {}
         }
     }
+}
+
+/// A `YYYY-MM-DD` day that exists (the Usage tab's custom range); `None` for anything else.
+fn day(value: &str) -> Option<String> {
+    (value.len() == 10 && shared::time::parse_date(value, 0).is_some()).then(|| value.to_owned())
 }
 
 /// "3,5" as a set of GPU indexes; `None` for anything else.
@@ -253,6 +334,21 @@ mod tests {
         let lab = UrlView { tab: Tab::Lab, lab_gpu: Some(2), run: Some(41), ..UrlView::default() };
         assert_eq!(lab.encode(), "#lab?gpu=2&run=41");
         assert_eq!(UrlView::parse(&lab.encode()), lab);
+        let usage = UsageView {
+            span: UsageSpan::Custom,
+            first: "2026-12-01".into(),
+            last: "2026-12-04".into(),
+            by: UsageGroup::Pod,
+        };
+        let usage = UrlView { tab: Tab::Usage, usage, ..UrlView::default() };
+        assert_eq!(usage.encode(), "#usage?range=custom&from=2026-12-01&to=2026-12-04&by=pod");
+        assert_eq!(UrlView::parse(&usage.encode()), usage);
+        let month = UrlView {
+            tab: Tab::Usage,
+            usage: UsageView { span: UsageSpan::Month, ..UsageView::default() },
+            ..UrlView::default()
+        };
+        assert_eq!(month.encode(), "#usage?range=30d", "a custom range's days only with it");
         for tab in Tab::ALL {
             let plain = UrlView { tab, ..UrlView::default() };
             assert_eq!(plain.encode(), format!("#{}", tab.key()), "a tab alone is its bare key");
@@ -280,6 +376,11 @@ mod tests {
             UrlView { tab: Tab::Lab, ..UrlView::default() }
         );
         assert_eq!(UrlView::parse("#nowhere?gpu=1").tab, Tab::Dashboard);
+        assert_eq!(
+            UrlView::parse("#usage?range=1y&from=2026-02-30&to=yesterday&by=user"),
+            UrlView { tab: Tab::Usage, ..UrlView::default() },
+            "no such range, day or workload grouping"
+        );
         let long = format!("#dashboard?user={}", "a".repeat(MAX_NAME + 1));
         assert_eq!(UrlView::parse(&long).filter.user, None);
         let many = (0..300).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
