@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use shared::alerts::{AlertsResponse, SubscriptionKind, SubscriptionsResponse};
 
 use crate::browser::{eventually, js, texts, with_browser};
-use crate::support::{TestServer, get_json};
+use crate::support::{TestServer, eventually_every, get_json};
 
 /// GPU 1 falls off the bus this long after the first sample: time for the browser to
 /// start and the test to subscribe first (the test fails, saying so, if it did not).
@@ -195,21 +195,33 @@ async fn every_rule_has_its_row_on_the_alerts_tab() {
             missing
         };
         eventually(60, "a row for every rule on its GPU", || async { missing().await.is_empty().then_some(()) }).await;
-        let row = texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.remove(0);
+        // Rows re-render as alerts fire and resolve: a row read mid-render reads empty, so read again.
+        let row = eventually(20, "the XID row's text", || async {
+            texts(&c, "li.alert-row[data-rule=xid][data-gpu='2']").await.into_iter().find(|t| !t.is_empty())
+        })
+        .await;
         assert!(row.contains("XID") && row.contains("13"), "the XID row names its code: {row}");
         // Issue 56, item 5: "fired" says its date in the page's one format, whose zone is named once.
-        let fired: Vec<String> = texts(&c, "li.alert-row .alert-time").await;
-        let today = shared::time_axis::Civil::at(gpudash::telemetry::now_ms(), offset_ms(&c).await).date();
-        let yesterday = shared::time_axis::Civil::at(
-            gpudash::telemetry::now_ms() - shared::time::DAY_MS,
-            offset_ms(&c).await,
+        let offset = offset_ms(&c).await;
+        let now = gpudash::telemetry::now_ms();
+        let days = [now, now - shared::time::DAY_MS]
+            .map(|ms| format!("fired {} ", shared::time_axis::Civil::at(ms, offset).date()));
+        eventually_every(
+            20,
+            std::time::Duration::from_millis(100),
+            "every row's fired time dated today or yesterday",
+            || async {
+                let fired: Vec<String> = texts(&c, "li.alert-row .alert-time").await;
+                let read = !fired.is_empty() && fired.iter().all(|t| !t.is_empty());
+                let dated = fired.iter().all(|t| days.iter().any(|d| t.starts_with(d.as_str())));
+                match (read, dated) {
+                    (true, true) => Ok(()),
+                    (true, false) => panic!("a fired time is not dated {days:?}: {fired:?}"),
+                    (false, _) => Err(fired),
+                }
+            },
         )
-        .date();
-        assert!(
-            !fired.is_empty()
-                && fired.iter().all(|t| t.starts_with(&format!("fired {today} ")) || t.starts_with(&format!("fired {yesterday} "))),
-            "{fired:?}"
-        );
+        .await;
         assert!(texts(&c, ".alerts-zone").await.concat().starts_with("Times in UTC"), "the zone is named");
     })
     .await;

@@ -24,7 +24,7 @@ pub fn Meter(
             aria-valuenow=move || format!("{:.0}", shown())
             aria-valuetext=text
         >
-            <div class=format!("{class}-fill") style:width=move || format!("{:.1}%", shown())></div>
+            <div class=format!("{class}-fill") style:transform=move || format!("scaleX({:.3})", shown() / 100.0)></div>
         </div>
     }
 }

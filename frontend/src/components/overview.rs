@@ -251,7 +251,7 @@ fn Bar(label: String, percent: Signal<Option<f64>>, text: Signal<String>) -> imp
                 aria-valuenow=move || format!("{:.0}", clamped())
                 aria-valuetext=move || text.get()
             >
-                <div class="ov-bar-fill" style:width=move || format!("{:.1}%", clamped())></div>
+                <div class="ov-bar-fill" style:transform=move || format!("scaleX({:.3})", clamped() / 100.0)></div>
             </div>
             <span class="ov-bar-text">{move || text.get()}</span>
         </div>
