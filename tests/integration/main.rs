@@ -18,6 +18,7 @@ mod bridge;
 mod bridge_allocator;
 mod browser;
 mod browser_a11y;
+mod browser_alert_forms;
 mod browser_alerts;
 mod browser_auth;
 mod browser_bookings;
