@@ -210,7 +210,10 @@ async fn every_rule_has_its_row_on_the_alerts_tab() {
             std::time::Duration::from_millis(100),
             "every row's fired time dated today or yesterday",
             || async {
-                let fired: Vec<String> = texts(&c, "li.alert-row .alert-time").await;
+                // textContent: a group card's own rows sit in its closed "Each of the N alerts" fold,
+                // where WebDriver's visible text is empty.
+                let all = "return [...document.querySelectorAll('li.alert-row .alert-time')].map(e => e.textContent)";
+                let fired: Vec<String> = serde_json::from_value(js(&c, all).await).unwrap_or_default();
                 let read = !fired.is_empty() && fired.iter().all(|t| !t.is_empty());
                 let dated = fired.iter().all(|t| days.iter().any(|d| t.starts_with(d.as_str())));
                 match (read, dated) {

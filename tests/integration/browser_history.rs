@@ -9,7 +9,7 @@ use gpudash::telemetry::simulator::Simulator;
 use serde_json::{Value, json};
 
 use crate::browser::{eventually, js, save_screenshot, texts, with_browser};
-use crate::support::TestServer;
+use crate::support::{TestServer, eventually_every};
 
 const GPUS: u32 = 4;
 
@@ -195,6 +195,79 @@ async fn history_reads_like_grafana_one_chart_per_metric_with_every_gpu() {
         let rows = hover_memory(&c, 0.3).await;
         assert_eq!(rows.len(), GPUS as usize, "{rows:?}");
         save_screenshot(&c, "history-7d.png").await;
+    })
+    .await;
+    server.stop().await;
+}
+
+/// Each chart's legend as `[GPU, swatch colour]` pairs, chart by chart.
+async fn legends(c: &Client) -> Vec<Vec<(u64, String)>> {
+    let found = js(
+        c,
+        "return [...document.querySelectorAll('figure.history-cell')].map(f => \
+         [...f.querySelectorAll('.history-legend button')].map(b => \
+         [+b.dataset.index, getComputedStyle(b.querySelector('.history-swatch')).backgroundColor]))",
+    )
+    .await;
+    serde_json::from_value(found).unwrap_or_default()
+}
+
+/// Issue 56: past eight GPUs every chart draws the same eight (the top by one figure, utilization
+/// unless `#history-rank` picks another, kept in the URL as `lines=`), each in the same colour in every
+/// chart, so a colour means one GPU all down the section; the legend says what ranked them. (A GPU
+/// keeps its colour while it stays among the lines: `LineColors`' unit test.)
+#[tokio::test]
+async fn many_gpus_draw_the_same_lines_in_the_same_colours_in_every_chart() {
+    const MANY: u32 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_history(MANY, 250, dir.path()).await;
+    let url = server.url("/");
+    // Tall enough for every chart to be on screen, where charts draw (one off screen keeps what it drew).
+    with_browser(1440, 2200, |c| async move {
+        c.goto(&url).await.unwrap();
+        // Past eight GPUs the History section is folded: opened, as a reader does.
+        eventually(20, "the History fold", || async {
+            js(
+                &c,
+                "const h = document.querySelector('#fold-history'); if (!h) return false; \
+                 h.open = true; h.scrollIntoView(); return true",
+            )
+            .await
+            .as_bool()
+            .filter(|b| *b)
+        })
+        .await;
+        let agreed = |ranked_by: &'static str| {
+            let c = c.clone();
+            async move {
+                let what = format!("every legend naming the same eight GPUs by {ranked_by}");
+                eventually_every(30, std::time::Duration::from_millis(250), &what, || async {
+                    let all = legends(&c).await;
+                    let others = texts(&c, "figure.history-cell .history-others").await;
+                    let first = all.first().cloned().unwrap_or_default();
+                    let colours: std::collections::BTreeSet<&String> = first.iter().map(|(_, k)| k).collect();
+                    let agreed = all.len() == 7
+                        && first.len() == 8
+                        && colours.len() == 8
+                        && all.iter().all(|l| *l == first)
+                        && others.len() == 7
+                        && others.iter().all(|o| *o == format!("+ 12 others (top 8 by {ranked_by} shown)"));
+                    if agreed { Ok(()) } else { Err((all, others)) }
+                })
+                .await
+            }
+        };
+        agreed("GPU utilization").await;
+        js(
+            &c,
+            "const s = document.getElementById('history-rank'); s.value = 'temperature'; \
+             s.dispatchEvent(new Event('change', {bubbles: true}));",
+        )
+        .await;
+        agreed("Temperature").await;
+        save_screenshot(&c, "history-many.png").await;
+        let hash = js(&c, "return location.hash").await;
+        assert!(hash.as_str().is_some_and(|h| h.contains("lines=temperature")), "kept in the URL: {hash}");
     })
     .await;
     server.stop().await;

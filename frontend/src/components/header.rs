@@ -42,7 +42,18 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
                 <AlertsBadge tab=tab />
             </Show>
             <Show when=has_host>
-                <dl class="host-facts">
+                // The facts that do not fit the row are cut off (style/00-base.css): all of them on hover.
+                <dl
+                    class="host-facts"
+                    title=host_text(|h| {
+                        format!(
+                            "host {} · driver {} · CUDA {}",
+                            h.hostname,
+                            or_na(h.driver_version.clone(), |v| v),
+                            or_na(h.cuda_driver_version.clone(), |v| v)
+                        )
+                    })
+                >
                     <div>
                         <dt>"host"</dt>
                         <dd id="hostname">{host_text(|h| h.hostname.clone())}</dd>

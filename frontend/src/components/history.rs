@@ -3,13 +3,14 @@
 //! server keeps no history.
 
 use leptos::prelude::*;
+use shared::history::Metric;
 
 use crate::{
     components::history_chart::HistoryChart,
     hooks::{history::use_history, theme::Theme, url::ViewSignals},
     state::{
         DashboardState,
-        history::{CHARTED, HistoryRange},
+        history::{CHARTED, HistoryRange, LineColors, RANK_BY, TOP_LINES, top_lines},
     },
 };
 
@@ -26,7 +27,23 @@ pub fn HistorySection(
     let range_signal = view.map_or_else(|| RwSignal::new(HistoryRange::FiveMinutes), |v| v.range);
     let (range, set_range) = (range_signal.read_only(), range_signal.write_only());
     let shown = view.map_or_else(|| RwSignal::new(None::<u32>), |v| v.drill);
+    let rank_by = view.map_or_else(|| RwSignal::new(RANK_BY), |v| v.rank);
     let feed = use_history(state, range, history_on);
+    // The lines every chart draws: every GPU, or past eight the top ones by `rank_by`'s latest
+    // figure (the GPU picker reaches the others), or the one drilled down to. One set for every
+    // chart, so that a colour means one GPU all down the section.
+    let lines = Memo::new(move |_| match shown.get() {
+        Some(one) => vec![one],
+        None => {
+            let metric = rank_by.get();
+            indices.with(|all| {
+                feed.set.with(|set| top_lines(all, |i| set.series(i, metric)?.points().last().map(|p| p.avg)))
+            })
+        }
+    });
+    let colors = Memo::new(move |before: Option<&LineColors>| {
+        before.cloned().unwrap_or_default().next(&lines.get(), indices.with(Vec::len))
+    });
 
     view! {
         <section id="history" class="section" aria-labelledby="history-title">
@@ -35,6 +52,9 @@ pub fn HistorySection(
                 <Show when=move || history_on.get()>
                     <RangePicker range=range set_range=set_range />
                     <GpuPicker indices=indices shown=shown />
+                    <Show when=move || { indices.with(Vec::len) > TOP_LINES }>
+                        <RankPicker rank_by=rank_by />
+                    </Show>
                     // The time axes' zone, named once for every chart.
                     <span class="times-zone history-zone">{crate::components::format::zone_caption()}</span>
                 </Show>
@@ -65,6 +85,9 @@ pub fn HistorySection(
                                     theme=theme
                                     feed=feed
                                     shown=shown
+                                    lines=lines
+                                    colors=colors
+                                    rank_by=rank_by.read_only()
                                 />
                             }
                         })
@@ -117,6 +140,31 @@ fn GpuPicker(indices: Memo<Vec<u32>>, shown: RwSignal<Option<u32>>) -> impl Into
                 <For each=move || indices.get() key=|index| *index let:index>
                     <option value=index.to_string()>{index.to_string()}</option>
                 </For>
+            </select>
+        </label>
+    }
+}
+
+/// `#history-rank`: past eight GPUs, which figure picks the lines every chart draws.
+#[component]
+fn RankPicker(rank_by: RwSignal<Metric>) -> impl IntoView {
+    view! {
+        <label class="history-rank-picker">
+            {format!("Lines: top {TOP_LINES} by ")}
+            <select
+                id="history-rank"
+                prop:value=move || rank_by.get().name()
+                on:change=move |ev| {
+                    let name = event_target_value(&ev);
+                    if let Some(metric) = CHARTED.into_iter().find(|m| m.name() == name) {
+                        rank_by.set(metric);
+                    }
+                }
+            >
+                {CHARTED
+                    .into_iter()
+                    .map(|metric| view! { <option value=metric.name()>{metric.label()}</option> })
+                    .collect_view()}
             </select>
         </label>
     }

@@ -20,7 +20,7 @@ use crate::{
     },
     state::{
         DashboardState,
-        history::{HistoryRange, TOP_LINES, color_slot, top_lines},
+        history::{HistoryRange, LineColors, TOP_LINES},
     },
 };
 
@@ -49,39 +49,31 @@ pub fn HistoryChart(
     theme: ReadSignal<Theme>,
     feed: HistoryFeed,
     shown: RwSignal<Option<u32>>,
+    /// The GPUs every chart draws now, in their colours (`HistorySection` picks them).
+    lines: Memo<Vec<u32>>,
+    colors: Memo<LineColors>,
+    rank_by: ReadSignal<Metric>,
 ) -> impl IntoView {
     let canvas_ref = NodeRef::<html::Canvas>::new();
     let box_size = use_box_size(canvas_ref);
-    // Every GPU, or for many the top lines by their latest figure (the rest are "others", the
-    // GPU picker reaches any of them); or the one drilled down to. Ranked now, from what the feed holds.
-    let rank = move || match shown.get_untracked() {
-        Some(one) => vec![one],
-        None => indices.with_untracked(|all| {
-            feed.set.with_untracked(|set| top_lines(all, |i| set.series(i, metric)?.points().last().map(|p| p.avg)))
-        }),
-    };
-    // Ranked again when the range's answer comes or the choice of GPUs changes, not at every live tick:
-    // until the chart draws (below the fold it may not for long) its legend names these.
-    let ranked = Memo::new(move |_| {
-        shown.track();
-        indices.track();
-        feed.answers.track();
-        rank()
-    });
-    let gpus = Memo::new(move |_| indices.with(Vec::len));
     let ceiling_of = move |lines: &[u32]| {
         state.with_untracked(|s| lines.iter().filter_map(|&i| y_ceiling(s, i, metric)).reduce(f64::max))
     };
     // What redraws at once when it changes (a device's limit); each draw scales to the lines it draws.
     let ceiling = Memo::new(move |_| {
         state.track();
-        ranked.with(|lines| ceiling_of(lines))
+        lines.with(|lines| ceiling_of(lines))
     });
     let drawn = StoredValue::new(None::<Drawn>);
     // The lines the canvas shows, set at each draw: the legend and the tooltip name these, not the
-    // top lines of the latest tick (which change between draws, and rebuilt the legend at every tick).
-    let drawn_lines = RwSignal::new(None::<Vec<u32>>);
-    let shown_lines = Memo::new(move |_| drawn_lines.get().unwrap_or_else(|| ranked.get()));
+    // top lines of the latest tick (which change between draws, and rebuilt the legend at every tick);
+    // until the chart draws (below the fold it may not for long) its legend names the top lines. Their
+    // colours too are those of the draw: a chart off screen keeps the lines and colours it drew.
+    let drawn_lines = RwSignal::new(None::<(Vec<u32>, LineColors)>);
+    let shown_lines =
+        Memo::new(move |_| drawn_lines.with(|d| d.as_ref().map(|(l, _)| l.clone())).unwrap_or_else(|| lines.get()));
+    let shown_colors =
+        Memo::new(move |_| drawn_lines.with(|d| d.as_ref().map(|(_, c)| c.clone())).unwrap_or_else(|| colors.get()));
     let hover = RwSignal::new(None::<Hover>);
     // A drill-down or another range redraws the chart: the crosshair's time and values no longer
     // hold, and with the pointer resting on the plot no mouseleave would ever clear them.
@@ -103,11 +95,11 @@ pub fn HistoryChart(
             ceiling: ceiling.get(),
             answers: feed.answers.get(),
             shown: shown.get(),
+            rank: rank_by.get(),
         };
-        ranked.track();
         feed.set.track();
         // The top lines of this tick: what a draw now shows, and whose newest bucket says if one is due.
-        let lines = rank();
+        let lines = lines.get();
         if !on_screen.get() {
             pacer.off_screen();
             return;
@@ -127,9 +119,10 @@ pub fn HistoryChart(
             return;
         }
         drawn_bucket = newest;
+        let colors_now = colors.get_untracked();
         let result = feed.set.with_untracked(|set| {
-            // Each line in its colour slot (distinct among the lines drawn; `color_slot`).
-            let slot = |i: u32| color_slot(i, &lines, gpus.get_untracked()) as u32;
+            // Each line in its colour slot (distinct among the lines drawn, the same in every chart).
+            let slot = |i: u32| colors_now.of(i) as u32;
             let series: Vec<_> = lines.iter().filter_map(|&i| Some((slot(i), set.series(i, metric)?))).collect();
             draw(&canvas, size, &series, metric, key.range, ceiling_of(&lines), now)
         });
@@ -140,8 +133,9 @@ pub fn HistoryChart(
                 let _ = canvas.set_attribute("data-draws", &draws.to_string());
                 let _ = canvas.set_attribute("data-points", &done.points.to_string());
                 let _ = canvas.set_attribute("data-lines", &lines.len().to_string());
-                if drawn_lines.with_untracked(|d| d.as_ref() != Some(&lines)) {
-                    drawn_lines.set(Some(lines));
+                let now_drawn = (lines, colors_now);
+                if drawn_lines.with_untracked(|d| d.as_ref() != Some(&now_drawn)) {
+                    drawn_lines.set(Some(now_drawn));
                 }
             }
             Err(err) => logging::warn!("gpudash: cannot draw the {} history: {err}", metric.name()),
@@ -197,11 +191,11 @@ pub fn HistoryChart(
                     on:mouseleave=move |_| hover.set(None)
                 ></canvas>
                 {move || {
-                    let slot = |i: u32| shown_lines.with_untracked(|v| color_slot(i, v, gpus.get_untracked()));
+                    let slot = |i: u32| shown_colors.with_untracked(|c| c.of(i));
                     hover.get().map(|h| tooltip(&h, &slot))
                 }}
             </div>
-            <Legend indices=indices visible=shown_lines shown=shown metric=metric />
+            <Legend indices=indices visible=shown_lines colors=shown_colors shown=shown metric=metric rank_by=rank_by />
         </figure>
     }
 }
@@ -241,8 +235,10 @@ fn tooltip(hover: &Hover, slot: &dyn Fn(u32) -> usize) -> impl IntoView + use<> 
 fn Legend(
     indices: Memo<Vec<u32>>,
     visible: Memo<Vec<u32>>,
+    colors: Memo<LineColors>,
     shown: RwSignal<Option<u32>>,
     metric: Metric,
+    rank_by: ReadSignal<Metric>,
 ) -> impl IntoView {
     // For many GPUs, a chip per line drawn; the others are counted.
     let chips = Memo::new(move |_| {
@@ -257,7 +253,7 @@ fn Legend(
                     let pressed = move || shown.get() == Some(index);
                     let hidden = move || shown.get().is_some_and(|one| one != index);
                     let color = move || {
-                        let slot = visible.with(|v| color_slot(index, v, indices.with(Vec::len)));
+                        let slot = colors.with(|c| c.of(index));
                         format!("background: {}", SERIES_COLORS[slot % SERIES_COLORS.len()])
                     };
                     view! {
@@ -279,7 +275,7 @@ fn Legend(
             </For>
             <Show when=move || { others() > 0 && shown.get().is_none() }>
                 <li class="history-others" title="Pick one in the GPU list above to see it">
-                    {move || format!("+ {} others (top {TOP_LINES} by {} shown)", others(), metric.label())}
+                    {move || format!("+ {} others (top {TOP_LINES} by {} shown)", others(), rank_by.get().label())}
                 </li>
             </Show>
         </ul>
@@ -296,4 +292,6 @@ struct DrawKey {
     ceiling: Option<f64>,
     answers: u32,
     shown: Option<u32>,
+    /// What picks the lines: another choice redraws at once.
+    rank: Metric,
 }

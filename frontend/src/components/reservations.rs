@@ -196,7 +196,7 @@ fn ReservationForm(state: ReadSignal<DashboardState>) -> impl IntoView {
                                 });
                             }
                         />
-                        {format!(" GPU {index}")}
+                        {format!("GPU {index}")}
                     </label>
                 </For>
             </fieldset>

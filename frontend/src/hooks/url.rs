@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use leptos::{ev, prelude::*};
+use shared::history::Metric;
 use wasm_bindgen::JsValue;
 
 use crate::{
@@ -26,6 +27,8 @@ pub struct ViewSignals {
     pub sort: RwSignal<SortOrder>,
     pub range: RwSignal<HistoryRange>,
     pub drill: RwSignal<Option<u32>>,
+    /// What ranks the History lines past eight GPUs.
+    pub rank: RwSignal<Metric>,
     pub layout: RwSignal<Layout>,
     pub state: RwSignal<Option<String>>,
     pub owner: RwSignal<Option<String>>,
@@ -47,6 +50,7 @@ impl ViewSignals {
             sort: self.sort.get(),
             range: self.range.get(),
             drill: self.drill.get(),
+            rank: self.rank.get(),
             layout: self.layout.get(),
             state: self.state.get(),
             owner: self.owner.get(),
@@ -71,6 +75,7 @@ impl ViewSignals {
                 put(self.sort, view.sort);
                 put(self.range, view.range);
                 put(self.drill, view.drill);
+                put(self.rank, view.rank);
                 put(self.layout, view.layout);
                 put(self.state, view.state);
                 put(self.owner, view.owner);
@@ -120,6 +125,7 @@ pub fn use_url_view(run: RwSignal<Option<u64>>) -> ViewSignals {
         sort: RwSignal::new(first.sort),
         range: RwSignal::new(first.range),
         drill: RwSignal::new(first.drill),
+        rank: RwSignal::new(first.rank),
         layout: RwSignal::new(first.layout),
         state: RwSignal::new(first.state.clone()),
         owner: RwSignal::new(first.owner.clone()),

@@ -185,10 +185,45 @@ pub fn top_lines(all: &[u32], value: impl Fn(u32) -> Option<f64>) -> Vec<u32> {
     top
 }
 
-/// Line `index`'s colour among `lines`: the GPU's own while there are no more GPUs than colours
-/// (`gpus`), else its place among the lines drawn, so that no two lines share one.
-pub fn color_slot(index: u32, lines: &[u32], gpus: usize) -> usize {
-    if gpus <= TOP_LINES { index as usize } else { lines.iter().position(|&l| l == index).unwrap_or(0) }
+/// What ranks the lines every History chart draws when there are more GPUs than colours
+/// (`lines=` in the URL names another of [`CHARTED`]).
+pub const RANK_BY: Metric = Metric::GpuUtil;
+
+/// The colour slot of each line drawn, shared by every History chart. While there are no more GPUs
+/// than colours a GPU has its own (its index); past that, a GPU keeps the slot it was given for as
+/// long as it stays among the lines, so a colour means one GPU in every chart and from one ranking
+/// to the next, and a GPU joining the lines takes the lowest slot left free.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LineColors {
+    /// `(GPU, slot)` of the lines drawn past [`TOP_LINES`] GPUs; empty for fewer.
+    slots: Vec<(u32, usize)>,
+}
+
+impl LineColors {
+    /// The slots for `lines` (of `gpus` GPUs in all), keeping the ones these lines already had.
+    #[must_use]
+    pub fn next(&self, lines: &[u32], gpus: usize) -> Self {
+        if gpus <= TOP_LINES {
+            return Self::default();
+        }
+        let mut slots: Vec<(u32, usize)> = self.slots.iter().copied().filter(|(i, _)| lines.contains(i)).collect();
+        for &line in lines {
+            if slots.iter().all(|&(i, _)| i != line) {
+                let free = (0..).find(|s| slots.iter().all(|&(_, taken)| taken != *s)).unwrap_or(0);
+                slots.push((line, free));
+            }
+        }
+        Self { slots }
+    }
+
+    /// GPU `index`'s slot (its own index while there are no more GPUs than colours).
+    pub fn of(&self, index: u32) -> usize {
+        if self.slots.is_empty() {
+            index as usize
+        } else {
+            self.slots.iter().find(|&&(i, _)| i == index).map_or(0, |&(_, slot)| slot)
+        }
+    }
 }
 
 #[cfg(test)]
@@ -273,10 +308,30 @@ mod tests {
                 .into_iter()
                 .collect::<Vec<_>>()
         );
-        let slots: std::collections::BTreeSet<usize> = top.iter().map(|&i| color_slot(i, &top, 64)).collect();
+        let colors = LineColors::default().next(&top, 64);
+        let slots: std::collections::BTreeSet<usize> = top.iter().map(|&i| colors.of(i)).collect();
         assert_eq!(slots.len(), TOP_LINES, "no two lines share a colour");
-        assert_eq!(color_slot(5, &[5], 8), 5, "a few GPUs keep their own colour, drilled down too");
+        let few = LineColors::default().next(&[5], 8);
+        assert_eq!(few.of(5), 5, "a few GPUs keep their own colour, drilled down too");
         let unknown = top_lines(&many, |i| (i == 40).then_some(f64::NAN).or((i == 3).then_some(1.0)));
         assert_eq!(unknown, [0, 1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn a_gpu_keeps_its_colour_while_it_stays_among_the_lines() {
+        let first = LineColors::default().next(&[3, 10, 20, 30, 40, 50, 60, 63], 64);
+        assert_eq!((first.of(3), first.of(63)), (0, 7), "first given in index order");
+        // 10 leaves and 5 joins (it sorts first): the others keep theirs, 5 takes 10's slot.
+        let second = first.next(&[3, 5, 20, 30, 40, 50, 60, 63], 64);
+        assert_eq!(second.of(5), first.of(10), "the slot left free");
+        for gpu in [3, 20, 30, 40, 50, 60, 63] {
+            assert_eq!(second.of(gpu), first.of(gpu), "GPU {gpu} keeps its colour");
+        }
+        // Drilled down to one GPU and back: it keeps its colour, the others take the lowest free.
+        let one = second.next(&[40], 64);
+        assert_eq!(one.of(40), second.of(40));
+        let back = one.next(&[3, 5, 20, 30, 40, 50, 60, 63], 64);
+        let slots: std::collections::BTreeSet<usize> = [3, 5, 20, 30, 40, 50, 60, 63].map(|g| back.of(g)).into();
+        assert_eq!((back.of(40), slots.len()), (second.of(40), TOP_LINES), "distinct again, 40 unchanged");
     }
 }

@@ -6,12 +6,18 @@
 
 use std::collections::BTreeSet;
 
-use shared::{history::HistoryRange, usage::UsageGroup};
+use shared::{
+    history::{HistoryRange, Metric},
+    usage::UsageGroup,
+};
 
 use crate::{
     components::process_sort::{Column, SortOrder},
     pages::Tab,
-    state::process_filter::ProcessFilter,
+    state::{
+        history::{CHARTED, RANK_BY},
+        process_filter::ProcessFilter,
+    },
 };
 
 /// The most GPU cards a link opens (more is taken as a bad value).
@@ -108,6 +114,8 @@ pub struct UrlView {
     /// Dashboard: the History range (`range=1h`) and the GPU drilled down to (`history=3`).
     pub range: HistoryRange,
     pub drill: Option<u32>,
+    /// Dashboard: what ranks the History lines past eight GPUs (`lines=temperature`).
+    pub rank: Metric,
     /// Dashboard: table or grid (`layout=grid`), and the overview's filter (`state=free`, `owner=ana`).
     pub layout: Layout,
     pub state: Option<String>,
@@ -128,6 +136,7 @@ impl Default for UrlView {
             sort: SortOrder::default(),
             range: HistoryRange::FiveMinutes,
             drill: None,
+            rank: RANK_BY,
             layout: Layout::Auto,
             state: None,
             owner: None,
@@ -158,6 +167,9 @@ impl UrlView {
                     pairs.push(("range", self.range.key().to_owned()));
                 }
                 pairs.extend(self.drill.map(|g| ("history", g.to_string())));
+                if self.rank != RANK_BY {
+                    pairs.push(("lines", self.rank.name().to_owned()));
+                }
                 if self.layout != Layout::Auto {
                     pairs.push(("layout", self.layout.key().to_owned()));
                 }
@@ -221,6 +233,9 @@ impl UrlView {
                 self.range = HistoryRange::from_key(value).unwrap_or(HistoryRange::FiveMinutes);
             }
             (Tab::Dashboard, "history") => self.drill = value.parse().ok(),
+            (Tab::Dashboard, "lines") => {
+                self.rank = CHARTED.into_iter().find(|m| m.name() == value).unwrap_or(RANK_BY);
+            }
             (Tab::Dashboard, "layout") => self.layout = Layout::from_key(value).unwrap_or_default(),
             (Tab::Dashboard, "state") => self.state = STATE_FILTERS.contains(&value).then(|| value.to_owned()),
             (Tab::Dashboard, "owner") => self.owner = name(),
@@ -318,6 +333,7 @@ mod tests {
             sort: SortOrder { column: Column::User, descending: true },
             range: HistoryRange::Hour,
             drill: Some(5),
+            rank: Metric::Temperature,
             layout: Layout::Grid,
             state: Some("held-idle".into()),
             owner: Some("bo".into()),
@@ -362,13 +378,14 @@ mod tests {
         assert_eq!(view.cards, [3].into());
         assert_eq!(view.sort, SortOrder::default());
         assert_eq!(view.range, HistoryRange::Hour);
+        assert_eq!(UrlView::parse("#dashboard?lines=power_draw").rank, Metric::PowerDraw);
         assert_eq!(UrlView::parse("dashboard?sort=user").sort, SortOrder { column: Column::User, descending: false });
         assert_eq!(UrlView::parse("#processes"), UrlView::default(), "the skip link's target is on the dashboard");
     }
 
     #[test]
     fn bad_values_are_left_at_their_defaults() {
-        let bad = "#dashboard?gpu=3,x&on=-1&sort=memory:sideways&range=2y&history=all&layout=3d&state=happy\
+        let bad = "#dashboard?gpu=3,x&on=-1&sort=memory:sideways&range=2y&history=all&lines=mem_clock&layout=3d&state=happy\
                    &user=%ZZ&workload=%FF&owner=&run=5&=1&novalue&%%%&user=a%0Ab";
         assert_eq!(UrlView::parse(bad), UrlView::default());
         assert_eq!(
