@@ -254,7 +254,7 @@ async fn many_gpus_draw_the_same_lines_in_the_same_colours_in_every_chart() {
                         && others.iter().all(|o| *o == format!("+ 12 others (top 8 by {ranked_by} shown)"));
                     if agreed { Ok(()) } else { Err((all, others)) }
                 })
-                .await
+                .await;
             }
         };
         agreed("GPU utilization").await;
