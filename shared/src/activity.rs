@@ -132,16 +132,14 @@ pub fn idle_memory(processes: &[&GpuProcess]) -> u64 {
 pub const HIGH_UTIL_PERCENT: u32 = 30;
 
 /// Why a process on a GPU at `util` % with `sm_active` % SM activity is judged idle although its
-/// util reads high, held for `idle_ms`: "util 98% but SM activity 0.3% for 31m: tiny kernels or
-/// a spin loop?". `None` when util is low (idle on every figure) or unknown. The page's row and
-/// the idle alert both say it.
-pub fn idle_despite_util(util: Option<u32>, sm_active: Option<f64>, idle_ms: u64) -> Option<String> {
+/// util reads high, held as `held` says ("for 31m" on the live page, "since 2026-12-06 02:40 UTC"
+/// in an alert, which must not freeze): "util 98% but SM activity 0.3% for 31m: tiny kernels or a
+/// spin loop?". `None` when util is low (idle on every figure) or unknown. The page's row and the
+/// idle alert both say it.
+pub fn idle_despite_util(util: Option<u32>, sm_active: Option<f64>, held: &str) -> Option<String> {
     let util = util.filter(|&u| u >= HIGH_UTIL_PERCENT)?;
     let sm = sm_active.map_or_else(|| "below 1%".to_owned(), |sm| format!("{sm:.1}%"));
-    Some(format!(
-        "util {util}% but SM activity {sm} for {}: tiny kernels or a spin loop?",
-        crate::time::duration(idle_ms)
-    ))
+    Some(format!("util {util}% but SM activity {sm} {held}: tiny kernels or a spin loop?"))
 }
 
 /// Why GPU `index`, held idle, reads so although its util bar is high: [`idle_despite_util`] over
@@ -161,7 +159,8 @@ pub fn held_idle_reason(index: u32, latest: Option<&DeviceSample>, processes: &[
         .map(|hold| hold.since_ms)
         .min()?;
     let activity = latest.and_then(|s| s.activity.as_ref()).filter(|a| a.unavailable.is_none());
-    idle_despite_util(latest.and_then(|s| s.gpu_util), activity.and_then(|a| a.sm_active), now_ms.saturating_sub(since))
+    let held = format!("for {}", crate::time::duration(now_ms.saturating_sub(since)));
+    idle_despite_util(latest.and_then(|s| s.gpu_util), activity.and_then(|a| a.sm_active), &held)
 }
 
 #[cfg(test)]
@@ -210,11 +209,11 @@ mod tests {
     #[test]
     fn idle_at_high_util_says_why() {
         assert_eq!(
-            idle_despite_util(Some(98), Some(0.31), 31 * 60_000).as_deref(),
+            idle_despite_util(Some(98), Some(0.31), "for 31m").as_deref(),
             Some("util 98% but SM activity 0.3% for 31m: tiny kernels or a spin loop?")
         );
-        assert_eq!(idle_despite_util(Some(5), Some(0.0), 60_000), None, "idle on every figure");
-        assert_eq!(idle_despite_util(None, Some(0.0), 60_000), None);
+        assert_eq!(idle_despite_util(Some(5), Some(0.0), "for 1m"), None, "idle on every figure");
+        assert_eq!(idle_despite_util(None, Some(0.0), "for 1m"), None);
     }
 
     #[test]

@@ -89,7 +89,12 @@ pub fn localize(text: &str, show: impl Fn(u64) -> String) -> String {
     let (mut out, mut copied, mut at) = (String::with_capacity(text.len()), 0, 0);
     while at + LEN <= bytes.len() {
         let starts_clean = at == 0 || !bytes[at - 1].is_ascii_alphanumeric();
-        let ends_clean = bytes.get(at + LEN).is_none_or(|b| !b.is_ascii_alphanumeric() && !b"+-:".contains(b));
+        // What follows ends the stamp: not a longer zone ("UTC+01:00", "UTC:30"), though ": " may.
+        let ends_clean = match bytes.get(at + LEN) {
+            None => true,
+            Some(b':') => bytes.get(at + LEN + 1).is_none_or(|b| !b.is_ascii_alphanumeric()),
+            Some(b) => !b.is_ascii_alphanumeric() && !b"+-".contains(b),
+        };
         let found = (starts_clean && ends_clean && bytes[at].is_ascii_digit())
             .then(|| text.get(at..at + LEN).and_then(parse_utc_minute))
             .flatten();
@@ -223,10 +228,17 @@ mod tests {
             format!("GPU 1 is reserved by ana from {} to {} (reservation 7)", utc_minute(NOW), utc_minute(later));
         let shown = localize(&text, |ms| format!("<{}>", time_of_day(ms, 60)));
         assert_eq!(shown, "GPU 1 is reserved by ana from <15:00> to <19:00> (reservation 7)");
+        let idle = format!("looks idle since {}: a spin loop?", utc_minute(NOW));
+        assert_eq!(localize(&idle, |_| "!".into()), "looks idle since !: a spin loop?", "a colon after it");
         // Only whole stamps in the server's form: nothing else that looks like one.
-        for kept in
-            ["no moment here", "x2025-12-01 14:00 UTC", "2025-12-01 14:00 UTC+01:00", "2025-13-01 14:00 UTC", "é"]
-        {
+        for kept in [
+            "no moment here",
+            "x2025-12-01 14:00 UTC",
+            "2025-12-01 14:00 UTC+01:00",
+            "2025-12-01 14:00 UTC:30",
+            "2025-13-01 14:00 UTC",
+            "é",
+        ] {
             assert_eq!(localize(kept, |_| "!".into()), kept);
         }
         assert_eq!(localize(&utc_minute(NOW), |_| "!".into()), "!", "a text that is only a moment");

@@ -2,7 +2,8 @@
 //! NVML's per-process "SM util (NVML)" apart from the GPU's "SM activity", each explained on
 //! hover; a spin loop (util 98 %, SM activity ~0) is flagged idle with the reason in its row and
 //! in its GPU's overview row, and
-//! its alert does not say it "has computed nothing"; a busy scripted job shows SM activity that
+//! its alert does not say it "has computed nothing" and names the moment it went idle (shown in the
+//! viewer's zone), not a length that freezes; a busy scripted job shows SM activity that
 //! fits its util, so it is not flagged.
 
 use std::time::Duration;
@@ -39,6 +40,9 @@ async fn a_spin_loop_is_idle_with_the_reason_and_a_busy_job_is_not() {
         "{}",
         alert.message
     );
+    // Issue 56, item 2: a moment, not a length that freezes while the alert fires ("since 2026-12-06 02:40 UTC").
+    let since = alert.message.split(" since ").nth(1).and_then(|rest| rest.get(..20)).unwrap_or_default();
+    assert!(shared::time::parse_utc_minute(since).is_some(), "the moment it went idle: {}", alert.message);
     let url = server.url("/");
     with_browser(1400, 1000, |c| async move {
         c.goto(&url).await.unwrap();
@@ -75,6 +79,17 @@ async fn a_spin_loop_is_idle_with_the_reason_and_a_busy_job_is_not() {
             assert!(text.to_lowercase().contains(&name.to_lowercase()), "{css}: {text}");
             assert!(hover.is_some_and(|t| t.len() > 40), "{css} explains itself on hover");
         }
+        // On the Alerts tab that moment reads in the viewer's zone, in the page's one format.
+        c.goto(&format!("{url}#alerts")).await.unwrap();
+        let shown = eventually(20, "the idle alert's message on the Alerts tab", || async {
+            let script = format!(
+                "const m = document.querySelector(\"li.alert-row[data-rule=idle_held] .alert-message\"); \
+                 return m && m.textContent.includes('PID {SPIN_PID}') ? m.textContent : null"
+            );
+            crate::browser::js(&c, &script).await.as_str().map(str::to_owned)
+        })
+        .await;
+        assert!(shown.contains(" since ") && !shown.contains(" UTC"), "localized on the page: {shown}");
     })
     .await;
 }

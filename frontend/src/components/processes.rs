@@ -323,7 +323,8 @@ fn ProcessRow(
     let idle = process.idle.map(|hold| {
         let title = format!("Flagged idle: {}", hold.signal.describe());
         let idle_ms = now_ms.saturating_sub(hold.since_ms);
-        let why = shared::activity::idle_despite_util(gpu.util, gpu.sm_active, idle_ms)
+        let held = format!("for {}", format::duration(idle_ms));
+        let why = shared::activity::idle_despite_util(gpu.util, gpu.sm_active, &held)
             .filter(|_| hold.signal == shared::activity::IdleSignal::SmActivity)
             .map(|why| view! { <span class="idle-why">{why}</span> });
         view! { <span class="idle-flag" title=title>{idle_text(&process, hold, now_ms)}</span> {why} }

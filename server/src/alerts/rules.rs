@@ -334,22 +334,20 @@ impl Book {
             }
             let idle_for = p.idle.map(|idle| now.saturating_sub(idle.since_ms));
             let holds = idle_for.is_some_and(|held| held >= ms(config.hold));
+            let idle_since = p.idle.map_or(now, |idle| idle.since_ms);
             if self.held(&key, holds, 0, now).is_some() {
                 // Who it is and what it runs travel in `user` (left out for anonymous viewers), never in
                 // the message, which every viewer reads.
                 let memory = p.used_memory.map_or_else(String::new, |b| format!(" {}", gib(b)));
-                let idle_ms = idle_for.unwrap_or(0);
                 let sample = gpu.answering();
                 let sm = sample.and_then(|s| s.activity.as_ref()).and_then(|a| a.sm_active);
+                // A moment, not a length: the message is written once and read for as long as the alert
+                // fires (the page shows the moment in the reader's zone; the row says how long it fires).
+                let since = format!("since {}", shared::time::utc_minute(idle_since));
                 // "Computed nothing" would be false at high util: say what was seen instead.
-                let message = match shared::activity::idle_despite_util(sample.and_then(|s| s.gpu_util), sm, idle_ms) {
+                let message = match shared::activity::idle_despite_util(sample.and_then(|s| s.gpu_util), sm, &since) {
                     Some(why) => format!("PID {} holds{memory} on {} and looks idle: {why}", p.pid, gpu.label()),
-                    None => format!(
-                        "PID {} holds{memory} on {} and has computed nothing for {}",
-                        p.pid,
-                        gpu.label(),
-                        human(idle_ms)
-                    ),
+                    None => format!("PID {} holds{memory} on {} and has computed nothing {since}", p.pid, gpu.label()),
                 };
                 let action = "ask its owner to finish or restart it (a notebook kernel left open?) so the memory goes \
                               back to the team";
@@ -386,7 +384,9 @@ impl Book {
         }
         let (had, user) = (memory.had_process, memory.last_user.clone());
         if let Some(held) = self.held(&key, had, ms(config.hold), now) {
-            let message = format!("{} is free: no process has held it for {}", gpu.label(), human(held));
+            // A moment, as the idle alert says it: the message is read for as long as the alert fires.
+            let free_since = shared::time::utc_minute(now.saturating_sub(held));
+            let message = format!("{} is free: no process has held it since {free_since}", gpu.label());
             let action = "it is yours to use; say so to the team if you take it";
             let mut draft = self.draft(config, key, gpu, message, action);
             draft.user = user;
