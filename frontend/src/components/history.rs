@@ -10,7 +10,7 @@ use crate::{
     hooks::{history::use_history, theme::Theme, url::ViewSignals},
     state::{
         DashboardState,
-        history::{CHARTED, HistoryRange, LineColors, RANK_BY, TOP_LINES, top_lines},
+        history::{CHARTED, HistoryRange, LineColors, RANK_BY, TOP_LINES, charted, top_lines},
     },
 };
 
@@ -156,7 +156,7 @@ fn RankPicker(rank_by: RwSignal<Metric>) -> impl IntoView {
                 prop:value=move || rank_by.get().name()
                 on:change=move |ev| {
                     let name = event_target_value(&ev);
-                    if let Some(metric) = CHARTED.into_iter().find(|m| m.name() == name) {
+                    if let Some(metric) = charted(&name) {
                         rank_by.set(metric);
                     }
                 }

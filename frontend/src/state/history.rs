@@ -189,6 +189,11 @@ pub fn top_lines(all: &[u32], value: impl Fn(u32) -> Option<f64>) -> Vec<u32> {
 /// (`lines=` in the URL names another of [`CHARTED`]).
 pub const RANK_BY: Metric = Metric::GpuUtil;
 
+/// The charted metric named `name` (`Metric::from_name`, limited to [`CHARTED`]): what may rank the lines.
+pub fn charted(name: &str) -> Option<Metric> {
+    Metric::from_name(name).filter(|m| CHARTED.contains(m))
+}
+
 /// The colour slot of each line drawn, shared by every History chart. While there are no more GPUs
 /// than colours a GPU has its own (its index); past that, a GPU keeps the slot it was given for as
 /// long as it stays among the lines, so a colour means one GPU in every chart and from one ranking

@@ -15,7 +15,7 @@ use crate::{
     components::process_sort::{Column, SortOrder},
     pages::Tab,
     state::{
-        history::{CHARTED, RANK_BY},
+        history::{RANK_BY, charted},
         process_filter::ProcessFilter,
     },
 };
@@ -234,7 +234,7 @@ impl UrlView {
             }
             (Tab::Dashboard, "history") => self.drill = value.parse().ok(),
             (Tab::Dashboard, "lines") => {
-                self.rank = CHARTED.into_iter().find(|m| m.name() == value).unwrap_or(RANK_BY);
+                self.rank = charted(value).unwrap_or(RANK_BY);
             }
             (Tab::Dashboard, "layout") => self.layout = Layout::from_key(value).unwrap_or_default(),
             (Tab::Dashboard, "state") => self.state = STATE_FILTERS.contains(&value).then(|| value.to_owned()),
