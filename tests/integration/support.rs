@@ -150,7 +150,7 @@ pub fn gpudash_binary() -> PathBuf {
 }
 
 /// How often [`eventually`] asks again.
-const POLL: Duration = Duration::from_millis(100);
+pub const POLL: Duration = Duration::from_millis(100);
 
 /// Polls `check` every 100 ms until it returns `Some`, or fails with `what` after `secs`:
 /// the one way a test waits for a state (never a fixed sleep).
