@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
-# Measures which functions an idle dashboard runs and writes server/symbol-order.txt, the order the
-# linker lays them out in (server/build.rs, link_layout). Run it as root on a Linux machine after
-# changes that move the idle server's code (new dependencies, new loops, a new toolchain); the
-# build works with a stale file, only less of its effect is left (docs/BENCHMARKS.md, "Resident memory").
+# The packaged build's layout step: measures which functions an idle dashboard runs and writes
+# target/symbol-order.txt, the order the linker lays them out in when a build is given it
+# (`GPUDASH_SYMBOL_ORDER=target/symbol-order.txt`, read by server/build/layout.rs). The list names
+# functions by mangled names, which change with the toolchain, the lockfile and the profile: it is
+# made on the machine that packages, from the same sources, just before the build that uses it,
+# and never committed (packaging/README.md, "The binary's layout").
 #
 # How: the dist build (which keeps function names) is copied out of the page cache and started
 # with the block device's read-ahead at 0, so that each code page it runs is read alone; after a
 # quarter minute of idling with one simulated GPU, the resident code pages are the ones it ran
 # (packaging/symbol_order.py). Read-ahead is restored on exit.
 #
-# Usage: `cargo build --profile dist -p gpudash && sudo packaging/symbol-order.sh` (root's PATH
-# rarely has cargo: without it the script measures the dist binary already built). The copy it
-# runs lives under target/, on the disk whose read-ahead it sets (a tmpfs /tmp has none).
+# Usage, from the repository root:
+#   cargo build --profile dist -p gpudash && sudo packaging/symbol-order.sh   # measures, writes the list
+#   GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo build --profile dist -p gpudash
+#   packaging/symbol-order.sh --check        # the list against the build: exit 1 when stale
+# (root's PATH rarely has cargo: without it the script measures the dist binary already built). The
+# copy it runs lives under target/, on the disk whose read-ahead it sets (a tmpfs /tmp has none).
 #
-# `symbol-order.sh --check` (any user) builds the dist binary and says how many of the listed
-# functions it still has; under 90% it exits 1.
+# `--check` (any user) says how many of the listed functions the dist binary has and whether they
+# lead its code; under 90% it exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --check ]; then
-  cargo build --profile dist -p gpudash
-  exec python3 packaging/symbol_order.py --check target/dist/gpudash server/symbol-order.txt
+  [ -f target/symbol-order.txt ] || { echo "symbol-order.sh: no target/symbol-order.txt: run it as root first"; exit 1; }
+  exec python3 packaging/symbol_order.py --check target/dist/gpudash target/symbol-order.txt
 fi
 [ "$(id -u)" -eq 0 ] || { echo "symbol-order.sh: run as root (it sets the disk's read-ahead to 0 for a minute)"; exit 1; }
 if command -v cargo >/dev/null; then
@@ -45,5 +50,6 @@ pid=$!
 for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break; sleep 0.1; done
 curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/log"; echo "symbol-order.sh: the dashboard did not answer"; exit 1; }
 sleep 15  # idle on purpose: what an unwatched server runs, not a wait for a condition
-python3 packaging/symbol_order.py "$pid" "$work/gpudash" server/symbol-order.txt
-echo "wrote server/symbol-order.txt ($(wc -l <server/symbol-order.txt) functions); rebuild to use it"
+python3 packaging/symbol_order.py "$pid" "$work/gpudash" target/symbol-order.txt
+echo "wrote target/symbol-order.txt ($(wc -l <target/symbol-order.txt) functions); build with it:"
+echo "  GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo build --profile dist -p gpudash"

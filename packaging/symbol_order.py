@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes server/symbol-order.txt: the functions an idle dashboard runs, for the linker to put first.
+"""Writes target/symbol-order.txt: the functions an idle dashboard runs, for the linker to put first.
 
 Usage (root, on Linux; `packaging/symbol-order.sh` runs it):
     symbol_order.py PID BINARY OUT
@@ -86,7 +86,7 @@ def check(binary, order):
     print(f"{order}: {found} of {len(listed)} listed functions are in {binary} ({share:.0%});"
           f" {leading:.0%} of its first {len(lead)} functions are listed ones")
     if share < 0.9:
-        print("stale: run packaging/symbol-order.sh (as root) and commit the file it writes")
+        print("stale: run packaging/symbol-order.sh (as root) again and rebuild with GPUDASH_SYMBOL_ORDER")
         return 1
     return 0
 

@@ -1,9 +1,7 @@
-//! Builds the browser app (frontend/, for wasm32-unknown-unknown), runs
-//! wasm-bindgen on it and embeds the result, so that `cargo build --release`
-//! alone yields a single `gpudash` binary that serves its own page.
-//!
-//! The frontend is built by a nested cargo in its own target directory
-//! (`target/frontend`), which is what keeps the outer build's lock free.
+//! The browser app: builds frontend/ for wasm32-unknown-unknown in a nested cargo (its own target
+//! directory, `target/frontend`, which keeps the outer build's lock free), cuts its lazily loaded
+//! tabs into modules of their own, runs wasm-bindgen, compresses every file (gzip through zopfli,
+//! brotli) and writes `assets.rs`, the table the server embeds and serves.
 
 use std::env;
 use std::fmt::Write as _;
@@ -14,17 +12,8 @@ use std::process::Command;
 
 const WASM_TARGET: &str = "wasm32-unknown-unknown";
 
-fn main() {
-    if let Err(message) = build() {
-        // A build script reports through panics; make the message the whole story.
-        panic!("\n\ngpudash: building the browser app failed:\n{message}\n");
-    }
-}
-
-fn build() -> Result<(), String> {
-    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
-    pod_resources_api(&manifest_dir)?;
-    link_layout(&manifest_dir);
+/// Builds, splits, binds, compresses and embeds the browser app into `OUT_DIR/assets.rs`.
+pub fn build(manifest_dir: &Path) -> Result<(), String> {
     let root = manifest_dir.parent().ok_or("server/ has no parent directory")?.to_path_buf();
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
     for watched in [
@@ -101,71 +90,6 @@ fn split(wasm: &Path, dir: &Path, out_dir: &Path) -> Result<PathBuf, String> {
 
 /// The split modules' loader, beside `frontend.js`, which imports it.
 const SPLIT_LOADER: &str = "./split.js";
-
-/// How the linker lays out the server's binary (x86-64 Linux, where Rust links with its own lld):
-///
-/// - `symbol-order.txt` lists, in order, the functions an idle dashboard runs (measured: see
-///   `packaging/symbol-order.sh`). The linker puts them first and together, so the code an idle server
-///   touches fills about half as many pages, and the kernel's fault-around (it maps the 64 KiB
-///   around each touched page) maps the rarely run code (the Lab, `bench`, `doctor`, error paths)
-///   only when it runs. A name the build no longer has is skipped; a function the file lacks is
-///   laid out after the listed ones, as without the file.
-/// - `-z pack-relative-relocs` stores the position-independent binary's relocations as a bitmap
-///   (DT_RELR): 16,000 of them took 387 KiB that the loader reads at start. Only a glibc from 2.36
-///   loads such a binary, so it is packed only where the C library it is built against is that new
-///   (Debian 12, the image, the .deb); on older systems (Ubuntu 22.04, RHEL 9) it is built as before.
-fn link_layout(manifest_dir: &Path) {
-    println!("cargo:rerun-if-env-changed=CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER");
-    let target = env::var("TARGET").unwrap_or_default();
-    // Rust's own lld links this target unless the build names another linker, which may not
-    // know these options (GNU ld has no --symbol-ordering-file): then the binary is linked as is.
-    let rustflags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
-    let other_linker = ["linker", "fuse-ld"].iter().any(|word| rustflags.contains(word))
-        || env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_some();
-    if target != "x86_64-unknown-linux-gnu" || other_linker {
-        return;
-    }
-    let order = manifest_dir.join("symbol-order.txt");
-    println!("cargo:rerun-if-changed={}", order.display());
-    if order.exists() {
-        println!("cargo:rustc-link-arg-bin=gpudash=-Wl,--symbol-ordering-file={}", order.display());
-        println!("cargo:rustc-link-arg-bin=gpudash=-Wl,--no-warn-symbol-ordering");
-    }
-    if env::var("HOST").as_deref() == Ok(target.as_str()) && glibc_at_least(2, 36) {
-        println!("cargo:rustc-link-arg-bin=gpudash=-Wl,-z,pack-relative-relocs");
-    }
-}
-
-/// Whether this machine's C library is glibc of at least `major.minor` (`getconf GNU_LIBC_VERSION`
-/// prints e.g. "glibc 2.36"); false when it cannot tell.
-fn glibc_at_least(major: u32, minor: u32) -> bool {
-    let Ok(output) = Command::new("getconf").arg("GNU_LIBC_VERSION").output() else {
-        return false;
-    };
-    let text = String::from_utf8_lossy(&output.stdout);
-    let Some(version) = text.trim().strip_prefix("glibc ") else {
-        return false;
-    };
-    let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
-    match (parts.next().flatten(), parts.next().flatten()) {
-        (Some(found_major), Some(found_minor)) => (found_major, found_minor) >= (major, minor),
-        _ => false,
-    }
-}
-
-/// Generates the kubelet's pod-resources gRPC client and server (`v1.rs` in OUT_DIR) from
-/// `proto/`, with protox (a protobuf compiler in Rust, so no `protoc` need be installed).
-/// The server half is for the tests' stand-in kubelet.
-fn pod_resources_api(manifest_dir: &Path) -> Result<(), String> {
-    let include = manifest_dir.join("proto");
-    let proto = "kubelet/podresources/v1/api.proto";
-    println!("cargo:rerun-if-changed={}", include.join(proto).display());
-    let descriptors = protox::compile([proto], [&include]).map_err(|e| format!("{proto}: {e}"))?;
-    tonic_prost_build::configure()
-        .build_transport(false)
-        .compile_fds(descriptors)
-        .map_err(|e| format!("generating the pod-resources API: {e}"))
-}
 
 /// True under `cargo clippy`, whose driver wraps rustc for the workspace's crates.
 fn is_lint_run() -> bool {

@@ -1,0 +1,29 @@
+//! The server's build script, one line per job:
+//!
+//! - [`proto`]: the kubelet's pod-resources gRPC client, generated from `proto/`;
+//! - [`layout`]: how the linker lays out the `gpudash` binary (x86-64 Linux);
+//! - [`assets`]: the browser app (frontend/), built for wasm, split, compressed and embedded, so
+//!   that `cargo build --release` alone yields one `gpudash` binary that serves its own page.
+
+// Clippy spares a file named build.rs only; this one is main.rs.
+#![allow(clippy::print_stdout, reason = "a build script speaks to Cargo through stdout")]
+
+mod assets;
+mod layout;
+mod proto;
+
+use std::path::PathBuf;
+
+fn main() {
+    if let Err(message) = build() {
+        // A build script reports through panics; make the message the whole story.
+        panic!("\n\ngpudash: the build failed:\n{message}\n");
+    }
+}
+
+fn build() -> Result<(), String> {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
+    proto::pod_resources_api(&manifest_dir)?;
+    layout::link_layout(&manifest_dir)?;
+    assets::build(&manifest_dir)
+}

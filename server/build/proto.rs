@@ -1,0 +1,17 @@
+//! The kubelet's pod-resources API (`telemetry/identity/kubelet.rs` asks it which pod holds a GPU).
+
+use std::path::Path;
+
+/// Generates the kubelet's pod-resources gRPC client and server (`v1.rs` in OUT_DIR) from
+/// `proto/`, with protox (a protobuf compiler in Rust, so no `protoc` need be installed).
+/// The server half is for the tests' stand-in kubelet.
+pub fn pod_resources_api(manifest_dir: &Path) -> Result<(), String> {
+    let include = manifest_dir.join("proto");
+    let proto = "kubelet/podresources/v1/api.proto";
+    println!("cargo:rerun-if-changed={}", include.join(proto).display());
+    let descriptors = protox::compile([proto], [&include]).map_err(|e| format!("{proto}: {e}"))?;
+    tonic_prost_build::configure()
+        .build_transport(false)
+        .compile_fds(descriptors)
+        .map_err(|e| format!("generating the pod-resources API: {e}"))
+}
