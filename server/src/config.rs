@@ -24,7 +24,7 @@ pub struct Config {
     pub faults: Vec<crate::telemetry::simulator::Fault>,
     /// Where history is kept; `None` with `--no-history`.
     pub data_dir: Option<PathBuf>,
-    pub retention: crate::store::Retention,
+    pub retention: store::Retention,
     /// How long the audit log keeps an entry (`--audit-days`).
     pub audit_retention: Duration,
     /// The GPU lab's limits.

@@ -9,23 +9,23 @@ pub mod audit;
 pub mod auth;
 pub mod bridge;
 pub mod cli;
-pub mod clock;
 pub mod config;
 pub mod export;
 pub mod flags;
 pub mod fleet;
 pub mod lab;
 mod open;
-pub mod prom_text;
 pub mod reload;
 pub mod reservations;
 pub mod signals;
-pub mod store;
-pub mod sync;
 pub mod telemetry;
 pub mod usage;
 pub mod web;
 pub mod wiring;
+
+// The crates the server is built from, under the names its modules have always used.
+pub use base::{clock, prom_text, sync};
+pub use store;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,11 +36,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::store::Store;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::simulator::Simulator;
 use crate::telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
 use crate::web::AppState;
+use store::Store;
 
 /// The source the configuration asks for: the simulator, NVML, or, when NVML
 /// cannot load, an empty source whose host info says why.

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::store::{self, Store};
 use crate::{alerts, audit, bridge, reservations, telemetry};
+use store::{self, Store};
 
 /// Runs `open` on a blocking thread; its error (and a panic there) as an I/O error for start-up.
 async fn blocking<T: Send + 'static, E: std::error::Error + Send + Sync + 'static>(
     open: impl FnOnce() -> Result<T, E> + Send + 'static,
 ) -> std::io::Result<T> {
-    crate::sync::off_runtime(open).await.map_err(std::io::Error::other)?.map_err(std::io::Error::other)
+    base::sync::off_runtime(open).await.map_err(std::io::Error::other)?.map_err(std::io::Error::other)
 }
 
 /// The history database in `dir`, or none (`--no-history`).

@@ -31,8 +31,8 @@ pub use oom::OomSignal;
 pub use rules::Inputs;
 pub use state::{Book, Change, ChangeKind, Key};
 
-use crate::store::alerts::{AlertFilter, AlertStore, AlertStoreError, SubscribeRefused};
-use crate::sync::lock;
+use base::sync::lock;
+use store::alerts::{AlertFilter, AlertStore, AlertStoreError, SubscribeRefused};
 
 /// Alert events a slow subscriber may fall behind before it misses some.
 const EVENT_BACKLOG: usize = 1024;
@@ -113,7 +113,7 @@ impl Alerts {
 
     /// Alerts kept in memory only (`--no-history`, and tests).
     pub fn in_memory(config: AlertsConfig) -> Result<Self, AlertStoreError> {
-        Self::open(AlertStore::memory()?, config, crate::store::Retention::default().minute)
+        Self::open(AlertStore::memory()?, config, store::Retention::default().minute)
     }
 
     /// Every fire, resolve and silence from now on (deliveries and the WebSocket listen here).

@@ -417,7 +417,7 @@ fn the_handle_announces_fires_with_the_firing_count_and_reloads_only_good_files(
     assert_eq!((first.firing, second.firing), (1, 2));
     assert!(first.alert.simulated);
     alerts.sync().unwrap();
-    assert_eq!(alerts.list(crate::store::alerts::AlertFilter::default()).unwrap().len(), 2);
+    assert_eq!(alerts.list(store::alerts::AlertFilter::default()).unwrap().len(), 2);
 
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("alerts.toml");

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::sync::lock;
 pub use append::{AddRefused, Added, NEW_FILE_MODE, add_token};
+use base::sync::lock;
 pub use reload::{ReloadRefused, TokensChanged};
 pub use shared::auth::Role;
 pub use tokens::{
@@ -337,7 +337,7 @@ fn find(tokens: &[TokenEntry], presented: &[u8; 32]) -> Option<Identity> {
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    crate::sync::read(lock)
+    base::sync::read(lock)
 }
 
 #[cfg(test)]

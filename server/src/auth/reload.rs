@@ -72,7 +72,7 @@ impl Auth {
             (false, false) => return Err(ReloadRefused::FirstTokens),
             _ => {}
         }
-        let mut tokens = crate::sync::write(&self.tokens);
+        let mut tokens = base::sync::write(&self.tokens);
         let mut changed = compare(&tokens, &reloaded.tokens);
         *tokens = reloaded.tokens;
         // Under the tokens' lock: a login checks its token and opens its session under it too.

@@ -268,7 +268,7 @@ impl Registry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+        base::sync::lock(&self.inner)
     }
 }
 

@@ -15,9 +15,9 @@ use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 use crate::export::table;
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
-use crate::store::runs::MemoryRunStore;
 use crate::telemetry::nvml::NvmlSource;
 use crate::telemetry::{GpuSource, hostname};
+use store::runs::MemoryRunStore;
 
 /// Flags of `gpudash bench`.
 #[derive(Args, Debug, Clone)]

@@ -105,7 +105,7 @@ impl FleetConfig {
             window: DEFAULT_WINDOW,
             cache: DEFAULT_CACHE,
             timeout: DEFAULT_TIMEOUT,
-            clock: crate::clock::now_ms,
+            clock: base::clock::now_ms,
         }
     }
 
@@ -168,7 +168,7 @@ impl Fleet {
     /// Marks the kept labels as old, so that the next refresh reads them again, as one refresh a
     /// minute does ([`kept::KEPT_FOR`]): for the benchmark, which times that refresh.
     pub fn age_kept_labels(&self) {
-        let mut kept = crate::sync::lock(&self.kept);
+        let mut kept = base::sync::lock(&self.kept);
         *kept = kept.as_deref().map(|k| Arc::new(k.with_old_labels()));
     }
 
@@ -183,12 +183,12 @@ impl Fleet {
             return fresh;
         }
         let answer = Arc::new(self.query().await);
-        *crate::sync::lock(&self.cached) = Some((Instant::now(), answer.clone()));
+        *base::sync::lock(&self.cached) = Some((Instant::now(), answer.clone()));
         answer
     }
 
     fn fresh(&self) -> Option<Arc<FleetResponse>> {
-        let cached = crate::sync::lock(&self.cached);
+        let cached = base::sync::lock(&self.cached);
         cached.as_ref().filter(|(at, _)| at.elapsed() < self.config.cache).map(|(_, answer)| answer.clone())
     }
 
@@ -199,7 +199,7 @@ impl Fleet {
     pub async fn query(&self) -> FleetResponse {
         let started = Instant::now();
         let window = self.config.window;
-        let old = crate::sync::lock(&self.kept).clone();
+        let old = base::sync::lock(&self.kept).clone();
         let due = kept::due(old.as_deref());
         let ask = |sweeps: Vec<Sweep>| {
             futures_util::future::join_all(sweeps.into_iter().map(|s| {
@@ -239,7 +239,7 @@ impl Fleet {
             let kept = match fresh {
                 Some(fresh) => {
                     let fresh = Arc::new(fresh);
-                    *crate::sync::lock(&self.kept) = Some(fresh.clone());
+                    *base::sync::lock(&self.kept) = Some(fresh.clone());
                     Some(fresh)
                 }
                 None => old,

@@ -10,7 +10,7 @@ use shared::lab::{Figure, RunResult};
 
 use super::guards::DeviceProbe;
 use super::stats;
-use crate::clock::now_ms;
+use base::clock::now_ms;
 
 /// How often the watcher asks for the newest window (a window closes once a second).
 const POLL: Duration = Duration::from_millis(250);

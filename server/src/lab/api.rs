@@ -12,8 +12,8 @@ use tokio::sync::{broadcast, oneshot};
 
 use super::state::{Shared, millis};
 use super::{LabError, LabSetup, describe, experiments, gang, guards, worker};
-use crate::clock::now_ms;
-use crate::store::runs::RunFilter;
+use base::clock::now_ms;
+use store::runs::RunFilter;
 
 /// The lab: submit, cancel, look up runs, trim pools; one worker thread per GPU.
 /// The lab: submit, cancel, look up runs, trim pools; one worker thread per GPU.
@@ -103,7 +103,7 @@ impl Lab {
         let shared = &self.shared;
         let forced_by_admin = request.force && admin;
         let (request, devices, run_plan) = self.prepare(request, admin)?;
-        let admission = crate::sync::lock(&shared.admission);
+        let admission = base::sync::lock(&shared.admission);
         self.check_queue_limit(requested_by)?;
         let id = shared.store.next_id().map_err(|e| LabError::Internal(e.to_string()))?;
         let mut run = self.new_run(id, request, devices, run_plan, requested_by);
@@ -356,14 +356,14 @@ impl Lab {
     }
 
     fn with_worker(&self, device: u32, f: impl FnOnce(&worker::Worker) -> bool) -> bool {
-        let workers = crate::sync::lock(&self.workers);
+        let workers = base::sync::lock(&self.workers);
         workers.iter().find(|w| w.device == device).is_some_and(f)
     }
 
     /// Cancels every run, releases every GPU and joins the workers. Blocking.
     pub fn shutdown(&self) {
         self.shared.book().cancel_all();
-        let workers = std::mem::take(&mut *crate::sync::lock(&self.workers));
+        let workers = std::mem::take(&mut *base::sync::lock(&self.workers));
         for w in workers {
             w.stop();
         }

@@ -36,7 +36,7 @@ impl Gate {
     }
 
     fn state(&self) -> MutexGuard<'_, GateState> {
-        crate::sync::lock(&self.state)
+        base::sync::lock(&self.state)
     }
 
     /// A held worker: parks until the run ends. Leaves early only if the run is cancelled before it started.
@@ -50,7 +50,7 @@ impl Gate {
                 self.changed.notify_all();
                 return;
             }
-            state = crate::sync::wait_timeout(&self.changed, state, POLL);
+            state = base::sync::wait_timeout(&self.changed, state, POLL);
         }
     }
 
@@ -66,7 +66,7 @@ impl Gate {
                 state.started = true;
                 return true;
             }
-            state = crate::sync::wait_timeout(&self.changed, state, POLL);
+            state = base::sync::wait_timeout(&self.changed, state, POLL);
         }
     }
 

@@ -8,7 +8,7 @@
 //! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
 //! [`simulated::SimulatedExecutor`] in CI; the server hands either to a worker process per GPU
 //! ([`isolated`]), so CUDA's memory, crashes and privileges stay out of the dashboard. Runs are kept in a
-//! [`RunStore`](crate::store::runs::RunStore); events go out as plain
+//! [`RunStore`](store::runs::RunStore); events go out as plain
 //! [`LabEvent`](shared::lab::LabEvent)s on a broadcast channel, which `web/`
 //! encodes for the WebSocket.
 //!

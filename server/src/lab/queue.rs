@@ -113,8 +113,8 @@ impl QueueBook {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::store::runs::tests::run;
     use shared::lab::ExperimentKind;
+    use store::runs::testing::run;
 
     #[test]
     fn positions_count_per_gpu_from_the_running_run() {

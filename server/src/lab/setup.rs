@@ -12,8 +12,8 @@ use super::cuda;
 use super::executor::Executor;
 use super::guards::{DeviceProbe, GpuReadings, HardwareProbe, SimulatedProbe};
 use super::{isolated, simulated};
-use crate::clock::now_ms;
-use crate::store::runs::{MemoryRunStore, RunStore, SqliteRunStore};
+use base::clock::now_ms;
+use store::runs::{MemoryRunStore, RunStore, SqliteRunStore};
 
 /// How the lab behaves on a shared server.
 #[derive(Debug, Clone)]

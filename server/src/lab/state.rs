@@ -12,7 +12,7 @@ use super::guards::{self, DeviceProbe};
 use super::queue::QueueBook;
 use super::setup::{LabConfig, LabGpu, LabHost, Unavailable};
 use super::{executor, experiments};
-use crate::store::runs::RunStore;
+use store::runs::RunStore;
 
 /// Events a slow subscriber may fall behind before it should ask for a fresh status.
 const EVENT_BACKLOG: usize = 256;
@@ -75,11 +75,11 @@ impl Shared {
     }
 
     pub(super) fn book(&self) -> MutexGuard<'_, QueueBook> {
-        crate::sync::lock(&self.book)
+        base::sync::lock(&self.book)
     }
 
     pub(super) fn pools(&self) -> MutexGuard<'_, Vec<LabDevice>> {
-        crate::sync::lock(&self.pools)
+        base::sync::lock(&self.pools)
     }
 
     /// The status with a bounded queue ([`shared::lab::QUEUE_LISTED`] waiting runs at most).

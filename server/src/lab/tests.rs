@@ -12,7 +12,7 @@ use tokio::sync::broadcast::error::TryRecvError;
 use super::cuda::MissingLibraries;
 use super::guards::SimulatedProbe;
 use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup, Unavailable};
-use crate::store::runs::RunFilter;
+use store::runs::RunFilter;
 
 /// Long enough for a run to stay running while a test acts on the queue behind it.
 const SLOW: u64 = 200;

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 
 use super::executor::{Executor, ExperimentError, RunContext, panic_message};
 use super::{ExecutorFactory, LabError, Shared, activity, experiments, guards};
-use crate::clock::now_ms;
+use base::clock::now_ms;
 
 /// Progress events go out at most this often per run.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -228,7 +228,7 @@ fn run_started(
         if let Some(active) = shared.book().get_mut(id) {
             active.run.progress = Some(progress.clone());
         }
-        let mut last = crate::sync::lock(&last_progress);
+        let mut last = base::sync::lock(&last_progress);
         if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || fraction >= 1.0 {
             *last = Some(Instant::now());
             shared.emit(LabEvent::Progress { id, device, progress });

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use shared::processes::GpuProcess;
 use shared::reservations::{MAX_PER_USER, Reservation, ReservationInvalid, ReservationRequest, intruders};
 
-use crate::store::reservations::{ReservationStore, ReservationStoreError};
+use store::reservations::{ReservationStore, ReservationStoreError};
 
 /// Why a booking or a release was refused.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +55,7 @@ impl Reservations {
 
     /// Reservations not released that end after `now_ms` (past ones drop out on their own), by start.
     pub fn current(&self, now_ms: u64) -> Vec<Reservation> {
-        let snapshot = Arc::clone(&crate::sync::read(&self.current));
+        let snapshot = Arc::clone(&base::sync::read(&self.current));
         snapshot.iter().filter(|r| r.current_at(now_ms)).cloned().collect()
     }
 
@@ -138,11 +138,11 @@ impl Reservations {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ReservationStore> {
-        crate::sync::lock(&self.store)
+        base::sync::lock(&self.store)
     }
 
     fn publish(&self, next: Vec<Reservation>) {
-        *crate::sync::write(&self.current) = Arc::from(next);
+        *base::sync::write(&self.current) = Arc::from(next);
     }
 }
 

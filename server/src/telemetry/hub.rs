@@ -16,7 +16,7 @@ use super::DeviceQuery;
 use super::activity::ActivityBoard;
 use super::history::{HISTORY_WINDOW_MS, MemoryRing};
 use super::idle::{IdleRule, IdleTracker};
-use crate::sync::{lock, read, write};
+use base::sync::{lock, read, write};
 
 /// Most points per device in a snapshot, whatever the sampling period.
 pub const SNAPSHOT_POINTS: usize = 300;

@@ -77,8 +77,8 @@ pub trait GpuSource: Send + Sync + 'static {
     }
 }
 
-/// Milliseconds since the Unix epoch, the time unit of every sample (kept in `crate::clock`).
-pub use crate::clock::now_ms;
+/// Milliseconds since the Unix epoch, the time unit of every sample (kept in `base::clock`).
+pub use base::clock::now_ms;
 
 /// Hostname for display, or "unknown" when the OS gives none that is valid UTF-8.
 pub fn hostname() -> String {

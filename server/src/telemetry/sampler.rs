@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::identity::Identities;
 use super::{ActivitySink, GpuSource, Telemetry, now_ms};
-use crate::store::Recorder;
+use store::Recorder;
 
 /// Period of the slow loop. NVML's PCIe counters block for 20 ms per
 /// direction and GPU, and total energy costs ~4 ms: never on the fast path.

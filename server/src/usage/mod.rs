@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use shared::usage::{HIDDEN_USER, UsageQuery, UsageRow, date, day_of};
 
-use crate::store::usage::{Bucket, Sums};
+use store::usage::{Bucket, Sums};
 
 const HOUR_S: f64 = 3600.0;
 const KWH_J: f64 = 3.6e6;

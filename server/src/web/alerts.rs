@@ -19,8 +19,8 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::alerts::{SilenceRefused, parse_rule};
 use crate::audit::{Action, Outcome};
-use crate::store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
 use crate::telemetry::now_ms;
+use store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
 
 impl From<AlertStoreError> for ApiError {
     fn from(e: AlertStoreError) -> Self {

@@ -9,7 +9,7 @@ use super::auth::Caller;
 use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::Action;
-use crate::store::audit::AuditStoreError;
+use store::audit::AuditStoreError;
 
 impl From<AuditStoreError> for ApiError {
     fn from(e: AuditStoreError) -> Self {

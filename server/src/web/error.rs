@@ -40,7 +40,7 @@ where
     ApiError: From<E>,
 {
     let call = std::any::type_name_of_val(&f);
-    crate::sync::off_runtime(move || f(&handle))
+    base::sync::off_runtime(move || f(&handle))
         .await
         .map_err(|e| ApiError::internal(format!("{call} failed: {e}")))?
         .map_err(ApiError::from)

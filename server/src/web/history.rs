@@ -11,8 +11,8 @@ use shared::history::{HistoryAllResponse, HistoryLine, HistoryRange, HistoryResp
 
 use super::error::blocking;
 use super::{ApiError, AppState};
-use crate::store::{HistoryQuery, QueryError, Store};
 use crate::telemetry::now_ms;
+use store::{HistoryQuery, QueryError, Store};
 
 const PARAMETERS: &str = "device, metric, from, to, points";
 const DEFAULT_RANGE_MS: u64 = 3_600_000;
@@ -141,7 +141,7 @@ pub async fn history_all(
     let store = history_store(&state)?;
     let devices: Vec<u32> = state.telemetry.devices().iter().map(|d| d.index).collect();
     let lines = blocking(store, move |store| store.history_all(&devices, (from, to, points), now_ms())).await?;
-    let bucket_ms = crate::store::bucket_width(from, to, points);
+    let bucket_ms = store::bucket_width(from, to, points);
     let minutes = lines.iter().any(|(_, _, a)| a.resolution == Resolution::Minute);
     Ok(Json(HistoryAllResponse {
         from,

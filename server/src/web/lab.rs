@@ -22,7 +22,7 @@ use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::export::{svg, table};
 use crate::lab::LabError;
-use crate::store::runs::RunFilter;
+use store::runs::RunFilter;
 
 /// Most runs one list returns.
 const MAX_LIST: usize = 500;

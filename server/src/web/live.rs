@@ -15,8 +15,8 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::frames::{Frame, Visibility};
-use crate::sync::lock;
 use crate::telemetry::{Telemetry, Update, Version};
+use base::sync::lock;
 
 /// Frames a slow socket may fall behind before it is resynchronised with a snapshot.
 const FRAME_BACKLOG: usize = 64;

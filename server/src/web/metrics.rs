@@ -2,7 +2,7 @@
 //! labels (so Grafana dashboard 12239 and existing alerts work unchanged),
 //! plus `gpudash_*` series for what dcgm-exporter lacks.
 //!
-//! Written by [`crate::prom_text`], the server's one writer of the text format (it says why not
+//! Written by [`base::prom_text`], the server's one writer of the text format (it says why not
 //! `prometheus-client`); the per-GPU families are a table (`metrics_device.rs`, `metrics_gpm.rs`).
 //!
 //! Per-process series carry `user` and `command` labels only for a scraper
@@ -25,7 +25,7 @@ use super::api::{processes_for, visibility};
 use super::auth::Caller;
 use super::metrics_device::{DEVICE_METRICS, Read};
 use super::metrics_gpm::PROFILING_METRICS;
-use crate::prom_text::{CONTENT_TYPE, Exposition, Kind, escape};
+use base::prom_text::{CONTENT_TYPE, Exposition, Kind, escape};
 
 /// Clock-event reasons always exported (0 or 1), so alerts can match on any of them.
 const CLOCK_EVENTS: [&str; 9] = shared::telemetry::CLOCK_EVENT_NAMES;
@@ -48,7 +48,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     let totals = state.usage.totals_for_export();
     text.push_str(&super::metrics_usage::families(&telemetry.host().hostname, &totals, &processes, full));
     text.push_str(&crate::alerts::deliver::metrics_text(&state.alerts.webhooks()));
-    text.push_str(&crate::store::writer_metrics_text());
+    text.push_str(&store::writer_metrics_text());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }
 

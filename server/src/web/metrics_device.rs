@@ -5,7 +5,7 @@
 use shared::health::DeviceHealth;
 use shared::{DeviceInfo, DeviceSample};
 
-use crate::prom_text::Kind;
+use base::prom_text::Kind;
 
 pub(super) const MIB: f64 = 1024.0 * 1024.0;
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use shared::processes::GpuProcess;
 use shared::usage::HIDDEN_USER;
 
-use crate::prom_text::{Exposition, Kind, escape};
-use crate::store::usage::Sums;
+use base::prom_text::{Exposition, Kind, escape};
+use store::usage::Sums;
 
 const GIB: f64 = (1u64 << 30) as f64;
 

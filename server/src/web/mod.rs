@@ -45,8 +45,8 @@ pub use error::ApiError;
 pub use frames::{AlertFrames, Frame, LabFrames, Visibility, encode};
 pub use live::LiveFrames;
 
-use crate::store::Store;
 use crate::telemetry::Telemetry;
+use store::Store;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]
@@ -84,7 +84,7 @@ pub struct AppState {
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Usage sums per user, GPU and minute (the history database, or in memory).
-    pub usage: crate::store::usage::UsageStore,
+    pub usage: store::usage::UsageStore,
     /// Advisory GPU reservations.
     pub reservations: crate::reservations::Reservations,
 }

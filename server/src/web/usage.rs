@@ -15,7 +15,7 @@ use super::api::visibility;
 use super::auth::Caller;
 use super::error::blocking;
 use super::{ApiError, AppState};
-use crate::store::usage::UsageStoreError;
+use store::usage::UsageStoreError;
 
 const PARAMETERS: &str = "from, to, group, utc_offset";
 

@@ -78,7 +78,7 @@ impl Deliveries {
     /// but still sends what it had queued, then stops.
     /// Call it on the tokio runtime (it starts the new webhooks' tasks).
     pub fn replace(&self, webhooks: Vec<Webhook>) {
-        let mut sinks = crate::sync::write(&self.shared.sinks);
+        let mut sinks = base::sync::write(&self.shared.sinks);
         let mut old = std::mem::take(&mut *sinks);
         for webhook in webhooks {
             let kept = old.iter().position(|s| s.webhook == webhook).map(|i| old.remove(i));
@@ -99,7 +99,7 @@ impl Deliveries {
     }
 
     fn sinks(&self) -> Vec<Arc<Sink>> {
-        crate::sync::read(&self.shared.sinks).clone()
+        base::sync::read(&self.shared.sinks).clone()
     }
 }
 
@@ -131,7 +131,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
         let event = match events.recv().await {
             Ok(event) => event,
             Err(RecvError::Lagged(missed)) => {
-                let sinks = crate::sync::read(&shared.sinks).clone();
+                let sinks = base::sync::read(&shared.sinks).clone();
                 tracing::warn!("alert deliveries fell behind: {missed} alert event(s) skipped");
                 for sink in &sinks {
                     sink.count_dropped(missed);
@@ -144,7 +144,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
             continue;
         }
         let alert = &event.alert;
-        let sinks = crate::sync::read(&shared.sinks).clone();
+        let sinks = base::sync::read(&shared.sinks).clone();
         for sink in sinks.iter().filter(|s| alert.severity >= s.webhook.min_severity) {
             sink.offer(format::payload(sink.webhook.format, &shared.host, alert));
         }
@@ -177,7 +177,7 @@ fn deliverable(announced: &mut BTreeSet<u64>, event: &AlertEvent, started_ms: u6
 
 /// The webhooks' counters as Prometheus text: deliveries by outcome and alerts dropped.
 pub fn metrics_text(statuses: &[WebhookStatus]) -> String {
-    use crate::prom_text::{Exposition, Kind, escape};
+    use base::prom_text::{Exposition, Kind, escape};
     let mut out = Exposition::default();
     out.family(
         "gpudash_alert_webhook_deliveries_total",

@@ -102,7 +102,7 @@ impl Sink {
     /// Counts `n` alerts this webhook never got (a full queue, or the dispatcher falling behind).
     pub(super) fn count_dropped(&self, n: u64) {
         self.counters.dropped.fetch_add(n, Ordering::Relaxed);
-        let mut log = crate::sync::lock(&self.counters.drop_log);
+        let mut log = base::sync::lock(&self.counters.drop_log);
         log.1 += n;
         if log.0.is_none_or(|at| at.elapsed() >= DROP_LOG_EVERY) {
             tracing::warn!(
@@ -117,7 +117,7 @@ impl Sink {
 
     pub(super) fn status(&self) -> WebhookStatus {
         let c = &self.counters;
-        let last_error = crate::sync::lock(&c.last_error).clone();
+        let last_error = base::sync::lock(&c.last_error).clone();
         let last_success = c.last_success_ms.load(Ordering::Relaxed);
         WebhookStatus {
             target: self.target.clone(),
@@ -144,7 +144,7 @@ async fn work(mut receiver: mpsc::Receiver<Payload>, attempts: Attempts, counter
             Err(reason) => {
                 tracing::warn!("webhook {}: {reason}", attempts.target);
                 counters.failed.fetch_add(1, Ordering::Relaxed);
-                *crate::sync::lock(&counters.last_error) = Some((reason, now_ms()));
+                *base::sync::lock(&counters.last_error) = Some((reason, now_ms()));
             }
         }
         counters.queued.fetch_sub(1, Ordering::Relaxed);

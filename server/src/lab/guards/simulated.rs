@@ -68,29 +68,29 @@ impl SimulatedProbe {
 
     /// Makes every later run on `device` observe wrong results, as a faulty GPU would.
     pub fn give_wrong_results(&self, device: u32) {
-        crate::sync::lock(&self.wrong).insert(device);
+        base::sync::lock(&self.wrong).insert(device);
     }
 
     /// Makes the next run on `device` fail with `error` (e.g. a CUDA out-of-memory), as a
     /// real GPU would, with the pool holding memory at that moment.
     pub fn fail_next_run(&self, device: u32, error: &str) {
-        crate::sync::lock(&self.failures).insert(device, error.to_owned());
+        base::sync::lock(&self.failures).insert(device, error.to_owned());
     }
 
     /// Pretends the host has `memory` (tests of the host-memory guard); a 2 TiB host until then.
     pub fn set_host_memory(&self, memory: HostMemory) {
-        *crate::sync::lock(&self.host) = Some(memory);
+        *base::sync::lock(&self.host) = Some(memory);
     }
 
     /// Pretends `processes` compute on `device` (tests of the busy-GPU guard).
     pub fn set_processes(&self, device: u32, processes: Vec<ComputeProcess>) {
-        crate::sync::lock(&self.processes).insert(device, processes);
+        base::sync::lock(&self.processes).insert(device, processes);
     }
 }
 
 impl DeviceProbe for SimulatedProbe {
     fn injected_failure(&self, device: u32) -> Option<String> {
-        crate::sync::lock(&self.failures).remove(&device)
+        base::sync::lock(&self.failures).remove(&device)
     }
 
     fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
@@ -102,7 +102,7 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn wrong_results(&self, device: u32) -> bool {
-        crate::sync::lock(&self.wrong).contains(&device)
+        base::sync::lock(&self.wrong).contains(&device)
     }
 
     fn without_nccl(&self) -> bool {
@@ -117,7 +117,7 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError> {
-        let map = crate::sync::lock(&self.processes);
+        let map = base::sync::lock(&self.processes);
         if let Some(set) = map.get(&device) {
             return Ok(set.clone());
         }
@@ -132,7 +132,7 @@ impl DeviceProbe for SimulatedProbe {
     }
 
     fn host_memory(&self) -> Result<HostMemory, MeminfoError> {
-        Ok(crate::sync::lock(&self.host).unwrap_or(SIMULATED_HOST))
+        Ok(base::sync::lock(&self.host).unwrap_or(SIMULATED_HOST))
     }
 
     fn peaks(&self, _device: u32) -> LinkPeaks {

@@ -47,7 +47,7 @@ struct Link {
 
 impl Link {
     fn send(&self, message: &FromWorker) -> bool {
-        let mut out = crate::sync::lock(&self.out);
+        let mut out = base::sync::lock(&self.out);
         match write_frame(&mut *out, message) {
             Ok(()) => true,
             Err(e) => {
@@ -239,7 +239,7 @@ struct RemoteProbe {
 
 impl RemoteProbe {
     fn ask(&self, question: Question) -> Option<Answer> {
-        let answers = crate::sync::lock(&self.link.answers);
+        let answers = base::sync::lock(&self.link.answers);
         if !self.link.send(&FromWorker::Ask(question)) {
             return None;
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::engine::{Engine, Inspected};
 use super::kubelet::{self, GpuPods};
 use super::{ENGINE_RETRY, Inspect, Key, PODS_REFRESH, Shared, Source, cgroup, engine_ready, kube, note};
-use crate::sync::lock;
+use base::sync::lock;
 
 /// How long a pod's UID and owner from the API server are kept before they are asked again.
 const POD_FACTS_KEPT: Duration = Duration::from_secs(60);

@@ -27,7 +27,7 @@ use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, ScheduledGpu, SlurmJ
 
 use self::engine::Engine;
 use self::kubelet::GpuPods;
-use crate::sync::lock;
+use base::sync::lock;
 
 /// Where gpudash finds who runs what (`--container-socket`, `--pod-resources-socket`, `--owner-label`).
 #[derive(clap::Args, Debug, Clone, PartialEq)]

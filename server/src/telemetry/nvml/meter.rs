@@ -42,7 +42,7 @@ impl CallMeter {
             wall_ns: u64::try_from(wall.elapsed().as_nanos()).unwrap_or(u64::MAX),
         };
         let thread = std::thread::current().name().unwrap_or("unnamed").to_owned();
-        let mut costs = crate::sync::lock(&self.costs);
+        let mut costs = base::sync::lock(&self.costs);
         let sum = costs.entry((thread, name)).or_default();
         sum.calls += 1;
         sum.cpu_ns += cost.cpu_ns;
@@ -52,7 +52,7 @@ impl CallMeter {
 
     /// Every (thread, call, cost) counted, by thread then call name.
     pub fn report(&self) -> Vec<(String, &'static str, Cost)> {
-        let costs = crate::sync::lock(&self.costs);
+        let costs = base::sync::lock(&self.costs);
         costs.iter().map(|((thread, name), cost)| (thread.clone(), *name, *cost)).collect()
     }
 }

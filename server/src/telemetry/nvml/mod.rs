@@ -32,7 +32,7 @@ use self::info::{pstate_number, read_info};
 pub use self::query::NvmlQuery;
 use super::procfs::ProcReader;
 use super::{ActivitySink, DeviceQuery, GpuSource, XidSink};
-use crate::sync::lock;
+use base::sync::lock;
 
 /// A lost GPU is probed again this often; probing a lost GPU can be slow.
 const LOST_RETRY: Duration = Duration::from_secs(30);

@@ -148,7 +148,7 @@ impl Simulator {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, SimState> {
-        crate::sync::lock(&self.state)
+        base::sync::lock(&self.state)
     }
 
     /// Why `device` is lost at `now_ms`, if a fault says so.
@@ -245,7 +245,7 @@ impl Simulator {
     /// Queues an XID for the XID watcher, as the driver's event set would report it.
     fn push_xid(&self, device: u32, code: u64, timestamp_ms: u64) {
         let xid = XidEvent { device, timestamp_ms, code, meaning: xid_meaning(code).to_owned() };
-        crate::sync::lock(&self.xids).push(xid);
+        base::sync::lock(&self.xids).push(xid);
     }
 }
 
@@ -365,7 +365,7 @@ impl GpuSource for Simulator {
 
     fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
         let state = self.state.clone();
-        let step = move |now_ms| activity::windows(&crate::sync::lock(&state).gpus, now_ms);
+        let step = move |now_ms| activity::windows(&base::sync::lock(&state).gpus, now_ms);
         super::activity::spawn_loop(step, sink, stop)
     }
 
@@ -376,7 +376,7 @@ impl GpuSource for Simulator {
             .name("gpudash-xid".into())
             .spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
-                    let events = std::mem::take(&mut *crate::sync::lock(&queue));
+                    let events = std::mem::take(&mut *base::sync::lock(&queue));
                     events.into_iter().for_each(&sink);
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }

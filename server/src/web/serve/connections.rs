@@ -212,7 +212,7 @@ impl Registry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        crate::sync::lock(&self.inner)
+        base::sync::lock(&self.inner)
     }
 
     /// A slot for a new connection from `peer`, whose socket `uid` owns when known, or `None`

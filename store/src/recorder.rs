@@ -224,7 +224,7 @@ fn rollup(conn: &Connection, from_ms: u64, until_ms: u64) -> rusqlite::Result<us
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::Store;
 
     fn sample(device: u32, t: u64, used: u64) -> DeviceSample {
         DeviceSample {

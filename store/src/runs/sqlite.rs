@@ -120,7 +120,7 @@ impl SqliteRunStore {
     }
 
     fn conn(&self) -> MutexGuard<'_, Connection> {
-        crate::sync::lock(&self.conn)
+        base::sync::lock(&self.conn)
     }
 }
 
@@ -164,7 +164,7 @@ fn summary(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
 
 impl RunStore for SqliteRunStore {
     fn next_id(&self) -> Result<u64, RunStoreError> {
-        let mut last = crate::sync::lock(&self.last_id);
+        let mut last = base::sync::lock(&self.last_id);
         *last += 1;
         Ok(*last)
     }
@@ -266,7 +266,7 @@ impl RunStore for SqliteRunStore {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
-    use super::super::tests::run;
+    use super::super::testing::run;
     use super::*;
     use shared::lab::{ChartSpec, Check, Figure, RunResult, Stats};
 

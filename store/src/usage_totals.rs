@@ -96,7 +96,7 @@ impl UsageTotals {
 
     /// Adds `buckets` (what the store is about to write).
     pub fn add(&self, buckets: &[Bucket]) {
-        let mut totals = crate::sync::lock(&self.0);
+        let mut totals = base::sync::lock(&self.0);
         for (user, s) in per_owner(buckets) {
             add_to(totals.sums.entry(user.to_owned()).or_default(), &s);
         }
@@ -104,14 +104,14 @@ impl UsageTotals {
 
     /// Every owner's sums now.
     pub fn snapshot(&self) -> BTreeMap<String, Sums> {
-        crate::sync::lock(&self.0).sums.clone()
+        base::sync::lock(&self.0).sums.clone()
     }
 
     /// The sums to export as counters: an owner new since start reads 0 the first time it is
     /// shown and its sums from the next time on, so a scraper sees its series start at 0 and
     /// `increase()` counts its first charges (a series that starts above 0 loses its first value).
     pub fn for_export(&self) -> BTreeMap<String, Sums> {
-        let mut totals = crate::sync::lock(&self.0);
+        let mut totals = base::sync::lock(&self.0);
         let Running { sums, shown } = &mut *totals;
         sums.iter()
             .map(|(owner, s)| (owner.clone(), if shown.insert(owner.clone()) { Sums::default() } else { *s }))

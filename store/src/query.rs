@@ -148,7 +148,7 @@ mod tests {
     use shared::DeviceSample;
 
     use super::*;
-    use crate::store::Store;
+    use crate::Store;
 
     const T0: u64 = 1_700_000_000_000;
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::prom_text::{Exposition, Kind, escape};
+use base::prom_text::{Exposition, Kind, escape};
 
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
 
@@ -33,12 +33,12 @@ pub struct Stopped;
 static DROPPED: Mutex<BTreeMap<String, Arc<AtomicU64>>> = Mutex::new(BTreeMap::new());
 
 fn dropped_counter(name: &str) -> Arc<AtomicU64> {
-    crate::sync::lock(&DROPPED).entry(name.to_owned()).or_default().clone()
+    base::sync::lock(&DROPPED).entry(name.to_owned()).or_default().clone()
 }
 
 /// `gpudash_store_writes_dropped_total`, one series per writer thread, for `/metrics`.
 pub fn metrics_text() -> String {
-    let counts: Vec<(String, f64)> = crate::sync::lock(&DROPPED)
+    let counts: Vec<(String, f64)> = base::sync::lock(&DROPPED)
         .iter()
         .map(|(name, n)| (format!("writer=\"{}\"", escape(name)), n.load(Ordering::Relaxed) as f64))
         .collect();
@@ -141,7 +141,7 @@ impl DbWriter {
         &self,
         work: impl FnOnce(&mut Connection) -> T + Send + 'static,
     ) -> Result<T, Stopped> {
-        crate::sync::wait(self.request(work))
+        base::sync::wait(self.request(work))
     }
 }
 

@@ -97,7 +97,7 @@ impl Store {
 
     /// Runs a history query (blocking: call from `spawn_blocking`).
     pub fn history(&self, query: &HistoryQuery, now_ms: u64) -> Result<query::Answer, QueryError> {
-        let reader = crate::sync::lock(&self.reader);
+        let reader = base::sync::lock(&self.reader);
         query::run(&reader, query, self.retention, now_ms)
     }
 
@@ -109,7 +109,7 @@ impl Store {
         range: (u64, u64, u32),
         now_ms: u64,
     ) -> Result<Vec<(u32, shared::history::Metric, query::Answer)>, QueryError> {
-        let reader = crate::sync::lock(&self.reader);
+        let reader = base::sync::lock(&self.reader);
         query::run_all(&reader, devices, range, self.retention, now_ms)
     }
 }

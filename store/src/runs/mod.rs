@@ -63,7 +63,7 @@ impl MemoryRunStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (u64, BTreeMap<u64, Run>)> {
-        crate::sync::lock(&self.runs)
+        base::sync::lock(&self.runs)
     }
 }
 
@@ -100,14 +100,14 @@ impl RunStore for MemoryRunStore {
     }
 }
 
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-pub(crate) mod tests {
+/// Fixtures for tests here and in other crates (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
     use shared::lab::{RunEnvironment, RunPlan};
 
     /// A run with default parameters and no result, as the wire types make it.
-    pub(crate) fn run(id: u64, device: u32, kind: ExperimentKind, status: RunStatus) -> Run {
+    pub fn run(id: u64, device: u32, kind: ExperimentKind, status: RunStatus) -> Run {
         Run {
             summary: RunSummary {
                 id,
@@ -133,6 +133,13 @@ pub(crate) mod tests {
             previous_id: None,
         }
     }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::testing::run;
+    use super::*;
 
     #[test]
     fn lists_newest_first_with_filters_and_a_cap() {

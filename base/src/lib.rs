@@ -1,0 +1,7 @@
+//! What every part of the gpudash server leans on and nothing else: the one way it takes a lock
+//! and waits across threads ([`sync`]), its wall clock ([`clock`]), and the one writer of
+//! Prometheus' text format ([`prom_text`]). It depends on no other gpudash crate.
+
+pub mod clock;
+pub mod prom_text;
+pub mod sync;
