@@ -4,17 +4,20 @@
 Run from anywhere: `python3 tests/docs_figures.py` (or `--root DIR` for another tree). Python 3
 standard library only. Exit 0 with counts; exit 1 listing every offence as file:line: message.
 
-Files: README.md and docs/*.md. Logs: the files under docs/gpu-runs/, docs/bench-runs/, docs/runs/.
+Files: README.md and docs/*.md. Logs: the files under docs/runs/AREA/, one folder per kind of run
+(gpu, lab, rss, nccl, fleet, browser, load; any folder there counts).
 
 Passages. A file is cut into passages, each checked on its own: a paragraph (lines up to a blank
 line, a heading, a table, a fence or a list item); a list item ("- ", "* ", "1. " and the lines after
 it); a table row (a line starting "|"); a line inside a ``` fence; a heading. A passage names a log
-with a path "gpu-runs/NAME.log", "bench-runs/NAME.log" or "runs/NAME.log" (or .txt; with or without
-"docs/"; a link or text; a "*" in NAME is a glob), or with a bare NAME.log that exists in one of those
-folders. A table row or fence line that names no log takes the logs (and the marker) of the paragraph
-just above its table or fence; a list item, those of the paragraph above its list if it ends with ":".
+with a path "runs/AREA/NAME.log" (or .txt; with or without "docs/"; a link or text; a "*" in AREA or
+NAME is a glob), or with a bare NAME.log that exists in one of the areas. A table row or fence line
+that names no log takes the logs (and the marker) of the paragraph just above its table or fence; a
+list item, those of the paragraph above its list if it ends with ":".
 
-Rule 1: every log path a doc names exists (a glob matches at least one file).
+Rule 1: every log path a doc names exists (a glob matches at least one file). A path of the old
+        layout ("gpu-runs/NAME.log", "bench-runs/NAME.log", or "runs/NAME.log" with no area) is an
+        offence too: the logs live in docs/runs/AREA/ only.
 Rule 2: in a passage that names (or takes) logs, every figure is held by a line of one of them.
 Rule 3: a benchmark passage with figures names (or takes) a log, or is marked: it says "no log",
         "without a log" or "not measured" (any case), or its heading does (the marker then covers
@@ -22,6 +25,10 @@ Rule 3: a benchmark passage with figures names (or takes) a log, or is marked: i
         were measured without keeping a log; it is printed in the doc, so the reader sees it too.
         Benchmark passages: all of docs/BENCHMARKS.md and README.md's "## Figures" section
         (BENCHMARK_SCOPE); headings are exempt. Other passages that name no log are not checked.
+Scope of the history: docs/CHANGELOG.md (HISTORY_SCOPE), where earlier sessions' figures go once
+        superseded, gets rules 1 and 2 only, never rule 3, even if BENCHMARK_SCOPE named it: the logs
+        a passage there names must exist and hold each of its figures, as in any doc, but a passage
+        that names none is history measured without a log, counted apart and not checked.
 
 Figures. Code spans, link targets "](...)", URLs and log names are blanked first. A figure is
   - a number with a decimal point: 392.5, 1.042, 21,710.8;
@@ -94,8 +101,9 @@ figures value values gpudash gpu gpus h200 nvidia""".split())
 STOP_WORDS |= {u.lower() for u in UNITS} | {w.lower() for w in COUNT_WORDS}
 LABELS = 3  # label words per figure
 BENCHMARK_SCOPE = {"docs/BENCHMARKS.md": None, "README.md": "Figures"}  # None: the whole file
+HISTORY_SCOPE = {"docs/CHANGELOG.md"}  # rules 1 and 2 only: rule 3 never applies here
 MARKER = re.compile(r"\b(?:no log|without a log|not measured)\b", re.IGNORECASE)
-LOG_DIRS = ("gpu-runs", "bench-runs", "runs")
+LOG_ROOT = "runs"  # under docs/: one folder per area, the logs in them
 
 UNIT_RE = "|".join(re.escape(u) for u in UNITS)
 COUNT_RE = "|".join(COUNT_WORDS)
@@ -109,8 +117,10 @@ SKIP_BEFORE = re.compile(r"(?:§|#|\bv|\bversion |\bCUDA |\bissues? |\bsections?
 WORD = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 LOG_UNIT = re.compile(r"(?<![A-Za-z])(?:" + UNIT_RE + r")(?![A-Za-z])")
 # A name ends where no word character and no ".word" follows: "p2p.log." at a sentence's end counts.
+# "old" or a missing "area" is a path of the old layout (rule 1 reports it).
 LOG_PATH = re.compile(
-    r"(?<![\w\-])(?:docs/)?(?P<dir>gpu-runs|bench-runs|runs)/(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)"
+    r"(?<![\w\-])(?:docs/)?(?:(?P<old>gpu-runs|bench-runs)/|runs/(?:(?P<area>[\w*\-]+)/)?)"
+    r"(?P<name>[\w*.\-]+?\.(?:log|txt))(?!\w|\.\w)"
 )
 BARE_LOG = re.compile(r"(?<![\w/.\-])(?P<name>[\w\-]+(?:\.[\w\-]+)*?\.(?:log|txt))(?!\w|\.\w)")
 CODE_SPAN = re.compile(r"`[^`]*`")
@@ -374,14 +384,17 @@ def cited_logs(passage: Passage, docs_dir: str, rel: str) -> tuple[list[str], li
     missing: list[Offence] = []
     for no, line in passage.lines:
         for m in LOG_PATH.finditer(line):
-            name, folder = m.group("name"), m.group("dir")
-            hits = sorted(glob.glob(os.path.join(docs_dir, folder, name)))
+            name, area = m.group("name"), m.group("area")
+            if m.group("old") or not area:
+                path = m.group(0) if m.group(0).startswith("docs/") else "docs/" + m.group(0)
+                missing.append(Offence(f"{rel}:{no}", f"{path} is not a docs/{LOG_ROOT}/AREA/ path"))
+                continue
+            hits = sorted(glob.glob(os.path.join(docs_dir, LOG_ROOT, area, name)))
             if not hits:
-                missing.append(Offence(f"{rel}:{no}", f"docs/{folder}/{name} does not exist"))
+                missing.append(Offence(f"{rel}:{no}", f"docs/{LOG_ROOT}/{area}/{name} does not exist"))
             logs.extend(h for h in hits if h not in logs)
         for m in BARE_LOG.finditer(LOG_PATH.sub(" ", line)):
-            for folder in LOG_DIRS:
-                path = os.path.join(docs_dir, folder, m.group("name"))
+            for path in sorted(glob.glob(os.path.join(docs_dir, LOG_ROOT, "*", glob.escape(m.group("name"))))):
                 if os.path.isfile(path) and path not in logs:
                     logs.append(path)
     return logs, missing
@@ -402,18 +415,20 @@ def check(
     root: str, stats: dict[str, int] | None = None, only: list[str] | None = None
 ) -> tuple[list[Offence], int]:
     """Checks every doc under root (or only those named, relative to root); returns the offences and
-    how many figures were checked. Fills stats (if given): checked, counts, passages, marked, unchecked."""
+    how many figures were checked. Fills stats (if given): checked, counts, passages, marked, unchecked,
+    history (figures of HISTORY_SCOPE passages that name no log)."""
     docs_dir = os.path.join(root, "docs")
     docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(docs_dir, "*.md")))
     if only is not None:
         docs = [os.path.join(root, rel) for rel in only]
     offences: list[Offence] = []
     stats = {} if stats is None else stats
-    for key in ("checked", "counts", "passages", "marked", "unchecked"):
+    for key in ("checked", "counts", "passages", "marked", "unchecked", "history"):
         stats[key] = 0
     for doc in filter(os.path.isfile, docs):
         rel = os.path.relpath(doc, root).replace(os.sep, "/")
-        scope = BENCHMARK_SCOPE.get(rel, "")
+        history = rel in HISTORY_SCOPE  # rules 1 and 2 only, whatever BENCHMARK_SCOPE says
+        scope = "" if history else BENCHMARK_SCOPE.get(rel, "")
         in_scope, scope_level, heading_marked = scope is None, 0, False
         with open(doc, encoding="utf-8") as f:
             parts = passages(f.read())
@@ -451,6 +466,8 @@ def check(
                                             f"({shown}) names no log: cite its log or mark it 'no log'"))
                 elif in_scope and marked:
                     stats["marked"] += len(figs)
+                elif history:
+                    stats["history"] += len(figs)
                 elif not in_scope:
                     stats["unchecked"] += len(figs)
                 continue
@@ -483,7 +500,9 @@ def main() -> int:
     summary = (
         f"{checked} figures checked ({stats['counts']} counts) in {stats['passages']} passages; "
         f"{stats['marked']} figures in benchmark passages marked as not from a log; "
-        f"{stats['unchecked']} figures outside benchmark passages name no log (not checked)"
+        f"{stats['unchecked']} figures outside benchmark passages name no log (not checked); "
+        f"{stats['history']} figures of the history ({', '.join(sorted(HISTORY_SCOPE))}) name no log "
+        f"(rule 3 does not apply there)"
     )
     if offences:
         print(f"docs_figures: {len(offences)} offence(s); {summary}", file=sys.stderr)

@@ -238,7 +238,7 @@ fn brotli_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
 }
 
 /// Gzip through zopfli: any gzip reader takes it, and it is 4% smaller than zlib's best level
-/// (the wasm: 704.8 → 677.0 KB), for a few seconds here (docs/BENCHMARKS.md, "Browser app budgets").
+/// (the wasm: 704.8 → 677.0 KB), for a few seconds here (docs/CHANGELOG.md, "Browser app budgets").
 fn gzip_bytes(body: &[u8]) -> Result<Vec<u8>, String> {
     let options = zopfli::Options { iteration_count: ZOPFLI_ITERATIONS, ..zopfli::Options::default() };
     let mut out = Vec::new();

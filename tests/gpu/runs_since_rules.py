@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Lists every logged GPU run judged by the current rules (tests/gpu/rules.json): the logs under docs/gpu-runs/
+"""Lists every logged GPU run judged by the current rules (tests/gpu/rules.json): the logs under docs/runs/AREA/
 whose comparison summary lines name the rules' version and sha256, with each summary's verdict counts and exit.
 
     python3 tests/gpu/runs_since_rules.py [--root DIR]
@@ -41,8 +41,8 @@ def runs(book, root):
     """(runs under the rules, marked runs: overridden or partial, runs naming the version with another sha256);
     each a list of (log path relative to root, summary match)."""
     under, marked, other = [], [], []
-    logs = sorted(glob.glob(os.path.join(root, "docs", "gpu-runs", "*.log"))
-                  + glob.glob(os.path.join(root, "docs", "gpu-runs", "*.txt")))
+    logs = sorted(glob.glob(os.path.join(root, "docs", "runs", "*", "*.log"))
+                  + glob.glob(os.path.join(root, "docs", "runs", "*", "*.txt")))
     for path in logs:
         for m in summaries(path):
             if int(m.group("version")) != book.version:

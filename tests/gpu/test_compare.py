@@ -3,7 +3,7 @@ the exit codes' reading (result.sh): no torch, no GPU.
 
     python3 -m pytest -q tests/gpu/test_compare.py
 
-The simulated rounds follow what the H200 logs show (docs/gpu-runs/session6 and session9): both sides of
+The simulated rounds follow what the H200 logs show (docs/runs/lab/, sessions 6 and 9): both sides of
 a round move together with the round's state (clocks, the pinned core: 10% from round to round), and each
 side has its own noise on top (3% for most rows). gpudash's figure is the reference's times a known gap.
 Every simulation is seeded, so each test sees the same numbers on every run.
@@ -455,7 +455,7 @@ def test_f_the_scripts_take_their_rounds_from_the_rules_and_say_when_overridden(
 def test_f_runs_since_rules_lists_the_runs_under_the_current_rules(tmp_path):
     import runs_since_rules
     book = rules.load()
-    logs = tmp_path / "docs" / "gpu-runs"
+    logs = tmp_path / "docs" / "runs" / "lab"
     logs.mkdir(parents=True)
     assert runs_since_rules.runs(book, str(tmp_path)) == ([], [], [])
     line = ("lab vs PyTorch: 37 PASS, 0 FAIL/MISSING, 2 INCONCLUSIVE, 4 identity checks equal and 0 not, 0 failed "
@@ -464,11 +464,15 @@ def test_f_runs_since_rules_lists_the_runs_under_the_current_rules(tmp_path):
     (logs / "by-hand.log").write_text(f"{line}{book.label}, overridden: --deadline-s 100 (rules 300)\n")
     (logs / "edited.log").write_text(f"{line}rules v{book.version} sha256 0123456789ab\n")
     (logs / "before.log").write_text(line[:-2] + "\n")  # no rules named: before rules v1
+    gpu = tmp_path / "docs" / "runs" / "gpu"  # every area's logs are read
+    gpu.mkdir()
+    (gpu / "p2p.log").write_text(f"{line.replace('lab vs PyTorch', 'p2p', 1)}{book.label}\n")
+    (tmp_path / "docs" / "runs" / "loose.log").write_text(f"{line}{book.label}\n")  # not in an area: not a run log
     under, marked, other = runs_since_rules.runs(book, str(tmp_path))
-    assert [p for p, _ in under] == ["docs/gpu-runs/now.log"]
-    assert runs_since_rules.text(under[0]) == ("  docs/gpu-runs/now.log: lab vs PyTorch 37 PASS, 0 FAIL/MISSING, "
+    assert [p for p, _ in under] == ["docs/runs/gpu/p2p.log", "docs/runs/lab/now.log"]
+    assert runs_since_rules.text(under[1]) == ("  docs/runs/lab/now.log: lab vs PyTorch 37 PASS, 0 FAIL/MISSING, "
                                                "2 INCONCLUSIVE, exit 2")
-    assert [p for p, _ in marked] == ["docs/gpu-runs/by-hand.log"] and [p for p, _ in other] == ["docs/gpu-runs/edited.log"]
+    assert [p for p, _ in marked] == ["docs/runs/lab/by-hand.log"] and [p for p, _ in other] == ["docs/runs/lab/edited.log"]
 
 
 # ---- (g) the exit codes, as result.sh reads them for all.sh and the scripts ----

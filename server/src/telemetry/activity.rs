@@ -2,7 +2,7 @@
 //! GPU every [`ACTIVITY_PERIOD`] while a page watches (every [`UNWATCHED_PERIOD`] while
 //! none does), and the hub's board of the newest window per GPU that the fast loop
 //! attaches to its samples. One GPM sample costs ~0.2 ms and one metrics computation
-//! ~1 ms per GPU on an H200 (docs/gpu-runs/session11-h200.log): far too much for the fast path.
+//! ~1 ms per GPU on an H200 (docs/runs/gpu/session11-h200.log): far too much for the fast path.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -71,7 +71,7 @@ impl Sampler {
         let activity_hub = hub.clone();
         // Full rate always. Slowing to 5 s windows while no page watched (`hub.watchers()`) was measured
         // on the H200 and broke what the lab shows of a run (GPM during an 18 s GEMM run read 20%
-        // instead of >90%) and /metrics' alignment with a load (docs/gpu-runs/session12-gpm-5s.log);
+        // instead of >90%) and /metrics' alignment with a load (docs/runs/gpu/session12-gpm-5s.log);
         // a lab run must count as a watcher before the slower rate can come back.
         let watchers = super::activity::Watchers::always();
         let sink = ActivitySink::new(Box::new(move |windows| activity_hub.publish_activity(windows)), watchers);

@@ -206,7 +206,7 @@ impl Session {
         drop(self.ctx);
         // Releasing our handle is not enough: cuBLAS carries the CUDA runtime, which retains the primary
         // context for itself, so it would stay alive with ~520 MiB of device memory listed under gpudash
-        // (tests/gpu/ctx_release.py, docs/gpu-runs/session17-ctx-release.log). This worker is the only
+        // (tests/gpu/ctx_release.py, docs/runs/lab/session17-ctx-release.log). This worker is the only
         // user of its GPU's context between runs, so the context is reset: the next run retains a fresh
         // one, and cuBLAS works in it.
         if last {

@@ -3,7 +3,7 @@
 //!
 //! The dashboard asks a child process of its own binary ([`answer_probe`]): loading libcublas runs
 //! constructors whose heap stays behind after dlclose (2.6 MiB of an idle server's resident memory
-//! even after `malloc_trim`, docs/gpu-runs/session17-rss-parts.log), and a library that crashes while
+//! even after `malloc_trim`, docs/runs/rss/session17-rss-parts.log), and a library that crashes while
 //! loading takes the child down, not the dashboard. Every command of the gpudash binary asks a child
 //! (`gpudash bench` too); unit tests, whose binary is not gpudash, open them in their own process.
 #![allow(clippy::print_stdout)]
@@ -161,7 +161,7 @@ fn open_each() -> [bool; 4] {
 
 /// Loading libcublas runs its constructors, which free most of what they allocate only at dlclose,
 /// leaving it cached in malloc's heaps: 5.7 MiB resident in an idle server, 4.2 MiB of it free
-/// (docs/gpu-runs/session17-rss-parts.log, H200). malloc_trim(0) hands the free pages back.
+/// (docs/runs/rss/session17-rss-parts.log, H200). malloc_trim(0) hands the free pages back.
 fn give_back_freed_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel.

@@ -23,7 +23,7 @@ const MIB: f64 = 1024.0 * 1024.0;
 
 /// The figures read every window, in the order [`to_activity`] reads them back. The graphics
 /// engine's is not among them: alone it costs 2.0 ms of CPU per call where every other metric costs
-/// about 0.06 ms (`tests/gpu/nvml_costs.py`, docs/gpu-runs/session13-diag.log), so it is read over
+/// about 0.06 ms (`tests/gpu/nvml_costs.py`, docs/runs/gpu/session13-diag.log), so it is read over
 /// [`GRAPHICS_WINDOW_MS`] instead.
 const METRICS: [GpmMetricId; 9] = [
     GpmMetricId::SmUtil,

@@ -15,7 +15,7 @@ use super::{NvmlSource, lock};
 
 /// How often each GPU's per-process SM use is asked for: the call costs about 1.9 ms of CPU on the
 /// H200 (`gpudash-bench loops`), the most of any call the loops make, and NVML keeps one sample per
-/// process (docs/gpu-runs/session13-diag.log), so a read every other slow pass shows the same
+/// process (docs/runs/gpu/session13-diag.log), so a read every other slow pass shows the same
 /// figure, at most 4 s old rather than 2 s.
 const UTILIZATION_PERIOD: Duration = Duration::from_millis(3900);
 
