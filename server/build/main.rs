@@ -1,6 +1,6 @@
-//! The server's build script, one line per job:
+//! The server's build script, one line per job (the kubelet's gRPC client is telemetry's own
+//! build script):
 //!
-//! - [`proto`]: the kubelet's pod-resources gRPC client, generated from `proto/`;
 //! - [`layout`]: how the linker lays out the `gpudash` binary (x86-64 Linux);
 //! - [`assets`]: the browser app (frontend/), built for wasm, split, compressed and embedded, so
 //!   that `cargo build --release` alone yields one `gpudash` binary that serves its own page.
@@ -10,7 +10,6 @@
 
 mod assets;
 mod layout;
-mod proto;
 
 use std::path::PathBuf;
 
@@ -23,7 +22,6 @@ fn main() {
 
 fn build() -> Result<(), String> {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").map_err(|e| e.to_string())?);
-    proto::pod_resources_api(&manifest_dir)?;
     layout::link_layout(&manifest_dir)?;
     assets::build(&manifest_dir)
 }

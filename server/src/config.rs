@@ -21,7 +21,7 @@ pub struct Config {
     pub listen: SocketAddr,
     pub interval: Duration,
     pub simulate: Option<u32>,
-    pub faults: Vec<crate::telemetry::simulator::Fault>,
+    pub faults: Vec<telemetry::simulator::Fault>,
     /// Where history is kept; `None` with `--no-history`.
     pub data_dir: Option<PathBuf>,
     pub retention: store::Retention,
@@ -53,13 +53,13 @@ pub struct Config {
     /// `--max-connections-per-client`.
     pub max_connections_per_client: usize,
     /// `--idle-memory` and `--idle-after`.
-    pub idle: crate::telemetry::IdleRule,
+    pub idle: telemetry::IdleRule,
     /// `--alerts-file`, read at start (a bad file stops start-up) and on SIGHUP.
     pub alerts_file: Option<PathBuf>,
     /// `--alert-webhook`: generic webhooks besides the alerts file's.
     pub alert_webhooks: Vec<url::Url>,
     /// `--container-socket`, `--pod-resources-socket`, `--owner-label`.
-    pub identity: crate::telemetry::identity::IdentityArgs,
+    pub identity: telemetry::identity::IdentityArgs,
 }
 
 impl Config {

@@ -18,7 +18,6 @@ mod open;
 pub mod reload;
 pub mod reservations;
 pub mod signals;
-pub mod telemetry;
 pub mod usage;
 pub mod web;
 pub mod wiring;
@@ -26,6 +25,7 @@ pub mod wiring;
 // The crates the server is built from, under the names its modules have always used.
 pub use base::{clock, prom_text, sync};
 pub use store;
+pub use telemetry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,11 +36,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::telemetry::nvml::NvmlSource;
-use crate::telemetry::simulator::Simulator;
-use crate::telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
 use crate::web::AppState;
 use store::Store;
+use telemetry::nvml::NvmlSource;
+use telemetry::simulator::Simulator;
+use telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
 
 /// The source the configuration asks for: the simulator, NVML, or, when NVML
 /// cannot load, an empty source whose host info says why.

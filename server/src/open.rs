@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::{alerts, audit, bridge, reservations, telemetry};
+use crate::{alerts, audit, bridge, reservations};
 use store::{self, Store};
 
 /// Runs `open` on a blocking thread; its error (and a panic there) as an I/O error for start-up.

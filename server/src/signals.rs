@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use shared::processes::{GpuProcess, PID_MAX, SIGNAL_WAIT_MS, Signal, shorten};
 
-use crate::telemetry::procfs::ProcReader;
+use telemetry::procfs::ProcReader;
 
 /// How often a signalled process is looked for in /proc.
 const POLL: Duration = Duration::from_millis(20);

@@ -12,7 +12,6 @@ pub mod reservations;
 pub mod runs;
 mod schema;
 pub mod usage;
-pub mod usage_totals;
 mod writer;
 
 use std::path::{Path, PathBuf};

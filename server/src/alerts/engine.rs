@@ -11,7 +11,7 @@ use tokio::sync::watch;
 
 use super::{Alerts, Inputs};
 use crate::reservations::Reservations;
-use crate::telemetry::{Telemetry, now_ms};
+use telemetry::{Telemetry, now_ms};
 
 /// How often resolved alerts past the retention are deleted (also once at start).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);

@@ -87,7 +87,7 @@ impl Alerts {
     /// Opens the alerts kept in `store` (blocking: it reads them): the alerts still firing there
     /// are carried on, not fired again; resolved ones older than `keep` are deleted.
     pub fn open(store: AlertStore, config: AlertsConfig, keep: Duration) -> Result<Self, AlertStoreError> {
-        let now = crate::telemetry::now_ms();
+        let now = telemetry::now_ms();
         let (firing, next_id) = store.firing()?;
         if !firing.is_empty() {
             tracing::info!("{} alerts were firing when gpudash stopped; carrying them on", firing.len());
@@ -240,7 +240,7 @@ impl Alerts {
     /// Silences `rule` on a GPU (blocking), unless its author already has
     /// [`MAX_SILENCES_PER_USER`] in force; a firing alert it covers is announced as silenced.
     pub fn silence(&self, silence: Silence) -> Result<Result<Silence, SilenceRefused>, AlertStoreError> {
-        let now = crate::telemetry::now_ms();
+        let now = telemetry::now_ms();
         let stored = {
             // Held across the insert, so two racing requests cannot both take the last place.
             let mut silences = lock(&self.inner.silences);
@@ -263,7 +263,7 @@ impl Alerts {
         by: &str,
         admin: bool,
     ) -> Result<Result<Silence, SilenceRefused>, AlertStoreError> {
-        let now = crate::telemetry::now_ms();
+        let now = telemetry::now_ms();
         let found = lock(&self.inner.silences).iter().find(|s| s.id == id && now < s.until_ms).cloned();
         let Some(silence) = found else { return Ok(Err(SilenceRefused::NotFound(id))) };
         if silence.by != by && !admin {
@@ -276,7 +276,7 @@ impl Alerts {
     }
 
     fn reapply_silences(&self) {
-        let now = crate::telemetry::now_ms();
+        let now = telemetry::now_ms();
         let silences = lock(&self.inner.silences).clone();
         let mut book = lock(&self.inner.book);
         let changes = book.apply_silences(&silences, now);

@@ -21,9 +21,9 @@ use tokio::sync::watch;
 
 pub use self::action::Action;
 use self::denied::{Denial, DeniedWindows, Summary};
-use crate::telemetry::now_ms;
 use base::sync::lock;
 use store::audit::{AuditRow, AuditStore, AuditStoreError};
+use telemetry::now_ms;
 
 /// Rows kept at most, denials and the rest (allowed or failed actions) apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -39,7 +39,7 @@ pub struct Cli {
     /// results; pid:INDEX:PID lists this host's process PID (one a test started) as a compute process on
     /// GPU INDEX until it exits, so --allow-signals can be tried on it. E.g. "lost:1@30s", "hot:0@10s+1m". Repeatable.
     #[arg(long, env = "GPUDASH_SIMULATE_FAULT", value_name = "FAULT", requires = "simulate", value_delimiter = ',')]
-    pub simulate_fault: Vec<crate::telemetry::simulator::Fault>,
+    pub simulate_fault: Vec<telemetry::simulator::Fault>,
 
     /// Directory for the history database [default: $STATE_DIRECTORY under systemd,
     /// /var/lib/gpudash as root, else $XDG_STATE_HOME/gpudash or ~/.local/state/gpudash].
@@ -155,7 +155,7 @@ pub struct Cli {
     pub fleet: crate::fleet::FleetArgs,
 
     #[command(flatten)]
-    pub identity: crate::telemetry::identity::IdentityArgs,
+    pub identity: telemetry::identity::IdentityArgs,
 
     #[command(subcommand)]
     pub command: Option<super::Command>,
@@ -192,7 +192,7 @@ impl From<Cli> for Config {
             hostname: cli.hostname,
             max_connections: cli.max_connections,
             max_connections_per_client: cli.max_connections_per_client,
-            idle: crate::telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
+            idle: telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
             alerts_file: cli.alerts_file,
             alert_webhooks: cli.alert_webhook,
             identity: cli.identity,

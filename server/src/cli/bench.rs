@@ -15,9 +15,9 @@ use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 use crate::export::table;
 use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
-use crate::telemetry::nvml::NvmlSource;
-use crate::telemetry::{GpuSource, hostname};
 use store::runs::MemoryRunStore;
+use telemetry::nvml::NvmlSource;
+use telemetry::{GpuSource, hostname};
 
 /// Flags of `gpudash bench`.
 #[derive(Args, Debug, Clone)]
@@ -175,7 +175,7 @@ enum SetupError {
     #[error("needs CUDA to run experiments: {0}")]
     Cuda(#[from] cuda::MissingLibraries),
     #[error("needs an NVIDIA GPU and driver: {0}")]
-    Driver(#[from] crate::telemetry::nvml::OpenError),
+    Driver(#[from] telemetry::nvml::OpenError),
     #[error("no GPU {device} (NVML sees {count}); pick one with --device 0..{}", .count.saturating_sub(1))]
     NoDevice { device: u32, count: u32 },
 }

@@ -11,8 +11,8 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::account::{Accountant, Reading, Totals};
-use crate::telemetry::{Telemetry, now_ms};
 use store::usage::{Bucket, Sums, UsageStore};
+use telemetry::{Telemetry, now_ms};
 
 /// How often charged sums are written: a crash loses at most this much accounting.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);

@@ -19,8 +19,8 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::alerts::{SilenceRefused, parse_rule};
 use crate::audit::{Action, Outcome};
-use crate::telemetry::now_ms;
 use store::alerts::{AlertFilter, AlertStoreError, SubscribeRefused};
+use telemetry::now_ms;
 
 impl From<AlertStoreError> for ApiError {
     fn from(e: AlertStoreError) -> Self {

@@ -17,7 +17,7 @@ use shared::{Device, DevicesResponse};
 use super::Visibility;
 use super::auth::Caller;
 use super::{ApiError, AppState};
-use crate::telemetry::now_ms;
+use telemetry::now_ms;
 
 /// What `caller` may see of who runs what (see [`crate::auth::Auth::shows_people_to`]);
 /// `None` is a request the access layer let through unidentified (an open `/metrics`).

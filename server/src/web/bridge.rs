@@ -15,7 +15,7 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::bridge::{Accepted, BridgeError, Notice, Reporter};
-use crate::telemetry::now_ms;
+use telemetry::now_ms;
 
 impl From<BridgeError> for ApiError {
     fn from(e: BridgeError) -> Self {

@@ -11,8 +11,8 @@ use shared::history::{HistoryAllResponse, HistoryLine, HistoryRange, HistoryResp
 
 use super::error::blocking;
 use super::{ApiError, AppState};
-use crate::telemetry::now_ms;
 use store::{HistoryQuery, QueryError, Store};
+use telemetry::now_ms;
 
 const PARAMETERS: &str = "device, metric, from, to, points";
 const DEFAULT_RANGE_MS: u64 = 3_600_000;

@@ -15,8 +15,8 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::frames::{Frame, Visibility};
-use crate::telemetry::{Telemetry, Update, Version};
 use base::sync::lock;
+use telemetry::{Telemetry, Update, Version};
 
 /// Frames a slow socket may fall behind before it is resynchronised with a snapshot.
 const FRAME_BACKLOG: usize = 64;
@@ -160,8 +160,8 @@ mod tests {
     use super::*;
 
     fn hub(devices: u32) -> Arc<Telemetry> {
-        use crate::telemetry::GpuSource as _;
-        let sim = crate::telemetry::simulator::Simulator::new(devices, 100);
+        use telemetry::GpuSource as _;
+        let sim = telemetry::simulator::Simulator::new(devices, 100);
         Arc::new(Telemetry::new(sim.host(), sim.devices()))
     }
 

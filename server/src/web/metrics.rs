@@ -43,7 +43,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
         &processes,
     );
     let full = visibility(&state, caller.as_deref()) == super::Visibility::Full;
-    let reserved = state.reservations.active(crate::telemetry::now_ms());
+    let reserved = state.reservations.active(telemetry::now_ms());
     text.push_str(&reservation_family(&telemetry.host().hostname, telemetry.devices(), &reserved, full));
     let totals = state.usage.totals_for_export();
     text.push_str(&super::metrics_usage::families(&telemetry.host().hostname, &totals, &processes, full));
@@ -68,7 +68,7 @@ const PROCESS_METRICS: &[ProcessMetric] = &[
     ProcessMetric {
         name: "gpudash_process_idle_seconds",
         help: "How long a process has held memory on a GPU that computes nothing (only processes flagged idle).",
-        read: |p| p.idle.map(|hold| crate::telemetry::now_ms().saturating_sub(hold.since_ms) as f64 / 1000.0),
+        read: |p| p.idle.map(|hold| telemetry::now_ms().saturating_sub(hold.since_ms) as f64 / 1000.0),
     },
     ProcessMetric {
         name: "gpudash_process_sm_utilization",
@@ -234,9 +234,9 @@ fn device_labels(d: &DeviceInfo, hostname: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::GpuSource;
-    use crate::telemetry::simulator::Simulator;
     use crate::web::metrics_device::MIB;
+    use telemetry::GpuSource;
+    use telemetry::simulator::Simulator;
 
     #[test]
     fn dcgm_names_and_labels_are_exact() {

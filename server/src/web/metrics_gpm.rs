@@ -71,8 +71,8 @@ fn ratio(percent: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::super::metrics::render;
-    use crate::telemetry::GpuSource;
-    use crate::telemetry::simulator::Simulator;
+    use telemetry::GpuSource;
+    use telemetry::simulator::Simulator;
 
     #[test]
     fn profiling_families_are_ratios_and_rates_and_left_out_where_na() {
@@ -83,7 +83,7 @@ mod tests {
             s.activity = windows.iter().find(|(i, _)| *i == s.index).map(|(_, a)| a.clone());
         }
         let mut processes = sim.details(1_000).processes;
-        let since = crate::telemetry::now_ms() - 90_000;
+        let since = telemetry::now_ms() - 90_000;
         let signal = shared::activity::IdleSignal::SmActivity;
         processes.iter_mut().filter(|p| p.device == 7).for_each(|p| {
             p.idle = Some(shared::activity::IdleHold { since_ms: since, signal });

@@ -1,5 +1,5 @@
 //! `/metrics`' usage counters: each owner's lifetime GPU-seconds, memory and idle memory
-//! byte-seconds and joules, from the usage store's totals (`store::usage_totals`), so they carry
+//! byte-seconds and joules, from the usage store's totals (`store::usage::totals`), so they carry
 //! on across a restart and `increase(…[30d])` across hosts is right (docs/METRICS.md, "Usage").
 //!
 //! An owner with processes on a GPU now but nothing charged yet is exported at 0, so the first

@@ -45,8 +45,8 @@ pub use error::ApiError;
 pub use frames::{AlertFrames, Frame, LabFrames, Visibility, encode};
 pub use live::LiveFrames;
 
-use crate::telemetry::Telemetry;
 use store::Store;
+use telemetry::Telemetry;
 
 /// What every handler can reach.
 #[derive(Clone, Debug)]

@@ -17,7 +17,7 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::reservations::{ReservationError, Reservations};
-use crate::telemetry::now_ms;
+use telemetry::now_ms;
 
 impl From<ReservationError> for ApiError {
     fn from(e: ReservationError) -> Self {

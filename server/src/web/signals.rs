@@ -13,7 +13,7 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::signals::{self, SignalError};
-use crate::telemetry::procfs::ProcReader;
+use telemetry::procfs::ProcReader;
 
 /// Command lines in the audit log are cut to this many characters.
 const AUDIT_COMMAND_CHARS: usize = 80;

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::lab::guards::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 use crate::lab::{LabHost, LabOptions, LabSetup, ServerGpus, SimulatedLab};
-use crate::telemetry::simulator::Fault;
-use crate::telemetry::{DeviceQuery, Telemetry};
+use telemetry::simulator::Fault;
+use telemetry::{DeviceQuery, Telemetry};
 
 /// The lab for what `telemetry` shows (see [`LabSetup::for_server`]). Blocking: call off the runtime.
 pub fn lab_setup(telemetry: &Arc<Telemetry>, options: &LabOptions, simulated_lab: &SimulatedLab) -> LabSetup {

@@ -125,7 +125,7 @@ pub fn start_for(
 /// Reads alert events until the engine goes away, and queues each deliverable one for
 /// every webhook whose minimum severity it meets.
 async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEvent>) {
-    let started_ms = crate::telemetry::now_ms();
+    let started_ms = telemetry::now_ms();
     let mut announced = BTreeSet::new();
     loop {
         let event = match events.recv().await {

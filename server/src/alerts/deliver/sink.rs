@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::format::{Payload, target};
 use crate::alerts::config::Webhook;
-use crate::telemetry::now_ms;
+use telemetry::now_ms;
 
 /// Queue length, tries and waits of every webhook.
 #[derive(Debug, Clone, PartialEq, Eq)]

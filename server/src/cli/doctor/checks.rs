@@ -10,9 +10,9 @@ use super::{Check, count, host};
 use crate::alerts::AlertsConfig;
 use crate::alerts::deliver::format::{redact_urls, target};
 use crate::config::Config;
-use crate::telemetry::nvml::{NvmlSource, error_chain};
-use crate::telemetry::simulator::Simulator;
-use crate::telemetry::{GpuSource, now_ms};
+use telemetry::nvml::{NvmlSource, error_chain};
+use telemetry::simulator::Simulator;
+use telemetry::{GpuSource, now_ms};
 
 /// How long a webhook has to answer the doctor's GET.
 const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(3);

@@ -5,7 +5,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 use super::Check;
-use crate::telemetry::identity::{API_TIMEOUT, IdentityArgs, IdentityConfig, cgroup, engine, environ, kubelet};
+use telemetry::identity::{API_TIMEOUT, IdentityArgs, IdentityConfig, cgroup, engine, environ, kubelet};
 
 /// What `/proc/self/status` says of gpudash's own process.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use nvml_wrapper::error::NvmlError;
 use shared::health::{XidEvent, xid_meaning};
 
 use super::error_chain;
-use crate::telemetry::{XidSink, now_ms};
+use crate::{XidSink, now_ms};
 
 /// Waits on NVML event sets (one per GPU, so one GPU without event
 /// support does not cost the others theirs) for critical XID errors until `stop` is set.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use crate::telemetry::query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
+use crate::query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
 
 /// Asks NVML directly, each call on the caller's thread (the lab's workers or a blocking task).
 pub struct NvmlQuery {

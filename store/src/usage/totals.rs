@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, params};
 
-use super::usage::{Bucket, Sums};
+use super::{Bucket, Sums};
 
 const SCHEMA: &str = "CREATE TABLE usage_totals (
     user TEXT NOT NULL PRIMARY KEY,

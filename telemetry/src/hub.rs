@@ -281,8 +281,8 @@ mod tests {
     use super::*;
 
     fn hub(devices: u32) -> Telemetry {
-        use crate::telemetry::GpuSource as _;
-        let sim = crate::telemetry::simulator::Simulator::new(devices, 100);
+        use crate::GpuSource as _;
+        let sim = crate::simulator::Simulator::new(devices, 100);
         Telemetry::new(sim.host(), sim.devices())
     }
 

@@ -7,8 +7,10 @@ use std::path::Path;
 
 use rusqlite::{Connection, params};
 
-use super::usage_totals::{self, UsageTotals};
-use super::writer::{self, DbWriter};
+pub mod totals;
+
+use self::totals::UsageTotals;
+use crate::writer::{self, DbWriter};
 
 /// How long hourly rollups are kept: a year's query range.
 pub const HOURS_KEPT_MS: u64 = shared::usage::MAX_RANGE_MS;
@@ -115,7 +117,7 @@ impl UsageStore {
     fn start(mut conn: Connection, persistent: bool) -> Result<Self, UsageStoreError> {
         migrate(&mut conn)?;
         conn.execute_batch(SCHEMA)?;
-        let totals = UsageTotals::new(usage_totals::open(&mut conn)?);
+        let totals = UsageTotals::new(totals::open(&mut conn)?);
         let writer = DbWriter::start("gpudash-usagedb", conn).map_err(UsageStoreError::Thread)?;
         Ok(Self { writer, persistent, totals })
     }
@@ -209,7 +211,7 @@ fn add(conn: &mut Connection, buckets: &[Bucket]) -> rusqlite::Result<()> {
             ])?;
         }
     }
-    usage_totals::add(&transaction, buckets)?;
+    totals::add(&transaction, buckets)?;
     transaction.commit()
 }
 

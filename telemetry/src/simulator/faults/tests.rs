@@ -1,7 +1,7 @@
 //! Each fault parses, and the simulator shows its signal while it holds and not outside it.
 
-use crate::telemetry::GpuSource;
-use crate::telemetry::simulator::{Fault, ScriptedJob, Simulator, Window};
+use crate::GpuSource;
+use crate::simulator::{Fault, ScriptedJob, Simulator, Window};
 use shared::DeviceSample;
 
 /// When the first sample is taken.

@@ -85,8 +85,8 @@ impl Simulator {
 
 #[cfg(test)]
 mod tests {
-    use crate::telemetry::GpuSource;
-    use crate::telemetry::simulator::Simulator;
+    use crate::GpuSource;
+    use crate::simulator::Simulator;
 
     #[test]
     fn busy_gpus_show_activity_older_ones_say_why_not() {

@@ -202,7 +202,7 @@ mod tests {
         let me = reader.read(std::process::id());
         assert!(me.user.is_some() && me.name.is_some() && me.command.is_some(), "{me:?}");
         let started = me.started_ms.unwrap();
-        let now = crate::telemetry::now_ms();
+        let now = crate::now_ms();
         assert!(started <= now + 1000 && started + 3_600_000 > now, "started {started}, now {now}");
     }
 }

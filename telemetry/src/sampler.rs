@@ -135,7 +135,7 @@ mod tests {
     use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
 
     use super::*;
-    use crate::telemetry::simulator::Simulator;
+    use crate::simulator::Simulator;
 
     struct Flaky {
         inner: Simulator,
