@@ -28,7 +28,7 @@ pub struct Config {
     /// How long the audit log keeps an entry (`--audit-days`).
     pub audit_retention: Duration,
     /// The GPU lab's limits.
-    pub lab: crate::lab::LabConfig,
+    pub lab: lab::LabConfig,
     /// `--lab-user`: who the Lab's worker process runs as when gpudash runs as root.
     pub lab_user: String,
     /// The binary the Lab's runs go to as worker processes: `main` sets its own; `None` runs them in

@@ -13,7 +13,6 @@ pub mod config;
 pub mod export;
 pub mod flags;
 pub mod fleet;
-pub mod lab;
 mod open;
 pub mod reload;
 pub mod reservations;
@@ -24,6 +23,7 @@ pub mod wiring;
 
 // The crates the server is built from, under the names its modules have always used.
 pub use base::{clock, prom_text, sync};
+pub use lab;
 pub use store;
 pub use telemetry;
 

@@ -7,13 +7,13 @@ use tracing_subscriber::EnvFilter;
 
 fn main() -> ExitCode {
     // The lab's CUDA library check runs in a child of this binary (lab/cuda/probe.rs): that child ends here.
-    if let Some(code) = gpudash::lab::cuda::answer_probe() {
+    if let Some(code) = lab::cuda::answer_probe() {
         return code;
     }
     // The Lab's runs go to a worker process of this binary (lab/isolated/): that worker serves here.
-    if gpudash::lab::isolated::is_worker() {
+    if lab::isolated::is_worker() {
         init_logging("warn");
-        return gpudash::lab::isolated::serve();
+        return lab::isolated::serve();
     }
     let cli = gpudash::cli::parse();
     // `gpudash bench` prints a table: only warnings go to the log. The doctor words every problem itself.

@@ -5,7 +5,7 @@
 // Times each call with CLOCK_MONOTONIC, as gpudash's lab does with std::time::Instant, in the same order
 // and with the same batching (a synchronize every 256 launches or records), on a non-blocking stream
 // with an empty kernel JIT-compiled from PTX. Prints one "name<TAB>median µs" line per figure.
-// The two GPU-side figures follow server/src/lab/cuda/latency.rs: events around QUEUED empty kernels
+// The two GPU-side figures follow lab/src/cuda/latency.rs: events around QUEUED empty kernels
 // launched back to back (per kernel), and events around one launch of a graph of GRAPH captured empty
 // kernels (per kernel), each the median over max(REPETITIONS / 100, 10) samples.
 #include "cuda_ref.h"

@@ -7,7 +7,7 @@ or, from lab_vs_torch.py: `measure(device, repetitions, warmup)` -> {figure name
 The measuring is done by tests/gpu/cuda_latency.c, a C program on the driver API (no PyTorch, no
 runtime API, no interpreter between the clock and the call), built here with gcc against the CUDA
 toolkit's cuda.h and linked to libcuda.so.1. It times each call with CLOCK_MONOTONIC in the order
-and batching gpudash's lab uses (server/src/lab/cuda/latency.rs):
+and batching gpudash's lab uses (lab/src/cuda/latency.rs):
 
   kernel launch (host)            cuLaunchKernel of an empty kernel, <<<1,1>>>, synchronized every 256
   event record (host)             cuEventRecord on the stream

@@ -35,10 +35,10 @@ DEVICE_SIZES = (16 * MIB, 256 * MIB, GIB)
 # real gap of, say, 15% reaches once the rounds have narrowed the interval enough. (Until rules v1 these rows had
 # ±10%, where a gpudash 10% slower was at that limit in the same way, not a sure FAIL.)
 
-# Cycles torch.cuda._sleep spins before a held measurement: gpudash's HOLD_CYCLES (server/src/lab/cuda/mod.rs).
+# Cycles torch.cuda._sleep spins before a held measurement: gpudash's HOLD_CYCLES (lab/src/cuda/mod.rs).
 HOLD_CYCLES = 200_000
 # Held copies under 64 MiB are timed as a batch moving 64 MiB (at most 64 copies): gpudash's
-# transfer::batch (server/src/lab/cuda/transfer.rs).
+# transfer::batch (lab/src/cuda/transfer.rs).
 BATCH_BYTES = 64 * MIB
 
 

@@ -3,7 +3,7 @@
 # creates cuBLAS handles, NVRTC kernels and pool memory), and the lab's idle release has come,
 # nvidia-smi no longer lists gpudash on the GPU; then a second round runs (a fresh context works
 # after the reset) and is given back the same way. The runs go to the lab's worker process
-# (server/src/lab/isolated/), so the server itself never holds CUDA: prints the server's host RSS
+# (lab/src/isolated/), so the server itself never holds CUDA: prints the server's host RSS
 # (VmRSS, RssAnon) before the first run, right after the runs and after the idle release, and the
 # worker's peak RSS (VmHWM) while the runs go. Exits 1 when the GPU is not given back, a round
 # fails, or the server's RSS after the release is not within 5 MiB of its idle figure.

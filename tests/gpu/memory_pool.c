@@ -1,7 +1,7 @@
 // Plain CUDA driver API stream-ordered pool in C: the reference for gpudash's memory experiment.
 // Built and run by tests/gpu/cuda_latency.py (`memory_pool`) on the GPU machine:
 //   /tmp/memory_pool DEVICE BLOCK_BYTES BLOCKS FREE_EVERY REPETITIONS
-// The steps of server/src/lab/cuda/memory.rs on the device's default pool (release threshold at the
+// The steps of lab/src/cuda/memory.rs on the device's default pool (release threshold at the
 // maximum, so freed blocks stay reserved): trim to 0; allocate BLOCKS blocks (cuMemAllocAsync and a
 // stream synchronize), reading the pool's used and reserved bytes after each; free every FREE_EVERY-th
 // block; then REPETITIONS times: trim, time a fresh allocation, free it, time an allocation the pool

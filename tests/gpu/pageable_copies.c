@@ -2,7 +2,7 @@
 // Built and run by tests/gpu/pageable_copies.py on the GPU machine:
 //   gcc -O2 -I/usr/local/cuda/include tests/gpu/pageable_copies.c -o /tmp/pageable_copies -l:libcuda.so.1
 //   /tmp/pageable_copies DEVICE WARMUP REPETITIONS SIZE...
-// What gpudash's lab does (server/src/lab/cuda/transfer.rs) and PyTorch's copy_ runs underneath:
+// What gpudash's lab does (lab/src/cuda/transfer.rs) and PyTorch's copy_ runs underneath:
 // cuMemcpyHtoDAsync / cuMemcpyDtoHAsync between a page-aligned malloc'd buffer (written once) and
 // device memory, one copy between two events on a non-blocking stream, no hold (the driver stages a
 // pageable copy through the host inside the call: that staging is the figure). The host-side work between

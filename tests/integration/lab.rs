@@ -353,7 +353,7 @@ fn cli_bench(rest: &[&str]) -> Option<gpudash::cli::Command> {
 }
 
 /// The dashboard checks the lab's CUDA libraries in a child of its own binary
-/// (server/src/lab/cuda/probe.rs), so what loading libcublas leaves behind stays out of the server.
+/// (lab/src/cuda/probe.rs), so what loading libcublas leaves behind stays out of the server.
 /// Started as the dashboard starts it, the built binary answers with one bit per library (libcuda,
 /// libcublas, libcublasLt, libnvrtc) and exits, rather than serving; no libcuda where no NVIDIA
 /// driver is loaded.

@@ -1,4 +1,4 @@
-//! The Lab's runs in a worker process (server/src/lab/isolated/): the simulated executor behind the
+//! The Lab's runs in a worker process (lab/src/isolated/): the simulated executor behind the
 //! built gpudash binary started as the worker, as the real server runs it. A run goes through the
 //! worker and gives what an in-process run gives; a worker that aborts mid-run fails that run with
 //! the reason while the dashboard keeps sampling, and the next run gets a fresh worker; cancel

@@ -171,7 +171,7 @@ impl From<Cli> for Config {
             data_dir: (!cli.no_history).then(|| cli.data_dir.unwrap_or_else(store::default_data_dir)),
             retention: store::Retention { raw: cli.history_raw, minute: cli.history_rollup },
             audit_retention: Duration::from_secs(u64::from(cli.audit_days) * 24 * 3600),
-            lab: crate::lab::LabConfig::from(&cli.lab),
+            lab: lab::LabConfig::from(&cli.lab),
             lab_user: cli.lab.lab_user.clone(),
             lab_worker: None,
             auth_file: cli.auth_file,

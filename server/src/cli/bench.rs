@@ -13,8 +13,8 @@ use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
 use crate::export::table;
-use crate::lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
-use crate::lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
+use lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
+use lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
 use store::runs::MemoryRunStore;
 use telemetry::nvml::NvmlSource;
 use telemetry::{GpuSource, hostname};

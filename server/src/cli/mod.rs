@@ -14,7 +14,7 @@ use clap::{Args, Subcommand};
 pub use args::Cli;
 
 use crate::flags::ConfigError;
-use crate::lab::LabConfig;
+use lab::LabConfig;
 
 /// What `gpudash` does instead of serving.
 #[derive(Subcommand, Debug, Clone)]
@@ -82,7 +82,7 @@ impl From<&LabArgs> for LabConfig {
     fn from(args: &LabArgs) -> Self {
         // NCCL is loaded once per process, at the first collectives run: name the file before then.
         if let Some(path) = &args.nccl_lib {
-            crate::lab::cuda::nccl::choose_library(path.clone());
+            lab::cuda::nccl::choose_library(path.clone());
         }
         Self {
             time_limit: args.lab_time_limit,
@@ -96,11 +96,11 @@ impl From<&LabArgs> for LabConfig {
 }
 
 fn parse_runs_kept(value: &str) -> Result<usize, ConfigError> {
-    crate::flags::parse_count(value, "runs to keep", crate::lab::RUNS_KEPT)
+    crate::flags::parse_count(value, "runs to keep", lab::RUNS_KEPT)
 }
 
 fn parse_queue_per_user(value: &str) -> Result<usize, ConfigError> {
-    crate::flags::parse_count(value, "runs per user", crate::lab::QUEUE_PER_USER)
+    crate::flags::parse_count(value, "runs per user", lab::QUEUE_PER_USER)
 }
 
 /// A user name as `useradd` accepts one: 1 to 32 letters, digits, '_', '-' or '.', not starting with '-'.

@@ -13,7 +13,7 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::alerts::Alerts;
-use crate::lab::Lab;
+use lab::Lab;
 
 /// Encoded lab events a slow socket may fall behind before it gets a fresh status.
 const LAB_BACKLOG: usize = 256;

@@ -21,7 +21,7 @@ use super::error::blocking;
 use super::{ApiError, AppState};
 use crate::audit::{Action, Outcome};
 use crate::export::{svg, table};
-use crate::lab::LabError;
+use lab::LabError;
 use store::runs::RunFilter;
 
 /// Most runs one list returns.
@@ -82,7 +82,7 @@ pub async fn submit(
     let request = run_request(&body)?;
     let target = format!("GPU {}", request.device);
     // In words, not the params' Debug: "a p2p experiment on GPUs 0, 1".
-    let named = crate::lab::experiments::of(&request.params).named_devices(&request.params);
+    let named = lab::experiments::of(&request.params).named_devices(&request.params);
     let what = if named.is_empty() {
         format!("a {} experiment on {target}", request.params.kind().name())
     } else {

@@ -59,7 +59,7 @@ pub struct AppState {
     /// Flips to `true` when the server shuts down, so sockets close cleanly.
     pub shutdown: watch::Receiver<bool>,
     /// The GPU lab (experiments, queue, runs).
-    pub lab: Arc<crate::lab::Lab>,
+    pub lab: Arc<::lab::Lab>,
     /// The lab's events encoded for sockets, once each.
     pub lab_frames: LabFrames,
     /// Alerts: rules, stored alerts, silences, subscriptions.

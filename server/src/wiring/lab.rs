@@ -4,8 +4,8 @@
 
 use std::sync::Arc;
 
-use crate::lab::guards::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
-use crate::lab::{LabHost, LabOptions, LabSetup, ServerGpus, SimulatedLab};
+use lab::guards::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
+use lab::{LabHost, LabOptions, LabSetup, ServerGpus, SimulatedLab};
 use telemetry::simulator::Fault;
 use telemetry::{DeviceQuery, Telemetry};
 
@@ -120,7 +120,7 @@ impl GpuReadings for SimulatorReadings {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::lab::guards::{DeviceProbe, HardwareProbe, LinkPeaks, check_processes};
+    use lab::guards::{DeviceProbe, HardwareProbe, LinkPeaks, check_processes};
 
     #[test]
     fn the_hardware_probe_asks_telemetry_and_says_why_it_cannot_list() {
