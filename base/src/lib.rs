@@ -1,7 +1,8 @@
 //! What every part of the gpudash server leans on and nothing else: the one way it takes a lock
-//! and waits across threads ([`sync`]), its wall clock ([`clock`]), and the one writer of
-//! Prometheus' text format ([`prom_text`]). It depends on no other gpudash crate.
+//! and waits across threads ([`sync`]), its clock ([`clock`]), its one rate limiter ([`rate`]), and the
+//! one writer of Prometheus' text format ([`prom_text`]). It depends on no other gpudash crate.
 
 pub mod clock;
 pub mod prom_text;
+pub mod rate;
 pub mod sync;

@@ -241,6 +241,7 @@ pub async fn start_with(
     }
     tracing::info!("answering to the host names: {}", site.describe());
     let app = web::app(AppState {
+        clock: clock::Clock::system(),
         telemetry: telemetry.clone(),
         live_frames: web::LiveFrames::relay(&telemetry, auth.admits_anonymous_viewers()),
         store: options.store,

@@ -109,7 +109,9 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64, scrape_s: u64) 
     tokio::time::sleep(Duration::from_secs(settle_s)).await;
     println!("scraped for {settle_s} s more before timing");
 
-    let config = FleetConfig { timeout: Duration::from_secs(10), ..FleetConfig::new(url) };
+    // A manual clock: the kept labels age only when the relabelling rounds below say so.
+    let clock = gpudash::clock::Clock::manual();
+    let config = FleetConfig { timeout: Duration::from_secs(10), clock: clock.clone(), ..FleetConfig::new(url) };
     let window = config.window;
     let fleet = Fleet::new(config).map_err(|e| e.to_string())?;
     let mut cold = Vec::new();
@@ -155,7 +157,7 @@ async fn run(nodes: u32, gpus: u32, engine: &str, settle_s: u64, scrape_s: u64) 
     // One refresh a minute reads the GPUs' labels again (the totals, once in ten minutes).
     let mut relabel = Vec::new();
     for _ in 0..3 {
-        fleet.age_kept_labels();
+        clock.advance(gpudash::fleet::kept::KEPT_FOR);
         let t = Instant::now();
         let _ = fleet.query().await;
         relabel.push(t.elapsed());

@@ -5,21 +5,14 @@
 
 use std::time::Duration;
 
+use gpudash::clock::Clock;
 use gpudash::fleet::FleetConfig;
 use shared::fleet::FleetResponse;
 
 use crate::fleet::{instance, quick_fleet_config, start_prometheus};
 use crate::support::eventually_every;
 
-const TEN_MINUTES_MS: u64 = 10 * 60 * 1000;
-
-fn ten_minutes_ahead() -> u64 {
-    gpudash::clock::now_ms() + TEN_MINUTES_MS
-}
-
-fn ten_minutes_behind() -> u64 {
-    gpudash::clock::now_ms() - TEN_MINUTES_MS
-}
+const TEN_MINUTES_MS: i64 = 10 * 60 * 1000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_whose_clock_is_off_still_sees_the_hosts() {
@@ -27,7 +20,7 @@ async fn a_viewer_whose_clock_is_off_still_sees_the_hosts() {
     let node = instance("fleet-clock", 2, None).await;
     let target = node.running.addr().to_string();
     let (mut prometheus, prometheus_url) = start_prometheus(dir.path(), std::slice::from_ref(&target), 1).await;
-    for (clock, off) in [(ten_minutes_ahead as fn() -> u64, "ahead"), (ten_minutes_behind, "behind")] {
+    for (clock, off) in [(Clock::skewed(TEN_MINUTES_MS), "ahead"), (Clock::skewed(-TEN_MINUTES_MS), "behind")] {
         let config = FleetConfig { clock, ..quick_fleet_config(&prometheus_url) };
         let viewer = instance("viewer", 1, Some(config)).await;
         let api = viewer.url("/api/fleet");

@@ -15,6 +15,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use append::{AddRefused, Added, NEW_FILE_MODE, add_token};
+use base::clock::Clock;
+use base::rate::{self, KeyedLimiter};
 use base::sync::lock;
 pub use reload::{ReloadRefused, TokensChanged};
 pub use shared::auth::Role;
@@ -23,11 +25,13 @@ pub use tokens::{
     hex as tokens_hex, new_token, valid_user,
 };
 
-/// Failed token attempts (logins or Bearer headers) from one address before its
-/// further wrong tokens are answered 429 for a minute. A correct token always works.
+/// Failed token attempts (logins or Bearer headers) from one address in [`FAILURES_PER`] before
+/// its further wrong tokens are answered 429 (`base::rate`: ten at once, then one every six
+/// seconds). A correct token always works.
 const FAILURES_ALLOWED: u32 = 10;
-const LOCKOUT: Duration = Duration::from_secs(60);
-/// Addresses whose failures are tracked at once; past that the oldest windows are dropped.
+const FAILURES_PER: Duration = Duration::from_secs(60);
+/// Addresses whose failures are tracked at once; past that, a new address's wrong token is
+/// refused without being counted.
 const FAILURES_TRACKED: usize = 10_000;
 /// Sessions held at once; a login past that ends the session closest to expiry.
 const MAX_SESSIONS: usize = 100_000;
@@ -132,7 +136,10 @@ pub struct Auth {
     enabled: bool,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
     sessions: Mutex<Sessions>,
-    failures: Mutex<HashMap<IpAddr, (u32, Instant)>>,
+    /// Wrong tokens per address.
+    failures: KeyedLimiter<IpAddr>,
+    /// Sessions' and bearer sockets' expiry, and the failures' limiter.
+    clock: Clock,
     /// Bumped whenever a session ends early (logout, a token removed), so open WebSockets re-check theirs.
     ended: tokio::sync::watch::Sender<u64>,
 }
@@ -151,14 +158,20 @@ impl std::fmt::Debug for Auth {
 }
 
 impl Auth {
-    pub fn new(mut config: AuthConfig) -> Self {
+    pub fn new(config: AuthConfig) -> Self {
+        Self::with_clock(config, Clock::system())
+    }
+
+    /// [`Auth::new`] on `clock` (sessions expire and wrong tokens are limited by it).
+    pub fn with_clock(mut config: AuthConfig, clock: Clock) -> Self {
         let tokens = std::mem::take(&mut config.tokens);
         Self {
             config,
             enabled: !tokens.is_empty(),
             tokens: RwLock::new(tokens),
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
-            failures: Mutex::new(HashMap::new()),
+            failures: KeyedLimiter::new(FAILURES_ALLOWED, FAILURES_PER, FAILURES_TRACKED, &clock),
+            clock,
             ended: tokio::sync::watch::Sender::new(0),
         }
     }
@@ -208,7 +221,7 @@ impl Auth {
 
     /// What a request with the bearer `token` holds: alive while the token is in force.
     pub fn bearer(&self, token: &str) -> SessionRef {
-        SessionRef { key: hash_token(token), bearer: true, expires: Instant::now() + BEARER_LIFETIME }
+        SessionRef { key: hash_token(token), bearer: true, expires: self.clock.now() + BEARER_LIFETIME }
     }
 
     /// Who sent a request with these credentials, and the session it came with.
@@ -224,7 +237,7 @@ impl Auth {
             let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
             let mut sessions = lock(&self.sessions);
             match sessions.by_key.get(&key) {
-                Some(s) if s.expires > Instant::now() => {
+                Some(s) if s.expires > self.clock.now() => {
                     let who = Identity { user: s.user.clone(), role: s.role, anonymous: false };
                     return Ok((who, Some(SessionRef { key, bearer: false, expires: s.expires })));
                 }
@@ -240,7 +253,7 @@ impl Auth {
     }
 
     /// Checks a token presented from `from`. A correct token is always accepted; wrong
-    /// ones count against the address, and past [`FAILURES_ALLOWED`] in a minute they
+    /// ones count against the address, and past [`FAILURES_ALLOWED`] in [`FAILURES_PER`] they
     /// are answered [`Refused::Throttled`] (tokens are 256 bits: this is about load, not guessing).
     pub fn check_token_from(&self, token: &str, from: IpAddr) -> Result<Identity, Refused> {
         self.check_among(&read(&self.tokens), token, from)
@@ -251,24 +264,10 @@ impl Auth {
         if let Some(identity) = find(tokens, &hash_token(token)) {
             return Ok(identity);
         }
-        let mut failures = lock(&self.failures);
-        let now = Instant::now();
-        if failures.len() >= FAILURES_TRACKED && !failures.contains_key(&from) {
-            failures.retain(|_, (_, since)| now.duration_since(*since) < LOCKOUT);
-            if failures.len() >= FAILURES_TRACKED {
-                return Err(Refused::Invalid);
-            }
+        match self.failures.check(from) {
+            Ok(()) | Err(rate::Refused::Full) => Err(Refused::Invalid),
+            Err(rate::Refused::Wait(wait)) => Err(Refused::Throttled(wait.as_secs_f64().ceil().max(1.0) as u64)),
         }
-        let entry = failures.entry(from).or_insert((0, now));
-        if now.duration_since(entry.1) >= LOCKOUT {
-            *entry = (0, now);
-        }
-        entry.0 += 1;
-        if entry.0 > FAILURES_ALLOWED {
-            let wait = LOCKOUT.saturating_sub(now.duration_since(entry.1)).as_secs().max(1);
-            return Err(Refused::Throttled(wait));
-        }
-        Err(Refused::Invalid)
     }
 
     /// Trades a token for a session id (the cookie value) that lasts `lifetime`, or says why not.
@@ -280,7 +279,7 @@ impl Auth {
         let id = new_token();
         let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
         let mut sessions = lock(&self.sessions);
-        let now = Instant::now();
+        let now = self.clock.now();
         if sessions.by_key.len() >= sessions.sweep_at {
             sessions.by_key.retain(|_, s| s.expires > now);
             if sessions.by_key.len() >= MAX_SESSIONS {
@@ -307,7 +306,7 @@ impl Auth {
         if session.bearer {
             return find(&read(&self.tokens), &session.key).is_some();
         }
-        session.expires > Instant::now() && lock(&self.sessions).by_key.contains_key(&session.key)
+        session.expires > self.clock.now() && lock(&self.sessions).by_key.contains_key(&session.key)
     }
 
     /// Changes whenever a session is ended early; WebSockets watch it.
@@ -345,7 +344,11 @@ mod tests {
     use super::*;
 
     fn auth(open_viewing: bool) -> Auth {
-        Auth::new(AuthConfig {
+        Auth::new(config(open_viewing))
+    }
+
+    fn config(open_viewing: bool) -> AuthConfig {
+        AuthConfig {
             tokens: vec![
                 TokenEntry { user: "ana".into(), role: Role::Operator, sha256: hash_token("ana-secret") },
                 TokenEntry { user: "root".into(), role: Role::Admin, sha256: hash_token("root-secret") },
@@ -353,7 +356,7 @@ mod tests {
             open_viewing,
             open_metrics: true,
             ..AuthConfig::default()
-        })
+        }
     }
 
     #[test]
@@ -393,7 +396,8 @@ mod tests {
 
     #[test]
     fn wrong_tokens_are_throttled_but_a_correct_one_always_works() {
-        let auth = auth(true);
+        let clock = Clock::manual();
+        let auth = Auth::with_clock(config(true), clock.clone());
         let from: IpAddr = "127.0.0.1".parse().unwrap();
         for _ in 0..FAILURES_ALLOWED {
             assert_eq!(auth.login("guess", from).unwrap_err(), Refused::Invalid);
@@ -404,6 +408,24 @@ mod tests {
         assert!(auth.login("root-secret", from).is_ok());
         assert!(auth.check_token_from("ana-secret", from).is_ok());
         assert_eq!(auth.check_token_from("guess", "10.0.0.10".parse().unwrap()).unwrap_err(), Refused::Invalid);
+        // Ten at once, then one every six seconds: the wait says how long.
+        assert_eq!(auth.check_token_from("guess", from).unwrap_err(), Refused::Throttled(6));
+        clock.advance(FAILURES_PER / FAILURES_ALLOWED);
+        assert_eq!(auth.check_token_from("guess", from).unwrap_err(), Refused::Invalid);
+        assert_eq!(auth.check_token_from("guess", from).unwrap_err(), Refused::Throttled(6));
+    }
+
+    #[test]
+    fn sessions_expire_by_the_clock() {
+        let clock = Clock::manual();
+        let auth = Auth::with_clock(config(false), clock.clone());
+        let (_, id, lifetime) = auth.login("ana-secret", "127.0.0.1".parse().unwrap()).unwrap();
+        let (_, session) = auth.identify(None, Some(&id)).unwrap();
+        clock.advance(lifetime - Duration::from_secs(1));
+        assert!(auth.session_alive(&session.unwrap()));
+        clock.advance(Duration::from_secs(1));
+        assert!(!auth.session_alive(&session.unwrap()));
+        assert_eq!(auth.identify(None, Some(&id)), Err(Unauthorized::Expired));
     }
 
     #[test]

@@ -47,22 +47,22 @@ fn asked(round: &Round, sweep: Sweep) -> bool {
 }
 
 /// The kept sweeps a refresh asks now: all without anything kept, else those whose answers are old.
-pub fn due(kept: Option<&Kept>) -> Vec<Sweep> {
-    let old = |at: Option<Instant>, kept_for: Duration| at.is_none_or(|at| at.elapsed() >= kept_for);
+pub fn due(kept: Option<&Kept>, now: Instant) -> Vec<Sweep> {
+    let old = |at: Option<Instant>, kept_for: Duration| at.is_none_or(|at| now.duration_since(at) >= kept_for);
     let (labels, totals) =
         kept.map_or((true, true), |k| (old(k.labels_at, KEPT_FOR), old(k.totals_at, TOTALS_KEPT_FOR)));
     [(Sweep::Identity, labels), (Sweep::FreeReserved, totals)].into_iter().filter(|(_, d)| *d).map(|(s, _)| s).collect()
 }
 
 impl Kept {
-    /// The totals and labels of a round that asked every sweep (the kept ones too).
-    pub fn from_round(round: &Round) -> Self {
-        Self::updated(None, round)
+    /// The totals and labels of a round that asked every sweep (the kept ones too), read `now`.
+    pub fn from_round(round: &Round, now: Instant) -> Self {
+        Self::updated(None, round, now)
     }
 
-    /// `old`, with what `round` read of the kept sweeps in its place. A GPU whose UUID changed
+    /// `old`, with what `round` read `now` of the kept sweeps in its place. A GPU whose UUID changed
     /// (another card in its slot) loses its kept total, so the refresh reads it again.
-    pub fn updated(old: Option<&Self>, round: &Round) -> Self {
+    pub fn updated(old: Option<&Self>, round: &Round, now: Instant) -> Self {
         let mut kept = old.cloned().unwrap_or_default();
         if asked(round, Sweep::Identity) {
             let mut labels = HashMap::new();
@@ -75,7 +75,7 @@ impl Kept {
             kept.totals.retain(|key, _| {
                 kept.labels.get(key).is_none_or(|l| labels.get(key).is_none_or(|n| uuid(n) == uuid(l)))
             });
-            (kept.labels, kept.labels_at) = (labels, Some(Instant::now()));
+            (kept.labels, kept.labels_at) = (labels, Some(now));
         }
         if asked(round, Sweep::FreeReserved) {
             let free: HashMap<GpuKey, f64> =
@@ -87,7 +87,7 @@ impl Kept {
                     Some((key, total))
                 })
                 .collect();
-            (kept.totals, kept.totals_at) = (totals, Some(Instant::now()));
+            (kept.totals, kept.totals_at) = (totals, Some(now));
         }
         kept
     }
@@ -97,12 +97,6 @@ impl Kept {
         of(round, Sweep::FbUsed)
             .filter_map(gpu_key)
             .all(|key| self.totals.contains_key(&key) && self.labels.contains_key(&key))
-    }
-
-    /// Marks the labels as old, so that the next refresh reads them again (as once a
-    /// [`KEPT_FOR`]): for the benchmark, which times that refresh.
-    pub fn with_old_labels(&self) -> Self {
-        Self { labels_at: None, ..self.clone() }
     }
 }
 
@@ -157,7 +151,7 @@ mod tests {
             (Sweep::FreeReserved, vec![series(&A0, 142_000.0)]),
             (Sweep::Identity, vec![full("GPU-1")]),
         ];
-        let kept = Kept::from_round(&first);
+        let kept = Kept::from_round(&first, Instant::now());
         let mut later: Round = vec![(Sweep::FbUsed, vec![series(&A0, 100_000.0)])];
         assert!(kept.covers(&later));
         dress(&mut later, Some(&kept));
@@ -172,11 +166,15 @@ mod tests {
 
     #[test]
     fn a_pod_label_is_fresh_and_a_round_that_asked_keeps_its_own_answers() {
-        let kept = Kept::from_round(&vec![
-            (Sweep::FbUsed, vec![series(&A0, 1.0)]),
-            (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
-            (Sweep::Identity, vec![full("GPU-1")]),
-        ]);
+        let now = Instant::now();
+        let kept = Kept::from_round(
+            &vec![
+                (Sweep::FbUsed, vec![series(&A0, 1.0)]),
+                (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
+                (Sweep::Identity, vec![full("GPU-1")]),
+            ],
+            now,
+        );
         let pod = series(&[("instance", "a:1"), ("gpu", "0"), ("pod", "train-0"), ("namespace", "ml")], 4.0);
         let mut round: Round = vec![(Sweep::FbUsed, vec![series(&A0, 4.0)]), (Sweep::Pods, vec![pod])];
         dress(&mut round, Some(&kept));
@@ -194,23 +192,28 @@ mod tests {
 
     #[test]
     fn labels_are_read_again_before_totals_and_a_new_card_loses_its_total() {
-        assert_eq!(due(None), [Sweep::Identity, Sweep::FreeReserved], "nothing kept: read both");
-        let kept = Kept::from_round(&vec![
-            (Sweep::FbUsed, vec![series(&A0, 1.0)]),
-            (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
-            (Sweep::Identity, vec![full("GPU-1")]),
-        ]);
-        assert!(due(Some(&kept)).is_empty(), "both just read");
-        let aged = kept.with_old_labels();
-        assert_eq!(due(Some(&aged)), [Sweep::Identity], "labels once a minute, totals once in ten");
+        let now = Instant::now();
+        assert_eq!(due(None, now), [Sweep::Identity, Sweep::FreeReserved], "nothing kept: read both");
+        let kept = Kept::from_round(
+            &vec![
+                (Sweep::FbUsed, vec![series(&A0, 1.0)]),
+                (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
+                (Sweep::Identity, vec![full("GPU-1")]),
+            ],
+            now,
+        );
+        assert!(due(Some(&kept), now).is_empty(), "both just read");
+        let later = now + KEPT_FOR;
+        assert_eq!(due(Some(&kept), later), [Sweep::Identity], "labels once a minute, totals once in ten");
+        assert_eq!(due(Some(&kept), now + TOTALS_KEPT_FOR), [Sweep::Identity, Sweep::FreeReserved]);
 
         let same_card: Round = vec![(Sweep::FbUsed, vec![series(&A0, 2.0)]), (Sweep::Identity, vec![full("GPU-1")])];
-        let relabelled = Kept::updated(Some(&aged), &same_card);
-        assert!(relabelled.covers(&same_card) && due(Some(&relabelled)).is_empty());
+        let relabelled = Kept::updated(Some(&kept), &same_card, later);
+        assert!(relabelled.covers(&same_card) && due(Some(&relabelled), later).is_empty());
         assert_eq!(relabelled.totals[&("a:1".to_owned(), "0".to_owned())], 10.0, "the total is kept");
 
         let new_card: Round = vec![(Sweep::FbUsed, vec![series(&A0, 2.0)]), (Sweep::Identity, vec![full("GPU-2")])];
-        let swapped = Kept::updated(Some(&aged), &new_card);
+        let swapped = Kept::updated(Some(&kept), &new_card, later);
         assert!(!swapped.covers(&new_card), "another card in the slot: its total is read again");
     }
 }

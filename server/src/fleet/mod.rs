@@ -19,6 +19,7 @@ mod usable;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base::clock::Clock;
 use clap::Args;
 use reqwest::Url;
 use shared::fleet::{FleetFilter, FleetGpus, FleetListing, FleetResponse};
@@ -89,10 +90,11 @@ pub struct FleetConfig {
     pub cache: Duration,
     /// How long one query may take.
     pub timeout: Duration,
-    /// This viewer's clock (ms since the epoch). Queries never send it: the engine evaluates them
-    /// at its own now, and answers are stamped with the engine's time; this clock only stamps an
-    /// answer that carried no time (nothing to show). A test makes it wrong to prove that.
-    pub clock: fn() -> u64,
+    /// This viewer's clock: how old the cached answer and the kept labels are, and (its wall
+    /// time) the stamp of an answer that carried no time (nothing to show). Queries never send
+    /// it: the engine evaluates them at its own now, and answers are stamped with the engine's
+    /// time; a test skews it to prove that.
+    pub clock: Clock,
 }
 
 impl FleetConfig {
@@ -105,7 +107,7 @@ impl FleetConfig {
             window: DEFAULT_WINDOW,
             cache: DEFAULT_CACHE,
             timeout: DEFAULT_TIMEOUT,
-            clock: base::clock::now_ms,
+            clock: Clock::system(),
         }
     }
 
@@ -165,13 +167,6 @@ impl Fleet {
         &self.config
     }
 
-    /// Marks the kept labels as old, so that the next refresh reads them again, as one refresh a
-    /// minute does ([`kept::KEPT_FOR`]): for the benchmark, which times that refresh.
-    pub fn age_kept_labels(&self) {
-        let mut kept = base::sync::lock(&self.kept);
-        *kept = kept.as_deref().map(|k| Arc::new(k.with_old_labels()));
-    }
-
     /// The fleet now: from cache when younger than the cache period, else freshly queried.
     pub async fn snapshot(&self) -> Arc<FleetResponse> {
         if let Some(fresh) = self.fresh() {
@@ -183,13 +178,14 @@ impl Fleet {
             return fresh;
         }
         let answer = Arc::new(self.query().await);
-        *base::sync::lock(&self.cached) = Some((Instant::now(), answer.clone()));
+        *base::sync::lock(&self.cached) = Some((self.config.clock.now(), answer.clone()));
         answer
     }
 
     fn fresh(&self) -> Option<Arc<FleetResponse>> {
         let cached = base::sync::lock(&self.cached);
-        cached.as_ref().filter(|(at, _)| at.elapsed() < self.config.cache).map(|(_, answer)| answer.clone())
+        let now = self.config.clock.now();
+        cached.as_ref().filter(|(at, _)| now.duration_since(*at) < self.config.cache).map(|(_, answer)| answer.clone())
     }
 
     /// The whole fleet at one instant: the first round's instant queries concurrently, then the
@@ -197,10 +193,10 @@ impl Fleet {
     /// time (the engine evaluates at its own now: a viewer whose clock is off still sees the
     /// fleet); the second asks at the instant the engine said the first was evaluated at.
     pub async fn query(&self) -> FleetResponse {
-        let started = Instant::now();
+        let started = self.config.clock.now();
         let window = self.config.window;
         let old = base::sync::lock(&self.kept).clone();
-        let due = kept::due(old.as_deref());
+        let due = kept::due(old.as_deref(), started);
         let ask = |sweeps: Vec<Sweep>| {
             futures_util::future::join_all(sweeps.into_iter().map(|s| {
                 let promql = s.promql(window);
@@ -226,12 +222,12 @@ impl Fleet {
         };
         take(results, &mut first);
         // What this round read of the kept answers, in place of the old.
-        let mut fresh = (!due.is_empty()).then(|| kept::Kept::updated(old.as_deref(), &first));
+        let mut fresh = (!due.is_empty()).then(|| kept::Kept::updated(old.as_deref(), &first, self.config.clock.now()));
         // A GPU the kept answers do not know (new since they were read, or another card in its
         // slot): ask what this round did not, now.
         if fresh.as_ref().or(old.as_deref()).is_some_and(|k| !k.covers(&first)) {
             take(ask(Sweep::ALL.into_iter().filter(|s| s.kept() && !due.contains(s)).collect()).await, &mut first);
-            fresh = Some(kept::Kept::updated(old.as_deref(), &first));
+            fresh = Some(kept::Kept::updated(old.as_deref(), &first, self.config.clock.now()));
         }
         let mut answers = Answers::new();
         let mut down = Vec::new();
@@ -266,7 +262,7 @@ impl Fleet {
             down = errors;
             answers = found;
         }
-        let now_ms = at_s.unwrap_or_else(self.config.clock);
+        let now_ms = at_s.unwrap_or_else(|| self.config.clock.now_ms());
         let mut response = self.respond(started, now_ms, &answers, &down, error);
         if !warnings.is_empty() {
             tracing::warn!("fleet: a partial answer: {warnings:?}");
@@ -279,15 +275,15 @@ impl Fleet {
     /// restricted to that target, at the engine's now. `None` when the engine knows no such target
     /// in the window.
     pub async fn host(&self, instance: &str) -> Option<FleetResponse> {
-        let started = Instant::now();
+        let started = self.config.clock.now();
         let matcher = sweep::instance_matcher(instance);
         let (answers, down) =
             futures_util::future::join(self.ask(Query::ALL.into_iter(), &matcher, None), self.down()).await;
         let response = match answers {
             Ok((answers, at_ms)) => {
-                self.respond(started, at_ms.unwrap_or_else(self.config.clock), &answers, &down, None)
+                self.respond(started, at_ms.unwrap_or_else(|| self.config.clock.now_ms()), &answers, &down, None)
             }
-            Err(e) => self.respond(started, (self.config.clock)(), &Answers::new(), &down, Some(e)),
+            Err(e) => self.respond(started, self.config.clock.now_ms(), &Answers::new(), &down, Some(e)),
         };
         (response.error.is_some() || response.nodes.iter().any(|n| n.instance == instance)).then_some(response)
     }
@@ -367,7 +363,7 @@ impl Fleet {
         let mut response = FleetResponse {
             prometheus: self.client.base().to_string(),
             queried_ms: now_ms,
-            query_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            query_ms: u64::try_from(self.config.clock.now().duration_since(started).as_millis()).unwrap_or(u64::MAX),
             window_ms: u64::try_from(self.config.window.as_millis()).unwrap_or(u64::MAX),
             ..FleetResponse::default()
         };

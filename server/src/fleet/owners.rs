@@ -7,7 +7,6 @@
 //! A query that fails leaves its part empty and says why in `error`; the others still answer.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use shared::activity::GpuState;
 use shared::fleet::FleetResponse;
@@ -81,7 +80,7 @@ impl Figure {
 impl Fleet {
     /// Free GPUs now, idle holders and usage per owner over the last `range_s` seconds.
     pub async fn owners(&self, range_s: u64) -> FleetOwners {
-        let started = Instant::now();
+        let started = self.config.clock.now();
         // At the engine's now, not this viewer's (whose clock may be off).
         let asked = Figure::ALL.map(|figure| {
             let promql = figure.promql(range_s);
@@ -107,8 +106,10 @@ impl Fleet {
         let (idle, usage) = per_owner(&figures);
         FleetOwners {
             prometheus: self.client.base().to_string(),
-            queried_ms: at_s.filter(|t| t.is_finite()).map_or_else(self.config.clock, |t| (t * 1000.0) as u64),
-            query_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            queried_ms: at_s
+                .filter(|t| t.is_finite())
+                .map_or_else(|| self.config.clock.now_ms(), |t| (t * 1000.0) as u64),
+            query_ms: u64::try_from(self.config.clock.now().duration_since(started).as_millis()).unwrap_or(u64::MAX),
             error,
             range_s,
             free: free_hosts(&snapshot),

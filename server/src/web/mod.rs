@@ -51,6 +51,8 @@ use telemetry::Telemetry;
 /// What every handler can reach.
 #[derive(Clone, Debug)]
 pub struct AppState {
+    /// The time sockets limit their messages by.
+    pub clock: base::clock::Clock,
     pub telemetry: Arc<Telemetry>,
     /// The hub's ticks, details and snapshots encoded for sockets, once each.
     pub live_frames: LiveFrames,

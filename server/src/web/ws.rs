@@ -9,12 +9,13 @@
 //! The lab's and the alerts' events reach sockets as [`super::frames`], each encoded once for
 //! every socket, the way the telemetry hub encodes ticks.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Extension;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
 use axum::response::Response;
+use base::rate::Limiter;
 use futures_util::{SinkExt, StreamExt};
 use shared::{ClientMessage, ServerMessage};
 use tokio::sync::broadcast::error::RecvError;
@@ -83,7 +84,8 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
     // Alerts fired, resolved or silenced.
     let mut alert_events = state.alert_frames.subscribe();
     let mut shutdown = state.shutdown.clone();
-    let mut budget = Budget::new();
+    // Twice the rate at once, then the rate: a page's burst of requests on opening is not a flood.
+    let budget = Limiter::new(2 * MESSAGES_PER_SECOND, Duration::from_secs(2), &state.clock);
     let mut session_ends = state.auth.session_ends();
     // A socket opened without a session (a token, or anonymous) never expires this way.
     let expiry = session.map_or(far_future(), |s| tokio::time::Instant::from_std(s.expires));
@@ -117,7 +119,7 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                     Err(RecvError::Closed) => return Err(End::Shutdown),
                 },
                 message = incoming.next() => match message {
-                    Some(Ok(_)) if !budget.take() => return Err(End::Flood),
+                    Some(Ok(_)) if budget.check().is_err() => return Err(End::Flood),
                     Some(Ok(Message::Text(text))) => match serde_json::from_str::<ClientMessage>(&text) {
                         Ok(ClientMessage::Resync {}) => last_seq = send_snapshot(&mut sink, &state, visibility).await?,
                         Err(e) => send_error(&mut sink, &format!(
@@ -178,31 +180,6 @@ fn is_too_big(error: &axum::Error) -> bool {
         source = e.source();
     }
     false
-}
-
-/// A token bucket: [`MESSAGES_PER_SECOND`] refilled per second, twice that at most.
-struct Budget {
-    tokens: f64,
-    refilled: Instant,
-}
-
-impl Budget {
-    fn new() -> Self {
-        Self { tokens: f64::from(2 * MESSAGES_PER_SECOND), refilled: Instant::now() }
-    }
-
-    fn take(&mut self) -> bool {
-        let now = Instant::now();
-        let rate = f64::from(MESSAGES_PER_SECOND);
-        self.tokens = (self.tokens + now.duration_since(self.refilled).as_secs_f64() * rate).min(2.0 * rate);
-        self.refilled = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 type Sink = futures_util::stream::SplitSink<WebSocket, Message>;
