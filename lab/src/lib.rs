@@ -12,26 +12,26 @@
 //! [`LabEvent`](shared::lab::LabEvent)s on a broadcast channel, which `web/`
 //! encodes for the WebSocket.
 //!
-//! The parts: [`setup`] (what a lab is built from), `state` (what the workers
+//! The parts: `setup` (what a lab is built from), `state` (what the workers
 //! and the API share) and `api` ([`Lab`]).
 
 mod activity;
 mod api;
-pub mod checks;
+mod checks;
 pub mod cuda;
-pub mod executor;
+mod executor;
 pub mod experiments;
-pub mod gang;
+mod gang;
 pub mod guards;
 pub mod isolated;
-pub mod plan;
-pub mod queue;
-pub mod report;
-pub mod setup;
-pub mod simulated;
-pub mod simulation;
+mod plan;
+mod queue;
+mod report;
+mod setup;
+mod simulated;
+mod simulation;
 mod state;
-pub mod stats;
+mod stats;
 #[cfg(test)]
 mod tests;
 mod worker;
