@@ -3,10 +3,10 @@
 //!
 //! Each kind of experiment is one unit in [`experiments`] (validation, footprint,
 //! simulation, report shaping, the call into its CUDA run), behind one trait.
-//! A request is validated and guarded ([`plan`], [`guards`]), queued in the
-//! [`queue::QueueBook`] every viewer sees, and run by its GPU's worker thread
-//! ([`worker`]) through an [`executor::Executor`]: CUDA ([`cuda`]) on hardware,
-//! [`simulated::SimulatedExecutor`] in CI; the server hands either to a worker process per GPU
+//! A request is validated and guarded (`plan`, [`guards`]), queued in the
+//! `queue::QueueBook` every viewer sees, and run by its GPU's worker thread
+//! (`worker`) through an `executor::Executor`: CUDA ([`cuda`]) on hardware,
+//! `simulated::SimulatedExecutor` in CI; the server hands either to a worker process per GPU
 //! ([`isolated`]), so CUDA's memory, crashes and privileges stay out of the dashboard. Runs are kept in a
 //! [`RunStore`](store::runs::RunStore); events go out as plain
 //! [`LabEvent`](shared::lab::LabEvent)s on a broadcast channel, which `web/`
