@@ -164,17 +164,22 @@ mod tests {
         assert!(!kept.covers(&new_gpu), "a new GPU has no total yet: the round asks");
     }
 
-    #[test]
-    fn a_pod_label_is_fresh_and_a_round_that_asked_keeps_its_own_answers() {
-        let now = Instant::now();
-        let kept = Kept::from_round(
+    /// GPU-1 in slot a:1/0, 1 MiB used and 9 free, all read at `now`.
+    fn one_gpu_kept(now: Instant) -> Kept {
+        Kept::from_round(
             &vec![
                 (Sweep::FbUsed, vec![series(&A0, 1.0)]),
                 (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
                 (Sweep::Identity, vec![full("GPU-1")]),
             ],
             now,
-        );
+        )
+    }
+
+    #[test]
+    fn a_pod_label_is_fresh_and_a_round_that_asked_keeps_its_own_answers() {
+        let now = Instant::now();
+        let kept = one_gpu_kept(now);
         let pod = series(&[("instance", "a:1"), ("gpu", "0"), ("pod", "train-0"), ("namespace", "ml")], 4.0);
         let mut round: Round = vec![(Sweep::FbUsed, vec![series(&A0, 4.0)]), (Sweep::Pods, vec![pod])];
         dress(&mut round, Some(&kept));
@@ -194,14 +199,7 @@ mod tests {
     fn labels_are_read_again_before_totals_and_a_new_card_loses_its_total() {
         let now = Instant::now();
         assert_eq!(due(None, now), [Sweep::Identity, Sweep::FreeReserved], "nothing kept: read both");
-        let kept = Kept::from_round(
-            &vec![
-                (Sweep::FbUsed, vec![series(&A0, 1.0)]),
-                (Sweep::FreeReserved, vec![series(&A0, 9.0)]),
-                (Sweep::Identity, vec![full("GPU-1")]),
-            ],
-            now,
-        );
+        let kept = one_gpu_kept(now);
         assert!(due(Some(&kept), now).is_empty(), "both just read");
         let later = now + KEPT_FOR;
         assert_eq!(due(Some(&kept), later), [Sweep::Identity], "labels once a minute, totals once in ten");
