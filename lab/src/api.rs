@@ -11,7 +11,7 @@ use shared::lab::{
 use tokio::sync::{broadcast, oneshot};
 
 use super::state::{Shared, millis};
-use super::{LabError, LabSetup, describe, experiments, gang, guards, worker};
+use super::{LabError, LabSetup, experiments, gang, guards, worker};
 use base::clock::now_ms;
 use store::runs::RunFilter;
 
@@ -76,15 +76,19 @@ impl Lab {
         ExperimentKind::ALL
             .into_iter()
             .map(|kind| {
-                let (title, description) = describe(kind);
-                let unavailable = lab
-                    .clone()
-                    .or_else(|| experiments::experiment(kind).unavailable(shared.simulated, shared.probe.as_ref()));
+                let experiment = experiments::experiment(kind);
+                let (title, description) = experiment.describe();
+                let unavailable =
+                    lab.clone().or_else(|| experiment.unavailable(shared.simulated, shared.probe.as_ref()));
                 ExperimentInfo {
                     kind,
                     title: title.to_owned(),
                     description: description.to_owned(),
+                    snippet: experiment.snippet().to_owned(),
                     defaults: kind.default_params(),
+                    fields: experiment.fields(),
+                    multi_gpu: experiment.multi_gpu(),
+                    min_gpus: experiment.min_gpus(),
                     unavailable,
                 }
             })
@@ -184,6 +188,7 @@ impl Lab {
             progress: None,
             result: None,
             previous_id: None,
+            takeaway: None,
         }
     }
 
@@ -313,6 +318,7 @@ impl Lab {
             None => shared.store.get(id).map_err(|e| LabError::Internal(e.to_string()))?.ok_or(LabError::NoRun(id))?,
         };
         run.previous_id = self.previous(&run);
+        run.takeaway = run.result.as_ref().and_then(|r| experiments::experiment(run.summary.kind).takeaway(r));
         Ok(run)
     }
 

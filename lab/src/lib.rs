@@ -36,8 +36,6 @@ mod stats;
 mod tests;
 mod worker;
 
-use shared::lab::ExperimentKind;
-
 pub use self::api::Lab;
 pub use self::setup::{
     ExecutorFactory, LabConfig, LabGpu, LabHost, LabOptions, LabSetup, QUEUE_PER_USER, RUNS_KEPT, ServerGpus,
@@ -71,9 +69,4 @@ pub enum LabError {
     QueueFull(String),
     #[error("{0}")]
     Internal(String),
-}
-
-/// Title and one-paragraph description of an experiment.
-pub fn describe(kind: ExperimentKind) -> (&'static str, &'static str) {
-    experiments::experiment(kind).describe()
 }

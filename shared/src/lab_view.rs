@@ -33,6 +33,9 @@ pub struct RunDoc {
     pub environment: RunEnvironment,
     pub result: Option<RunResult>,
     pub previous_id: Option<u64>,
+    /// What the result means for a PyTorch program, in the experiment's words ([`Run::takeaway`](crate::lab::Run)).
+    #[serde(default)]
+    pub takeaway: Option<String>,
 }
 
 impl RunDoc {
@@ -86,6 +89,7 @@ mod tests {
             progress: None,
             result: None,
             previous_id: Some(2),
+            takeaway: None,
         };
         let doc: RunDoc = serde_json::from_str(&serde_json::to_string(&run).unwrap()).unwrap();
         assert_eq!(doc.summary(), summary);

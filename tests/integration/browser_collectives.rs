@@ -112,12 +112,12 @@ async fn the_form_takes_a_dtype_and_the_ddp_step_and_one_gpu_says_what_busbw_mea
             js(&c, &format!("return document.querySelector(\"{FORM} input[name='ddp.parameters']\").value")).await;
         assert_eq!(parameters, "1.3 B");
 
-        // The page applies the shared rule before sending: the server's words, on the page at once.
+        // A run on several GPUs is put to the server first: its rule's words, on the page.
         type_into(&c, &format!("{FORM} input[name='ddp.bucket_cap_mb']"), "0").await;
         click(&c, &format!("{FORM} button.run-button")).await;
         let css = format!("{FORM} .lab-error");
         let error = eventually(5, "the form's error", || first_text(&c, &css)).await;
-        assert_eq!(error, "'ddp.bucket_cap_mb' must be from 1 to 1024, got '0'");
+        assert_eq!(error, "invalid parameters: 'ddp.bucket_cap_mb' must be from 1 to 1024, got '0'");
 
         type_into(&c, &format!("{FORM} input[name='ddp.bucket_cap_mb']"), "25").await;
         type_into(&c, &format!("{FORM} input[name='ddp.parameters']"), "100 M").await;

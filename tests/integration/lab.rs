@@ -273,6 +273,9 @@ async fn every_experiment_runs_on_the_simulated_executor() {
     let experiments: Vec<Value> = get_json(&server, "/api/lab/experiments").await;
     assert_eq!(experiments.len(), ExperimentKind::ALL.len());
     for experiment in experiments {
+        // Each says itself in PyTorch's words and lists its form's fields.
+        assert!(experiment["snippet"].as_str().is_some_and(|s| s.starts_with("import torch")), "{experiment}");
+        assert!(experiment["fields"].as_array().is_some_and(|f| !f.is_empty()), "{experiment}");
         let params = experiment["defaults"].clone();
         let (status, run) = post(&server, "/api/runs", "a", &json!({ "device": 0, "params": params })).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{run}");
@@ -280,6 +283,8 @@ async fn every_experiment_runs_on_the_simulated_executor() {
         assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary);
         let result = run.result.expect("result");
         assert!(!result.figures.is_empty(), "{}", experiment["kind"]);
+        // What the figures mean for a PyTorch program, in the experiment's words (the simulated figures say it).
+        assert!(run.takeaway.as_ref().is_some_and(|t| !t.is_empty()), "{}: no takeaway", experiment["kind"]);
         let svg = reqwest::get(server.url(&format!("/api/runs/{}/chart.svg", run.summary.id))).await.expect("svg");
         assert!(svg.text().await.expect("text").contains("</svg>"));
     }

@@ -7,7 +7,7 @@ use crate::{
     components::{
         empty_cache::EmptyCache,
         lab::{
-            forms::{ExperimentForm, RunTarget, offered},
+            forms::{ExperimentForm, RunTarget},
             queue::LabQueue,
             run_view::RunView,
             runs::RecentRuns,
@@ -67,7 +67,7 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
     // The forms are built again only when the list changes, so edits survive lab events.
     let experiments = Memo::new(move |_| {
         let gpus = gpus.get();
-        lab.experiments.get().into_iter().filter(|e| offered(e.kind, gpus)).collect::<Vec<_>>()
+        lab.experiments.get().into_iter().filter(|e| e.offered(gpus)).collect::<Vec<_>>()
     });
     let experiments = move || experiments.get();
     view! {

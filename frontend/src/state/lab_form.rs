@@ -1,19 +1,16 @@
-//! The experiment forms, built from each experiment's defaults
-//! (`GET /api/lab/experiments`) and read back into run parameters.
+//! The experiment forms, built from what the server says of each experiment
+//! (`GET /api/lab/experiments`: its fields, in order, and its defaults) and read
+//! back into run parameters.
 //!
-//! The fields come from the defaults' JSON, so a parameter the server adds
-//! shows up without a page change. The page checks what it can (whole numbers,
-//! byte sizes, at least one choice); ranges are the server's to judge, and its
-//! 400 message is shown as it is, except where a rule lives in `shared` for both
-//! sides (collectives: `CollectivesParams::validate`), which the page asks first.
+//! Nothing here names an experiment: a kind the server adds gets its form from
+//! its fields. The page checks what it can (whole numbers, byte sizes, at least
+//! one choice); ranges are the server's to judge, and its 400 message is shown
+//! as it is (a run on several GPUs is put to `POST /api/runs/check` first).
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use shared::{
-    lab::{
-        ExperimentKind,
-        collectives::{CollectivesParams, DTYPES},
-    },
+    lab::{ExperimentKind, FieldSpec, Input},
     units::exact_bytes,
 };
 
@@ -34,9 +31,6 @@ pub enum FormError {
     NoneChosen { label: String },
     #[error("'{label}' must be a number of parameters like 1.3 B, 350 M or 125000000, not '{text}'")]
     NotAParameterCount { label: String, text: String },
-    /// Refused by the rule the server applies too (`shared::lab::collectives`), in its words.
-    #[error("{0}")]
-    Invalid(String),
 }
 
 /// An experiment of `GET /api/lab/experiments` (`shared::lab::ExperimentInfo`), its
@@ -47,166 +41,95 @@ pub struct ExperimentDoc {
     pub kind: ExperimentKind,
     pub title: String,
     pub description: String,
+    /// What it measures in PyTorch's words (`ExperimentInfo::snippet`).
+    #[serde(default)]
+    pub snippet: String,
     pub defaults: Value,
+    /// The form's inputs, in order.
+    #[serde(default)]
+    pub fields: Vec<FieldSpec>,
+    /// Runs on several GPUs: put to the server, then asked, before it is queued.
+    #[serde(default)]
+    pub multi_gpu: bool,
+    /// The page offers it only where the server has this many GPUs.
+    #[serde(default = "one")]
+    pub min_gpus: u32,
     /// Why it cannot run on this server; the form is shown greyed out with this sentence.
     #[serde(default)]
     pub unavailable: Option<String>,
 }
 
-/// What sort of input a parameter gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FieldKind {
-    /// A whole number.
-    Count,
-    /// A byte size, written like "256 MiB".
-    Bytes,
-    CountList,
-    BytesList,
-    /// Some of a fixed set of names (copies, dtypes): one checkbox each.
-    Choices(Vec<String>),
-    /// GPU pairs "0-1, 1-2"; empty means every pair.
-    Pairs,
-    /// One of a fixed set of names (a collective's dtype): a drop-down.
-    OneOf(Vec<String>),
-    /// A count of model parameters, written like "1.3 B".
-    Parameters,
-    /// On or off (the DDP step); off sends `null` and leaves out the fields under it (`ddp.*`).
-    Switch,
+fn one() -> u32 {
+    1
+}
+
+impl ExperimentDoc {
+    /// True when a server with this many GPUs can run it (p2p needs two; collectives run on one as a
+    /// check that NCCL works).
+    pub fn offered(&self, gpus: usize) -> bool {
+        gpus >= self.min_gpus as usize
+    }
 }
 
 /// What a field holds while the reader edits it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FieldValue {
     Text(String),
-    /// One flag per choice of a [`FieldKind::Choices`].
+    /// One flag per choice of an [`Input::Choices`], or the one flag of an [`Input::Switch`].
     Chosen(Vec<bool>),
 }
 
-/// One input of an experiment's form.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One input of an experiment's form: what the server says of it, and its default value.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Field {
-    /// The parameter's JSON name.
-    pub name: String,
-    pub kind: FieldKind,
+    pub spec: FieldSpec,
     pub default: FieldValue,
 }
 
 impl Field {
-    /// The label shown: "block bytes" for `block_bytes`; the DDP step's in PyTorch's words ("DDP bucket_cap_mb").
-    pub fn label(&self) -> String {
-        match self.name.split_once('.') {
-            _ if self.name == "ddp" => "DDP step".to_owned(),
-            Some(("ddp", "bucket_cap_mb")) => "DDP bucket_cap_mb".to_owned(),
-            Some(("ddp", rest)) => format!("DDP {}", rest.replace('_', " ")),
-            _ => self.name.replace('_', " "),
-        }
-    }
-
-    /// A short hint of the accepted format.
-    pub fn hint(&self) -> &'static str {
-        match self.name.as_str() {
-            "gpus" => return "comma-separated, e.g. 0, 1; empty: every GPU",
-            "ddp" => return "DistributedDataParallel: backward GEMMs and the gradient all-reduce",
-            "ddp.parameters" => return "e.g. 1.3 B or 350 M",
-            "ddp.bucket_cap_mb" => return "MiB; DDP's default is 25",
-            "ddp.tokens" => return "per GPU per step: batch × sequence length",
-            "ddp.hidden" => return "layer width, a multiple of 64",
-            _ => {}
-        }
-        match self.kind {
-            FieldKind::Bytes => "e.g. 256 MiB",
-            FieldKind::BytesList => "comma-separated, e.g. 4 KiB, 1 MiB",
-            FieldKind::CountList => "comma-separated",
-            FieldKind::Pairs => "e.g. 0-1, 1-2; empty: every pair",
-            FieldKind::Count
-            | FieldKind::Choices(_)
-            | FieldKind::OneOf(_)
-            | FieldKind::Parameters
-            | FieldKind::Switch => "",
-        }
+    pub fn name(&self) -> &str {
+        &self.spec.name
     }
 }
 
-/// The form's fields for an experiment's defaults (its JSON), sizes first, warm-up and repetitions last.
-pub fn fields(kind: ExperimentKind, defaults: &Value) -> Vec<Field> {
-    let Value::Object(object) = defaults else {
-        return Vec::new();
+/// The form's fields, in the server's order, each starting at its default ("ddp.tokens" read inside
+/// the group); a field whose default does not fit its input is left out rather than shown wrong.
+pub fn fields(specs: &[FieldSpec], defaults: &Value) -> Vec<Field> {
+    specs
+        .iter()
+        .filter_map(|spec| {
+            let value = spec.name.split('.').try_fold(defaults, |v, key| v.get(key))?;
+            Some(Field { default: default_value(&spec.input, value)?, spec: spec.clone() })
+        })
+        .collect()
+}
+
+fn default_value(input: &Input, value: &Value) -> Option<FieldValue> {
+    let numbers = || value.as_array()?.iter().map(Value::as_u64).collect::<Option<Vec<u64>>>();
+    let joined = |numbers: Vec<u64>, format: fn(u64) -> String| {
+        FieldValue::Text(numbers.into_iter().map(format).collect::<Vec<_>>().join(", "))
     };
-    let mut fields: Vec<Field> = Vec::new();
-    for (name, value) in object.iter().filter(|(name, _)| *name != "kind") {
-        match value {
-            // A group of parameters (the DDP step): a switch, then a field for each.
-            Value::Object(inner) => {
-                fields.push(Field {
-                    name: name.clone(),
-                    kind: FieldKind::Switch,
-                    default: FieldValue::Chosen(vec![true]),
-                });
-                fields.extend(inner.iter().filter_map(|(key, v)| field(kind, &format!("{name}.{key}"), v)));
-            }
-            _ => fields.extend(field(kind, name, value)),
+    Some(match input {
+        Input::Count => FieldValue::Text(value.as_u64()?.to_string()),
+        Input::Bytes => FieldValue::Text(exact_bytes(value.as_u64()?)),
+        Input::Parameters => FieldValue::Text(parameter_text(value.as_u64()?)),
+        Input::CountList { .. } => joined(numbers()?, |n| n.to_string()),
+        Input::BytesList => joined(numbers()?, exact_bytes),
+        Input::OneOf { .. } => FieldValue::Text(value.as_str()?.to_owned()),
+        Input::Choices { choices } => {
+            let on = value.as_array()?;
+            FieldValue::Chosen(choices.iter().map(|c| on.iter().any(|v| v.as_str() == Some(&c.name))).collect())
         }
-    }
-    let rank = |name: &str| match name {
-        "warmup" => 2,
-        "repetitions" => 3,
-        "ddp" => 4,
-        "ddp.parameters" => 5,
-        "ddp.dtype" => 6,
-        "ddp.bucket_cap_mb" => 7,
-        _ if name.starts_with("ddp.") => 8,
-        _ => 1,
-    };
-    shared::order::sort_by(&mut fields, |a, b| rank(&a.name).cmp(&rank(&b.name)).then_with(|| a.name.cmp(&b.name)));
-    fields
-}
-
-fn is_bytes(kind: ExperimentKind, name: &str) -> bool {
-    name.ends_with("bytes")
-        || (kind == ExperimentKind::P2p && name == "size")
-        || ((kind == ExperimentKind::Transfer || kind == ExperimentKind::Collectives) && name == "sizes")
-}
-
-fn field(kind: ExperimentKind, name: &str, value: &Value) -> Option<Field> {
-    let bytes = is_bytes(kind, name);
-    let (kind, default) = match value {
-        Value::String(text) if name.ends_with("dtype") => {
-            let choices = DTYPES.iter().map(|d| d.name().to_owned()).collect();
-            (FieldKind::OneOf(choices), FieldValue::Text(text.clone()))
-        }
-        Value::Number(n) if name == "ddp.parameters" => {
-            (FieldKind::Parameters, FieldValue::Text(parameter_text(n.as_u64()?)))
-        }
-        Value::Number(n) => {
-            let n = n.as_u64()?;
-            if bytes {
-                (FieldKind::Bytes, FieldValue::Text(exact_bytes(n)))
-            } else {
-                (FieldKind::Count, FieldValue::Text(n.to_string()))
-            }
-        }
-        Value::Array(items) if items.iter().all(Value::is_string) && !items.is_empty() => {
-            let choices: Vec<String> = items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect();
-            let chosen = vec![true; choices.len()];
-            (FieldKind::Choices(choices), FieldValue::Chosen(chosen))
-        }
-        Value::Array(items) if name == "pairs" || items.iter().any(Value::is_object) => {
-            let text = items
+        Input::Pairs => FieldValue::Text(
+            value
+                .as_array()?
                 .iter()
                 .filter_map(|p| Some(format!("{}-{}", p.get("a")?.as_u64()?, p.get("b")?.as_u64()?)))
                 .collect::<Vec<_>>()
-                .join(", ");
-            (FieldKind::Pairs, FieldValue::Text(text))
-        }
-        Value::Array(items) => {
-            let numbers: Vec<u64> = items.iter().map(Value::as_u64).collect::<Option<_>>()?;
-            let format = |n: &u64| if bytes { exact_bytes(*n) } else { n.to_string() };
-            let text = numbers.iter().map(format).collect::<Vec<_>>().join(", ");
-            (if bytes { FieldKind::BytesList } else { FieldKind::CountList }, FieldValue::Text(text))
-        }
-        _ => return None,
-    };
-    Some(Field { name: name.to_owned(), kind, default })
+                .join(", "),
+        ),
+        Input::Switch => FieldValue::Chosen(vec![!value.is_null()]),
+    })
 }
 
 /// The `params` of a run request from the form, or what the reader must fix.
@@ -216,35 +139,35 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
     // Groups switched off: sent as null, their fields left out.
     let mut off: Vec<&str> = Vec::new();
     for (field, value) in fields.iter().zip(values) {
-        let label = field.label();
-        let group = field.name.split_once('.');
+        let label = field.spec.label.clone();
+        let name = field.name();
+        let group = name.split_once('.');
         if group.is_some_and(|(parent, _)| off.contains(&parent)) {
             continue;
         }
-        let parsed = match (&field.kind, value) {
-            (FieldKind::Switch, FieldValue::Chosen(on)) if !on.first().copied().unwrap_or(false) => {
-                off.push(&field.name);
+        let parsed = match (&field.spec.input, value) {
+            (Input::Switch, FieldValue::Chosen(on)) if !on.first().copied().unwrap_or(false) => {
+                off.push(name);
                 Value::Null
             }
-            (FieldKind::Switch, _) => continue,
-            (FieldKind::OneOf(_), FieldValue::Text(text)) => Value::from(text.trim()),
-            (FieldKind::Parameters, FieldValue::Text(text)) => Value::from(parameter_count(&label, text)?),
-            (FieldKind::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
-            (FieldKind::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
+            (Input::Switch, _) => continue,
+            (Input::OneOf { .. }, FieldValue::Text(text)) => Value::from(text.trim()),
+            (Input::Parameters, FieldValue::Text(text)) => Value::from(parameter_count(&label, text)?),
+            (Input::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
+            (Input::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
             // The GPUs a collectives run joins: none named means every GPU.
-            (FieldKind::CountList, FieldValue::Text(text)) if field.name == "gpus" && text.trim().is_empty() => {
-                json!([])
-            }
-            (FieldKind::CountList, FieldValue::Text(text)) => Value::from(list(&label, text, count)?),
-            (FieldKind::BytesList, FieldValue::Text(text)) => Value::from(list(&label, text, byte_size)?),
-            (FieldKind::Choices(choices), FieldValue::Chosen(chosen)) => {
-                let picked: Vec<&String> = choices.iter().zip(chosen).filter(|(_, on)| **on).map(|(c, _)| c).collect();
+            (Input::CountList { empty_means_all: true }, FieldValue::Text(text)) if text.trim().is_empty() => json!([]),
+            (Input::CountList { .. }, FieldValue::Text(text)) => Value::from(list(&label, text, count)?),
+            (Input::BytesList, FieldValue::Text(text)) => Value::from(list(&label, text, byte_size)?),
+            (Input::Choices { choices }, FieldValue::Chosen(chosen)) => {
+                let picked: Vec<&str> =
+                    choices.iter().zip(chosen).filter(|(_, on)| **on).map(|(c, _)| c.name.as_str()).collect();
                 if picked.is_empty() {
                     return Err(FormError::NoneChosen { label });
                 }
                 json!(picked)
             }
-            (FieldKind::Pairs, FieldValue::Text(text)) => pairs(&label, text)?,
+            (Input::Pairs, FieldValue::Text(text)) => pairs(&label, text)?,
             _ => continue,
         };
         match group {
@@ -255,23 +178,11 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
                 }
             }
             None => {
-                object.insert(field.name.clone(), parsed);
+                object.insert(name.to_owned(), parsed);
             }
         }
     }
-    if kind == ExperimentKind::Collectives {
-        check_collectives(&object)?;
-    }
     Ok(Value::Object(object))
-}
-
-/// The collectives rule both sides apply (`CollectivesParams::validate`), on the form's values.
-fn check_collectives(object: &Map<String, Value>) -> Result<(), FormError> {
-    let mut values = object.clone();
-    values.remove("kind");
-    let p: CollectivesParams =
-        serde_json::from_value(Value::Object(values)).map_err(|e| FormError::Invalid(e.to_string()))?;
-    p.validate().map_err(|e| FormError::Invalid(e.0))
 }
 
 /// "1.3 B" for 1300000000, "350 M", "125000" below a million.
@@ -356,8 +267,11 @@ fn pairs(label: &str, text: &str) -> Result<Value, FormError> {
 mod tests {
     use super::*;
 
+    /// The form of `kind` as the server's lab describes it (the lab crate, native tests only).
     fn defaults(kind: ExperimentKind) -> (Vec<Field>, Vec<FieldValue>) {
-        let fields = fields(kind, &serde_json::to_value(kind.default_params()).unwrap());
+        let specs = lab::experiments::experiment(kind).fields();
+        let fields = fields(&specs, &serde_json::to_value(kind.default_params()).unwrap());
+        assert_eq!(fields.len(), specs.len(), "{kind:?}: every field reads its default");
         let values = fields.iter().map(|f| f.default.clone()).collect();
         (fields, values)
     }
@@ -376,18 +290,18 @@ mod tests {
     #[test]
     fn transfer_sizes_read_as_bytes_and_copies_as_choices() {
         let (fields, mut values) = defaults(ExperimentKind::Transfer);
-        let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["copies", "sizes", "warmup", "repetitions"]);
+        let names: Vec<&str> = fields.iter().map(Field::name).collect();
+        assert_eq!(names, ["sizes", "copies", "warmup", "repetitions"]);
         assert_eq!(
-            values[1],
+            values[0],
             FieldValue::Text("4 KiB, 16 KiB, 64 KiB, 256 KiB, 1 MiB, 4 MiB, 16 MiB, 64 MiB, 256 MiB, 1 GiB".into())
         );
-        values[1] = FieldValue::Text("4k, 1.5 MiB".into());
-        values[0] = FieldValue::Chosen(vec![false, true, false, false, false, false]);
+        values[0] = FieldValue::Text("4k, 1.5 MiB".into());
+        values[1] = FieldValue::Chosen(vec![false, true, false, false, false, false]);
         let p = params(ExperimentKind::Transfer, &fields, &values).unwrap();
         assert_eq!(p["sizes"], json!([4096, 1_572_864]));
         assert_eq!(p["copies"], json!(["h2d_pinned"]));
-        values[0] = FieldValue::Chosen(vec![false; 6]);
+        values[1] = FieldValue::Chosen(vec![false; 6]);
         let error = params(ExperimentKind::Transfer, &fields, &values).unwrap_err();
         assert_eq!(error, FormError::NoneChosen { label: "copies".into() });
         assert_eq!(error.to_string(), "'copies': pick at least one");
@@ -396,8 +310,8 @@ mod tests {
     #[test]
     fn collectives_sizes_read_as_bytes_and_no_gpus_means_every_gpu() {
         let (fields, mut values) = defaults(ExperimentKind::Collectives);
-        let at = |name: &str| fields.iter().position(|f| f.name == name).unwrap();
-        assert_eq!(fields[at("gpus")].hint(), "comma-separated, e.g. 0, 1; empty: every GPU");
+        let at = |name: &str| fields.iter().position(|f| f.name() == name).unwrap();
+        assert_eq!(fields[at("gpus")].spec.hint, "comma-separated, e.g. 0, 1; empty: every GPU");
         assert!(matches!(&values[at("sizes")], FieldValue::Text(t) if t.starts_with("8, 1 KiB, 4 KiB")));
         let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
         assert_eq!(p["gpus"], json!([]));
@@ -408,12 +322,12 @@ mod tests {
     }
 
     #[test]
-    fn collectives_take_a_dtype_and_the_ddp_step_checked_by_the_shared_rule() {
+    fn collectives_take_a_dtype_and_a_ddp_step_that_switches_off() {
         let (fields, mut values) = defaults(ExperimentKind::Collectives);
-        let at = |name: &str| fields.iter().position(|f| f.name == name).unwrap();
-        let tail: Vec<String> = fields[at("ddp")..].iter().map(Field::label).collect();
+        let at = |name: &str| fields.iter().position(|f| f.name() == name).unwrap();
+        let tail: Vec<&str> = fields[at("ddp")..].iter().map(|f| f.spec.label.as_str()).collect();
         assert_eq!(tail, ["DDP step", "DDP parameters", "DDP dtype", "DDP bucket_cap_mb", "DDP hidden", "DDP tokens"]);
-        assert_eq!(fields[at("dtype")].kind, FieldKind::OneOf(vec!["fp32".into(), "bf16".into()]));
+        assert_eq!(fields[at("dtype")].spec.input, Input::OneOf { choices: vec!["fp32".into(), "bf16".into()] });
         assert_eq!(values[at("ddp.parameters")], FieldValue::Text("1.3 B".into()));
         values[at("dtype")] = FieldValue::Text("bf16".into());
         values[at("ddp.parameters")] = FieldValue::Text("350M".into());
@@ -421,10 +335,6 @@ mod tests {
         let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
         assert_eq!((p["dtype"].clone(), p["ddp"]["parameters"].clone()), (json!("bf16"), json!(350_000_000)));
         assert_eq!((p["ddp"]["bucket_cap_mb"].clone(), p["ddp"]["dtype"].clone()), (json!(100), json!("bf16")));
-        // Ranges are the shared rule's, in its words.
-        values[at("ddp.bucket_cap_mb")] = FieldValue::Text("0".into());
-        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
-        assert_eq!(error, "'ddp.bucket_cap_mb' must be from 1 to 1024, got '0'");
         values[at("ddp.parameters")] = FieldValue::Text("lots".into());
         let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
         assert!(error.starts_with("'DDP parameters' must be a number of parameters like 1.3 B"), "{error}");
@@ -432,10 +342,17 @@ mod tests {
         values[at("ddp")] = FieldValue::Chosen(vec![false]);
         let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
         assert_eq!(p["ddp"], Value::Null);
-        values[at("sizes")] = FieldValue::Text("7".into());
-        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
-        assert!(error.contains("a multiple of 2 (bf16 elements), got '7'"), "{error}");
         assert_eq!(parameter_count("p", "1.3 B"), Ok(1_300_000_000));
+    }
+
+    #[test]
+    fn a_kind_the_page_has_never_seen_gets_its_form_from_its_fields() {
+        let specs = [FieldSpec::bytes("chunk"), FieldSpec::choices("ways", [("there", ""), ("back", "")])];
+        let fields = fields(&specs, &json!({"kind": "latency", "chunk": 1 << 20, "ways": ["back"], "extra": 1}));
+        assert_eq!(fields[0].default, FieldValue::Text("1 MiB".into()));
+        assert_eq!(fields[1].default, FieldValue::Chosen(vec![false, true]));
+        // A default that does not fit its input: the field is left out, not shown wrong.
+        assert!(super::fields(&specs, &json!({"chunk": "big", "ways": ["back"]})).len() == 1);
     }
 
     #[test]
@@ -455,25 +372,32 @@ mod tests {
     #[test]
     fn the_servers_experiments_read_as_docs() {
         let info = shared::lab::ExperimentInfo {
-            kind: ExperimentKind::Memory,
-            title: "Memory".into(),
-            description: "pools".into(),
-            defaults: ExperimentKind::Memory.default_params(),
+            kind: ExperimentKind::P2p,
+            title: "P2P".into(),
+            description: "pairs".into(),
+            snippet: "import torch".into(),
+            defaults: ExperimentKind::P2p.default_params(),
+            fields: lab::experiments::experiment(ExperimentKind::P2p).fields(),
+            multi_gpu: true,
+            min_gpus: 2,
             unavailable: Some("NCCL (libnccl.so.2) not found".into()),
         };
         let doc: ExperimentDoc = serde_json::from_str(&serde_json::to_string(&info).unwrap()).unwrap();
-        assert_eq!(doc.defaults["blocks"], 8);
+        assert_eq!(doc.defaults["repetitions"], 10);
+        assert_eq!(doc.snippet, "import torch");
+        assert_eq!(doc.fields, info.fields);
+        assert!(doc.multi_gpu && !doc.offered(1) && doc.offered(2));
         assert_eq!(doc.unavailable.as_deref(), Some("NCCL (libnccl.so.2) not found"));
     }
 
     #[test]
-    fn p2p_pairs_parse() {
+    fn p2p_pairs_read_as_pairs() {
         let (fields, mut values) = defaults(ExperimentKind::P2p);
-        let at = fields.iter().position(|f| f.kind == FieldKind::Pairs).unwrap();
+        let at = fields.iter().position(|f| f.name() == "pairs").unwrap();
         values[at] = FieldValue::Text("0-1, 2 - 3".into());
         let p = params(ExperimentKind::P2p, &fields, &values).unwrap();
-        assert_eq!(p["pairs"], json!([{ "a": 0, "b": 1 }, { "a": 2, "b": 3 }]));
-        values[at] = FieldValue::Text("0>1".into());
+        assert_eq!(p["pairs"], json!([{"a": 0, "b": 1}, {"a": 2, "b": 3}]));
+        values[at] = FieldValue::Text("0:1".into());
         assert!(params(ExperimentKind::P2p, &fields, &values).is_err());
     }
 }

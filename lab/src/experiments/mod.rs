@@ -14,10 +14,11 @@ pub mod latency;
 pub mod memory;
 pub mod p2p;
 pub mod precision;
+pub mod pytorch;
 pub mod streams;
 pub mod transfer;
 
-use shared::lab::{ExperimentKind, ExperimentParams, RunResult};
+use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, RunResult};
 use shared::topology::Topology;
 
 use super::LabError;
@@ -38,6 +39,23 @@ pub trait Experiment: Sync + 'static {
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut Self::Params>;
     /// Title and one-paragraph description, for the page's forms (`GET /api/lab/experiments`).
     fn describe(&self) -> (&'static str, &'static str);
+    /// The form's inputs in the order the page shows them, one for each parameter (a test holds them to
+    /// the parameters' defaults).
+    fn fields(&self) -> Vec<FieldSpec>;
+    /// Runs on several GPUs at once: the page asks before it queues one, and `gpudash bench` leaves it
+    /// out unless it is named.
+    fn multi_gpu(&self) -> bool {
+        false
+    }
+    /// The fewest GPUs a server needs for the page to offer it.
+    fn min_gpus(&self) -> u32 {
+        1
+    }
+    /// What it measures, written as PyTorch does it: a short script the page shows and copies.
+    fn snippet(&self) -> &'static str;
+    /// One line on what a run's figures mean for a PyTorch program ("pinned copies were 6.8× faster…");
+    /// `None` when the figures it needs are missing (a failed run, a subset of the experiment).
+    fn takeaway(&self, result: &RunResult) -> Option<String>;
     /// Checks every parameter, naming the first bad one and its allowed range.
     fn validate(&self, params: &Self::Params) -> Result<(), ParamError>;
     /// Peak memory of a validated run, on each GPU it involves: what the memory guards count.
@@ -92,6 +110,11 @@ pub trait Experiment: Sync + 'static {
 /// An [`Experiment`] over any request's parameters: what the lab calls.
 pub trait Dispatch: Sync {
     fn describe(&self) -> (&'static str, &'static str);
+    fn snippet(&self) -> &'static str;
+    fn takeaway(&self, result: &RunResult) -> Option<String>;
+    fn fields(&self) -> Vec<FieldSpec>;
+    fn multi_gpu(&self) -> bool;
+    fn min_gpus(&self) -> u32;
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError>;
     fn footprint(&self, params: &ExperimentParams) -> Footprint;
     fn estimate_ms(&self, params: &ExperimentParams) -> u64;
@@ -122,6 +145,21 @@ fn mismatch(params: &ExperimentParams) -> String {
 impl<E: Experiment> Dispatch for E {
     fn describe(&self) -> (&'static str, &'static str) {
         Experiment::describe(self)
+    }
+    fn snippet(&self) -> &'static str {
+        Experiment::snippet(self)
+    }
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        Experiment::takeaway(self, result)
+    }
+    fn fields(&self) -> Vec<FieldSpec> {
+        Experiment::fields(self)
+    }
+    fn multi_gpu(&self) -> bool {
+        Experiment::multi_gpu(self)
+    }
+    fn min_gpus(&self) -> u32 {
+        Experiment::min_gpus(self)
     }
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError> {
         E::params(params).map_or_else(|| Err(ParamError(mismatch(params))), |p| Experiment::validate(self, p))
@@ -227,14 +265,66 @@ pub fn estimate_ms(params: &ExperimentParams) -> u64 {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
     use shared::lab::{
-        CopyKind, ExperimentKind, LatencyParams, MemoryParams, PrecisionParams, StreamsParams, TransferParams,
+        CopyKind, ExperimentKind, Input, LatencyParams, MemoryParams, PrecisionParams, StreamsParams, TransferParams,
     };
 
     #[test]
     fn defaults_are_valid() {
         for kind in ExperimentKind::ALL {
             validate(&kind.default_params()).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        }
+    }
+
+    /// The default of the parameter a field names ("ddp.tokens" inside the group).
+    fn default_of<'a>(defaults: &'a Value, name: &str) -> &'a Value {
+        name.split('.').fold(defaults, |v, key| &v[key])
+    }
+
+    /// Every parameter has its field and every field its parameter, with an input that reads its default
+    /// and choices the server accepts: a parameter added without a field fails here.
+    #[test]
+    fn every_parameter_has_a_field_that_reads_its_default() {
+        for kind in ExperimentKind::ALL {
+            let defaults = serde_json::to_value(kind.default_params()).unwrap();
+            let mut names: Vec<String> = Vec::new();
+            for (name, value) in defaults.as_object().unwrap().iter().filter(|(name, _)| *name != "kind") {
+                names.push(name.clone());
+                if let Value::Object(inner) = value {
+                    names.extend(inner.keys().map(|key| format!("{name}.{key}")));
+                }
+            }
+            let fields = experiment(kind).fields();
+            let mut listed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
+            names.sort();
+            listed.sort();
+            assert_eq!(listed, names, "{kind:?}: fields against parameters");
+            for field in &fields {
+                let value = default_of(&defaults, &field.name);
+                let numbers = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_u64));
+                let (fits, names): (bool, Vec<&str>) = match &field.input {
+                    Input::Count | Input::Bytes | Input::Parameters => (value.is_u64(), vec![]),
+                    Input::CountList { .. } | Input::BytesList => (numbers(value), vec![]),
+                    Input::Pairs => (value.is_array(), vec![]),
+                    Input::Switch => (value.is_object() || value.is_null(), vec![]),
+                    Input::Choices { choices } => (value.is_array(), choices.iter().map(|c| c.name.as_str()).collect()),
+                    Input::OneOf { choices } => (value.is_string(), choices.iter().map(String::as_str).collect()),
+                };
+                assert!(fits, "{kind:?}: {} reads {value} as {:?}", field.name, field.input);
+                // Each choice alone is a request the server takes.
+                for name in names {
+                    let mut request = defaults.clone();
+                    let one = if matches!(field.input, Input::Choices { .. }) { json!([name]) } else { json!(name) };
+                    match field.name.split_once('.') {
+                        Some((parent, key)) => request[parent][key] = one,
+                        None => request[field.name.as_str()] = one,
+                    }
+                    let params: ExperimentParams = serde_json::from_value(request)
+                        .unwrap_or_else(|e| panic!("{kind:?}: {} = {name}: {e}", field.name));
+                    validate(&params).unwrap_or_else(|e| panic!("{kind:?}: {} = {name}: {e}", field.name));
+                }
+            }
         }
     }
 

@@ -74,7 +74,7 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         }
     }
     let kinds = if args.experiments.is_empty() {
-        ExperimentKind::ALL.into_iter().filter(|k| !k.multi_gpu()).collect()
+        ExperimentKind::ALL.into_iter().filter(|k| !lab::experiments::experiment(*k).multi_gpu()).collect()
     } else {
         args.experiments.clone()
     };

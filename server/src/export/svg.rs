@@ -86,6 +86,7 @@ mod tests {
             progress: None,
             result,
             previous_id: None,
+            takeaway: None,
         }
     }
 

@@ -170,7 +170,7 @@ pub fn text(run: &Run) -> String {
     for note in &r.notes {
         let _ = writeln!(out, "   note: {note}");
     }
-    if let Some(line) = shared::lab::pytorch::takeaway(s.kind, r) {
+    if let Some(line) = &run.takeaway {
         let _ = writeln!(out, "   in PyTorch: {line}");
     }
     out

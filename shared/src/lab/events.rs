@@ -72,13 +72,28 @@ pub struct TrimOutcome {
     pub released_bytes: u64,
 }
 
+fn one() -> u32 {
+    1
+}
+
 /// An experiment described for the page's forms (`GET /api/lab/experiments`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ExperimentInfo {
     pub kind: ExperimentKind,
     pub title: String,
     pub description: String,
+    /// What it measures in PyTorch's words: a short script the page shows with a copy button.
+    pub snippet: String,
     pub defaults: ExperimentParams,
+    /// The form's inputs, in the order the page shows them; their values start at `defaults`.
+    pub fields: Vec<super::FieldSpec>,
+    /// Runs on several GPUs at once (p2p, collectives): the page puts such a run to the server and asks
+    /// before queueing it.
+    #[serde(default)]
+    pub multi_gpu: bool,
+    /// The fewest GPUs the server must have for the page to offer it (p2p: 2).
+    #[serde(default = "one")]
+    pub min_gpus: u32,
     /// Why it cannot run on this server (e.g. NCCL not found, with where gpudash looked and how to point
     /// at it; or the lab's own reason, such as no GPU); `None` when it can. The page lists it greyed out
     /// with this sentence rather than hiding it.

@@ -6,17 +6,18 @@
 //! durations `f64` milliseconds unless a field says otherwise.
 //!
 //! By topic: [`params`] (requests and parameters), [`results`] (runs and what
-//! they measured), [`events`] (status, queue and WebSocket events), [`pytorch`]
-//! (each experiment in PyTorch's words); every type
+//! they measured), [`events`] (status, queue and WebSocket events), [`form`] (an experiment's form,
+//! as the lab describes it); every type
 //! is re-exported here, so `shared::lab::X` names each.
 
 pub mod collectives;
 pub mod events;
+pub mod form;
 pub mod params;
-pub mod pytorch;
 pub mod results;
 
 pub use events::{ExperimentInfo, LabDevice, LabEvent, LabStatus, QUEUE_LISTED, QueueEntry, TrimOutcome};
+pub use form::{Choice, FieldSpec, Input};
 pub use params::{
     CopyKind, Dtype, ExperimentKind, ExperimentParams, GpuPair, LatencyParams, MemoryParams, P2pParams,
     PrecisionParams, RunRequest, StreamsParams, TransferParams, UnknownExperiment,

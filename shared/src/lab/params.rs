@@ -44,12 +44,6 @@ impl ExperimentKind {
         Self::ALL.into_iter().find(|k| k.name() == name.trim().to_ascii_lowercase())
     }
 
-    /// Runs on several GPUs at once (p2p, collectives): the page asks before it queues one, and
-    /// `gpudash bench` leaves these out unless they are named.
-    pub fn multi_gpu(self) -> bool {
-        matches!(self, Self::P2p | Self::Collectives)
-    }
-
     /// Every experiment's name for a message: "memory, transfer, …, p2p or collectives".
     pub fn names() -> String {
         let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();

@@ -124,6 +124,10 @@ pub struct Run {
     pub result: Option<RunResult>,
     /// The newest earlier successful run of the same experiment on the same GPU, for overlays.
     pub previous_id: Option<u64>,
+    /// One line on what the result's figures mean for a PyTorch program, in the experiment's words
+    /// (`GET /api/runs/{id}` fills it in from the figures); `None` without a result or the figures it needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub takeaway: Option<String>,
 }
 
 /// How far a run has got.

@@ -131,6 +131,7 @@ pub mod testing {
             progress: None,
             result: None,
             previous_id: None,
+            takeaway: None,
         }
     }
 }

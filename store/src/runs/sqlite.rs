@@ -230,6 +230,7 @@ impl RunStore for SqliteRunStore {
             progress: parse(progress.as_deref())?,
             result: parse(result.as_deref())?,
             previous_id: None,
+            takeaway: None,
         }))
     }
 

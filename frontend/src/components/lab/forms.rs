@@ -7,14 +7,14 @@ use leptos::{ev, prelude::*, task::spawn_local};
 use serde_json::Value;
 use shared::{
     auth::Role,
-    lab::{CopyKind, ExperimentKind},
+    lab::{ExperimentKind, Input},
 };
 
 use super::pytorch::InPyTorch;
 use crate::{
     hooks::{lab::Lab, session::Session},
     state::{
-        lab_form::{self, ExperimentDoc, Field, FieldKind, FieldValue},
+        lab_form::{self, ExperimentDoc, Field, FieldValue},
         lab_target::{GpuChoice, PickedGpu, run_question},
     },
 };
@@ -84,7 +84,8 @@ pub fn ExperimentForm(
     let kind = info.kind;
     let unavailable = info.unavailable.clone();
     let off = unavailable.is_some();
-    let fields = lab_form::fields(kind, &info.defaults);
+    let multi_gpu = info.multi_gpu;
+    let fields = lab_form::fields(&info.fields, &info.defaults);
     let values: Vec<RwSignal<FieldValue>> = fields.iter().map(|f| RwSignal::new(f.default.clone())).collect();
     let error = RwSignal::new(None::<String>);
     let plan = RwSignal::new(Vec::<String>::new());
@@ -128,7 +129,7 @@ pub fn ExperimentForm(
             };
             error.set(None);
             let forced = force.get_untracked();
-            if !kind.multi_gpu() && !forced {
+            if !multi_gpu && !forced {
                 send(params);
                 return;
             }
@@ -218,12 +219,12 @@ pub fn ExperimentForm(
 /// One parameter: a text box, checkboxes for a set of names, a drop-down for one of them, or a switch.
 #[component]
 fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, disabled: bool) -> impl IntoView {
-    let id = format!("lab-{}-{}", kind.name(), field.name);
-    let label = field.label();
-    let hint = field.hint();
-    let name = field.name.clone();
-    let input = match field.kind {
-        FieldKind::Choices(choices) => {
+    let id = format!("lab-{}-{}", kind.name(), field.spec.name);
+    let label = field.spec.label.clone();
+    let hint = field.spec.hint.clone();
+    let name = field.spec.name.clone();
+    let input = match field.spec.input {
+        Input::Choices { choices } => {
             let boxes = choices.into_iter().enumerate().map(|(i, choice)| {
                 let checked = move || matches!(value.get(), FieldValue::Chosen(c) if c.get(i).copied().unwrap_or(false));
                 let toggle = move |ev: ev::Event| {
@@ -236,12 +237,12 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
                         }
                     });
                 };
-                // A copy kind's name says little on its own: its label says the path it takes.
-                let title = CopyKind::parse(&choice).map(CopyKind::label);
+                // A name that says little on its own (a copy kind) has a title that says what it is.
+                let title = (!choice.title.is_empty()).then_some(choice.title);
                 view! {
                     <label class="lab-choice" title=title>
-                        <input type="checkbox" name=name.clone() value=choice.clone() disabled=disabled prop:checked=checked on:change=toggle />
-                        {choice}
+                        <input type="checkbox" name=name.clone() value=choice.name.clone() disabled=disabled prop:checked=checked on:change=toggle />
+                        {choice.name}
                     </label>
                 }
             });
@@ -251,7 +252,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
             }
             .into_any()
         }
-        FieldKind::OneOf(choices) => {
+        Input::OneOf { choices } => {
             let current = match value.get_untracked() {
                 FieldValue::Text(t) => t,
                 FieldValue::Chosen(_) => String::new(),
@@ -275,7 +276,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
             }
             .into_any()
         }
-        FieldKind::Switch => {
+        Input::Switch => {
             let checked = move || matches!(value.get(), FieldValue::Chosen(c) if c.first().copied().unwrap_or(false));
             let for_id = id.clone();
             view! {
@@ -293,12 +294,12 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
             }
             .into_any()
         }
-        kind => {
+        input => {
             let text = move || match value.get() {
                 FieldValue::Text(t) => t,
                 FieldValue::Chosen(_) => String::new(),
             };
-            let wide = matches!(kind, FieldKind::CountList | FieldKind::BytesList | FieldKind::Pairs);
+            let wide = matches!(input, Input::CountList { .. } | Input::BytesList | Input::Pairs);
             view! {
                 <label class="field-label" for=id.clone()>{label}</label>
                 <input
@@ -308,7 +309,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
                     class:lab-input-wide=wide
                     name=name
                     disabled=disabled
-                    inputmode=if kind == FieldKind::Count { "numeric" } else { "text" }
+                    inputmode=if input == Input::Count { "numeric" } else { "text" }
                     prop:value=text
                     on:input=move |ev| value.set(FieldValue::Text(event_target_value(&ev)))
                 />
@@ -317,7 +318,7 @@ fn FieldInput(kind: ExperimentKind, field: Field, value: RwSignal<FieldValue>, d
         }
     };
     view! {
-        <div class="lab-field" data-field=field.name>
+        <div class="lab-field" data-field=field.spec.name>
             {input}
             {(!hint.is_empty()).then(|| view! { <span class="field-hint">{hint}</span> })}
         </div>
@@ -335,10 +336,4 @@ fn reveal_run() {
             view.scroll_into_view();
         }
     });
-}
-
-/// True when an experiment can be offered on this many GPUs (p2p needs two; collectives run on one as a
-/// check that NCCL works).
-pub fn offered(kind: ExperimentKind, gpus: usize) -> bool {
-    kind != ExperimentKind::P2p || gpus >= 2
 }

@@ -1,48 +1,59 @@
 //! "In PyTorch": each experiment's `torch.cuda` snippet, copyable, and under a
-//! run's result the one-line takeaway computed from its figures. Both come from
-//! [`shared::lab::pytorch`], which the server's exports read too.
+//! run's result the one-line takeaway computed from its figures. The server
+//! sends both in the experiment's own words (`ExperimentInfo::snippet`,
+//! `Run::takeaway`), so nothing here names a kind.
 
 use leptos::prelude::*;
-use shared::lab::{ExperimentKind, RunResult, pytorch};
+use shared::lab::ExperimentKind;
 use wasm_bindgen::{JsCast, JsValue};
 
-/// `details.lab-pytorch[data-kind]`: the snippet in a `<pre><code>` block with a copy button.
+use crate::hooks::lab::Lab;
+
+/// `details.lab-pytorch[data-kind]`: the experiment's snippet (from `GET /api/lab/experiments`) in a
+/// `<pre><code>` block with a copy button; nothing until the experiments are loaded.
 #[component]
 pub fn InPyTorch(kind: ExperimentKind, #[prop(optional)] open: bool) -> impl IntoView {
-    let code = pytorch::snippet(kind);
+    let lab = expect_context::<Lab>();
+    let code = Memo::new(move |_| {
+        lab.experiments.with(|e| e.iter().find(|e| e.kind == kind && !e.snippet.is_empty()).map(|e| e.snippet.clone()))
+    });
     let copied = RwSignal::new(None::<bool>);
-    let copy = move |_| copied.set(Some(copy_text(code)));
-    view! {
-        <details class="lab-pytorch" data-kind=kind.name() open=open>
-            <summary>"In PyTorch"</summary>
-            <div class="lab-pytorch-body">
-                <button
-                    type="button"
-                    class="copy-snippet small-button"
-                    aria-label=format!("Copy the PyTorch snippet of {}", kind.name())
-                    on:click=copy
-                >
-                    {move || match copied.get() {
-                        Some(true) => "copied",
-                        Some(false) => "select and copy",
-                        None => "copy",
-                    }}
-                </button>
-                <pre><code class="language-python">{code}</code></pre>
-            </div>
-        </details>
+    let copy = move |_| copied.set(code.with_untracked(|c| c.as_deref().map(copy_text)));
+    move || {
+        code.get().map(|code| {
+            view! {
+                <details class="lab-pytorch" data-kind=kind.name() open=open>
+                    <summary>"In PyTorch"</summary>
+                    <div class="lab-pytorch-body">
+                        <button
+                            type="button"
+                            class="copy-snippet small-button"
+                            aria-label=format!("Copy the PyTorch snippet of {}", kind.name())
+                            on:click=copy
+                        >
+                            {move || match copied.get() {
+                                Some(true) => "copied",
+                                Some(false) => "select and copy",
+                                None => "copy",
+                            }}
+                        </button>
+                        <pre><code class="language-python">{code}</code></pre>
+                    </div>
+                </details>
+            }
+        })
     }
 }
 
-/// `p.lab-takeaway`: what this run's figures mean for a PyTorch program; nothing when they cannot say.
-pub fn takeaway(kind: ExperimentKind, result: &RunResult) -> Option<impl IntoView + use<>> {
-    let line = pytorch::takeaway(kind, result)?;
-    Some(view! {
+/// `p.lab-takeaway`: what this run's figures mean for a PyTorch program.
+#[component]
+pub fn Takeaway(line: String) -> impl IntoView {
+    view! {
         <p class="lab-takeaway">
             <strong>"Takeaway: "</strong>
             {line}
         </p>
-    })
+    }
 }
 
 /// `navigator.clipboard.writeText(text)`, looked up by name: web-sys's Clipboard feature for one call

@@ -11,7 +11,7 @@ use shared::{
 
 use super::{
     chart::{self, SERIES_COLORS, span_kind},
-    pytorch::{InPyTorch, takeaway},
+    pytorch::{InPyTorch, Takeaway},
     status_class, status_label,
 };
 use crate::{
@@ -122,8 +122,10 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
                 <ul class="run-plan">{r.plan.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
             }))}
             {move || {
-                let kind = run.with(|r| r.as_ref().map(|r| r.kind))?;
-                result.get().map(|result| view! { <RunResultView id=id kind=kind result=result previous=previous simulated=simulated() theme=theme /> })
+                let (kind, takeaway) = run.with(|r| r.as_ref().map(|r| (r.kind, r.takeaway.clone())))?;
+                result.get().map(|result| view! {
+                    <RunResultView id=id kind=kind result=result takeaway=takeaway previous=previous simulated=simulated() theme=theme />
+                })
             }}
         </section>
     }
@@ -156,6 +158,7 @@ fn RunResultView(
     id: u64,
     kind: ExperimentKind,
     result: RunResult,
+    takeaway: Option<String>,
     previous: RwSignal<Option<RunDoc>>,
     simulated: bool,
     theme: ReadSignal<Theme>,
@@ -202,7 +205,7 @@ fn RunResultView(
     let figures = result.figures.clone();
     view! {
         <div class="run-result">
-            {takeaway(kind, &result)}
+            {takeaway.map(|line| view! { <Takeaway line=line /> })}
             <canvas
                 node_ref=canvas_ref
                 class="lab-chart"

@@ -4,10 +4,11 @@
 //! `lab/cuda/collectives.rs`, NCCL's loading in `lab/cuda/nccl.rs`.
 
 pub mod path;
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::collectives::{Collective, CollectivesParams, element_bytes};
-use shared::lab::{Dtype, ExperimentParams, RunResult};
+use shared::lab::collectives::{Collective, CollectivesParams, DTYPES, element_bytes};
+use shared::lab::{Dtype, ExperimentParams, FieldSpec, Input, RunResult};
 use shared::topology::Topology;
 
 use self::report::{CollectiveSample, CollectivesMeasurements, DdpMeasurement};
@@ -89,6 +90,41 @@ impl Experiment for Collectives {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut CollectivesParams> {
         if let ExperimentParams::Collectives(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        let dtypes = || DTYPES.map(Dtype::name);
+        let mut fields = vec![
+            FieldSpec::choices("collectives", Collective::ALL.map(|c| (c.name(), ""))),
+            FieldSpec::one_of("dtype", dtypes()),
+            FieldSpec::new("gpus", Input::CountList { empty_means_all: true })
+                .hint("comma-separated, e.g. 0, 1; empty: every GPU"),
+            FieldSpec::bytes_list("sizes"),
+        ];
+        fields.extend(FieldSpec::rounds());
+        fields.extend([
+            FieldSpec::new("ddp", Input::Switch)
+                .label("DDP step")
+                .hint("DistributedDataParallel: backward GEMMs and the gradient all-reduce"),
+            FieldSpec::new("ddp.parameters", Input::Parameters).label("DDP parameters").hint("e.g. 1.3 B or 350 M"),
+            FieldSpec::one_of("ddp.dtype", dtypes()).label("DDP dtype"),
+            FieldSpec::count("ddp.bucket_cap_mb").label("DDP bucket_cap_mb").hint("MiB; DDP's default is 25"),
+            FieldSpec::count("ddp.hidden").label("DDP hidden").hint("layer width, a multiple of 64"),
+            FieldSpec::count("ddp.tokens").label("DDP tokens").hint("per GPU per step: batch × sequence length"),
+        ]);
+        fields
+    }
+
+    fn multi_gpu(&self) -> bool {
+        true
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

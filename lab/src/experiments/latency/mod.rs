@@ -1,8 +1,9 @@
 //! The latency experiment: launch, record and synchronize costs, queued kernels and a CUDA graph.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{ExperimentParams, LatencyParams, RunResult};
+use shared::lab::{ExperimentParams, FieldSpec, LatencyParams, RunResult};
 
 use self::report::{GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 use super::{Experiment, MIB, range};
@@ -22,6 +23,18 @@ impl Experiment for Latency {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut LatencyParams> {
         if let ExperimentParams::Latency(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        FieldSpec::rounds().to_vec()
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

@@ -1,8 +1,9 @@
 //! The memory experiment: the caching allocator, block by block.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{ExperimentParams, MemoryParams, MemoryStep, RunResult};
+use shared::lab::{ExperimentParams, FieldSpec, MemoryParams, MemoryStep, RunResult};
 
 use self::report::MemoryMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -22,6 +23,23 @@ impl Experiment for Memory {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut MemoryParams> {
         if let ExperimentParams::Memory(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        vec![
+            FieldSpec::bytes("block_bytes"),
+            FieldSpec::count("blocks"),
+            FieldSpec::count("free_every").hint("1 frees every block, 2 every other"),
+            FieldSpec::count("repetitions"),
+        ]
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

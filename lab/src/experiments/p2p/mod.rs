@@ -1,8 +1,9 @@
 //! The p2p experiment: bandwidth and latency between every pair of GPUs, peer access on and off.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, P2pParams, RunResult};
+use shared::lab::{CopyKind, ExperimentParams, FieldSpec, Input, P2pParams, RunResult};
 use shared::topology::Topology;
 
 use self::report::{LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample, PairsError};
@@ -25,6 +26,31 @@ impl Experiment for P2p {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut P2pParams> {
         if let ExperimentParams::P2p(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        let mut fields = vec![
+            FieldSpec::bytes("size"),
+            FieldSpec::new("pairs", Input::Pairs).hint("e.g. 0-1, 1-2; empty: every pair"),
+        ];
+        fields.extend(FieldSpec::rounds());
+        fields
+    }
+
+    fn multi_gpu(&self) -> bool {
+        true
+    }
+
+    fn min_gpus(&self) -> u32 {
+        2
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

@@ -1,8 +1,9 @@
 //! The precision experiment: cuBLAS GEMM throughput per type, each result checked against the host.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{Dtype, ExperimentParams, PrecisionParams, RunResult};
+use shared::lab::{Dtype, ExperimentParams, FieldSpec, PrecisionParams, RunResult};
 
 use self::report::GemmSample;
 use super::{Experiment, range};
@@ -22,6 +23,24 @@ impl Experiment for Precision {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut PrecisionParams> {
         if let ExperimentParams::Precision(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        let dtypes = Dtype::ALL.map(|d| (d.name(), ""));
+        let mut fields = vec![
+            FieldSpec::count_list("sizes").hint("matrix orders, comma-separated"),
+            FieldSpec::choices("dtypes", dtypes),
+        ];
+        fields.extend(FieldSpec::rounds());
+        fields
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

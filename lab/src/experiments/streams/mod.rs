@@ -1,8 +1,9 @@
 //! The streams experiment: a copy overlapping a GEMM on two streams, and kernels on N streams.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, RunResult, StreamsParams};
+use shared::lab::{CopyKind, ExperimentParams, FieldSpec, RunResult, StreamsParams};
 
 use self::report::StreamsMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -23,6 +24,25 @@ impl Experiment for Streams {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut StreamsParams> {
         if let ExperimentParams::Streams(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        let mut fields = vec![
+            FieldSpec::bytes("copy_bytes"),
+            FieldSpec::count("gemm_size").hint("the fp32 GEMM's order"),
+            FieldSpec::count("kernels"),
+            FieldSpec::count("kernel_us").label("kernel µs"),
+        ];
+        fields.extend(FieldSpec::rounds());
+        fields
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

@@ -1,8 +1,9 @@
 //! The transfer experiment: host ↔ device and device ↔ device bandwidth over a sweep of sizes.
 
+pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, RunResult, TransferParams};
+use shared::lab::{CopyKind, ExperimentParams, FieldSpec, RunResult, TransferParams};
 
 use self::report::TransferSample;
 use super::{Experiment, GIB, KIB, range};
@@ -23,6 +24,21 @@ impl Experiment for Transfer {
 
     fn params_mut(params: &mut ExperimentParams) -> Option<&mut TransferParams> {
         if let ExperimentParams::Transfer(p) = params { Some(p) } else { None }
+    }
+
+    fn snippet(&self) -> &'static str {
+        pytorch::SNIPPET
+    }
+
+    fn takeaway(&self, result: &RunResult) -> Option<String> {
+        pytorch::takeaway(result)
+    }
+
+    fn fields(&self) -> Vec<FieldSpec> {
+        let copies = CopyKind::ALL.map(|c| (c.name(), c.label()));
+        let mut fields = vec![FieldSpec::bytes_list("sizes"), FieldSpec::choices("copies", copies)];
+        fields.extend(FieldSpec::rounds());
+        fields
     }
 
     fn describe(&self) -> (&'static str, &'static str) {

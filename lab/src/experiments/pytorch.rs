@@ -1,0 +1,45 @@
+//! What every experiment's PyTorch takeaway reads its figures with. Each kind's snippet and takeaway
+//! live in its folder (`<kind>/pytorch.rs`); the lab hands them out (`ExperimentInfo::snippet`,
+//! `Run::takeaway`), so the page and the exports say the same words and name no kind.
+
+use shared::lab::Figure;
+use shared::units::three_digits;
+
+/// The median of the figure named `name`, when it is a positive number.
+pub fn median(figures: &[Figure], name: &str) -> Option<f64> {
+    figures.iter().find(|f| f.name == name).map(|f| f.stats.median).filter(|v| v.is_finite() && *v > 0.0)
+}
+
+/// "6.8×", "15×".
+pub fn times(ratio: f64) -> String {
+    format!("{}×", three_digits(ratio))
+}
+
+#[cfg(test)]
+pub mod testing {
+    use shared::lab::{ChartSpec, Figure, MemoryStep, RunResult, Stats};
+
+    pub fn fig(name: &str, median: f64) -> Figure {
+        Figure { name: name.into(), unit: String::new(), stats: Stats { median, min: median, max: median, n: 3 } }
+    }
+
+    pub fn result(figures: Vec<Figure>, memory_steps: Vec<MemoryStep>) -> RunResult {
+        RunResult {
+            chart: ChartSpec::Bars { y_label: String::new() },
+            unit: String::new(),
+            series: vec![],
+            references: vec![],
+            figures,
+            checks: vec![],
+            memory_steps,
+            timeline: vec![],
+            matrices: vec![],
+            notes: vec![],
+            l2_bytes: None,
+        }
+    }
+
+    pub fn step(label: &str, allocated: u64, reserved: u64) -> MemoryStep {
+        MemoryStep { label: label.into(), allocated, reserved, nvml_used: None }
+    }
+}

@@ -1,0 +1,62 @@
+//! The streams experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
+//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+
+use shared::lab::{Figure, RunResult};
+
+use crate::experiments::pytorch::{median, times};
+
+/// What the experiment measures, written as PyTorch does it: a short script to copy.
+pub const SNIPPET: &str = "import torch
+copy_stream = torch.cuda.Stream()
+with torch.cuda.stream(copy_stream):
+    nxt = host_batch.to(\"cuda\", non_blocking=True)  # host_batch pinned
+out = model(cur)                                    # computes on the default stream meanwhile
+torch.cuda.current_stream().wait_stream(copy_stream)
+nxt.record_stream(torch.cuda.current_stream())";
+
+/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
+pub fn takeaway(result: &RunResult) -> Option<String> {
+    line(&result.figures)
+}
+
+fn line(figures: &[Figure]) -> Option<String> {
+    if let Some(gain) = median(figures, "overlap gain") {
+        return Some(if gain >= 1.1 {
+            format!(
+                "streams overlapped copy and compute: {} faster than one stream; prefetch the next batch on a \
+                 torch.cuda.Stream",
+                times(gain)
+            )
+        } else {
+            format!("copy and compute did not overlap here ({}): check that the host buffer is pinned", times(gain))
+        });
+    }
+    let gain = median(figures, "concurrent kernels gain")?;
+    Some(format!("independent kernels on separate streams ran {} faster than on one stream", times(gain)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::experiments::pytorch::testing::{fig, result};
+
+    #[test]
+    fn the_snippet_says_it_in_pytorchs_words() {
+        assert!(SNIPPET.starts_with("import torch"));
+        for word in ["torch.cuda.Stream()", "with torch.cuda.stream("] {
+            assert!(SNIPPET.contains(word), "lacks {word}: {SNIPPET}");
+        }
+    }
+
+    #[test]
+    fn streams_say_how_much_overlap_gained() {
+        let line = takeaway(&result(vec![fig("overlap gain", 1.7)], vec![])).unwrap();
+        assert!(line.starts_with("streams overlapped copy and compute: 1.70× faster than one stream"), "{line}");
+        let none = takeaway(&result(vec![fig("overlap gain", 1.01)], vec![])).unwrap();
+        assert!(none.starts_with("copy and compute did not overlap here (1.01×)"), "{none}");
+        let kernels = result(vec![fig("concurrent kernels gain", 7.6)], vec![]);
+        assert!(takeaway(&kernels).unwrap().contains("7.60× faster"));
+        assert_eq!(takeaway(&result(vec![fig("copy alone", 4.8)], vec![])), None);
+    }
+}
