@@ -4,21 +4,15 @@
 //! trait, [`Experiment`]. The rest of the lab (api, queue, workers, executors) asks
 //! [`of`] or [`experiment`] and never matches on a kind.
 //!
-//! Adding a kind: its parameters in `shared/src/lab/params.rs` (a variant of `ExperimentKind` and
-//! of `ExperimentParams`), a folder here with a unit struct implementing [`Experiment`], its CUDA
-//! run in `lab/cuda/<kind>.rs` (declared `pub(crate) mod <kind>;` in `lab/cuda/mod.rs`), its form
-//! in the frontend, and one line in [`experiment`].
+//! Adding a kind: its parameters struct and one line in `experiments!` (`shared/src/lab/params.rs`),
+//! a folder here with a unit struct implementing [`Experiment`] (its form's fields, PyTorch words,
+//! validation, footprint, simulation and report) and one line in `registry!`, and its CUDA run in
+//! `lab/cuda/<kind>.rs` (one `mod` line in `lab/cuda/mod.rs`). The page needs nothing: it builds the
+//! form from the fields and shows the snippet and takeaway the lab sends.
 
-pub mod collectives;
-pub mod latency;
-pub mod memory;
-pub mod p2p;
-pub mod precision;
 pub mod pytorch;
-pub mod streams;
-pub mod transfer;
 
-use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, RunResult};
+use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, KindParams, RunResult};
 use shared::topology::Topology;
 
 use super::LabError;
@@ -30,13 +24,10 @@ pub use super::plan::{GIB, KIB, MIB};
 use super::simulation::Simulation;
 
 /// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
-/// (`shared::lab::<Kind>Params`) and register it in [`experiment`]; the lab reaches it through
-/// [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
+/// (`shared::lab::<Kind>Params`, which name their kind) and register it in [`registry!`]; the lab
+/// reaches it through [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
 pub trait Experiment: Sync + 'static {
-    type Params;
-    /// Its parameters inside a request, `None` for another kind's.
-    fn params(params: &ExperimentParams) -> Option<&Self::Params>;
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut Self::Params>;
+    type Params: KindParams;
     /// Title and one-paragraph description, for the page's forms (`GET /api/lab/experiments`).
     fn describe(&self) -> (&'static str, &'static str);
     /// The form's inputs in the order the page shows them, one for each parameter (a test holds them to
@@ -162,27 +153,27 @@ impl<E: Experiment> Dispatch for E {
         Experiment::min_gpus(self)
     }
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError> {
-        E::params(params).map_or_else(|| Err(ParamError(mismatch(params))), |p| Experiment::validate(self, p))
+        E::Params::of(params).map_or_else(|| Err(ParamError(mismatch(params))), |p| Experiment::validate(self, p))
     }
     fn footprint(&self, params: &ExperimentParams) -> Footprint {
-        E::params(params).map(|p| Experiment::footprint(self, p)).unwrap_or_default()
+        E::Params::of(params).map(|p| Experiment::footprint(self, p)).unwrap_or_default()
     }
     fn estimate_ms(&self, params: &ExperimentParams) -> u64 {
-        E::params(params).map_or(0, |p| Experiment::estimate_ms(self, p))
+        E::Params::of(params).map_or(0, |p| Experiment::estimate_ms(self, p))
     }
     fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError> {
         let text = mismatch(params);
-        let p = E::params_mut(params).ok_or(LabError::Internal(text))?;
+        let p = E::Params::of_mut(params).ok_or(LabError::Internal(text))?;
         Experiment::involved(self, p, device, gpus)
     }
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32> {
-        E::params(params).map(|p| Experiment::named_devices(self, p)).unwrap_or_default()
+        E::Params::of(params).map(|p| Experiment::named_devices(self, p)).unwrap_or_default()
     }
     fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
         Experiment::unavailable(self, simulated, probe)
     }
     fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String> {
-        E::params(params).map(|p| Experiment::topology_notes(self, p, topology)).unwrap_or_default()
+        E::Params::of(params).map(|p| Experiment::topology_notes(self, p, topology)).unwrap_or_default()
     }
     fn simulate(
         &self,
@@ -190,7 +181,7 @@ impl<E: Experiment> Dispatch for E {
         sim: &Simulation,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        let p = E::params(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
+        let p = E::Params::of(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
         Experiment::simulate(self, p, sim, ctx)
     }
     fn caches_in_pool(&self) -> bool {
@@ -202,22 +193,34 @@ impl<E: Experiment> Dispatch for E {
         gpu: &mut cuda::Gpu<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        let p = E::params(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
+        let p = E::Params::of(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
         Experiment::run_cuda(self, p, gpu, ctx)
     }
 }
 
-/// The registry: the one place that names every kind.
-pub fn experiment(kind: ExperimentKind) -> &'static dyn Dispatch {
-    match kind {
-        ExperimentKind::Memory => &memory::Memory,
-        ExperimentKind::Transfer => &transfer::Transfer,
-        ExperimentKind::Streams => &streams::Streams,
-        ExperimentKind::Precision => &precision::Precision,
-        ExperimentKind::Latency => &latency::Latency,
-        ExperimentKind::P2p => &p2p::P2p,
-        ExperimentKind::Collectives => &collectives::Collectives,
-    }
+/// The registry: each kind's folder and its [`Experiment`], one line each. Generates the folders'
+/// `mod` lines and [`experiment`], an exhaustive match: a kind left out does not compile.
+macro_rules! registry {
+    ($( $kind:ident => $folder:ident::$experiment:ident, )+) => {
+        $( pub mod $folder; )+
+
+        /// The experiment of `kind`.
+        pub fn experiment(kind: ExperimentKind) -> &'static dyn Dispatch {
+            match kind {
+                $( ExperimentKind::$kind => &$folder::$experiment, )+
+            }
+        }
+    };
+}
+
+registry! {
+    Memory => memory::Memory,
+    Transfer => transfer::Transfer,
+    Streams => streams::Streams,
+    Precision => precision::Precision,
+    Latency => latency::Latency,
+    P2p => p2p::P2p,
+    Collectives => collectives::Collectives,
 }
 
 /// The experiment a request's parameters are for.

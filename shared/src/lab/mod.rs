@@ -19,7 +19,7 @@ pub mod results;
 pub use events::{ExperimentInfo, LabDevice, LabEvent, LabStatus, QUEUE_LISTED, QueueEntry, TrimOutcome};
 pub use form::{Choice, FieldSpec, Input};
 pub use params::{
-    CopyKind, Dtype, ExperimentKind, ExperimentParams, GpuPair, LatencyParams, MemoryParams, P2pParams,
+    CopyKind, Dtype, ExperimentKind, ExperimentParams, GpuPair, KindParams, LatencyParams, MemoryParams, P2pParams,
     PrecisionParams, RunRequest, StreamsParams, TransferParams, UnknownExperiment,
 };
 pub use results::{

@@ -8,38 +8,96 @@ use serde::{Deserialize, Serialize};
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 
-/// The seven experiments.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[serde(rename_all = "snake_case")]
-pub enum ExperimentKind {
-    Memory,
-    Transfer,
-    Streams,
-    Precision,
-    Latency,
+/// The experiments, one line each: its variant, its parameters (`Default` is what runs when a client
+/// sends none) and the name used in URLs, JSON and on the command line (serde's snake_case of the
+/// variant; a test holds them equal). Generates [`ExperimentKind`] with `ALL`, `name` and
+/// `default_params`, [`ExperimentParams`] with `kind`, and [`KindParams`] for each parameters type.
+macro_rules! experiments {
+    ($( $(#[$doc:meta])* $variant:ident($params:ty) = $name:literal, )+) => {
+        /// Which experiment: `"memory"`, `"transfer"`, … in JSON.
+        #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ExperimentKind {
+            $( $(#[$doc])* $variant, )+
+        }
+
+        impl ExperimentKind {
+            pub const ALL: [Self; [$($name),+].len()] = [$(Self::$variant),+];
+
+            /// The name used in URLs, JSON and on the command line.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $name, )+
+                }
+            }
+
+            /// The parameters this experiment runs with when the client sends none.
+            pub fn default_params(self) -> ExperimentParams {
+                match self {
+                    $( Self::$variant => ExperimentParams::$variant(<$params>::default()), )+
+                }
+            }
+        }
+
+        /// What to run, tagged by `"kind"`: `{"kind":"transfer","sizes":[4096,1048576]}`.
+        #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum ExperimentParams {
+            $( $variant($params), )+
+        }
+
+        impl ExperimentParams {
+            pub fn kind(&self) -> ExperimentKind {
+                match self {
+                    $( Self::$variant(_) => ExperimentKind::$variant, )+
+                }
+            }
+        }
+
+        $(
+            impl KindParams for $params {
+                const KIND: ExperimentKind = ExperimentKind::$variant;
+
+                fn of(params: &ExperimentParams) -> Option<&Self> {
+                    match params {
+                        ExperimentParams::$variant(p) => Some(p),
+                        _ => None,
+                    }
+                }
+
+                fn of_mut(params: &mut ExperimentParams) -> Option<&mut Self> {
+                    match params {
+                        ExperimentParams::$variant(p) => Some(p),
+                        _ => None,
+                    }
+                }
+            }
+        )+
+    };
+}
+
+experiments! {
+    Memory(MemoryParams) = "memory",
+    Transfer(TransferParams) = "transfer",
+    Streams(StreamsParams) = "streams",
+    Precision(PrecisionParams) = "precision",
+    Latency(LatencyParams) = "latency",
     /// Copies between GPUs; occupies every GPU it involves, needs two.
-    P2p,
+    P2p(P2pParams) = "p2p",
     /// NCCL collectives and the DDP step; occupies every GPU it joins (one checks that NCCL works).
-    Collectives,
+    Collectives(super::collectives::CollectivesParams) = "collectives",
+}
+
+/// One experiment's parameters inside a request: what the lab's code for that kind reads.
+pub trait KindParams: Sized {
+    /// The experiment these parameters are for.
+    const KIND: ExperimentKind;
+    /// These parameters inside `params`, `None` for another kind's.
+    fn of(params: &ExperimentParams) -> Option<&Self>;
+    fn of_mut(params: &mut ExperimentParams) -> Option<&mut Self>;
 }
 
 impl ExperimentKind {
-    pub const ALL: [Self; 7] =
-        [Self::Memory, Self::Transfer, Self::Streams, Self::Precision, Self::Latency, Self::P2p, Self::Collectives];
-
-    /// The name used in URLs, JSON and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Memory => "memory",
-            Self::Transfer => "transfer",
-            Self::Streams => "streams",
-            Self::Precision => "precision",
-            Self::Latency => "latency",
-            Self::P2p => "p2p",
-            Self::Collectives => "collectives",
-        }
-    }
-
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|k| k.name() == name.trim().to_ascii_lowercase())
     }
@@ -50,19 +108,6 @@ impl ExperimentKind {
         match names.split_last() {
             Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
             _ => names.join(""),
-        }
-    }
-
-    /// The parameters this experiment runs with when the client sends none.
-    pub fn default_params(self) -> ExperimentParams {
-        match self {
-            Self::Memory => ExperimentParams::Memory(MemoryParams::default()),
-            Self::Transfer => ExperimentParams::Transfer(TransferParams::default()),
-            Self::Streams => ExperimentParams::Streams(StreamsParams::default()),
-            Self::Precision => ExperimentParams::Precision(PrecisionParams::default()),
-            Self::Latency => ExperimentParams::Latency(LatencyParams::default()),
-            Self::P2p => ExperimentParams::P2p(P2pParams::default()),
-            Self::Collectives => ExperimentParams::Collectives(super::collectives::CollectivesParams::default()),
         }
     }
 }
@@ -87,33 +132,6 @@ impl fmt::Display for UnknownExperiment {
 }
 
 impl std::error::Error for UnknownExperiment {}
-
-/// What to run, tagged by `"kind"`: `{"kind":"transfer","sizes":[4096,1048576]}`.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ExperimentParams {
-    Memory(MemoryParams),
-    Transfer(TransferParams),
-    Streams(StreamsParams),
-    Precision(PrecisionParams),
-    Latency(LatencyParams),
-    P2p(P2pParams),
-    Collectives(super::collectives::CollectivesParams),
-}
-
-impl ExperimentParams {
-    pub fn kind(&self) -> ExperimentKind {
-        match self {
-            Self::Memory(_) => ExperimentKind::Memory,
-            Self::Transfer(_) => ExperimentKind::Transfer,
-            Self::Streams(_) => ExperimentKind::Streams,
-            Self::Precision(_) => ExperimentKind::Precision,
-            Self::Latency(_) => ExperimentKind::Latency,
-            Self::P2p(_) => ExperimentKind::P2p,
-            Self::Collectives(_) => ExperimentKind::Collectives,
-        }
-    }
-}
 
 /// The caching allocator made visible.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]

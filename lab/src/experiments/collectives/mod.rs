@@ -8,7 +8,7 @@ pub mod pytorch;
 pub mod report;
 
 use shared::lab::collectives::{Collective, CollectivesParams, DTYPES, element_bytes};
-use shared::lab::{Dtype, ExperimentParams, FieldSpec, Input, RunResult};
+use shared::lab::{Dtype, FieldSpec, Input, RunResult};
 use shared::topology::Topology;
 
 use self::report::{CollectiveSample, CollectivesMeasurements, DdpMeasurement};
@@ -83,14 +83,6 @@ fn model_results(c: Collective, n: usize, wrong: bool) -> Vec<Vec<f64>> {
 
 impl Experiment for Collectives {
     type Params = CollectivesParams;
-
-    fn params(params: &ExperimentParams) -> Option<&CollectivesParams> {
-        if let ExperimentParams::Collectives(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut CollectivesParams> {
-        if let ExperimentParams::Collectives(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{ExperimentParams, FieldSpec, LatencyParams, RunResult};
+use shared::lab::{FieldSpec, LatencyParams, RunResult};
 
 use self::report::{GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 use super::{Experiment, MIB, range};
@@ -16,14 +16,6 @@ pub struct Latency;
 
 impl Experiment for Latency {
     type Params = LatencyParams;
-
-    fn params(params: &ExperimentParams) -> Option<&LatencyParams> {
-        if let ExperimentParams::Latency(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut LatencyParams> {
-        if let ExperimentParams::Latency(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{ExperimentParams, FieldSpec, MemoryParams, MemoryStep, RunResult};
+use shared::lab::{FieldSpec, MemoryParams, MemoryStep, RunResult};
 
 use self::report::MemoryMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -16,14 +16,6 @@ pub struct Memory;
 
 impl Experiment for Memory {
     type Params = MemoryParams;
-
-    fn params(params: &ExperimentParams) -> Option<&MemoryParams> {
-        if let ExperimentParams::Memory(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut MemoryParams> {
-        if let ExperimentParams::Memory(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, FieldSpec, Input, P2pParams, RunResult};
+use shared::lab::{CopyKind, FieldSpec, Input, P2pParams, RunResult};
 use shared::topology::Topology;
 
 use self::report::{LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample, PairsError};
@@ -19,14 +19,6 @@ pub struct P2p;
 
 impl Experiment for P2p {
     type Params = P2pParams;
-
-    fn params(params: &ExperimentParams) -> Option<&P2pParams> {
-        if let ExperimentParams::P2p(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut P2pParams> {
-        if let ExperimentParams::P2p(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{Dtype, ExperimentParams, FieldSpec, PrecisionParams, RunResult};
+use shared::lab::{Dtype, FieldSpec, PrecisionParams, RunResult};
 
 use self::report::GemmSample;
 use super::{Experiment, range};
@@ -16,14 +16,6 @@ pub struct Precision;
 
 impl Experiment for Precision {
     type Params = PrecisionParams;
-
-    fn params(params: &ExperimentParams) -> Option<&PrecisionParams> {
-        if let ExperimentParams::Precision(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut PrecisionParams> {
-        if let ExperimentParams::Precision(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

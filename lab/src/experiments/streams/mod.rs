@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, FieldSpec, RunResult, StreamsParams};
+use shared::lab::{CopyKind, FieldSpec, RunResult, StreamsParams};
 
 use self::report::StreamsMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -17,14 +17,6 @@ pub struct Streams;
 
 impl Experiment for Streams {
     type Params = StreamsParams;
-
-    fn params(params: &ExperimentParams) -> Option<&StreamsParams> {
-        if let ExperimentParams::Streams(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut StreamsParams> {
-        if let ExperimentParams::Streams(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET

@@ -3,7 +3,7 @@
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, ExperimentParams, FieldSpec, RunResult, TransferParams};
+use shared::lab::{CopyKind, FieldSpec, RunResult, TransferParams};
 
 use self::report::TransferSample;
 use super::{Experiment, GIB, KIB, range};
@@ -17,14 +17,6 @@ pub struct Transfer;
 
 impl Experiment for Transfer {
     type Params = TransferParams;
-
-    fn params(params: &ExperimentParams) -> Option<&TransferParams> {
-        if let ExperimentParams::Transfer(p) = params { Some(p) } else { None }
-    }
-
-    fn params_mut(params: &mut ExperimentParams) -> Option<&mut TransferParams> {
-        if let ExperimentParams::Transfer(p) = params { Some(p) } else { None }
-    }
 
     fn snippet(&self) -> &'static str {
         pytorch::SNIPPET
