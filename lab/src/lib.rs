@@ -1,8 +1,9 @@
 //! The GPU lab: memory, transfer, stream, precision, latency and p2p
 //! experiments run on the server's GPUs from the browser or `gpudash bench`.
 //!
-//! Each kind of experiment is one unit in [`experiments`] (validation, footprint,
-//! simulation, report shaping, the call into its CUDA run), behind one trait.
+//! Each kind of experiment is one unit in [`experiments`] (its form's fields, its PyTorch
+//! words, validation, footprint, simulation, report shaping, the call into its CUDA run),
+//! behind one trait.
 //! A request is validated and guarded (`plan`, [`guards`]), queued in the
 //! `queue::QueueBook` every viewer sees, and run by its GPU's worker thread
 //! (`worker`) through an `executor::Executor`: CUDA ([`cuda`]) on hardware,

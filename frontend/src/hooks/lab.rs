@@ -70,7 +70,7 @@ impl Lab {
         }
     }
 
-    /// The experiments, once, when the Lab is first shown (only its forms read them): listed even
+    /// The experiments, once, when the Lab is first shown (its forms and the runs' "In PyTorch" read them): listed even
     /// when the lab is unavailable, each with why it cannot run here.
     pub async fn load_experiments(self) {
         if self.experiments.with_untracked(Vec::is_empty) {

@@ -67,7 +67,7 @@ impl ExperimentDoc {
     /// True when a server with this many GPUs can run it (p2p needs two; collectives run on one as a
     /// check that NCCL works).
     pub fn offered(&self, gpus: usize) -> bool {
-        gpus >= self.min_gpus as usize
+        self.min_gpus <= 1 || gpus >= self.min_gpus as usize
     }
 }
 
@@ -155,7 +155,7 @@ pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> 
             (Input::Parameters, FieldValue::Text(text)) => Value::from(parameter_count(&label, text)?),
             (Input::Count, FieldValue::Text(text)) => Value::from(count(&label, text)?),
             (Input::Bytes, FieldValue::Text(text)) => Value::from(byte_size(&label, text)?),
-            // The GPUs a collectives run joins: none named means every GPU.
+            // A list where none named means all (the GPUs a collectives run joins): sent empty.
             (Input::CountList { empty_means_all: true }, FieldValue::Text(text)) if text.trim().is_empty() => json!([]),
             (Input::CountList { .. }, FieldValue::Text(text)) => Value::from(list(&label, text, count)?),
             (Input::BytesList, FieldValue::Text(text)) => Value::from(list(&label, text, byte_size)?),
@@ -387,6 +387,8 @@ mod tests {
         assert_eq!(doc.snippet, "import torch");
         assert_eq!(doc.fields, info.fields);
         assert!(doc.multi_gpu && !doc.offered(1) && doc.offered(2));
+        // One that needs no second GPU is listed before the page knows of any GPU (its reason says why).
+        assert!(ExperimentDoc { min_gpus: 1, ..doc.clone() }.offered(0));
         assert_eq!(doc.unavailable.as_deref(), Some("NCCL (libnccl.so.2) not found"));
     }
 

@@ -24,7 +24,7 @@ pub use super::plan::{GIB, KIB, MIB};
 use super::simulation::Simulation;
 
 /// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
-/// (`shared::lab::<Kind>Params`, which name their kind) and register it in [`registry!`]; the lab
+/// (`shared::lab::<Kind>Params`, which name their kind) and register it in `registry!` below; the lab
 /// reaches it through [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
 pub trait Experiment: Sync + 'static {
     type Params: KindParams;

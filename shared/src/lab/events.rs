@@ -83,9 +83,11 @@ pub struct ExperimentInfo {
     pub title: String,
     pub description: String,
     /// What it measures in PyTorch's words: a short script the page shows with a copy button.
+    #[serde(default)]
     pub snippet: String,
     pub defaults: ExperimentParams,
     /// The form's inputs, in the order the page shows them; their values start at `defaults`.
+    #[serde(default)]
     pub fields: Vec<super::FieldSpec>,
     /// Runs on several GPUs at once (p2p, collectives): the page puts such a run to the server and asks
     /// before queueing it.

@@ -1,5 +1,5 @@
 //! The GPU picker, the "force" switch and one form per experiment, built from
-//! the experiment's defaults; a form shows what the reader must fix, the
+//! the fields the server sends with their values from the experiment's defaults; a form shows what the reader must fix, the
 //! server's refusal as it is, or the plan the server made for the queued run,
 //! and the experiment in PyTorch.
 
