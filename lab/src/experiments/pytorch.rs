@@ -39,6 +39,14 @@ pub mod testing {
         }
     }
 
+    /// Fails unless `snippet` is a script that imports torch and names each of `words`.
+    pub fn says(snippet: &str, words: &[&str]) {
+        assert!(snippet.starts_with("import torch"), "{snippet}");
+        for word in words {
+            assert!(snippet.contains(word), "lacks {word}: {snippet}");
+        }
+    }
+
     pub fn step(label: &str, allocated: u64, reserved: u64) -> MemoryStep {
         MemoryStep { label: label.into(), allocated, reserved, nvml_used: None }
     }

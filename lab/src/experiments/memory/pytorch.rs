@@ -47,16 +47,13 @@ fn line(steps: &[MemoryStep], figures: &[Figure]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::experiments::pytorch::testing::{fig, result, step};
+    use crate::experiments::pytorch::testing::{fig, result, says, step};
 
     const GIB: u64 = 1 << 30;
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        assert!(SNIPPET.starts_with("import torch"));
-        for word in ["torch.cuda.memory_allocated()", "memory_reserved()", "empty_cache()"] {
-            assert!(SNIPPET.contains(word), "lacks {word}: {SNIPPET}");
-        }
+        says(SNIPPET, &["torch.cuda.memory_allocated()", "memory_reserved()", "empty_cache()"]);
     }
 
     #[test]

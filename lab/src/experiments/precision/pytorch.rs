@@ -42,14 +42,11 @@ fn line(figures: &[Figure]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::experiments::pytorch::testing::{fig, result};
+    use crate::experiments::pytorch::testing::{fig, result, says};
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        assert!(SNIPPET.starts_with("import torch"));
-        for word in ["allow_tf32", "torch.autocast(\"cuda\", dtype=torch.bfloat16)"] {
-            assert!(SNIPPET.contains(word), "lacks {word}: {SNIPPET}");
-        }
+        says(SNIPPET, &["allow_tf32", "torch.autocast(\"cuda\", dtype=torch.bfloat16)"]);
     }
 
     #[test]

@@ -39,14 +39,11 @@ fn line(figures: &[Figure]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::experiments::pytorch::testing::{fig, result};
+    use crate::experiments::pytorch::testing::{fig, result, says};
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        assert!(SNIPPET.starts_with("import torch"));
-        for word in ["torch.cuda.Stream()", "with torch.cuda.stream("] {
-            assert!(SNIPPET.contains(word), "lacks {word}: {SNIPPET}");
-        }
+        says(SNIPPET, &["torch.cuda.Stream()", "with torch.cuda.stream("]);
     }
 
     #[test]

@@ -51,14 +51,11 @@ fn line(figures: &[Figure]) -> Option<String> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::experiments::pytorch::testing::{fig, result};
+    use crate::experiments::pytorch::testing::{fig, result, says};
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        assert!(SNIPPET.starts_with("import torch"));
-        for word in ["pin_memory=True", "non_blocking=True"] {
-            assert!(SNIPPET.contains(word), "lacks {word}: {SNIPPET}");
-        }
+        says(SNIPPET, &["pin_memory=True", "non_blocking=True"]);
     }
 
     #[test]
