@@ -12,6 +12,8 @@
 
 pub mod pytorch;
 
+use self::pytorch::InPyTorch;
+
 use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, KindParams, RunResult};
 use shared::topology::Topology;
 
@@ -26,7 +28,7 @@ use super::simulation::Simulation;
 /// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
 /// (`shared::lab::<Kind>Params`, which name their kind) and register it in `registry!` below; the lab
 /// reaches it through [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
-pub trait Experiment: Sync + 'static {
+pub trait Experiment: InPyTorch + Sync + 'static {
     type Params: KindParams;
     /// Title and one-paragraph description, for the page's forms (`GET /api/lab/experiments`).
     fn describe(&self) -> (&'static str, &'static str);
@@ -42,11 +44,6 @@ pub trait Experiment: Sync + 'static {
     fn min_gpus(&self) -> u32 {
         1
     }
-    /// What it measures, written as PyTorch does it: a short script the page shows and copies.
-    fn snippet(&self) -> &'static str;
-    /// One line on what a run's figures mean for a PyTorch program ("pinned copies were 6.8× faster…");
-    /// `None` when the figures it needs are missing (a failed run, a subset of the experiment).
-    fn takeaway(&self, result: &RunResult) -> Option<String>;
     /// Checks every parameter, naming the first bad one and its allowed range.
     fn validate(&self, params: &Self::Params) -> Result<(), ParamError>;
     /// Peak memory of a validated run, on each GPU it involves: what the memory guards count.
@@ -138,10 +135,10 @@ impl<E: Experiment> Dispatch for E {
         Experiment::describe(self)
     }
     fn snippet(&self) -> &'static str {
-        Experiment::snippet(self)
+        E::SNIPPET
     }
     fn takeaway(&self, result: &RunResult) -> Option<String> {
-        Experiment::takeaway(self, result)
+        E::takeaway(result)
     }
     fn fields(&self) -> Vec<FieldSpec> {
         Experiment::fields(self)

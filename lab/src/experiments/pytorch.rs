@@ -1,9 +1,18 @@
-//! What every experiment's PyTorch takeaway reads its figures with. Each kind's snippet and takeaway
-//! live in its folder (`<kind>/pytorch.rs`); the lab hands them out (`ExperimentInfo::snippet`,
+//! Each experiment in PyTorch's words ([`InPyTorch`], implemented in its folder's `pytorch.rs`), and
+//! what the takeaways read their figures with; the lab hands them out (`ExperimentInfo::snippet`,
 //! `Run::takeaway`), so the page and the exports say the same words and name no kind.
 
-use shared::lab::Figure;
+use shared::lab::{Figure, RunResult};
 use shared::units::three_digits;
+
+/// An experiment in PyTorch's words: its folder's `pytorch.rs` implements it for the experiment.
+pub trait InPyTorch {
+    /// What it measures, written as PyTorch does it: a short script the page shows and copies.
+    const SNIPPET: &'static str;
+    /// One line on what a run's figures mean for a PyTorch program ("pinned copies were 6.8× faster…");
+    /// `None` when the figures it needs are missing (a failed run, a subset of the experiment).
+    fn takeaway(result: &RunResult) -> Option<String>;
+}
 
 /// The median of the figure named `name`, when it is a positive number.
 pub fn median(figures: &[Figure], name: &str) -> Option<f64> {

@@ -84,14 +84,6 @@ fn model_results(c: Collective, n: usize, wrong: bool) -> Vec<Vec<f64>> {
 impl Experiment for Collectives {
     type Params = CollectivesParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         let dtypes = || DTYPES.map(Dtype::name);
         let mut fields = vec![

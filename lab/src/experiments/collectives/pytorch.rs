@@ -1,11 +1,14 @@
-//! The collectives experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The collectives experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 use shared::units::three_digits;
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch, torch.distributed as dist        # torchrun --nproc-per-node=N this.py
+use super::Collectives;
+use crate::experiments::pytorch::InPyTorch;
+
+impl InPyTorch for Collectives {
+    const SNIPPET: &'static str = "import torch, torch.distributed as dist        # torchrun --nproc-per-node=N this.py
 dist.init_process_group(\"nccl\")
 torch.cuda.set_device(dist.get_rank())
 x = torch.full((64 << 20,), dist.get_rank() + 1.0, device=\"cuda\")
@@ -14,9 +17,9 @@ model = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
 with model.no_sync():                               # accumulation steps: no gradient all-reduce
     loss.backward()";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 /// The DDP step's share of communication, or the largest all_reduce's busbw.
@@ -48,23 +51,23 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["dist.all_reduce(x)", "bucket_cap_mb=25", "no_sync()"]);
+        says(Collectives::SNIPPET, &["dist.all_reduce(x)", "bucket_cap_mb=25", "no_sync()"]);
     }
 
     #[test]
     fn the_ddp_share_comes_first_then_the_largest_all_reduce() {
         let ddp =
             vec![fig("all_reduce 256 MiB busbw", 350.0), fig("DDP step: communication's share of the step", 12.5)];
-        let line = takeaway(&result(ddp, vec![])).unwrap();
+        let line = Collectives::takeaway(&result(ddp, vec![])).unwrap();
         assert!(line.starts_with("12.5% of a DDP step waited on the gradient all-reduce"), "{line}");
         let sweep = vec![
             fig("all_reduce 1.00 MiB busbw", 40.0),
             fig("all_gather 1.00 GiB busbw", 300.0),
             fig("all_reduce 1.00 GiB busbw", 360.0),
         ];
-        let line = takeaway(&result(sweep, vec![])).unwrap();
+        let line = Collectives::takeaway(&result(sweep, vec![])).unwrap();
         assert!(line.starts_with("dist.all_reduce reached 360 GB/s busbw (all_reduce 1.00 GiB)"), "{line}");
-        assert_eq!(takeaway(&result(vec![fig("all_gather 1.00 GiB busbw", 300.0)], vec![])), None);
-        assert_eq!(takeaway(&result(vec![fig("all_reduce 1.00 GiB busbw", 0.0)], vec![])), None);
+        assert_eq!(Collectives::takeaway(&result(vec![fig("all_gather 1.00 GiB busbw", 300.0)], vec![])), None);
+        assert_eq!(Collectives::takeaway(&result(vec![fig("all_reduce 1.00 GiB busbw", 0.0)], vec![])), None);
     }
 }

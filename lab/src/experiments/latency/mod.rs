@@ -17,14 +17,6 @@ pub struct Latency;
 impl Experiment for Latency {
     type Params = LatencyParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         FieldSpec::rounds().to_vec()
     }

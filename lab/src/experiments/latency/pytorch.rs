@@ -1,13 +1,14 @@
-//! The latency experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The latency experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 use shared::units::three_digits;
 
-use crate::experiments::pytorch::{median, times};
+use super::Latency;
+use crate::experiments::pytorch::{InPyTorch, median, times};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for Latency {
+    const SNIPPET: &'static str = "import torch
 start = torch.cuda.Event(enable_timing=True)
 end = torch.cuda.Event(enable_timing=True)
 start.record()
@@ -16,9 +17,9 @@ end.record()
 torch.cuda.synchronize()
 print(start.elapsed_time(end), \"ms\")                # GPU time between the events";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 fn line(figures: &[Figure]) -> Option<String> {
@@ -50,7 +51,7 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["torch.cuda.Event(enable_timing=True)", "elapsed_time"]);
+        says(Latency::SNIPPET, &["torch.cuda.Event(enable_timing=True)", "elapsed_time"]);
     }
 
     #[test]
@@ -60,7 +61,7 @@ mod tests {
             fig("launch + synchronize (host)", 8.9),
             fig("CUDA graph of empty kernels, per kernel (GPU events)", 0.9),
         ];
-        let line = takeaway(&result(figures, vec![])).unwrap();
+        let line = Latency::takeaway(&result(figures, vec![])).unwrap();
         assert!(
             line.starts_with(
                 "each kernel launch cost the host 4.00 µs, 0.900 µs per kernel in a CUDA graph (4.44× less)"
@@ -69,6 +70,6 @@ mod tests {
         assert!(
             line.ends_with("a launch plus synchronize took 8.90 µs, which .item() and print(tensor) pay in a loop")
         );
-        assert_eq!(takeaway(&result(vec![fig("event record (host)", 1.0)], vec![])), None);
+        assert_eq!(Latency::takeaway(&result(vec![fig("event record (host)", 1.0)], vec![])), None);
     }
 }

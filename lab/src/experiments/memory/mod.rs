@@ -17,14 +17,6 @@ pub struct Memory;
 impl Experiment for Memory {
     type Params = MemoryParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         vec![
             FieldSpec::bytes("block_bytes"),

@@ -1,13 +1,14 @@
-//! The memory experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The memory experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, MemoryStep, RunResult};
 use shared::units::{format_bytes, three_digits};
 
-use crate::experiments::pytorch::median;
+use super::Memory;
+use crate::experiments::pytorch::{InPyTorch, median};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for Memory {
+    const SNIPPET: &'static str = "import torch
 x = [torch.empty(256 << 20, dtype=torch.uint8, device=\"cuda\") for _ in range(8)]
 print(torch.cuda.memory_allocated(), torch.cuda.memory_reserved())
 del x[::2]                      # freed blocks stay reserved by the caching allocator
@@ -16,9 +17,9 @@ x.clear()
 torch.cuda.empty_cache()        # hands this process's cached blocks back to the driver
 print(torch.cuda.memory_reserved())";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.memory_steps, &result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.memory_steps, &result.figures)
+    }
 }
 
 fn line(steps: &[MemoryStep], figures: &[Figure]) -> Option<String> {
@@ -53,7 +54,7 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["torch.cuda.memory_allocated()", "memory_reserved()", "empty_cache()"]);
+        says(Memory::SNIPPET, &["torch.cuda.memory_allocated()", "memory_reserved()", "empty_cache()"]);
     }
 
     #[test]
@@ -67,13 +68,13 @@ mod tests {
             step("empty_cache", 0, 0),
         ];
         let figures = vec![fig("allocation served from the pool", 3.0), fig("fresh allocation from the driver", 78.0)];
-        let line = takeaway(&result(figures, steps.clone())).unwrap();
+        let line = Memory::takeaway(&result(figures, steps.clone())).unwrap();
         assert_eq!(
             line,
             "empty_cache() returned 2.00 GiB to the driver; other processes can use it now, but the next allocation \
              costs 26.0× more than one served from the cache"
         );
-        let line = takeaway(&result(vec![], steps)).unwrap();
+        let line = Memory::takeaway(&result(vec![], steps)).unwrap();
         assert!(line.ends_with("can use it now"), "{line}");
         // A pool that caches nothing (the faulty one) has nothing to return, and says so.
         let uncached = vec![
@@ -82,7 +83,7 @@ mod tests {
             step("free all", 0, 0),
             step("empty_cache", 0, 0),
         ];
-        assert!(takeaway(&result(vec![], uncached)).unwrap().contains("nothing to return"));
-        assert_eq!(takeaway(&result(vec![], vec![])), None, "no steps, no line");
+        assert!(Memory::takeaway(&result(vec![], uncached)).unwrap().contains("nothing to return"));
+        assert_eq!(Memory::takeaway(&result(vec![], vec![])), None, "no steps, no line");
     }
 }

@@ -20,14 +20,6 @@ pub struct P2p;
 impl Experiment for P2p {
     type Params = P2pParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         let mut fields = vec![
             FieldSpec::bytes("size"),

@@ -1,21 +1,22 @@
-//! The p2p experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The p2p experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 use shared::units::three_digits;
 
-use crate::experiments::pytorch::{median, times};
+use super::P2p;
+use crate::experiments::pytorch::{InPyTorch, median, times};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for P2p {
+    const SNIPPET: &'static str = "import torch
 print(torch.cuda.can_device_access_peer(0, 1))      # direct GPU-to-GPU access?
 x = torch.randn(64 << 20, device=\"cuda:0\")
 y = x.to(\"cuda:1\", non_blocking=True)              # peer copy, or staged through the host
 torch.cuda.synchronize(\"cuda:1\")";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 fn line(figures: &[Figure]) -> Option<String> {
@@ -59,7 +60,7 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["to(\"cuda:1\"", "torch.cuda.can_device_access_peer"]);
+        says(P2p::SNIPPET, &["to(\"cuda:1\"", "torch.cuda.can_device_access_peer"]);
     }
 
     #[test]
@@ -69,7 +70,7 @@ mod tests {
             fig("GPU 0→1 unidirectional, peer access disabled", 21.0),
             fig("GPU 0→3 unidirectional, peer access disabled", 20.0),
         ];
-        let line = takeaway(&result(figures, vec![])).unwrap();
+        let line = P2p::takeaway(&result(figures, vec![])).unwrap();
         assert!(
             line.starts_with(
                 "peer access made copies 18.8× faster than staging through the host (GPU 0→1: 395 vs 21.0 GB/s)"
@@ -77,8 +78,8 @@ mod tests {
             "{line}"
         );
         let staged = vec![fig("GPU 0→3 unidirectional, peer access disabled", 20.0)];
-        let line = takeaway(&result(staged, vec![])).unwrap();
+        let line = P2p::takeaway(&result(staged, vec![])).unwrap();
         assert!(line.starts_with("no pair here has peer access") && line.contains("20.0 GB/s"), "{line}");
-        assert_eq!(takeaway(&result(vec![], vec![])), None);
+        assert_eq!(P2p::takeaway(&result(vec![], vec![])), None);
     }
 }

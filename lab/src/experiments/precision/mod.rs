@@ -17,14 +17,6 @@ pub struct Precision;
 impl Experiment for Precision {
     type Params = PrecisionParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         let dtypes = Dtype::ALL.map(|d| (d.name(), ""));
         let mut fields = vec![

@@ -1,21 +1,22 @@
-//! The precision experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The precision experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 
-use crate::experiments::pytorch::{median, times};
+use super::Precision;
+use crate::experiments::pytorch::{InPyTorch, median, times};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for Precision {
+    const SNIPPET: &'static str = "import torch
 torch.backends.cuda.matmul.allow_tf32 = True        # fp32 matmuls on tensor cores (TF32)
 a = torch.randn(8192, 8192, device=\"cuda\")
 b = torch.randn(8192, 8192, device=\"cuda\")
 with torch.autocast(\"cuda\", dtype=torch.bfloat16):
     c = a @ b                                       # bf16 inputs, fp32 accumulate";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 fn line(figures: &[Figure]) -> Option<String> {
@@ -46,7 +47,7 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["allow_tf32", "torch.autocast(\"cuda\", dtype=torch.bfloat16)"]);
+        says(Precision::SNIPPET, &["allow_tf32", "torch.autocast(\"cuda\", dtype=torch.bfloat16)"]);
     }
 
     #[test]
@@ -58,13 +59,13 @@ mod tests {
             fig("tf32 8192", 414.0),
             fig("bf16 8192", 158.1),
         ];
-        let line = takeaway(&result(figures, vec![])).unwrap();
+        let line = Precision::takeaway(&result(figures, vec![])).unwrap();
         assert_eq!(
             line,
             "at n = 8192, bf16 autocast ran 3.10× the fp32 FLOP/s, tf32 (allow_tf32) ran 8.12× the fp32 FLOP/s"
         );
         let no_fp32 = vec![fig("bf16 8192", 790.0), fig("fp16 8192", 770.0)];
-        assert_eq!(takeaway(&result(no_fp32, vec![])), None);
-        assert_eq!(takeaway(&result(vec![fig("fp32 4096", 50.0)], vec![])), None);
+        assert_eq!(Precision::takeaway(&result(no_fp32, vec![])), None);
+        assert_eq!(Precision::takeaway(&result(vec![fig("fp32 4096", 50.0)], vec![])), None);
     }
 }

@@ -18,14 +18,6 @@ pub struct Streams;
 impl Experiment for Streams {
     type Params = StreamsParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         let mut fields = vec![
             FieldSpec::bytes("copy_bytes"),

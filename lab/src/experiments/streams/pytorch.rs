@@ -1,12 +1,13 @@
-//! The streams experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The streams experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 
-use crate::experiments::pytorch::{median, times};
+use super::Streams;
+use crate::experiments::pytorch::{InPyTorch, median, times};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for Streams {
+    const SNIPPET: &'static str = "import torch
 copy_stream = torch.cuda.Stream()
 with torch.cuda.stream(copy_stream):
     nxt = host_batch.to(\"cuda\", non_blocking=True)  # host_batch pinned
@@ -14,9 +15,9 @@ out = model(cur)                                    # computes on the default st
 torch.cuda.current_stream().wait_stream(copy_stream)
 nxt.record_stream(torch.cuda.current_stream())";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 fn line(figures: &[Figure]) -> Option<String> {
@@ -43,17 +44,17 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["torch.cuda.Stream()", "with torch.cuda.stream("]);
+        says(Streams::SNIPPET, &["torch.cuda.Stream()", "with torch.cuda.stream("]);
     }
 
     #[test]
     fn streams_say_how_much_overlap_gained() {
-        let line = takeaway(&result(vec![fig("overlap gain", 1.7)], vec![])).unwrap();
+        let line = Streams::takeaway(&result(vec![fig("overlap gain", 1.7)], vec![])).unwrap();
         assert!(line.starts_with("streams overlapped copy and compute: 1.70× faster than one stream"), "{line}");
-        let none = takeaway(&result(vec![fig("overlap gain", 1.01)], vec![])).unwrap();
+        let none = Streams::takeaway(&result(vec![fig("overlap gain", 1.01)], vec![])).unwrap();
         assert!(none.starts_with("copy and compute did not overlap here (1.01×)"), "{none}");
         let kernels = result(vec![fig("concurrent kernels gain", 7.6)], vec![]);
-        assert!(takeaway(&kernels).unwrap().contains("7.60× faster"));
-        assert_eq!(takeaway(&result(vec![fig("copy alone", 4.8)], vec![])), None);
+        assert!(Streams::takeaway(&kernels).unwrap().contains("7.60× faster"));
+        assert_eq!(Streams::takeaway(&result(vec![fig("copy alone", 4.8)], vec![])), None);
     }
 }

@@ -18,14 +18,6 @@ pub struct Transfer;
 impl Experiment for Transfer {
     type Params = TransferParams;
 
-    fn snippet(&self) -> &'static str {
-        pytorch::SNIPPET
-    }
-
-    fn takeaway(&self, result: &RunResult) -> Option<String> {
-        pytorch::takeaway(result)
-    }
-
     fn fields(&self) -> Vec<FieldSpec> {
         let copies = CopyKind::ALL.map(|c| (c.name(), c.label()));
         let mut fields = vec![FieldSpec::bytes_list("sizes"), FieldSpec::choices("copies", copies)];

@@ -1,21 +1,22 @@
-//! The transfer experiment in PyTorch's words: the `torch.cuda` calls that do what it measures
-//! ([`SNIPPET`]) and what a run's figures mean for a PyTorch program ([`takeaway`]).
+//! The transfer experiment in PyTorch's words, its [`InPyTorch`]: the `torch.cuda`
+//! calls that do what it measures, and what a run's figures mean for a PyTorch program.
 
 use shared::lab::{Figure, RunResult};
 
-use crate::experiments::pytorch::times;
+use super::Transfer;
+use crate::experiments::pytorch::{InPyTorch, times};
 
-/// What the experiment measures, written as PyTorch does it: a short script to copy.
-pub const SNIPPET: &str = "import torch
+impl InPyTorch for Transfer {
+    const SNIPPET: &'static str = "import torch
 host = torch.randn(64 << 20).pin_memory()           # page-locked: DMA straight from it
 dev = host.to(\"cuda\", non_blocking=True)           # async copy, overlaps with compute
 loader = torch.utils.data.DataLoader(dataset, batch_size=64, pin_memory=True)
 for batch in loader:
     batch = batch.to(\"cuda\", non_blocking=True)";
 
-/// One line on what this run's figures mean for a PyTorch program; `None` when the figures it needs are missing.
-pub fn takeaway(result: &RunResult) -> Option<String> {
-    line(&result.figures)
+    fn takeaway(result: &RunResult) -> Option<String> {
+        line(&result.figures)
+    }
 }
 
 /// The figure of `copy` at the largest size measured ("h2d_pinned at 1.00 GiB"), with its size.
@@ -55,21 +56,21 @@ mod tests {
 
     #[test]
     fn the_snippet_says_it_in_pytorchs_words() {
-        says(SNIPPET, &["pin_memory=True", "non_blocking=True"]);
+        says(Transfer::SNIPPET, &["pin_memory=True", "non_blocking=True"]);
     }
 
     #[test]
     fn transfer_compares_pinned_and_pageable_at_the_same_size() {
         let figures = vec![fig("h2d_pageable at 1.00 GiB", 7.0), fig("h2d_pinned at 1.00 GiB", 47.6)];
-        let line = takeaway(&result(figures, vec![])).unwrap();
+        let line = Transfer::takeaway(&result(figures, vec![])).unwrap();
         assert!(line.starts_with("pinned copies were 6.80× faster than pageable here (H2D, 1.00 GiB)"), "{line}");
         assert!(line.contains("DataLoader(pin_memory=True)"), "{line}");
         let same = vec![fig("d2h_pageable at 64.0 MiB", 50.0), fig("d2h_pinned at 64.0 MiB", 52.0)];
-        let line = takeaway(&result(same, vec![])).unwrap();
+        let line = Transfer::takeaway(&result(same, vec![])).unwrap();
         assert!(line.contains("about the same speed here (D2H, 64.0 MiB: 1.04×)"), "{line}");
         let only_pinned = vec![fig("h2d_pinned at 1.00 GiB", 47.6), fig("d2d at 1.00 GiB", 4000.0)];
-        assert_eq!(takeaway(&result(only_pinned, vec![])), None);
+        assert_eq!(Transfer::takeaway(&result(only_pinned, vec![])), None);
         let sizes_differ = vec![fig("h2d_pageable at 4.00 KiB", 1.0), fig("h2d_pinned at 1.00 GiB", 47.6)];
-        assert_eq!(takeaway(&result(sizes_differ, vec![])), None);
+        assert_eq!(Transfer::takeaway(&result(sizes_differ, vec![])), None);
     }
 }
