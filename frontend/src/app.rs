@@ -42,7 +42,7 @@ pub fn App() -> impl IntoView {
 
     let can_view = Memo::new(move |_| session.can_view());
     let exposed = move || session.me.with(|m| m.as_ref().is_some_and(|m| m.exposed_without_auth));
-    let admin = Memo::new(move |_| session.allows(Role::Admin));
+    let admin = Memo::new(move |_| session.has(Role::Admin));
     // The Fleet tab exists only where the server has a Prometheus to ask (503 otherwise).
     let fleet_on = RwSignal::new(false);
     provide_context(FleetTab(fleet_on.read_only()));

@@ -38,6 +38,10 @@ pub struct Config {
     pub allow_anonymous: bool,
     /// `--allow-signals`.
     pub allow_signals: bool,
+    /// `--read-only`.
+    pub read_only: bool,
+    /// `--auth-proxy-header` and the group rule: a trusted auth proxy signs people in.
+    pub proxy: Option<crate::auth::ProxyConfig>,
     /// Overrides the OS host name (`--hostname`).
     pub hostname: Option<String>,
     /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.

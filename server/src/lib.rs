@@ -125,6 +125,10 @@ pub struct Options {
     pub alert_webhooks: Vec<url::Url>,
     /// `--allow-signals`: admins (and operators, for their own) may send SIGTERM and SIGKILL to GPU processes.
     pub allow_signals: bool,
+    /// `--read-only`: nothing is changed through the API or the page, whatever the roles.
+    pub read_only: bool,
+    /// A trusted auth proxy signs people in (`--auth-proxy-header`); its peers are `site.trusted_proxies`.
+    pub proxy: Option<auth::ProxyConfig>,
     /// Where processes' containers, pods and Slurm jobs are read, and the owner label.
     pub identity: telemetry::identity::IdentityConfig,
 }
@@ -152,6 +156,8 @@ impl Options {
             alerts_file: None,
             alert_webhooks: Vec::new(),
             allow_signals: false,
+            read_only: false,
+            proxy: None,
             identity: telemetry::identity::IdentityConfig::default(),
         }
     }
@@ -176,7 +182,7 @@ pub async fn start_with(
         host.hostname.clone_from(name);
     }
     host.history = options.store.is_some();
-    let auth = Arc::new(auth::Auth::new(options.auth));
+    let auth = Arc::new(auth::Auth::new(options.auth).with_proxy(options.proxy));
     // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
     let (source, topology) = tokio::task::spawn_blocking(move || {
         let topology = source.topology();
@@ -258,6 +264,7 @@ pub async fn start_with(
         exposed_without_auth: options.exposed_without_auth,
         allow_anonymous: options.allow_anonymous,
         allow_signals: options.allow_signals,
+        read_only: options.read_only,
         fleet,
         reservations,
         usage: usage.clone(),
@@ -339,8 +346,15 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     let mut auth = auth;
     auth.session = config.session_lifetime;
     auth.admin_session = config.admin_session_lifetime;
+    if config.proxy.is_some() && config.site.trusted_proxies.is_empty() {
+        anyhow::bail!(
+            "--auth-proxy-header needs --trusted-proxy: name the auth proxy's address (e.g. --trusted-proxy 127.0.0.1), \
+             since its user header is believed from nowhere else"
+        );
+    }
+    let signs_in = !auth.tokens.is_empty() || config.proxy.is_some();
     let exposed = config.exposed();
-    if exposed && auth.tokens.is_empty() {
+    if exposed && !signs_in {
         if !config.allow_anonymous {
             anyhow::bail!(
                 "refusing to serve on {}{} without authentication: anyone who can reach it could run GPU experiments.\n\
@@ -387,7 +401,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             )),
             ..lab::SimulatedLab::default()
         },
-        exposed_without_auth: exposed && auth.tokens.is_empty(),
+        exposed_without_auth: exposed && !signs_in,
         auth,
         tls: config.tls_cert.clone().zip(config.tls_key.clone()),
         site: config.site.clone(),
@@ -403,6 +417,8 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         },
         idle: config.idle,
         allow_signals: config.allow_signals,
+        read_only: config.read_only,
+        proxy: config.proxy.clone(),
         identity: telemetry::identity::IdentityConfig::from_args(&config.identity),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;

@@ -227,6 +227,21 @@ fn a_lan_address_without_tokens_is_refused_unless_anonymous_is_allowed() {
 }
 
 #[test]
+fn an_auth_proxy_needs_a_trusted_proxy_and_then_serves_the_lan_without_tokens() {
+    let proxied =
+        ["--simulate", "1", "--no-history", "--listen", "0.0.0.0:0", "--auth-proxy-header", "X-Forwarded-User"];
+    let out = Command::new(BIN).args(proxied).env_remove("GPUDASH_TOKENS").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--auth-proxy-header needs --trusted-proxy"), "{stderr}");
+
+    let trusted: Vec<&str> = proxied.iter().copied().chain(["--trusted-proxy", "127.0.0.1"]).collect();
+    let (mut child, _) = spawn(&trusted);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
 fn token_prints_a_usable_auth_file_entry() {
     let out = Command::new(BIN).args(["token", "--user", "ana", "--role", "operator"]).output().unwrap();
     assert!(out.status.success());

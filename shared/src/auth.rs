@@ -42,6 +42,28 @@ pub struct Me {
     /// `--allow-signals`: the process table offers Stop and Kill (to whom [`crate::processes::may_signal`] allows).
     #[serde(default)]
     pub signals: bool,
+    /// `--read-only`: nothing can be changed (runs, caches, silences, signals, bookings), whatever the role.
+    #[serde(default)]
+    pub read_only: bool,
+    /// Signed in by a trusted auth proxy (`--auth-proxy-header`): gpudash has no session of its own to end.
+    #[serde(default)]
+    pub by_proxy: bool,
+    /// Where "Log out" goes for someone the proxy signed in (`--auth-proxy-sign-out`); `None`: no button.
+    #[serde(default)]
+    pub sign_out: Option<String>,
+}
+
+impl Me {
+    /// The caller's role is at least `role` (what they may see: the audit log for admins).
+    pub fn has(&self, role: Role) -> bool {
+        self.role.is_some_and(|have| have >= role)
+    }
+
+    /// The caller may change things that need `role`: they have it and the dashboard is not read-only
+    /// (the server refuses the same; `Action::changes` there names what a change is).
+    pub fn may_change(&self, role: Role) -> bool {
+        !self.read_only && self.has(role)
+    }
 }
 
 /// Body of `POST /api/login`.

@@ -229,3 +229,37 @@ async fn a_dashboard_open_to_the_network_says_so_in_red() {
 async fn cards_appear_one(c: &Client) {
     eventually(15, "the GPU row", || async { (count(c, "tr.gpu-row").await == 1).then_some(()) }).await;
 }
+
+#[tokio::test]
+async fn read_only_shows_its_badge_and_offers_no_action_even_to_an_admin() {
+    let tokens = format!("ada:admin:{ADMIN}");
+    let auth = gpudash::auth::AuthConfig::load(None, Some(&tokens)).expect("test tokens");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
+    let options = gpudash::Options {
+        auth,
+        read_only: true,
+        allow_signals: true,
+        ..gpudash::Options::new(Duration::from_millis(500))
+    };
+    let running = gpudash::start_with(listener, Box::new(Simulator::new(2, 500)), options).await.expect("start");
+    let server = TestServer { base: format!("http://{}", running.addr()), running };
+    let url = server.url("/");
+    with_browser(1400, 1000, |c| async move {
+        c.goto(&url).await.unwrap();
+        click(&c, "#login-open").await;
+        log_in(&c, ADMIN).await;
+        cards_appear(&c).await;
+        assert_eq!(first_text(&c, "#whoami").await.as_deref(), Some("ada (admin)"));
+        assert_eq!(first_text(&c, "#read-only").await.as_deref(), Some("read-only"));
+        assert_eq!(count(&c, "#tab-audit").await, 1, "an admin still reads the audit log");
+        assert_eq!(count(&c, "button.signal-term, button.signal-kill").await, 0, "no signals");
+        click(&c, "#tab-lab").await;
+        eventually(10, "the Lab's forms", || async { (count(&c, "form.lab-form").await >= 5).then_some(()) }).await;
+        assert_eq!(count(&c, "button.run-button").await, 0, "no Run for an admin either");
+        assert_eq!(count(&c, "button.empty-cache").await, 0);
+        let hint = first_text(&c, ".role-hint").await.unwrap();
+        assert!(hint.contains("read-only"), "{hint}");
+    })
+    .await;
+    server.stop().await;
+}

@@ -69,6 +69,7 @@ mod proxy;
 mod recording_rules;
 mod reservations;
 mod security;
+mod sign_in;
 mod signals;
 mod signals_os;
 mod support;

@@ -181,3 +181,134 @@ async fn the_readmes_tls_proxy_serves_logins_runs_and_the_live_socket() {
     drop(socket);
     server.stop().await;
 }
+
+/// docs/TEAM.md's auth-proxy `nginx` block (oauth2-proxy's `auth_request` setup), with the test's ports
+/// and certificate files, and a stand-in for oauth2-proxy: it signs in whoever presents a `standin`
+/// cookie (ana in staff and gpu-admins, bo in gpu-users, cy in students) and answers as oauth2-proxy
+/// does with `--set-xauthrequest`.
+fn auth_proxy_blocks(upstream_port: u16, listen_port: u16, stand_in_port: u16, tls: &TlsFiles) -> String {
+    let team = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/TEAM.md")).unwrap();
+    let start = team.find("```nginx\n").expect("docs/TEAM.md has the auth-proxy nginx example") + "```nginx\n".len();
+    let block = &team[start..start + team[start..].find("```").unwrap()];
+    for expected in [
+        "listen 443 ssl;",
+        "auth_request /oauth2/auth;",
+        "proxy_pass http://127.0.0.1:4180;",
+        "proxy_set_header X-Forwarded-User   $user;",
+        "proxy_pass http://127.0.0.1:7070;",
+    ] {
+        assert!(block.contains(expected), "docs/TEAM.md's nginx block changed shape: {expected} missing");
+    }
+    let docs = block
+        .replace("listen 443 ssl;", &format!("listen 127.0.0.1:{listen_port} ssl;"))
+        .replace("127.0.0.1:7070", &format!("127.0.0.1:{upstream_port}"))
+        .replace("127.0.0.1:4180", &format!("127.0.0.1:{stand_in_port}"))
+        .replace("/etc/ssl/gpu1.example.com.pem", tls.cert.to_str().unwrap())
+        .replace("/etc/ssl/gpu1.example.com.key", tls.key.to_str().unwrap());
+    format!(
+        "map $cookie_standin $standin_user {{ ana ana; bo bo; cy cy; default \"\"; }}\n\
+         map $cookie_standin $standin_groups {{ ana \"staff,gpu-admins\"; bo gpu-users; cy students; default \"\"; }}\n\
+         server {{\n  listen 127.0.0.1:{stand_in_port};\n  location = /oauth2/auth {{\n    \
+         if ($standin_user = \"\") {{ return 401; }}\n    \
+         add_header X-Auth-Request-Preferred-Username $standin_user always;\n    \
+         add_header X-Auth-Request-Groups $standin_groups always;\n    return 200;\n  }}\n  \
+         location / {{ return 403 \"stand-in identity provider: sign in first\\n\"; }}\n}}\n{docs}"
+    )
+}
+
+#[tokio::test]
+async fn the_team_pages_auth_proxy_signs_people_in_by_their_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::generate_for(&[NAME], dir.path());
+    let (port, stand_in) = (free_port(), free_port());
+    let public = format!("https://{NAME}:{port}");
+    // As docs/TEAM.md starts it (bar --trusted-proxy-user: the test's nginx runs as the test's user).
+    let server = server_with(true, |o| {
+        o.site.public = vec![PublicUrl::parse(&public).unwrap()];
+        o.site.trusted_proxies = vec![parse_trusted_proxy("127.0.0.1").unwrap()];
+        o.proxy = Some(gpudash::auth::ProxyConfig {
+            user_header: "X-Forwarded-User".parse().unwrap(),
+            groups_header: "X-Forwarded-Groups".parse().unwrap(),
+            roles: gpudash::auth::GroupRoles {
+                admin: vec!["gpu-admins".into()],
+                operator: vec!["gpu-users".into()],
+                others: Some(shared::auth::Role::Viewer),
+            },
+            sign_out: Some("/oauth2/sign_out".into()),
+        });
+    })
+    .await;
+    let blocks = auth_proxy_blocks(server.running.addr().port(), port, stand_in, &tls);
+    let _nginx = start_nginx(dir.path(), &blocks, port).await;
+    let ca = std::fs::read(&tls.ca).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .resolve(NAME, ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap();
+    let me = |who: &'static str| {
+        let client = client.clone();
+        let url = format!("{public}/api/me");
+        async move {
+            let response = client.get(url).header(COOKIE, format!("standin={who}")).send().await.unwrap();
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    for (who, role) in [("ana", "admin"), ("bo", "operator"), ("cy", "viewer")] {
+        let (status, body) = me(who).await;
+        assert_eq!(status, StatusCode::OK, "{who}: {body}");
+        assert_eq!((body["user"].as_str(), body["role"].as_str()), (Some(who), Some(role)), "{body}");
+        assert_eq!((body["by_proxy"].as_bool(), body["sign_out"].as_str()), (Some(true), Some("/oauth2/sign_out")));
+    }
+    // Not signed in: the proxy sends the browser to its sign-in, and gpudash is never asked.
+    let (status, _) = me("nobody").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // The operator group runs; the viewer is refused by role; a header the browser forges is replaced.
+    let run = json!({ "device": 0, "params": { "kind": "latency" } });
+    let post = |who: &str, forged: Option<&str>| {
+        let mut request = client
+            .post(format!("{public}/api/runs"))
+            .header(ORIGIN, &public)
+            .header(COOKIE, format!("standin={who}"))
+            .json(&run);
+        if let Some(forged) = forged {
+            request = request.header("X-Forwarded-User", forged).header("X-Forwarded-Groups", "gpu-admins");
+        }
+        request.send()
+    };
+    let started = post("bo", None).await.unwrap();
+    assert_eq!(started.status(), StatusCode::ACCEPTED, "{:?}", started.text().await);
+    let refused = post("cy", Some("ana")).await.unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["error"], "running an experiment needs the operator role; 'cy' has viewer", "{body}");
+
+    // The same headers sent around the proxy, from another address: refused.
+    let around = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .build()
+        .unwrap()
+        .get(format!("{}/api/me", server.base))
+        .header("X-Forwarded-User", "ana")
+        .header("X-Forwarded-Groups", "gpu-admins")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(around.status(), StatusCode::FORBIDDEN);
+
+    // The audit log (read as ana, an admin by her group) names bo's run and each sign-in, with the client
+    // address nginx forwarded.
+    let audit = client.get(format!("{public}/api/audit")).header(COOKIE, "standin=ana").send().await.unwrap();
+    let log: Value = audit.json().await.unwrap();
+    let entries = log.as_array().unwrap();
+    let start = entries.iter().find(|e| e["action"] == "experiment.start" && e["outcome"] == "ok").expect("audited");
+    assert_eq!((start["user"].as_str(), start["client"].as_str()), (Some("bo"), Some("127.0.0.1")));
+    for who in ["ana", "bo", "cy"] {
+        let signed_in = entries.iter().any(|e| e["action"] == "login" && e["target"] == "proxy" && e["user"] == who);
+        assert!(signed_in, "{who}'s sign-in is not in {log}");
+    }
+    server.stop().await;
+}

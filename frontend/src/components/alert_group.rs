@@ -64,7 +64,7 @@ pub fn AlertGroup(owner: String, alerts: Vec<Alert>, draft: SilenceDraft, childr
                 <span class="alert-group-summary">{summary}</span>
             </div>
             <ul class="alert-group-items">{items}</ul>
-            <Show when=move || session.allows(Role::Operator)>
+            <Show when=move || session.may_change(Role::Operator)>
                 <BulkSilence rule=rule gpus=gpus.clone() draft=draft />
             </Show>
             <details class="alert-group-each">

@@ -165,7 +165,7 @@ pub fn SilencesPanel(telemetry: Telemetry, now: RwSignal<f64>) -> impl IntoView 
                             <span title=s.gpu_uuid.clone()>{gpu}</span>
                             {format!(" until {} by {} ({})", format::stamp(s.until_ms as f64), s.by, s.reason)}
                         </span>
-                        <Show when=move || session.allows(Role::Operator)>
+                        <Show when=move || session.may_change(Role::Operator)>
                             <button type="button" class="small-button alerts-lift" on:click=move |_| lift(id)>"Lift"</button>
                         </Show>
                     </li>

@@ -223,7 +223,7 @@ fn BridgeEmptyCache(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> i
         }
     };
     view! {
-        <Show when=move || session.allows(Role::Operator)>
+        <Show when=move || session.may_change(Role::Operator)>
             <span class="bridge-cache">
                 <button
                     type="button"

@@ -255,7 +255,7 @@ fn RefreshMap(bridge: Bridge, process: Memo<Option<AttachedProcess>>) -> impl In
         });
     };
     view! {
-        <Show when=move || session.allows(Role::Operator)>
+        <Show when=move || session.may_change(Role::Operator)>
             <button
                 type="button"
                 class="bridge-refresh-map small-button"

@@ -357,7 +357,7 @@ fn holder_line(p: &GpuProcess, held: Option<&(Reservation, u64)>, now_ms: u64) -
 fn CardActions(index: u32) -> impl IntoView {
     let view = use_context::<ViewSignals>();
     let session = use_context::<Session>();
-    let may_book = move || session.is_some_and(|s| s.allows(Role::Operator));
+    let may_book = move || session.is_some_and(|s| s.may_change(Role::Operator));
     let reserve = move |_| {
         let Some(view) = view else { return };
         view.reserve_gpus.set(vec![index]);

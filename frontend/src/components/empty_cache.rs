@@ -13,7 +13,7 @@ pub fn EmptyCache(index: u32) -> impl IntoView {
     let (Some(lab), Some(session)) = (use_context::<Lab>(), use_context::<Session>()) else {
         return ().into_any();
     };
-    let shown = move || session.allows(Role::Operator) && lab.state.with(|s| s.available() == Some(true));
+    let shown = move || session.may_change(Role::Operator) && lab.state.with(|s| s.available() == Some(true));
     let busy = Memo::new(move |_| lab.state.with(|s| s.busy(index)));
     let pool = Memo::new(move |_| {
         lab.state.with(|s| {

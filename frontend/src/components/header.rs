@@ -90,7 +90,7 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
             .into_iter()
             .filter(|t| match t {
                 Tab::Fleet => fleet_on(),
-                Tab::Audit => session.allows(Role::Admin),
+                Tab::Audit => session.has(Role::Admin),
                 _ => true,
             })
             .collect::<Vec<_>>()
@@ -130,7 +130,7 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
             </Show>
             {button(Tab::Alerts)}
             {button(Tab::Usage)}
-            <Show when=move || session.allows(Role::Admin)>
+            <Show when=move || session.has(Role::Admin)>
                 {button(Tab::Audit)}
             </Show>
         </nav>
@@ -267,6 +267,11 @@ fn WhoAmI() -> impl IntoView {
         })
     };
     view! {
+        <Show when=move || session.read_only()>
+            <span id="read-only" class="read-only-badge" title="Started with --read-only: no runs, cache trims, silences, signals or bookings, whatever the role">
+                "read-only"
+            </span>
+        </Show>
         <Show when=auth_enabled>
             <Show
                 when=signed_in
@@ -287,9 +292,18 @@ fn WhoAmI() -> impl IntoView {
             >
                 <span class="whoami">
                     <span id="whoami">{who}</span>
-                    <button id="logout" type="button" class="small-button" on:click=move |_| session.logout()>
-                        "Log out"
-                    </button>
+                    {move || match session.me.with(|m| m.as_ref().map(|m| (m.by_proxy, m.sign_out.clone()))) {
+                        // The auth proxy signed them in: its sign-out ends that, if the server names one.
+                        Some((true, Some(url))) => view! {
+                            <a id="logout" class="small-button" href=url rel="external">"Log out"</a>
+                        }.into_any(),
+                        Some((true, None)) => ().into_any(),
+                        _ => view! {
+                            <button id="logout" type="button" class="small-button" on:click=move |_| session.logout()>
+                                "Log out"
+                            </button>
+                        }.into_any(),
+                    }}
                 </span>
             </Show>
         </Show>

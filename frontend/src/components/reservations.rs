@@ -38,10 +38,11 @@ fn parse_field(name: &str, text: &str) -> Result<u64, String> {
 pub fn ReservationsPanel(state: ReadSignal<DashboardState>) -> impl IntoView {
     let reservations = expect_context::<Reservations>();
     let session = expect_context::<Session>();
-    let may_book = move || session.allows(Role::Operator);
+    let may_book = move || session.may_change(Role::Operator);
     let me = move || session.me.with(|m| m.as_ref().and_then(|m| m.user.clone()));
     let may_release = move |r: &Reservation| {
-        session.allows(Role::Admin) || (session.allows(Role::Operator) && me().as_deref() == Some(r.user.as_str()))
+        session.may_change(Role::Admin)
+            || (session.may_change(Role::Operator) && me().as_deref() == Some(r.user.as_str()))
     };
     let error = RwSignal::new(None::<String>);
     let gpus = Memo::new(move |_| state.with(|s| s.devices.iter().map(|d| d.info.index).collect::<Vec<_>>()));

@@ -28,9 +28,19 @@ impl Session {
         self.me.with(|me| me.as_ref().map(|me| me.user.is_some()))
     }
 
-    /// True when the caller's role is at least `role`.
-    pub fn allows(self, role: Role) -> bool {
-        self.me.with(|me| allows(me.as_ref(), role))
+    /// True when the caller's role is at least `role` (what they may see: the audit log for admins).
+    pub fn has(self, role: Role) -> bool {
+        self.me.with(|me| me.as_ref().is_some_and(|me| me.has(role)))
+    }
+
+    /// True when the caller may change what needs `role` ([`Me::may_change`]: never under `--read-only`).
+    pub fn may_change(self, role: Role) -> bool {
+        self.me.with(|me| may_change(me.as_ref(), role))
+    }
+
+    /// The server was started with `--read-only`: the page offers no action and says why.
+    pub fn read_only(self) -> bool {
+        self.me.with(|me| me.as_ref().is_some_and(|me| me.read_only))
     }
 
     /// True when the caller may cancel a run asked for by `requested_by`.
@@ -96,19 +106,19 @@ pub fn use_session() -> Session {
     session
 }
 
-fn allows(me: Option<&Me>, role: Role) -> bool {
-    me.and_then(|me| me.role).is_some_and(|have| have >= role)
+fn may_change(me: Option<&Me>, role: Role) -> bool {
+    me.is_some_and(|me| me.may_change(role))
 }
 
 /// Operators cancel their own runs, admins anyone's (the server decides too).
 fn may_cancel(me: Option<&Me>, requested_by: &str) -> bool {
-    allows(me, Role::Admin)
-        || (allows(me, Role::Operator) && me.and_then(|me| me.user.as_deref()) == Some(requested_by))
+    may_change(me, Role::Admin)
+        || (may_change(me, Role::Operator) && me.and_then(|me| me.user.as_deref()) == Some(requested_by))
 }
 
 /// [`shared::processes::may_signal`] for the page's caller, where signals are on.
 fn may_signal(me: Option<&Me>, process: &shared::processes::GpuProcess) -> bool {
-    let Some(me) = me.filter(|me| me.signals) else { return false };
+    let Some(me) = me.filter(|me| me.signals && !me.read_only) else { return false };
     let (Some(role), Some(user)) = (me.role, me.user.as_deref()) else { return false };
     shared::processes::may_signal(role, user, user, process).is_ok()
 }
@@ -135,21 +145,33 @@ mod tests {
             auth_enabled: true,
             exposed_without_auth: false,
             signals: false,
+            read_only: false,
+            by_proxy: false,
+            sign_out: None,
         }
     }
 
     #[test]
     fn roles_decide_what_the_page_offers() {
         let omar = me("omar", Role::Operator);
-        assert!(allows(Some(&omar), Role::Operator));
-        assert!(!allows(Some(&omar), Role::Admin));
+        assert!(may_change(Some(&omar), Role::Operator));
+        assert!(!may_change(Some(&omar), Role::Admin));
         assert!(may_cancel(Some(&omar), "omar"));
         assert!(!may_cancel(Some(&omar), "olga"));
         assert!(may_cancel(Some(&me("ada", Role::Admin)), "olga"));
         assert!(!may_cancel(Some(&me("vera", Role::Viewer)), "vera"));
         let locked_out = Me { user: None, role: None, ..omar };
-        assert!(!allows(Some(&locked_out), Role::Viewer));
-        assert!(!allows(None, Role::Viewer));
+        assert!(!may_change(Some(&locked_out), Role::Viewer));
+        assert!(!may_change(None, Role::Viewer));
+    }
+
+    #[test]
+    fn read_only_offers_no_change_to_any_role() {
+        let read_only = |me: Me| Me { read_only: true, signals: false, ..me };
+        let ada = read_only(me("ada", Role::Admin));
+        assert!(!may_change(Some(&ada), Role::Operator) && !may_change(Some(&ada), Role::Admin));
+        assert!(ada.has(Role::Admin), "an admin still sees the audit log");
+        assert!(!may_cancel(Some(&ada), "olga") && !may_cancel(Some(&read_only(me("omar", Role::Operator))), "omar"));
     }
 
     #[test]

@@ -197,7 +197,7 @@ fn AlertRow(alert: Alert, now: RwSignal<f64>, telemetry: Telemetry, signals: Opt
             <p class="alert-action">{alert.action.clone()}</p>
             <p class="alert-time">{when}</p>
             {silenced.map(|text| view! { <p class="alert-silence-note">{text}</p> })}
-            <Show when=move || can_silence && session.allows(Role::Operator)>
+            <Show when=move || can_silence && session.may_change(Role::Operator)>
                 <SilenceForm rule=target.0 gpu=target.1 />
             </Show>
             {stop}

@@ -106,6 +106,31 @@ impl Action {
 }
 
 impl Action {
+    /// The action changes something on the server or a GPU (a run, a cache, a silence, a signal, a booking):
+    /// `--read-only` refuses exactly these. Logging in, reading the audit log, reloading the tokens and a
+    /// PyTorch process's own reports (what the dashboard shows) are not changes.
+    pub const fn changes(self) -> bool {
+        match self {
+            Self::ExperimentStart
+            | Self::ExperimentCancel
+            | Self::EmptyCache
+            | Self::BridgeEmptyCache
+            | Self::BridgeAllocatorMap
+            | Self::AlertSilence
+            | Self::AlertUnsilence
+            | Self::ProcessSignal
+            | Self::ReservationCreate
+            | Self::ReservationRelease => true,
+            Self::Login
+            | Self::AuthBearer
+            | Self::AuditRead
+            | Self::BridgeReport
+            | Self::BridgeAttach
+            | Self::BridgeConsent
+            | Self::AuthReload => false,
+        }
+    }
+
     /// The action of a stored id, if it is one.
     pub fn from_id(id: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|a| a.id() == id)

@@ -3,6 +3,8 @@
 //! policy for anonymous access.
 
 mod append;
+pub mod groups;
+pub mod proxy;
 mod reload;
 mod tokens;
 
@@ -18,6 +20,8 @@ pub use append::{AddRefused, Added, NEW_FILE_MODE, add_token};
 use base::clock::Clock;
 use base::rate::{self, KeyedLimiter};
 use base::sync::lock;
+pub use groups::GroupRoles;
+pub use proxy::{ProxyAuth, ProxyConfig, ProxyRefused, ProxyUser};
 pub use reload::{ReloadRefused, TokensChanged};
 pub use shared::auth::Role;
 pub use tokens::{
@@ -132,8 +136,11 @@ pub struct Auth {
     config: AuthConfig,
     /// The tokens in force: those of start-up until a reload replaces them.
     tokens: RwLock<Vec<TokenEntry>>,
-    /// Tokens were configured at start; a reload never changes this (see [`Auth::reload`]).
+    /// Tokens were configured at start, or a trusted auth proxy signs people in; a reload never changes
+    /// this (see [`Auth::reload`]).
     enabled: bool,
+    /// `--auth-proxy-header`: a trusted proxy names the signed-in user.
+    proxy: Option<ProxyAuth>,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
     sessions: Mutex<Sessions>,
     /// Wrong tokens per address.
@@ -169,6 +176,7 @@ impl Auth {
             config,
             enabled: !tokens.is_empty(),
             tokens: RwLock::new(tokens),
+            proxy: None,
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
             failures: KeyedLimiter::new(FAILURES_ALLOWED, FAILURES_PER, FAILURES_TRACKED, &clock),
             clock,
@@ -176,7 +184,24 @@ impl Auth {
         }
     }
 
-    /// True when tokens are configured (otherwise every caller is the single local user).
+    /// Signs people in from a trusted auth proxy's headers too (`--auth-proxy-header`): access is then
+    /// controlled as with tokens (anonymous visitors get what the policy gives them), tokens or not.
+    #[must_use]
+    pub fn with_proxy(mut self, proxy: Option<ProxyConfig>) -> Self {
+        if let Some(config) = proxy {
+            self.proxy = Some(ProxyAuth::new(config, self.clock.clone()));
+            self.enabled = true;
+        }
+        self
+    }
+
+    /// The trusted auth proxy's sign-in, where one is configured.
+    pub fn proxy(&self) -> Option<&ProxyAuth> {
+        self.proxy.as_ref()
+    }
+
+    /// True when callers are told apart: tokens are configured or an auth proxy signs them in (otherwise
+    /// every caller is the single local user).
     pub fn enabled(&self) -> bool {
         self.enabled
     }

@@ -86,6 +86,11 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_ALLOW_SIGNALS")]
     pub allow_signals: bool,
 
+    /// Change nothing, whatever the roles say: no Lab runs, no empty_cache, no silences, no signals, no
+    /// bookings (each answers 403 and is audited); the page shows no such buttons and a "read-only" badge.
+    #[arg(long, env = "GPUDASH_READ_ONLY")]
+    pub read_only: bool,
+
     /// An address people open the dashboard at, e.g. https://gpu1.example.com behind a TLS proxy. Repeatable.
     /// Its host name is accepted in Host headers and its origin in the cross-site check; https makes
     /// session cookies `Secure` and `__Host-` prefixed. Needs tokens (or --allow-anonymous).
@@ -96,6 +101,39 @@ pub struct Cli {
     /// (or Forwarded) headers are believed, for client addresses in the audit log and login throttling. Repeatable.
     #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = crate::web::site::parse_trusted_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
+
+    /// Sign people in through a trusted auth proxy (oauth2-proxy, authentik, nginx auth_request): the header
+    /// in which it names the signed-in user, e.g. X-Forwarded-User. Believed only from a --trusted-proxy
+    /// (needed); the same header from anyone else is refused (403, audited). Tokens still work for scripts.
+    #[arg(long, env = "GPUDASH_AUTH_PROXY_HEADER", value_name = "HEADER", value_parser = crate::auth::proxy::parse_header_name)]
+    pub auth_proxy_header: Option<axum::http::HeaderName>,
+
+    /// The header in which the auth proxy lists the user's groups, separated by ',' or '|'.
+    #[arg(long, env = "GPUDASH_AUTH_PROXY_GROUPS_HEADER", value_name = "HEADER", requires = "auth_proxy_header",
+          default_value = crate::auth::proxy::DEFAULT_GROUPS_HEADER, value_parser = crate::auth::proxy::parse_header_name)]
+    pub auth_proxy_groups_header: axum::http::HeaderName,
+
+    /// Where the page's "Log out" sends someone the auth proxy signed in, e.g. /oauth2/sign_out (a path
+    /// here or an http(s) URL); without it the page shows no Log out for them.
+    #[arg(long, env = "GPUDASH_AUTH_PROXY_SIGN_OUT", value_name = "URL", requires = "auth_proxy_header",
+          value_parser = crate::auth::proxy::parse_sign_out)]
+    pub auth_proxy_sign_out: Option<String>,
+
+    /// Members of this group (from the auth proxy's groups header) are admins. Repeatable.
+    #[arg(long, env = "GPUDASH_ADMIN_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "auth_proxy_header",
+          value_parser = crate::auth::groups::parse_group)]
+    pub admin_group: Vec<String>,
+
+    /// Members of this group (and of no admin group) are operators. Repeatable.
+    #[arg(long, env = "GPUDASH_OPERATOR_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "auth_proxy_header",
+          value_parser = crate::auth::groups::parse_group)]
+    pub operator_group: Vec<String>,
+
+    /// The role of someone signed in by the auth proxy who is in no admin or operator group: viewer, or
+    /// none to refuse them (403, audited).
+    #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer",
+          value_parser = crate::auth::groups::parse_default_role)]
+    pub default_role: crate::auth::groups::DefaultRole,
 
     /// On this machine, the user (name or uid) a loopback proxy runs as, e.g. www-data: forwarded headers
     /// from a loopback --trusted-proxy are believed only from that user's sockets, so another local user
@@ -177,6 +215,17 @@ impl From<Cli> for Config {
             auth_file: cli.auth_file,
             allow_anonymous: cli.allow_anonymous,
             allow_signals: cli.allow_signals,
+            read_only: cli.read_only,
+            proxy: cli.auth_proxy_header.map(|user_header| crate::auth::ProxyConfig {
+                user_header,
+                groups_header: cli.auth_proxy_groups_header,
+                roles: crate::auth::GroupRoles {
+                    admin: cli.admin_group,
+                    operator: cli.operator_group,
+                    others: cli.default_role.0,
+                },
+                sign_out: cli.auth_proxy_sign_out,
+            }),
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),

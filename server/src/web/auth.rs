@@ -39,6 +39,8 @@ pub struct Caller {
     /// The browser session (or bearer token) the request came with, if any: a WebSocket closes
     /// when it ends (or the token is removed).
     pub session: Option<SessionRef>,
+    /// Signed in by the trusted auth proxy (`--auth-proxy-header`): the proxy's sign-out ends it.
+    pub by_proxy: bool,
 }
 
 impl Caller {
@@ -56,6 +58,13 @@ impl Caller {
         doing: &str,
         target: &str,
     ) -> Result<(), ApiError> {
+        if state.read_only && action.changes() {
+            let message = format!(
+                "this dashboard is read-only (--read-only): {doing} is turned off for everyone, whatever the role"
+            );
+            self.audit(state, action, target, Outcome::Denied, &message);
+            return Err(ApiError { status: StatusCode::FORBIDDEN, message });
+        }
         self.identity.require(role, doing).map_err(|refused| {
             let message = refused.to_string();
             self.audit(state, action, target, Outcome::Denied, &message);
@@ -107,9 +116,36 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let session = session_cookie(headers, site.secure);
-    let identified = match bearer {
+    // A trusted auth proxy's user, unless a script sends its own token through it.
+    let proxied = match (bearer, state.auth.proxy()) {
+        (None, Some(proxy)) => match proxy.identify(site.via_trusted_proxy, &peer.ip().to_string(), headers) {
+            Ok(user) => user,
+            Err(refused) => {
+                let message = refused.to_string();
+                state.audit.record_denied("unknown", &client, Action::Login, "proxy", &message);
+                return ApiError { status: StatusCode::FORBIDDEN, message }.into_response();
+            }
+        },
+        _ => None,
+    };
+    let by_proxy = proxied.is_some();
+    if let Some(user) = proxied.as_ref().filter(|user| user.audit) {
+        let who = &user.identity;
+        let detail = format!("{} through the auth proxy (groups: {})", who.role.name(), user.groups.join(", "));
+        let (user, client) = (who.user.as_str(), client.as_str());
+        state.audit.record(&Event {
+            user,
+            client,
+            action: Action::Login,
+            target: "proxy",
+            outcome: Outcome::Ok,
+            detail: &detail,
+        });
+    }
+    let identified = match (proxied, bearer) {
+        (Some(user), _) => Ok((user.identity, None)),
         // A wrong Bearer token counts against the address, like a wrong login; a right one always works.
-        Some(token) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
+        (None, Some(token)) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
             Ok(identity) => Ok((identity, Some(state.auth.bearer(token)))),
             Err(refused) => {
                 // Aggregated per client and minute, like denied logins.
@@ -117,7 +153,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
                 return refused_response(&refused, "invalid token; check the Authorization: Bearer header");
             }
         },
-        _ => state.auth.identify(bearer, session.as_deref()),
+        (None, _) => state.auth.identify(bearer, session.as_deref()),
     };
 
     let allowed = match (&identified, path.as_str()) {
@@ -136,7 +172,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         return ApiError { status: StatusCode::UNAUTHORIZED, message }.into_response();
     }
     if let Ok((identity, session)) = identified {
-        request.extensions_mut().insert(Caller { identity, client, session });
+        request.extensions_mut().insert(Caller { identity, client, session, by_proxy });
     }
     let secure = site.secure;
     request.extensions_mut().insert(Edge { site });
@@ -266,20 +302,24 @@ fn session_set_cookie(secure: bool, value: &str, max_age: u64) -> String {
     }
 }
 
-fn me(state: &AppState, identity: Option<&Identity>) -> Me {
+fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool) -> Me {
+    let proxy = state.auth.proxy().map(crate::auth::ProxyAuth::config);
     Me {
         user: identity.map(|i| i.user.clone()),
         role: identity.map(|i| i.role),
         anonymous: identity.is_none_or(|i| i.anonymous),
         auth_enabled: state.auth.enabled(),
         exposed_without_auth: state.exposed_without_auth,
-        signals: state.allow_signals,
+        signals: state.allow_signals && !state.read_only,
+        read_only: state.read_only,
+        by_proxy,
+        sign_out: proxy.and_then(|p| p.sign_out.clone()).filter(|_| by_proxy),
     }
 }
 
 /// `GET /api/me`: who the page is talking as, and whether it should offer a login.
 pub async fn whoami(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Me> {
-    Json(me(&state, caller.as_ref().map(|c| &c.identity)))
+    Json(me(&state, caller.as_ref().map(|c| &c.identity), caller.as_ref().is_some_and(|c| c.by_proxy)))
 }
 
 /// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie
@@ -306,7 +346,7 @@ pub async fn login(
         Ok((identity, session, lifetime)) => {
             audit(&identity.user, Outcome::Ok, identity.role.name());
             let cookie = session_set_cookie(edge.site.secure, &session, lifetime.as_secs());
-            let mut response = Json(me(&state, Some(&identity))).into_response();
+            let mut response = Json(me(&state, Some(&identity), false)).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
             }

@@ -83,6 +83,8 @@ pub struct AppState {
     pub allow_anonymous: bool,
     /// `--allow-signals`: `POST /api/processes/{pid}/signal` is on.
     pub allow_signals: bool,
+    /// `--read-only`: every action that [`crate::audit::Action::changes`] is refused (403), whatever the role.
+    pub read_only: bool,
     /// The fleet view's Prometheus (`--fleet-prometheus`); `None` turns `/api/fleet` off.
     pub fleet: Option<Arc<crate::fleet::Fleet>>,
     /// Usage sums per user, GPU and minute (the history database, or in memory).

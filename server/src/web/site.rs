@@ -128,6 +128,9 @@ pub struct Request {
     pub loopback_host: bool,
     /// The request carries forwarding headers (it went through a proxy, trusted or not).
     pub forwarded: bool,
+    /// The peer is a `--trusted-proxy` (and, on loopback with `--trusted-proxy-user`, that user's socket):
+    /// its headers are believed, an auth proxy's user header included.
+    pub via_trusted_proxy: bool,
     /// `scheme://host[:port]` this request was addressed to, for the Origin check.
     pub own_origin: Option<String>,
 }
@@ -204,7 +207,14 @@ impl Site {
         let Some(host_text) = host_header else {
             // HTTP/1.0 scripts may send no Host; a browser always does, so no page can rebind this way.
             let loopback_host = peer.ip().is_loopback();
-            return Ok(Request { client, secure: self.tls, loopback_host, forwarded, own_origin: None });
+            return Ok(Request {
+                client,
+                secure: self.tls,
+                loopback_host,
+                forwarded,
+                via_trusted_proxy: trusted,
+                own_origin: None,
+            });
         };
         let authority = Authority::parse(host_text).ok_or_else(|| ApiError {
             status: StatusCode::BAD_REQUEST,
@@ -233,6 +243,7 @@ impl Site {
             secure,
             loopback_host: authority.is_loopback(),
             forwarded,
+            via_trusted_proxy: trusted,
             own_origin: Some(format!("{scheme}://{}", authority.text())),
         })
     }

@@ -92,7 +92,7 @@ pub fn ExperimentForm(
     let busy = RwSignal::new(false);
     // The question asked before a run on several GPUs, and the parameters it would run with.
     let confirm = RwSignal::new(None::<(String, Value)>);
-    let may_run = move || session.allows(Role::Operator);
+    let may_run = move || session.may_change(Role::Operator);
 
     let send = move |params: Value| {
         busy.set(true);
@@ -188,7 +188,15 @@ pub fn ExperimentForm(
             <div class="lab-form-actions">
                 <Show
                     when=may_run
-                    fallback=|| view! { <span class="role-hint">"Running experiments needs the operator role."</span> }
+                    fallback=move || view! {
+                        <span class="role-hint">
+                            {if session.read_only() {
+                                "This dashboard is read-only: experiments are turned off."
+                            } else {
+                                "Running experiments needs the operator role."
+                            }}
+                        </span>
+                    }
                 >
                     <button type="submit" class="run-button" data-kind=kind.name() disabled=move || off || busy.get() || confirm.with(Option::is_some)>
                         {format!("Run {}", kind.name())}

@@ -126,3 +126,47 @@ fn refusals_keep_their_messages() {
     );
     assert!(matches!(parse_session("soon"), Err(ConfigError::NotADuration { examples: "30m, 2h or 7d", .. })));
 }
+
+#[test]
+fn read_only_and_the_auth_proxy_flags_make_their_config() {
+    assert!(!Config::from(parse(&[]).unwrap()).read_only);
+    assert!(Config::from(parse(&["--read-only"]).unwrap()).read_only);
+    assert_eq!(Config::from(parse(&[]).unwrap()).proxy, None);
+    let cli = parse(&[
+        "--trusted-proxy",
+        "127.0.0.1",
+        "--auth-proxy-header",
+        "X-Auth-Request-User",
+        "--admin-group",
+        "gpu-admins,root",
+        "--operator-group",
+        "gpu-users",
+        "--default-role",
+        "none",
+        "--auth-proxy-sign-out",
+        "/oauth2/sign_out",
+    ])
+    .unwrap();
+    let proxy = Config::from(cli).proxy.unwrap();
+    assert_eq!(
+        (proxy.user_header.as_str(), proxy.groups_header.as_str()),
+        ("x-auth-request-user", "x-forwarded-groups")
+    );
+    assert_eq!(proxy.roles.admin, ["gpu-admins", "root"]);
+    assert_eq!((proxy.roles.operator.as_slice(), proxy.roles.others), (["gpu-users".to_owned()].as_slice(), None));
+    assert_eq!(proxy.sign_out.as_deref(), Some("/oauth2/sign_out"));
+}
+
+#[test]
+fn auth_proxy_flags_refuse_bad_values_and_need_the_header() {
+    for (args, says) in [
+        (&["--auth-proxy-header", "X User"][..], "not an HTTP header name"),
+        (&["--auth-proxy-header", "X-User", "--admin-group", ""][..], "not a group name"),
+        (&["--auth-proxy-header", "X-User", "--default-role", "admin"][..], "give viewer"),
+        (&["--auth-proxy-header", "X-User", "--auth-proxy-sign-out", "javascript:x"][..], "not a sign-out address"),
+        (&["--admin-group", "gpu-admins"][..], "--auth-proxy-header"),
+    ] {
+        let err = parse(args).unwrap_err().to_string();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -213,6 +213,29 @@ pub(super) fn tokens(config: &Config) -> Check {
         Some(file) => format!("from {}", file.display()),
         None => "from GPUDASH_TOKENS".to_owned(),
     };
+    if let Some(proxy) = &config.proxy {
+        if config.site.trusted_proxies.is_empty() {
+            return Check::fail(
+                "tokens",
+                "--auth-proxy-header without --trusted-proxy: the dashboard would not start",
+                "name the auth proxy's address with --trusted-proxy (e.g. 127.0.0.1), since its user header is believed \
+                 from nowhere else",
+            );
+        }
+        let tokens = auth.tokens.len();
+        return Check::ok(
+            "tokens",
+            format!(
+                "people sign in through the auth proxy ({} names them, {} lists groups; {}; everyone else: {}), and \
+                 {tokens} token{} {from}",
+                proxy.user_header,
+                proxy.groups_header,
+                proxy.roles.describe(),
+                proxy.roles.others.map_or("refused", |role| role.name()),
+                if tokens == 1 { "" } else { "s" },
+            ),
+        );
+    }
     match (auth.tokens.len(), exposed) {
         (0, true) if !config.allow_anonymous => Check::fail(
             "tokens",
@@ -357,6 +380,14 @@ mod tests {
         assert_eq!(behind_proxy.status, Status::Fail, "a public URL needs tokens too: {behind_proxy:?}");
         assert_eq!(tokens(&config(&["--listen", "0.0.0.0:7070", "--allow-anonymous"])).status, Status::Warn);
         assert_eq!(tokens(&config(&[])).status, Status::Ok);
+        let unbelieved = tokens(&config(&["--listen", "0.0.0.0:7070", "--auth-proxy-header", "X-Forwarded-User"]));
+        assert_eq!(unbelieved.status, Status::Fail, "{unbelieved:?}");
+        assert!(unbelieved.fix.unwrap().contains("--trusted-proxy"));
+        let proxied =
+            ["--listen", "0.0.0.0:7070", "--auth-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.1"];
+        let check = tokens(&config(&[&proxied[..], &["--admin-group", "gpu-admins"]].concat()));
+        assert_eq!(check.status, Status::Ok, "an auth proxy signs people in without tokens: {check:?}");
+        assert!(check.summary.contains("x-forwarded-user names them") && check.summary.contains("admin: gpu-admins"));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("auth.toml");
         let hash = crate::auth::tokens_hex(&crate::auth::hash_token("a-long-enough-token-1234"));
