@@ -35,6 +35,8 @@ pub struct Config {
     /// this process.
     pub lab_worker: Option<PathBuf>,
     pub auth_file: Option<PathBuf>,
+    /// `--web-config-file`: the scrapers' accounts for `/metrics`.
+    pub web_config_file: Option<PathBuf>,
     pub allow_anonymous: bool,
     /// `--allow-signals`.
     pub allow_signals: bool,

@@ -129,6 +129,8 @@ pub struct Options {
     pub read_only: bool,
     /// A trusted auth proxy signs people in (`--auth-proxy-header`); its peers are `site.trusted_proxies`.
     pub proxy: Option<auth::ProxyConfig>,
+    /// `--web-config-file`'s accounts: `/metrics` takes them by basic auth, and needs them or a token.
+    pub scrapers: Option<Arc<auth::ScrapeUsers>>,
     /// Where processes' containers, pods and Slurm jobs are read, and the owner label.
     pub identity: telemetry::identity::IdentityConfig,
 }
@@ -158,6 +160,7 @@ impl Options {
             allow_signals: false,
             read_only: false,
             proxy: None,
+            scrapers: None,
             identity: telemetry::identity::IdentityConfig::default(),
         }
     }
@@ -182,7 +185,7 @@ pub async fn start_with(
         host.hostname.clone_from(name);
     }
     host.history = options.store.is_some();
-    let auth = Arc::new(auth::Auth::new(options.auth).with_proxy(options.proxy));
+    let auth = Arc::new(auth::Auth::new(options.auth).with_proxy(options.proxy).with_scrapers(options.scrapers));
     // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
     let (source, topology) = tokio::task::spawn_blocking(move || {
         let topology = source.topology();
@@ -353,6 +356,15 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         );
     }
     let signs_in = !auth.tokens.is_empty() || config.proxy.is_some();
+    // A bad web config file stops start-up too.
+    let scrapers = match &config.web_config_file {
+        Some(path) => {
+            let users = auth::ScrapeUsers::load(path)?;
+            tracing::info!("/metrics takes basic auth from {} user(s) of {}", users.len(), path.display());
+            Some(Arc::new(users))
+        }
+        None => None,
+    };
     let exposed = config.exposed();
     if exposed && !signs_in {
         if !config.allow_anonymous {
@@ -419,6 +431,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         allow_signals: config.allow_signals,
         read_only: config.read_only,
         proxy: config.proxy.clone(),
+        scrapers,
         identity: telemetry::identity::IdentityConfig::from_args(&config.identity),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;

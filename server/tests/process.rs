@@ -242,6 +242,21 @@ fn an_auth_proxy_needs_a_trusted_proxy_and_then_serves_the_lan_without_tokens() 
 }
 
 #[test]
+fn a_bad_web_config_file_stops_start_up_with_what_to_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = dir.path().join("web.yml");
+    std::fs::write(&web, "basic_auth_users:\n  prometheus: s3cret\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["--simulate", "1", "--no-history", "--listen", "127.0.0.1:0", "--web-config-file"])
+        .arg(&web)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not a bcrypt hash") && stderr.contains("htpasswd -nBC 10 prometheus"), "{stderr}");
+}
+
+#[test]
 fn token_prints_a_usable_auth_file_entry() {
     let out = Command::new(BIN).args(["token", "--user", "ana", "--role", "operator"]).output().unwrap();
     assert!(out.status.success());

@@ -78,6 +78,12 @@ async fn start_prometheus_with(
         "global:\n  scrape_interval: {interval_s}s\n  scrape_timeout: {interval_s}s\n\
          scrape_configs:\n  - job_name: gpudash\n    static_configs:\n      - targets: [{list}]\n"
     );
+    launch_prometheus(dir, &config, tls).await
+}
+
+/// Starts Prometheus on loopback with `config` (its whole prometheus.yml), serving https with `tls` when
+/// given, and waits until it is ready.
+pub async fn launch_prometheus(dir: &Path, config: &str, tls: Option<&TlsFiles>) -> (ChildGuard, String) {
     let config_path = dir.join("prometheus.yml");
     std::fs::write(&config_path, config).expect("write prometheus.yml");
     let port = free_port();

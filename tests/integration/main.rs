@@ -64,6 +64,7 @@ mod lab_store;
 mod lab_worker;
 mod local_user;
 mod metrics;
+mod metrics_auth;
 mod p2p;
 mod proxy;
 mod recording_rules;

@@ -35,10 +35,12 @@ pub enum Action {
     ReservationRelease,
     /// The auth file re-read on SIGHUP: its tokens put in force, or the file refused.
     AuthReload,
+    /// A scrape of `/metrics` with a wrong `--web-config-file` password (aggregated).
+    MetricsScrape,
 }
 
 impl Action {
-    pub const ALL: [Self; 17] = [
+    pub const ALL: [Self; 18] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -56,6 +58,7 @@ impl Action {
         Self::ReservationCreate,
         Self::ReservationRelease,
         Self::AuthReload,
+        Self::MetricsScrape,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -78,6 +81,7 @@ impl Action {
             Self::ReservationCreate => "reservation.create",
             Self::ReservationRelease => "reservation.release",
             Self::AuthReload => "auth.reload",
+            Self::MetricsScrape => "metrics.scrape",
         }
     }
 
@@ -101,6 +105,7 @@ impl Action {
             Self::ReservationCreate => "reserving a GPU",
             Self::ReservationRelease => "releasing a reservation",
             Self::AuthReload => "reloading the tokens",
+            Self::MetricsScrape => "scraping /metrics",
         }
     }
 }
@@ -127,7 +132,8 @@ impl Action {
             | Self::BridgeReport
             | Self::BridgeAttach
             | Self::BridgeConsent
-            | Self::AuthReload => false,
+            | Self::AuthReload
+            | Self::MetricsScrape => false,
         }
     }
 
@@ -156,6 +162,7 @@ impl Action {
             Self::ReservationCreate => "reserved a GPU",
             Self::ReservationRelease => "released a reservation",
             Self::AuthReload => "reloaded the tokens",
+            Self::MetricsScrape => "scraped /metrics",
         }
     }
 }

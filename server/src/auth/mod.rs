@@ -7,6 +7,7 @@ pub mod groups;
 pub mod proxy;
 mod reload;
 mod tokens;
+pub mod web_config;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -28,6 +29,7 @@ pub use tokens::{
     ADMIN_SESSION_LIFETIME, AuthConfig, AuthError, BadUserName, SESSION_LIFETIME, TokenEntry, file_entry, hash_token,
     hex as tokens_hex, new_token, valid_user,
 };
+pub use web_config::{ScrapeUsers, WebConfigError};
 
 /// Failed token attempts (logins or Bearer headers) from one address in [`FAILURES_PER`] before
 /// its further wrong tokens are answered 429 (`base::rate`: ten at once, then one every six
@@ -141,6 +143,8 @@ pub struct Auth {
     enabled: bool,
     /// `--auth-proxy-header`: a trusted proxy names the signed-in user.
     proxy: Option<ProxyAuth>,
+    /// `--web-config-file`: the scrapers' accounts; `/metrics` then needs them (or a token).
+    scrapers: Option<std::sync::Arc<ScrapeUsers>>,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
     sessions: Mutex<Sessions>,
     /// Wrong tokens per address.
@@ -177,6 +181,7 @@ impl Auth {
             enabled: !tokens.is_empty(),
             tokens: RwLock::new(tokens),
             proxy: None,
+            scrapers: None,
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
             failures: KeyedLimiter::new(FAILURES_ALLOWED, FAILURES_PER, FAILURES_TRACKED, &clock),
             clock,
@@ -195,6 +200,28 @@ impl Auth {
         self
     }
 
+    /// `/metrics` takes Prometheus's `basic_auth` from these accounts (`--web-config-file`), and is then
+    /// closed to anyone without them or a token, whatever the auth file's `metrics` says.
+    #[must_use]
+    pub fn with_scrapers(mut self, scrapers: Option<std::sync::Arc<ScrapeUsers>>) -> Self {
+        self.scrapers = scrapers;
+        self
+    }
+
+    /// The scrapers' accounts, where `--web-config-file` gives them.
+    pub fn scrapers(&self) -> Option<&std::sync::Arc<ScrapeUsers>> {
+        self.scrapers.as_ref()
+    }
+
+    /// A secret that is not remembered as good may be checked for `from` (a scraper's password costs
+    /// bcrypt's work): at most [`FAILURES_ALLOWED`] at once, then one every six seconds, per address.
+    pub fn may_check_secret(&self, from: IpAddr) -> Result<(), Refused> {
+        match self.failures.check(from) {
+            Ok(()) | Err(rate::Refused::Full) => Ok(()),
+            Err(rate::Refused::Wait(wait)) => Err(Refused::Throttled(wait.as_secs_f64().ceil().max(1.0) as u64)),
+        }
+    }
+
     /// The trusted auth proxy's sign-in, where one is configured.
     pub fn proxy(&self) -> Option<&ProxyAuth> {
         self.proxy.as_ref()
@@ -206,9 +233,9 @@ impl Auth {
         self.enabled
     }
 
-    /// `/metrics` is open to scrapers without a token.
+    /// `/metrics` is open to scrapers without a token (never with `--web-config-file`'s accounts).
     pub fn open_metrics(&self) -> bool {
-        self.config.open_metrics
+        self.config.open_metrics && self.scrapers.is_none()
     }
 
     /// The role an anonymous caller gets: everything when no tokens are configured

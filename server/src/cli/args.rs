@@ -67,6 +67,12 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_AUTH_FILE", value_name = "FILE")]
     pub auth_file: Option<PathBuf>,
 
+    /// Who may scrape /metrics, in the Prometheus exporter-toolkit's web config format (YAML, as node_exporter's
+    /// --web.config.file): `basic_auth_users:` maps user names to bcrypt hashes (`htpasswd -nBC 10 USER`).
+    /// /metrics then needs one of them by basic auth, or a token. A bad file stops start-up.
+    #[arg(long, env = "GPUDASH_WEB_CONFIG_FILE", value_name = "FILE")]
+    pub web_config_file: Option<PathBuf>,
+
     /// Serve HTTPS with this PEM certificate (chain); needs --tls-key.
     #[arg(long, env = "GPUDASH_TLS_CERT", value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
@@ -213,6 +219,7 @@ impl From<Cli> for Config {
             lab_user: cli.lab.lab_user.clone(),
             lab_worker: None,
             auth_file: cli.auth_file,
+            web_config_file: cli.web_config_file,
             allow_anonymous: cli.allow_anonymous,
             allow_signals: cli.allow_signals,
             read_only: cli.read_only,

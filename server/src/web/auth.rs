@@ -16,6 +16,7 @@ use super::local_user::{self, ConnectionOwner};
 use super::tls::PeerAddr;
 use super::{ApiError, AppState, site};
 use crate::audit::{Action, Event, Outcome};
+use crate::auth::web_config::basic_credentials;
 use crate::auth::{Identity, Refused, SessionRef, Unauthorized};
 
 /// The session cookie over plain HTTP.
@@ -116,6 +117,23 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let session = session_cookie(headers, site.secure);
+    // Prometheus's `basic_auth` on /metrics, from `--web-config-file`'s accounts.
+    let basic = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(basic_credentials);
+    let scraper = match (path.as_str(), state.auth.scrapers(), basic) {
+        ("/metrics", Some(scrapers), Some((user, password))) => {
+            match scrape_login(scrapers, user.clone(), password, &state, site.client).await {
+                Ok(identity) => Some(identity),
+                Err(refused) => {
+                    let detail = format!("user '{}': {refused}", user.chars().take(64).collect::<String>());
+                    state.audit.record_denied("unknown", &client, Action::MetricsScrape, "/metrics", &detail);
+                    let mut response = refused_response(&refused, "wrong user or password for /metrics");
+                    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(BASIC_REALM));
+                    return response;
+                }
+            }
+        }
+        _ => None,
+    };
     // A trusted auth proxy's user, unless a script sends its own token through it.
     let proxied = match (bearer, state.auth.proxy()) {
         (None, Some(proxy)) => match proxy.identify(site.via_trusted_proxy, &peer.ip().to_string(), headers) {
@@ -142,10 +160,11 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
             detail: &detail,
         });
     }
-    let identified = match (proxied, bearer) {
-        (Some(user), _) => Ok((user.identity, None)),
+    let identified = match (scraper, proxied, bearer) {
+        (Some(scraper), _, _) => Ok((scraper, None)),
+        (None, Some(user), _) => Ok((user.identity, None)),
         // A wrong Bearer token counts against the address, like a wrong login; a right one always works.
-        (None, Some(token)) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
+        (None, None, Some(token)) if state.auth.enabled() => match state.auth.check_token_from(token, site.client) {
             Ok(identity) => Ok((identity, Some(state.auth.bearer(token)))),
             Err(refused) => {
                 // Aggregated per client and minute, like denied logins.
@@ -153,7 +172,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
                 return refused_response(&refused, "invalid token; check the Authorization: Bearer header");
             }
         },
-        (None, _) => state.auth.identify(bearer, session.as_deref()),
+        (None, None, _) => state.auth.identify(bearer, session.as_deref()),
     };
 
     let allowed = match (&identified, path.as_str()) {
@@ -165,11 +184,21 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         (Err(_), _) => false,
     };
     if !allowed {
+        let scrapers = state.auth.scrapers().is_some();
         let message = match identified {
             Err(e) => e.to_string(),
+            Ok(_) if scrapers => {
+                "/metrics needs credentials here: a user of --web-config-file by basic auth (Prometheus's \
+                 `basic_auth`), or Authorization: Bearer <token>"
+                    .to_owned()
+            }
             Ok(_) => "/metrics needs a token here: send Authorization: Bearer <token>".to_owned(),
         };
-        return ApiError { status: StatusCode::UNAUTHORIZED, message }.into_response();
+        let mut response = ApiError { status: StatusCode::UNAUTHORIZED, message }.into_response();
+        if scrapers && path == "/metrics" {
+            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(BASIC_REALM));
+        }
+        return response;
     }
     if let Ok((identity, session)) = identified {
         request.extensions_mut().insert(Caller { identity, client, session, by_proxy });
@@ -185,6 +214,28 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
 
 /// Under `--tls-cert`: browsers keep to https for a year (a proxy that terminates TLS sets its own).
 const HSTS: &str = "max-age=31536000";
+
+/// What a scraper without good credentials is told to send.
+const BASIC_REALM: &str = "Basic realm=\"gpudash /metrics\", charset=\"UTF-8\"";
+
+/// Checks a scraper's basic-auth credentials: remembered ones at once, others by bcrypt off the runtime's
+/// workers, and only while `from` is not throttled (bcrypt's work is the thing a flood would buy).
+async fn scrape_login(
+    scrapers: &std::sync::Arc<crate::auth::ScrapeUsers>,
+    user: String,
+    password: String,
+    state: &AppState,
+    from: std::net::IpAddr,
+) -> Result<Identity, Refused> {
+    let who = |user: String| Identity { user, role: Role::Viewer, anonymous: false };
+    if scrapers.remembered(&user, &password) {
+        return Ok(who(user));
+    }
+    state.auth.may_check_secret(from)?;
+    let scrapers = scrapers.clone();
+    let checked = tokio::task::spawn_blocking(move || scrapers.verify(&user, &password).then_some(user)).await;
+    checked.ok().flatten().map(who).ok_or(Refused::Invalid)
+}
 
 fn refused_response(refused: &Refused, invalid: &str) -> Response {
     match refused {
