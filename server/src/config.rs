@@ -37,6 +37,8 @@ pub struct Config {
     pub auth_file: Option<PathBuf>,
     /// `--web-config-file`: the scrapers' accounts for `/metrics`.
     pub web_config_file: Option<PathBuf>,
+    /// `--metrics-client-ca`: the CAs of scrapers' client certificates.
+    pub metrics_client_ca: Option<PathBuf>,
     pub allow_anonymous: bool,
     /// `--allow-signals`.
     pub allow_signals: bool,

@@ -131,6 +131,9 @@ pub struct Options {
     pub proxy: Option<auth::ProxyConfig>,
     /// `--web-config-file`'s accounts: `/metrics` takes them by basic auth, and needs them or a token.
     pub scrapers: Option<Arc<auth::ScrapeUsers>>,
+    /// `--metrics-client-ca` (with `tls`): scrapers' client certificates are verified against it, and
+    /// `/metrics` needs one, an account or a token.
+    pub metrics_client_ca: Option<std::path::PathBuf>,
     /// Where processes' containers, pods and Slurm jobs are read, and the owner label.
     pub identity: telemetry::identity::IdentityConfig,
 }
@@ -161,6 +164,7 @@ impl Options {
             read_only: false,
             proxy: None,
             scrapers: None,
+            metrics_client_ca: None,
             identity: telemetry::identity::IdentityConfig::default(),
         }
     }
@@ -185,7 +189,12 @@ pub async fn start_with(
         host.hostname.clone_from(name);
     }
     host.history = options.store.is_some();
-    let auth = Arc::new(auth::Auth::new(options.auth).with_proxy(options.proxy).with_scrapers(options.scrapers));
+    let auth = Arc::new(
+        auth::Auth::new(options.auth)
+            .with_proxy(options.proxy)
+            .with_scrapers(options.scrapers)
+            .with_client_certificates(options.tls.is_some() && options.metrics_client_ca.is_some()),
+    );
     // The GPUs' topology, read once (NVML blocks): off the runtime's workers.
     let (source, topology) = tokio::task::spawn_blocking(move || {
         let topology = source.topology();
@@ -214,7 +223,9 @@ pub async fn start_with(
         Arc::new(lab::Lab::start(setup.await.map_err(std::io::Error::other)?))
     };
     let tls = match &options.tls {
-        Some((cert, key)) => Some(web::tls::acceptor(cert, key).map_err(std::io::Error::other)?),
+        Some((cert, key)) => Some(
+            web::tls::acceptor_with(cert, key, options.metrics_client_ca.as_deref()).map_err(std::io::Error::other)?,
+        ),
         None => None,
     };
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -432,6 +443,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         read_only: config.read_only,
         proxy: config.proxy.clone(),
         scrapers,
+        metrics_client_ca: config.metrics_client_ca.clone(),
         identity: telemetry::identity::IdentityConfig::from_args(&config.identity),
     };
     let running = start_with(listener, source, options).await.context("cannot start the sampler")?;

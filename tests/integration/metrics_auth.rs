@@ -2,6 +2,7 @@
 //! Prometheus: the right password is scraped, a wrong one and none are refused (401, audited), and a
 //! token still works for scripts.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 use crate::fleet::launch_prometheus;
 use crate::security::{ADMIN, VIEWER};
-use crate::support::{Said, TestServer, eventually_every};
+use crate::support::{Said, TestServer, TlsFiles, eventually_every};
 
 /// One scrape job of the Prometheus config, with `basic_auth` when `password` is given.
 fn job(name: &str, target: &str, password: Option<&str>) -> String {
@@ -95,6 +96,91 @@ async fn prometheus_scrapes_with_basic_auth_and_wrong_passwords_are_refused_and_
         .filter_map(|e| e["detail"].as_str())
         .collect();
     assert!(denied.iter().any(|d| d.contains("user 'prometheus'")), "{log}");
+    drop(prometheus);
+    server.stop().await;
+}
+
+/// A scrape job over https presenting the client certificate `cert` (and its `key`), if any.
+fn tls_job(name: &str, target: &str, ca: &Path, client: Option<(&Path, &Path)>) -> String {
+    let identity = client.map_or_else(String::new, |(cert, key)| {
+        format!("      cert_file: {}\n      key_file: {}\n", cert.display(), key.display())
+    });
+    format!(
+        "  - job_name: {name}\n    scheme: https\n    tls_config:\n      ca_file: {}\n{identity}    static_configs:\n      \
+         - targets: ['{target}']\n",
+        ca.display()
+    )
+}
+
+#[tokio::test]
+async fn prometheus_scrapes_with_a_client_certificate_and_others_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let tls = TlsFiles::generate_for(&["127.0.0.1"], dir.path());
+    let elsewhere = tempfile::tempdir().unwrap();
+    let stranger = TlsFiles::generate_for(&["127.0.0.1"], elsewhere.path());
+    let options = gpudash::Options {
+        auth: AuthConfig::load(None, Some(&format!("vera:viewer:{VIEWER},ada:admin:{ADMIN}"))).unwrap(),
+        tls: Some((tls.cert.clone(), tls.key.clone())),
+        metrics_client_ca: Some(tls.ca.clone()),
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let target = server.running.addr().to_string();
+    let metrics = format!("https://{target}/metrics");
+    let ca = reqwest::Certificate::from_pem(&std::fs::read(&tls.ca).unwrap()).unwrap();
+    let pem = |files: &TlsFiles| {
+        [std::fs::read(&files.client_cert).unwrap(), std::fs::read(&files.client_key).unwrap()].concat()
+    };
+    let client = |identity: Option<Vec<u8>>| {
+        let builder = reqwest::Client::builder().use_rustls_tls().add_root_certificate(ca.clone());
+        let builder = match identity {
+            Some(pem) => builder.identity(reqwest::Identity::from_pem(&pem).unwrap()),
+            None => builder,
+        };
+        builder.build().unwrap()
+    };
+
+    // The page is served to a browser without a certificate; /metrics is not.
+    assert_eq!(client(None).get(format!("https://{target}/")).send().await.unwrap().status(), StatusCode::OK);
+    let bare = client(None).get(&metrics).send().await.unwrap();
+    assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    let body: Value = bare.json().await.unwrap();
+    assert!(body["error"].as_str().unwrap().contains("--metrics-client-ca"), "{body}");
+    let certified = client(Some(pem(&tls))).get(&metrics).send().await.unwrap();
+    assert_eq!(certified.status(), StatusCode::OK);
+    assert!(certified.text().await.unwrap().contains("DCGM_FI_DEV_GPU_TEMP"));
+    assert!(
+        client(Some(pem(&stranger))).get(&metrics).send().await.is_err(),
+        "another CA's certificate fails the handshake"
+    );
+
+    let config = format!(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n{}{}{}",
+        tls_job("certified", &target, &tls.ca, Some((&tls.client_cert, &tls.client_key))),
+        tls_job("stranger", &target, &tls.ca, Some((&stranger.client_cert, &stranger.client_key))),
+        tls_job("bare", &target, &tls.ca, None),
+    );
+    let (prometheus, base) = launch_prometheus(dir.path(), &config, None).await;
+    let (_, stranger_job, bare_job) =
+        eventually_every(30, Duration::from_millis(250), "all three jobs scraped", || async {
+            let answer: Value = reqwest::get(format!("{base}/api/v1/targets")).await.unwrap().json().await.unwrap();
+            let active = answer["data"]["activeTargets"].as_array().cloned().unwrap_or_default();
+            let health = |job: &str| {
+                active.iter().find(|t| t["labels"]["job"] == job).map(|t| {
+                    (
+                        t["health"].as_str().unwrap_or_default().to_owned(),
+                        t["lastError"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+            };
+            match (health("certified"), health("stranger"), health("bare")) {
+                (Some(a), Some(b), Some(c)) if a.0 == "up" && b.0 == "down" && c.0 == "down" => Ok((a, b, c)),
+                other => Err(Said(format!("{other:?}; Prometheus's log:\n{}", prometheus.log_tail()))),
+            }
+        })
+        .await;
+    assert!(bare_job.1.contains("401"), "{bare_job:?}");
+    assert!(!stranger_job.1.contains("401"), "refused in the handshake, before HTTP: {stranger_job:?}");
     drop(prometheus);
     server.stop().await;
 }

@@ -220,6 +220,9 @@ pub struct TlsFiles {
     pub ca: PathBuf,
     pub cert: PathBuf,
     pub key: PathBuf,
+    /// A client certificate (and its key) the same CA signed, for mutual TLS.
+    pub client_cert: PathBuf,
+    pub client_key: PathBuf,
 }
 
 impl TlsFiles {
@@ -235,7 +238,19 @@ impl TlsFiles {
             .expect("params")
             .signed_by(&key, &ca)
             .expect("certificate");
-        let files = Self { ca: dir.join("ca.pem"), cert: dir.join("cert.pem"), key: dir.join("key.pem") };
+        let client_key = rcgen::KeyPair::generate().expect("client key");
+        let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("client params");
+        client_params.distinguished_name.push(rcgen::DnType::CommonName, "prometheus");
+        let client = client_params.signed_by(&client_key, &ca).expect("client certificate");
+        let files = Self {
+            ca: dir.join("ca.pem"),
+            cert: dir.join("cert.pem"),
+            key: dir.join("key.pem"),
+            client_cert: dir.join("client.pem"),
+            client_key: dir.join("client-key.pem"),
+        };
+        std::fs::write(&files.client_cert, client.pem()).expect("write client.pem");
+        std::fs::write(&files.client_key, client_key.serialize_pem()).expect("write client-key.pem");
         std::fs::write(&files.ca, ca.pem()).expect("write ca.pem");
         std::fs::write(&files.cert, cert.pem()).expect("write cert.pem");
         std::fs::write(&files.key, key.serialize_pem()).expect("write key.pem");

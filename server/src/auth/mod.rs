@@ -145,6 +145,8 @@ pub struct Auth {
     proxy: Option<ProxyAuth>,
     /// `--web-config-file`: the scrapers' accounts; `/metrics` then needs them (or a token).
     scrapers: Option<std::sync::Arc<ScrapeUsers>>,
+    /// `--metrics-client-ca`: scrapers present a client certificate; `/metrics` then needs one (or credentials).
+    client_certificates: bool,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
     sessions: Mutex<Sessions>,
     /// Wrong tokens per address.
@@ -182,6 +184,7 @@ impl Auth {
             tokens: RwLock::new(tokens),
             proxy: None,
             scrapers: None,
+            client_certificates: false,
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
             failures: KeyedLimiter::new(FAILURES_ALLOWED, FAILURES_PER, FAILURES_TRACKED, &clock),
             clock,
@@ -206,6 +209,19 @@ impl Auth {
     pub fn with_scrapers(mut self, scrapers: Option<std::sync::Arc<ScrapeUsers>>) -> Self {
         self.scrapers = scrapers;
         self
+    }
+
+    /// `/metrics` lets in a connection whose client certificate `--metrics-client-ca` verified, and is then
+    /// closed to anyone without one (or an account or a token), whatever the auth file's `metrics` says.
+    #[must_use]
+    pub fn with_client_certificates(mut self, on: bool) -> Self {
+        self.client_certificates = on;
+        self
+    }
+
+    /// `--metrics-client-ca` is on.
+    pub fn client_certificates(&self) -> bool {
+        self.client_certificates
     }
 
     /// The scrapers' accounts, where `--web-config-file` gives them.
@@ -233,9 +249,10 @@ impl Auth {
         self.enabled
     }
 
-    /// `/metrics` is open to scrapers without a token (never with `--web-config-file`'s accounts).
+    /// `/metrics` is open to scrapers without a token (never with `--web-config-file`'s accounts or
+    /// `--metrics-client-ca`).
     pub fn open_metrics(&self) -> bool {
-        self.config.open_metrics && self.scrapers.is_none()
+        self.config.open_metrics && self.scrapers.is_none() && !self.client_certificates
     }
 
     /// The role an anonymous caller gets: everything when no tokens are configured

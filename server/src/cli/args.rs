@@ -81,6 +81,12 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
+    /// Scrapers of /metrics may present a client certificate signed by a CA in this PEM file (mutual TLS, as
+    /// Prometheus's `tls_config` `cert_file`/`key_file` send it); /metrics then needs one, an account of
+    /// --web-config-file or a token. Browsers are not asked for one. Needs --tls-cert.
+    #[arg(long, env = "GPUDASH_METRICS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
+    pub metrics_client_ca: Option<PathBuf>,
+
     /// Serve on a non-loopback address without any token (everyone may do everything; the page warns).
     #[arg(long, env = "GPUDASH_ALLOW_ANONYMOUS")]
     pub allow_anonymous: bool,
@@ -220,6 +226,7 @@ impl From<Cli> for Config {
             lab_worker: None,
             auth_file: cli.auth_file,
             web_config_file: cli.web_config_file,
+            metrics_client_ca: cli.metrics_client_ca,
             allow_anonymous: cli.allow_anonymous,
             allow_signals: cli.allow_signals,
             read_only: cli.read_only,

@@ -119,7 +119,12 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
     let session = session_cookie(headers, site.secure);
     // Prometheus's `basic_auth` on /metrics, from `--web-config-file`'s accounts.
     let basic = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(basic_credentials);
+    let certified = request.extensions().get::<super::tls::VerifiedClient>().is_some();
     let scraper = match (path.as_str(), state.auth.scrapers(), basic) {
+        // A scraper's client certificate, verified in the handshake against --metrics-client-ca.
+        ("/metrics", _, _) if certified => {
+            Some(Identity { user: CERTIFIED_SCRAPER.to_owned(), role: Role::Viewer, anonymous: false })
+        }
         ("/metrics", Some(scrapers), Some((user, password))) => {
             match scrape_login(scrapers, user.clone(), password, &state, site.client).await {
                 Ok(identity) => Some(identity),
@@ -187,9 +192,10 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         let scrapers = state.auth.scrapers().is_some();
         let message = match identified {
             Err(e) => e.to_string(),
-            Ok(_) if scrapers => {
+            Ok(_) if scrapers || state.auth.client_certificates() => {
                 "/metrics needs credentials here: a user of --web-config-file by basic auth (Prometheus's \
-                 `basic_auth`), or Authorization: Bearer <token>"
+                 `basic_auth`), a client certificate of --metrics-client-ca (over https), or Authorization: \
+                 Bearer <token>"
                     .to_owned()
             }
             Ok(_) => "/metrics needs a token here: send Authorization: Bearer <token>".to_owned(),
@@ -214,6 +220,9 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
 
 /// Under `--tls-cert`: browsers keep to https for a year (a proxy that terminates TLS sets its own).
 const HSTS: &str = "max-age=31536000";
+
+/// Who a scraper with a verified client certificate is, in the audit log.
+const CERTIFIED_SCRAPER: &str = "client-certificate";
 
 /// What a scraper without good credentials is told to send.
 const BASIC_REALM: &str = "Basic realm=\"gpudash /metrics\", charset=\"UTF-8\"";

@@ -187,7 +187,7 @@ pub async fn serve(
         }
         let shared = shared.clone();
         match &tls {
-            None => connections.spawn(serve_connection(tcp, slot, owner, shared)),
+            None => connections.spawn(serve_connection(tcp, slot, owner, false, shared)),
             Some(acceptor) => {
                 let acceptor = acceptor.clone();
                 connections.spawn(async move {
@@ -198,7 +198,8 @@ pub async fn serve(
                         _ = stop.wait_for(|stopping| *stopping) => None,
                     };
                     if let Some(stream) = stream {
-                        serve_connection(stream, slot, owner, shared).await;
+                        let certified = tls::verified_client(&stream);
+                        serve_connection(stream, slot, owner, certified, shared).await;
                     }
                 })
             }
@@ -222,8 +223,9 @@ struct Shared {
 }
 
 /// Serves HTTP/1.1 (and upgrades to WebSockets) on `io` until the client leaves, the
-/// registry closes it to make room, or the server stops.
-async fn serve_connection<I>(io: I, slot: Slot, owner: ConnectionOwner, shared: Arc<Shared>)
+/// registry closes it to make room, or the server stops. `certified`: the client presented a
+/// certificate `--metrics-client-ca` verified.
+async fn serve_connection<I>(io: I, slot: Slot, owner: ConnectionOwner, certified: bool, shared: Arc<Shared>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -234,6 +236,9 @@ where
     let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
         request.extensions_mut().insert(ConnectInfo(PeerAddr(peer)));
         request.extensions_mut().insert(owner.clone());
+        if certified {
+            request.extensions_mut().insert(tls::VerifiedClient);
+        }
         let with_body = !request.body().is_end_stream();
         let busy = Arc::new(Busy::start(registry.clone(), id, with_body));
         let late = Arc::new(AtomicBool::new(false));

@@ -21,6 +21,11 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub SocketAddr);
 
+/// In a request's extensions when its connection presented a client certificate that
+/// `--metrics-client-ca` verified: a scraper, let into `/metrics` (and nowhere else) by it.
+#[derive(Debug, Clone, Copy)]
+pub struct VerifiedClient;
+
 /// Why TLS cannot be set up from the given files; the message names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
@@ -36,10 +41,20 @@ pub enum TlsError {
     Setup(rustls::Error),
     #[error("the TLS certificate and key do not fit together: {0}")]
     Mismatch(rustls::Error),
+    #[error("cannot read the scrapers' CA '{}' (--metrics-client-ca): {reason}", .path.display())]
+    ReadClientCa { path: PathBuf, reason: PemError },
+    #[error("the scrapers' CA '{}' (--metrics-client-ca) holds no usable CA certificate: {reason}", .path.display())]
+    ClientCa { path: PathBuf, reason: String },
 }
 
 /// Reads the certificate chain and private key, saying which file is wrong and why.
 pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
+    acceptor_with(cert, key, None)
+}
+
+/// [`acceptor`], asking clients for a certificate that `client_ca` (PEM, `--metrics-client-ca`) signed:
+/// optional (browsers present none), and a connection that presents one is refused unless it verifies.
+pub fn acceptor_with(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<TlsAcceptor, TlsError> {
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
         .map_err(|reason| TlsError::ReadCertificate { path: cert.to_owned(), reason })?
         .collect::<Result<_, _>>()
@@ -49,15 +64,40 @@ pub fn acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor, TlsError> {
     }
     let key = PrivateKeyDer::from_pem_file(key).map_err(|reason| TlsError::ReadKey { path: key.to_owned(), reason })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(TlsError::Setup)?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(TlsError::Mismatch)?;
+        .map_err(TlsError::Setup)?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+    };
+    let config = builder.with_single_cert(certs, key).map_err(TlsError::Mismatch)?;
     let mut config = config;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Verifies the certificates clients present against the CAs in `path`; presenting none is allowed.
+fn client_verifier(
+    path: &Path,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path)
+        .map_err(|reason| TlsError::ReadClientCa { path: path.to_owned(), reason })?
+    {
+        let cert = cert.map_err(|reason| TlsError::ReadClientCa { path: path.to_owned(), reason })?;
+        roots.add(cert).map_err(|e| TlsError::ClientCa { path: path.to_owned(), reason: e.to_string() })?;
+    }
+    rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| TlsError::ClientCa { path: path.to_owned(), reason: e.to_string() })
+}
+
+/// A client certificate was presented (and so verified: the handshake refuses one that is not).
+pub fn verified_client(stream: &TlsStream<TcpStream>) -> bool {
+    stream.get_ref().1.peer_certificates().is_some_and(|certs| !certs.is_empty())
 }
 
 /// The TLS stream once the handshake is done; `None` (logged) if it failed or took too long.
