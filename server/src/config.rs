@@ -44,8 +44,11 @@ pub struct Config {
     pub allow_signals: bool,
     /// `--read-only`.
     pub read_only: bool,
-    /// `--auth-proxy-header` and the group rule: a trusted auth proxy signs people in.
+    /// `--auth-proxy-header` and the group rule: a trusted auth proxy signs people in (its `user_map` is
+    /// read from `user_map` at start).
     pub proxy: Option<crate::auth::ProxyConfig>,
+    /// `--user-map`: sign-in names to owner names.
+    pub user_map: Option<PathBuf>,
     /// Overrides the OS host name (`--hostname`).
     pub hostname: Option<String>,
     /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.

@@ -131,6 +131,8 @@ pub struct Options {
     pub proxy: Option<auth::ProxyConfig>,
     /// `--web-config-file`'s accounts: `/metrics` takes them by basic auth, and needs them or a token.
     pub scrapers: Option<Arc<auth::ScrapeUsers>>,
+    /// Where they came from, re-read on SIGHUP; `None` keeps them as they are.
+    pub web_config_file: Option<std::path::PathBuf>,
     /// `--metrics-client-ca` (with `tls`): scrapers' client certificates are verified against it, and
     /// `/metrics` needs one, an account or a token.
     pub metrics_client_ca: Option<std::path::PathBuf>,
@@ -164,6 +166,7 @@ impl Options {
             read_only: false,
             proxy: None,
             scrapers: None,
+            web_config_file: None,
             metrics_client_ca: None,
             identity: telemetry::identity::IdentityConfig::default(),
         }
@@ -243,6 +246,7 @@ pub async fn start_with(
         alerts_file: options.alerts_file,
         auth: auth.clone(),
         auth_file: options.auth_file,
+        web_config_file: options.web_config_file,
         audit: audit.clone(),
     };
     reload::on_sighup(reloadable, shutdown_rx.clone())?;
@@ -367,6 +371,12 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         );
     }
     let signs_in = !auth.tokens.is_empty() || config.proxy.is_some();
+    // A bad user map stops start-up.
+    let mut proxy = config.proxy.clone();
+    if let (Some(proxy), Some(path)) = (proxy.as_mut(), &config.user_map) {
+        proxy.user_map = auth::names::UserMap::load(path)?;
+        tracing::info!("{} sign-in name(s) mapped to owner names by {}", proxy.user_map.len(), path.display());
+    }
     // A bad web config file stops start-up too.
     let scrapers = match &config.web_config_file {
         Some(path) => {
@@ -441,8 +451,9 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         idle: config.idle,
         allow_signals: config.allow_signals,
         read_only: config.read_only,
-        proxy: config.proxy.clone(),
+        proxy,
         scrapers,
+        web_config_file: config.web_config_file.clone(),
         metrics_client_ca: config.metrics_client_ca.clone(),
         identity: telemetry::identity::IdentityConfig::from_args(&config.identity),
     };

@@ -18,6 +18,8 @@ pub struct Reloadable {
     pub auth: Arc<auth::Auth>,
     /// `--auth-file`; `None` keeps the tokens as they are.
     pub auth_file: Option<PathBuf>,
+    /// `--web-config-file`; `None` keeps `/metrics` as it is.
+    pub web_config_file: Option<PathBuf>,
     pub audit: Audit,
 }
 
@@ -30,8 +32,8 @@ pub fn on_sighup(reloadable: Reloadable, mut shutdown: watch::Receiver<bool>) ->
         loop {
             tokio::select! {
                 Some(()) = hangups.recv() => {
-                    if reloadable.alerts_file.is_none() && reloadable.auth_file.is_none() {
-                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file, no --auth-file)");
+                    if reloadable.alerts_file.is_none() && reloadable.auth_file.is_none() && reloadable.web_config_file.is_none() {
+                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file, --auth-file or --web-config-file)");
                         continue;
                     }
                     let reloadable = reloadable.clone();
@@ -53,6 +55,37 @@ impl Reloadable {
         if let Some(path) = &self.auth_file {
             self.reload_tokens(path);
         }
+        if let Some(path) = &self.web_config_file {
+            self.reload_scrapers(path);
+        }
+    }
+
+    /// The web config file's accounts put in force, or the file refused and the accounts in force kept.
+    fn reload_scrapers(&self, path: &std::path::Path) {
+        let target = path.display().to_string();
+        let reloaded = auth::ScrapeUsers::load(path).map_err(|e| e.to_string()).and_then(|users| {
+            let count = users.len();
+            self.auth.reload_scrapers(users).map(|()| count).map_err(|e| e.to_string())
+        });
+        let (outcome, detail) = match reloaded {
+            Ok(count) => {
+                tracing::info!("web config file {target} reloaded: {count} scraper account(s)");
+                (Outcome::Ok, format!("{count} scraper account(s) for /metrics"))
+            }
+            Err(refused) => {
+                tracing::error!("{refused}; the scraper accounts already in force stay");
+                (Outcome::Failed, refused)
+            }
+        };
+        let event = Event {
+            user: "gpudash",
+            client: "SIGHUP",
+            action: Action::AuthReload,
+            target: &target,
+            outcome,
+            detail: &detail,
+        };
+        self.audit.record(&event);
     }
 
     /// The auth file's tokens (with `GPUDASH_TOKENS`, which the process was started with) put in

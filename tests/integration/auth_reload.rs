@@ -148,3 +148,53 @@ async fn a_token_added_with_the_cli_works_after_sighup_and_a_removed_one_stops()
     assert_eq!(entries[2], ("ok", "added ana"), "{audit}");
     drop(server);
 }
+
+#[tokio::test]
+async fn the_web_config_files_accounts_change_on_sighup_and_a_bad_file_keeps_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let web = dir.path().join("web.yml");
+    let write = |password: &str| {
+        let hash = bcrypt::hash(password, 4).unwrap();
+        std::fs::write(&web, format!("basic_auth_users:\n  prometheus: '{hash}'\n")).unwrap();
+    };
+    write("first-password");
+    let mut child = Command::new(gpudash_binary())
+        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", "127.0.0.1:0"])
+        .arg("--web-config-file")
+        .arg(&web)
+        .env_remove("GPUDASH_TOKENS")
+        .env("GPUDASH_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gpudash starts");
+    let stderr = child.stderr.take().expect("piped");
+    let server = Server(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let url = logged(&rx, "serving on ", 30).split("serving on ").nth(1).expect("an address").trim().to_owned();
+    let scrape = |password: &'static str| {
+        let url = format!("{url}/metrics");
+        async move {
+            reqwest::Client::new().get(url).basic_auth("prometheus", Some(password)).send().await.unwrap().status()
+        }
+    };
+    assert_eq!(scrape("first-password").await, StatusCode::OK);
+    assert_eq!(scrape("second-password").await, StatusCode::UNAUTHORIZED);
+
+    write("second-password");
+    hangup(&server);
+    logged(&rx, "reloaded: 1 scraper account(s)", 10);
+    assert_eq!(scrape("second-password").await, StatusCode::OK);
+    assert_eq!(scrape("first-password").await, StatusCode::UNAUTHORIZED, "the old password stops working");
+
+    std::fs::write(&web, "basic_auth_users:\n  prometheus: plain-text\n").unwrap();
+    hangup(&server);
+    let refused = logged(&rx, "the scraper accounts already in force stay", 10);
+    assert!(refused.contains("not a bcrypt hash"), "{refused}");
+    assert_eq!(scrape("second-password").await, StatusCode::OK, "a bad file changes nothing");
+}

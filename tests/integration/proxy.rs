@@ -235,6 +235,7 @@ async fn the_team_pages_auth_proxy_signs_people_in_by_their_groups() {
                 others: Some(shared::auth::Role::Viewer),
             },
             sign_out: Some("/oauth2/sign_out".into()),
+            user_map: gpudash::auth::names::UserMap::default(),
         });
     })
     .await;

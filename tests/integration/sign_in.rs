@@ -116,6 +116,7 @@ async fn proxied_server(others: Option<Role>) -> TestServer {
             groups_header: "X-Forwarded-Groups".parse().unwrap(),
             roles: GroupRoles { admin: vec!["gpu-admins".into()], operator: vec!["gpu-users".into()], others },
             sign_out: Some("/oauth2/sign_out".into()),
+            user_map: gpudash::auth::names::UserMap::default(),
         }),
         site: gpudash::web::site::Site {
             trusted_proxies: vec![parse_trusted_proxy("127.0.0.1").unwrap()],

@@ -4,6 +4,7 @@
 
 mod append;
 pub mod groups;
+pub mod names;
 pub mod proxy;
 mod reload;
 mod tokens;
@@ -144,7 +145,7 @@ pub struct Auth {
     /// `--auth-proxy-header`: a trusted proxy names the signed-in user.
     proxy: Option<ProxyAuth>,
     /// `--web-config-file`: the scrapers' accounts; `/metrics` then needs them (or a token).
-    scrapers: Option<std::sync::Arc<ScrapeUsers>>,
+    scrapers: RwLock<Option<std::sync::Arc<ScrapeUsers>>>,
     /// `--metrics-client-ca`: scrapers present a client certificate; `/metrics` then needs one (or credentials).
     client_certificates: bool,
     /// Keyed by the SHA-256 of the session id, so memory never holds a usable cookie.
@@ -183,7 +184,7 @@ impl Auth {
             enabled: !tokens.is_empty(),
             tokens: RwLock::new(tokens),
             proxy: None,
-            scrapers: None,
+            scrapers: RwLock::new(None),
             client_certificates: false,
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
             failures: KeyedLimiter::new(FAILURES_ALLOWED, FAILURES_PER, FAILURES_TRACKED, &clock),
@@ -206,9 +207,20 @@ impl Auth {
     /// `/metrics` takes Prometheus's `basic_auth` from these accounts (`--web-config-file`), and is then
     /// closed to anyone without them or a token, whatever the auth file's `metrics` says.
     #[must_use]
-    pub fn with_scrapers(mut self, scrapers: Option<std::sync::Arc<ScrapeUsers>>) -> Self {
-        self.scrapers = scrapers;
+    pub fn with_scrapers(self, scrapers: Option<std::sync::Arc<ScrapeUsers>>) -> Self {
+        *base::sync::write(&self.scrapers) = scrapers;
         self
+    }
+
+    /// Puts the accounts of a re-read `--web-config-file` in force (SIGHUP); a server started without
+    /// the file keeps `/metrics` as it was.
+    pub fn reload_scrapers(&self, scrapers: ScrapeUsers) -> Result<(), ReloadRefused> {
+        let mut current = base::sync::write(&self.scrapers);
+        if current.is_none() {
+            return Err(ReloadRefused::Policy("web config"));
+        }
+        *current = Some(std::sync::Arc::new(scrapers));
+        Ok(())
     }
 
     /// `/metrics` lets in a connection whose client certificate `--metrics-client-ca` verified, and is then
@@ -224,9 +236,9 @@ impl Auth {
         self.client_certificates
     }
 
-    /// The scrapers' accounts, where `--web-config-file` gives them.
-    pub fn scrapers(&self) -> Option<&std::sync::Arc<ScrapeUsers>> {
-        self.scrapers.as_ref()
+    /// The scrapers' accounts in force, where `--web-config-file` gives them.
+    pub fn scrapers(&self) -> Option<std::sync::Arc<ScrapeUsers>> {
+        read(&self.scrapers).clone()
     }
 
     /// A secret that is not remembered as good may be checked for `from` (a scraper's password costs
@@ -252,7 +264,7 @@ impl Auth {
     /// `/metrics` is open to scrapers without a token (never with `--web-config-file`'s accounts or
     /// `--metrics-client-ca`).
     pub fn open_metrics(&self) -> bool {
-        self.config.open_metrics && self.scrapers.is_none() && !self.client_certificates
+        self.config.open_metrics && read(&self.scrapers).is_none() && !self.client_certificates
     }
 
     /// The role an anonymous caller gets: everything when no tokens are configured

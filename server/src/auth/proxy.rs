@@ -12,6 +12,7 @@ use base::clock::Clock;
 use base::sync::lock;
 
 use super::groups::{GroupRoles, split_groups};
+use super::names::UserMap;
 use super::{Identity, valid_user};
 
 /// A signed-in user is written to the audit log when first seen, when their role changes, and again
@@ -30,6 +31,8 @@ pub struct ProxyConfig {
     pub roles: GroupRoles,
     /// Where the page's "Log out" goes (the proxy's sign-out, e.g. `/oauth2/sign_out`); `None`: no button.
     pub sign_out: Option<String>,
+    /// `--user-map`: sign-in names to owner names.
+    pub user_map: UserMap,
 }
 
 /// The default `--auth-proxy-groups-header`.
@@ -127,8 +130,9 @@ impl ProxyAuth {
                 groups: if listed.is_empty() { "none".to_owned() } else { listed.join(", ") },
             });
         };
-        let audit = self.first_sight(user, role);
-        let identity = Identity { user: user.to_owned(), role, anonymous: false };
+        let owner = self.config.user_map.owner(user);
+        let audit = self.first_sight(owner, role);
+        let identity = Identity { user: owner.to_owned(), role, anonymous: false };
         Ok(Some(ProxyUser { identity, groups: groups.iter().take(50).map(|g| (*g).to_owned()).collect(), audit }))
     }
 
@@ -163,6 +167,7 @@ mod tests {
                 groups_header: parse_header_name(DEFAULT_GROUPS_HEADER).unwrap(),
                 roles: GroupRoles { admin: vec!["gpu-admins".into()], operator: vec!["gpu-users".into()], others },
                 sign_out: None,
+                user_map: UserMap::default(),
             },
             clock.clone(),
         )
@@ -196,6 +201,19 @@ mod tests {
         assert_eq!((who.identity.role, who.audit), (Role::Operator, true), "a new role is audited at once");
         let cy = headers(&[("x-forwarded-user", "cy")]);
         assert_eq!(proxy.identify(true, "127.0.0.1", &cy).unwrap().unwrap().identity.role, Role::Viewer);
+    }
+
+    #[test]
+    fn the_user_map_turns_sign_in_names_into_owner_names() {
+        let mut proxy = proxy(Some(Role::Viewer), &Clock::manual());
+        let map = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(map.path(), "[users]\n\"ana@lab.example.org\" = \"ana\"\n").unwrap();
+        proxy.config.user_map = UserMap::load(map.path()).unwrap();
+        let mapped = headers(&[("x-forwarded-user", "ana@lab.example.org"), ("x-forwarded-groups", "gpu-users")]);
+        let who = proxy.identify(true, "127.0.0.1", &mapped).unwrap().unwrap().identity;
+        assert_eq!((who.user.as_str(), who.role), ("ana", Role::Operator));
+        let unmapped = headers(&[("x-forwarded-user", "bo@lab.example.org")]);
+        assert_eq!(proxy.identify(true, "127.0.0.1", &unmapped).unwrap().unwrap().identity.user, "bo@lab.example.org");
     }
 
     #[test]

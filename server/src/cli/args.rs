@@ -131,6 +131,11 @@ pub struct Cli {
           value_parser = crate::auth::proxy::parse_sign_out)]
     pub auth_proxy_sign_out: Option<String>,
 
+    /// Sign-in names mapped to the names owners go by (TOML: a [users] table of "ana@lab.example.org" = "ana"
+    /// lines), so someone the auth proxy names by e-mail is the Unix, Slurm or pod-label owner of their jobs.
+    #[arg(long, env = "GPUDASH_USER_MAP", value_name = "FILE", requires = "auth_proxy_header")]
+    pub user_map: Option<PathBuf>,
+
     /// Members of this group (from the auth proxy's groups header) are admins. Repeatable.
     #[arg(long, env = "GPUDASH_ADMIN_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "auth_proxy_header",
           value_parser = crate::auth::groups::parse_group)]
@@ -239,7 +244,9 @@ impl From<Cli> for Config {
                     others: cli.default_role.0,
                 },
                 sign_out: cli.auth_proxy_sign_out,
+                user_map: crate::auth::names::UserMap::default(),
             }),
+            user_map: cli.user_map,
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,
             fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),

@@ -126,7 +126,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
             Some(Identity { user: CERTIFIED_SCRAPER.to_owned(), role: Role::Viewer, anonymous: false })
         }
         ("/metrics", Some(scrapers), Some((user, password))) => {
-            match scrape_login(scrapers, user.clone(), password, &state, site.client).await {
+            match scrape_login(&scrapers, user.clone(), password, &state, site.client).await {
                 Ok(identity) => Some(identity),
                 Err(refused) => {
                     let detail = format!("user '{}': {refused}", user.chars().take(64).collect::<String>());

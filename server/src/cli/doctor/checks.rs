@@ -28,6 +28,7 @@ pub(super) fn all(config: &Config, check_webhooks: bool) -> std::io::Result<Vec<
     checks.push(runtime.block_on(async { listen(config.listen) }));
     checks.push(tokens(config));
     checks.push(tls(config));
+    checks.push(metrics_access(config));
     let (alerts_file, alerts) = alerts_file(config.alerts_file.as_deref());
     checks.push(alerts_file);
     let webhooks = crate::alerts::deliver::webhooks_for(&alerts.unwrap_or_default(), &config.alert_webhooks);
@@ -261,10 +262,44 @@ pub(super) fn tokens(config: &Config) -> Check {
     }
 }
 
+/// Who may scrape `/metrics`: the web config file and the user map read as the server reads them.
+pub(super) fn metrics_access(config: &Config) -> Check {
+    if let Some(path) = &config.user_map
+        && let Err(e) = crate::auth::names::UserMap::load(path)
+    {
+        return Check::fail(
+            "metrics",
+            format!("{e}: the dashboard would not start"),
+            "correct the user map or drop --user-map",
+        );
+    }
+    let users = match config.web_config_file.as_deref().map(crate::auth::ScrapeUsers::load).transpose() {
+        Ok(users) => users,
+        Err(e) => {
+            return Check::fail(
+                "metrics",
+                format!("{e}: the dashboard would not start"),
+                "correct the web config file (`htpasswd -nBC 10 USER` prints a user and hash), or drop --web-config-file",
+            );
+        }
+    };
+    let mut ways = Vec::new();
+    if let Some(users) = &users {
+        ways.push(format!("basic auth from {} account(s) of the web config file", users.len()));
+    }
+    if config.metrics_client_ca.is_some() {
+        ways.push("client certificates of --metrics-client-ca".to_owned());
+    }
+    if ways.is_empty() {
+        return Check::skip("metrics", "/metrics as the auth file's `metrics` says (open, or a token)");
+    }
+    Check::ok("metrics", format!("/metrics takes {}, or a token", ways.join(" and ")))
+}
+
 /// The TLS certificate and key, read as the server reads them; plain HTTP beyond loopback warns.
 pub(super) fn tls(config: &Config) -> Check {
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
-        return match crate::web::tls::acceptor(cert, key) {
+        return match crate::web::tls::acceptor_with(cert, key, config.metrics_client_ca.as_deref()) {
             Ok(_) => Check::ok("tls", format!("HTTPS with {} and its key {}", cert.display(), key.display())),
             Err(e) => Check::fail(
                 "tls",
@@ -380,6 +415,15 @@ mod tests {
         assert_eq!(behind_proxy.status, Status::Fail, "a public URL needs tokens too: {behind_proxy:?}");
         assert_eq!(tokens(&config(&["--listen", "0.0.0.0:7070", "--allow-anonymous"])).status, Status::Warn);
         assert_eq!(tokens(&config(&[])).status, Status::Ok);
+        let web = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(web.path(), "basic_auth_users:\n  prometheus: not-a-hash\n").unwrap();
+        let check = metrics_access(&config(&["--web-config-file", web.path().to_str().unwrap()]));
+        assert_eq!(check.status, Status::Fail, "{check:?}");
+        assert!(check.summary.contains("not a bcrypt hash"), "{check:?}");
+        std::fs::write(web.path(), format!("basic_auth_users:\n  prometheus: '{}'\n", bcrypt::hash("x", 4).unwrap()))
+            .unwrap();
+        let check = metrics_access(&config(&["--web-config-file", web.path().to_str().unwrap()]));
+        assert_eq!(check.status, Status::Ok, "{check:?}");
         let unbelieved = tokens(&config(&["--listen", "0.0.0.0:7070", "--auth-proxy-header", "X-Forwarded-User"]));
         assert_eq!(unbelieved.status, Status::Fail, "{unbelieved:?}");
         assert!(unbelieved.fix.unwrap().contains("--trusted-proxy"));
