@@ -364,11 +364,11 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     let mut auth = auth;
     auth.session = config.session_lifetime;
     auth.admin_session = config.admin_session_lifetime;
-    if config.proxy.is_some() && config.site.trusted_proxies.is_empty() {
-        anyhow::bail!(
-            "--auth-proxy-header needs --trusted-proxy: name the auth proxy's address (e.g. --trusted-proxy 127.0.0.1), \
-             since its user header is believed from nowhere else"
-        );
+    if config.proxy.is_some()
+        && let Some(refusal) =
+            auth::proxy::unbelievable(&config.site.trusted_proxies, !config.site.proxy_users.uids.is_empty())
+    {
+        anyhow::bail!("{refusal}");
     }
     let signs_in = !auth.tokens.is_empty() || config.proxy.is_some();
     // A bad user map stops start-up.

@@ -235,7 +235,12 @@ fn an_auth_proxy_needs_a_trusted_proxy_and_then_serves_the_lan_without_tokens() 
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--auth-proxy-header needs --trusted-proxy"), "{stderr}");
 
-    let trusted: Vec<&str> = proxied.iter().copied().chain(["--trusted-proxy", "127.0.0.1"]).collect();
+    let loopback: Vec<&str> = proxied.iter().copied().chain(["--trusted-proxy", "127.0.0.1"]).collect();
+    let out = Command::new(BIN).args(&loopback).env_remove("GPUDASH_TOKENS").output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a loopback auth proxy needs its user named");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --trusted-proxy-user"));
+    let me = uzers::get_current_uid().to_string();
+    let trusted: Vec<&str> = loopback.iter().copied().chain(["--trusted-proxy-user", me.as_str()]).collect();
     let (mut child, _) = spawn(&trusted);
     child.kill().unwrap();
     child.wait().unwrap();

@@ -252,9 +252,14 @@ async fn read_only_shows_its_badge_and_offers_no_action_even_to_an_admin() {
         assert_eq!(first_text(&c, "#whoami").await.as_deref(), Some("ada (admin)"));
         assert_eq!(first_text(&c, "#read-only").await.as_deref(), Some("read-only"));
         assert_eq!(count(&c, "#tab-audit").await, 1, "an admin still reads the audit log");
+        eventually(10, "the process rows", || async {
+            (count(&c, "#processes tr.process-row").await >= 1).then_some(())
+        })
+        .await;
         assert_eq!(count(&c, "button.signal-term, button.signal-kill").await, 0, "no signals");
         click(&c, "#tab-lab").await;
         eventually(10, "the Lab's forms", || async { (count(&c, "form.lab-form").await >= 5).then_some(()) }).await;
+        eventually(10, "the Lab's pool panel", || async { (count(&c, "#lab-pool").await == 1).then_some(()) }).await;
         assert_eq!(count(&c, "button.run-button").await, 0, "no Run for an admin either");
         assert_eq!(count(&c, "button.empty-cache").await, 0);
         let hint = first_text(&c, ".role-hint").await.unwrap();

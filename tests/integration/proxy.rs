@@ -227,8 +227,8 @@ async fn the_team_pages_auth_proxy_signs_people_in_by_their_groups() {
         o.site.public = vec![PublicUrl::parse(&public).unwrap()];
         o.site.trusted_proxies = vec![parse_trusted_proxy("127.0.0.1").unwrap()];
         o.proxy = Some(gpudash::auth::ProxyConfig {
-            user_header: "X-Forwarded-User".parse().unwrap(),
-            groups_header: "X-Forwarded-Groups".parse().unwrap(),
+            user_header: gpudash::auth::proxy::parse_header_name("X-Forwarded-User").unwrap(),
+            groups_header: gpudash::auth::proxy::parse_header_name("X-Forwarded-Groups").unwrap(),
             roles: gpudash::auth::GroupRoles {
                 admin: vec!["gpu-admins".into()],
                 operator: vec!["gpu-users".into()],

@@ -61,11 +61,13 @@ async fn read_only_refuses_every_change_to_every_role_and_says_why() {
     let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
     let client = reqwest::Client::new();
 
-    for (method, path, body) in changes() {
-        let (status, answer) = send(request(&client, method, &server.url(path), &body).bearer_auth(ADMIN)).await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
-        let message = answer["error"].as_str().unwrap_or_default();
-        assert!(message.starts_with("this dashboard is read-only (--read-only): "), "{method} {path}: {message}");
+    for token in [OPERATOR, ADMIN] {
+        for (method, path, body) in changes() {
+            let (status, answer) = send(request(&client, method, &server.url(path), &body).bearer_auth(token)).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}: {answer}");
+            let message = answer["error"].as_str().unwrap_or_default();
+            assert!(message.starts_with("this dashboard is read-only (--read-only): "), "{method} {path}: {message}");
+        }
     }
     // Looking still works, the admin's audit log included, and it holds the refusals.
     let (status, devices) = send(client.get(server.url("/api/devices")).bearer_auth(OPERATOR)).await;
@@ -99,6 +101,8 @@ async fn without_read_only_the_same_requests_reach_their_handlers() {
     for (method, path, body) in changes() {
         let (status, answer) = send(request(&client, method, &server.url(path), &body).bearer_auth(ADMIN)).await;
         let message = answer["error"].as_str().unwrap_or_default();
+        // The handler answered: done, or a reason of its own (no run 1, no such process), never a refusal.
+        assert_ne!(status, StatusCode::FORBIDDEN, "{method} {path}: {message}");
         assert!(!message.contains("read-only"), "{method} {path}: {status} {message}");
     }
     let (_, me) = send(client.get(server.url("/api/me")).bearer_auth(ADMIN)).await;
@@ -112,8 +116,8 @@ async fn proxied_server(others: Option<Role>) -> TestServer {
     let options = gpudash::Options {
         auth: AuthConfig::load(None, Some(&format!("omar:operator:{OPERATOR}"))).unwrap(),
         proxy: Some(ProxyConfig {
-            user_header: "X-Forwarded-User".parse().unwrap(),
-            groups_header: "X-Forwarded-Groups".parse().unwrap(),
+            user_header: gpudash::auth::proxy::parse_header_name("X-Forwarded-User").unwrap(),
+            groups_header: gpudash::auth::proxy::parse_header_name("X-Forwarded-Groups").unwrap(),
             roles: GroupRoles { admin: vec!["gpu-admins".into()], operator: vec!["gpu-users".into()], others },
             sign_out: Some("/oauth2/sign_out".into()),
             user_map: gpudash::auth::names::UserMap::default(),
@@ -192,6 +196,10 @@ async fn the_same_headers_from_anyone_but_the_proxy_are_refused_and_audited() {
     assert!(answer["error"].as_str().unwrap().contains("--default-role none refuses everyone else"), "{answer}");
     let (status, answer) = send(as_user(proxy.get(server.url("/api/me")), "ana smith", "gpu-admins")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    // Basic credentials name nobody outside /metrics: an anonymous viewer, refused the audit log.
+    let (status, answer) = send(proxy.get(server.url("/api/audit")).basic_auth("ana", Some("x"))).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("an anonymous visitor"), "{answer}");
 
     let (status, log) = send(as_user(proxy.get(server.url("/api/audit")), "ada", "gpu-admins")).await;
     assert_eq!(status, StatusCode::OK, "{log}");

@@ -167,11 +167,15 @@ mod tests {
 
     #[test]
     fn read_only_offers_no_change_to_any_role() {
-        let read_only = |me: Me| Me { read_only: true, signals: false, ..me };
+        // The server also turns `signals` off under --read-only; the page's rule holds even if it did not.
+        let read_only = |me: Me| Me { read_only: true, signals: true, ..me };
         let ada = read_only(me("ada", Role::Admin));
         assert!(!may_change(Some(&ada), Role::Operator) && !may_change(Some(&ada), Role::Admin));
         assert!(ada.has(Role::Admin), "an admin still sees the audit log");
         assert!(!may_cancel(Some(&ada), "olga") && !may_cancel(Some(&read_only(me("omar", Role::Operator))), "omar"));
+        let process = shared::processes::GpuProcess { user: Some("olga".to_owned()), ..shared::testing::process(0, 9) };
+        assert!(!may_signal(Some(&ada), &process));
+        assert!(may_signal(Some(&Me { read_only: false, ..ada }), &process), "the fault this catches");
     }
 
     #[test]

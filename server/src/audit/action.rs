@@ -33,7 +33,7 @@ pub enum Action {
     ReservationCreate,
     /// Ending a reservation before its time.
     ReservationRelease,
-    /// The auth file re-read on SIGHUP: its tokens put in force, or the file refused.
+    /// The auth file (or the web config file) re-read on SIGHUP: its tokens (accounts) put in force, or the file refused.
     AuthReload,
     /// A scrape of `/metrics` with a wrong `--web-config-file` password (aggregated).
     MetricsScrape,
@@ -104,7 +104,7 @@ impl Action {
             Self::ProcessSignal => "signalling a process",
             Self::ReservationCreate => "reserving a GPU",
             Self::ReservationRelease => "releasing a reservation",
-            Self::AuthReload => "reloading the tokens",
+            Self::AuthReload => "reloading the auth or web config file",
             Self::MetricsScrape => "scraping /metrics",
         }
     }
@@ -161,7 +161,7 @@ impl Action {
             Self::ProcessSignal => "signalled a process",
             Self::ReservationCreate => "reserved a GPU",
             Self::ReservationRelease => "released a reservation",
-            Self::AuthReload => "reloaded the tokens",
+            Self::AuthReload => "reloaded the auth or web config file",
             Self::MetricsScrape => "scraped /metrics",
         }
     }

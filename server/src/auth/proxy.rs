@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use axum::http::{HeaderMap, HeaderName};
 use base::clock::Clock;
 use base::sync::lock;
 
@@ -24,10 +23,10 @@ const REMEMBERED: usize = 10_000;
 /// The proxy's headers and the role rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProxyConfig {
-    /// The header naming the signed-in user (e.g. `X-Forwarded-User`).
-    pub user_header: HeaderName,
-    /// The header listing their groups, separated by ',' or '|' (e.g. `X-Forwarded-Groups`).
-    pub groups_header: HeaderName,
+    /// The header naming the signed-in user, lower case (e.g. `x-forwarded-user`).
+    pub user_header: String,
+    /// The header listing their groups, separated by ',' or '|', lower case (e.g. `x-forwarded-groups`).
+    pub groups_header: String,
     pub roles: GroupRoles,
     /// Where the page's "Log out" goes (the proxy's sign-out, e.g. `/oauth2/sign_out`); `None`: no button.
     pub sign_out: Option<String>,
@@ -38,11 +37,24 @@ pub struct ProxyConfig {
 /// The default `--auth-proxy-groups-header`.
 pub const DEFAULT_GROUPS_HEADER: &str = "X-Forwarded-Groups";
 
-/// A header name as `--auth-proxy-header` and `--auth-proxy-groups-header` take it.
-pub fn parse_header_name(value: &str) -> Result<HeaderName, String> {
-    HeaderName::from_bytes(value.trim().as_bytes()).map_err(|_| {
-        format!("'{value}' is not an HTTP header name: give letters, digits and '-' (e.g. X-Forwarded-User)")
-    })
+/// A header name as `--auth-proxy-header` and `--auth-proxy-groups-header` take it (an HTTP token), lower case.
+pub fn parse_header_name(value: &str) -> Result<String, String> {
+    let name = value.trim();
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || name.len() > 128 || !name.chars().all(token) {
+        return Err(format!(
+            "'{value}' is not an HTTP header name: give letters, digits and '-' (e.g. X-Forwarded-User)"
+        ));
+    }
+    Ok(name.to_ascii_lowercase())
+}
+
+/// What a request's proxy headers hold: every value of the user header and of the groups header (a value
+/// that is not text as `"\u{fffd}"`), as the web layer read them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Presented<'a> {
+    pub user: Vec<&'a str>,
+    pub groups: Vec<&'a str>,
 }
 
 /// `--auth-proxy-sign-out`: a path on this site ("/oauth2/sign_out") or an http(s) URL.
@@ -54,6 +66,32 @@ pub fn parse_sign_out(value: &str) -> Result<String, String> {
         Ok(text.to_owned())
     } else {
         Err(format!("'{value}' is not a sign-out address: give a path such as /oauth2/sign_out or an https:// URL"))
+    }
+}
+
+/// Why the proxy's headers could be forged under these settings, if they could: no `--trusted-proxy` at
+/// all, or a loopback one without `--trusted-proxy-user` (any local user could then name themselves root).
+/// Start-up and `gpudash doctor` refuse both.
+/// `trusted`: the `--trusted-proxy` networks; `users_named`: `--trusted-proxy-user` was given.
+pub fn unbelievable(trusted: &[ipnet::IpNet], users_named: bool) -> Option<String> {
+    if trusted.is_empty() {
+        return Some(
+            "--auth-proxy-header needs --trusted-proxy: name the auth proxy's address (e.g. --trusted-proxy 127.0.0.1), \
+             since its user header is believed from nowhere else"
+                .to_owned(),
+        );
+    }
+    let loopback = trusted.iter().find(|net| {
+        net.contains(&std::net::IpAddr::from([127, 0, 0, 1]))
+            || net.contains(&std::net::IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]))
+    });
+    match loopback {
+        Some(net) if !users_named => Some(format!(
+            "--auth-proxy-header with the loopback --trusted-proxy {net} needs --trusted-proxy-user (the user the proxy \
+             runs as, e.g. www-data): otherwise any user of this machine could send the user header from 127.0.0.1 \
+             and name themselves an admin"
+        )),
+        _ => None,
     }
 }
 
@@ -77,6 +115,11 @@ pub enum ProxyRefused {
     Untrusted { header: String, peer: String },
     #[error("the auth proxy named the user '{value}' in {header}: a user name here is 1–64 letters, digits or . _ - @")]
     BadUser { header: String, value: String },
+    #[error(
+        "the request carries {header} more than once: the auth proxy must set it, replacing whatever the browser sent \
+         (nginx: proxy_set_header)"
+    )]
+    Repeated { header: String },
     #[error(
         "'{user}' is in none of the groups that give a role here ({rule}) and --default-role none refuses everyone \
          else; their groups: {groups}"
@@ -105,12 +148,22 @@ impl ProxyAuth {
     /// Who the proxy says sent this request: `Ok(None)` when it names nobody (a script with a token, or a
     /// visitor who came around the proxy without the header), else the user or why they are refused.
     /// `trusted`: the peer is a trusted proxy ([`crate::web::site::Request::via_trusted_proxy`]).
-    pub fn identify(&self, trusted: bool, peer: &str, headers: &HeaderMap) -> Result<Option<ProxyUser>, ProxyRefused> {
+    pub fn identify(
+        &self,
+        trusted: bool,
+        peer: &str,
+        presented: &Presented<'_>,
+    ) -> Result<Option<ProxyUser>, ProxyRefused> {
         let header = &self.config.user_header;
-        let Some(value) = headers.get(header) else { return Ok(None) };
-        let user = value.to_str().unwrap_or("\u{fffd}").trim();
+        let Some(value) = presented.user.first() else { return Ok(None) };
+        for (name, values) in [(header, &presented.user), (&self.config.groups_header, &presented.groups)] {
+            if values.len() > 1 {
+                return Err(ProxyRefused::Repeated { header: name.clone() });
+            }
+        }
+        let user = value.trim();
         if !trusted {
-            return Err(ProxyRefused::Untrusted { header: header.to_string(), peer: peer.to_owned() });
+            return Err(ProxyRefused::Untrusted { header: header.clone(), peer: peer.to_owned() });
         }
         if user.is_empty() {
             // nginx sends an empty header where its auth step set no user: nobody is named.
@@ -118,9 +171,9 @@ impl ProxyAuth {
         }
         if valid_user(user).is_err() {
             let value: String = user.chars().take(80).collect();
-            return Err(ProxyRefused::BadUser { header: header.to_string(), value });
+            return Err(ProxyRefused::BadUser { header: header.clone(), value });
         }
-        let groups_text = headers.get(&self.config.groups_header).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let groups_text = presented.groups.first().copied().unwrap_or("");
         let groups = split_groups(groups_text);
         let Some(role) = self.config.roles.role(&groups) else {
             let listed = &groups[..groups.len().min(20)];
@@ -131,7 +184,7 @@ impl ProxyAuth {
             });
         };
         let owner = self.config.user_map.owner(user);
-        let audit = self.first_sight(owner, role);
+        let audit = self.first_sight(user, role);
         let identity = Identity { user: owner.to_owned(), role, anonymous: false };
         Ok(Some(ProxyUser { identity, groups: groups.iter().take(50).map(|g| (*g).to_owned()).collect(), audit }))
     }
@@ -173,12 +226,10 @@ mod tests {
         )
     }
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.insert(HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
-        }
-        map
+    /// What the web layer reads from a request with these headers.
+    fn headers<'a>(pairs: &[(&str, &'a str)]) -> Presented<'a> {
+        let values = |name: &str| pairs.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect();
+        Presented { user: values("x-forwarded-user"), groups: values("x-forwarded-groups") }
     }
 
     #[test]
@@ -226,8 +277,20 @@ mod tests {
             "the x-forwarded-user header is believed only from a --trusted-proxy, and this request came from \
              127.0.0.2 directly; sign in through the proxy"
         );
-        assert_eq!(proxy.identify(false, "127.0.0.2", &HeaderMap::new()), Ok(None), "no header: tokens decide");
+        assert_eq!(proxy.identify(false, "127.0.0.2", &Presented::default()), Ok(None), "no header: tokens decide");
         assert_eq!(proxy.identify(true, "127.0.0.1", &headers(&[("x-forwarded-user", " ")])), Ok(None));
+    }
+
+    #[test]
+    fn a_header_sent_twice_is_refused_and_loopback_proxies_need_their_user() {
+        let proxy = proxy(Some(Role::Viewer), &Clock::manual());
+        let twice = headers(&[("x-forwarded-user", "cy"), ("x-forwarded-user", "root")]);
+        assert!(matches!(proxy.identify(true, "p", &twice), Err(ProxyRefused::Repeated { .. })));
+        assert!(unbelievable(&[], false).unwrap().contains("needs --trusted-proxy"));
+        let loopback = ["127.0.0.0/8".parse().unwrap()];
+        assert!(unbelievable(&loopback, false).unwrap().contains("needs --trusted-proxy-user"));
+        assert_eq!(unbelievable(&loopback, true), None);
+        assert_eq!(unbelievable(&["10.0.0.5/32".parse().unwrap()], false), None, "another host: told apart by address");
     }
 
     #[test]
@@ -246,6 +309,7 @@ mod tests {
     #[test]
     fn flag_values_are_checked() {
         assert!(parse_header_name("X Forwarded").unwrap_err().contains("not an HTTP header name"));
+        assert_eq!(parse_header_name(" X-Auth-Request-User ").unwrap(), "x-auth-request-user");
         assert_eq!(parse_sign_out("/oauth2/sign_out").unwrap(), "/oauth2/sign_out");
         assert!(parse_sign_out("https://login.example.com/logout").is_ok());
         assert!(parse_sign_out("//evil.example.com").is_err() && parse_sign_out("javascript:alert(1)").is_err());

@@ -118,12 +118,12 @@ pub struct Cli {
     /// in which it names the signed-in user, e.g. X-Forwarded-User. Believed only from a --trusted-proxy
     /// (needed); the same header from anyone else is refused (403, audited). Tokens still work for scripts.
     #[arg(long, env = "GPUDASH_AUTH_PROXY_HEADER", value_name = "HEADER", value_parser = crate::auth::proxy::parse_header_name)]
-    pub auth_proxy_header: Option<axum::http::HeaderName>,
+    pub auth_proxy_header: Option<String>,
 
     /// The header in which the auth proxy lists the user's groups, separated by ',' or '|'.
     #[arg(long, env = "GPUDASH_AUTH_PROXY_GROUPS_HEADER", value_name = "HEADER", requires = "auth_proxy_header",
           default_value = crate::auth::proxy::DEFAULT_GROUPS_HEADER, value_parser = crate::auth::proxy::parse_header_name)]
-    pub auth_proxy_groups_header: axum::http::HeaderName,
+    pub auth_proxy_groups_header: String,
 
     /// Where the page's "Log out" sends someone the auth proxy signed in, e.g. /oauth2/sign_out (a path
     /// here or an http(s) URL); without it the page shows no Log out for them.
@@ -148,7 +148,7 @@ pub struct Cli {
 
     /// The role of someone signed in by the auth proxy who is in no admin or operator group: viewer, or
     /// none to refuse them (403, audited).
-    #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer",
+    #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer", requires = "auth_proxy_header",
           value_parser = crate::auth::groups::parse_default_role)]
     pub default_role: crate::auth::groups::DefaultRole,
 

@@ -16,8 +16,9 @@ use super::local_user::{self, ConnectionOwner};
 use super::tls::PeerAddr;
 use super::{ApiError, AppState, site};
 use crate::audit::{Action, Event, Outcome};
-use crate::auth::web_config::basic_credentials;
 use crate::auth::{Identity, Refused, SessionRef, Unauthorized};
+
+mod vouch;
 
 /// The session cookie over plain HTTP.
 pub const SESSION_COOKIE: &str = "gpudash_session";
@@ -117,54 +118,16 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
         .map(str::trim);
     let session = session_cookie(headers, site.secure);
-    // Prometheus's `basic_auth` on /metrics, from `--web-config-file`'s accounts.
-    let basic = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(basic_credentials);
     let certified = request.extensions().get::<super::tls::VerifiedClient>().is_some();
-    let scraper = match (path.as_str(), state.auth.scrapers(), basic) {
-        // A scraper's client certificate, verified in the handshake against --metrics-client-ca.
-        ("/metrics", _, _) if certified => {
-            Some(Identity { user: CERTIFIED_SCRAPER.to_owned(), role: Role::Viewer, anonymous: false })
-        }
-        ("/metrics", Some(scrapers), Some((user, password))) => {
-            match scrape_login(&scrapers, user.clone(), password, &state, site.client).await {
-                Ok(identity) => Some(identity),
-                Err(refused) => {
-                    let detail = format!("user '{}': {refused}", user.chars().take(64).collect::<String>());
-                    state.audit.record_denied("unknown", &client, Action::MetricsScrape, "/metrics", &detail);
-                    let mut response = refused_response(&refused, "wrong user or password for /metrics");
-                    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(BASIC_REALM));
-                    return response;
-                }
-            }
-        }
-        _ => None,
+    let scraper = match vouch::scraper(&state, &path, headers, certified, site.client).await {
+        Ok(scraper) => scraper,
+        Err(refusal) => return refusal,
     };
-    // A trusted auth proxy's user, unless a script sends its own token through it.
-    let proxied = match (bearer, state.auth.proxy()) {
-        (None, Some(proxy)) => match proxy.identify(site.via_trusted_proxy, &peer.ip().to_string(), headers) {
-            Ok(user) => user,
-            Err(refused) => {
-                let message = refused.to_string();
-                state.audit.record_denied("unknown", &client, Action::Login, "proxy", &message);
-                return ApiError { status: StatusCode::FORBIDDEN, message }.into_response();
-            }
-        },
-        _ => None,
+    let proxied = match vouch::proxied(&state, &site, bearer.is_some(), &peer, headers) {
+        Ok(proxied) => proxied,
+        Err(refusal) => return refusal.into_response(),
     };
     let by_proxy = proxied.is_some();
-    if let Some(user) = proxied.as_ref().filter(|user| user.audit) {
-        let who = &user.identity;
-        let detail = format!("{} through the auth proxy (groups: {})", who.role.name(), user.groups.join(", "));
-        let (user, client) = (who.user.as_str(), client.as_str());
-        state.audit.record(&Event {
-            user,
-            client,
-            action: Action::Login,
-            target: "proxy",
-            outcome: Outcome::Ok,
-            detail: &detail,
-        });
-    }
     let identified = match (scraper, proxied, bearer) {
         (Some(scraper), _, _) => Ok((scraper, None)),
         (None, Some(user), _) => Ok((user.identity, None)),
@@ -202,7 +165,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
         };
         let mut response = ApiError { status: StatusCode::UNAUTHORIZED, message }.into_response();
         if scrapers && path == "/metrics" {
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(BASIC_REALM));
+            vouch::challenge(&mut response);
         }
         return response;
     }
@@ -221,32 +184,7 @@ pub async fn access(State(state): State<AppState>, mut request: Request, next: N
 /// Under `--tls-cert`: browsers keep to https for a year (a proxy that terminates TLS sets its own).
 const HSTS: &str = "max-age=31536000";
 
-/// Who a scraper with a verified client certificate is, in the audit log.
-const CERTIFIED_SCRAPER: &str = "client-certificate";
-
-/// What a scraper without good credentials is told to send.
-const BASIC_REALM: &str = "Basic realm=\"gpudash /metrics\", charset=\"UTF-8\"";
-
-/// Checks a scraper's basic-auth credentials: remembered ones at once, others by bcrypt off the runtime's
-/// workers, and only while `from` is not throttled (bcrypt's work is the thing a flood would buy).
-async fn scrape_login(
-    scrapers: &std::sync::Arc<crate::auth::ScrapeUsers>,
-    user: String,
-    password: String,
-    state: &AppState,
-    from: std::net::IpAddr,
-) -> Result<Identity, Refused> {
-    let who = |user: String| Identity { user, role: Role::Viewer, anonymous: false };
-    if scrapers.remembered(&user, &password) {
-        return Ok(who(user));
-    }
-    state.auth.may_check_secret(from)?;
-    let scrapers = scrapers.clone();
-    let checked = tokio::task::spawn_blocking(move || scrapers.verify(&user, &password).then_some(user)).await;
-    checked.ok().flatten().map(who).ok_or(Refused::Invalid)
-}
-
-fn refused_response(refused: &Refused, invalid: &str) -> Response {
+pub(super) fn refused_response(refused: &Refused, invalid: &str) -> Response {
     match refused {
         Refused::Invalid => ApiError { status: StatusCode::UNAUTHORIZED, message: invalid.to_owned() }.into_response(),
         Refused::Throttled(_) => {
@@ -270,7 +208,9 @@ fn tokenless_behind_proxy(
     }
     let only_local = !site.forwarded && site.loopback_host;
     // Health, and open metrics, for any local user: a health check or a Prometheus running as its own user.
-    let for_anyone_local = path == "/healthz" || (path == "/metrics" && state.auth.open_metrics());
+    // (Where /metrics takes a scraper's own credentials, those decide, for any local user too.)
+    let scraped = state.auth.open_metrics() || state.auth.scrapers().is_some() || state.auth.client_certificates();
+    let for_anyone_local = path == "/healthz" || (path == "/metrics" && scraped);
     if only_local && !for_anyone_local {
         let own = local_user::own_uid();
         return match owner() {

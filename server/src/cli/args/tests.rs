@@ -166,6 +166,7 @@ fn auth_proxy_flags_refuse_bad_values_and_need_the_header() {
         (&["--auth-proxy-header", "X-User", "--auth-proxy-sign-out", "javascript:x"][..], "not a sign-out address"),
         (&["--admin-group", "gpu-admins"][..], "--auth-proxy-header"),
         (&["--user-map", "users.toml"][..], "--auth-proxy-header"),
+        (&["--default-role", "none"][..], "--auth-proxy-header"),
     ] {
         let err = parse(args).unwrap_err().to_string();
         assert!(err.contains(says), "{args:?}: {err}");

@@ -215,12 +215,21 @@ pub(super) fn tokens(config: &Config) -> Check {
         None => "from GPUDASH_TOKENS".to_owned(),
     };
     if let Some(proxy) = &config.proxy {
-        if config.site.trusted_proxies.is_empty() {
+        let users_named = !config.site.proxy_users.uids.is_empty();
+        if let Some(refusal) = crate::auth::proxy::unbelievable(&config.site.trusted_proxies, users_named) {
             return Check::fail(
                 "tokens",
-                "--auth-proxy-header without --trusted-proxy: the dashboard would not start",
-                "name the auth proxy's address with --trusted-proxy (e.g. 127.0.0.1), since its user header is believed \
-                 from nowhere else",
+                "the auth proxy's headers could be forged: the dashboard would not start",
+                refusal,
+            );
+        }
+        if let Some(path) = &config.user_map
+            && let Err(e) = crate::auth::names::UserMap::load(path)
+        {
+            return Check::fail(
+                "tokens",
+                format!("{e}: the dashboard would not start"),
+                "correct the user map or drop --user-map",
             );
         }
         let tokens = auth.tokens.len();
@@ -262,17 +271,8 @@ pub(super) fn tokens(config: &Config) -> Check {
     }
 }
 
-/// Who may scrape `/metrics`: the web config file and the user map read as the server reads them.
+/// Who may scrape `/metrics`: the web config file read as the server reads it.
 pub(super) fn metrics_access(config: &Config) -> Check {
-    if let Some(path) = &config.user_map
-        && let Err(e) = crate::auth::names::UserMap::load(path)
-    {
-        return Check::fail(
-            "metrics",
-            format!("{e}: the dashboard would not start"),
-            "correct the user map or drop --user-map",
-        );
-    }
     let users = match config.web_config_file.as_deref().map(crate::auth::ScrapeUsers::load).transpose() {
         Ok(users) => users,
         Err(e) => {
@@ -427,6 +427,10 @@ mod tests {
         let unbelieved = tokens(&config(&["--listen", "0.0.0.0:7070", "--auth-proxy-header", "X-Forwarded-User"]));
         assert_eq!(unbelieved.status, Status::Fail, "{unbelieved:?}");
         assert!(unbelieved.fix.unwrap().contains("--trusted-proxy"));
+        let forgeable = ["--auth-proxy-header", "X-Forwarded-User", "--trusted-proxy", "127.0.0.1"];
+        let check = tokens(&config(&forgeable));
+        assert_eq!(check.status, Status::Fail, "any local user could forge the header: {check:?}");
+        assert!(check.fix.unwrap().contains("--trusted-proxy-user"));
         let proxied =
             ["--listen", "0.0.0.0:7070", "--auth-proxy-header", "X-Forwarded-User", "--trusted-proxy", "10.0.0.1"];
         let check = tokens(&config(&[&proxied[..], &["--admin-group", "gpu-admins"]].concat()));
