@@ -77,15 +77,7 @@ impl Reloadable {
                 (Outcome::Failed, refused)
             }
         };
-        let event = Event {
-            user: "gpudash",
-            client: "SIGHUP",
-            action: Action::AuthReload,
-            target: &target,
-            outcome,
-            detail: &detail,
-        };
-        self.audit.record(&event);
+        self.audited(&target, outcome, &detail);
     }
 
     /// The auth file's tokens (with `GPUDASH_TOKENS`, which the process was started with) put in
@@ -104,14 +96,12 @@ impl Reloadable {
                 (Outcome::Failed, refused.to_string())
             }
         };
-        let event = Event {
-            user: "gpudash",
-            client: "SIGHUP",
-            action: Action::AuthReload,
-            target: &target,
-            outcome,
-            detail: &detail,
-        };
+        self.audited(&target, outcome, &detail);
+    }
+
+    /// A reload of `target` in the audit log, as `auth.reload` by gpudash on SIGHUP.
+    fn audited(&self, target: &str, outcome: Outcome, detail: &str) {
+        let event = Event { user: "gpudash", client: "SIGHUP", action: Action::AuthReload, target, outcome, detail };
         self.audit.record(&event);
     }
 }

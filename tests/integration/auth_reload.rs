@@ -19,10 +19,14 @@ const ROOT: &str = "root-token-for-the-reload-test-0123";
 
 /// Starts the real binary on `auth_file` and returns it, its URL, and its log lines as they come.
 fn start(auth_file: &std::path::Path) -> (Server, String, Receiver<String>) {
+    start_with(&["--auth-file".as_ref(), auth_file.as_os_str()])
+}
+
+/// Starts the real binary (simulated, no history, on loopback) with `args` added.
+fn start_with(args: &[&std::ffi::OsStr]) -> (Server, String, Receiver<String>) {
     let mut child = Command::new(gpudash_binary())
         .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", "127.0.0.1:0"])
-        .arg("--auth-file")
-        .arg(auth_file)
+        .args(args)
         .env_remove("GPUDASH_TOKENS")
         .env("GPUDASH_LOG", "info")
         .stdout(Stdio::null())
@@ -158,25 +162,7 @@ async fn the_web_config_files_accounts_change_on_sighup_and_a_bad_file_keeps_the
         std::fs::write(&web, format!("basic_auth_users:\n  prometheus: '{hash}'\n")).unwrap();
     };
     write("first-password");
-    let mut child = Command::new(gpudash_binary())
-        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", "127.0.0.1:0"])
-        .arg("--web-config-file")
-        .arg(&web)
-        .env_remove("GPUDASH_TOKENS")
-        .env("GPUDASH_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("gpudash starts");
-    let stderr = child.stderr.take().expect("piped");
-    let server = Server(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let url = logged(&rx, "serving on ", 30).split("serving on ").nth(1).expect("an address").trim().to_owned();
+    let (server, url, rx) = start_with(&["--web-config-file".as_ref(), web.as_os_str()]);
     let scrape = |password: &'static str| {
         let url = format!("{url}/metrics");
         async move {

@@ -12,7 +12,7 @@ use reqwest::StatusCode;
 use reqwest::header::WWW_AUTHENTICATE;
 use serde_json::Value;
 
-use crate::fleet::launch_prometheus;
+use crate::fleet::{ChildGuard, launch_prometheus};
 use crate::security::{ADMIN, VIEWER};
 use crate::support::{Said, TestServer, TlsFiles, eventually_every};
 
@@ -21,6 +21,32 @@ fn job(name: &str, target: &str, password: Option<&str>) -> String {
     let auth = password
         .map_or_else(String::new, |p| format!("    basic_auth:\n      username: prometheus\n      password: '{p}'\n"));
     format!("  - job_name: {name}\n{auth}    static_configs:\n      - targets: ['{target}']\n")
+}
+
+/// Waits until Prometheus at `base` has scraped each of `jobs` with the health `wanted` ("up" or "down"),
+/// and returns each job's (health, last error).
+async fn healths<const N: usize>(
+    base: &str,
+    jobs: [&str; N],
+    wanted: [&str; N],
+    prometheus: &ChildGuard,
+) -> [(String, String); N] {
+    eventually_every(30, Duration::from_millis(250), "every job scraped as wanted", || async {
+        let answer: Value = reqwest::get(format!("{base}/api/v1/targets")).await.unwrap().json().await.unwrap();
+        let active = answer["data"]["activeTargets"].as_array().cloned().unwrap_or_default();
+        let health = |job: &str| {
+            let target = active.iter().find(|t| t["labels"]["job"] == job)?;
+            let text = |key: &str| target[key].as_str().unwrap_or_default().to_owned();
+            Some((text("health"), text("lastError")))
+        };
+        let seen = jobs.map(health);
+        if seen.iter().zip(wanted).all(|(s, w)| s.as_ref().is_some_and(|(h, _)| h == w)) {
+            Ok(seen.map(Option::unwrap_or_default))
+        } else {
+            Err(Said(format!("{seen:?}; Prometheus's log:\n{}", prometheus.log_tail())))
+        }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -51,6 +77,11 @@ async fn prometheus_scrapes_with_basic_auth_and_wrong_passwords_are_refused_and_
     let body: Value = bare.json().await.unwrap();
     assert!(body["error"].as_str().unwrap().contains("--web-config-file"), "{body}");
     assert_eq!(client.get(&metrics).bearer_auth(VIEWER).send().await.unwrap().status(), StatusCode::OK);
+    // Malformed Basic headers are no credentials: 401, never a server error.
+    for bad in ["Basic !!!", "Basic bm9jb2xvbg==", "Basic ", "Basic w7/Dvg=="] {
+        let answer = client.get(&metrics).header("authorization", bad).send().await.unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{bad}");
+    }
     let scraped = client.get(&metrics).basic_auth("prometheus", Some("s3cret")).send().await.unwrap();
     assert_eq!(scraped.status(), StatusCode::OK);
     assert!(scraped.text().await.unwrap().contains("DCGM_FI_DEV_GPU_TEMP"));
@@ -62,26 +93,7 @@ async fn prometheus_scrapes_with_basic_auth_and_wrong_passwords_are_refused_and_
         job("none", &target, None),
     );
     let (prometheus, base) = launch_prometheus(dir.path(), &config, None).await;
-    let targets = eventually_every(30, Duration::from_millis(250), "all three jobs scraped", || async {
-        let answer: Value = reqwest::get(format!("{base}/api/v1/targets")).await.unwrap().json().await.unwrap();
-        let active = answer["data"]["activeTargets"].as_array().cloned().unwrap_or_default();
-        let health = |job: &str| {
-            active.iter().find(|t| t["labels"]["job"] == job).map(|t| {
-                (
-                    t["health"].as_str().unwrap_or_default().to_owned(),
-                    t["lastError"].as_str().unwrap_or_default().to_owned(),
-                )
-            })
-        };
-        match (health("right"), health("wrong"), health("none")) {
-            (Some(right), Some(wrong), Some(none)) if right.0 == "up" && wrong.0 == "down" && none.0 == "down" => {
-                Ok((right, wrong, none))
-            }
-            other => Err(Said(format!("{other:?}; Prometheus's log:\n{}", prometheus.log_tail()))),
-        }
-    })
-    .await;
-    let (_, wrong, none) = targets;
+    let [_, wrong, none] = healths(&base, ["right", "wrong", "none"], ["up", "down", "down"], &prometheus).await;
     assert!(wrong.1.contains("401"), "{wrong:?}");
     assert!(none.1.contains("401"), "{none:?}");
 
@@ -161,24 +173,8 @@ async fn prometheus_scrapes_with_a_client_certificate_and_others_are_refused() {
         tls_job("bare", &target, &tls.ca, None),
     );
     let (prometheus, base) = launch_prometheus(dir.path(), &config, None).await;
-    let (_, stranger_job, bare_job) =
-        eventually_every(30, Duration::from_millis(250), "all three jobs scraped", || async {
-            let answer: Value = reqwest::get(format!("{base}/api/v1/targets")).await.unwrap().json().await.unwrap();
-            let active = answer["data"]["activeTargets"].as_array().cloned().unwrap_or_default();
-            let health = |job: &str| {
-                active.iter().find(|t| t["labels"]["job"] == job).map(|t| {
-                    (
-                        t["health"].as_str().unwrap_or_default().to_owned(),
-                        t["lastError"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-            };
-            match (health("certified"), health("stranger"), health("bare")) {
-                (Some(a), Some(b), Some(c)) if a.0 == "up" && b.0 == "down" && c.0 == "down" => Ok((a, b, c)),
-                other => Err(Said(format!("{other:?}; Prometheus's log:\n{}", prometheus.log_tail()))),
-            }
-        })
-        .await;
+    let [_, stranger_job, bare_job] =
+        healths(&base, ["certified", "stranger", "bare"], ["up", "down", "down"], &prometheus).await;
     assert!(bare_job.1.contains("401"), "{bare_job:?}");
     assert!(stranger_job.1.to_lowercase().contains("tls"), "refused in the handshake, before HTTP: {stranger_job:?}");
     // A certificate lets a scraper into /metrics only.

@@ -51,6 +51,18 @@ fn readme_block(upstream_port: u16, listen_port: u16, tls: &TlsFiles) -> String 
         .replace("/etc/ssl/gpu1.example.com.key", tls.key.to_str().unwrap())
 }
 
+/// A client that trusts the test CA and resolves NAME to nginx on `port`, and the CA's PEM.
+fn client_of(tls: &TlsFiles, port: u16) -> (reqwest::Client, Vec<u8>) {
+    let ca = std::fs::read(&tls.ca).unwrap();
+    let client = reqwest::Client::builder()
+        .use_rustls_tls()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .resolve(NAME, ([127, 0, 0, 1], port).into())
+        .build()
+        .unwrap();
+    (client, ca)
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -107,13 +119,7 @@ async fn the_readmes_tls_proxy_serves_logins_runs_and_the_live_socket() {
     .await;
     let _nginx = start_nginx(dir.path(), &readme_block(server.running.addr().port(), port, &tls), port).await;
 
-    let ca = std::fs::read(&tls.ca).unwrap();
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .resolve(NAME, ([127, 0, 0, 1], port).into())
-        .build()
-        .unwrap();
+    let (client, ca) = client_of(&tls, port);
 
     // The browser's login: same-origin POST with the public Origin.
     let login = client
@@ -241,13 +247,7 @@ async fn the_team_pages_auth_proxy_signs_people_in_by_their_groups() {
     .await;
     let blocks = auth_proxy_blocks(server.running.addr().port(), port, stand_in, &tls);
     let _nginx = start_nginx(dir.path(), &blocks, port).await;
-    let ca = std::fs::read(&tls.ca).unwrap();
-    let client = reqwest::Client::builder()
-        .use_rustls_tls()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
-        .resolve(NAME, ([127, 0, 0, 1], port).into())
-        .build()
-        .unwrap();
+    let (client, _) = client_of(&tls, port);
     let me = |who: &'static str| {
         let client = client.clone();
         let url = format!("{public}/api/me");

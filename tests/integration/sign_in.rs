@@ -196,6 +196,20 @@ async fn the_same_headers_from_anyone_but_the_proxy_are_refused_and_audited() {
     assert!(answer["error"].as_str().unwrap().contains("--default-role none refuses everyone else"), "{answer}");
     let (status, answer) = send(as_user(proxy.get(server.url("/api/me")), "ana smith", "gpu-admins")).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    // Bad input in the proxy's headers: bytes that are not text, a name too long, the header twice.
+    let garbage = reqwest::header::HeaderValue::from_bytes(b"\xff\xfeana").unwrap();
+    let (status, answer) = send(proxy.get(server.url("/api/me")).header("X-Forwarded-User", garbage)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("a user name here is 1–64 letters"), "{answer}");
+    let long = "a".repeat(10_000);
+    let (status, answer) = send(as_user(proxy.get(server.url("/api/me")), &long, "gpu-admins")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(answer["error"].as_str().unwrap().len() < 400, "the refusal quotes a bounded part of the name");
+    let twice = proxy.get(server.url("/api/me")).header("X-Forwarded-User", "cy").header("X-Forwarded-User", "ana");
+    let (status, answer) = send(twice).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(answer["error"].as_str().unwrap().contains("more than once"), "{answer}");
+
     // Basic credentials name nobody outside /metrics: an anonymous viewer, refused the audit log.
     let (status, answer) = send(proxy.get(server.url("/api/audit")).basic_auth("ana", Some("x"))).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
