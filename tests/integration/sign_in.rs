@@ -49,16 +49,21 @@ fn request(client: &reqwest::Client, method: &str, url: &str, body: &Value) -> r
     if body.is_null() { request } else { request.json(body) }
 }
 
-#[tokio::test]
-async fn read_only_refuses_every_change_to_every_role_and_says_why() {
+/// An operator and an admin on one simulated GPU, signals on, read-only as `read_only` says.
+async fn team_server(read_only: bool) -> TestServer {
     let spec = format!("omar:operator:{OPERATOR},ada:admin:{ADMIN}");
     let options = gpudash::Options {
         auth: AuthConfig::load(None, Some(&spec)).unwrap(),
-        read_only: true,
+        read_only,
         allow_signals: true,
         ..gpudash::Options::new(Duration::from_millis(200))
     };
-    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await
+}
+
+#[tokio::test]
+async fn read_only_refuses_every_change_to_every_role_and_says_why() {
+    let server = team_server(true).await;
     let client = reqwest::Client::new();
 
     for token in [OPERATOR, ADMIN] {
@@ -90,13 +95,7 @@ async fn read_only_refuses_every_change_to_every_role_and_says_why() {
 #[tokio::test]
 async fn without_read_only_the_same_requests_reach_their_handlers() {
     // The fault the test above must catch: were the read-only rule not applied, these answers would differ.
-    let spec = format!("ada:admin:{ADMIN}");
-    let options = gpudash::Options {
-        auth: AuthConfig::load(None, Some(&spec)).unwrap(),
-        allow_signals: true,
-        ..gpudash::Options::new(Duration::from_millis(200))
-    };
-    let server = TestServer::with_options(Box::new(Simulator::new(1, 200)), options).await;
+    let server = team_server(false).await;
     let client = reqwest::Client::new();
     for (method, path, body) in changes() {
         let (status, answer) = send(request(&client, method, &server.url(path), &body).bearer_auth(ADMIN)).await;
