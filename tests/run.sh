@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpudash's whole test suite, from a fresh Debian machine with only Rust:
 # installs what the tests need (the wasm32 target, Chromium and ChromeDriver,
-# Prometheus for promtool, curl, nginx for the reverse-proxy test, npm for axe-core, and a real
+# Prometheus for promtool, curl, nginx for the reverse-proxy test, npm for axe-core and oidc-provider, and a real
 # Podman and Slurm for the workload-identity tests),
 # then runs formatting, lints, unit, integration and browser tests.
 set -euo pipefail
@@ -47,8 +47,9 @@ cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
 cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -p gpudash-frontend --all-targets -- -D warnings
 
-step "axe-core (npm, pinned in tests/axe/package-lock.json) for the accessibility browser test"
+step "axe-core and oidc-provider (npm, pinned in tests/axe and tests/oidc package-lock.json) for the accessibility and sign-in tests"
 (cd tests/axe && npm ci --no-audit --no-fund --loglevel=error)
+(cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error)
 
 step "tests (unit, integration, browser)"
 cargo test --workspace --exclude gpudash-frontend

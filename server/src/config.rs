@@ -47,6 +47,9 @@ pub struct Config {
     /// `--auth-proxy-header` and the group rule: a trusted auth proxy signs people in (its `user_map` is
     /// read from `user_map` at start).
     pub proxy: Option<crate::auth::ProxyConfig>,
+    /// `--oidc-issuer` and the rest: people sign in with an OpenID Connect provider (its `user_map` is
+    /// read from `user_map` at start).
+    pub oidc: Option<crate::auth::oidc::OidcConfig>,
     /// `--user-map`: sign-in names to owner names.
     pub user_map: Option<PathBuf>,
     /// Overrides the OS host name (`--hostname`).

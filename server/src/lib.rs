@@ -129,6 +129,8 @@ pub struct Options {
     pub read_only: bool,
     /// A trusted auth proxy signs people in (`--auth-proxy-header`); its peers are `site.trusted_proxies`.
     pub proxy: Option<auth::ProxyConfig>,
+    /// People sign in with an OpenID Connect provider (`--oidc-issuer`), already discovered.
+    pub oidc: Option<Arc<auth::oidc::Oidc>>,
     /// `--web-config-file`'s accounts: `/metrics` takes them by basic auth, and needs them or a token.
     pub scrapers: Option<Arc<auth::ScrapeUsers>>,
     /// Where they came from, re-read on SIGHUP; `None` keeps them as they are.
@@ -165,6 +167,7 @@ impl Options {
             allow_signals: false,
             read_only: false,
             proxy: None,
+            oidc: None,
             scrapers: None,
             web_config_file: None,
             metrics_client_ca: None,
@@ -195,6 +198,7 @@ pub async fn start_with(
     let auth = Arc::new(
         auth::Auth::new(options.auth)
             .with_proxy(options.proxy)
+            .with_oidc(options.oidc.clone())
             .with_scrapers(options.scrapers)
             .with_client_certificates(options.tls.is_some() && options.metrics_client_ca.is_some()),
     );
@@ -247,6 +251,7 @@ pub async fn start_with(
         auth: auth.clone(),
         auth_file: options.auth_file,
         web_config_file: options.web_config_file,
+        oidc: options.oidc,
         audit: audit.clone(),
     };
     reload::on_sighup(reloadable, shutdown_rx.clone())?;
@@ -370,13 +375,9 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
     {
         anyhow::bail!("{refusal}");
     }
-    let signs_in = !auth.tokens.is_empty() || config.proxy.is_some();
-    // A bad user map stops start-up.
-    let mut proxy = config.proxy.clone();
-    if let (Some(proxy), Some(path)) = (proxy.as_mut(), &config.user_map) {
-        proxy.user_map = auth::names::UserMap::load(path)?;
-        tracing::info!("{} sign-in name(s) mapped to owner names by {}", proxy.user_map.len(), path.display());
-    }
+    let signs_in = !auth.tokens.is_empty() || config.proxy.is_some() || config.oidc.is_some();
+    // A bad user map, or an OIDC provider that cannot be used, stops start-up.
+    let (proxy, oidc) = open::sign_in(&config).await?;
     // A bad web config file stops start-up too.
     let scrapers = match &config.web_config_file {
         Some(path) => {
@@ -452,6 +453,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
         allow_signals: config.allow_signals,
         read_only: config.read_only,
         proxy,
+        oidc,
         scrapers,
         web_config_file: config.web_config_file.clone(),
         metrics_client_ca: config.metrics_client_ca.clone(),

@@ -1,13 +1,13 @@
 //! Opening what start-up needs from disk, off the async runtime: SQLite opens (and reads back
 //! what it keeps) on a blocking thread, so nothing blocks the runtime's workers. Also the small
-//! wiring between the alerts and the parts that feed or deliver them.
+//! wiring between the alerts and the parts that feed or deliver them, and the sign-in settings.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::{alerts, audit, bridge, reservations};
+use crate::{alerts, audit, auth, bridge, reservations};
 use store::{self, Store};
 
 /// Runs `open` on a blocking thread; its error (and a panic there) as an I/O error for start-up.
@@ -135,4 +135,31 @@ pub fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
             })
             .collect()
     });
+}
+
+/// The sign-in settings put together: the user map read into the auth proxy's and the OIDC provider's
+/// settings, and the provider discovered. A bad map or a provider that cannot be used stops start-up.
+pub async fn sign_in(
+    config: &crate::config::Config,
+) -> anyhow::Result<(Option<auth::ProxyConfig>, Option<Arc<auth::oidc::Oidc>>)> {
+    let user_map = match &config.user_map {
+        Some(path) => {
+            let map = auth::names::UserMap::load(path)?;
+            tracing::info!("{} sign-in name(s) mapped to owner names by {}", map.len(), path.display());
+            map
+        }
+        None => auth::names::UserMap::default(),
+    };
+    let proxy = config.proxy.clone().map(|proxy| auth::ProxyConfig { user_map: user_map.clone(), ..proxy });
+    let oidc = match config.oidc.clone() {
+        Some(settings) => {
+            let settings = auth::oidc::OidcConfig { user_map, ..settings };
+            let issuer = settings.issuer.clone();
+            let oidc = auth::oidc::Oidc::discover(settings, base::clock::Clock::system()).await?;
+            tracing::info!("people sign in with the OIDC provider {issuer}");
+            Some(Arc::new(oidc))
+        }
+        None => None,
+    };
+    Ok((proxy, oidc))
 }

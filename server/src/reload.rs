@@ -20,6 +20,8 @@ pub struct Reloadable {
     pub auth_file: Option<PathBuf>,
     /// `--web-config-file`; `None` keeps `/metrics` as it is.
     pub web_config_file: Option<PathBuf>,
+    /// `--oidc-issuer`: its discovery document, keys and client secret file are read again.
+    pub oidc: Option<Arc<auth::oidc::Oidc>>,
     pub audit: Audit,
 }
 
@@ -32,8 +34,14 @@ pub fn on_sighup(reloadable: Reloadable, mut shutdown: watch::Receiver<bool>) ->
         loop {
             tokio::select! {
                 Some(()) = hangups.recv() => {
-                    if reloadable.alerts_file.is_none() && reloadable.auth_file.is_none() && reloadable.web_config_file.is_none() {
-                        tracing::info!("SIGHUP: nothing to re-read (no --alerts-file, --auth-file or --web-config-file)");
+                    if reloadable.alerts_file.is_none()
+                        && reloadable.auth_file.is_none()
+                        && reloadable.web_config_file.is_none()
+                        && reloadable.oidc.is_none()
+                    {
+                        tracing::info!(
+                            "SIGHUP: nothing to re-read (no --alerts-file, --auth-file, --web-config-file or --oidc-issuer)"
+                        );
                         continue;
                     }
                     let reloadable = reloadable.clone();
@@ -58,6 +66,27 @@ impl Reloadable {
         if let Some(path) = &self.web_config_file {
             self.reload_scrapers(path);
         }
+        if let Some(oidc) = &self.oidc {
+            self.reload_provider(oidc);
+        }
+    }
+
+    /// The OIDC provider's discovery document, keys and client secret read again; on failure the
+    /// provider in force stays. Signed-in sessions are not touched either way.
+    fn reload_provider(&self, oidc: &auth::oidc::Oidc) {
+        let target = oidc.config().issuer.clone();
+        // Called on a blocking thread of the runtime (see `on_sighup`).
+        let (outcome, detail) = match tokio::runtime::Handle::current().block_on(oidc.reload()) {
+            Ok(()) => {
+                tracing::info!("OIDC provider {target} reloaded");
+                (Outcome::Ok, "discovery, keys and client secret read again".to_owned())
+            }
+            Err(refused) => {
+                tracing::error!("{refused}; the OIDC settings already in force stay");
+                (Outcome::Failed, refused.to_string())
+            }
+        };
+        self.audited(&target, outcome, &detail);
     }
 
     /// The web config file's accounts put in force, or the file refused and the accounts in force kept.

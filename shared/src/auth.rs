@@ -51,6 +51,18 @@ pub struct Me {
     /// Where "Log out" goes for someone the proxy signed in (`--auth-proxy-sign-out`); `None`: no button.
     #[serde(default)]
     pub sign_out: Option<String>,
+    /// People sign in with the team's identity provider (`--oidc-issuer`): the page offers this button.
+    #[serde(default)]
+    pub sign_in: Option<SignInWith>,
+}
+
+/// The page's "Sign in with …" button.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct SignInWith {
+    /// Where the button goes (`/auth/oidc/login`).
+    pub url: String,
+    /// The provider as people know it: its issuer's host.
+    pub provider: String,
 }
 
 impl Me {

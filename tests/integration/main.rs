@@ -65,6 +65,7 @@ mod lab_worker;
 mod local_user;
 mod metrics;
 mod metrics_auth;
+mod oidc;
 mod p2p;
 mod proxy;
 mod recording_rules;

@@ -1,4 +1,4 @@
-//! `#login-form`: trades a token for a session cookie.
+//! `#login-form`: trades a token for a session cookie; `#sso-login` signs in with the team's identity provider.
 
 use leptos::{ev, prelude::*, task::spawn_local};
 
@@ -33,7 +33,17 @@ pub fn LoginForm(#[prop(optional)] on_done: Option<Callback<()>>) -> impl IntoVi
             busy.try_set(false);
         });
     };
+    // The team's identity provider, where the server signs people in with one (`--oidc-issuer`).
+    let provider = move || session.me.with(|m| m.as_ref().and_then(|m| m.sign_in.clone()));
     view! {
+        {move || provider().map(|with| view! {
+            <p class="login-sso">
+                <a id="sso-login" class="primary-button" href=with.url rel="external">
+                    {format!("Sign in with {}", with.provider)}
+                </a>
+                <span class="login-or">"or with a token:"</span>
+            </p>
+        })}
         <form id="login-form" class="login-form" on:submit=submit>
             <label class="field-label" for="login-token">"Token"</label>
             <input

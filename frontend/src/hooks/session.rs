@@ -148,6 +148,7 @@ mod tests {
             read_only: false,
             by_proxy: false,
             sign_out: None,
+            sign_in: None,
         }
     }
 

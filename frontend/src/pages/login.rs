@@ -10,8 +10,8 @@ pub fn LoginRequired() -> impl IntoView {
         <main id="login-required" class="login-page">
             <h2>"Log in to gpudash"</h2>
             <p class="login-explain">
-                "This dashboard is shared: viewing it needs a token. Ask its administrator for one, or use the token "
-                "you were given."
+                "This dashboard is shared: viewing it needs you to sign in, with your team's identity provider where "
+                "it offers one, or with the gpudash token its administrator gave you."
             </p>
             <LoginForm />
         </main>

@@ -5,6 +5,7 @@
 mod append;
 pub mod groups;
 pub mod names;
+pub mod oidc;
 pub mod proxy;
 mod reload;
 mod tokens;
@@ -116,7 +117,8 @@ struct Session {
     user: String,
     role: Role,
     /// The SHA-256 of the token it was opened with: the session ends when a reload drops that token.
-    token: [u8; 32],
+    /// `None` for a sign-in through the OIDC provider, which a reload of the tokens leaves alone.
+    token: Option<[u8; 32]>,
     expires: Instant,
 }
 
@@ -127,6 +129,8 @@ pub struct SessionRef {
     /// The SHA-256 of the session id, or of the token when `bearer`.
     key: [u8; 32],
     bearer: bool,
+    /// Opened by a sign-in through the OIDC provider: "Log out" ends the provider's session too.
+    pub from_provider: bool,
     pub expires: Instant,
 }
 
@@ -144,6 +148,8 @@ pub struct Auth {
     enabled: bool,
     /// `--auth-proxy-header`: a trusted proxy names the signed-in user.
     proxy: Option<ProxyAuth>,
+    /// `--oidc-issuer`: people sign in with the team's identity provider.
+    oidc: Option<std::sync::Arc<oidc::Oidc>>,
     /// `--web-config-file`: the scrapers' accounts; `/metrics` then needs them (or a token).
     scrapers: RwLock<Option<std::sync::Arc<ScrapeUsers>>>,
     /// `--metrics-client-ca`: scrapers present a client certificate; `/metrics` then needs one (or credentials).
@@ -184,6 +190,7 @@ impl Auth {
             enabled: !tokens.is_empty(),
             tokens: RwLock::new(tokens),
             proxy: None,
+            oidc: None,
             scrapers: RwLock::new(None),
             client_certificates: false,
             sessions: Mutex::new(Sessions { by_key: HashMap::new(), sweep_at: 1024 }),
@@ -202,6 +209,22 @@ impl Auth {
             self.enabled = true;
         }
         self
+    }
+
+    /// Signs people in through an OpenID Connect provider too (`--oidc-issuer`): access is then controlled
+    /// as with tokens, tokens or not.
+    #[must_use]
+    pub fn with_oidc(mut self, oidc: Option<std::sync::Arc<oidc::Oidc>>) -> Self {
+        if oidc.is_some() {
+            self.enabled = true;
+        }
+        self.oidc = oidc;
+        self
+    }
+
+    /// The OIDC sign-in, where one is configured.
+    pub fn oidc(&self) -> Option<&std::sync::Arc<oidc::Oidc>> {
+        self.oidc.as_ref()
     }
 
     /// `/metrics` takes Prometheus's `basic_auth` from these accounts (`--web-config-file`), and is then
@@ -304,7 +327,12 @@ impl Auth {
 
     /// What a request with the bearer `token` holds: alive while the token is in force.
     pub fn bearer(&self, token: &str) -> SessionRef {
-        SessionRef { key: hash_token(token), bearer: true, expires: self.clock.now() + BEARER_LIFETIME }
+        SessionRef {
+            key: hash_token(token),
+            bearer: true,
+            from_provider: false,
+            expires: self.clock.now() + BEARER_LIFETIME,
+        }
     }
 
     /// Who sent a request with these credentials, and the session it came with.
@@ -322,7 +350,8 @@ impl Auth {
             match sessions.by_key.get(&key) {
                 Some(s) if s.expires > self.clock.now() => {
                     let who = Identity { user: s.user.clone(), role: s.role, anonymous: false };
-                    return Ok((who, Some(SessionRef { key, bearer: false, expires: s.expires })));
+                    let from_provider = s.token.is_none();
+                    return Ok((who, Some(SessionRef { key, bearer: false, from_provider, expires: s.expires })));
                 }
                 Some(_) => {
                     sessions.by_key.remove(&key);
@@ -358,6 +387,17 @@ impl Auth {
         // Held until the session is in: a reload removing the token then ends this session too.
         let tokens = read(&self.tokens);
         let identity = self.check_among(&tokens, token, from)?;
+        let (id, lifetime) = self.open_session(&identity, Some(hash_token(token)));
+        Ok((identity, id, lifetime))
+    }
+
+    /// A session for someone the OIDC provider signed in: its id (the cookie value) and lifetime. It
+    /// outlives reloads of the tokens and of the provider; logout or expiry end it.
+    pub fn provider_session(&self, identity: &Identity) -> (String, Duration) {
+        self.open_session(identity, None)
+    }
+
+    fn open_session(&self, identity: &Identity, token: Option<[u8; 32]>) -> (String, Duration) {
         let lifetime = self.config.session_lifetime(identity.role);
         let id = new_token();
         let key: [u8; 32] = Sha256::digest(id.as_bytes()).into();
@@ -373,14 +413,9 @@ impl Auth {
             }
             sessions.sweep_at = (2 * sessions.by_key.len()).clamp(1024, MAX_SESSIONS);
         }
-        let session = Session {
-            user: identity.user.clone(),
-            role: identity.role,
-            token: hash_token(token),
-            expires: now + lifetime,
-        };
+        let session = Session { user: identity.user.clone(), role: identity.role, token, expires: now + lifetime };
         sessions.by_key.insert(key, session);
-        Ok((identity, id, lifetime))
+        (id, lifetime)
     }
 
     /// The session is still open (not logged out, not expired, its token not removed); for a

@@ -68,8 +68,8 @@ impl Auth {
             return Err(ReloadRefused::Policy("metrics"));
         }
         match (self.enabled, reloaded.tokens.is_empty()) {
-            // Behind an auth proxy people are still told apart without tokens.
-            (true, true) if self.proxy.is_none() => return Err(ReloadRefused::NoTokens),
+            // Behind an auth proxy or an OIDC provider people are still told apart without tokens.
+            (true, true) if self.proxy.is_none() && self.oidc.is_none() => return Err(ReloadRefused::NoTokens),
             (false, false) => return Err(ReloadRefused::FirstTokens),
             _ => {}
         }
@@ -79,9 +79,10 @@ impl Auth {
         // Under the tokens' lock: a login checks its token and opens its session under it too.
         let mut sessions = lock(&self.sessions);
         let before = sessions.by_key.len();
-        sessions
-            .by_key
-            .retain(|_, s| tokens.iter().any(|t| t.sha256 == s.token && t.user == s.user && t.role == s.role));
+        sessions.by_key.retain(|_, s| {
+            // A sign-in through the OIDC provider holds no token: the tokens' reload leaves it be.
+            s.token.is_none_or(|held| tokens.iter().any(|t| t.sha256 == held && t.user == s.user && t.role == s.role))
+        });
         changed.sessions_ended = before - sessions.by_key.len();
         drop(sessions);
         drop(tokens);
@@ -143,6 +144,20 @@ mod tests {
         assert!(!auth.session_alive(&bo_socket) && !auth.session_alive(&bo_bearer));
         assert!(auth.identify(None, Some(&bo_cookie)).unwrap().0.anonymous, "bo's cookie opens nothing now");
         assert_eq!(auth.identify(None, Some(&root_cookie)).unwrap().0.user, "root", "root's session goes on");
+    }
+
+    #[test]
+    fn a_sign_in_through_the_provider_outlives_a_reload_of_the_tokens() {
+        let auth = Auth::new(config(vec![entry("root", Role::Admin, "root-secret")]));
+        let bo = super::super::Identity { user: "bo".into(), role: Role::Operator, anonymous: false };
+        let (cookie, _) = auth.provider_session(&bo);
+        let changed = auth.reload(config(vec![entry("cy", Role::Viewer, "cy-secret")])).unwrap();
+        assert_eq!(changed.sessions_ended, 0);
+        let (who, session) = auth.identify(None, Some(&cookie)).unwrap();
+        assert_eq!(who, bo);
+        assert!(session.unwrap().from_provider, "its Log out goes through the provider");
+        auth.logout(&cookie);
+        assert!(auth.identify(None, Some(&cookie)).unwrap().0.anonymous, "logout ends it");
     }
 
     #[test]

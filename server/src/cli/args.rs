@@ -15,6 +15,7 @@ use crate::config::{
 /// A live dashboard for NVIDIA GPUs: open the printed address in a browser.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "gpudash", version, about, long_about = None)]
+#[command(group = clap::ArgGroup::new("sign_in").args(["auth_proxy_header", "oidc_issuer"]).multiple(true))]
 pub struct Cli {
     /// Address and port to serve on (port 0 picks a free one). Loopback by default.
     #[arg(long, env = "GPUDASH_LISTEN", default_value = "127.0.0.1:7070", value_parser = parse_listen)]
@@ -132,23 +133,23 @@ pub struct Cli {
     pub auth_proxy_sign_out: Option<String>,
 
     /// Sign-in names mapped to the names owners go by (TOML: a [users] table of "ana@lab.example.org" = "ana"
-    /// lines), so someone the auth proxy names by e-mail is the Unix, Slurm or pod-label owner of their jobs.
-    #[arg(long, env = "GPUDASH_USER_MAP", value_name = "FILE", requires = "auth_proxy_header")]
+    /// lines), so someone the auth proxy or the OIDC provider names by e-mail is the Unix, Slurm or pod-label owner of their jobs.
+    #[arg(long, env = "GPUDASH_USER_MAP", value_name = "FILE", requires = "sign_in")]
     pub user_map: Option<PathBuf>,
 
-    /// Members of this group (from the auth proxy's groups header) are admins. Repeatable.
-    #[arg(long, env = "GPUDASH_ADMIN_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "auth_proxy_header",
+    /// Members of this group (from the auth proxy's groups header or the OIDC groups claim) are admins. Repeatable.
+    #[arg(long, env = "GPUDASH_ADMIN_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "sign_in", alias = "oidc-admin-group",
           value_parser = crate::auth::groups::parse_group)]
     pub admin_group: Vec<String>,
 
     /// Members of this group (and of no admin group) are operators. Repeatable.
-    #[arg(long, env = "GPUDASH_OPERATOR_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "auth_proxy_header",
+    #[arg(long, env = "GPUDASH_OPERATOR_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "sign_in", alias = "oidc-operator-group",
           value_parser = crate::auth::groups::parse_group)]
     pub operator_group: Vec<String>,
 
-    /// The role of someone signed in by the auth proxy who is in no admin or operator group: viewer, or
-    /// none to refuse them (403, audited).
-    #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer", requires = "auth_proxy_header",
+    /// The role of someone signed in by the auth proxy or the OIDC provider who is in no admin or operator
+    /// group: viewer, or none to refuse them (403, audited).
+    #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer", requires = "sign_in",
           value_parser = crate::auth::groups::parse_default_role)]
     pub default_role: crate::auth::groups::DefaultRole,
 
@@ -204,6 +205,9 @@ pub struct Cli {
     pub alert_webhook: Vec<url::Url>,
 
     #[command(flatten)]
+    pub oidc: super::oidc::OidcArgs,
+
+    #[command(flatten)]
     pub lab: super::LabArgs,
 
     #[command(flatten)]
@@ -218,6 +222,11 @@ pub struct Cli {
 
 impl From<Cli> for Config {
     fn from(cli: Cli) -> Self {
+        let roles = crate::auth::GroupRoles {
+            admin: cli.admin_group,
+            operator: cli.operator_group,
+            others: cli.default_role.0,
+        };
         Self {
             listen: cli.listen,
             interval: cli.interval,
@@ -238,14 +247,11 @@ impl From<Cli> for Config {
             proxy: cli.auth_proxy_header.map(|user_header| crate::auth::ProxyConfig {
                 user_header,
                 groups_header: cli.auth_proxy_groups_header,
-                roles: crate::auth::GroupRoles {
-                    admin: cli.admin_group,
-                    operator: cli.operator_group,
-                    others: cli.default_role.0,
-                },
+                roles: roles.clone(),
                 sign_out: cli.auth_proxy_sign_out,
                 user_map: crate::auth::names::UserMap::default(),
             }),
+            oidc: cli.oidc.config(&roles),
             user_map: cli.user_map,
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,

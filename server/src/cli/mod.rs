@@ -5,6 +5,7 @@ pub mod alerts;
 mod args;
 pub mod bench;
 pub mod doctor;
+mod oidc;
 pub mod token;
 
 use std::time::Duration;

@@ -18,6 +18,7 @@ use super::{ApiError, AppState, site};
 use crate::audit::{Action, Event, Outcome};
 use crate::auth::{Identity, Refused, SessionRef, Unauthorized};
 
+pub mod oidc;
 mod vouch;
 
 /// The session cookie over plain HTTP.
@@ -29,7 +30,9 @@ pub const SECURE_SESSION_COOKIE: &str = "__Host-gpudash_session";
 
 /// Paths anyone may load: the page itself, health, and the way to log in.
 fn is_public(path: &str) -> bool {
-    matches!(path, "/" | "/healthz" | "/api/login" | "/api/logout" | "/api/me") || path.starts_with("/assets/")
+    matches!(path, "/" | "/healthz" | "/api/login" | "/api/logout" | "/api/me")
+        || path.starts_with("/assets/")
+        || path.starts_with("/auth/oidc/")
 }
 
 /// The caller as the handlers see it (inserted by [`access`]).
@@ -302,8 +305,13 @@ fn session_set_cookie(secure: bool, value: &str, max_age: u64) -> String {
     }
 }
 
-fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool) -> Me {
+fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool, from_provider: bool) -> Me {
     let proxy = state.auth.proxy().map(crate::auth::ProxyAuth::config);
+    let sign_out = if by_proxy {
+        proxy.and_then(|p| p.sign_out.clone())
+    } else {
+        from_provider.then(|| crate::auth::oidc::LOGOUT_PATH.to_owned())
+    };
     Me {
         user: identity.map(|i| i.user.clone()),
         role: identity.map(|i| i.role),
@@ -313,13 +321,19 @@ fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool) -> Me {
         signals: state.allow_signals && !state.read_only,
         read_only: state.read_only,
         by_proxy,
-        sign_out: proxy.and_then(|p| p.sign_out.clone()).filter(|_| by_proxy),
+        sign_out,
+        sign_in: state.auth.oidc().map(|oidc| shared::auth::SignInWith {
+            url: crate::auth::oidc::LOGIN_PATH.to_owned(),
+            provider: oidc.provider_name(),
+        }),
     }
 }
 
 /// `GET /api/me`: who the page is talking as, and whether it should offer a login.
 pub async fn whoami(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Me> {
-    Json(me(&state, caller.as_ref().map(|c| &c.identity), caller.as_ref().is_some_and(|c| c.by_proxy)))
+    let by_proxy = caller.as_ref().is_some_and(|c| c.by_proxy);
+    let from_provider = caller.as_ref().and_then(|c| c.session).is_some_and(|s| s.from_provider);
+    Json(me(&state, caller.as_ref().map(|c| &c.identity), by_proxy, from_provider))
 }
 
 /// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie
@@ -346,7 +360,7 @@ pub async fn login(
         Ok((identity, session, lifetime)) => {
             audit(&identity.user, Outcome::Ok, identity.role.name());
             let cookie = session_set_cookie(edge.site.secure, &session, lifetime.as_secs());
-            let mut response = Json(me(&state, Some(&identity), false)).into_response();
+            let mut response = Json(me(&state, Some(&identity), false, false)).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
             }

@@ -172,3 +172,52 @@ fn auth_proxy_flags_refuse_bad_values_and_need_the_header() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn oidc_flags_make_their_config_with_the_same_group_rule() {
+    assert_eq!(Config::from(parse(&[]).unwrap()).oidc, None);
+    let cli = parse(&[
+        "--oidc-issuer",
+        "https://login.example.org/realms/lab",
+        "--oidc-client-id",
+        "gpudash",
+        "--oidc-redirect-url",
+        "https://gpu1.example.org/auth/oidc/callback",
+        "--oidc-admin-group",
+        "gpu-admins",
+        "--operator-group",
+        "gpu-users",
+        "--oidc-scope",
+        "groups",
+        "--oidc-groups-claim",
+        "realm_access.roles",
+    ])
+    .unwrap();
+    let oidc = Config::from(cli).oidc.unwrap();
+    assert_eq!((oidc.issuer.as_str(), oidc.client_id.as_str()), ("https://login.example.org/realms/lab", "gpudash"));
+    assert_eq!(oidc.roles.admin, ["gpu-admins"], "--oidc-admin-group is --admin-group");
+    assert_eq!(oidc.roles.operator, ["gpu-users"]);
+    assert_eq!(
+        (oidc.username_claim.as_str(), oidc.groups_claim.as_str()),
+        ("preferred_username", "realm_access.roles")
+    );
+    assert_eq!(oidc.scopes, ["groups"]);
+    assert_eq!(oidc.client_secret_file, None);
+}
+
+#[test]
+fn oidc_flags_refuse_bad_values_and_come_together() {
+    let issuer = ["--oidc-issuer", "https://login.example.org", "--oidc-client-id", "gpudash"];
+    for (args, says) in [
+        (&["--oidc-issuer", "https://login.example.org"][..], "--oidc-client-id"),
+        (&issuer[..], "--oidc-redirect-url"),
+        (&["--oidc-client-id", "gpudash"][..], "--oidc-issuer"),
+        (&["--oidc-issuer", "login.example.org"][..], "not an issuer URL"),
+        (&[&issuer[..], &["--oidc-redirect-url", "https://gpu1/"]].concat()[..], "/auth/oidc/callback"),
+        (&[&issuer[..], &["--oidc-username-claim", "a b"]].concat()[..], "not a claim name"),
+        (&[&issuer[..], &["--oidc-scope", "a\"b"]].concat()[..], "not a scope"),
+    ] {
+        let err = parse(args).unwrap_err().to_string();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -29,6 +29,7 @@ pub(super) fn all(config: &Config, check_webhooks: bool) -> std::io::Result<Vec<
     checks.push(tokens(config));
     checks.push(tls(config));
     checks.push(metrics_access(config));
+    checks.push(runtime.block_on(super::sign_in::oidc_provider(config)));
     let (alerts_file, alerts) = alerts_file(config.alerts_file.as_deref());
     checks.push(alerts_file);
     let webhooks = crate::alerts::deliver::webhooks_for(&alerts.unwrap_or_default(), &config.alert_webhooks);

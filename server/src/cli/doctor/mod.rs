@@ -4,6 +4,7 @@
 
 mod checks;
 mod host;
+mod sign_in;
 
 use std::ffi::OsString;
 use std::process::ExitCode;
@@ -116,7 +117,9 @@ pub fn command() -> clap::Command {
         .filter(|a| !matches!(a.get_id().as_str(), "help" | "version"))
         .map(|a| a.clone().help_heading("Dashboard flags (those of `gpudash` itself)"))
         .collect();
-    top.mut_subcommand("doctor", |doctor| doctor.args(server_flags))
+    // And the groups those flags name (`sign_in`: an auth proxy or an OIDC provider).
+    let groups: Vec<clap::ArgGroup> = top.get_groups().filter(|g| g.get_id() != "Cli").cloned().collect();
+    top.mut_subcommand("doctor", |doctor| doctor.args(server_flags).groups(groups))
 }
 
 /// Parses `args` (the program's name first) with [`command`].

@@ -1,0 +1,244 @@
+//! The OIDC sign-in's three routes: `GET /auth/oidc/login` sends the browser to the provider, the
+//! provider sends it back to `GET /auth/oidc/callback` (a session cookie on success, a page saying why
+//! not otherwise), and `GET /auth/oidc/logout` ends the session here and at the provider.
+
+use axum::Extension;
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use super::{Edge, cookie, session_cookie, session_set_cookie};
+use crate::audit::{Action, Event, Outcome};
+use crate::auth::oidc::{Oidc, OidcRefused};
+use crate::web::{ApiError, AppState};
+
+/// The cookie binding a sign-in to the browser that started it, over plain HTTP.
+const STATE_COOKIE: &str = "gpudash_oidc_state";
+/// Over HTTPS, bound to this exact host like the session cookie.
+const SECURE_STATE_COOKIE: &str = "__Host-gpudash_oidc_state";
+/// Longest value of a query parameter the provider sends back.
+const MAX_PARAM: usize = 4096;
+
+/// `Set-Cookie` for the sign-in's state: `Lax`, since the provider's redirect back is a cross-site navigation.
+fn state_set_cookie(secure: bool, value: &str, max_age: u64) -> String {
+    let name = if secure { SECURE_STATE_COOKIE } else { STATE_COOKIE };
+    let tail = if secure { "; Secure" } else { "" };
+    format!("{name}={value}; HttpOnly; SameSite=Lax; Path=/; Max-Age={max_age}{tail}")
+}
+
+fn provider(state: &AppState) -> Result<std::sync::Arc<Oidc>, ApiError> {
+    state.auth.oidc().cloned().ok_or_else(|| ApiError {
+        status: StatusCode::NOT_FOUND,
+        message: "this dashboard has no OIDC sign-in (--oidc-issuer); sign in with a token".to_owned(),
+    })
+}
+
+/// The query's parameters, each at most [`MAX_PARAM`] bytes, or a 400 naming the one that is not.
+fn params(query: Option<&str>, allowed: &[&str]) -> Result<Vec<(String, String)>, ApiError> {
+    let mut found = Vec::new();
+    for (name, value) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
+        if !allowed.contains(&name.as_ref()) {
+            continue;
+        }
+        if value.len() > MAX_PARAM || found.iter().any(|(n, _): &(String, String)| *n == name) {
+            return Err(ApiError::bad_request(format!(
+                "the query parameter '{name}' is longer than {MAX_PARAM} bytes or given twice"
+            )));
+        }
+        found.push((name.into_owned(), value.into_owned()));
+    }
+    Ok(found)
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+}
+
+/// Where to go after signing in: a path on this site, else the dashboard's front page.
+fn next_page(next: Option<&str>) -> String {
+    match next {
+        Some(path)
+            if path.starts_with('/')
+                && !path.starts_with("//")
+                && !path.contains('\\')
+                && path.len() <= 2048
+                && !path.chars().any(char::is_control) =>
+        {
+            path.to_owned()
+        }
+        _ => "/".to_owned(),
+    }
+}
+
+fn redirect(to: &str, cookies: &[String]) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    if let Ok(location) = HeaderValue::from_str(to) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    for value in cookies {
+        if let Ok(value) = HeaderValue::from_str(value) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// A small page saying why the sign-in failed, with the way to try again.
+fn refusal_page(status: StatusCode, message: &str) -> Response {
+    let escaped = message.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;");
+    let body = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign-in refused · gpudash</title></head>\
+         <body><main><h1>Sign-in refused</h1><p id=\"sign-in-error\">{escaped}</p>\
+         <p><a id=\"sign-in-again\" href=\"/auth/oidc/login\">Sign in again</a> · <a href=\"/\">Back to the dashboard</a></p>\
+         </main></body></html>\n"
+    );
+    let mut response = (status, Html(body)).into_response();
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `GET /auth/oidc/login?next=/path`: sends the browser to the provider, binding the sign-in to it.
+pub async fn login(
+    State(state): State<AppState>,
+    Extension(edge): Extension<Edge>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let oidc = provider(&state)?;
+    let found = params(query.as_deref(), &["next"])?;
+    let begun = oidc.begin(&next_page(param(&found, "next")));
+    let cookie = state_set_cookie(edge.site.secure, &begun.state, crate::auth::oidc::PENDING_SECONDS);
+    Ok(redirect(&begun.url, &[cookie]))
+}
+
+/// `GET /auth/oidc/callback?code=…&state=…`: the provider's answer. A session on success; otherwise a
+/// page saying why, and an audit row.
+pub async fn callback(
+    State(state): State<AppState>,
+    Extension(edge): Extension<Edge>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let oidc = provider(&state)?;
+    let found = params(query.as_deref(), &["code", "state", "error", "error_description", "iss"])?;
+    let client = edge.site.client.to_string();
+    let secure = edge.site.secure;
+    let forget_state = state_set_cookie(secure, "", 0);
+    let refuse = |status: StatusCode, refused: &OidcRefused| {
+        let message = refused.to_string();
+        state.audit.record_denied("unknown", &client, Action::Login, "oidc", &message);
+        let mut page = refusal_page(status, &message);
+        if let Ok(value) = HeaderValue::from_str(&forget_state) {
+            page.headers_mut().append(header::SET_COOKIE, value);
+        }
+        page
+    };
+    // RFC 9207: a provider that names itself in the answer must be ours (a mix-up attack otherwise).
+    if let Some(issuer) = param(&found, "iss")
+        && issuer.trim_end_matches('/') != oidc.config().issuer.trim_end_matches('/')
+    {
+        let said: String = issuer.chars().take(200).collect();
+        return Ok(refuse(
+            StatusCode::FORBIDDEN,
+            &OidcRefused::Provider(format!("the answer came from the issuer {said}, not --oidc-issuer")),
+        ));
+    }
+    if let Some(error) = param(&found, "error") {
+        let described = param(&found, "error_description").map(|d| format!(" ({d})")).unwrap_or_default();
+        let shown: String = format!("{error}{described}").chars().take(300).collect();
+        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Provider(shown)));
+    }
+    let (Some(code), Some(sent)) = (param(&found, "code"), param(&found, "state")) else {
+        return Err(ApiError::bad_request(
+            "this address is where the identity provider sends people back, with code and state in the query; \
+             to sign in, open /auth/oidc/login",
+        ));
+    };
+    // The state must come back to the browser that started the sign-in (login CSRF otherwise).
+    let bound = cookie(&headers, if secure { SECURE_STATE_COOKIE } else { STATE_COOKIE });
+    let same = bound.is_some_and(|b| bool::from(subtle::ConstantTimeEq::ct_eq(b.as_bytes(), sent.as_bytes())));
+    if !same {
+        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
+    }
+    let signed_in = match oidc.finish(sent, code).await {
+        Ok(signed_in) => signed_in,
+        Err(refused) => {
+            let status = match refused {
+                OidcRefused::NoRole { .. }
+                | OidcRefused::BadUser(_)
+                | OidcRefused::Provider(_)
+                | OidcRefused::Unknown => StatusCode::FORBIDDEN,
+                OidcRefused::Unreachable(_) => StatusCode::BAD_GATEWAY,
+                OidcRefused::IdToken(_) | OidcRefused::NoUser { .. } => StatusCode::UNAUTHORIZED,
+            };
+            return Ok(refuse(status, &refused));
+        }
+    };
+    let identity = &signed_in.identity;
+    let (session, lifetime) = state.auth.provider_session(identity);
+    let mut detail = format!("{} via {}", identity.role.name(), oidc.provider_name());
+    if signed_in.signed_in_as != identity.user {
+        detail.push_str(&format!(", signed in as {}", signed_in.signed_in_as));
+    }
+    if !signed_in.groups.is_empty() {
+        detail.push_str(&format!("; groups: {}", signed_in.groups.join(", ")));
+    }
+    let event = Event {
+        user: &identity.user,
+        client: &client,
+        action: Action::Login,
+        target: "oidc",
+        outcome: Outcome::Ok,
+        detail: &detail,
+    };
+    state.audit.record(&event);
+    let session_cookie = session_set_cookie(secure, &session, lifetime.as_secs());
+    Ok(redirect(&signed_in.next, &[session_cookie, forget_state]))
+}
+
+/// `GET /auth/oidc/logout`: ends the session here, then at the provider (its end-session endpoint,
+/// coming back to this dashboard), or comes straight back when the provider has none.
+pub async fn logout(
+    State(state): State<AppState>,
+    Extension(edge): Extension<Edge>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let oidc = provider(&state)?;
+    let secure = edge.site.secure;
+    if let Some(session) = session_cookie(&headers, secure) {
+        state.auth.logout(&session);
+    }
+    let mut back = oidc.config().redirect_url.clone();
+    back.set_path("/");
+    let to = oidc.end_session_url(back.as_str()).unwrap_or_else(|| "/".to_owned());
+    Ok(redirect(&to, &[session_set_cookie(secure, "", 0)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_paths_here_are_followed_after_signing_in() {
+        assert_eq!(next_page(Some("/#lab")), "/#lab");
+        assert_eq!(next_page(Some("//evil.example.org")), "/");
+        assert_eq!(next_page(Some("https://evil.example.org")), "/");
+        assert_eq!(next_page(Some("/\\evil")), "/");
+        assert_eq!(next_page(None), "/");
+    }
+
+    #[test]
+    fn query_parameters_are_bounded_and_single() {
+        assert_eq!(params(Some("code=a&state=b&x=y"), &["code", "state"]).unwrap().len(), 2);
+        assert!(params(Some("code=a&code=b"), &["code"]).unwrap_err().message.contains("given twice"));
+        let long = format!("code={}", "a".repeat(MAX_PARAM + 1));
+        assert!(params(Some(&long), &["code"]).is_err());
+    }
+
+    #[test]
+    fn the_state_cookie_survives_the_providers_redirect() {
+        assert!(state_set_cookie(false, "s", 600).contains("SameSite=Lax"));
+        assert!(state_set_cookie(true, "s", 600).starts_with("__Host-gpudash_oidc_state=s;"));
+        assert!(refusal_page(StatusCode::FORBIDDEN, "<b>").status() == StatusCode::FORBIDDEN);
+    }
+}
