@@ -46,7 +46,7 @@ fn start_with(args: &[&std::ffi::OsStr]) -> (Server, String, Receiver<String>) {
 }
 
 /// The first line of the log from now on that contains `part`, failing after `secs`.
-fn logged(lines: &Receiver<String>, part: &str, secs: u64) -> String {
+pub(crate) fn logged(lines: &Receiver<String>, part: &str, secs: u64) -> String {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -58,7 +58,7 @@ fn logged(lines: &Receiver<String>, part: &str, secs: u64) -> String {
     }
 }
 
-fn hangup(server: &Server) {
+pub(crate) fn hangup(server: &Server) {
     let status = Command::new("kill").args(["-HUP", &server.0.id().to_string()]).status().expect("kill runs");
     assert!(status.success());
 }

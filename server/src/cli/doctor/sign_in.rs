@@ -103,9 +103,8 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_provider_the_check_is_skipped_and_an_unreachable_one_fails() {
-        let mut config = Config::from(
-            <crate::cli::Cli as clap::Parser>::try_parse_from(["gpudash"]).expect("defaults parse"),
-        );
+        let mut config =
+            Config::from(<crate::cli::Cli as clap::Parser>::try_parse_from(["gpudash"]).expect("defaults parse"));
         assert_eq!(oidc_provider(&config).await.status, Status::Skip);
         config.oidc = Some(oidc::OidcConfig {
             issuer: "http://127.0.0.1:9".to_owned(),

@@ -133,33 +133,36 @@ pub async fn callback(
         }
         page
     };
+    let (code, sent) = (param(&found, "code"), param(&found, "state"));
+    let error = param(&found, "error");
+    if code.is_none() && error.is_none() {
+        return Err(ApiError::bad_request(
+            "this address is where the identity provider sends people back, with code and state in the query; \
+             to sign in, open /auth/oidc/login",
+        ));
+    }
+    // The state must come back to the browser that started the sign-in (login CSRF otherwise); nothing
+    // else in the answer is read before, so a crafted link cannot put its words on this site.
+    let bound = cookie(&headers, if secure { SECURE_STATE_COOKIE } else { STATE_COOKIE });
+    let (Some(bound), Some(sent)) = (bound, sent) else {
+        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
+    };
+    if !bool::from(subtle::ConstantTimeEq::ct_eq(bound.as_bytes(), sent.as_bytes())) {
+        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
+    }
     // RFC 9207: a provider that names itself in the answer must be ours (a mix-up attack otherwise).
     if let Some(issuer) = param(&found, "iss")
         && issuer.trim_end_matches('/') != oidc.config().issuer.trim_end_matches('/')
     {
         let said: String = issuer.chars().take(200).collect();
-        return Ok(refuse(
-            StatusCode::FORBIDDEN,
-            &OidcRefused::Provider(format!("the answer came from the issuer {said}, not --oidc-issuer")),
-        ));
+        let refused = OidcRefused::Provider(format!("the answer came from the issuer {said}, not --oidc-issuer"));
+        return Ok(refuse(StatusCode::FORBIDDEN, &refused));
     }
-    if let Some(error) = param(&found, "error") {
+    let Some(code) = code else {
         let described = param(&found, "error_description").map(|d| format!(" ({d})")).unwrap_or_default();
-        let shown: String = format!("{error}{described}").chars().take(300).collect();
+        let shown: String = format!("{}{described}", error.unwrap_or_default()).chars().take(300).collect();
         return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Provider(shown)));
-    }
-    let (Some(code), Some(sent)) = (param(&found, "code"), param(&found, "state")) else {
-        return Err(ApiError::bad_request(
-            "this address is where the identity provider sends people back, with code and state in the query; \
-             to sign in, open /auth/oidc/login",
-        ));
     };
-    // The state must come back to the browser that started the sign-in (login CSRF otherwise).
-    let bound = cookie(&headers, if secure { SECURE_STATE_COOKIE } else { STATE_COOKIE });
-    let same = bound.is_some_and(|b| bool::from(subtle::ConstantTimeEq::ct_eq(b.as_bytes(), sent.as_bytes())));
-    if !same {
-        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
-    }
     let signed_in = match oidc.finish(sent, code).await {
         Ok(signed_in) => signed_in,
         Err(refused) => {
