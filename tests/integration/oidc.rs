@@ -227,6 +227,16 @@ async fn someone_in_no_listed_group_is_refused_and_a_callback_needs_its_browser(
         reqwest::get(format!("{base}/auth/oidc/callback?error=x&state=s&iss=https://evil.example.org")).await;
     let mixed_up = mixed_up.unwrap().text().await.unwrap();
     assert!(mixed_up.contains("started elsewhere") && !mixed_up.contains("evil"), "unbound: nothing of it is shown");
+    // Each start holds a pending sign-in: one address may start 30 a minute (cy's took one).
+    let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let mut statuses = Vec::new();
+    for _ in 0..30 {
+        statuses.push(client.get(format!("{base}/auth/oidc/login")).send().await.unwrap().status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 303).count(), 29, "{statuses:?}");
+    let throttled = client.get(format!("{base}/auth/oidc/login")).send().await.unwrap();
+    assert_eq!(throttled.status(), 429);
+    assert!(throttled.text().await.unwrap().contains("too many sign-ins started from your address; wait"));
 }
 
 #[tokio::test]

@@ -42,6 +42,12 @@ pub const DEFAULT_GROUPS_CLAIM: &str = "groups";
 pub const CALLBACK_PATH: &str = "/auth/oidc/callback";
 /// How long the provider has to answer discovery, the code exchange or UserInfo.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Sign-ins one address may start in [`STARTS_PER`] (then one every 2 s): each holds a pending entry, so a
+/// flood from one address cannot push everyone else's sign-ins out of [`pending::PENDING_MAX`].
+const STARTS_ALLOWED: u32 = 30;
+const STARTS_PER: Duration = Duration::from_secs(60);
+/// Addresses whose starts are counted at once; past that a newcomer waits.
+const STARTS_TRACKED: usize = 10_000;
 /// An ID token issued further in the future than this is refused (the two clocks disagree too much).
 pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
 
@@ -175,6 +181,8 @@ pub struct Oidc {
     config: OidcConfig,
     provider: RwLock<Arc<Provider>>,
     pending: Mutex<PendingLogins>,
+    /// Sign-ins started per address.
+    starts: base::rate::KeyedLimiter<std::net::IpAddr>,
     http: reqwest::Client,
     clock: Clock,
 }
@@ -201,7 +209,8 @@ impl Oidc {
         let http =
             http_client().map_err(|e| OidcError::Discovery { issuer: config.issuer.clone(), reason: e.to_string() })?;
         let provider = provider(&config, &http).await?;
-        Ok(Self { config, provider: RwLock::new(Arc::new(provider)), pending: Mutex::default(), http, clock })
+        let starts = base::rate::KeyedLimiter::new(STARTS_ALLOWED, STARTS_PER, STARTS_TRACKED, &clock);
+        Ok(Self { config, provider: RwLock::new(Arc::new(provider)), pending: Mutex::default(), starts, http, clock })
     }
 
     /// Reads the provider's discovery document, its keys and the secret file again (SIGHUP, or keys the
@@ -221,8 +230,14 @@ impl Oidc {
         url::Url::parse(&self.config.issuer).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default()
     }
 
-    /// Starts a sign-in that ends on `next` (a path here): where to send the browser, and the state to bind it to.
-    pub fn begin(&self, next: &str) -> Begun {
+    /// Starts a sign-in from `from` that ends on `next` (a path here): where to send the browser, and the
+    /// state to bind it to; or, past [`STARTS_ALLOWED`] a minute from one address, how many seconds to wait.
+    pub fn begin(&self, next: &str, from: std::net::IpAddr) -> Result<Begun, u64> {
+        match self.starts.check(from) {
+            Ok(()) => {}
+            Err(base::rate::Refused::Wait(wait)) => return Err(wait.as_secs_f64().ceil().max(1.0) as u64),
+            Err(base::rate::Refused::Full) => return Err((STARTS_PER / STARTS_ALLOWED).as_secs()),
+        }
         let provider = self.current();
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let scopes = self.config.scopes.iter().map(|s| Scope::new(s.clone()));
@@ -244,7 +259,7 @@ impl Oidc {
             started: now,
         };
         lock(&self.pending).insert(state.secret().clone(), pending, now);
-        Begun { url: url.to_string(), state: state.secret().clone() }
+        Ok(Begun { url: url.to_string(), state: state.secret().clone() })
     }
 
     /// Finishes the sign-in started with `state`: trades `code` for tokens, checks the ID token, and

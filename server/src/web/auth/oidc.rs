@@ -106,7 +106,10 @@ pub async fn login(
 ) -> Result<Response, ApiError> {
     let oidc = provider(&state)?;
     let found = params(query.as_deref(), &["next"])?;
-    let begun = oidc.begin(&next_page(param(&found, "next")));
+    let begun = oidc.begin(&next_page(param(&found, "next")), edge.site.client).map_err(|wait| ApiError {
+        status: StatusCode::TOO_MANY_REQUESTS,
+        message: format!("too many sign-ins started from your address; wait {wait} s"),
+    })?;
     let cookie = state_set_cookie(edge.site.secure, &begun.state, crate::auth::oidc::PENDING_SECONDS);
     Ok(redirect(&begun.url, &[cookie]))
 }
