@@ -1,5 +1,6 @@
-//! SIGHUP (`systemctl reload gpudash`): the alerts file and the auth file are read again. A bad
-//! file is refused with a logged error and what runs stays; the auth file's reload is audited.
+//! SIGHUP (`systemctl reload gpudash`): the alerts file, the auth file, the web config file and the
+//! OIDC provider (discovery, keys, client secret file) are read again. A bad one is refused with a
+//! logged error and what runs stays; each sign-in setting's reload is audited.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -44,9 +45,15 @@ pub fn on_sighup(reloadable: Reloadable, mut shutdown: watch::Receiver<bool>) ->
                         );
                         continue;
                     }
-                    let reloadable = reloadable.clone();
+                    let files = reloadable.clone();
                     // Reading the files blocks.
-                    let _ = tokio::task::spawn_blocking(move || reloadable.reload()).await;
+                    let _ = tokio::task::spawn_blocking(move || files.reload()).await;
+                    if let Some(oidc) = &reloadable.oidc {
+                        tokio::select! {
+                            () = reloadable.reload_provider(oidc) => {}
+                            _ = shutdown.changed() => return,
+                        }
+                    }
                 }
                 _ = shutdown.changed() => return,
             }
@@ -66,17 +73,13 @@ impl Reloadable {
         if let Some(path) = &self.web_config_file {
             self.reload_scrapers(path);
         }
-        if let Some(oidc) = &self.oidc {
-            self.reload_provider(oidc);
-        }
     }
 
     /// The OIDC provider's discovery document, keys and client secret read again; on failure the
     /// provider in force stays. Signed-in sessions are not touched either way.
-    fn reload_provider(&self, oidc: &auth::oidc::Oidc) {
+    async fn reload_provider(&self, oidc: &auth::oidc::Oidc) {
         let target = oidc.config().issuer.clone();
-        // Called on a blocking thread of the runtime (see `on_sighup`).
-        let (outcome, detail) = match tokio::runtime::Handle::current().block_on(oidc.reload()) {
+        let (outcome, detail) = match oidc.reload().await {
             Ok(()) => {
                 tracing::info!("OIDC provider {target} reloaded");
                 (Outcome::Ok, "discovery, keys and client secret read again".to_owned())

@@ -48,12 +48,20 @@ pub struct Me {
     /// Signed in by a trusted auth proxy (`--auth-proxy-header`): gpudash has no session of its own to end.
     #[serde(default)]
     pub by_proxy: bool,
-    /// Where "Log out" goes for someone the proxy signed in (`--auth-proxy-sign-out`); `None`: no button.
+    /// Where "Log out" goes for someone the proxy signed in (`--auth-proxy-sign-out`); `None`: no button for
+    /// them (others log out by `POST /api/logout`).
     #[serde(default)]
     pub sign_out: Option<String>,
     /// People sign in with the team's identity provider (`--oidc-issuer`): the page offers this button.
     #[serde(default)]
     pub sign_in: Option<SignInWith>,
+}
+
+/// Body of `POST /api/logout` when the session's provider has its own sign-out to visit next.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct LoggedOut {
+    /// The OIDC provider's end-session address, coming back to the dashboard.
+    pub sign_out: Option<String>,
 }
 
 /// The page's "Sign in with …" button.

@@ -69,6 +69,11 @@ impl Provider {
 
 /// A dashboard whose viewing needs a sign-in, signing people in with `provider`; `others` is `--default-role`.
 async fn dashboard(others: Option<Role>) -> (TestServer, Provider) {
+    dashboard_naming_by("preferred_username", others).await
+}
+
+/// [`dashboard`], naming people by the claim `user_claim`.
+async fn dashboard_naming_by(user_claim: &str, others: Option<Role>) -> (TestServer, Provider) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let provider = Provider::start(&base).await;
@@ -79,7 +84,7 @@ async fn dashboard(others: Option<Role>) -> (TestServer, Provider) {
         client_id: CLIENT_ID.to_owned(),
         client_secret_file: Some(secret.path().to_owned()),
         redirect_url: format!("{base}/auth/oidc/callback").parse().unwrap(),
-        username_claim: "preferred_username".to_owned(),
+        username_claim: user_claim.to_owned(),
         groups_claim: "groups".to_owned(),
         scopes: vec!["profile".to_owned(), "email".to_owned(), "groups".to_owned()],
         roles: GroupRoles { admin: vec!["gpu-admins".into()], operator: vec!["gpu-users".into()], others },
@@ -157,8 +162,9 @@ async fn people_sign_in_with_the_provider_and_their_groups_give_the_role() {
         assert_eq!(who, "ana (admin)", "gpu-admins makes an admin");
         let signed_in = me(&c).await;
         assert_eq!(
-            (signed_in["role"].as_str(), signed_in["sign_out"].as_str()),
-            (Some("admin"), Some("/auth/oidc/logout"))
+            (signed_in["role"].as_str(), &signed_in["sign_out"]),
+            (Some("admin"), &Value::Null),
+            "Log out posts"
         );
         // An admin reads the audit log from the page: the sign-in is in it, with the groups.
         let script = format!(
@@ -227,16 +233,56 @@ async fn someone_in_no_listed_group_is_refused_and_a_callback_needs_its_browser(
         reqwest::get(format!("{base}/auth/oidc/callback?error=x&state=s&iss=https://evil.example.org")).await;
     let mixed_up = mixed_up.unwrap().text().await.unwrap();
     assert!(mixed_up.contains("started elsewhere") && !mixed_up.contains("evil"), "unbound: nothing of it is shown");
-    // Each start holds a pending sign-in: one address may start 30 a minute (cy's took one).
+    // With the browser's state cookie, the provider's own answer is read: its refusal, or another issuer.
     let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let mut statuses = Vec::new();
-    for _ in 0..30 {
-        statuses.push(client.get(format!("{base}/auth/oidc/login")).send().await.unwrap().status().as_u16());
-    }
-    assert_eq!(statuses.iter().filter(|s| **s == 303).count(), 29, "{statuses:?}");
-    let throttled = client.get(format!("{base}/auth/oidc/login")).send().await.unwrap();
-    assert_eq!(throttled.status(), 429);
-    assert!(throttled.text().await.unwrap().contains("too many sign-ins started from your address; wait"));
+    let started = client.get(format!("{base}/auth/oidc/login")).send().await.unwrap();
+    assert_eq!(started.status(), 303);
+    let cookie = started.headers()["set-cookie"].to_str().unwrap().split(';').next().unwrap().to_owned();
+    assert!(cookie.starts_with("gpudash_oidc_state="), "{cookie}");
+    let to: url::Url = started.headers()["location"].to_str().unwrap().parse().unwrap();
+    let state = to.query_pairs().find(|(k, _)| k == "state").unwrap().1.into_owned();
+    assert!(to.query_pairs().any(|(k, v)| k == "code_challenge_method" && v == "S256"), "PKCE: {to}");
+    let answer = |query: String| {
+        let (client, cookie) = (client.clone(), cookie.clone());
+        let url = format!("{base}/auth/oidc/callback?{query}");
+        async move {
+            let answer = client.get(url).header("cookie", cookie).send().await.unwrap();
+            (answer.status().as_u16(), answer.text().await.unwrap())
+        }
+    };
+    let (status, page) = answer(format!("error=access_denied&error_description=nope&state={state}")).await;
+    assert_eq!(status, 403);
+    assert!(page.contains("the identity provider refused the sign-in: access_denied (nope)"), "{page}");
+    let (status, page) = answer(format!("code=x&state={state}&iss=https://evil.example.org")).await;
+    assert_eq!(status, 403);
+    assert!(page.contains("the answer came from the issuer https://evil.example.org, not --oidc-issuer"), "{page}");
+    let (status, page) = answer("code=x&state=another".to_owned()).await;
+    assert_eq!(status, 403, "the cookie's sign-in is not this state's");
+    assert!(page.contains("started elsewhere"), "{page}");
+    // Opened under another name than --oidc-redirect-url's, the sign-in starts over there (where its cookie must be).
+    let elsewhere = base.replace("127.0.0.1", "localhost");
+    let moved = client.get(format!("{elsewhere}/auth/oidc/login?next=/%23lab")).send().await.unwrap();
+    assert_eq!(moved.status(), 303);
+    assert_eq!(moved.headers()["location"], format!("{base}/auth/oidc/login?next=%2F%23lab").as_str());
+}
+
+#[tokio::test]
+async fn named_by_e_mail_only_a_verified_address_signs_in() {
+    let (server, _provider) = dashboard_naming_by("email", Some(Role::Viewer)).await;
+    let base = server.base.clone();
+    with_browser(1280, 900, |c| async move {
+        sign_in(&c, &base, "cy").await;
+        let said = refusal(&c).await;
+        assert!(said.contains("has not verified the e-mail address 'cy@lab.example.org'"), "{said}");
+        assert_eq!(me(&c).await["role"], Value::Null);
+    })
+    .await;
+    // A fresh browser (the provider's session there is cy's).
+    with_browser(1280, 900, |c| async move {
+        sign_in(&c, &server.base, "ana").await;
+        assert_eq!(me(&c).await["user"], "ana@lab.example.org", "a verified address names her");
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -319,6 +365,11 @@ async fn sighup_reads_the_client_secret_again_and_sessions_stay() {
         let kept = logged(&rx, "the OIDC settings already in force stay", 15);
         assert!(kept.contains("is empty"), "{kept}");
         assert_eq!(me(&c).await["role"], "admin", "the session stays open");
+        // And the secret in force is the right one still: a fresh sign-in goes through.
+        let script = "const done = arguments[0]; fetch('/api/logout', {method: 'POST'}).then(r => done(r.status));";
+        assert_eq!(c.execute_async(script, vec![]).await.unwrap(), 200, "the provider's sign-out is named");
+        sign_in(&c, &base, "ana").await;
+        assert_eq!(me(&c).await["role"], "admin", "signed in again with the kept secret");
     })
     .await;
 }

@@ -3,7 +3,7 @@
 //
 //   node provider.mjs PORT CLIENT_ID CLIENT_SECRET REDIRECT_URL POST_LOGOUT_URL
 //
-// Users: ana in gpu-admins, bo in gpu-users, cy in students. Groups come in the `groups` claim (scope
+// Users: ana in gpu-admins, bo in gpu-users, cy in students (cy's e-mail address unverified). Groups come in the `groups` claim (scope
 // `groups`), names in `preferred_username` (scope `profile`); both are in UserInfo, and in the ID token too
 // when gpudash asks for no access token claims (oidc-provider's conformIdTokenClaims puts them in UserInfo).
 //
@@ -24,7 +24,8 @@ const issuer = `http://127.0.0.1:${port}`;
 const users = {
   ana: { groups: ['staff', 'gpu-admins'], email: 'ana@lab.example.org' },
   bo: { groups: ['gpu-users'], email: 'bo@lab.example.org' },
-  cy: { groups: ['students'], email: 'cy@lab.example.org' },
+  // cy's address is not verified: a dashboard that names people by e-mail must not take it.
+  cy: { groups: ['students'], email: 'cy@lab.example.org', unverified: true },
 };
 
 const { privateKey } = await generateKeyPair('RS256', { extractable: true });
@@ -58,7 +59,9 @@ const provider = new Provider(issuer, {
     return {
       accountId: id,
       async claims() {
-        return { sub: id, preferred_username: id, name: id, email: user.email, email_verified: true, groups: user.groups };
+        return {
+          sub: id, preferred_username: id, name: id, email: user.email, email_verified: !user.unverified, groups: user.groups,
+        };
       },
     };
   },

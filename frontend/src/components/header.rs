@@ -293,8 +293,8 @@ fn WhoAmI() -> impl IntoView {
                 <span class="whoami">
                     <span id="whoami">{who}</span>
                     {move || match session.me.with(|m| m.as_ref().map(|m| (m.by_proxy, m.sign_out.clone()))) {
-                        // The auth proxy or the OIDC provider signed them in: its sign-out ends that, if the server names one.
-                        Some((_, Some(url))) => view! {
+                        // The auth proxy signed them in: its sign-out ends that, if the server names one.
+                        Some((true, Some(url))) => view! {
                             <a id="logout" class="small-button" href=url rel="external">"Log out"</a>
                         }.into_any(),
                         Some((true, None)) => ().into_any(),

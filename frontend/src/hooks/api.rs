@@ -47,9 +47,13 @@ pub async fn post_json<T: DeserializeOwned>(url: &str, body: Option<&serde_json:
     parse(url, &answer)
 }
 
-/// `POST url` whose answer has no body worth reading (e.g. 204).
-pub async fn post_empty(url: &str) -> Result<(), ApiFailure> {
-    call("POST", url, None).await.map(drop)
+/// `POST url` answered 204, or 200 with a JSON body.
+pub async fn post_maybe_json<T: DeserializeOwned>(url: &str) -> Result<Option<T>, ApiFailure> {
+    let answer = call("POST", url, None).await?;
+    if answer.trim().is_empty() {
+        return Ok(None);
+    }
+    parse(url, &answer).map(Some)
 }
 
 /// `DELETE url` (answered 204).

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use leptos::{logging, prelude::*, task::spawn_local};
-use shared::auth::{Me, Role};
+use shared::auth::{LoggedOut, Me, Role};
 
-use super::api::{ApiFailure, get_json, post_empty, post_json};
+use super::api::{ApiFailure, get_json, post_json, post_maybe_json};
 
 /// Wait before asking `/api/me` again when the server did not answer.
 const ME_RETRY: Duration = Duration::from_secs(2);
@@ -66,8 +66,14 @@ impl Session {
     /// Ends the session and asks the server who the page is now.
     pub fn logout(self) {
         spawn_local(async move {
-            if let Err(failure) = post_empty("/api/logout").await {
-                logging::warn!("gpudash: logout: {}", failure.message);
+            match post_maybe_json::<LoggedOut>("/api/logout").await {
+                // Signed in by the OIDC provider: its own sign-out next, which comes back here.
+                Ok(Some(LoggedOut { sign_out: Some(url) })) => {
+                    let _ = window().location().set_href(&url);
+                    return;
+                }
+                Ok(_) => {}
+                Err(failure) => logging::warn!("gpudash: logout: {}", failure.message),
             }
             self.reload().await;
             self.set_epoch.update(|e| *e += 1);

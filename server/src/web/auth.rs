@@ -305,13 +305,9 @@ fn session_set_cookie(secure: bool, value: &str, max_age: u64) -> String {
     }
 }
 
-fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool, from_provider: bool) -> Me {
+fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool) -> Me {
     let proxy = state.auth.proxy().map(crate::auth::ProxyAuth::config);
-    let sign_out = if by_proxy {
-        proxy.and_then(|p| p.sign_out.clone())
-    } else {
-        from_provider.then(|| crate::auth::oidc::LOGOUT_PATH.to_owned())
-    };
+    let sign_out = proxy.and_then(|p| p.sign_out.clone()).filter(|_| by_proxy);
     Me {
         user: identity.map(|i| i.user.clone()),
         role: identity.map(|i| i.role),
@@ -331,9 +327,7 @@ fn me(state: &AppState, identity: Option<&Identity>, by_proxy: bool, from_provid
 
 /// `GET /api/me`: who the page is talking as, and whether it should offer a login.
 pub async fn whoami(State(state): State<AppState>, caller: Option<Extension<Caller>>) -> Json<Me> {
-    let by_proxy = caller.as_ref().is_some_and(|c| c.by_proxy);
-    let from_provider = caller.as_ref().and_then(|c| c.session).is_some_and(|s| s.from_provider);
-    Json(me(&state, caller.as_ref().map(|c| &c.identity), by_proxy, from_provider))
+    Json(me(&state, caller.as_ref().map(|c| &c.identity), caller.as_ref().is_some_and(|c| c.by_proxy)))
 }
 
 /// `POST /api/login` `{"token": "..."}`: sets an HttpOnly, SameSite=Strict session cookie
@@ -360,7 +354,7 @@ pub async fn login(
         Ok((identity, session, lifetime)) => {
             audit(&identity.user, Outcome::Ok, identity.role.name());
             let cookie = session_set_cookie(edge.site.secure, &session, lifetime.as_secs());
-            let mut response = Json(me(&state, Some(&identity), false, false)).into_response();
+            let mut response = Json(me(&state, Some(&identity), false)).into_response();
             if let Ok(value) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, value);
             }
@@ -384,12 +378,21 @@ impl From<Refused> for ApiError {
     }
 }
 
-/// `POST /api/logout`: ends the session (its open WebSockets close) and clears the cookie.
+/// `POST /api/logout`: ends the session (its open WebSockets close) and clears the cookie: 204, or for a
+/// session the OIDC provider opened 200 with `{"sign_out": URL}`, the provider's end-session address.
 pub async fn logout(State(state): State<AppState>, Extension(edge): Extension<Edge>, headers: HeaderMap) -> Response {
+    let mut provider = None;
     if let Some(session) = session_cookie(&headers, edge.site.secure) {
+        let opened = state.auth.identify(None, Some(&session)).ok().and_then(|(_, opened)| opened);
+        if opened.is_some_and(|s| s.from_provider) {
+            provider = oidc::provider_sign_out(&state);
+        }
         state.auth.logout(&session);
     }
-    let mut response = StatusCode::NO_CONTENT.into_response();
+    let mut response = match provider {
+        Some(url) => Json(shared::auth::LoggedOut { sign_out: Some(url) }).into_response(),
+        None => StatusCode::NO_CONTENT.into_response(),
+    };
     for secure in [false, true] {
         if secure && !edge.site.secure {
             continue;

@@ -166,7 +166,6 @@ pub fn app(state: AppState) -> Router {
         .route("/api/me", get(auth::whoami))
         .route(crate::auth::oidc::LOGIN_PATH, get(auth::oidc::login))
         .route(crate::auth::oidc::CALLBACK_PATH, get(auth::oidc::callback))
-        .route(crate::auth::oidc::LOGOUT_PATH, get(auth::oidc::logout))
         .route("/api/audit", get(audit::audit_log))
         .route("/api/alerts", get(alerts::list))
         .route("/api/alerts/silences", post(alerts::silence))

@@ -3,17 +3,16 @@
 //! The `openidconnect` crate does discovery, the code exchange and the ID token's checks (signature by
 //! the provider's published keys, issuer, audience, expiry, nonce); this module adds what gpudash needs
 //! on top: the user name and groups from configurable claims (the ID token's, else UserInfo's), roles
-//! by [`GroupRoles`], owner names by [`UserMap`], and a reload (SIGHUP) of the provider and the secret.
+//! by `GroupRoles`, owner names by `UserMap`, and a reload (SIGHUP) of the provider and the secret.
 
 mod claims;
-mod pending;
+mod sealed;
+mod settings;
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use base::clock::Clock;
-use base::sync::lock;
 use openidconnect::core::{CoreClient, CoreResponseType};
 use openidconnect::{
     AuthenticationFlow, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointMaybeSet, EndpointNotSet,
@@ -22,88 +21,26 @@ use openidconnect::{
 };
 
 pub use claims::parse_claim;
-use pending::{Pending, PendingLogins};
+pub use sealed::Pending;
+use sealed::Sealer;
+pub use settings::{OidcConfig, parse_issuer, parse_redirect_url, parse_scope};
 
-use super::groups::GroupRoles;
-use super::names::UserMap;
 use super::{Identity, valid_user};
 
-/// How long the browser's state cookie lasts: as long as a sign-in may take.
-pub const PENDING_SECONDS: u64 = pending::PENDING_FOR.as_secs();
+/// How long someone has to sign in at the provider (the browser's state cookie lasts as long).
+pub const PENDING_SECONDS: u64 = 600;
 /// The path that starts a sign-in (`?next=/path` for where to go afterwards).
 pub const LOGIN_PATH: &str = "/auth/oidc/login";
-/// The path that ends the session here and at the provider.
-pub const LOGOUT_PATH: &str = "/auth/oidc/logout";
 /// The default `--oidc-username-claim`.
 pub const DEFAULT_USERNAME_CLAIM: &str = "preferred_username";
 /// The default `--oidc-groups-claim`.
 pub const DEFAULT_GROUPS_CLAIM: &str = "groups";
-/// The path the provider sends people back to; `--oidc-redirect-url` must end with it.
+/// The path the provider sends people back to; `--oidc-redirect-url` is an origin and this path.
 pub const CALLBACK_PATH: &str = "/auth/oidc/callback";
 /// How long the provider has to answer discovery, the code exchange or UserInfo.
 const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
-/// Sign-ins one address may start in [`STARTS_PER`] (then one every 2 s): each holds a pending entry, so a
-/// flood from one address cannot push everyone else's sign-ins out of [`pending::PENDING_MAX`].
-const STARTS_ALLOWED: u32 = 30;
-const STARTS_PER: Duration = Duration::from_secs(60);
-/// Addresses whose starts are counted at once; past that a newcomer waits.
-const STARTS_TRACKED: usize = 10_000;
 /// An ID token issued further in the future than this is refused (the two clocks disagree too much).
 pub const CLOCK_SKEW: Duration = Duration::from_secs(300);
-
-/// The `--oidc-*` settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OidcConfig {
-    /// `--oidc-issuer`: the provider's issuer URL (its discovery document is under it).
-    pub issuer: String,
-    pub client_id: String,
-    /// `--oidc-client-secret-file`: the client secret, read at start and on SIGHUP; `None`: a public client.
-    pub client_secret_file: Option<PathBuf>,
-    /// `--oidc-redirect-url`: this dashboard's [`CALLBACK_PATH`] as people's browsers reach it.
-    pub redirect_url: url::Url,
-    pub username_claim: String,
-    pub groups_claim: String,
-    /// Scopes asked for besides `openid`.
-    pub scopes: Vec<String>,
-    pub roles: GroupRoles,
-    pub user_map: UserMap,
-}
-
-/// `--oidc-redirect-url`: an http(s) URL whose path ends with [`CALLBACK_PATH`].
-pub fn parse_redirect_url(value: &str) -> Result<url::Url, String> {
-    let url = url::Url::parse(value.trim()).ok().filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
-    match url {
-        Some(url) if url.path().ends_with(CALLBACK_PATH) && url.query().is_none() && url.fragment().is_none() => {
-            Ok(url)
-        }
-        _ => Err(format!(
-            "'{value}' is not a redirect URL here: give the address people open gpudash at, followed by \
-             {CALLBACK_PATH} (e.g. https://gpu1.example.org{CALLBACK_PATH}), and register the same URL with the provider"
-        )),
-    }
-}
-
-/// `--oidc-issuer`: an http(s) URL without query or fragment.
-pub fn parse_issuer(value: &str) -> Result<String, String> {
-    match url::Url::parse(value.trim()) {
-        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() && url.query().is_none() => {
-            Ok(value.trim().to_owned())
-        }
-        _ => Err(format!(
-            "'{value}' is not an issuer URL: give the provider's issuer as its discovery document names it, e.g. \
-             https://login.example.org/realms/lab (Keycloak) or https://accounts.google.com"
-        )),
-    }
-}
-
-/// `--oidc-scope`: one scope token (RFC 6749: printable ASCII without spaces, quotes or backslashes).
-pub fn parse_scope(value: &str) -> Result<String, String> {
-    let scope = value.trim();
-    if scope.is_empty() || scope.len() > 128 || !scope.chars().all(|c| c.is_ascii_graphic() && c != '"' && c != '\\') {
-        return Err(format!("'{value}' is not a scope: give one word such as groups, email or profile"));
-    }
-    Ok(scope.to_owned())
-}
 
 /// Why the provider could not be used; start-up stops with it, a reload keeps the one in force.
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +75,10 @@ pub enum OidcRefused {
     )]
     NoUser { claim: String },
     #[error(
+        "the identity provider has not verified the e-mail address '{0}' (email_verified is not true), so it names nobody"
+    )]
+    Unverified(String),
+    #[error(
         "the identity provider named the user '{0}': a user name here is 1–64 letters, digits or . _ - @ (map it with --user-map)"
     )]
     BadUser(String),
@@ -159,11 +100,11 @@ pub struct SignedIn {
     pub next: String,
 }
 
-/// A sign-in to start: send the browser to `url`, binding it to `state` (a cookie).
+/// A sign-in to start: send the browser to `url`, with `cookie` as its state cookie.
 #[derive(Debug, Clone)]
 pub struct Begun {
     pub url: String,
-    pub state: String,
+    pub cookie: String,
 }
 
 type Client =
@@ -180,9 +121,9 @@ struct Provider {
 pub struct Oidc {
     config: OidcConfig,
     provider: RwLock<Arc<Provider>>,
-    pending: Mutex<PendingLogins>,
-    /// Sign-ins started per address.
-    starts: base::rate::KeyedLimiter<std::net::IpAddr>,
+    /// Seals what a sign-in under way needs into the browser's state cookie: the server holds nothing
+    /// per sign-in, so no flood of starts can push anyone's out.
+    sealer: Sealer,
     http: reqwest::Client,
     clock: Clock,
 }
@@ -209,8 +150,7 @@ impl Oidc {
         let http =
             http_client().map_err(|e| OidcError::Discovery { issuer: config.issuer.clone(), reason: e.to_string() })?;
         let provider = provider(&config, &http).await?;
-        let starts = base::rate::KeyedLimiter::new(STARTS_ALLOWED, STARTS_PER, STARTS_TRACKED, &clock);
-        Ok(Self { config, provider: RwLock::new(Arc::new(provider)), pending: Mutex::default(), starts, http, clock })
+        Ok(Self { config, provider: RwLock::new(Arc::new(provider)), sealer: Sealer::new(), http, clock })
     }
 
     /// Reads the provider's discovery document, its keys and the secret file again (SIGHUP, or keys the
@@ -230,14 +170,9 @@ impl Oidc {
         url::Url::parse(&self.config.issuer).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default()
     }
 
-    /// Starts a sign-in from `from` that ends on `next` (a path here): where to send the browser, and the
-    /// state to bind it to; or, past [`STARTS_ALLOWED`] a minute from one address, how many seconds to wait.
-    pub fn begin(&self, next: &str, from: std::net::IpAddr) -> Result<Begun, u64> {
-        match self.starts.check(from) {
-            Ok(()) => {}
-            Err(base::rate::Refused::Wait(wait)) => return Err(wait.as_secs_f64().ceil().max(1.0) as u64),
-            Err(base::rate::Refused::Full) => return Err((STARTS_PER / STARTS_ALLOWED).as_secs()),
-        }
+    /// Starts a sign-in that ends on `next` (a path here): where to send the browser, and the sealed
+    /// cookie value that binds the sign-in to it.
+    pub fn begin(&self, next: &str) -> Begun {
         let provider = self.current();
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
         let scopes = self.config.scopes.iter().map(|s| Scope::new(s.clone()));
@@ -251,22 +186,33 @@ impl Oidc {
             .add_scopes(scopes)
             .set_pkce_challenge(challenge)
             .url();
-        let now = self.clock.now();
         let pending = Pending {
+            state: state.secret().clone(),
             verifier: verifier.secret().clone(),
             nonce: nonce.secret().clone(),
             next: next.to_owned(),
-            started: now,
+            started_ms: self.clock.now_ms(),
         };
-        lock(&self.pending).insert(state.secret().clone(), pending, now);
-        Ok(Begun { url: url.to_string(), state: state.secret().clone() })
+        Begun { url: url.to_string(), cookie: self.sealer.seal(&pending) }
     }
 
-    /// Finishes the sign-in started with `state`: trades `code` for tokens, checks the ID token, and
-    /// names the user and their role.
-    pub async fn finish(&self, state: &str, code: &str) -> Result<SignedIn, OidcRefused> {
-        let pending = lock(&self.pending).take(state, self.clock.now()).ok_or(OidcRefused::Unknown)?;
-        let provider = self.current();
+    /// The sign-in a browser's state cookie holds, if it is one of ours, still young, and the provider
+    /// sent back its `state` (anything else: [`OidcRefused::Unknown`]).
+    pub fn bound(&self, cookie: Option<&str>, state: Option<&str>) -> Result<Pending, OidcRefused> {
+        let pending = self.sealer.open(cookie.ok_or(OidcRefused::Unknown)?).ok_or(OidcRefused::Unknown)?;
+        let same =
+            state.is_some_and(|s| bool::from(subtle::ConstantTimeEq::ct_eq(s.as_bytes(), pending.state.as_bytes())));
+        let age_ms = self.clock.now_ms().saturating_sub(pending.started_ms);
+        if !same || age_ms > PENDING_SECONDS * 1000 {
+            return Err(OidcRefused::Unknown);
+        }
+        Ok(pending)
+    }
+
+    /// Finishes the sign-in `pending` (from [`Oidc::bound`]): trades `code` for tokens, checks the ID
+    /// token, and names the user and their role.
+    pub async fn finish(&self, pending: Pending, code: &str) -> Result<SignedIn, OidcRefused> {
+        let mut provider = self.current();
         let exchange = provider
             .client
             .exchange_code(AuthorizationCode::new(code.to_owned()))
@@ -282,13 +228,25 @@ impl Oidc {
             )
         })?;
         let nonce = Nonce::new(pending.nonce.clone());
-        let checked = match self.check_id_token(&provider, id_token, &nonce) {
-            // The provider may have rotated its keys since discovery: fetch them once and check again.
+        let mut checked = self.check_id_token(&provider, id_token, &nonce);
+        if matches!(
+            checked,
             Err(openidconnect::ClaimsVerificationError::SignatureVerification(
                 openidconnect::SignatureVerificationError::NoMatchingKey,
-            )) if self.reload().await.is_ok() => self.check_id_token(&self.current(), id_token, &nonce),
-            checked => checked,
-        };
+            ))
+        ) {
+            // The provider may have rotated its keys since discovery: read them once more and check again.
+            match self.reload().await {
+                Ok(()) => {
+                    tracing::info!(
+                        "OIDC: an ID token named a key not seen at discovery; the provider's keys were read again"
+                    );
+                    provider = self.current();
+                    checked = self.check_id_token(&provider, id_token, &nonce);
+                }
+                Err(e) => tracing::warn!("OIDC: reading the provider's keys again failed: {e}"),
+            }
+        }
         let subject = checked.map_err(|e| OidcRefused::IdToken(id_token_error(&e)))?;
         let mut found = claims::payload(&id_token.to_string()).unwrap_or_default();
         let user_claim = &self.config.username_claim;
@@ -302,6 +260,10 @@ impl Oidc {
             }
         }
         let user = claims::user(&found, user_claim).ok_or_else(|| OidcRefused::NoUser { claim: user_claim.clone() })?;
+        // An address the provider has not verified names nobody (anyone may type one at many providers).
+        if user_claim == "email" && found.get("email_verified").and_then(serde_json::Value::as_bool) != Some(true) {
+            return Err(OidcRefused::Unverified(user));
+        }
         if valid_user(&user).is_err() && self.config.user_map.owner(&user) == user {
             return Err(OidcRefused::BadUser(user.chars().take(80).collect()));
         }
@@ -452,21 +414,6 @@ fn id_token_error(error: &openidconnect::ClaimsVerificationError) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn flag_values_are_checked() {
-        assert!(parse_redirect_url("https://gpu1.example.org/auth/oidc/callback").is_ok());
-        assert!(parse_redirect_url("https://gpu1.example.org/").unwrap_err().contains(CALLBACK_PATH));
-        assert!(parse_redirect_url("ftp://x/auth/oidc/callback").is_err());
-        assert!(parse_redirect_url("https://x/auth/oidc/callback?a=1").is_err());
-        assert_eq!(
-            parse_issuer(" https://login.example.org/realms/lab ").unwrap(),
-            "https://login.example.org/realms/lab"
-        );
-        assert!(parse_issuer("login.example.org").unwrap_err().contains("not an issuer URL"));
-        assert_eq!(parse_scope("groups").unwrap(), "groups");
-        assert!(parse_scope("a b").is_err() && parse_scope("").is_err());
-    }
 
     #[test]
     fn a_secret_file_must_hold_a_secret() {

@@ -1,13 +1,13 @@
-//! The OIDC sign-in's three routes: `GET /auth/oidc/login` sends the browser to the provider, the
+//! The OIDC sign-in's two routes: `GET /auth/oidc/login` sends the browser to the provider, and the
 //! provider sends it back to `GET /auth/oidc/callback` (a session cookie on success, a page saying why
-//! not otherwise), and `GET /auth/oidc/logout` ends the session here and at the provider.
+//! not otherwise). `POST /api/logout` of such a session names the provider's end-session address.
 
 use axum::Extension;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use super::{Edge, cookie, session_cookie, session_set_cookie};
+use super::{Edge, cookie, session_set_cookie};
 use crate::audit::{Action, Event, Outcome};
 use crate::auth::oidc::{Oidc, OidcRefused};
 use crate::web::{ApiError, AppState};
@@ -98,7 +98,9 @@ fn refusal_page(status: StatusCode, message: &str) -> Response {
     response
 }
 
-/// `GET /auth/oidc/login?next=/path`: sends the browser to the provider, binding the sign-in to it.
+/// `GET /auth/oidc/login?next=/path`: sends the browser to the provider, the sign-in sealed in its state
+/// cookie. Opened under another address than `--oidc-redirect-url`'s, it first goes there: the cookie
+/// must be set where the provider will send the browser back.
 pub async fn login(
     State(state): State<AppState>,
     Extension(edge): Extension<Edge>,
@@ -106,11 +108,16 @@ pub async fn login(
 ) -> Result<Response, ApiError> {
     let oidc = provider(&state)?;
     let found = params(query.as_deref(), &["next"])?;
-    let begun = oidc.begin(&next_page(param(&found, "next")), edge.site.client).map_err(|wait| ApiError {
-        status: StatusCode::TOO_MANY_REQUESTS,
-        message: format!("too many sign-ins started from your address; wait {wait} s"),
-    })?;
-    let cookie = state_set_cookie(edge.site.secure, &begun.state, crate::auth::oidc::PENDING_SECONDS);
+    let next = next_page(param(&found, "next"));
+    let home = oidc.config().redirect_url.origin().ascii_serialization();
+    if edge.site.own_origin.as_deref().is_some_and(|own| own != home) {
+        let mut there = oidc.config().redirect_url.clone();
+        there.set_path(crate::auth::oidc::LOGIN_PATH);
+        there.query_pairs_mut().append_pair("next", &next);
+        return Ok(redirect(there.as_str(), &[]));
+    }
+    let begun = oidc.begin(&next);
+    let cookie = state_set_cookie(edge.site.secure, &begun.cookie, crate::auth::oidc::PENDING_SECONDS);
     Ok(redirect(&begun.url, &[cookie]))
 }
 
@@ -144,15 +151,13 @@ pub async fn callback(
              to sign in, open /auth/oidc/login",
         ));
     }
-    // The state must come back to the browser that started the sign-in (login CSRF otherwise); nothing
-    // else in the answer is read before, so a crafted link cannot put its words on this site.
+    // The sign-in must come back to the browser that started it (login CSRF otherwise); nothing else in
+    // the answer is read before, so a crafted link cannot put its words on this site.
     let bound = cookie(&headers, if secure { SECURE_STATE_COOKIE } else { STATE_COOKIE });
-    let (Some(bound), Some(sent)) = (bound, sent) else {
-        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
+    let pending = match oidc.bound(bound.as_deref(), sent) {
+        Ok(pending) => pending,
+        Err(refused) => return Ok(refuse(StatusCode::FORBIDDEN, &refused)),
     };
-    if !bool::from(subtle::ConstantTimeEq::ct_eq(bound.as_bytes(), sent.as_bytes())) {
-        return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Unknown));
-    }
     // RFC 9207: a provider that names itself in the answer must be ours (a mix-up attack otherwise).
     if let Some(issuer) = param(&found, "iss")
         && issuer.trim_end_matches('/') != oidc.config().issuer.trim_end_matches('/')
@@ -166,12 +171,13 @@ pub async fn callback(
         let shown: String = format!("{}{described}", error.unwrap_or_default()).chars().take(300).collect();
         return Ok(refuse(StatusCode::FORBIDDEN, &OidcRefused::Provider(shown)));
     };
-    let signed_in = match oidc.finish(sent, code).await {
+    let signed_in = match oidc.finish(pending, code).await {
         Ok(signed_in) => signed_in,
         Err(refused) => {
             let status = match refused {
                 OidcRefused::NoRole { .. }
                 | OidcRefused::BadUser(_)
+                | OidcRefused::Unverified(_)
                 | OidcRefused::Provider(_)
                 | OidcRefused::Unknown => StatusCode::FORBIDDEN,
                 OidcRefused::Unreachable(_) => StatusCode::BAD_GATEWAY,
@@ -202,22 +208,13 @@ pub async fn callback(
     Ok(redirect(&signed_in.next, &[session_cookie, forget_state]))
 }
 
-/// `GET /auth/oidc/logout`: ends the session here, then at the provider (its end-session endpoint,
-/// coming back to this dashboard), or comes straight back when the provider has none.
-pub async fn logout(
-    State(state): State<AppState>,
-    Extension(edge): Extension<Edge>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let oidc = provider(&state)?;
-    let secure = edge.site.secure;
-    if let Some(session) = session_cookie(&headers, secure) {
-        state.auth.logout(&session);
-    }
+/// Where the browser goes after `POST /api/logout` ended a session the provider opened: the provider's
+/// end-session endpoint (RP-initiated logout), coming back to this dashboard; `None` when it has none.
+pub(super) fn provider_sign_out(state: &AppState) -> Option<String> {
+    let oidc = state.auth.oidc()?;
     let mut back = oidc.config().redirect_url.clone();
     back.set_path("/");
-    let to = oidc.end_session_url(back.as_str()).unwrap_or_else(|| "/".to_owned());
-    Ok(redirect(&to, &[session_set_cookie(secure, "", 0)]))
+    oidc.end_session_url(back.as_str())
 }
 
 #[cfg(test)]
