@@ -24,8 +24,15 @@ fn start(auth_file: &std::path::Path) -> (Server, String, Receiver<String>) {
 
 /// Starts the real binary (simulated, no history, on loopback) with `args` added.
 fn start_with(args: &[&std::ffi::OsStr]) -> (Server, String, Receiver<String>) {
+    let (server, rx) = start_on("127.0.0.1:0", args);
+    let url = logged(&rx, "serving on ", 30).split("serving on ").nth(1).expect("an address").trim().to_owned();
+    (server, url, rx)
+}
+
+/// Starts the real binary (simulated, no history) on `listen` with `args` added; its log lines as they come.
+pub(crate) fn start_on(listen: &str, args: &[&std::ffi::OsStr]) -> (Server, Receiver<String>) {
     let mut child = Command::new(gpudash_binary())
-        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", "127.0.0.1:0"])
+        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", listen])
         .args(args)
         .env_remove("GPUDASH_TOKENS")
         .env("GPUDASH_LOG", "info")
@@ -41,8 +48,7 @@ fn start_with(args: &[&std::ffi::OsStr]) -> (Server, String, Receiver<String>) {
             let _ = tx.send(line);
         }
     });
-    let url = logged(&rx, "serving on ", 30).split("serving on ").nth(1).expect("an address").trim().to_owned();
-    (server, url, rx)
+    (server, rx)
 }
 
 /// The first line of the log from now on that contains `part`, failing after `secs`.

@@ -18,10 +18,9 @@ use shared::auth::Role;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpListener;
 
-use crate::auth_reload::{hangup, logged};
+use crate::auth_reload::{hangup, logged, start_on};
 use crate::browser::{eventually, texts, with_browser};
-use crate::signals_os::Server;
-use crate::support::{POLL, Said, TestServer, audit_triples, eventually_every, gpudash_binary};
+use crate::support::{POLL, Said, TestServer, audit_triples, eventually_every};
 
 const CLIENT_ID: &str = "gpudash";
 const SECRET: &str = "test-client-secret-0123456789";
@@ -324,26 +323,23 @@ async fn sighup_reads_the_client_secret_again_and_sessions_stay() {
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("oidc-secret");
     std::fs::write(&secret, "not-the-secret\n").unwrap();
-    let mut child = std::process::Command::new(gpudash_binary());
-    child
-        .args(["--simulate", "1", "--interval", "200ms", "--no-history", "--listen", &format!("127.0.0.1:{port}")])
-        .args(["--oidc-issuer", &provider.issuer, "--oidc-client-id", CLIENT_ID, "--oidc-scope", "profile,groups"])
-        .args(["--oidc-redirect-url", &format!("{base}/auth/oidc/callback"), "--admin-group", "gpu-admins"])
-        .arg("--oidc-client-secret-file")
-        .arg(&secret)
-        .env_remove("GPUDASH_TOKENS")
-        .env("GPUDASH_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = child.spawn().expect("gpudash starts");
-    let stderr = child.stderr.take().expect("piped");
-    let server = Server(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let (redirect, listen) = (format!("{base}/auth/oidc/callback"), format!("127.0.0.1:{port}"));
+    let args = [
+        "--oidc-issuer",
+        &provider.issuer,
+        "--oidc-client-id",
+        CLIENT_ID,
+        "--oidc-scope",
+        "profile,groups",
+        "--oidc-redirect-url",
+        &redirect,
+        "--admin-group",
+        "gpu-admins",
+        "--oidc-client-secret-file",
+        secret.to_str().expect("a temporary path is text"),
+    ];
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let (server, rx) = start_on(&listen, &args);
     logged(&rx, "people sign in with the OIDC provider", 30);
     with_browser(1280, 900, |c| async move {
         sign_in(&c, &base, "ana").await;
