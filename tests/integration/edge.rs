@@ -70,7 +70,9 @@ async fn a_page_on_a_rebound_name_cannot_read_or_run_anything() {
     let port = server.running.addr().port();
     let rebound = format!("rebind.test:{port}");
     let client = reqwest::Client::new();
-    for path in ["/api/processes", "/api/audit", "/api/devices", "/metrics", "/"] {
+    for path in
+        ["/api/processes", "/api/audit", "/api/devices", "/metrics", "/", "/auth/oidc/login", "/auth/oidc/callback"]
+    {
         let (status, body) = send(client.get(server.url(path)).header(HOST, &rebound)).await;
         assert_eq!(status, StatusCode::MISDIRECTED_REQUEST, "{path}: {body}");
         assert!(error(&body).contains("--public-url"), "{path}: {body}");
