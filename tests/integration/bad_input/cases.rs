@@ -224,7 +224,6 @@ pub(super) fn cases() -> Vec<Case> {
         post("/api/login", "{\"tok\": 1}", S::BAD_REQUEST, "invalid login"),
         case(Method::GET, "/auth/oidc/login?next=/", S::NOT_FOUND, "has no OIDC sign-in (--oidc-issuer)"),
         case(Method::GET, "/auth/oidc/callback?code=a&state=b", S::NOT_FOUND, "has no OIDC sign-in"),
-        case(Method::GET, "/auth/oidc/logout", S::NOT_FOUND, "has no OIDC sign-in"),
         post("/api/login", "{\"token\": \"wrong-token-000000\"}", S::UNAUTHORIZED, "invalid token"),
         case(Method::GET, "/api/audit?limit=0", S::FORBIDDEN, "admin role"),
         Case { token: Some(ADMIN), ..case(Method::GET, "/api/audit?limit=0", S::BAD_REQUEST, "from 1 to 1000") },
