@@ -19,6 +19,7 @@ use openidconnect::{
     EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier,
     ProviderMetadataWithLogout, RedirectUrl, Scope,
 };
+use telemetry::nvml::error_chain;
 
 pub use claims::parse_claim;
 pub use sealed::Pending;
@@ -369,18 +370,6 @@ fn read_secret(path: &std::path::Path) -> Result<ClientSecret, OidcError> {
         return Err(OidcError::BadSecret(shown));
     }
     Ok(ClientSecret::new(secret.to_owned()))
-}
-
-/// An error and its causes on one line.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn token_error<E: std::error::Error + 'static>(
