@@ -5,8 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use shared::lab::{
-    ExperimentInfo, ExperimentKind, LabEvent, LabStatus, Run, RunCheck, RunEnvironment, RunPlan, RunRequest, RunStatus,
-    RunSummary, TrimOutcome,
+    ExperimentInfo, LabEvent, LabStatus, Run, RunCheck, RunEnvironment, RunPlan, RunRequest, RunStatus, RunSummary,
+    TrimOutcome,
 };
 use tokio::sync::{broadcast, oneshot};
 
@@ -73,19 +73,18 @@ impl Lab {
     pub fn experiments(&self) -> Vec<ExperimentInfo> {
         let shared = &self.shared;
         let lab = shared.availability.as_ref().err().map(|e| format!("the GPU lab is unavailable: {e}"));
-        ExperimentKind::ALL
-            .into_iter()
-            .map(|kind| {
-                let experiment = experiments::experiment(kind);
+        experiments::ALL
+            .iter()
+            .map(|experiment| {
                 let (title, description) = experiment.describe();
                 let unavailable =
                     lab.clone().or_else(|| experiment.unavailable(shared.simulated, shared.probe.as_ref()));
                 ExperimentInfo {
-                    kind,
+                    kind: experiment.kind(),
                     title: title.to_owned(),
                     description: description.to_owned(),
                     snippet: experiment.snippet().to_owned(),
-                    defaults: kind.default_params(),
+                    defaults: experiment.defaults(),
                     fields: experiment.fields(),
                     multi_gpu: experiment.multi_gpu(),
                     min_gpus: experiment.min_gpus(),
@@ -143,9 +142,10 @@ impl Lab {
         if !shared.devices.iter().any(|d| d.index == request.device) {
             return Err(LabError::NoDevice(request.device));
         }
+        let experiment = experiments::of(&request.params).map_err(|e| LabError::Invalid(e.to_string()))?;
+        experiment.normalize(&mut request.params).map_err(|e| LabError::Invalid(e.0))?;
         let devices = self.involved(&mut request)?;
-        experiments::validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
-        let experiment = experiments::of(&request.params);
+        experiment.validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {
             let kind = request.params.kind().name();
             return Err(LabError::KindUnavailable(format!("{kind} cannot run here: {reason}")));
@@ -163,7 +163,7 @@ impl Lab {
                 id,
                 device: request.device,
                 devices,
-                kind: request.params.kind(),
+                kind: request.params.kind.clone(),
                 status: RunStatus::Queued,
                 requested_by: requested_by.to_owned(),
                 submitted_ms: now_ms(),
@@ -229,7 +229,8 @@ impl Lab {
     /// of its pairs, filled in when the request names none; one GPU cannot run p2p: 409).
     fn involved(&self, request: &mut RunRequest) -> Result<Vec<u32>, LabError> {
         let gpus: Vec<u32> = self.shared.devices.iter().map(|d| d.index).collect();
-        experiments::of(&request.params).involved(&mut request.params, request.device, &gpus)
+        let experiment = experiments::of(&request.params).map_err(|e| LabError::Invalid(e.to_string()))?;
+        experiment.involved(&mut request.params, request.device, &gpus)
     }
 
     /// The memory and process checks on every GPU the run occupies and the host-memory check, said before
@@ -318,14 +319,14 @@ impl Lab {
             None => shared.store.get(id).map_err(|e| LabError::Internal(e.to_string()))?.ok_or(LabError::NoRun(id))?,
         };
         run.previous_id = self.previous(&run);
-        run.takeaway = run.result.as_ref().and_then(|r| experiments::experiment(run.summary.kind).takeaway(r));
+        run.takeaway = run.result.as_ref().and_then(|r| experiments::find(&run.summary.kind).ok()?.takeaway(r));
         Ok(run)
     }
 
     fn previous(&self, run: &Run) -> Option<u64> {
         let filter = RunFilter {
             device: Some(run.summary.device),
-            kind: Some(run.summary.kind),
+            kind: Some(run.summary.kind.clone()),
             status: Some(RunStatus::Succeeded),
             before: Some(run.summary.id),
             limit: 1,

@@ -20,6 +20,10 @@ pub enum ExperimentError {
     /// CUDA, cuBLAS or NVRTC failed; the message names the call.
     #[error("{0}")]
     Cuda(String),
+    /// The parameters do not read as the kind's, or the lab has no such kind (a run queued by another
+    /// version of gpudash).
+    #[error("{0}")]
+    Invalid(String),
     /// The experiment itself panicked (a bug, or a missing library).
     #[error("the experiment crashed: {0}")]
     Panicked(String),

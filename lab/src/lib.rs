@@ -35,6 +35,7 @@ mod state;
 mod stats;
 #[cfg(test)]
 mod tests;
+pub mod values;
 mod worker;
 
 pub use self::api::Lab;

@@ -119,14 +119,14 @@ mod tests {
     #[test]
     fn positions_count_per_gpu_from_the_running_run() {
         let mut book = QueueBook::default();
-        book.push(run(1, 0, ExperimentKind::Memory, RunStatus::Running), None);
-        book.push(run(2, 1, ExperimentKind::Latency, RunStatus::Queued), None);
-        book.push(run(3, 0, ExperimentKind::Transfer, RunStatus::Queued), None);
-        book.push(run(4, 0, ExperimentKind::Latency, RunStatus::Queued), None);
+        book.push(run(1, 0, ExperimentKind::named("memory"), RunStatus::Running), None);
+        book.push(run(2, 1, ExperimentKind::named("latency"), RunStatus::Queued), None);
+        book.push(run(3, 0, ExperimentKind::named("transfer"), RunStatus::Queued), None);
+        book.push(run(4, 0, ExperimentKind::named("latency"), RunStatus::Queued), None);
         let shown: Vec<(u64, u32, u32)> = book.entries().iter().map(|e| (e.run.id, e.run.device, e.position)).collect();
         assert_eq!(shown, vec![(1, 0, 0), (3, 0, 1), (4, 0, 2), (2, 1, 1)]);
         assert_eq!(book.pending_on(0), 3);
-        let mut p2p = run(5, 0, ExperimentKind::P2p, RunStatus::Queued);
+        let mut p2p = run(5, 0, ExperimentKind::named("p2p"), RunStatus::Queued);
         p2p.summary.devices = vec![0, 1];
         book.push(p2p, None);
         assert_eq!(book.pending_on(1), 2, "a p2p run occupies both of its GPUs");
@@ -137,11 +137,11 @@ mod tests {
     #[test]
     fn a_long_queue_lists_the_running_runs_and_the_next_to_start_on_each_gpu() {
         let mut book = QueueBook::default();
-        book.push(run(1, 0, ExperimentKind::Latency, RunStatus::Running), None);
+        book.push(run(1, 0, ExperimentKind::named("latency"), RunStatus::Running), None);
         for id in 2..=100 {
-            book.push(run(id, 0, ExperimentKind::Latency, RunStatus::Queued), None);
+            book.push(run(id, 0, ExperimentKind::named("latency"), RunStatus::Queued), None);
         }
-        book.push(run(101, 1, ExperimentKind::Latency, RunStatus::Queued), None);
+        book.push(run(101, 1, ExperimentKind::named("latency"), RunStatus::Queued), None);
         let shown: Vec<(u64, u32, u32)> = book.listed(3).iter().map(|e| (e.run.id, e.run.device, e.position)).collect();
         assert_eq!(shown, vec![(1, 0, 0), (2, 0, 1), (3, 0, 2), (101, 1, 1)], "GPU 1's next run is not crowded out");
         assert_eq!(book.total(), 101);
@@ -151,11 +151,12 @@ mod tests {
     #[test]
     fn runs_are_counted_per_user_and_running_ones_hold_host_memory() {
         let mut book = QueueBook::default();
-        book.push(run(1, 0, ExperimentKind::Streams, RunStatus::Running), None);
-        let mut queued = run(2, 1, ExperimentKind::Streams, RunStatus::Queued);
+        book.push(run(1, 0, ExperimentKind::named("streams"), RunStatus::Running), None);
+        let mut queued = run(2, 1, ExperimentKind::named("streams"), RunStatus::Queued);
         queued.summary.requested_by = "bob".into();
         book.push(queued, None);
-        let held = footprint(&ExperimentKind::Streams.default_params()).host_total();
+        let held =
+            footprint(&crate::experiments::find(&ExperimentKind::named("streams")).unwrap().defaults()).host_total();
         assert!(held > 0);
         assert_eq!(book.host_bytes_running(Some(2)), held, "only running runs hold host memory");
         assert_eq!(book.host_bytes_running(Some(1)), 0, "a run does not count itself");

@@ -40,7 +40,7 @@ impl Executor for SimulatedExecutor {
             self.sim.pace(ctx, 0.3, "running")?;
             return Err(ExperimentError::Cuda(error));
         }
-        let experiment = experiments::of(params);
+        let experiment = experiments::of(params).map_err(|e| ExperimentError::Invalid(e.to_string()))?;
         let result = experiment.simulate(params, &self.sim, ctx)?;
         // Like the real pool, freed buffers stay cached until empty_cache or release.
         if experiment.caches_in_pool() {

@@ -144,7 +144,7 @@ impl Shared {
     /// Notes a finished run gets from how the GPUs connect (p2p: each pair's link).
     pub(crate) fn link_notes(&self, params: &ExperimentParams) -> Vec<String> {
         let Some(topology) = &self.topology else { return Vec::new() };
-        experiments::of(params).topology_notes(params, topology)
+        experiments::of(params).map(|e| e.topology_notes(params, topology)).unwrap_or_default()
     }
 
     pub(crate) fn pool_of(&self, device: u32) -> Option<LabDevice> {

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shared::lab::{CopyKind, ExperimentKind, ExperimentParams, LabEvent, LatencyParams, Run, RunRequest, RunStatus};
+use crate::experiments::latency::params::LatencyParams;
+use crate::values::CopyKind;
+use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, Run, RunRequest, RunStatus};
 use tokio::sync::broadcast::error::TryRecvError;
 
 use super::cuda::MissingLibraries;
@@ -32,7 +34,7 @@ fn lab(devices: u32, step_ms: u64) -> Lab {
 }
 
 fn request(device: u32, kind: ExperimentKind) -> RunRequest {
-    RunRequest { device, params: kind.default_params(), force: false }
+    RunRequest { device, params: ExperimentParams::defaults(kind), force: false }
 }
 
 /// Polls `get(id)` until `done` holds for the run, for at most ten seconds.
@@ -55,14 +57,17 @@ fn ended(lab: &Lab, id: u64) -> Run {
 #[test]
 fn submit_refuses_bad_requests_before_queueing() {
     let lab = lab(1, FAST);
-    assert_eq!(lab.submit(request(7, ExperimentKind::Latency), "alice"), Err(LabError::NoDevice(7)));
+    assert_eq!(lab.submit(request(7, ExperimentKind::named("latency")), "alice"), Err(LabError::NoDevice(7)));
     let few = RunRequest {
-        params: ExperimentParams::Latency(LatencyParams { repetitions: 1, ..LatencyParams::default() }),
-        ..request(0, ExperimentKind::Latency)
+        params: crate::experiments::params_of::<crate::experiments::latency::Latency>(&LatencyParams {
+            repetitions: 1,
+            ..LatencyParams::default()
+        }),
+        ..request(0, ExperimentKind::named("latency"))
     };
     let Err(LabError::Invalid(message)) = lab.submit(few, "alice") else { panic!("1 repetition accepted") };
     assert!(message.contains("repetitions"), "{message}");
-    let Err(LabError::Conflict(message)) = lab.submit(request(0, ExperimentKind::P2p), "alice") else {
+    let Err(LabError::Conflict(message)) = lab.submit(request(0, ExperimentKind::named("p2p")), "alice") else {
         panic!("p2p accepted on one GPU")
     };
     assert_eq!(message, "P2P needs two GPUs; this server has one");
@@ -82,12 +87,12 @@ fn an_unavailable_lab_says_why() {
     let reason =
         "libcuda (the NVIDIA driver) not found (tried libcuda.so); install them or add their folder to LD_LIBRARY_PATH";
     assert_eq!(status.reason.as_deref(), Some(reason));
-    let err = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap_err();
+    let err = lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap_err();
     assert!(matches!(err, LabError::Unavailable(Unavailable::Cuda(_))), "{err:?}");
     assert_eq!(err.to_string(), format!("the GPU lab is unavailable: {reason}"));
     // Every experiment is still listed, each with the lab's reason.
     let listed = lab.experiments();
-    assert_eq!(listed.len(), ExperimentKind::ALL.len());
+    assert_eq!(listed.len(), crate::experiments::ALL.len());
     for e in listed {
         assert_eq!(e.unavailable.as_deref(), Some(format!("the GPU lab is unavailable: {reason}").as_str()));
     }
@@ -99,14 +104,14 @@ fn one_user_may_queue_only_so_many_runs() {
     let config = LabConfig { queue_per_user: 2, ..LabConfig::default() };
     let lab = Lab::start(setup(1, SLOW, config));
     for _ in 0..2 {
-        lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap();
+        lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap();
     }
-    let Err(LabError::QueueFull(message)) = lab.submit(request(0, ExperimentKind::Latency), "alice") else {
+    let Err(LabError::QueueFull(message)) = lab.submit(request(0, ExperimentKind::named("latency")), "alice") else {
         panic!("a third run accepted")
     };
     assert!(message.starts_with("'alice' already has 2 lab runs queued or running"), "{message}");
     assert!(message.contains("--lab-queue-per-user 2"), "{message}");
-    lab.submit(request(0, ExperimentKind::Latency), "bob").expect("another user's run");
+    lab.submit(request(0, ExperimentKind::named("latency")), "bob").expect("another user's run");
     assert_eq!(lab.status().queue_total, 3);
     assert_eq!(lab.status().queue_per_user, 2);
     lab.shutdown();
@@ -115,8 +120,8 @@ fn one_user_may_queue_only_so_many_runs() {
 #[test]
 fn cancel_stops_queued_and_running_runs() {
     let lab = lab(1, SLOW);
-    let first = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
-    let second = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    let first = lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap().summary.id;
+    let second = lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap().summary.id;
     wait_for(&lab, first, |r| r.summary.status == RunStatus::Running);
 
     let queued = lab.cancel(second).unwrap();
@@ -135,7 +140,11 @@ fn cancel_stops_queued_and_running_runs() {
 fn get_and_list_find_runs_and_their_predecessor() {
     let lab = lab(2, FAST);
     let mut ids = Vec::new();
-    for (device, kind) in [(0, ExperimentKind::Latency), (0, ExperimentKind::Memory), (1, ExperimentKind::Latency)] {
+    for (device, kind) in [
+        (0, ExperimentKind::named("latency")),
+        (0, ExperimentKind::named("memory")),
+        (1, ExperimentKind::named("latency")),
+    ] {
         let id = lab.submit(request(device, kind), "alice").unwrap().summary.id;
         assert_eq!(ended(&lab, id).summary.status, RunStatus::Succeeded);
         ids.push(id);
@@ -150,7 +159,7 @@ fn get_and_list_find_runs_and_their_predecessor() {
     assert_eq!(run.environment.gpu_uuid, "GPU-1");
     assert_eq!(run.environment.hostname, "test-host");
     assert_eq!(run.previous_id, None, "no earlier latency run on GPU 1");
-    let again = lab.submit(request(1, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    let again = lab.submit(request(1, ExperimentKind::named("latency")), "alice").unwrap().summary.id;
     ended(&lab, again);
     assert_eq!(lab.get(again).unwrap().previous_id, Some(ids[2]));
     assert_eq!(lab.get(42), Err(LabError::NoRun(42)));
@@ -161,7 +170,7 @@ fn get_and_list_find_runs_and_their_predecessor() {
 fn a_run_publishes_queued_running_and_ended_events() {
     let lab = lab(1, FAST);
     let mut events = lab.subscribe();
-    let id = lab.submit(request(0, ExperimentKind::Latency), "alice").unwrap().summary.id;
+    let id = lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap().summary.id;
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut statuses = Vec::new();
     let mut saw_status = false;
@@ -189,9 +198,9 @@ fn a_run_publishes_queued_running_and_ended_events() {
 fn every_experiment_is_described_with_its_defaults() {
     let lab = lab(1, 1);
     let experiments = lab.experiments();
-    assert_eq!(experiments.iter().map(|e| e.kind).collect::<Vec<_>>(), ExperimentKind::ALL.to_vec());
+    assert_eq!(experiments.iter().map(|e| e.kind.clone()).collect::<Vec<_>>(), crate::experiments::kinds());
     for e in experiments {
-        assert_eq!(e.defaults.kind(), e.kind);
+        assert_eq!(e.defaults.kind(), &e.kind);
         assert!(!e.title.is_empty() && !e.description.is_empty());
         assert_eq!(e.unavailable, None, "a simulated lab runs every kind: {e:?}");
     }
@@ -199,8 +208,8 @@ fn every_experiment_is_described_with_its_defaults() {
 }
 
 /// Every check of `kind`'s run on `device`, as (name, passed).
-fn checks_of(lab: &Lab, device: u32, kind: ExperimentKind) -> Vec<(String, bool)> {
-    let run = lab.submit(request(device, kind), "alice").unwrap();
+fn checks_of(lab: &Lab, device: u32, kind: &ExperimentKind) -> Vec<(String, bool)> {
+    let run = lab.submit(request(device, kind.clone()), "alice").unwrap();
     let run = ended(lab, run.summary.id);
     assert_eq!(run.summary.status, RunStatus::Succeeded, "{kind:?}: {:?}", run.summary.error);
     let checks: Vec<(String, bool)> =
@@ -216,19 +225,24 @@ fn a_gpu_giving_wrong_results_fails_every_correctness_check_and_a_sound_one_none
     let gpus = (0..2).map(|index| LabGpu { index, name: format!("GPU {index}"), uuid: String::new() }).collect();
     let host = LabHost::default();
     let lab = Lab::start(LabSetup::simulated(LabConfig::default(), host, gpus, probe, Duration::from_millis(FAST)));
-    let kinds = [ExperimentKind::Memory, ExperimentKind::Transfer, ExperimentKind::Streams, ExperimentKind::Precision];
+    let kinds = [
+        ExperimentKind::named("memory"),
+        ExperimentKind::named("transfer"),
+        ExperimentKind::named("streams"),
+        ExperimentKind::named("precision"),
+    ];
     for kind in kinds {
-        let sound = checks_of(&lab, 0, kind);
+        let sound = checks_of(&lab, 0, &kind);
         assert!(sound.iter().all(|(_, passed)| *passed), "{kind:?} on a sound GPU: {sound:?}");
-        let faulty = checks_of(&lab, 1, kind);
+        let faulty = checks_of(&lab, 1, &kind);
         // Every check of the run's outputs fails; only the overlap check judges timings alone.
         let wrong: Vec<_> = faulty.iter().filter(|(name, _)| name != "copy overlaps compute").collect();
         assert!(!wrong.is_empty() && wrong.iter().all(|(_, passed)| !passed), "{kind:?} on a faulty GPU: {faulty:?}");
     }
-    let transfer = checks_of(&lab, 1, ExperimentKind::Transfer);
+    let transfer = checks_of(&lab, 1, &ExperimentKind::named("transfer"));
     assert_eq!(transfer.len(), CopyKind::ALL.len(), "one check per copy kind: {transfer:?}");
     // P2P: copies landing on the faulty GPU fail, in both modes; those landing on the sound one pass.
-    let p2p = checks_of(&lab, 0, ExperimentKind::P2p);
+    let p2p = checks_of(&lab, 0, &ExperimentKind::named("p2p"));
     assert_eq!(p2p.len(), 4, "{p2p:?}");
     for (name, passed) in &p2p {
         assert_eq!(*passed, name.starts_with("GPU 1 → 0"), "{name}");

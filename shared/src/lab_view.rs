@@ -45,7 +45,7 @@ impl RunDoc {
             id: self.id,
             device: self.device,
             devices: self.devices.clone(),
-            kind: self.kind,
+            kind: self.kind.clone(),
             status: self.status,
             requested_by: self.requested_by.clone(),
             submitted_ms: self.submitted_ms,
@@ -61,7 +61,7 @@ impl RunDoc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::Run;
+    use crate::lab::{ExperimentParams, Run};
 
     #[test]
     fn the_servers_run_reads_as_a_doc() {
@@ -69,7 +69,7 @@ mod tests {
             id: 4,
             device: 1,
             devices: vec![1],
-            kind: ExperimentKind::Latency,
+            kind: ExperimentKind::named("latency"),
             status: RunStatus::Succeeded,
             requested_by: "ana".into(),
             submitted_ms: 1,
@@ -81,7 +81,7 @@ mod tests {
         };
         let run = Run {
             summary: summary.clone(),
-            params: ExperimentKind::Latency.default_params(),
+            params: ExperimentParams::defaults(ExperimentKind::named("latency")),
             force: false,
             forced_by_admin: false,
             plan: RunPlan { notes: vec!["fits".into()], ..RunPlan::default() },

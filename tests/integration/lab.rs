@@ -10,7 +10,7 @@ use gpudash::telemetry::simulator::Simulator;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use shared::ServerMessage;
-use shared::lab::{ExperimentKind, LabEvent, LabStatus, Run, RunStatus, RunSummary, TrimOutcome};
+use shared::lab::{LabEvent, LabStatus, Run, RunStatus, RunSummary, TrimOutcome};
 
 use crate::support::{TestServer, connect, eventually, finished, get_json, next_message};
 
@@ -81,7 +81,11 @@ async fn a_run_streams_progress_and_ends_with_a_chart_and_csv() {
 
     let run = finished(&server, queued.summary.id).await;
     let result = run.result.expect("a result");
-    assert_eq!(result.series.len(), shared::lab::CopyKind::ALL.len(), "one curve per copy kind");
+    assert_eq!(
+        result.series.len(),
+        gpudash::lab::experiments::transfer::params::CopyKind::ALL.len(),
+        "one curve per copy kind"
+    );
     assert!(result.references.iter().any(|r| r.name.contains("PCIe Gen5 x16")));
     assert!(result.notes.iter().any(|n| n.contains("written before they are timed")));
     assert!(result.figures.iter().any(|f| f.name == "h2d_pinned efficiency" && f.unit == "%"));
@@ -158,7 +162,7 @@ async fn bad_parameters_are_refused_with_the_field_and_range() {
     for (body, status, expected) in [
         (json!({ "device": 0, "params": { "kind": "memory", "blocks": 0 } }), 400, "'blocks' must be from 1 to 64"),
         (json!({ "device": 0, "params": { "kind": "transfer", "sizes": [1] } }), 400, "'sizes' must be from 4096"),
-        (json!({ "device": 0, "params": { "kind": "fft" } }), 400, "invalid run request"),
+        (json!({ "device": 0, "params": { "kind": "fft" } }), 400, "'fft' is not an experiment; use memory"),
         (json!({ "device": 0, "params": { "kind": "latency", "repetition": 9 } }), 400, "unknown field"),
         (json!({ "device": 7, "params": { "kind": "latency" } }), 404, "no GPU 7"),
     ] {
@@ -271,7 +275,7 @@ async fn every_experiment_runs_on_the_simulated_executor() {
     // Two GPUs: p2p needs them.
     let (server, _) = lab_server(2, 1, LabConfig::default()).await;
     let experiments: Vec<Value> = get_json(&server, "/api/lab/experiments").await;
-    assert_eq!(experiments.len(), ExperimentKind::ALL.len());
+    assert_eq!(experiments.len(), gpudash::lab::experiments::ALL.len());
     for experiment in experiments {
         // Each says itself in PyTorch's words and lists its form's fields.
         assert!(experiment["snippet"].as_str().is_some_and(|s| s.starts_with("import torch")), "{experiment}");

@@ -181,7 +181,7 @@ async fn experiments(server: &TestServer) -> Vec<ExperimentInfo> {
 }
 
 fn collectives(list: &[ExperimentInfo]) -> &ExperimentInfo {
-    list.iter().find(|e| e.kind == ExperimentKind::Collectives).expect("collectives is listed")
+    list.iter().find(|e| e.kind == ExperimentKind::named("collectives")).expect("collectives is listed")
 }
 
 /// A host without NCCL: collectives is listed with where gpudash looked and how to point at NCCL; a run is
@@ -193,7 +193,7 @@ async fn without_nccl_collectives_is_listed_but_disabled_with_the_reason() {
     let reason = collectives(&list).unavailable.clone().expect("a reason");
     assert!(reason.starts_with("NCCL (libnccl.so.2) not found: looked in libnccl.so.2 (a simulated host"), "{reason}");
     assert!(reason.contains("--nccl-lib / GPUDASH_NCCL_LIB"), "{reason}");
-    assert!(list.iter().filter(|e| e.kind != ExperimentKind::Collectives).all(|e| e.unavailable.is_none()));
+    assert!(list.iter().filter(|e| e.kind != ExperimentKind::named("collectives")).all(|e| e.unavailable.is_none()));
     let (status, body) = post(&server, small()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["error"].as_str(), Some(format!("collectives cannot run here: {reason}").as_str()));
@@ -216,7 +216,7 @@ async fn without_a_gpu_every_experiment_is_listed_with_the_labs_reason() {
     let status: Value = reqwest::get(server.url("/api/lab")).await.expect("request").json().await.expect("JSON");
     let lab = status["reason"].as_str().expect("the lab's reason");
     let list = experiments(&server).await;
-    assert_eq!(list.len(), ExperimentKind::ALL.len());
+    assert_eq!(list.len(), gpudash::lab::experiments::ALL.len());
     for e in &list {
         assert_eq!(e.unavailable.as_deref(), Some(format!("the GPU lab is unavailable: {lab}").as_str()), "{e:?}");
     }

@@ -8,7 +8,7 @@ use gpudash::lab::guards::HostMemory;
 use reqwest::StatusCode;
 use serde_json::json;
 use shared::ServerMessage;
-use shared::lab::{ExperimentKind, LabEvent, LabStatus, QUEUE_LISTED, Run, RunRequest, RunStatus};
+use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, LabStatus, QUEUE_LISTED, Run, RunRequest, RunStatus};
 
 use crate::support::{TestServer, connect, eventually, eventually_every, finished, get_json};
 
@@ -119,8 +119,11 @@ async fn a_thousand_queued_runs_make_a_small_status() {
     let ids = tokio::task::spawn_blocking(move || {
         (0..1000)
             .map(|i| {
-                let request =
-                    RunRequest { device: i % 2, params: ExperimentKind::Latency.default_params(), force: false };
+                let request = RunRequest {
+                    device: i % 2,
+                    params: ExperimentParams::defaults(ExperimentKind::named("latency")),
+                    force: false,
+                };
                 lab.submit(request, "alice").expect("queued").summary.id
             })
             .collect::<Vec<u64>>()

@@ -73,8 +73,9 @@ async fn a_p2p_run_measures_every_pair_as_heatmaps() {
     assert_eq!(run.summary.status, RunStatus::Succeeded, "{:?}", run.summary);
     assert_eq!(run.summary.devices, vec![0, 1, 2]);
     assert_eq!(run.summary.passed, Some(true));
-    let shared::lab::ExperimentParams::P2p(params) = &run.params else { panic!("not p2p") };
-    assert_eq!(params.pairs.len(), 3, "the server fills in every pair");
+    assert_eq!(run.params.kind.name(), "p2p");
+    let pairs = run.params.values["pairs"].as_array().expect("the stored run lists its pairs");
+    assert_eq!(pairs.len(), 3, "the server fills in every pair");
     let result = run.result.expect("a result");
     assert!(matches!(result.chart, ChartSpec::Heatmap { .. }));
     assert_eq!(result.matrices.len(), 6);

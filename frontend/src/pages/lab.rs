@@ -85,7 +85,7 @@ pub fn LabPage(telemetry: Telemetry, theme: ReadSignal<Theme>) -> impl IntoView 
                     </section>
                     <ul class="lab-experiments-off" aria-label="Experiments, unavailable here">
                         {move || lab.experiments.get().into_iter().map(|e| view! {
-                            <li class="lab-experiment-off" data-kind=e.kind.name()>
+                            <li class="lab-experiment-off" data-kind=e.kind.name().to_owned()>
                                 <span class="lab-form-title">{e.title}</span>
                                 <span class="lab-unavailable-reason">{e.unavailable.unwrap_or_default()}</span>
                             </li>

@@ -163,7 +163,7 @@ mod tests {
             id,
             device,
             devices: vec![device],
-            kind: ExperimentKind::Latency,
+            kind: ExperimentKind::named("latency"),
             status,
             requested_by: "ana".into(),
             submitted_ms: 1,

@@ -133,7 +133,7 @@ fn default_value(input: &Input, value: &Value) -> Option<FieldValue> {
 }
 
 /// The `params` of a run request from the form, or what the reader must fix.
-pub fn params(kind: ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, FormError> {
+pub fn params(kind: &ExperimentKind, fields: &[Field], values: &[FieldValue]) -> Result<Value, FormError> {
     let mut object = Map::new();
     object.insert("kind".into(), Value::from(kind.name()));
     // Groups switched off: sent as null, their fields left out.
@@ -267,10 +267,15 @@ fn pairs(label: &str, text: &str) -> Result<Value, FormError> {
 mod tests {
     use super::*;
 
+    fn kind(name: &'static str) -> ExperimentKind {
+        ExperimentKind::named(name)
+    }
+
     /// The form of `kind` as the server's lab describes it (the lab crate, native tests only).
-    fn defaults(kind: ExperimentKind) -> (Vec<Field>, Vec<FieldValue>) {
-        let specs = lab::experiments::experiment(kind).fields();
-        let fields = fields(&specs, &serde_json::to_value(kind.default_params()).unwrap());
+    fn defaults(kind: &ExperimentKind) -> (Vec<Field>, Vec<FieldValue>) {
+        let experiment = lab::experiments::find(kind).unwrap();
+        let specs = experiment.fields();
+        let fields = fields(&specs, &serde_json::to_value(experiment.defaults()).unwrap());
         assert_eq!(fields.len(), specs.len(), "{kind:?}: every field reads its default");
         let values = fields.iter().map(|f| f.default.clone()).collect();
         (fields, values)
@@ -278,18 +283,19 @@ mod tests {
 
     #[test]
     fn every_default_form_reads_back_as_the_defaults() {
-        for kind in ExperimentKind::ALL {
-            let (fields, values) = defaults(kind);
+        for experiment in lab::experiments::ALL {
+            let kind = experiment.kind();
+            let (fields, values) = defaults(&kind);
             assert!(!fields.is_empty(), "{kind:?}");
-            let params = params(kind, &fields, &values).unwrap();
+            let params = params(&kind, &fields, &values).unwrap();
             let parsed: shared::lab::ExperimentParams = serde_json::from_value(params).unwrap();
-            assert_eq!(parsed, kind.default_params(), "{kind:?}");
+            assert_eq!(parsed, experiment.defaults(), "{kind:?}");
         }
     }
 
     #[test]
     fn transfer_sizes_read_as_bytes_and_copies_as_choices() {
-        let (fields, mut values) = defaults(ExperimentKind::Transfer);
+        let (fields, mut values) = defaults(&kind("transfer"));
         let names: Vec<&str> = fields.iter().map(Field::name).collect();
         assert_eq!(names, ["sizes", "copies", "warmup", "repetitions"]);
         assert_eq!(
@@ -298,32 +304,32 @@ mod tests {
         );
         values[0] = FieldValue::Text("4k, 1.5 MiB".into());
         values[1] = FieldValue::Chosen(vec![false, true, false, false, false, false]);
-        let p = params(ExperimentKind::Transfer, &fields, &values).unwrap();
+        let p = params(&kind("transfer"), &fields, &values).unwrap();
         assert_eq!(p["sizes"], json!([4096, 1_572_864]));
         assert_eq!(p["copies"], json!(["h2d_pinned"]));
         values[1] = FieldValue::Chosen(vec![false; 6]);
-        let error = params(ExperimentKind::Transfer, &fields, &values).unwrap_err();
+        let error = params(&kind("transfer"), &fields, &values).unwrap_err();
         assert_eq!(error, FormError::NoneChosen { label: "copies".into() });
         assert_eq!(error.to_string(), "'copies': pick at least one");
     }
 
     #[test]
     fn collectives_sizes_read_as_bytes_and_no_gpus_means_every_gpu() {
-        let (fields, mut values) = defaults(ExperimentKind::Collectives);
+        let (fields, mut values) = defaults(&kind("collectives"));
         let at = |name: &str| fields.iter().position(|f| f.name() == name).unwrap();
         assert_eq!(fields[at("gpus")].spec.hint, "comma-separated, e.g. 0, 1; empty: every GPU");
         assert!(matches!(&values[at("sizes")], FieldValue::Text(t) if t.starts_with("8, 1 KiB, 4 KiB")));
-        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        let p = params(&kind("collectives"), &fields, &values).unwrap();
         assert_eq!(p["gpus"], json!([]));
         values[at("gpus")] = FieldValue::Text("0, 1".into());
         values[at("sizes")] = FieldValue::Text("1 MiB, 1 GiB".into());
-        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        let p = params(&kind("collectives"), &fields, &values).unwrap();
         assert_eq!((p["gpus"].clone(), p["sizes"].clone()), (json!([0, 1]), json!([1 << 20, 1u64 << 30])));
     }
 
     #[test]
     fn collectives_take_a_dtype_and_a_ddp_step_that_switches_off() {
-        let (fields, mut values) = defaults(ExperimentKind::Collectives);
+        let (fields, mut values) = defaults(&kind("collectives"));
         let at = |name: &str| fields.iter().position(|f| f.name() == name).unwrap();
         let tail: Vec<&str> = fields[at("ddp")..].iter().map(|f| f.spec.label.as_str()).collect();
         assert_eq!(tail, ["DDP step", "DDP parameters", "DDP dtype", "DDP bucket_cap_mb", "DDP hidden", "DDP tokens"]);
@@ -332,15 +338,15 @@ mod tests {
         values[at("dtype")] = FieldValue::Text("bf16".into());
         values[at("ddp.parameters")] = FieldValue::Text("350M".into());
         values[at("ddp.bucket_cap_mb")] = FieldValue::Text("100".into());
-        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        let p = params(&kind("collectives"), &fields, &values).unwrap();
         assert_eq!((p["dtype"].clone(), p["ddp"]["parameters"].clone()), (json!("bf16"), json!(350_000_000)));
         assert_eq!((p["ddp"]["bucket_cap_mb"].clone(), p["ddp"]["dtype"].clone()), (json!(100), json!("bf16")));
         values[at("ddp.parameters")] = FieldValue::Text("lots".into());
-        let error = params(ExperimentKind::Collectives, &fields, &values).unwrap_err().to_string();
+        let error = params(&kind("collectives"), &fields, &values).unwrap_err().to_string();
         assert!(error.starts_with("'DDP parameters' must be a number of parameters like 1.3 B"), "{error}");
         // The DDP step switched off: null, its fields (bad ones included) left out.
         values[at("ddp")] = FieldValue::Chosen(vec![false]);
-        let p = params(ExperimentKind::Collectives, &fields, &values).unwrap();
+        let p = params(&kind("collectives"), &fields, &values).unwrap();
         assert_eq!(p["ddp"], Value::Null);
         assert_eq!(parameter_count("p", "1.3 B"), Ok(1_300_000_000));
     }
@@ -357,10 +363,10 @@ mod tests {
 
     #[test]
     fn bad_numbers_are_named_before_the_server_sees_them() {
-        let (fields, mut values) = defaults(ExperimentKind::Latency);
+        let (fields, mut values) = defaults(&kind("latency"));
         values[1] = FieldValue::Text("lots".into());
         assert_eq!(
-            params(ExperimentKind::Latency, &fields, &values).unwrap_err().to_string(),
+            params(&kind("latency"), &fields, &values).unwrap_err().to_string(),
             "'repetitions' must be a whole number, not 'lots'"
         );
         assert!(byte_size("size", "1.3 B").is_err());
@@ -372,12 +378,12 @@ mod tests {
     #[test]
     fn the_servers_experiments_read_as_docs() {
         let info = shared::lab::ExperimentInfo {
-            kind: ExperimentKind::P2p,
+            kind: kind("p2p"),
             title: "P2P".into(),
             description: "pairs".into(),
             snippet: "import torch".into(),
-            defaults: ExperimentKind::P2p.default_params(),
-            fields: lab::experiments::experiment(ExperimentKind::P2p).fields(),
+            defaults: lab::experiments::find(&kind("p2p")).unwrap().defaults(),
+            fields: lab::experiments::find(&kind("p2p")).unwrap().fields(),
             multi_gpu: true,
             min_gpus: 2,
             unavailable: Some("NCCL (libnccl.so.2) not found".into()),
@@ -394,12 +400,12 @@ mod tests {
 
     #[test]
     fn p2p_pairs_read_as_pairs() {
-        let (fields, mut values) = defaults(ExperimentKind::P2p);
+        let (fields, mut values) = defaults(&kind("p2p"));
         let at = fields.iter().position(|f| f.name() == "pairs").unwrap();
         values[at] = FieldValue::Text("0-1, 2 - 3".into());
-        let p = params(ExperimentKind::P2p, &fields, &values).unwrap();
+        let p = params(&kind("p2p"), &fields, &values).unwrap();
         assert_eq!(p["pairs"], json!([{"a": 0, "b": 1}, {"a": 2, "b": 3}]));
         values[at] = FieldValue::Text("0:1".into());
-        assert!(params(ExperimentKind::P2p, &fields, &values).is_err());
+        assert!(params(&kind("p2p"), &fields, &values).is_err());
     }
 }

@@ -4,7 +4,8 @@
 //! feeds them model data that is right unless `--simulate-fault wrong-result:INDEX` says
 //! otherwise, so the tests that inject a fault run this same code.
 
-use shared::lab::{Check, CopyKind, MemoryStep};
+use crate::values::CopyKind;
+use shared::lab::{Check, MemoryStep};
 use shared::units::format_bytes;
 
 mod gemm;
@@ -260,11 +261,11 @@ pub fn streams(o: &StreamsOutputs) -> Vec<Check> {
                 o.poisoned.checked, o.poisoned.expected, o.poisoned.poisoned
             ),
         },
-        gemm("the GEMM's output matches the host".into(), &o.gemm, shared::lab::Dtype::Fp32.tolerance()),
+        gemm("the GEMM's output matches the host".into(), &o.gemm, crate::values::Dtype::Fp32.tolerance()),
         gemm_sums(
             "the GEMM's every row and column sum matches the host".into(),
             &o.gemm_sums,
-            shared::lab::Dtype::Fp32.tolerance(),
+            crate::values::Dtype::Fp32.tolerance(),
         ),
         Check {
             name: "every spin kernel ran to its end".into(),

@@ -168,7 +168,7 @@ fn the_tf32_tolerance_passes_tf32_inputs_and_refuses_bf16_precision() {
     // tf32 keeps 10 mantissa bits: truncated (the worse of the two roundings) it passes...
     let tf32 = |v: f64| f64::from(f32::from_bits((v as f32).to_bits() & !((1 << 13) - 1)));
     let n = 512;
-    let tolerance = shared::lab::Dtype::Tf32.tolerance();
+    let tolerance = crate::values::Dtype::Tf32.tolerance();
     let kept = gemm("tf32".into(), &rounded_gemm_error(n, tf32), tolerance);
     assert!(kept.passed, "{kept:?}");
     // ...while inputs at bf16's 7 bits (what a GEMM that quietly ran in bf16 would read) fail it.
@@ -241,7 +241,8 @@ fn the_sums_pass_an_output_rounded_to_each_type_at_its_tolerance() {
     let c = product(n, &a, &b);
     let fp16 = |v: f64| f64::from(half::f16::from_f64(v).to_f32());
     let bf16 = |v: f64| f64::from(half::bf16::from_f64(v).to_f32());
-    for (dtype, round) in [(shared::lab::Dtype::Fp16, &fp16 as &dyn Fn(f64) -> f64), (shared::lab::Dtype::Bf16, &bf16)]
+    for (dtype, round) in
+        [(crate::values::Dtype::Fp16, &fp16 as &dyn Fn(f64) -> f64), (crate::values::Dtype::Bf16, &bf16)]
     {
         let rounded: Vec<f64> = c.iter().map(|&v| round(v)).collect();
         let check = gemm_sums("rounded".into(), &sampled_and_summed(n, &a, &b, &rounded).1, dtype.tolerance());

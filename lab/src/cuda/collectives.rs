@@ -8,12 +8,13 @@ use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::experiments::collectives::params::{Collective, CollectivesParams, element_bytes};
+use crate::values::Dtype;
 use cudarc::driver::sys::{self, CUevent_flags};
 use cudarc::driver::{CudaContext, CudaEvent, CudaFunction, CudaStream, LaunchConfig, PushKernelArg, result};
 use cudarc::nccl::sys::{cudaStream_t, ncclDataType_t, ncclRedOp_t};
 use half::bf16;
-use shared::lab::collectives::{Collective, CollectivesParams, element_bytes};
-use shared::lab::{Dtype, RunResult};
+use shared::lab::RunResult;
 
 use super::nccl::{self, Comms};
 use super::{Fault, cuda_err, lib_err, ordinal_for};

@@ -5,6 +5,8 @@
 
 use std::ffi::c_void;
 
+use crate::experiments::collectives::params::{DdpParams, DdpPlan, element_bytes};
+use crate::values::Dtype;
 use cudarc::cublas::CudaBlas;
 use cudarc::cublas::result::gemm_ex;
 use cudarc::cublas::sys::cublasOperation_t::{CUBLAS_OP_N, CUBLAS_OP_T};
@@ -12,8 +14,6 @@ use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t}
 use cudarc::driver::{CudaEvent, result};
 use cudarc::nccl::sys::ncclRedOp_t;
 use half::bf16;
-use shared::lab::Dtype;
-use shared::lab::collectives::{DdpParams, DdpPlan, element_bytes};
 
 use super::collectives::{Buffer, Rank, nccl_type, wait};
 use super::nccl::Comms;

@@ -8,9 +8,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::experiments::latency::params::LatencyParams;
 use cudarc::driver::sys::{self, CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{CudaFunction, CudaGraph, CudaSlice, CudaStream, LaunchConfig, PushKernelArg, result};
-use shared::lab::{LatencyParams, RunResult};
+use shared::lab::RunResult;
 
 use super::{Fault, Session, cuda_err};
 use crate::executor::{ExperimentError, RunContext};

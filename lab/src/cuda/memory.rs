@@ -4,8 +4,9 @@
 
 use std::time::Instant;
 
+use crate::experiments::memory::params::MemoryParams;
 use cudarc::driver::{CudaSlice, result};
-use shared::lab::{MemoryParams, MemoryStep, RunResult};
+use shared::lab::{MemoryStep, RunResult};
 
 use super::{Fault, Session, cuda_err};
 use crate::executor::{ExperimentError, RunContext};

@@ -331,7 +331,8 @@ impl Executor for CudaExecutor {
 
     fn run(&mut self, params: &ExperimentParams, ctx: &RunContext<'_>) -> Result<RunResult, ExperimentError> {
         let mut gpu = Gpu { executor: self, opened: false };
-        let result = super::experiments::of(params).run_cuda(params, &mut gpu, ctx);
+        let experiment = super::experiments::of(params).map_err(|e| ExperimentError::Invalid(e.to_string()))?;
+        let result = experiment.run_cuda(params, &mut gpu, ctx);
         if gpu.opened
             && let Some(session) = &self.session
         {

@@ -14,9 +14,10 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
+use crate::experiments::p2p::params::P2pParams;
 use cudarc::driver::sys::{self, CUevent_flags, cudaError_enum};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, DriverError, result};
-use shared::lab::{P2pParams, RunResult};
+use shared::lab::RunResult;
 use shared::units::format_bytes;
 
 use super::{Fault, cuda_err, ordinal_for};

@@ -3,12 +3,13 @@
 //! and column's sum, and a random tile of every timed repetition (C is NaN before each).
 #![allow(unsafe_code)]
 
+use crate::experiments::precision::params::{Dtype, PrecisionParams};
 use cudarc::cublas::result::gemm_ex;
 use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
 use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cudaDataType_t};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, DeviceRepr, ValidAsZeroBits};
 use half::{bf16, f16};
-use shared::lab::{Dtype, PrecisionParams, RunResult};
+use shared::lab::RunResult;
 
 use super::{Fault, Session, cuda_err, lib_err};
 use crate::checks::{self, GEMM_TILE, GemmErrors, GemmSampler, GemmSums, GemmTiles};

@@ -7,10 +7,11 @@
 
 use std::sync::Arc;
 
+use crate::experiments::streams::params::StreamsParams;
 use cudarc::cublas::sys::cublasOperation_t::CUBLAS_OP_N;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use shared::lab::{RunResult, StreamsParams, TimelineSpan};
+use shared::lab::{RunResult, TimelineSpan};
 
 use super::{Fault, Session, cuda_err, lib_err};
 use crate::checks::{self, PatternCompare, StreamsOutputs, TimedGemms};
@@ -222,7 +223,7 @@ pub fn run(s: &mut Session, p: &StreamsParams, ctx: &RunContext<'_>) -> Result<R
     let mut pinned =
         unsafe { s.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }.map_err(cuda_err("allocating pinned memory"))?;
     let host = pinned.as_mut_slice().map_err(cuda_err("mapping pinned memory"))?;
-    let seed = checks::copy_seed(shared::lab::CopyKind::H2dPinned, p.copy_bytes);
+    let seed = checks::copy_seed(crate::values::CopyKind::H2dPinned, p.copy_bytes);
     checks::fill_pattern(host, seed, 0);
     let n = p.gemm_size as usize;
     let mut rng = fastrand::Rng::with_seed(7);

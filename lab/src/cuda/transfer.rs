@@ -8,9 +8,10 @@
 //! the CPU caches in the same state before the timed copies.
 #![allow(unsafe_code)]
 
+use crate::experiments::transfer::params::{CopyKind, TransferParams};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
-use shared::lab::{CopyKind, RunResult, TransferParams};
+use shared::lab::RunResult;
 use shared::units::format_bytes;
 
 use super::copy_kernel::{self, CopyKernel};

@@ -1,20 +1,23 @@
-//! Every experiment as one unit: `experiments/<kind>/` holds a kind's description, validation,
-//! footprint (what the memory guards count), time estimate, simulation, report shaping and the
-//! call into its CUDA run (`lab/cuda/<kind>.rs`, the only code that names cudarc), behind one
-//! trait, [`Experiment`]. The rest of the lab (api, queue, workers, executors) asks
-//! [`of`] or [`experiment`] and never matches on a kind.
+//! Every experiment as one unit: `experiments/<kind>/` holds a kind's parameters, description,
+//! validation, footprint (what the memory guards count), time estimate, simulation, report shaping,
+//! PyTorch words and the call into its CUDA run (`lab/cuda/`, the only code that names cudarc), behind
+//! one trait, [`Experiment`]. The rest of the lab (api, queue, workers, executors) asks [`of`] or
+//! [`find`] and never names a kind; the wire (`shared::lab::ExperimentParams`) carries the kind's name
+//! and its parameters as JSON, which [`Dispatch`] reads into the kind's own type.
 //!
-//! Adding a kind: its parameters struct and one line in `experiments!` (`shared/src/lab/params.rs`),
-//! a folder here with a unit struct implementing [`Experiment`] (its form's fields, PyTorch words,
-//! validation, footprint, simulation and report) and one line in `registry!`, and its CUDA run in
-//! `lab/cuda/<kind>.rs` (one `mod` line in `lab/cuda/mod.rs`). The page needs nothing: it builds the
-//! form from the fields and shows the snippet and takeaway the lab sends.
+//! Adding a kind: a folder here with its parameters type and a unit struct implementing
+//! [`Experiment`] (name, form fields, PyTorch words, validation, footprint, simulation, report, CUDA
+//! run through `lab/cuda/`), and one line in `registry!`. Nothing outside this folder changes: the page
+//! builds the form from the fields and shows the snippet and takeaway the lab sends.
 
 pub mod pytorch;
 
 use self::pytorch::InPyTorch;
 
-use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, KindParams, RunResult};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, RunResult};
 use shared::topology::Topology;
 
 use super::LabError;
@@ -25,11 +28,13 @@ use super::plan::{Footprint, ParamError};
 pub use super::plan::{GIB, KIB, MIB};
 use super::simulation::Simulation;
 
-/// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters
-/// (`shared::lab::<Kind>Params`, which name their kind) and register it in `registry!` below; the lab
-/// reaches it through [`Dispatch`], which picks the parameters out of [`ExperimentParams`].
+/// One kind of experiment. Implement it on a unit struct with `Params` the kind's parameters (each
+/// deserializing from `{}` to its defaults, unknown names refused) and register it in `registry!` below;
+/// the lab reaches it through [`Dispatch`], which reads the parameters out of [`ExperimentParams`].
 pub trait Experiment: InPyTorch + Sync + 'static {
-    type Params: KindParams;
+    /// The name in URLs, JSON and on the command line: 1 to 32 of `a-z`, `0-9`, `_`.
+    const NAME: &'static str;
+    type Params: Serialize + DeserializeOwned + Default;
     /// Title and one-paragraph description, for the page's forms (`GET /api/lab/experiments`).
     fn describe(&self) -> (&'static str, &'static str);
     /// The form's inputs in the order the page shows them, one for each parameter (a test holds them to
@@ -85,7 +90,7 @@ pub trait Experiment: InPyTorch + Sync + 'static {
     fn caches_in_pool(&self) -> bool {
         true
     }
-    /// The run on a GPU: calls its CUDA code in `lab/cuda/<kind>.rs` with the GPU's session
+    /// The run on a GPU: calls its CUDA code in `lab/cuda/` with the GPU's session
     /// ([`cuda::Gpu::session`]) or every GPU of the lab ([`cuda::Gpu::all`]).
     fn run_cuda(
         &self,
@@ -95,14 +100,21 @@ pub trait Experiment: InPyTorch + Sync + 'static {
     ) -> Result<RunResult, ExperimentError>;
 }
 
-/// An [`Experiment`] over any request's parameters: what the lab calls.
+/// An [`Experiment`] over any request's parameters: what the lab calls. Parameters that do not read as
+/// the kind's (a wrong type, an unknown name) are [`ParamError`]s from [`Dispatch::normalize`], which
+/// every request passes before anything else; later calls read parameters it wrote.
 pub trait Dispatch: Sync {
+    fn kind(&self) -> ExperimentKind;
     fn describe(&self) -> (&'static str, &'static str);
     fn snippet(&self) -> &'static str;
     fn takeaway(&self, result: &RunResult) -> Option<String>;
     fn fields(&self) -> Vec<FieldSpec>;
     fn multi_gpu(&self) -> bool;
     fn min_gpus(&self) -> u32;
+    /// Every parameter at its default.
+    fn defaults(&self) -> ExperimentParams;
+    /// Reads `params` as this kind's and writes them back in full (defaults filled in), as a run stores them.
+    fn normalize(&self, params: &mut ExperimentParams) -> Result<(), ParamError>;
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError>;
     fn footprint(&self, params: &ExperimentParams) -> Footprint;
     fn estimate_ms(&self, params: &ExperimentParams) -> u64;
@@ -125,12 +137,29 @@ pub trait Dispatch: Sync {
     ) -> Result<RunResult, ExperimentError>;
 }
 
-/// Said when parameters reach another kind's code: a bug, never a user's mistake.
-fn mismatch(params: &ExperimentParams) -> String {
-    format!("internal error: {} parameters reached another experiment", params.kind().name())
+/// `params` read as `E`'s, or what is wrong with them in serde's words ("unknown field `blokcs`,
+/// expected one of …").
+fn read<E: Experiment>(params: &ExperimentParams) -> Result<E::Params, ParamError> {
+    if params.kind.name() != E::NAME {
+        return Err(ParamError(format!("internal error: {} parameters reached {}", params.kind, E::NAME)));
+    }
+    serde_json::from_value(Value::Object(params.values.clone()))
+        .map_err(|e| ParamError(format!("{} parameters: {e}", E::NAME)))
+}
+
+/// `p` as the values of a request for `E`.
+fn write<E: Experiment>(p: &E::Params) -> Result<Map<String, Value>, ParamError> {
+    match serde_json::to_value(p) {
+        Ok(Value::Object(values)) => Ok(values),
+        Ok(other) => Err(ParamError(format!("internal error: {} parameters wrote {other}", E::NAME))),
+        Err(e) => Err(ParamError(format!("internal error: writing {} parameters: {e}", E::NAME))),
+    }
 }
 
 impl<E: Experiment> Dispatch for E {
+    fn kind(&self) -> ExperimentKind {
+        ExperimentKind::named(E::NAME)
+    }
     fn describe(&self) -> (&'static str, &'static str) {
         Experiment::describe(self)
     }
@@ -149,28 +178,37 @@ impl<E: Experiment> Dispatch for E {
     fn min_gpus(&self) -> u32 {
         Experiment::min_gpus(self)
     }
+    fn defaults(&self) -> ExperimentParams {
+        let values = write::<E>(&E::Params::default()).unwrap_or_default();
+        ExperimentParams { kind: Dispatch::kind(self), values }
+    }
+    fn normalize(&self, params: &mut ExperimentParams) -> Result<(), ParamError> {
+        params.values = write::<E>(&read::<E>(params)?)?;
+        Ok(())
+    }
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError> {
-        E::Params::of(params).map_or_else(|| Err(ParamError(mismatch(params))), |p| Experiment::validate(self, p))
+        Experiment::validate(self, &read::<E>(params)?)
     }
     fn footprint(&self, params: &ExperimentParams) -> Footprint {
-        E::Params::of(params).map(|p| Experiment::footprint(self, p)).unwrap_or_default()
+        read::<E>(params).map(|p| Experiment::footprint(self, &p)).unwrap_or_default()
     }
     fn estimate_ms(&self, params: &ExperimentParams) -> u64 {
-        E::Params::of(params).map_or(0, |p| Experiment::estimate_ms(self, p))
+        read::<E>(params).map_or(0, |p| Experiment::estimate_ms(self, &p))
     }
     fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError> {
-        let text = mismatch(params);
-        let p = E::Params::of_mut(params).ok_or(LabError::Internal(text))?;
-        Experiment::involved(self, p, device, gpus)
+        let mut p = read::<E>(params).map_err(|e| LabError::Invalid(e.0))?;
+        let devices = Experiment::involved(self, &mut p, device, gpus)?;
+        params.values = write::<E>(&p).map_err(|e| LabError::Internal(e.0))?;
+        Ok(devices)
     }
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32> {
-        E::Params::of(params).map(|p| Experiment::named_devices(self, p)).unwrap_or_default()
+        read::<E>(params).map(|p| Experiment::named_devices(self, &p)).unwrap_or_default()
     }
     fn unavailable(&self, simulated: bool, probe: &dyn DeviceProbe) -> Option<String> {
         Experiment::unavailable(self, simulated, probe)
     }
     fn topology_notes(&self, params: &ExperimentParams, topology: &Topology) -> Vec<String> {
-        E::Params::of(params).map(|p| Experiment::topology_notes(self, p, topology)).unwrap_or_default()
+        read::<E>(params).map(|p| Experiment::topology_notes(self, &p, topology)).unwrap_or_default()
     }
     fn simulate(
         &self,
@@ -178,8 +216,8 @@ impl<E: Experiment> Dispatch for E {
         sim: &Simulation,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        let p = E::Params::of(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
-        Experiment::simulate(self, p, sim, ctx)
+        let p = read::<E>(params).map_err(|e| ExperimentError::Invalid(e.0))?;
+        Experiment::simulate(self, &p, sim, ctx)
     }
     fn caches_in_pool(&self) -> bool {
         Experiment::caches_in_pool(self)
@@ -190,39 +228,78 @@ impl<E: Experiment> Dispatch for E {
         gpu: &mut cuda::Gpu<'_>,
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError> {
-        let p = E::Params::of(params).ok_or_else(|| ExperimentError::Cuda(mismatch(params)))?;
-        Experiment::run_cuda(self, p, gpu, ctx)
+        let p = read::<E>(params).map_err(|e| ExperimentError::Invalid(e.0))?;
+        Experiment::run_cuda(self, &p, gpu, ctx)
     }
 }
 
-/// The registry: each kind's folder and its [`Experiment`], one line each. Generates the folders'
-/// `mod` lines and [`experiment`], an exhaustive match: a kind left out does not compile.
+/// The registry: each kind's folder and its [`Experiment`], one line each, in the order the page and
+/// `gpudash bench` list them. Generates the folders' `mod` lines and [`ALL`].
 macro_rules! registry {
-    ($( $kind:ident => $folder:ident::$experiment:ident, )+) => {
+    ($( $folder:ident::$experiment:ident, )+) => {
         $( pub mod $folder; )+
 
-        /// The experiment of `kind`.
-        pub fn experiment(kind: ExperimentKind) -> &'static dyn Dispatch {
-            match kind {
-                $( ExperimentKind::$kind => &$folder::$experiment, )+
-            }
-        }
+        /// Every experiment.
+        pub static ALL: &[&dyn Dispatch] = &[$( &$folder::$experiment ),+];
     };
 }
 
 registry! {
-    Memory => memory::Memory,
-    Transfer => transfer::Transfer,
-    Streams => streams::Streams,
-    Precision => precision::Precision,
-    Latency => latency::Latency,
-    P2p => p2p::P2p,
-    Collectives => collectives::Collectives,
+    memory::Memory,
+    transfer::Transfer,
+    streams::Streams,
+    precision::Precision,
+    latency::Latency,
+    p2p::P2p,
+    collectives::Collectives,
+}
+
+/// Every experiment's name, in [`ALL`]'s order.
+pub fn kinds() -> Vec<ExperimentKind> {
+    ALL.iter().map(|e| e.kind()).collect()
+}
+
+/// Every experiment's name for a message: "memory, transfer, …, p2p or collectives".
+pub fn names() -> String {
+    let names: Vec<String> = kinds().iter().map(|k| k.name().to_owned()).collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// A name that is none of the lab's experiments: "'fft' is not an experiment; use memory, … or collectives".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownExperiment(pub String);
+
+impl std::fmt::Display for UnknownExperiment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'{}' is not an experiment; use {}", self.0, names())
+    }
+}
+
+impl std::error::Error for UnknownExperiment {}
+
+/// The experiment named `kind`.
+pub fn find(kind: &ExperimentKind) -> Result<&'static dyn Dispatch, UnknownExperiment> {
+    ALL.iter().copied().find(|e| e.kind() == *kind).ok_or_else(|| UnknownExperiment(kind.name().to_owned()))
+}
+
+/// The experiment called `name` (a command line's or a URL's: trimmed, any case).
+pub fn parse(name: &str) -> Result<ExperimentKind, UnknownExperiment> {
+    let wanted = name.trim().to_ascii_lowercase();
+    ALL.iter().map(|e| e.kind()).find(|k| k.name() == wanted).ok_or_else(|| UnknownExperiment(name.to_owned()))
 }
 
 /// The experiment a request's parameters are for.
-pub fn of(params: &ExperimentParams) -> &'static dyn Dispatch {
-    experiment(params.kind())
+pub fn of(params: &ExperimentParams) -> Result<&'static dyn Dispatch, UnknownExperiment> {
+    find(&params.kind)
+}
+
+/// A request for `E` with parameters `p` (tests build requests from the typed parameters).
+#[cfg(test)]
+pub(crate) fn params_of<E: Experiment>(p: &E::Params) -> ExperimentParams {
+    ExperimentParams { kind: ExperimentKind::named(E::NAME), values: write::<E>(p).expect("parameters write") }
 }
 
 /// Err naming `name` and its allowed range unless `min <= value <= max`.
@@ -247,34 +324,75 @@ pub fn bytes(name: &str, value: u64, min: u64, max: u64) -> Result<(), ParamErro
 
 /// Checks every parameter, naming the first bad one and its allowed range.
 pub fn validate(params: &ExperimentParams) -> Result<(), ParamError> {
-    of(params).validate(params)
+    of(params).map_err(|e| ParamError(e.to_string()))?.validate(params)
 }
 
 /// Peak memory of a (validated) experiment; for multi-GPU kinds, on each GPU it involves.
 pub fn footprint(params: &ExperimentParams) -> Footprint {
-    of(params).footprint(params)
+    of(params).map(|e| e.footprint(params)).unwrap_or_default()
 }
 
 /// Runs that would likely pass the time limit are refused up front with this estimate, ms.
 /// A rough upper bound from the work the parameters ask for, not a promise.
 pub fn estimate_ms(params: &ExperimentParams) -> u64 {
-    of(params).estimate_ms(params)
+    of(params).map_or(0, |e| e.estimate_ms(params))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::experiments::latency::params::LatencyParams;
+    use crate::experiments::memory::params::MemoryParams;
+    use crate::experiments::precision::params::PrecisionParams;
+    use crate::experiments::streams::params::StreamsParams;
+    use crate::experiments::transfer::params::{CopyKind, TransferParams};
     use serde_json::{Value, json};
-    use shared::lab::{
-        CopyKind, ExperimentKind, Input, LatencyParams, MemoryParams, PrecisionParams, StreamsParams, TransferParams,
-    };
+    use shared::lab::{ExperimentKind, Input};
 
     #[test]
     fn defaults_are_valid() {
-        for kind in ExperimentKind::ALL {
-            validate(&kind.default_params()).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        for experiment in ALL {
+            validate(&experiment.defaults()).unwrap_or_else(|e| panic!("{}: {e}", experiment.kind()));
         }
+    }
+
+    /// Registered names are distinct and well formed, read back from JSON and the command line, and
+    /// a name that is no experiment is refused with the list.
+    #[test]
+    fn the_registry_names_each_experiment_once() {
+        let names: Vec<String> = kinds().iter().map(|k| k.name().to_owned()).collect();
+        let mut distinct = names.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        for kind in kinds() {
+            let read: ExperimentKind = serde_json::from_value(Value::from(kind.name())).unwrap();
+            assert_eq!(read, kind);
+            assert_eq!(parse(&format!(" {} ", kind.name().to_uppercase())), Ok(kind.clone()));
+            assert_eq!(find(&kind).unwrap().defaults().kind, kind);
+        }
+        assert!(super::names().starts_with("memory, transfer, "), "{}", super::names());
+        let err = parse("fft").unwrap_err().to_string();
+        assert!(err.starts_with("'fft' is not an experiment; use memory, transfer"), "{err}");
+        let unknown = ExperimentParams::defaults(ExperimentKind::named("fft"));
+        assert!(validate(&unknown).unwrap_err().0.contains("'fft' is not an experiment"));
+        assert_eq!(footprint(&unknown), Footprint::default());
+    }
+
+    /// Parameters that do not read as the kind's are refused in serde's words, and a request is stored
+    /// with every default filled in.
+    #[test]
+    fn parameters_read_as_the_kinds_own_and_are_stored_in_full() {
+        let mut bad: ExperimentParams = serde_json::from_str(r#"{"kind":"memory","blokcs":3}"#).unwrap();
+        let err = find(&bad.kind).unwrap().normalize(&mut bad).unwrap_err().0;
+        assert!(err.starts_with("memory parameters: unknown field `blokcs`"), "{err}");
+        let mut wrong_type: ExperimentParams = serde_json::from_str(r#"{"kind":"latency","repetitions":-5}"#).unwrap();
+        assert!(validate(&wrong_type).unwrap_err().0.contains("invalid value: integer `-5`"));
+        assert!(find(&wrong_type.kind).unwrap().normalize(&mut wrong_type).is_err());
+        let mut few: ExperimentParams = serde_json::from_str(r#"{"kind":"latency","repetitions":50}"#).unwrap();
+        find(&few.kind).unwrap().normalize(&mut few).unwrap();
+        assert_eq!(serde_json::to_string(&few).unwrap(), r#"{"kind":"latency","repetitions":50,"warmup":100}"#);
     }
 
     /// The default of the parameter a field names ("ddp.tokens" inside the group).
@@ -286,8 +404,9 @@ mod tests {
     /// and choices the server accepts: a parameter added without a field fails here.
     #[test]
     fn every_parameter_has_a_field_that_reads_its_default() {
-        for kind in ExperimentKind::ALL {
-            let defaults = serde_json::to_value(kind.default_params()).unwrap();
+        for experiment in ALL {
+            let kind = experiment.kind();
+            let defaults = serde_json::to_value(experiment.defaults()).unwrap();
             let mut names: Vec<String> = Vec::new();
             for (name, value) in defaults.as_object().unwrap().iter().filter(|(name, _)| *name != "kind") {
                 names.push(name.clone());
@@ -295,7 +414,7 @@ mod tests {
                     names.extend(inner.keys().map(|key| format!("{name}.{key}")));
                 }
             }
-            let fields = experiment(kind).fields();
+            let fields = experiment.fields();
             let mut listed: Vec<String> = fields.iter().map(|f| f.name.clone()).collect();
             names.sort();
             listed.sort();
@@ -332,20 +451,23 @@ mod tests {
     fn bad_values_name_the_field_and_the_range() {
         let bad = [
             (
-                ExperimentParams::Memory(MemoryParams { blocks: 0, ..Default::default() }),
+                params_of::<memory::Memory>(&MemoryParams { blocks: 0, ..Default::default() }),
                 "'blocks' must be from 1 to 64",
             ),
             (
-                ExperimentParams::Transfer(TransferParams { sizes: vec![2 << 30], ..Default::default() }),
+                params_of::<transfer::Transfer>(&TransferParams { sizes: vec![2 << 30], ..Default::default() }),
                 "'sizes' must be from 4096 to 1073741824 bytes (4.00 KiB to 1.00 GiB), got '2147483648'",
             ),
             (
-                ExperimentParams::Transfer(TransferParams { copies: vec![], ..Default::default() }),
+                params_of::<transfer::Transfer>(&TransferParams { copies: vec![], ..Default::default() }),
                 "'copies' must name at least one of h2d_pageable, h2d_pinned, d2h_pageable, d2h_pinned, d2d or d2d_kernel",
             ),
-            (ExperimentParams::Streams(StreamsParams { kernels: 1, ..Default::default() }), "'kernels'"),
-            (ExperimentParams::Precision(PrecisionParams { sizes: vec![], ..Default::default() }), "'sizes' must list"),
-            (ExperimentParams::Latency(LatencyParams { repetitions: 5, ..Default::default() }), "'repetitions'"),
+            (params_of::<streams::Streams>(&StreamsParams { kernels: 1, ..Default::default() }), "'kernels'"),
+            (
+                params_of::<precision::Precision>(&PrecisionParams { sizes: vec![], ..Default::default() }),
+                "'sizes' must list",
+            ),
+            (params_of::<latency::Latency>(&LatencyParams { repetitions: 5, ..Default::default() }), "'repetitions'"),
         ];
         for (params, expected) in bad {
             let err = validate(&params).unwrap_err().0;
@@ -355,21 +477,21 @@ mod tests {
 
     #[test]
     fn footprints_follow_the_parameters() {
-        let memory = ExperimentParams::Memory(MemoryParams { block_bytes: GIB, blocks: 4, ..Default::default() });
+        let memory = params_of::<memory::Memory>(&MemoryParams { block_bytes: GIB, blocks: 4, ..Default::default() });
         assert_eq!(footprint(&memory).device, 5 * GIB);
-        let h2d = ExperimentParams::Transfer(TransferParams {
+        let h2d = params_of::<transfer::Transfer>(&TransferParams {
             sizes: vec![MIB, 64 * MIB],
             copies: vec![CopyKind::H2dPinned],
             ..Default::default()
         });
         assert_eq!(footprint(&h2d), Footprint { device: 64 * MIB, pinned_host: 64 * MIB, host: 0 });
-        let kernel = ExperimentParams::Transfer(TransferParams {
+        let kernel = params_of::<transfer::Transfer>(&TransferParams {
             sizes: vec![MIB, 64 * MIB],
             copies: vec![CopyKind::D2dKernel],
             ..Default::default()
         });
         assert_eq!(footprint(&kernel), Footprint { device: 128 * MIB, pinned_host: 0, host: 0 });
-        let all = ExperimentParams::Transfer(TransferParams::default());
+        let all = params_of::<transfer::Transfer>(&TransferParams::default());
         assert_eq!(footprint(&all), Footprint { device: 2 * GIB, pinned_host: GIB, host: GIB });
     }
 }

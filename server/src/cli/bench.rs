@@ -26,9 +26,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     pub device: u32,
 
-    /// Experiments to run, in order: memory, transfer, streams, precision, latency, p2p, collectives
-    /// [default: all but p2p and collectives, which run on several GPUs].
-    #[arg(value_name = "EXPERIMENT", value_parser = str::parse::<ExperimentKind>)]
+    /// Experiments to run, in order, by name (a name that is none lists them)
+    /// [default: every experiment that runs on one GPU].
+    #[arg(value_name = "EXPERIMENT", value_parser = lab::experiments::parse)]
     pub experiments: Vec<ExperimentKind>,
 
     /// Print the runs as a JSON array (the same shape as GET /api/runs/{id}) instead of a table.
@@ -74,19 +74,21 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         }
     }
     let kinds = if args.experiments.is_empty() {
-        ExperimentKind::ALL.into_iter().filter(|k| !lab::experiments::experiment(*k).multi_gpu()).collect()
+        lab::experiments::ALL.iter().filter(|e| !e.multi_gpu()).map(|e| e.kind()).collect()
     } else {
         args.experiments.clone()
     };
     if let Some(path) = &args.nccl_lib {
         cuda::nccl::choose_library(path.clone());
     }
-    if kinds.contains(&ExperimentKind::Collectives)
-        && !args.simulate
-        && let Err(missing) = cuda::nccl::availability()
-    {
-        eprintln!("gpudash bench: collectives cannot run here: {missing}");
-        return ExitCode::from(2);
+    // A kind this host cannot run (collectives without NCCL) is said before CUDA and NVML are needed, in
+    // the words the page uses.
+    for kind in &kinds {
+        let reason = lab::experiments::find(kind).ok().and_then(|e| e.unavailable(args.simulate, &BeforeSetup));
+        if let Some(reason) = reason {
+            eprintln!("gpudash bench: {kind} cannot run here: {reason}");
+            return ExitCode::from(2);
+        }
     }
     let config = LabConfig {
         time_limit: args.time_limit,
@@ -116,7 +118,8 @@ pub fn main(args: &BenchArgs) -> ExitCode {
     let mut runs = Vec::new();
     let mut ok = true;
     for kind in kinds {
-        let p = params.iter().find(|p| p.kind() == kind).cloned().unwrap_or_else(|| kind.default_params());
+        let p =
+            params.iter().find(|p| p.kind == kind).cloned().unwrap_or_else(|| ExperimentParams::defaults(kind.clone()));
         let request = RunRequest { device: args.device, params: p, force: args.force };
         let run = match lab.submit(request, &format!("{}@bench", whoami())) {
             Ok(run) => wait(&lab, run.summary.id, args.json),
@@ -141,6 +144,22 @@ pub fn main(args: &BenchArgs) -> ExitCode {
         }
     }
     if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// The probe before any GPU is opened: it knows no GPU, so an experiment can say only what this host
+/// lacks.
+struct BeforeSetup;
+
+impl DeviceProbe for BeforeSetup {
+    fn memory(&self, _: u32) -> Option<lab::guards::DeviceMemory> {
+        None
+    }
+    fn compute_processes(&self, _: u32) -> Result<Vec<lab::guards::ComputeProcess>, lab::guards::QueryError> {
+        Ok(Vec::new())
+    }
+    fn peaks(&self, _: u32) -> lab::guards::LinkPeaks {
+        lab::guards::LinkPeaks::default()
+    }
 }
 
 fn whoami() -> String {

@@ -56,8 +56,8 @@ fn draw(root: &Area<'_>, run: &Run, previous: Option<&Run>) -> Result<(), DrawEr
 #[cfg(test)]
 mod tests {
     use shared::lab::{
-        ChartSpec, ExperimentKind, Figure, Matrix, Point, ReferenceLine, RunEnvironment, RunPlan, RunResult, RunStatus,
-        RunSummary, Series, Stats, TimelineSpan,
+        ChartSpec, ExperimentKind, ExperimentParams, Figure, Matrix, Point, ReferenceLine, RunEnvironment, RunPlan,
+        RunResult, RunStatus, RunSummary, Series, Stats, TimelineSpan,
     };
 
     use super::*;
@@ -68,7 +68,7 @@ mod tests {
                 id,
                 device: 0,
                 devices: vec![0],
-                kind: ExperimentKind::Transfer,
+                kind: ExperimentKind::named("transfer"),
                 status: if result.is_some() { RunStatus::Succeeded } else { RunStatus::Failed },
                 requested_by: "t".into(),
                 submitted_ms: id,
@@ -78,7 +78,7 @@ mod tests {
                 passed: None,
                 error: None,
             },
-            params: ExperimentKind::Transfer.default_params(),
+            params: ExperimentParams::defaults(ExperimentKind::named("transfer")),
             force: false,
             forced_by_admin: false,
             plan: RunPlan::default(),

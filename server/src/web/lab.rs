@@ -8,9 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use shared::lab::{
-    ExperimentInfo, ExperimentKind, LabStatus, Run, RunCheck, RunRequest, RunStatus, RunSummary, TrimOutcome,
-};
+use shared::lab::{ExperimentInfo, LabStatus, Run, RunCheck, RunRequest, RunStatus, RunSummary, TrimOutcome};
 
 use shared::auth::Role;
 
@@ -82,7 +80,7 @@ pub async fn submit(
     let request = run_request(&body)?;
     let target = format!("GPU {}", request.device);
     // In words, not the params' Debug: "a p2p experiment on GPUs 0, 1".
-    let named = lab::experiments::of(&request.params).named_devices(&request.params);
+    let named = lab::experiments::of(&request.params).map(|e| e.named_devices(&request.params)).unwrap_or_default();
     let what = if named.is_empty() {
         format!("a {} experiment on {target}", request.params.kind().name())
     } else {
@@ -142,7 +140,7 @@ pub async fn list(
     let kind = match q.kind.as_deref() {
         None => None,
         Some(name) => Some(
-            name.parse::<ExperimentKind>()
+            lab::experiments::parse(name)
                 .map_err(|e| ApiError { status: StatusCode::BAD_REQUEST, message: e.to_string() })?,
         ),
     };

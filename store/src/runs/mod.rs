@@ -33,7 +33,7 @@ impl RunFilter {
     fn matches(&self, run: &Run) -> bool {
         let s = &run.summary;
         self.device.is_none_or(|d| s.device == d)
-            && self.kind.is_none_or(|k| s.kind == k)
+            && self.kind.as_ref().is_none_or(|k| s.kind == *k)
             && self.status.is_none_or(|st| s.status == st)
             && self.before.is_none_or(|b| s.id < b)
     }
@@ -113,7 +113,7 @@ pub mod testing {
                 id,
                 device,
                 devices: vec![device],
-                kind,
+                kind: kind.clone(),
                 status,
                 requested_by: "t".into(),
                 submitted_ms: id,
@@ -123,7 +123,7 @@ pub mod testing {
                 passed: None,
                 error: None,
             },
-            params: kind.default_params(),
+            params: shared::lab::ExperimentParams::defaults(kind),
             force: false,
             forced_by_admin: false,
             plan: RunPlan::default(),
@@ -147,13 +147,14 @@ mod tests {
         let store = MemoryRunStore::new(3);
         for id in 1..=4 {
             assert_eq!(store.next_id().unwrap(), id);
-            let kind = if id % 2 == 0 { ExperimentKind::Memory } else { ExperimentKind::Latency };
+            let kind = if id % 2 == 0 { ExperimentKind::named("memory") } else { ExperimentKind::named("latency") };
             store.save(&run(id, 0, kind, RunStatus::Succeeded)).unwrap();
         }
         assert!(store.get(1).unwrap().is_none(), "the oldest is dropped past capacity");
         let all: Vec<u64> = store.list(&RunFilter::default()).unwrap().iter().map(|r| r.id).collect();
         assert_eq!(all, vec![4, 3, 2]);
-        let filter = RunFilter { kind: Some(ExperimentKind::Memory), before: Some(4), limit: 1, ..Default::default() };
+        let filter =
+            RunFilter { kind: Some(ExperimentKind::named("memory")), before: Some(4), limit: 1, ..Default::default() };
         assert_eq!(store.list(&filter).unwrap()[0].id, 2);
     }
 }

@@ -150,7 +150,8 @@ fn summary(row: &Row<'_>) -> rusqlite::Result<RunSummary> {
         id: u64::try_from(row.get::<_, i64>(0)?).unwrap_or(0),
         device: row.get(1)?,
         devices: serde_json::from_str(&devices).unwrap_or_default(),
-        kind: ExperimentKind::parse(&kind).unwrap_or(ExperimentKind::Memory),
+        // A name no experiment may have (a database written by hand) reads as "unknown".
+        kind: ExperimentKind::try_from(kind).unwrap_or(ExperimentKind::named("unknown")),
         status: parse_status(&status),
         requested_by: row.get(5)?,
         submitted_ms: u64::try_from(row.get::<_, i64>(6)?).unwrap_or(0),
@@ -241,7 +242,7 @@ impl RunStore for SqliteRunStore {
             clauses.push("device = ?");
             values.push(Value::Integer(i64::from(device)));
         }
-        if let Some(kind) = filter.kind {
+        if let Some(kind) = &filter.kind {
             clauses.push("kind = ?");
             values.push(Value::Text(kind.name().to_owned()));
         }
@@ -299,7 +300,7 @@ mod tests {
         let store = SqliteRunStore::open(&path, 1, 100).unwrap();
         for id in 1..=3 {
             assert_eq!(store.next_id().unwrap(), id);
-            let kind = if id == 2 { ExperimentKind::Latency } else { ExperimentKind::Transfer };
+            let kind = if id == 2 { ExperimentKind::named("latency") } else { ExperimentKind::named("transfer") };
             let mut r = run(id, u32::try_from(id % 2).unwrap(), kind, RunStatus::Succeeded);
             r.summary.passed = Some(true);
             r.environment.gpu_uuid = format!("GPU-{id}");
@@ -308,7 +309,7 @@ mod tests {
             (r.force, r.forced_by_admin) = (id >= 2, id == 3);
             store.save(&r).unwrap();
         }
-        let mut running = run(4, 0, ExperimentKind::Memory, RunStatus::Running);
+        let mut running = run(4, 0, ExperimentKind::named("memory"), RunStatus::Running);
         store.next_id().unwrap();
         running.summary.devices = vec![0, 1];
         store.save(&running).unwrap();
@@ -332,7 +333,7 @@ mod tests {
         let all: Vec<u64> = store.list(&RunFilter::default()).unwrap().iter().map(|r| r.id).collect();
         assert_eq!(all, vec![4, 3, 2, 1]);
         let filter = RunFilter {
-            kind: Some(ExperimentKind::Transfer),
+            kind: Some(ExperimentKind::named("transfer")),
             status: Some(RunStatus::Succeeded),
             before: Some(3),
             limit: 1,
@@ -347,10 +348,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.db");
         let store = SqliteRunStore::open(&path, 1, 100).unwrap();
-        let waiting = run(1, 0, ExperimentKind::Memory, RunStatus::Queued);
+        let waiting = run(1, 0, ExperimentKind::named("memory"), RunStatus::Queued);
         store.save(&waiting).unwrap();
         for id in 2..=7 {
-            store.save(&run(id, 0, ExperimentKind::Transfer, RunStatus::Succeeded)).unwrap();
+            store.save(&run(id, 0, ExperimentKind::named("transfer"), RunStatus::Succeeded)).unwrap();
         }
         drop(store);
         // Reopened with a smaller limit: trimmed at once (the queued run is marked failed first).
@@ -360,9 +361,9 @@ mod tests {
         };
         assert_eq!(ids(&store), vec![7, 6, 5]);
         // A running run is never deleted; each finished one pushes the oldest out.
-        store.save(&run(8, 0, ExperimentKind::Latency, RunStatus::Running)).unwrap();
+        store.save(&run(8, 0, ExperimentKind::named("latency"), RunStatus::Running)).unwrap();
         assert_eq!(ids(&store), vec![8, 7, 6, 5]);
-        store.save(&run(8, 0, ExperimentKind::Latency, RunStatus::Failed)).unwrap();
+        store.save(&run(8, 0, ExperimentKind::named("latency"), RunStatus::Failed)).unwrap();
         assert_eq!(ids(&store), vec![8, 7, 6]);
         assert!(store.get(5).unwrap().is_none());
     }

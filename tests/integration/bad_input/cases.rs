@@ -89,7 +89,12 @@ pub(super) fn cases() -> Vec<Case> {
         case(Method::DELETE, "/api/runs", S::METHOD_NOT_ALLOWED, "not allowed"),
         post("/api/runs", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
         post("/api/runs/check", "{\"device\": 0,", S::BAD_REQUEST, "invalid run request"),
-        post("/api/runs/check", "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}", S::BAD_REQUEST, "unknown variant"),
+        post(
+            "/api/runs/check",
+            "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}",
+            S::BAD_REQUEST,
+            "'warp' is not an experiment; use memory",
+        ),
         case(Method::GET, "/api/runs/check", S::METHOD_NOT_ALLOWED, "not allowed"),
         post(
             "/api/runs",
@@ -109,7 +114,18 @@ pub(super) fn cases() -> Vec<Case> {
             S::BAD_REQUEST,
             "invalid run request",
         ),
-        post("/api/runs", "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}", S::BAD_REQUEST, "unknown variant"),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"warp\"}}",
+            S::BAD_REQUEST,
+            "'warp' is not an experiment; use memory",
+        ),
+        post(
+            "/api/runs",
+            "{\"device\": 0, \"params\": {\"kind\": \"../x\"}}",
+            S::BAD_REQUEST,
+            "is not an experiment name",
+        ),
         post(
             "/api/runs",
             "{\"device\": 0, \"params\": {\"kind\": \"transfer\", \"sizes\": [0]}}",
@@ -120,7 +136,7 @@ pub(super) fn cases() -> Vec<Case> {
             "/api/runs",
             "{\"device\": 0, \"params\": {\"kind\": \"transfer\", \"sizes\": [1e30]}}",
             S::BAD_REQUEST,
-            "invalid run request",
+            "transfer parameters: invalid type: floating point",
         ),
         post(
             "/api/runs",
@@ -132,9 +148,9 @@ pub(super) fn cases() -> Vec<Case> {
             "/api/runs",
             "{\"device\": 0, \"params\": {\"kind\": \"latency\", \"repetitions\": -5}}",
             S::BAD_REQUEST,
-            "invalid run request",
+            "latency parameters: invalid value: integer `-5`",
         ),
-        // Collectives: the shared rule's words (shared::lab::collectives), what is allowed named.
+        // Collectives: the rule's words (lab/src/experiments/collectives/params.rs), what is allowed named.
         post(
             "/api/runs",
             r#"{"device": 0, "params": {"kind": "collectives", "dtype": "fp16"}}"#,
@@ -157,7 +173,7 @@ pub(super) fn cases() -> Vec<Case> {
             "/api/runs",
             r#"{"device": 0, "params": {"kind": "collectives", "ddp": {"parameters": 1.3e9}}}"#,
             S::BAD_REQUEST,
-            "invalid run request",
+            "collectives parameters: invalid type: floating point",
         ),
         post(
             "/api/runs",

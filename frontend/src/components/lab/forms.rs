@@ -81,7 +81,7 @@ pub fn ExperimentForm(
 ) -> impl IntoView {
     let lab = expect_context::<Lab>();
     let session = expect_context::<Session>();
-    let kind = info.kind;
+    let kind = info.kind.clone();
     let unavailable = info.unavailable.clone();
     let off = unavailable.is_some();
     let multi_gpu = info.multi_gpu;
@@ -114,12 +114,13 @@ pub fn ExperimentForm(
         });
     };
     let submit = {
+        let kind = kind.clone();
         let fields = fields.clone();
         let values = values.clone();
         move |ev: ev::SubmitEvent| {
             ev.prevent_default();
             let current: Vec<FieldValue> = values.iter().map(|v| v.get_untracked()).collect();
-            let params = match lab_form::params(kind, &fields, &current) {
+            let params = match lab_form::params(&kind, &fields, &current) {
                 Ok(params) => params,
                 Err(fault) => {
                     error.set(Some(fault.to_string()));
@@ -166,13 +167,15 @@ pub fn ExperimentForm(
     let inputs = fields
         .into_iter()
         .zip(values)
-        .map(|(field, value)| view! { <FieldInput kind=kind field=field value=value disabled=off /> });
+        .map(|(field, value)| view! { <FieldInput kind=kind.clone() field=field value=value disabled=off /> });
+    let name = kind.name().to_owned();
+    let run_name = name.clone();
     view! {
         <form
             class="lab-form"
             class:lab-form-unavailable=off
             aria-disabled=off.then_some("true")
-            data-kind=kind.name()
+            data-kind=name
             on:submit=submit
             novalidate=true
         >
@@ -198,8 +201,8 @@ pub fn ExperimentForm(
                         </span>
                     }
                 >
-                    <button type="submit" class="run-button" data-kind=kind.name() disabled=move || off || busy.get() || confirm.with(Option::is_some)>
-                        {format!("Run {}", kind.name())}
+                    <button type="submit" class="run-button" data-kind=run_name.clone() disabled=move || off || busy.get() || confirm.with(Option::is_some)>
+                        {format!("Run {run_name}")}
                     </button>
                 </Show>
             </div>

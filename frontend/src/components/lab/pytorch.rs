@@ -14,15 +14,19 @@ use crate::hooks::lab::Lab;
 #[component]
 pub fn InPyTorch(kind: ExperimentKind, #[prop(optional)] open: bool) -> impl IntoView {
     let lab = expect_context::<Lab>();
-    let code = Memo::new(move |_| {
-        lab.experiments.with(|e| e.iter().find(|e| e.kind == kind && !e.snippet.is_empty()).map(|e| e.snippet.clone()))
-    });
+    let code = {
+        let kind = kind.clone();
+        Memo::new(move |_| {
+            lab.experiments
+                .with(|e| e.iter().find(|e| e.kind == kind && !e.snippet.is_empty()).map(|e| e.snippet.clone()))
+        })
+    };
     let copied = RwSignal::new(None::<bool>);
     let copy = move |_| copied.set(code.with_untracked(|c| c.as_deref().map(copy_text)));
     move || {
         code.get().map(|code| {
             view! {
-                <details class="lab-pytorch" data-kind=kind.name() open=open>
+                <details class="lab-pytorch" data-kind=kind.name().to_owned() open=open>
                     <summary>"In PyTorch"</summary>
                     <div class="lab-pytorch-body">
                         <button

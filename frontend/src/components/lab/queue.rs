@@ -109,7 +109,7 @@ fn QueueRow(id: u64, entry: QueueEntry, error: RwSignal<Option<String>>) -> impl
                 </button>
             </td>
             <td class="queue-kind">
-                {run.kind.name()} " " <span class=status_class(run.status)>{status_label(run.status)}</span>
+                {run.kind.name().to_owned()} " " <span class=status_class(run.status)>{status_label(run.status)}</span>
             </td>
             <td class="queue-gpu">{gpus}</td>
             <td class="queue-who">{run.requested_by}</td>

@@ -122,7 +122,7 @@ fn RunDetails(id: u64, theme: ReadSignal<Theme>) -> impl IntoView {
                 <ul class="run-plan">{r.plan.notes.iter().map(|n| view! { <li>{n.clone()}</li> }).collect_view()}</ul>
             }))}
             {move || {
-                let (kind, takeaway) = run.with(|r| r.as_ref().map(|r| (r.kind, r.takeaway.clone())))?;
+                let (kind, takeaway) = run.with(|r| r.as_ref().map(|r| (r.kind.clone(), r.takeaway.clone())))?;
                 result.get().map(|result| view! {
                     <RunResultView id=id kind=kind result=result takeaway=takeaway previous=previous simulated=simulated() theme=theme />
                 })

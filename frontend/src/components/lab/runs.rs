@@ -57,7 +57,7 @@ fn RunRow(run: RunSummary) -> impl IntoView {
                 <button type="button" class="link-button view-run">{format!("#{id}")}</button>
             </td>
             <td>
-                {run.kind.name()}
+                {run.kind.name().to_owned()}
                 {run.simulated.then(|| view! { <span class="badge badge-simulated">"SIMULATED"</span> })}
             </td>
             <td class="recent-gpus">{format::indexes(&run.gpus())}</td>

@@ -1,14 +1,16 @@
 //! The collectives experiment: NCCL's all_reduce, all_gather, reduce_scatter and broadcast over the host's
 //! GPUs (one communicator per GPU in this process), and the DDP step view. Its rules (parameters,
-//! nccl-tests' formulas, the DDP plan) live in `shared::lab::collectives`, its CUDA run in
+//! nccl-tests' formulas, the DDP plan) live in `params.rs`, its CUDA run in
 //! `lab/cuda/collectives.rs`, NCCL's loading in `lab/cuda/nccl.rs`.
 
+pub mod params;
 pub mod path;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::collectives::{Collective, CollectivesParams, DTYPES, element_bytes};
-use shared::lab::{Dtype, FieldSpec, Input, RunResult};
+use crate::experiments::collectives::params::{Collective, CollectivesParams, DTYPES, element_bytes};
+use shared::lab::{FieldSpec, Input, RunResult};
+use crate::experiments::precision::params::Dtype;
 use shared::topology::Topology;
 
 use self::report::{CollectiveSample, CollectivesMeasurements, DdpMeasurement};
@@ -82,6 +84,7 @@ fn model_results(c: Collective, n: usize, wrong: bool) -> Vec<Vec<f64>> {
 }
 
 impl Experiment for Collectives {
+    const NAME: &'static str = "collectives";
     type Params = CollectivesParams;
 
     fn fields(&self) -> Vec<FieldSpec> {
@@ -282,7 +285,7 @@ impl Experiment for Collectives {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use shared::lab::collectives::busbw_gbs;
+    use crate::experiments::collectives::params::busbw_gbs;
 
     #[test]
     fn the_model_lands_near_the_measured_pair() {

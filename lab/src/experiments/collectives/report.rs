@@ -1,9 +1,10 @@
 //! The collectives experiment's measurements turned into a result: time, algbw and busbw per collective
-//! and size (nccl-tests' formulas, `shared::lab::collectives`), busbw against size with the link's peak,
+//! and size (nccl-tests' formulas, `params.rs`), busbw against size with the link's peak,
 //! the per-GPU checks, and the DDP step view in PyTorch's words.
 
-use shared::lab::collectives::{Collective, DdpPlan, algbw_gbs, busbw_gbs};
-use shared::lab::{ChartSpec, Check, Dtype, Point, ReferenceLine, RunResult, Series, Stats};
+use crate::experiments::collectives::params::{Collective, DdpPlan, algbw_gbs, busbw_gbs};
+use shared::lab::{ChartSpec, Check, Point, ReferenceLine, RunResult, Series, Stats};
+use crate::experiments::precision::params::Dtype;
 use shared::units::format_bytes;
 
 use super::path::PathPeak;
@@ -241,7 +242,7 @@ fn ddp_view(r: &mut RunResult, d: &DdpMeasurement, n: usize) {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use shared::lab::collectives::DdpParams;
+    use crate::experiments::collectives::params::DdpParams;
 
     fn run(n: usize) -> RunResult {
         let gpus: Vec<u32> = (0..n as u32).collect();

@@ -1,9 +1,11 @@
 //! The latency experiment: launch, record and synchronize costs, queued kernels and a CUDA graph.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{FieldSpec, LatencyParams, RunResult};
+use shared::lab::{FieldSpec, RunResult};
+use crate::experiments::latency::params::LatencyParams;
 
 use self::report::{GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 use super::{Experiment, MIB, range};
@@ -15,6 +17,7 @@ use crate::simulation::{Simulation, jitter};
 pub struct Latency;
 
 impl Experiment for Latency {
+    const NAME: &'static str = "latency";
     type Params = LatencyParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

@@ -1,9 +1,11 @@
 //! The memory experiment: the caching allocator, block by block.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{FieldSpec, MemoryParams, MemoryStep, RunResult};
+use shared::lab::{FieldSpec, MemoryStep, RunResult};
+use crate::experiments::memory::params::MemoryParams;
 
 use self::report::MemoryMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -15,6 +17,7 @@ use crate::simulation::{Simulation, jitter};
 pub struct Memory;
 
 impl Experiment for Memory {
+    const NAME: &'static str = "memory";
     type Params = MemoryParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

@@ -1,9 +1,12 @@
 //! The p2p experiment: bandwidth and latency between every pair of GPUs, peer access on and off.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, FieldSpec, Input, P2pParams, RunResult};
+use shared::lab::{FieldSpec, Input, RunResult};
+use crate::experiments::p2p::params::P2pParams;
+use crate::experiments::transfer::params::CopyKind;
 use shared::topology::Topology;
 
 use self::report::{LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode, P2pSample, PairsError};
@@ -18,6 +21,7 @@ use crate::simulation::{Simulation, jitter, model_copy};
 pub struct P2p;
 
 impl Experiment for P2p {
+    const NAME: &'static str = "p2p";
     type Params = P2pParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

@@ -2,7 +2,8 @@
 //! timings of every ordered pair turned into heatmaps, figures and notes.
 //! Shared by the CUDA and the simulated executor.
 
-use shared::lab::{ChartSpec, Check, Figure, GpuPair, Matrix, P2pParams, RunResult, Stats};
+use shared::lab::{ChartSpec, Check, Figure, Matrix, RunResult, Stats};
+use crate::experiments::p2p::params::{GpuPair, P2pParams};
 
 use crate::stats::{rates, summarize};
 

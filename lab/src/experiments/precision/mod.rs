@@ -1,9 +1,11 @@
 //! The precision experiment: cuBLAS GEMM throughput per type, each result checked against the host.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{Dtype, FieldSpec, PrecisionParams, RunResult};
+use shared::lab::{FieldSpec, RunResult};
+use crate::experiments::precision::params::{Dtype, PrecisionParams};
 
 use self::report::GemmSample;
 use super::{Experiment, range};
@@ -15,6 +17,7 @@ use crate::simulation::{Simulation, jitter, model_gemm, model_tiles};
 pub struct Precision;
 
 impl Experiment for Precision {
+    const NAME: &'static str = "precision";
     type Params = PrecisionParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

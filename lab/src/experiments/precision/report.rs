@@ -1,6 +1,7 @@
 //! The precision experiment's GEMM timings turned into TFLOP/s curves and the checks against the host.
 
-use shared::lab::{ChartSpec, Dtype, Point, RunResult, Series};
+use shared::lab::{ChartSpec, Point, RunResult, Series};
+use crate::experiments::precision::params::Dtype;
 
 use crate::checks::{self, GemmErrors, GemmSums, GemmTiles};
 use crate::report::empty;

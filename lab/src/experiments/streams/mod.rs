@@ -1,9 +1,12 @@
 //! The streams experiment: a copy overlapping a GEMM on two streams, and kernels on N streams.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, FieldSpec, RunResult, StreamsParams};
+use shared::lab::{FieldSpec, RunResult};
+use crate::experiments::streams::params::StreamsParams;
+use crate::experiments::transfer::params::CopyKind;
 
 use self::report::StreamsMeasurements;
 use super::{Experiment, GIB, MIB, range};
@@ -16,6 +19,7 @@ use crate::simulation::{Simulation, jitter, model_copy, model_gemm, span};
 pub struct Streams;
 
 impl Experiment for Streams {
+    const NAME: &'static str = "streams";
     type Params = StreamsParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

@@ -1,9 +1,11 @@
 //! The transfer experiment: host ↔ device and device ↔ device bandwidth over a sweep of sizes.
 
+pub mod params;
 pub mod pytorch;
 pub mod report;
 
-use shared::lab::{CopyKind, FieldSpec, RunResult, TransferParams};
+use shared::lab::{FieldSpec, RunResult};
+use crate::experiments::transfer::params::{CopyKind, TransferParams};
 
 use self::report::TransferSample;
 use super::{Experiment, GIB, KIB, range};
@@ -16,6 +18,7 @@ use crate::simulation::{SIMULATED_L2_BYTES, Simulation, jitter, model_copy};
 pub struct Transfer;
 
 impl Experiment for Transfer {
+    const NAME: &'static str = "transfer";
     type Params = TransferParams;
 
     fn fields(&self) -> Vec<FieldSpec> {

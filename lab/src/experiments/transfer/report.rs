@@ -1,6 +1,7 @@
 //! The transfer sweep's timings turned into curves, efficiencies against the link's peaks, and notes.
 
-use shared::lab::{ChartSpec, CopyKind, Point, ReferenceLine, RunResult, Series, Stats};
+use shared::lab::{ChartSpec, Point, ReferenceLine, RunResult, Series, Stats};
+use crate::experiments::transfer::params::CopyKind;
 use shared::units::format_bytes;
 
 use crate::guards::LinkPeaks;

@@ -1,5 +1,4 @@
-//! The collectives experiment's rules, shared by the server and the page: its parameters and their
-//! limits, nccl-tests' bandwidth formulas, the values every rank must hold after each collective, and
+//! The collectives experiment's rules: its parameters and their limits, nccl-tests' bandwidth formulas, the values every rank must hold after each collective, and
 //! the DDP step's plan (gradient bytes, DDP's buckets, the backward pass's FLOPs).
 //!
 //! Bandwidth follows nccl-tests (`doc/PERFORMANCE.md`): `algbw = bytes / time`, and `busbw` scales it by
@@ -9,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Dtype;
+use crate::experiments::precision::params::Dtype;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -359,7 +358,7 @@ impl CollectivesParams {
                 "'gpus' names GPU {missing}, which this server does not have (it has {all:?})"
             )));
         }
-        crate::order::sort(&mut self.gpus);
+        shared::order::sort(&mut self.gpus);
         self.gpus.dedup();
         if self.gpus.len() > MAX_GPUS {
             self.gpus.truncate(MAX_GPUS);
