@@ -252,6 +252,7 @@ registry! {
     latency::Latency,
     p2p::P2p,
     collectives::Collectives,
+    to_device::ToDevice,
 }
 
 /// Every experiment's name, in [`ALL`]'s order.
