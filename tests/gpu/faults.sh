@@ -7,7 +7,7 @@
 # Exit status (tests/gpu/result.sh): 0 when every fault was caught as its line says, else 1.
 #
 #   cargo build --release    # here, then on the GPU machine, with target/release/gpudash carried:
-#   bash tests/gpu/faults.sh # ~1 to 2 minutes (12 short bench runs); all.sh runs it as the part "faults"
+#   bash tests/gpu/faults.sh # ~1 to 2 minutes (13 short bench runs); all.sh runs it as the part "faults"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export NCCL_NVLS_ENABLE=0
@@ -49,6 +49,8 @@ fault skip-spin streams "$STREAMS_PARAMS" "every spin kernel ran to its end"
 fault skip-trim memory '{"kind":"memory","blocks":4,"block_bytes":67108864,"free_every":2,"repetitions":2}' \
   "empty_cache returns the cached memory" "the pool caches freed blocks"
 fault skip-launch latency '{"kind":"latency","repetitions":2000}' "every kernel launched ran"
+fault skip-copy to_device '{"kind":"to_device","bytes":16777216,"warmup":2,"repetitions":5}' \
+  "h2d_pageable copies are byte-exact" "h2d_pinned copies are byte-exact"
 fault kernel-no-tail transfer '{"kind":"transfer","copies":["d2d_kernel"],"sizes":[16777216],"warmup":1,"repetitions":3}' \
   "d2d_kernel copies byte-exact"
 
