@@ -36,7 +36,7 @@ pub async fn gpu_pods(socket: &Path, timeout: Duration) -> Result<GpuPods, Strin
             .timeout(timeout)
             .connect_with_connector(connector)
             .await
-            .map_err(|e| format!("cannot connect: {}", error_chain(&e)))?;
+            .map_err(|e| format!("cannot connect: {}", base::error::chain(&e)))?;
         let mut client = api::pod_resources_lister_client::PodResourcesListerClient::new(channel)
             .max_decoding_message_size(MAX_ANSWER);
         client
@@ -81,18 +81,6 @@ pub fn map_gpus(answer: &api::ListPodResourcesResponse) -> GpuPods {
         pods.remove(&uuid);
     }
     pods
-}
-
-/// An error and its causes in one line (tonic's transport errors hide the reason in `source()`).
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cause = e.source();
-    }
-    text
 }
 
 #[cfg(test)]

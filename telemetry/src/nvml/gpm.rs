@@ -15,8 +15,8 @@ use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
 use shared::DeviceInfo;
 use shared::activity::Activity;
 
+use super::lock;
 use super::meter::CallMeter;
-use super::{error_chain, lock};
 
 /// NVML reports PCIe and NVLink rates in MiB/s (`nvml.h`, `NVML_GPM_METRIC_PCIE_TX_PER_SEC`).
 const MIB: f64 = 1024.0 * 1024.0;
@@ -149,7 +149,7 @@ impl<'n> GpmReader<'n> {
         let device = self
             .meter
             .time("device_by_index", || self.nvml.device_by_index(index))
-            .map_err(|e| format!("GPU {index} does not answer: {}", error_chain(&e)))?;
+            .map_err(|e| format!("GPU {index} does not answer: {}", base::error::chain(&e)))?;
         if self.checked.get(&index).is_none_or(|at| at.elapsed() >= READABLE_FOR) {
             self.checked.remove(&index);
             if self.meter.time("MIG mode", || device.mig_mode()).is_ok_and(|m| m.current == 1) {
@@ -160,7 +160,7 @@ impl<'n> GpmReader<'n> {
                 Ok(false) | Err(NvmlError::NotSupported) => {
                     return Err("GPM needs a Hopper or newer GPU; this one does not support it".to_owned());
                 }
-                Err(e) => return Err(format!("the driver does not say whether GPM works: {}", error_chain(&e))),
+                Err(e) => return Err(format!("the driver does not say whether GPM works: {}", base::error::chain(&e))),
             }
             self.checked.insert(index, Instant::now());
         }
@@ -278,7 +278,7 @@ fn refused(error: &NvmlError) -> String {
         NvmlError::InUse => "GPM is in use by another profiler (DCGM, Nsight): gpudash leaves it alone and asks \
                              again every 30 s"
             .to_owned(),
-        other => format!("NVML refused a GPM sample: {}", error_chain(other)),
+        other => format!("NVML refused a GPM sample: {}", base::error::chain(other)),
     }
 }
 

@@ -103,8 +103,8 @@ impl NvmlSource {
     ///
     /// Fails with the loader's message when there is no usable driver.
     pub fn open(interval_ms: u64) -> Result<Self, OpenError> {
-        let nvml = Nvml::init().map_err(|e| OpenError::Load(error_chain(&e)))?;
-        let count = nvml.device_count().map_err(|e| OpenError::Count(error_chain(&e)))?;
+        let nvml = Nvml::init().map_err(|e| OpenError::Load(base::error::chain(&e)))?;
+        let count = nvml.device_count().map_err(|e| OpenError::Count(base::error::chain(&e)))?;
         let mut devices = Vec::new();
         let mut fans = HashMap::new();
         for index in 0..count {
@@ -114,7 +114,7 @@ impl NvmlSource {
                     devices.push(info);
                 }
                 // A GPU that cannot even be named is left out, the others are shown.
-                Err(e) => tracing::warn!(index, "skipping GPU: {}", error_chain(&e)),
+                Err(e) => tracing::warn!(index, "skipping GPU: {}", base::error::chain(&e)),
             }
         }
         let host = HostInfo {
@@ -179,7 +179,7 @@ impl NvmlSource {
             Err(NvmlError::NotSupported | NvmlError::NoPermission) => None,
             Err(e) => {
                 if lock(&self.reported).insert((index, name)) {
-                    tracing::warn!(index, field = name, "NVML read failed: {}", error_chain(&e));
+                    tracing::warn!(index, field = name, "NVML read failed: {}", base::error::chain(&e));
                 }
                 None
             }
@@ -195,7 +195,7 @@ impl NvmlSource {
         }
         self.meter
             .time("device_by_index", || self.nvml.device_by_index(index))
-            .map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| error_chain(&e)))
+            .map_err(|e| self.check_lost(index, &e).unwrap_or_else(|| base::error::chain(&e)))
     }
 
     /// Marks the GPU lost when `error` says so, and returns why.
@@ -203,7 +203,7 @@ impl NvmlSource {
         if !is_lost(error) {
             return None;
         }
-        let reason = format!("GPU {index} is lost: {}", error_chain(error));
+        let reason = format!("GPU {index} is lost: {}", base::error::chain(error));
         let mut lost = lock(&self.lost);
         if !lost.contains_key(&index) {
             tracing::error!("{reason}; the other GPUs keep being sampled");
@@ -370,22 +370,6 @@ fn cuda_version(version: i32) -> String {
     format!("{}.{}", version / 1000, (version % 1000) / 10)
 }
 
-/// An error and its causes on one line: "a: b: c", leaving out a cause the text already says
-/// (libloading's errors repeat their source in their own message).
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use nvml_wrapper::bitmasks::device::ThrottleReasons;
@@ -396,24 +380,6 @@ mod tests {
     fn cuda_versions_read_like_nvidia_smi() {
         assert_eq!(cuda_version(13000), "13.0");
         assert_eq!(cuda_version(12040), "12.4");
-    }
-
-    #[test]
-    fn error_chains_do_not_repeat_a_cause() {
-        #[derive(Debug)]
-        struct Outer(std::io::Error);
-        impl std::fmt::Display for Outer {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                write!(f, "load failed: {}", self.0)
-            }
-        }
-        impl std::error::Error for Outer {
-            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-                Some(&self.0)
-            }
-        }
-        let error = Outer(std::io::Error::other("libnvidia-ml.so.1: cannot open"));
-        assert_eq!(error_chain(&error), "load failed: libnvidia-ml.so.1: cannot open");
     }
 
     #[test]

@@ -8,7 +8,6 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 use shared::health::{XidEvent, xid_meaning};
 
-use super::error_chain;
 use crate::{XidSink, now_ms};
 
 /// Waits on NVML event sets (one per GPU, so one GPU without event
@@ -22,7 +21,7 @@ pub(super) fn watch_xids(nvml: &Nvml, indexes: &[u32], sink: &XidSink, stop: &At
         });
         match registered {
             Ok(set) => sets.push((index, set)),
-            Err(e) => tracing::info!(index, "XID events unavailable: {}", error_chain(&e.error)),
+            Err(e) => tracing::info!(index, "XID events unavailable: {}", base::error::chain(&e.error)),
         }
     }
     if sets.is_empty() {
@@ -46,7 +45,7 @@ pub(super) fn watch_xids(nvml: &Nvml, indexes: &[u32], sink: &XidSink, stop: &At
                 }
                 Err(NvmlError::Timeout) => {}
                 Err(e) => {
-                    tracing::warn!("XID watcher stopped: {}", error_chain(&e));
+                    tracing::warn!("XID watcher stopped: {}", base::error::chain(&e));
                     return;
                 }
             }

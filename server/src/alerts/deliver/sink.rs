@@ -222,7 +222,7 @@ impl Attempts {
             Ok(response) => response,
             Err(e) if e.is_timeout() => return Err((Failure::Timeout(self.webhook.timeout), None)),
             // Without the URL: its path and query often hold a token.
-            Err(e) => return Err((Failure::Other(error_chain(&e.without_url())), None)),
+            Err(e) => return Err((Failure::Other(base::error::chain(&e.without_url())), None)),
         };
         let status = response.status();
         if status.is_success() {
@@ -240,21 +240,6 @@ impl Attempts {
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let text = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     text.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
-/// An error and its sources on one line, e.g. "error sending request: connection refused".
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

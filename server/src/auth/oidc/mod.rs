@@ -19,7 +19,6 @@ use openidconnect::{
     EndpointSet, IssuerUrl, Nonce, OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier,
     ProviderMetadataWithLogout, RedirectUrl, Scope,
 };
-use telemetry::nvml::error_chain;
 
 pub use claims::parse_claim;
 pub use sealed::Pending;
@@ -352,7 +351,7 @@ async fn provider(config: &OidcConfig, http: &reqwest::Client) -> Result<Provide
     let failed = |reason: String| OidcError::Discovery { issuer: config.issuer.clone(), reason };
     let issuer = IssuerUrl::new(config.issuer.clone()).map_err(|e| failed(e.to_string()))?;
     let metadata =
-        ProviderMetadataWithLogout::discover_async(issuer, http).await.map_err(|e| failed(error_chain(&e)))?;
+        ProviderMetadataWithLogout::discover_async(issuer, http).await.map_err(|e| failed(base::error::chain(&e)))?;
     let userinfo = metadata.userinfo_endpoint().map(|u| u.url().clone());
     let end_session = metadata.additional_metadata().end_session_endpoint.as_ref().map(|u| u.url().clone());
     let redirect = RedirectUrl::new(config.redirect_url.to_string())
@@ -383,8 +382,8 @@ fn token_error<E: std::error::Error + 'static>(
             let described = answer.error_description().map(|d| format!(" ({d})")).unwrap_or_default();
             OidcRefused::Provider(format!("the token endpoint answered {}{described}", answer.error()))
         }
-        openidconnect::RequestTokenError::Request(e) => OidcRefused::Unreachable(error_chain(&e)),
-        other => OidcRefused::Provider(format!("the token endpoint's answer: {}", error_chain(&other))),
+        openidconnect::RequestTokenError::Request(e) => OidcRefused::Unreachable(base::error::chain(&e)),
+        other => OidcRefused::Provider(format!("the token endpoint's answer: {}", base::error::chain(&other))),
     }
 }
 

@@ -10,7 +10,7 @@ use super::{Check, count, host};
 use crate::alerts::AlertsConfig;
 use crate::alerts::deliver::format::{redact_urls, target};
 use crate::config::Config;
-use telemetry::nvml::{NvmlSource, error_chain};
+use telemetry::nvml::NvmlSource;
 use telemetry::simulator::Simulator;
 use telemetry::{GpuSource, now_ms};
 
@@ -377,7 +377,7 @@ async fn webhooks_check(urls: &[url::Url], probe: bool) -> Check {
             Ok(response) => lines.push(format!("{shown}: answers HTTP {} to a GET", response.status())),
             Err(e) => {
                 unreachable += 1;
-                lines.push(format!("{shown}: {}", error_chain(&e.without_url())));
+                lines.push(format!("{shown}: {}", base::error::chain(&e.without_url())));
             }
         }
     }
