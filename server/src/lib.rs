@@ -236,6 +236,8 @@ pub async fn start_with(
         None => None,
     };
     let (shutdown, shutdown_rx) = watch::channel(false);
+    // The one clock the serving parts wait, expire and limit on.
+    let clock = clock::Clock::system();
     let audit = open::audit(options.store.as_ref()).await?.keeping(options.audit_retention);
     let alerts = open::alerts(options.store.as_ref(), options.alerts).await?;
     let reservations = open::reservations(options.store.as_ref()).await?;
@@ -243,7 +245,8 @@ pub async fn start_with(
     open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
     open::watch_ooms(&alerts, &bridge);
-    let alert_engine = alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), shutdown_rx.clone())?;
+    let alert_engine =
+        alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), &clock, shutdown_rx.clone())?;
     // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
     let reloadable = reload::Reloadable {
         alerts: alerts.clone(),
@@ -258,7 +261,7 @@ pub async fn start_with(
     let usage = open::usage(options.store.as_ref()).await?;
     let minute_retention = options.store.as_ref().map_or(store::Retention::default().minute, |s| s.retention().minute);
     let usage_engine =
-        usage::engine::spawn(usage.clone(), &telemetry, details_period, minute_retention, shutdown_rx.clone())?;
+        usage::engine::spawn(usage.clone(), &telemetry, details_period, minute_retention, &clock, shutdown_rx.clone())?;
     let fleet = options.fleet.map(fleet::Fleet::new).transpose().map_err(std::io::Error::other)?.map(Arc::new);
     let mut site = options.site;
     site.tls = tls.is_some();
@@ -270,7 +273,7 @@ pub async fn start_with(
     }
     tracing::info!("answering to the host names: {}", site.describe());
     let app = web::app(AppState {
-        clock: clock::Clock::system(),
+        clock: clock.clone(),
         telemetry: telemetry.clone(),
         live_frames: web::LiveFrames::relay(&telemetry, auth.admits_anonymous_viewers()),
         store: options.store,

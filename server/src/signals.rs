@@ -2,7 +2,7 @@
 //! `kill(2)` itself, and watching the process go away. Who may signal whom is
 //! [`shared::processes::may_signal`], which the web layer asks first and the page asks too.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use shared::processes::{GpuProcess, PID_MAX, SIGNAL_WAIT_MS, Signal, shorten};
 
@@ -103,16 +103,18 @@ pub fn send(proc: &ProcReader, process: &GpuProcess, signal: Signal) -> Result<b
         },
         errno => SignalError::Failed { pid, signal: signal.name(), errno: errno.to_string() },
     })?;
-    let deadline = Instant::now() + Duration::from_millis(SIGNAL_WAIT_MS);
-    loop {
+    // Looked for every POLL for SIGNAL_WAIT_MS (a count of polls: a wait of real time, never a clock a
+    // test could stop).
+    let polls = SIGNAL_WAIT_MS / u64::try_from(POLL.as_millis()).unwrap_or(u64::MAX).max(1);
+    for poll in 0..=polls {
         if proc.running(pid).is_none_or(|now| now.started_ms != running.started_ms) {
             return Ok(true);
         }
-        if Instant::now() >= deadline {
-            return Ok(false);
+        if poll < polls {
+            std::thread::sleep(POLL);
         }
-        std::thread::sleep(POLL);
     }
+    Ok(false)
 }
 
 /// A pidfd of `pid` (Linux 5.3 and later); `None` where the kernel has none (ENOSYS, or a sandbox

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use base::clock::Clock;
+
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
@@ -21,14 +23,16 @@ pub fn spawn(
     alerts: Alerts,
     telemetry: &Arc<Telemetry>,
     reservations: Reservations,
+    clock: &Clock,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let clock = clock.clone();
     let runtime = tokio::runtime::Handle::current();
     let mut ticks = telemetry.subscribe();
     let telemetry = Arc::downgrade(telemetry);
     std::thread::Builder::new().name("gpudash-alerts".into()).spawn(move || {
         let mut details_seen = false;
-        let mut pruned = std::time::Instant::now();
+        let mut pruned = clock.now();
         loop {
             let woke = runtime.block_on(async {
                 tokio::select! {
@@ -47,9 +51,9 @@ pub fn spawn(
             }
             let Some(telemetry) = telemetry.upgrade() else { return };
             evaluate(&alerts, &telemetry, &reservations, &mut details_seen);
-            if pruned.elapsed() >= PRUNE_EVERY {
-                pruned = std::time::Instant::now();
-                alerts.prune(now_ms());
+            if clock.now().saturating_duration_since(pruned) >= PRUNE_EVERY {
+                pruned = clock.now();
+                alerts.prune(clock.now_ms());
             }
         }
     })

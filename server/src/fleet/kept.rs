@@ -132,6 +132,7 @@ pub fn dress(round: &mut Round, kept: Option<&Kept>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base::clock::Clock;
 
     fn series(labels: &[(&str, &str)], value: f64) -> (String, Series) {
         let labels = labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -151,7 +152,7 @@ mod tests {
             (Sweep::FreeReserved, vec![series(&A0, 142_000.0)]),
             (Sweep::Identity, vec![full("GPU-1")]),
         ];
-        let kept = Kept::from_round(&first, Instant::now());
+        let kept = Kept::from_round(&first, Clock::manual().now());
         let mut later: Round = vec![(Sweep::FbUsed, vec![series(&A0, 100_000.0)])];
         assert!(kept.covers(&later));
         dress(&mut later, Some(&kept));
@@ -178,7 +179,7 @@ mod tests {
 
     #[test]
     fn a_pod_label_is_fresh_and_a_round_that_asked_keeps_its_own_answers() {
-        let now = Instant::now();
+        let now = Clock::manual().now();
         let kept = one_gpu_kept(now);
         let pod = series(&[("instance", "a:1"), ("gpu", "0"), ("pod", "train-0"), ("namespace", "ml")], 4.0);
         let mut round: Round = vec![(Sweep::FbUsed, vec![series(&A0, 4.0)]), (Sweep::Pods, vec![pod])];
@@ -197,7 +198,7 @@ mod tests {
 
     #[test]
     fn labels_are_read_again_before_totals_and_a_new_card_loses_its_total() {
-        let now = Instant::now();
+        let now = Clock::manual().now();
         assert_eq!(due(None, now), [Sweep::Identity, Sweep::FreeReserved], "nothing kept: read both");
         let kept = one_gpu_kept(now);
         assert!(due(Some(&kept), now).is_empty(), "both just read");

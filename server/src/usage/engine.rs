@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use base::clock::Clock;
+
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
 use super::account::{Accountant, Reading, Totals};
 use store::usage::{Bucket, Sums, UsageStore};
-use telemetry::{Telemetry, now_ms};
+use telemetry::Telemetry;
 
 /// How often charged sums are written: a crash loses at most this much accounting.
 pub const FLUSH_EVERY: Duration = Duration::from_secs(2);
@@ -28,8 +30,10 @@ pub fn spawn(
     telemetry: &Arc<Telemetry>,
     period: Duration,
     minute_retention: Duration,
+    clock: &Clock,
     mut shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let clock = clock.clone();
     let runtime = tokio::runtime::Handle::current();
     let mut frames = telemetry.subscribe();
     let telemetry = Arc::downgrade(telemetry);
@@ -38,11 +42,11 @@ pub fn spawn(
     std::thread::Builder::new().name("gpudash-usage".into()).spawn(move || {
         let mut accountant = Accountant::new(period_ms);
         let mut pending = Pending::new();
-        let (mut flushed, mut rolled) = (Instant::now(), None::<Instant>);
+        let (mut flushed, mut rolled) = (clock.now(), None::<Instant>);
         loop {
-            if rolled.is_none_or(|at| at.elapsed() >= ROLL_UP_EVERY) {
-                rolled = Some(Instant::now());
-                let now = now_ms();
+            if rolled.is_none_or(|at| clock.now().saturating_duration_since(at) >= ROLL_UP_EVERY) {
+                rolled = Some(clock.now());
+                let now = clock.now_ms();
                 if let Err(e) = store.roll_up(now.saturating_sub(retention_ms), now) {
                     tracing::warn!("could not roll up usage: {e}");
                 }
@@ -70,8 +74,8 @@ pub fn spawn(
             if stop || *shutdown.borrow() {
                 break;
             }
-            if flushed.elapsed() >= FLUSH_EVERY {
-                flushed = Instant::now();
+            if clock.now().saturating_duration_since(flushed) >= FLUSH_EVERY {
+                flushed = clock.now();
                 flush(&store, &mut pending);
             }
         }

@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
+use base::clock::Clock;
+
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::ConnectInfo;
@@ -68,6 +70,8 @@ pub struct ConnectionLimits {
     pub header_timeout: Duration,
     /// See [`BODY_TIMEOUT`].
     pub body_timeout: Duration,
+    /// What idle connections, slow bodies and the warnings' spacing are timed on.
+    pub clock: Clock,
 }
 
 impl Default for ConnectionLimits {
@@ -78,6 +82,7 @@ impl Default for ConnectionLimits {
             exempt: Vec::new(),
             header_timeout: HEADER_TIMEOUT,
             body_timeout: BODY_TIMEOUT,
+            clock: Clock::system(),
         }
     }
 }
@@ -139,11 +144,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let shared = Arc::new(Shared {
         app,
-        registry: Arc::new(Registry::new(Limits {
-            max: limits.max,
-            per_client: limits.per_client,
-            exempt: limits.exempt,
-        })),
+        registry: Arc::new(Registry::new(
+            Limits { max: limits.max, per_client: limits.per_client, exempt: limits.exempt },
+            limits.clock.clone(),
+        )),
         header_timeout: limits.header_timeout,
         body_timeout: limits.body_timeout,
         stop: stop.clone(),
@@ -163,9 +167,9 @@ pub async fn serve(
             Ok((tcp, peer)) => (tcp, SocketAddr::new(peer.ip().to_canonical(), peer.port())),
             Err(e) => {
                 // Out of file descriptors (EMFILE) or the like: back off rather than spin.
-                if last_accept_warning.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                if last_accept_warning.is_none_or(|at| limits.clock.now().saturating_duration_since(at) >= WARN_EVERY) {
                     tracing::warn!("cannot accept connections: {e}; lower --max-connections or raise LimitNOFILE");
-                    last_accept_warning = Some(Instant::now());
+                    last_accept_warning = Some(limits.clock.now());
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;

@@ -88,7 +88,7 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
     let budget = Limiter::new(2 * MESSAGES_PER_SECOND, Duration::from_secs(2), &state.clock);
     let mut session_ends = state.auth.session_ends();
     // A socket opened without a session (a token, or anonymous) never expires this way.
-    let expiry = session.map_or(far_future(), |s| tokio::time::Instant::from_std(s.expires));
+    let expiry = session.map(|s| tokio::time::Instant::from_std(s.expires));
     let end = async {
         let mut last_seq = send_snapshot(&mut sink, &state, visibility).await?;
         loop {
@@ -139,7 +139,7 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
                         return Err(End::SessionEnded);
                     }
                 }
-                () = tokio::time::sleep_until(expiry) => return Err(End::SessionEnded),
+                () = expires(expiry) => return Err(End::SessionEnded),
             }
         }
     };
@@ -165,9 +165,12 @@ async fn stream(socket: WebSocket, state: AppState, visibility: Visibility, sess
     }
 }
 
-/// Far enough ahead to never fire (tokio's own "far future" is about 30 years).
-fn far_future() -> tokio::time::Instant {
-    tokio::time::Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+/// Ends at `at`, or never without one.
+async fn expires(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The peer's message or frame exceeded the size limit (tungstenite's capacity error).

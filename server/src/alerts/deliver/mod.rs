@@ -36,6 +36,8 @@ struct Shared {
     host: String,
     client: Result<reqwest::Client, String>,
     options: DeliveryOptions,
+    /// What the sinks space their warnings on.
+    clock: base::clock::Clock,
     sinks: RwLock<Vec<Arc<Sink>>>,
 }
 
@@ -61,7 +63,8 @@ impl Deliveries {
         if let Err(e) = &client {
             tracing::error!("webhooks cannot be delivered: cannot start the HTTP client: {e}");
         }
-        let shared = Arc::new(Shared { host, client, options, sinks: RwLock::new(Vec::new()) });
+        let clock = base::clock::Clock::system();
+        let shared = Arc::new(Shared { host, client, options, clock, sinks: RwLock::new(Vec::new()) });
         let deliveries = Self { shared };
         deliveries.replace(webhooks);
         tokio::spawn(dispatch(deliveries.shared.clone(), events));
@@ -90,11 +93,14 @@ impl Deliveries {
                     webhook.min_severity.as_str()
                 );
             }
-            sinks.push(
-                kept.unwrap_or_else(|| {
-                    Arc::new(Sink::start(webhook, self.shared.client.clone(), &self.shared.options))
-                }),
-            );
+            sinks.push(kept.unwrap_or_else(|| {
+                Arc::new(Sink::start(
+                    webhook,
+                    self.shared.client.clone(),
+                    &self.shared.options,
+                    self.shared.clock.clone(),
+                ))
+            }));
         }
     }
 

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base::clock::Clock;
+
 use reqwest::StatusCode;
 use shared::alerts::WebhookStatus;
 use tokio::sync::mpsc;
@@ -74,11 +76,18 @@ pub(super) struct Sink {
     target: String,
     counters: Arc<Counters>,
     sender: mpsc::Sender<Payload>,
+    clock: Clock,
 }
 
 impl Sink {
     /// Starts the sending task for `webhook` (on the current tokio runtime).
-    pub(super) fn start(webhook: Webhook, client: Result<reqwest::Client, String>, options: &DeliveryOptions) -> Self {
+    /// `clock` spaces its full-queue warnings.
+    pub(super) fn start(
+        webhook: Webhook,
+        client: Result<reqwest::Client, String>,
+        options: &DeliveryOptions,
+        clock: Clock,
+    ) -> Self {
         let (sender, receiver) = mpsc::channel(options.queue.max(1));
         let counters = Arc::new(Counters::default());
         let target = target(&webhook.url);
@@ -87,7 +96,7 @@ impl Sink {
             Attempts { client, webhook: webhook.clone(), target: target.clone(), options: options.clone() },
             counters.clone(),
         ));
-        Self { webhook, target, counters, sender }
+        Self { webhook, target, counters, sender, clock }
     }
 
     /// Queues `payload`, or counts it dropped when the queue is full. Never waits.
@@ -104,14 +113,14 @@ impl Sink {
         self.counters.dropped.fetch_add(n, Ordering::Relaxed);
         let mut log = base::sync::lock(&self.counters.drop_log);
         log.1 += n;
-        if log.0.is_none_or(|at| at.elapsed() >= DROP_LOG_EVERY) {
+        if log.0.is_none_or(|at| self.clock.now().saturating_duration_since(at) >= DROP_LOG_EVERY) {
             tracing::warn!(
                 "webhook {}: {} alert(s) dropped because its queue was full ({} dropped in all)",
                 self.target,
                 log.1,
                 self.counters.dropped.load(Ordering::Relaxed)
             );
-            *log = (Some(Instant::now()), 0);
+            *log = (Some(self.clock.now()), 0);
         }
     }
 

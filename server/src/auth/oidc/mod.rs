@@ -307,7 +307,7 @@ impl Oidc {
         id_token: &openidconnect::core::CoreIdToken,
         nonce: &Nonce,
     ) -> Result<String, openidconnect::ClaimsVerificationError> {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+        let now = self.clock.now_ms() / 1000;
         let verifier = provider.client.id_token_verifier().set_issue_time_verifier_fn(move |issued| {
             let ahead = issued.timestamp().saturating_sub(i64::try_from(now).unwrap_or(i64::MAX));
             if ahead > CLOCK_SKEW.as_secs() as i64 {

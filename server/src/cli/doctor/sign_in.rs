@@ -2,7 +2,9 @@
 //! client secret read as the server reads them at start, and this machine's clock against the
 //! provider's (ID tokens carry times; clocks far apart refuse good tokens or accept stale ones).
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, UNIX_EPOCH};
+
+use base::clock::Clock;
 
 use super::Check;
 use crate::auth::oidc::{self, Oidc};
@@ -18,7 +20,7 @@ pub(super) async fn oidc_provider(config: &Config) -> Check {
         return Check::skip("oidc", "no OIDC provider (--oidc-issuer): people sign in with tokens or an auth proxy");
     };
     let issuer = settings.issuer.clone();
-    let discovered = match Oidc::discover(settings, base::clock::Clock::system()).await {
+    let discovered = match Oidc::discover(settings, Clock::system()).await {
         Ok(discovered) => discovered,
         Err(e) => {
             return Check::fail(
@@ -73,9 +75,11 @@ fn judge(provider: &str, redirect: &url::Url, skew: i64) -> Check {
 async fn skew(issuer: &str) -> Result<i64, String> {
     let client = oidc::http_client().map_err(|e| e.to_string())?;
     let url = format!("{}/.well-known/openid-configuration", issuer.trim_end_matches('/'));
-    let sent = SystemTime::now();
+    // This machine's wall clock is what is judged: the system's, not one a test could move.
+    let clock = Clock::system();
+    let (sent, started) = (UNIX_EPOCH + Duration::from_millis(clock.now_ms()), clock.now());
     let answer = client.get(url).send().await.map_err(|e| e.without_url().to_string())?;
-    let took = sent.elapsed().unwrap_or_default();
+    let took = clock.now().saturating_duration_since(started);
     let date = answer.headers().get(reqwest::header::DATE).ok_or("its answer has no Date header")?;
     let theirs = httpdate::parse_http_date(date.to_str().map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
     let ours = sent + took / 2;

@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use base::clock::Clock;
+
 use ipnet::IpNet;
 use tokio::sync::Notify;
 
@@ -158,6 +160,7 @@ struct Open {
 #[derive(Debug)]
 pub(super) struct Registry {
     limits: Limits,
+    clock: Clock,
     inner: Mutex<Inner>,
 }
 
@@ -207,8 +210,8 @@ impl Inner {
 }
 
 impl Registry {
-    pub(super) fn new(limits: Limits) -> Self {
-        Self { limits, inner: Mutex::default() }
+    pub(super) fn new(limits: Limits, clock: Clock) -> Self {
+        Self { limits, clock, inner: Mutex::default() }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -218,7 +221,7 @@ impl Registry {
     /// A slot for a new connection from `peer`, whose socket `uid` owns when known, or `None`
     /// (dropping the socket closes it): see the module's rules 1 to 3.
     pub(super) fn admit(self: &Arc<Self>, peer: IpAddr, uid: Option<u32>) -> Option<Slot> {
-        let now = Instant::now();
+        let now = self.clock.now();
         let client = Client::new(peer, uid);
         let mut inner = self.lock();
         let exempt = self.limits.exempt.iter().any(|net| net.contains(&peer) || net.contains(&client.ip));
@@ -263,7 +266,7 @@ impl Registry {
 
     /// One line per [`WARN_EVERY`], however many connections hit the limits.
     fn warn_at_limit(&self, inner: &mut Inner) {
-        if inner.last_warning.is_some_and(|at| at.elapsed() < WARN_EVERY) {
+        if inner.last_warning.is_some_and(|at| self.clock.now().saturating_duration_since(at) < WARN_EVERY) {
             return;
         }
         let busiest = inner.per_client.iter().max_by_key(|(_, n)| **n);
@@ -283,7 +286,7 @@ impl Registry {
         );
         inner.closed = 0;
         inner.refused = 0;
-        inner.last_warning = Some(Instant::now());
+        inner.last_warning = Some(self.clock.now());
     }
 
     /// Applies `change` to a connection's state, unless it is closing or a WebSocket.
@@ -298,7 +301,7 @@ impl Registry {
     /// The connection became a WebSocket; an anonymous one past the client's share closes
     /// the client's oldest anonymous WebSocket (rule 4).
     fn upgraded(&self, id: u64, anonymous: bool) {
-        let now = Instant::now();
+        let now = self.clock.now();
         let mut inner = self.lock();
         let Some(open) = inner.open.get_mut(&id) else { return };
         if open.state == State::Closing {
@@ -367,7 +370,7 @@ pub(super) struct Busy {
 impl Busy {
     /// A request has arrived; `with_body` when its body is still to be read.
     pub(super) fn start(registry: Arc<Registry>, id: u64, with_body: bool) -> Self {
-        let now = Instant::now();
+        let now = registry.clock.now();
         registry.update(id, |state| match state {
             State::Busy(n) => State::Busy(n + 1),
             _ if with_body => State::Reading(now),
@@ -392,9 +395,10 @@ impl Busy {
 
 impl Drop for Busy {
     fn drop(&mut self) {
+        let now = self.registry.clock.now();
         self.registry.update(self.id, |state| match state {
             State::Busy(n) if n > 1 => State::Busy(n - 1),
-            _ => State::Idle(Instant::now()),
+            _ => State::Idle(now),
         });
     }
 }

@@ -3,7 +3,7 @@ use super::*;
 const HOME: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
 fn registry(max: usize, per_client: usize) -> Arc<Registry> {
-    Arc::new(Registry::new(Limits { max, per_client, exempt: Vec::new() }))
+    Arc::new(Registry::new(Limits { max, per_client, exempt: Vec::new() }, Clock::manual()))
 }
 
 fn ip(text: &str) -> IpAddr {
@@ -55,7 +55,7 @@ fn a_slow_body_then_an_anonymous_websocket_make_room_and_a_fresh_body_does_not()
     drop(socket);
     let _answering = Busy::start(registry.clone(), first.id, false);
     // A body trickling for over a second is closed to make room.
-    registry.lock().open.get_mut(&reading.id).unwrap().state = State::Reading(Instant::now() - SLOW_BODY * 2);
+    registry.clock.advance(SLOW_BODY * 2);
     let _second = registry.admit(HOME, None).unwrap();
     assert_eq!(registry.state(reading.id), Some(State::Closing));
     // A body read in time leaves the connection busy, not closable.
@@ -101,8 +101,10 @@ fn on_the_machine_itself_each_user_is_a_client_of_their_own() {
 
 #[test]
 fn trusted_proxies_are_exempt_from_the_per_client_share() {
-    let registry =
-        Arc::new(Registry::new(Limits { max: 100, per_client: 2, exempt: vec!["10.9.0.0/16".parse().unwrap()] }));
+    let registry = Arc::new(Registry::new(
+        Limits { max: 100, per_client: 2, exempt: vec!["10.9.0.0/16".parse().unwrap()] },
+        Clock::manual(),
+    ));
     let slots: Vec<_> = (0..10).map(|_| registry.admit(ip("10.9.0.1"), None).unwrap()).collect();
     assert!(slots.iter().all(|s| matches!(registry.state(s.id), Some(State::Idle(_)))));
     for slot in &slots {
