@@ -138,12 +138,13 @@ impl Lab {
     /// collectives' GPUs filled in), the GPUs it occupies, and its plan after the guards.
     fn prepare(&self, mut request: RunRequest, admin: bool) -> Result<(RunRequest, Vec<u32>, RunPlan), LabError> {
         let shared = &self.shared;
+        // Parameters that do not read are the request's fault whatever the lab's state: 400 first.
+        let experiment = experiments::of(&request.params).map_err(|e| LabError::Invalid(e.to_string()))?;
+        experiment.normalize(&mut request.params).map_err(|e| LabError::Invalid(e.0))?;
         shared.availability.clone().map_err(LabError::Unavailable)?;
         if !shared.devices.iter().any(|d| d.index == request.device) {
             return Err(LabError::NoDevice(request.device));
         }
-        let experiment = experiments::of(&request.params).map_err(|e| LabError::Invalid(e.to_string()))?;
-        experiment.normalize(&mut request.params).map_err(|e| LabError::Invalid(e.0))?;
         let devices = self.involved(&mut request)?;
         experiment.validate(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         if let Some(reason) = experiment.unavailable(shared.simulated, shared.probe.as_ref()) {

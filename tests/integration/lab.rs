@@ -342,6 +342,19 @@ fn bench_parses_and_runs_headless() {
         gpudash::cli::Cli::try_parse_from(["gpudash", "bench", "--simulate", "latency", "--json"]).expect("parse");
     let Some(gpudash::cli::Command::Bench(args)) = simulated.command else { panic!("not bench") };
     assert_eq!(gpudash::cli::bench::main(&args), std::process::ExitCode::SUCCESS);
+    // Parameters that do not read, of a kind that is none, or of a kind the run leaves out: exit 2 before
+    // anything runs.
+    for bad in [
+        r#"{"kind":"latency","repetition":9}"#,
+        r#"{"kind":"latency","repetitions":-5}"#,
+        r#"{"kind":"to_devce"}"#,
+        r#"{"kind":"memory"}"#,
+    ] {
+        let Some(gpudash::cli::Command::Bench(args)) = cli_bench(&["--simulate", "latency", "--params", bad]) else {
+            panic!("not bench")
+        };
+        assert_eq!(gpudash::cli::bench::main(&args), std::process::ExitCode::from(2), "{bad}");
+    }
 
     // On real hardware: with a GPU the real latency experiment runs and passes its checks; without, it fails.
     let Some(gpudash::cli::Command::Bench(args)) = cli_bench(&["--device", "0", "latency", "--json"]) else {

@@ -137,14 +137,24 @@ pub trait Dispatch: Sync {
     ) -> Result<RunResult, ExperimentError>;
 }
 
+/// Longest serde message said back (it quotes the caller's names and values, and it lands in the
+/// audit log).
+const MAX_SAID: usize = 300;
+
 /// `params` read as `E`'s, or what is wrong with them in serde's words ("unknown field `blokcs`,
-/// expected one of …").
+/// expected one of …"), cut at [`MAX_SAID`] characters.
 fn read<E: Experiment>(params: &ExperimentParams) -> Result<E::Params, ParamError> {
     if params.kind.name() != E::NAME {
         return Err(ParamError(format!("internal error: {} parameters reached {}", params.kind, E::NAME)));
     }
-    serde_json::from_value(Value::Object(params.values.clone()))
-        .map_err(|e| ParamError(format!("{} parameters: {e}", E::NAME)))
+    serde_json::from_value(Value::Object(params.values.clone())).map_err(|e| {
+        let said = e.to_string();
+        let said = match said.char_indices().nth(MAX_SAID) {
+            Some((cut, _)) => format!("{}…", &said[..cut]),
+            None => said,
+        };
+        ParamError(format!("{} parameters: {said}", E::NAME))
+    })
 }
 
 /// `p` as the values of a request for `E`.
@@ -388,6 +398,10 @@ mod tests {
         let mut bad: ExperimentParams = serde_json::from_str(r#"{"kind":"memory","blokcs":3}"#).unwrap();
         let err = find(&bad.kind).unwrap().normalize(&mut bad).unwrap_err().0;
         assert!(err.starts_with("memory parameters: unknown field `blokcs`"), "{err}");
+        let long = format!(r#"{{"kind":"memory","{}":1}}"#, "x".repeat(70_000));
+        let mut long: ExperimentParams = serde_json::from_str(&long).unwrap();
+        let said = find(&long.kind).unwrap().normalize(&mut long).unwrap_err().0;
+        assert!(said.chars().count() <= MAX_SAID + 20 && said.ends_with('…'), "{}", said.len());
         let mut wrong_type: ExperimentParams = serde_json::from_str(r#"{"kind":"latency","repetitions":-5}"#).unwrap();
         assert!(validate(&wrong_type).unwrap_err().0.contains("invalid value: integer `-5`"));
         assert!(find(&wrong_type.kind).unwrap().normalize(&mut wrong_type).is_err());

@@ -65,7 +65,12 @@ pub struct BenchArgs {
 pub fn main(args: &BenchArgs) -> ExitCode {
     let mut params = Vec::new();
     for text in &args.params {
-        match serde_json::from_str::<ExperimentParams>(text) {
+        let read = serde_json::from_str::<ExperimentParams>(text).map_err(|e| e.to_string()).and_then(|mut p| {
+            let experiment = lab::experiments::find(&p.kind).map_err(|e| e.to_string())?;
+            experiment.normalize(&mut p).map_err(|e| e.0)?;
+            Ok(p)
+        });
+        match read {
             Ok(p) => params.push(p),
             Err(e) => {
                 eprintln!("gpudash bench: --params '{text}' is not valid ({e})");
@@ -78,6 +83,10 @@ pub fn main(args: &BenchArgs) -> ExitCode {
     } else {
         args.experiments.clone()
     };
+    if let Some(p) = params.iter().find(|p| !kinds.contains(&p.kind)) {
+        eprintln!("gpudash bench: --params are for {}, which this run leaves out; name it too", p.kind);
+        return ExitCode::from(2);
+    }
     if let Some(path) = &args.nccl_lib {
         cuda::nccl::choose_library(path.clone());
     }

@@ -184,6 +184,8 @@ pub(super) fn cases() -> Vec<Case> {
         post("/api/runs", "", S::BAD_REQUEST, "invalid run request"),
         post("/api/runs", "null", S::BAD_REQUEST, "invalid run request"),
         post("/api/runs", "{\"device\": 9, \"params\": {\"kind\": \"latency\"}}", S::NOT_FOUND, "9"),
+        // Parameters are judged before the GPU: a bad request is a 400 on any GPU.
+        post("/api/runs", "{\"device\": 9, \"params\": {\"kind\": \"fft\"}}", S::BAD_REQUEST, "not an experiment"),
         case(Method::GET, "/api/runs/abc", S::BAD_REQUEST, "parse"),
         case(Method::GET, "/api/runs/999999", S::NOT_FOUND, "999999"),
         case(Method::POST, "/api/runs/999999/cancel", S::NOT_FOUND, "999999"),
