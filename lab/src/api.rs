@@ -238,7 +238,7 @@ impl Lab {
     /// the run is queued; the worker checks again at start.
     fn plan(&self, request: &RunRequest, devices: &[u32], forced_by_admin: bool) -> Result<RunPlan, LabError> {
         let shared = &self.shared;
-        let footprint = experiments::footprint(&request.params);
+        let footprint = experiments::footprint(&request.params).map_err(|e| LabError::Invalid(e.0))?;
         let margin = shared.config.memory_margin;
         let own = std::process::id();
         let mut notes = Vec::new();

@@ -71,7 +71,9 @@ impl QueueBook {
         self.active
             .iter()
             .filter(|a| a.run.summary.status == RunStatus::Running && Some(a.run.summary.id) != except)
-            .map(|a| footprint(&a.run.params).host_total())
+            // A run whose parameters do not read never starts (its guard refuses it): it holds nothing.
+            .filter_map(|a| footprint(&a.run.params).ok())
+            .map(|f| f.host_total())
             .fold(0, u64::saturating_add)
     }
 
@@ -155,8 +157,9 @@ mod tests {
         let mut queued = run(2, 1, ExperimentKind::named("streams"), RunStatus::Queued);
         queued.summary.requested_by = "bob".into();
         book.push(queued, None);
-        let held =
-            footprint(&crate::experiments::find(&ExperimentKind::named("streams")).unwrap().defaults()).host_total();
+        let held = footprint(&crate::experiments::find(&ExperimentKind::named("streams")).unwrap().defaults())
+            .unwrap()
+            .host_total();
         assert!(held > 0);
         assert_eq!(book.host_bytes_running(Some(2)), held, "only running runs hold host memory");
         assert_eq!(book.host_bytes_running(Some(1)), 0, "a run does not count itself");

@@ -36,7 +36,8 @@ impl Executor for SimulatedExecutor {
         self.pool.get_or_insert_with(PoolUsage::default);
         if let Some(error) = ctx.probe.injected_failure(ctx.device) {
             // Fail mid-run with buffers still allocated, as a real out-of-memory or kernel fault would.
-            self.pool = Some(PoolUsage { reserved: footprint(params).device.max(1 << 30), used: 1 << 30 });
+            let reserved = footprint(params).map_or(0, |f| f.device).max(1 << 30);
+            self.pool = Some(PoolUsage { reserved, used: 1 << 30 });
             self.sim.pace(ctx, 0.3, "running")?;
             return Err(ExperimentError::Cuda(error));
         }
@@ -44,7 +45,7 @@ impl Executor for SimulatedExecutor {
         let result = experiment.simulate(params, &self.sim, ctx)?;
         // Like the real pool, freed buffers stay cached until empty_cache or release.
         if experiment.caches_in_pool() {
-            self.pool = Some(PoolUsage { reserved: footprint(params).device, used: 0 });
+            self.pool = Some(PoolUsage { reserved: footprint(params).map_or(0, |f| f.device), used: 0 });
         }
         ctx.progress(1.0, "done");
         Ok(result)

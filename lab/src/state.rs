@@ -110,12 +110,8 @@ impl Shared {
     /// marking the run running are one step.
     pub(crate) fn check_host(&self, book: &QueueBook, run: &Run) -> Result<Option<String>, guards::Refusal> {
         let others = book.host_bytes_running(Some(run.summary.id));
-        guards::check_host_memory(
-            &experiments::footprint(&run.params),
-            self.probe.host_memory(),
-            others,
-            self.config.host_margin,
-        )
+        let footprint = experiments::footprint(&run.params).map_err(|e| guards::Refusal(e.0))?;
+        guards::check_host_memory(&footprint, self.probe.host_memory(), others, self.config.host_margin)
     }
 
     pub(crate) fn emit(&self, event: LabEvent) {

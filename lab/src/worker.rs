@@ -160,7 +160,10 @@ fn refusal_at_start(
     executor: &mut dyn Executor,
     run: &shared::lab::Run,
 ) -> Option<String> {
-    let footprint = experiments::footprint(&run.params);
+    let footprint = match experiments::footprint(&run.params) {
+        Ok(footprint) => footprint,
+        Err(e) => return Some(e.0),
+    };
     let devices = if run.summary.devices.is_empty() { vec![device] } else { run.summary.devices.clone() };
     for d in devices {
         let pool = if d == device {

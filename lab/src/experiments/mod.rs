@@ -116,7 +116,8 @@ pub trait Dispatch: Sync {
     /// Reads `params` as this kind's and writes them back in full (defaults filled in), as a run stores them.
     fn normalize(&self, params: &mut ExperimentParams) -> Result<(), ParamError>;
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError>;
-    fn footprint(&self, params: &ExperimentParams) -> Footprint;
+    /// What the guards count; parameters that do not read have none (never a footprint of zero).
+    fn footprint(&self, params: &ExperimentParams) -> Result<Footprint, ParamError>;
     fn estimate_ms(&self, params: &ExperimentParams) -> u64;
     fn involved(&self, params: &mut ExperimentParams, device: u32, gpus: &[u32]) -> Result<Vec<u32>, LabError>;
     fn named_devices(&self, params: &ExperimentParams) -> Vec<u32>;
@@ -199,8 +200,8 @@ impl<E: Experiment> Dispatch for E {
     fn validate(&self, params: &ExperimentParams) -> Result<(), ParamError> {
         Experiment::validate(self, &read::<E>(params)?)
     }
-    fn footprint(&self, params: &ExperimentParams) -> Footprint {
-        read::<E>(params).map(|p| Experiment::footprint(self, &p)).unwrap_or_default()
+    fn footprint(&self, params: &ExperimentParams) -> Result<Footprint, ParamError> {
+        read::<E>(params).map(|p| Experiment::footprint(self, &p))
     }
     fn estimate_ms(&self, params: &ExperimentParams) -> u64 {
         read::<E>(params).map_or(0, |p| Experiment::estimate_ms(self, &p))
@@ -339,8 +340,8 @@ pub fn validate(params: &ExperimentParams) -> Result<(), ParamError> {
 }
 
 /// Peak memory of a (validated) experiment; for multi-GPU kinds, on each GPU it involves.
-pub fn footprint(params: &ExperimentParams) -> Footprint {
-    of(params).map(|e| e.footprint(params)).unwrap_or_default()
+pub fn footprint(params: &ExperimentParams) -> Result<Footprint, ParamError> {
+    of(params).map_err(|e| ParamError(e.to_string()))?.footprint(params)
 }
 
 /// Runs that would likely pass the time limit are refused up front with this estimate, ms.
@@ -388,7 +389,7 @@ mod tests {
         assert!(err.starts_with("'fft' is not an experiment; use memory, transfer"), "{err}");
         let unknown = ExperimentParams::defaults(ExperimentKind::named("fft"));
         assert!(validate(&unknown).unwrap_err().0.contains("'fft' is not an experiment"));
-        assert_eq!(footprint(&unknown), Footprint::default());
+        assert!(footprint(&unknown).unwrap_err().0.contains("'fft' is not an experiment"));
     }
 
     /// Parameters that do not read as the kind's are refused in serde's words, and a request is stored
@@ -493,20 +494,20 @@ mod tests {
     #[test]
     fn footprints_follow_the_parameters() {
         let memory = params_of::<memory::Memory>(&MemoryParams { block_bytes: GIB, blocks: 4, ..Default::default() });
-        assert_eq!(footprint(&memory).device, 5 * GIB);
+        assert_eq!(footprint(&memory).unwrap().device, 5 * GIB);
         let h2d = params_of::<transfer::Transfer>(&TransferParams {
             sizes: vec![MIB, 64 * MIB],
             copies: vec![CopyKind::H2dPinned],
             ..Default::default()
         });
-        assert_eq!(footprint(&h2d), Footprint { device: 64 * MIB, pinned_host: 64 * MIB, host: 0 });
+        assert_eq!(footprint(&h2d).unwrap(), Footprint { device: 64 * MIB, pinned_host: 64 * MIB, host: 0 });
         let kernel = params_of::<transfer::Transfer>(&TransferParams {
             sizes: vec![MIB, 64 * MIB],
             copies: vec![CopyKind::D2dKernel],
             ..Default::default()
         });
-        assert_eq!(footprint(&kernel), Footprint { device: 128 * MIB, pinned_host: 0, host: 0 });
+        assert_eq!(footprint(&kernel).unwrap(), Footprint { device: 128 * MIB, pinned_host: 0, host: 0 });
         let all = params_of::<transfer::Transfer>(&TransferParams::default());
-        assert_eq!(footprint(&all), Footprint { device: 2 * GIB, pinned_host: GIB, host: GIB });
+        assert_eq!(footprint(&all).unwrap(), Footprint { device: 2 * GIB, pinned_host: GIB, host: GIB });
     }
 }
