@@ -236,7 +236,8 @@ pub async fn start_with(
         None => None,
     };
     let (shutdown, shutdown_rx) = watch::channel(false);
-    // The one clock the serving parts wait, expire and limit on.
+    // The clock the engines, the connections and the page's sessions and WebSockets wait, expire and
+    // limit on (auth, the proxy and OIDC were given theirs when they were opened; all the system's).
     let clock = clock::Clock::system();
     let audit = open::audit(options.store.as_ref()).await?.keeping(options.audit_retention);
     let alerts = open::alerts(options.store.as_ref(), options.alerts).await?;
@@ -296,7 +297,8 @@ pub async fn start_with(
         usage: usage.clone(),
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
-    let server = tokio::spawn(web::serve::serve(listener, tls, app, options.connections, shutdown_rx));
+    let connections = web::serve::ConnectionLimits { clock: clock.clone(), ..options.connections };
+    let server = tokio::spawn(web::serve::serve(listener, tls, app, connections, shutdown_rx));
     Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine, usage, usage_engine })
 }
 

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use base::clock::Clock;
+
 use shared::processes::{GpuProcess, PID_MAX, SIGNAL_WAIT_MS, Signal, shorten};
 
 use telemetry::procfs::ProcReader;
@@ -103,18 +105,18 @@ pub fn send(proc: &ProcReader, process: &GpuProcess, signal: Signal) -> Result<b
         },
         errno => SignalError::Failed { pid, signal: signal.name(), errno: errno.to_string() },
     })?;
-    // Looked for every POLL for SIGNAL_WAIT_MS (a count of polls: a wait of real time, never a clock a
-    // test could stop).
-    let polls = SIGNAL_WAIT_MS / u64::try_from(POLL.as_millis()).unwrap_or(u64::MAX).max(1);
-    for poll in 0..=polls {
+    // A wait of real time (it sleeps), so on the system clock, never one a test could stop.
+    let clock = Clock::system();
+    let deadline = clock.now() + Duration::from_millis(SIGNAL_WAIT_MS);
+    loop {
         if proc.running(pid).is_none_or(|now| now.started_ms != running.started_ms) {
             return Ok(true);
         }
-        if poll < polls {
-            std::thread::sleep(POLL);
+        if clock.now() >= deadline {
+            return Ok(false);
         }
+        std::thread::sleep(POLL);
     }
-    Ok(false)
 }
 
 /// A pidfd of `pid` (Linux 5.3 and later); `None` where the kernel has none (ENOSYS, or a sandbox

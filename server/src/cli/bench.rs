@@ -83,6 +83,10 @@ pub fn main(args: &BenchArgs) -> ExitCode {
     } else {
         args.experiments.clone()
     };
+    if let Some((i, p)) = params.iter().enumerate().find(|(i, p)| params[..*i].iter().any(|q| q.kind == p.kind)) {
+        eprintln!("gpudash bench: --params number {} is the second for {}; give each experiment one", i + 1, p.kind);
+        return ExitCode::from(2);
+    }
     if let Some(p) = params.iter().find(|p| !kinds.contains(&p.kind)) {
         eprintln!("gpudash bench: --params are for {}, which this run leaves out; name it too", p.kind);
         return ExitCode::from(2);

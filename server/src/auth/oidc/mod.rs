@@ -307,8 +307,11 @@ impl Oidc {
         id_token: &openidconnect::core::CoreIdToken,
         nonce: &Nonce,
     ) -> Result<String, openidconnect::ClaimsVerificationError> {
-        let now = self.clock.now_ms() / 1000;
-        let verifier = provider.client.id_token_verifier().set_issue_time_verifier_fn(move |issued| {
+        let now_ms = self.clock.now_ms();
+        let now = now_ms / 1000;
+        let at = chrono::DateTime::from_timestamp_millis(i64::try_from(now_ms).unwrap_or(i64::MAX)).unwrap_or_default();
+        // Expiry and issue time judged on one clock, the Oidc's.
+        let verifier = provider.client.id_token_verifier().set_time_fn(move || at).set_issue_time_verifier_fn(move |issued| {
             let ahead = issued.timestamp().saturating_sub(i64::try_from(now).unwrap_or(i64::MAX));
             if ahead > CLOCK_SKEW.as_secs() as i64 {
                 return Err(format!(

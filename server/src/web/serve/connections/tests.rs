@@ -1,6 +1,8 @@
 use super::*;
 
 const HOME: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+/// Time between two events of a test, so "oldest" and "idle longest" are told by time, not by id.
+const TICK: Duration = Duration::from_millis(1);
 
 fn registry(max: usize, per_client: usize) -> Arc<Registry> {
     Arc::new(Registry::new(Limits { max, per_client, exempt: Vec::new() }, Clock::manual()))
@@ -16,6 +18,7 @@ fn at_the_limit_the_connection_idle_longest_closes_and_signed_in_websockets_stay
     let websocket = registry.admit(HOME, None).unwrap();
     Busy::start(registry.clone(), websocket.id, false).upgraded(false);
     let oldest = registry.admit(HOME, None).unwrap();
+    registry.clock.advance(TICK);
     let busy = registry.admit(HOME, None).unwrap();
     let request = Busy::start(registry.clone(), busy.id, false);
 
@@ -73,7 +76,12 @@ fn one_client_holds_at_most_its_share_and_others_still_get_in() {
     assert!(registry.admit(attacker, None).is_none());
     assert!(registry.admit(ip("10.0.0.10"), None).is_some(), "another client is not affected");
     // IPv6 clients count by /64.
-    let v6: Vec<_> = (1..=4).map(|i| registry.admit(ip(&format!("2001:db8::{i}")), None).unwrap()).collect();
+    let v6: Vec<_> = (1..=4)
+        .map(|i| {
+            registry.clock.advance(TICK);
+            registry.admit(ip(&format!("2001:db8::{i}")), None).unwrap()
+        })
+        .collect();
     assert!(registry.admit(ip("2001:db8::ffff"), None).is_some(), "its own idle oldest closes");
     assert_eq!(registry.state(v6[0].id), Some(State::Closing));
     drop(requests);
@@ -136,6 +144,7 @@ fn a_client_keeps_its_share_of_anonymous_websockets_and_the_oldest_goes() {
     let client = ip("10.0.0.7");
     let sockets: Vec<_> = (0..3).map(|_| registry.admit(client, None).unwrap()).collect();
     for s in &sockets {
+        registry.clock.advance(TICK);
         Busy::start(registry.clone(), s.id, false).upgraded(true);
     }
     assert_eq!(registry.state(sockets[0].id), Some(State::Closing));
