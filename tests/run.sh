@@ -40,9 +40,9 @@ fi
 step "format"
 cargo fmt --all -- --check
 
-# Under clippy, server/build/assets.rs embeds an empty app instead of building the wasm; the test build
+# Under clippy, web/build/assets.rs embeds an empty app instead of building the wasm; the test build
 # below builds it (once) for real.
-step "clippy (server, shared, tests; then the browser app on wasm32, and natively with its tests)"
+step "clippy (every crate but the page; then the browser app on wasm32, and natively with its tests)"
 cargo clippy --workspace --exclude gpudash-frontend --all-targets -- -D warnings
 cargo clippy -p gpudash-frontend --target wasm32-unknown-unknown -- -D warnings
 cargo clippy -p gpudash-frontend --all-targets -- -D warnings

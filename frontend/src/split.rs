@@ -1,7 +1,7 @@
 //! The app's split points: the views not needed to show the dashboard, each `#[lazy]`. The tabs
 //! opened now and then (the Lab, the Fleet, Alerts, Usage, the audit log), a GPU's card (built when
 //! its row is opened), an attached PyTorch process, and the sign-in page (where tokens are needed
-//! and none is kept yet). `server/build/assets.rs` cuts the code only they reach out of the first download
+//! and none is kept yet). `web/build/assets.rs` cuts the code only they reach out of the first download
 //! into modules of their own, which the browser fetches the first time one is shown
 //! (docs/BENCHMARKS.md, "Size, issue 39"). Natively (the unit tests) each is an ordinary call.
 //!

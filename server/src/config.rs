@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::flags::ConfigError;
-use crate::flags::{parse_count, parse_duration_within};
+pub use team::flags::ConfigError;
+use team::flags::{parse_count, parse_duration_within};
 
 /// Fastest sampling period accepted: below this, NVML's own update rate makes samples repeat.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
@@ -46,20 +46,20 @@ pub struct Config {
     pub read_only: bool,
     /// `--auth-proxy-header` and the group rule: a trusted auth proxy signs people in (its `user_map` is
     /// read from `user_map` at start).
-    pub proxy: Option<crate::auth::ProxyConfig>,
+    pub proxy: Option<team::auth::ProxyConfig>,
     /// `--oidc-issuer` and the rest: people sign in with an OpenID Connect provider (its `user_map` is
     /// read from `user_map` at start).
-    pub oidc: Option<crate::auth::oidc::OidcConfig>,
+    pub oidc: Option<team::auth::oidc::OidcConfig>,
     /// `--user-map`: sign-in names to owner names.
     pub user_map: Option<PathBuf>,
     /// Overrides the OS host name (`--hostname`).
     pub hostname: Option<String>,
     /// The fleet view's Prometheus; `None` without `--fleet-prometheus`.
-    pub fleet: Option<crate::fleet::FleetConfig>,
+    pub fleet: Option<team::fleet::FleetConfig>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     /// Public URLs and trusted proxies (`tls` is set when the server starts).
-    pub site: crate::web::site::Site,
+    pub site: web::site::Site,
     pub session_lifetime: Duration,
     pub admin_session_lifetime: Duration,
     /// `--max-connections`; `None` derives it from the open-file limit.

@@ -4,28 +4,21 @@
 //! thread), kept by the [`telemetry::Telemetry`] hub, and leaves through
 //! [`web`] (JSON, the WebSocket and the embedded page).
 
-pub mod alerts;
-pub mod audit;
-pub mod auth;
-pub mod bridge;
 pub mod cli;
 pub mod config;
-pub mod export;
-pub mod flags;
-pub mod fleet;
 mod open;
 pub mod reload;
-pub mod reservations;
-pub mod signals;
-pub mod usage;
-pub mod web;
 pub mod wiring;
 
-// The crates the server is built from, under the names its modules have always used.
+// The crates gpudash is built from, under the names its modules have always used: telemetry
+// (where a sample is born), store (where it is kept), lab, team (what a shared server adds) and
+// web (where samples leave). Cargo keeps each to its own dependencies.
 pub use base::{clock, prom_text, sync};
 pub use lab;
 pub use store;
+pub use team::{alerts, audit, auth, bridge, export, flags, fleet, reservations, signals, usage};
 pub use telemetry;
+pub use web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,11 +29,11 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::web::AppState;
 use store::Store;
 use telemetry::nvml::NvmlSource;
 use telemetry::simulator::Simulator;
 use telemetry::{GpuSource, NoGpus, Sampler, Telemetry};
+use web::AppState;
 
 /// The source the configuration asks for: the simulator, NVML, or, when NVML
 /// cannot load, an empty source whose host info says why.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::{alerts, audit, auth, bridge, reservations};
 use store::{self, Store};
+use team::{alerts, audit, auth, bridge, reservations};
 
 /// Runs `open` on a blocking thread; its error (and a panic there) as an I/O error for start-up.
 async fn blocking<T: Send + 'static, E: std::error::Error + Send + Sync + 'static>(

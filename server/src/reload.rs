@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use crate::audit::{Action, Audit, Event, Outcome};
-use crate::{alerts, auth};
+use team::audit::{Action, Audit, Event, Outcome};
+use team::{alerts, auth};
 
 /// What SIGHUP re-reads, and where it reports.
 #[derive(Debug)]

@@ -1,5 +1,5 @@
-//! The size rule of `docs/ARCHITECTURE.md`: no Rust file in the workspace (server, shared,
-//! frontend, tests; tests included) is over 500 lines. A file that grows past it is split by topic.
+//! The size rule of `docs/ARCHITECTURE.md`: no Rust file in the workspace (every crate,
+//! tests included) is over 500 lines. A file that grows past it is split by topic.
 
 mod common;
 
@@ -15,6 +15,9 @@ const FOLDERS: &[&str] = &[
     "server/src",
     "server/tests",
     "server/build",
+    "team/src",
+    "web/src",
+    "web/build",
     "base/src",
     "store/src",
     "telemetry/src",

@@ -55,7 +55,7 @@ impl Activity {
 
 /// What a GPU is doing: the one state type of the server's API, the page's rows and tiles, and the
 /// Fleet's per-host counts. A host decides it from its own readings and processes ([`gpu_state`]);
-/// the Fleet from what Prometheus holds (`server/src/fleet/hosts.rs`), where it also knows
+/// the Fleet from what Prometheus holds (`team/src/fleet/hosts.rs`), where it also knows
 /// [`GpuState::Reserved`] and [`GpuState::Stale`].
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]

@@ -191,17 +191,6 @@ impl ReservationRequest {
     }
 }
 
-/// GPUs reserved at `now_ms`, with who holds each, ascending by GPU.
-pub fn reserved_now(reservations: &[Reservation], now_ms: u64) -> Vec<(u32, &Reservation)> {
-    let mut out: Vec<(u32, &Reservation)> = reservations
-        .iter()
-        .filter(|r| r.active_at(now_ms))
-        .flat_map(|r| r.devices.iter().map(move |&d| (d, r)))
-        .collect();
-    crate::order::sort_by_key(&mut out, |(d, _)| *d);
-    out
-}
-
 /// The reservation in force on GPU `device` at `now_ms`.
 pub fn holder(reservations: &[Reservation], device: u32, now_ms: u64) -> Option<&Reservation> {
     reservations.iter().find(|r| r.active_at(now_ms) && r.devices.contains(&device))

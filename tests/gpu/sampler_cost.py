@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-# Thread names as set in server/src (std::thread::Builder::name), each matched by the first 15 characters,
+# Thread names as set in the source (std::thread::Builder::name), each matched by the first 15 characters,
 # all the kernel keeps in comm; a renamed thread is listed under each of its names.
 LOOPS = (
     ("fast loop", ("gpudash-sampler",), "NVML gauges each interval, history hand-off, publication"),

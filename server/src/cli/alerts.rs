@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::alerts::AlertsConfig;
-use crate::alerts::deliver::prometheus::rules_yaml;
+use team::alerts::AlertsConfig;
+use team::alerts::deliver::prometheus::rules_yaml;
 
 /// What `gpudash alerts` does.
 #[derive(Subcommand, Debug, Clone)]

@@ -107,29 +107,29 @@ pub struct Cli {
     /// An address people open the dashboard at, e.g. https://gpu1.example.com behind a TLS proxy. Repeatable.
     /// Its host name is accepted in Host headers and its origin in the cross-site check; https makes
     /// session cookies `Secure` and `__Host-` prefixed. Needs tokens (or --allow-anonymous).
-    #[arg(long, env = "GPUDASH_PUBLIC_URL", value_name = "URL", value_delimiter = ',', value_parser = crate::web::site::PublicUrl::parse)]
-    pub public_url: Vec<crate::web::site::PublicUrl>,
+    #[arg(long, env = "GPUDASH_PUBLIC_URL", value_name = "URL", value_delimiter = ',', value_parser = web::site::PublicUrl::parse)]
+    pub public_url: Vec<web::site::PublicUrl>,
 
     /// A reverse proxy (IP or network, e.g. 127.0.0.1 or 10.0.0.0/8) whose X-Forwarded-For, -Proto and -Host
     /// (or Forwarded) headers are believed, for client addresses in the audit log and login throttling. Repeatable.
-    #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = crate::web::site::parse_trusted_proxy)]
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY", value_name = "IP[/BITS]", value_delimiter = ',', value_parser = web::site::parse_trusted_proxy)]
     pub trusted_proxy: Vec<ipnet::IpNet>,
 
     /// Sign people in through a trusted auth proxy (oauth2-proxy, authentik, nginx auth_request): the header
     /// in which it names the signed-in user, e.g. X-Forwarded-User. Believed only from a --trusted-proxy
     /// (needed); the same header from anyone else is refused (403, audited). Tokens still work for scripts.
-    #[arg(long, env = "GPUDASH_AUTH_PROXY_HEADER", value_name = "HEADER", value_parser = crate::auth::proxy::parse_header_name)]
+    #[arg(long, env = "GPUDASH_AUTH_PROXY_HEADER", value_name = "HEADER", value_parser = team::auth::proxy::parse_header_name)]
     pub auth_proxy_header: Option<String>,
 
     /// The header in which the auth proxy lists the user's groups, separated by ',' or '|'.
     #[arg(long, env = "GPUDASH_AUTH_PROXY_GROUPS_HEADER", value_name = "HEADER", requires = "auth_proxy_header",
-          default_value = crate::auth::proxy::DEFAULT_GROUPS_HEADER, value_parser = crate::auth::proxy::parse_header_name)]
+          default_value = team::auth::proxy::DEFAULT_GROUPS_HEADER, value_parser = team::auth::proxy::parse_header_name)]
     pub auth_proxy_groups_header: String,
 
     /// Where the page's "Log out" sends someone the auth proxy signed in, e.g. /oauth2/sign_out (a path
     /// here or an http(s) URL); without it the page shows no Log out for them.
     #[arg(long, env = "GPUDASH_AUTH_PROXY_SIGN_OUT", value_name = "URL", requires = "auth_proxy_header",
-          value_parser = crate::auth::proxy::parse_sign_out)]
+          value_parser = team::auth::proxy::parse_sign_out)]
     pub auth_proxy_sign_out: Option<String>,
 
     /// Sign-in names mapped to the names owners go by (TOML: a [users] table of "ana@lab.example.org" = "ana"
@@ -139,29 +139,29 @@ pub struct Cli {
 
     /// Members of this group (from the auth proxy's groups header or the OIDC groups claim) are admins. Repeatable.
     #[arg(long, env = "GPUDASH_ADMIN_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "sign_in", alias = "oidc-admin-group",
-          value_parser = crate::auth::groups::parse_group)]
+          value_parser = team::auth::groups::parse_group)]
     pub admin_group: Vec<String>,
 
     /// Members of this group (and of no admin group) are operators. Repeatable.
     #[arg(long, env = "GPUDASH_OPERATOR_GROUP", value_name = "GROUP", value_delimiter = ',', requires = "sign_in", alias = "oidc-operator-group",
-          value_parser = crate::auth::groups::parse_group)]
+          value_parser = team::auth::groups::parse_group)]
     pub operator_group: Vec<String>,
 
     /// The role of someone signed in by the auth proxy or the OIDC provider who is in no admin or operator
     /// group: viewer, or none to refuse them (403, audited).
     #[arg(long, env = "GPUDASH_DEFAULT_ROLE", value_name = "ROLE", default_value = "viewer", requires = "sign_in",
-          value_parser = crate::auth::groups::parse_default_role)]
-    pub default_role: crate::auth::groups::DefaultRole,
+          value_parser = team::auth::groups::parse_default_role)]
+    pub default_role: team::auth::groups::DefaultRole,
 
     /// On this machine, the user (name or uid) a loopback proxy runs as, e.g. www-data: forwarded headers
     /// from a loopback --trusted-proxy are believed only from that user's sockets, so another local user
     /// cannot forge X-Forwarded-For. Repeatable.
-    #[arg(long, env = "GPUDASH_TRUSTED_PROXY_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    #[arg(long, env = "GPUDASH_TRUSTED_PROXY_USER", value_name = "USER", value_delimiter = ',', value_parser = web::local_user::parse_user)]
     pub trusted_proxy_user: Vec<u32>,
 
     /// Without tokens, a local user (name or uid) besides the one running gpudash who may use it as admin
     /// from this machine. Repeatable. Other local users are refused: give them tokens instead.
-    #[arg(long, env = "GPUDASH_LOCAL_USER", value_name = "USER", value_delimiter = ',', value_parser = crate::web::local_user::parse_user)]
+    #[arg(long, env = "GPUDASH_LOCAL_USER", value_name = "USER", value_delimiter = ',', value_parser = web::local_user::parse_user)]
     pub local_user: Vec<u32>,
 
     /// How long a viewer's or operator's browser session lasts (5m to 30d).
@@ -195,13 +195,13 @@ pub struct Cli {
           value_parser = parse_max_connections_per_client)]
     pub max_connections_per_client: usize,
 
-    /// Alert rules' thresholds and webhooks (TOML; see server/src/alerts/config.rs). Every rule is on
+    /// Alert rules' thresholds and webhooks (TOML; see team/src/alerts/config.rs). Every rule is on
     /// with its defaults without it. Re-read on SIGHUP: a bad file is refused and the running rules stay.
     #[arg(long, env = "GPUDASH_ALERTS_FILE", value_name = "FILE")]
     pub alerts_file: Option<PathBuf>,
     /// Send every alert to this URL as JSON (a generic webhook, besides the alerts file's `[[webhook]]`
     /// entries). Repeatable; several URLs in the environment variable are separated by spaces.
-    #[arg(long, env = "GPUDASH_ALERT_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = crate::alerts::config::parse_webhook_url)]
+    #[arg(long, env = "GPUDASH_ALERT_WEBHOOK", value_name = "URL", value_delimiter = ' ', value_parser = team::alerts::config::parse_webhook_url)]
     pub alert_webhook: Vec<url::Url>,
 
     #[command(flatten)]
@@ -211,7 +211,7 @@ pub struct Cli {
     pub lab: super::LabArgs,
 
     #[command(flatten)]
-    pub fleet: crate::fleet::FleetArgs,
+    pub fleet: team::fleet::FleetArgs,
 
     #[command(flatten)]
     pub identity: telemetry::identity::IdentityArgs,
@@ -222,11 +222,8 @@ pub struct Cli {
 
 impl From<Cli> for Config {
     fn from(cli: Cli) -> Self {
-        let roles = crate::auth::GroupRoles {
-            admin: cli.admin_group,
-            operator: cli.operator_group,
-            others: cli.default_role.0,
-        };
+        let roles =
+            team::auth::GroupRoles { admin: cli.admin_group, operator: cli.operator_group, others: cli.default_role.0 };
         Self {
             listen: cli.listen,
             interval: cli.interval,
@@ -244,24 +241,24 @@ impl From<Cli> for Config {
             allow_anonymous: cli.allow_anonymous,
             allow_signals: cli.allow_signals,
             read_only: cli.read_only,
-            proxy: cli.auth_proxy_header.map(|user_header| crate::auth::ProxyConfig {
+            proxy: cli.auth_proxy_header.map(|user_header| team::auth::ProxyConfig {
                 user_header,
                 groups_header: cli.auth_proxy_groups_header,
                 roles: roles.clone(),
                 sign_out: cli.auth_proxy_sign_out,
-                user_map: crate::auth::names::UserMap::default(),
+                user_map: team::auth::names::UserMap::default(),
             }),
             oidc: cli.oidc.config(&roles),
             user_map: cli.user_map,
             tls_cert: cli.tls_cert,
             tls_key: cli.tls_key,
-            fleet: crate::fleet::FleetConfig::from_args(&cli.fleet),
-            site: crate::web::site::Site {
+            fleet: team::fleet::FleetConfig::from_args(&cli.fleet),
+            site: web::site::Site {
                 public: cli.public_url,
                 trusted_proxies: cli.trusted_proxy,
-                proxy_users: crate::web::local_user::Users { uids: cli.trusted_proxy_user },
-                local_users: crate::web::local_user::Users { uids: cli.local_user },
-                ..crate::web::site::Site::default()
+                proxy_users: web::local_user::Users { uids: cli.trusted_proxy_user },
+                local_users: web::local_user::Users { uids: cli.local_user },
+                ..web::site::Site::default()
             },
             session_lifetime: cli.session_lifetime,
             admin_session_lifetime: cli.admin_session_lifetime,

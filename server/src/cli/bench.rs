@@ -12,10 +12,10 @@ use std::time::Duration;
 use clap::Args;
 use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
-use crate::export::table;
 use lab::guards::{DeviceProbe, HardwareProbe, SimulatedProbe};
 use lab::{Lab, LabConfig, LabGpu, LabHost, LabSetup, cuda, cuda_executors_with_fault};
 use store::runs::MemoryRunStore;
+use team::export::table;
 use telemetry::nvml::NvmlSource;
 use telemetry::{GpuSource, hostname};
 

@@ -14,8 +14,8 @@ use clap::{Args, Subcommand};
 
 pub use args::Cli;
 
-use crate::flags::ConfigError;
 use lab::LabConfig;
+use team::flags::ConfigError;
 
 /// What `gpudash` does instead of serving.
 #[derive(Subcommand, Debug, Clone)]
@@ -97,11 +97,11 @@ impl From<&LabArgs> for LabConfig {
 }
 
 fn parse_runs_kept(value: &str) -> Result<usize, ConfigError> {
-    crate::flags::parse_count(value, "runs to keep", lab::RUNS_KEPT)
+    team::flags::parse_count(value, "runs to keep", lab::RUNS_KEPT)
 }
 
 fn parse_queue_per_user(value: &str) -> Result<usize, ConfigError> {
-    crate::flags::parse_count(value, "runs per user", lab::QUEUE_PER_USER)
+    team::flags::parse_count(value, "runs per user", lab::QUEUE_PER_USER)
 }
 
 /// A user name as `useradd` accepts one: 1 to 32 letters, digits, '_', '-' or '.', not starting with '-'.

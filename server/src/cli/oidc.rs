@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::auth::oidc::{self, OidcConfig, parse_claim, parse_issuer, parse_redirect_url, parse_scope};
+use team::auth::oidc::{self, OidcConfig, parse_claim, parse_issuer, parse_redirect_url, parse_scope};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct OidcArgs {
@@ -56,7 +56,7 @@ fn parse_client_id(value: &str) -> Result<String, String> {
 
 impl OidcArgs {
     /// The settings, where `--oidc-issuer` is given (clap makes the client id and redirect URL come with it).
-    pub fn config(self, roles: &crate::auth::GroupRoles) -> Option<OidcConfig> {
+    pub fn config(self, roles: &team::auth::GroupRoles) -> Option<OidcConfig> {
         Some(OidcConfig {
             issuer: self.oidc_issuer?,
             client_id: self.oidc_client_id?,
@@ -66,7 +66,7 @@ impl OidcArgs {
             groups_claim: self.oidc_groups_claim,
             scopes: self.oidc_scope,
             roles: roles.clone(),
-            user_map: crate::auth::names::UserMap::default(),
+            user_map: team::auth::names::UserMap::default(),
         })
     }
 }

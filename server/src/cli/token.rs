@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 
-use crate::auth::{Role, add_token, file_entry, hash_token, new_token, valid_user};
+use team::auth::{Role, add_token, file_entry, hash_token, new_token, valid_user};
 
 /// Flags of `gpudash token`.
 #[derive(Args, Debug, Clone)]

@@ -1,4 +1,4 @@
-//! What the source-rule tests (`file_sizes.rs`, `imports.rs`) share: the walk over Rust files.
+//! What the source-rule tests (`file_sizes.rs`, and `process.rs`'s thread names) share: the walk over Rust files.
 
 use std::path::{Path, PathBuf};
 

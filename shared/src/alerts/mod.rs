@@ -1,5 +1,5 @@
 //! Alerts: what needs someone's attention, as the server's rules decided it
-//! (`server/src/alerts/`), and what each user asked to be told about.
+//! (`team/src/alerts/`), and what each user asked to be told about.
 
 use serde::{Deserialize, Serialize};
 
@@ -8,63 +8,63 @@ use crate::auth::Role;
 mod wire;
 pub use wire::*;
 
-/// The rules gpudash evaluates on every sample.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum Rule {
+/// Generates [`Rule`] from one line per rule: its doc, variant, name (in the alerts file, the API
+/// and the metrics) and title (on the page). What a rule does is its unit on the server
+/// (`team/src/alerts/rules/<name>.rs`), registered there in one line too.
+macro_rules! rules {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal, $title:literal;)*) => {
+        /// The rules gpudash evaluates on every sample.
+        #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Rule {
+            $($(#[doc = $doc])* $variant,)*
+        }
+
+        impl Rule {
+            pub const ALL: [Rule; [$($name),*].len()] = [$(Rule::$variant),*];
+
+            /// The rule's name in the alerts file, the API and the metrics.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $name,)*
+                }
+            }
+
+            /// A short title for the page, e.g. "GPU free".
+            pub fn title(self) -> &'static str {
+                match self {
+                    $(Rule::$variant => $title,)*
+                }
+            }
+        }
+    };
+}
+
+rules! {
     /// Temperature at or above a threshold for a while.
-    Temperature,
+    Temperature = "temperature", "Hot";
     /// Clocks held down by a thermal slowdown or the power brake for a while.
-    ClockEvents,
+    ClockEvents = "clock_events", "Clocks held down";
     /// The driver reported an XID error.
-    Xid,
+    Xid = "xid", "XID error";
     /// An uncorrectable ECC error, a failed row remap, or a remap pending a reset.
-    Ecc,
+    Ecc = "ecc", "ECC error";
     /// The GPU stopped answering (fell off the bus).
-    DeviceLost,
+    DeviceLost = "device_lost", "GPU lost";
     /// Memory used at or above a share of the total for a while.
-    MemoryFull,
+    MemoryFull = "memory_full", "Memory full";
     /// A process holds memory on a GPU that computes nothing.
-    IdleHeld,
+    IdleHeld = "idle_held", "Held but idle";
     /// A GPU that was in use has no process left.
-    GpuFree,
+    GpuFree = "gpu_free", "GPU free";
     /// Someone else's process runs on a GPU during its (advisory) reservation; the alert's
     /// `user` is the holder, so their "my processes" subscription hears of it.
-    ReservationIntruder,
+    ReservationIntruder = "reservation_intruder", "On a reserved GPU";
     /// An attached PyTorch process raised `torch.cuda.OutOfMemoryError` (reported by the Python client).
-    Oom,
+    Oom = "oom", "Out of memory";
 }
 
 impl Rule {
-    pub const ALL: [Rule; 10] = [
-        Rule::Temperature,
-        Rule::ClockEvents,
-        Rule::Xid,
-        Rule::Ecc,
-        Rule::DeviceLost,
-        Rule::MemoryFull,
-        Rule::IdleHeld,
-        Rule::GpuFree,
-        Rule::ReservationIntruder,
-        Rule::Oom,
-    ];
-
-    /// The rule's name in the alerts file, the API and the metrics.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rule::Temperature => "temperature",
-            Rule::ClockEvents => "clock_events",
-            Rule::Xid => "xid",
-            Rule::Ecc => "ecc",
-            Rule::DeviceLost => "device_lost",
-            Rule::MemoryFull => "memory_full",
-            Rule::IdleHeld => "idle_held",
-            Rule::GpuFree => "gpu_free",
-            Rule::ReservationIntruder => "reservation_intruder",
-            Rule::Oom => "oom",
-        }
-    }
-
     /// The rule named `name`, if there is one.
     pub fn parse(name: &str) -> Option<Rule> {
         Rule::ALL.into_iter().find(|rule| rule.as_str() == name)
@@ -75,27 +75,6 @@ impl Rule {
     /// (see [`longest_silence_ms`]).
     pub fn hardware_fault(self) -> bool {
         matches!(self, Rule::Xid | Rule::Ecc | Rule::DeviceLost)
-    }
-
-    /// True for rules about one process (one alert per process, not per GPU).
-    pub fn per_process(self) -> bool {
-        matches!(self, Rule::IdleHeld | Rule::ReservationIntruder | Rule::Oom)
-    }
-
-    /// A short title for the page, e.g. "GPU free".
-    pub fn title(self) -> &'static str {
-        match self {
-            Rule::Temperature => "Hot",
-            Rule::ClockEvents => "Clocks held down",
-            Rule::Xid => "XID error",
-            Rule::Ecc => "ECC error",
-            Rule::DeviceLost => "GPU lost",
-            Rule::MemoryFull => "Memory full",
-            Rule::IdleHeld => "Held but idle",
-            Rule::GpuFree => "GPU free",
-            Rule::ReservationIntruder => "On a reserved GPU",
-            Rule::Oom => "Out of memory",
-        }
     }
 }
 

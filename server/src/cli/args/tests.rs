@@ -1,5 +1,5 @@
 use super::*;
-use crate::flags::ConfigError;
+use team::flags::ConfigError;
 
 fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
     Cli::try_parse_from(std::iter::once("gpudash").chain(args.iter().copied()))

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{Check, count, host};
-use crate::alerts::AlertsConfig;
-use crate::alerts::deliver::format::{redact_urls, target};
 use crate::config::Config;
+use team::alerts::AlertsConfig;
+use team::alerts::deliver::format::{redact_urls, target};
 use telemetry::nvml::NvmlSource;
 use telemetry::simulator::Simulator;
 use telemetry::{GpuSource, now_ms};
@@ -32,7 +32,7 @@ pub(super) fn all(config: &Config, check_webhooks: bool) -> std::io::Result<Vec<
     checks.push(runtime.block_on(super::sign_in::oidc_provider(config)));
     let (alerts_file, alerts) = alerts_file(config.alerts_file.as_deref());
     checks.push(alerts_file);
-    let webhooks = crate::alerts::deliver::webhooks_for(&alerts.unwrap_or_default(), &config.alert_webhooks);
+    let webhooks = team::alerts::deliver::webhooks_for(&alerts.unwrap_or_default(), &config.alert_webhooks);
     let urls: Vec<url::Url> = webhooks.into_iter().map(|w| w.url).collect();
     checks.push(runtime.block_on(webhooks_check(&urls, check_webhooks)));
     Ok(checks)
@@ -164,7 +164,7 @@ pub(super) fn data_dir(dir: Option<&Path>) -> Check {
 pub(super) fn listen(addr: SocketAddr) -> Check {
     let port = addr.port();
     let other_port = format!("choose another port with --listen {}:PORT", bracketed(addr));
-    match crate::web::serve::listen(addr) {
+    match web::serve::listen(addr) {
         Ok(_) if port == 0 => Check::ok("listen", format!("can listen on {addr}: a free port is picked at start")),
         Ok(_) if addr.ip().is_loopback() => {
             Check::ok("listen", format!("port {port} is free on {addr} (loopback: only this machine can connect)"))
@@ -200,7 +200,7 @@ fn bracketed(addr: SocketAddr) -> String {
 /// unless `--allow-anonymous`: [`Config::exposed`], the rule `gpudash::run` applies.
 pub(super) fn tokens(config: &Config) -> Check {
     let env = std::env::var("GPUDASH_TOKENS").ok();
-    let auth = match crate::auth::AuthConfig::load(config.auth_file.as_deref(), env.as_deref()) {
+    let auth = match team::auth::AuthConfig::load(config.auth_file.as_deref(), env.as_deref()) {
         Ok(auth) => auth,
         Err(e) => {
             return Check::fail(
@@ -217,7 +217,7 @@ pub(super) fn tokens(config: &Config) -> Check {
     };
     if let Some(proxy) = &config.proxy {
         let users_named = !config.site.proxy_users.uids.is_empty();
-        if let Some(refusal) = crate::auth::proxy::unbelievable(&config.site.trusted_proxies, users_named) {
+        if let Some(refusal) = team::auth::proxy::unbelievable(&config.site.trusted_proxies, users_named) {
             return Check::fail(
                 "tokens",
                 "the auth proxy's headers could be forged: the dashboard would not start",
@@ -225,7 +225,7 @@ pub(super) fn tokens(config: &Config) -> Check {
             );
         }
         if let Some(path) = &config.user_map
-            && let Err(e) = crate::auth::names::UserMap::load(path)
+            && let Err(e) = team::auth::names::UserMap::load(path)
         {
             return Check::fail(
                 "tokens",
@@ -274,7 +274,7 @@ pub(super) fn tokens(config: &Config) -> Check {
 
 /// Who may scrape `/metrics`: the web config file read as the server reads it.
 pub(super) fn metrics_access(config: &Config) -> Check {
-    let users = match config.web_config_file.as_deref().map(crate::auth::ScrapeUsers::load).transpose() {
+    let users = match config.web_config_file.as_deref().map(team::auth::ScrapeUsers::load).transpose() {
         Ok(users) => users,
         Err(e) => {
             return Check::fail(
@@ -300,7 +300,7 @@ pub(super) fn metrics_access(config: &Config) -> Check {
 /// The TLS certificate and key, read as the server reads them; plain HTTP beyond loopback warns.
 pub(super) fn tls(config: &Config) -> Check {
     if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
-        return match crate::web::tls::acceptor_with(cert, key, config.metrics_client_ca.as_deref()) {
+        return match web::tls::acceptor_with(cert, key, config.metrics_client_ca.as_deref()) {
             Ok(_) => Check::ok("tls", format!("HTTPS with {} and its key {}", cert.display(), key.display())),
             Err(e) => Check::fail(
                 "tls",
@@ -338,7 +338,7 @@ fn alerts_file(path: Option<&Path>) -> (Check, Option<AlertsConfig>) {
             let check = Check::fail(
                 "alerts-file",
                 format!("{}: the dashboard would not start", redact_urls(&e.to_string())),
-                "correct the file (server/src/alerts/config.rs describes it), or leave --alerts-file out for the built-in rules",
+                "correct the file (team/src/alerts/config.rs describes it), or leave --alerts-file out for the built-in rules",
             );
             (check, None)
         }
@@ -439,7 +439,7 @@ mod tests {
         assert!(check.summary.contains("x-forwarded-user names them") && check.summary.contains("admin: gpu-admins"));
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("auth.toml");
-        let hash = crate::auth::tokens_hex(&crate::auth::hash_token("a-long-enough-token-1234"));
+        let hash = team::auth::tokens_hex(&team::auth::hash_token("a-long-enough-token-1234"));
         std::fs::write(&file, format!("[[token]]\nuser = \"ana\"\nrole = \"admin\"\nsha256 = \"{hash}\"\n")).unwrap();
         let path = file.to_str().unwrap();
         let check = tokens(&config(&["--listen", "0.0.0.0:7070", "--auth-file", path]));

@@ -7,8 +7,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use base::clock::Clock;
 
 use super::Check;
-use crate::auth::oidc::{self, Oidc};
 use crate::config::Config;
+use team::auth::oidc::{self, Oidc};
 
 /// Clocks further apart than this fail the check: ID tokens often live five minutes.
 pub const SKEW_FAILS: Duration = Duration::from_secs(60);
@@ -118,8 +118,8 @@ mod tests {
             username_claim: oidc::DEFAULT_USERNAME_CLAIM.to_owned(),
             groups_claim: oidc::DEFAULT_GROUPS_CLAIM.to_owned(),
             scopes: Vec::new(),
-            roles: crate::auth::GroupRoles::default(),
-            user_map: crate::auth::names::UserMap::default(),
+            roles: team::auth::GroupRoles::default(),
+            user_map: team::auth::names::UserMap::default(),
         });
         let check = oidc_provider(&config).await;
         assert_eq!(check.status, Status::Fail);
