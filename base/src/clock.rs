@@ -1,6 +1,9 @@
-//! Time, in one place: the wall clock every part stamps its records with ([`now_ms`]), and a
+//! Time, in one place: the wall clock every part stamps its records with ([`now_ms`]); a
 //! [`Clock`] that the parts which wait, expire or limit take, so that their tests drive time
-//! instead of sleeping through it.
+//! instead of sleeping through it; and the real monotonic time of what happens outside the
+//! process, which no test may fake: a [`Stopwatch`] for what is measured (a CUDA call, an NVML
+//! call, a power integral) and a [`Deadline`] for waiting on something real (a GPU, a child
+//! process, a socket). Nothing else in the workspace reads `Instant::now` or `SystemTime::now`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -83,6 +86,51 @@ impl Manual {
     }
 }
 
+/// Real elapsed time, for a figure that is measured: always the system's monotonic clock.
+#[derive(Debug, Clone, Copy)]
+pub struct Stopwatch(Instant);
+
+impl Stopwatch {
+    pub fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    /// The moment it started (to place other measured moments against it).
+    pub fn started(&self) -> Instant {
+        self.0
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.0.elapsed()
+    }
+
+    /// Now on the same clock: a measured moment (a power reading, a window's end).
+    pub fn now() -> Instant {
+        Instant::now()
+    }
+}
+
+/// A limit on waiting for something real (a GPU, a child process, a socket, a condition a test
+/// waits for): on the system's monotonic clock, as what is waited for runs on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Deadline(Instant);
+
+impl Deadline {
+    /// `within` from now.
+    pub fn after(within: Duration) -> Self {
+        Self(Instant::now() + within)
+    }
+
+    pub fn passed(&self) -> bool {
+        Instant::now() >= self.0
+    }
+
+    /// What is left (zero once passed).
+    pub fn left(&self) -> Duration {
+        self.0.saturating_duration_since(Instant::now())
+    }
+}
+
 impl governor::clock::Clock for Clock {
     type Instant = Instant;
 
@@ -105,6 +153,17 @@ mod tests {
         clone.advance(Duration::from_millis(1500));
         assert_eq!(clock.now().duration_since(at), Duration::from_millis(1500));
         assert_eq!(clock.now_ms() - at_ms, 1500);
+    }
+
+    #[test]
+    fn a_deadline_passes_and_a_stopwatch_runs_on_real_time() {
+        let (now, later) = (Deadline::after(Duration::ZERO), Deadline::after(Duration::from_secs(3600)));
+        assert!(now.passed() && now.left() == Duration::ZERO);
+        assert!(!later.passed() && later.left() > Duration::from_secs(3500));
+        let watch = Stopwatch::start();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(watch.elapsed() >= Duration::from_millis(5));
+        assert!(Stopwatch::now() >= watch.started());
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! [`crate::simulated::SimulatedExecutor`] stands in for it in CI.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use shared::lab::{ExperimentParams, RunResult};
 use shared::topology::Topology;
@@ -68,7 +70,8 @@ pub struct RunContext<'a> {
     pub device: u32,
     pub probe: &'a dyn DeviceProbe,
     cancel: &'a AtomicBool,
-    deadline: Instant,
+    /// The run's time limit, on the real clock its GPU work runs on.
+    deadline: Deadline,
     limit: Duration,
     progress: &'a (dyn Fn(f64, &str) + 'a),
     /// How the GPUs connect (NVML's topology, or the simulator's), for reference lines; `None` where unknown.
@@ -83,7 +86,7 @@ impl<'a> RunContext<'a> {
         limit: Duration,
         progress: &'a (dyn Fn(f64, &str) + 'a),
     ) -> Self {
-        Self { device, probe, cancel, deadline: Instant::now() + limit, limit, progress, topology: None }
+        Self { device, probe, cancel, deadline: Deadline::after(limit), limit, progress, topology: None }
     }
 
     /// This context, telling the run how the GPUs connect.
@@ -98,7 +101,7 @@ impl<'a> RunContext<'a> {
         if self.cancel.load(Ordering::Relaxed) {
             return Err(ExperimentError::Cancelled);
         }
-        if Instant::now() >= self.deadline {
+        if self.deadline.passed() {
             return Err(ExperimentError::TimedOut(self.limit));
         }
         Ok(())
@@ -111,7 +114,7 @@ impl<'a> RunContext<'a> {
 
     /// What is left of the time limit.
     pub fn remaining(&self) -> Duration {
-        self.deadline.saturating_duration_since(Instant::now())
+        self.deadline.left()
     }
 
     /// Reports how far the run is (0.0 to 1.0) and what it does now.

@@ -81,8 +81,8 @@ impl Gate {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use base::clock::Stopwatch;
     use std::sync::Arc;
-    use std::time::Instant;
 
     #[test]
     fn the_run_starts_once_every_held_worker_parked_and_frees_them_at_the_end() {
@@ -93,13 +93,13 @@ mod tests {
                 let (gate, cancel) = (gate.clone(), cancel.clone());
                 std::thread::spawn(move || {
                     gate.park(&cancel);
-                    Instant::now()
+                    Stopwatch::now()
                 })
             })
             .collect();
         assert!(gate.start(&cancel));
         std::thread::sleep(Duration::from_millis(60));
-        let ended = Instant::now();
+        let ended = Stopwatch::now();
         // Cancelling a started run does not free the held GPUs before it ends.
         cancel.store(true, Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(60));

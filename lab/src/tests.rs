@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::experiments::latency::params::LatencyParams;
 use crate::values::CopyKind;
@@ -39,13 +39,13 @@ fn request(device: u32, kind: ExperimentKind) -> RunRequest {
 
 /// Polls `get(id)` until `done` holds for the run, for at most ten seconds.
 fn wait_for(lab: &Lab, id: u64, done: impl Fn(&Run) -> bool) -> Run {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = base::clock::Deadline::after(Duration::from_secs(10));
     loop {
         let run = lab.get(id).unwrap();
         if done(&run) {
             return run;
         }
-        assert!(Instant::now() < deadline, "run {id} stayed {:?}", run.summary.status);
+        assert!(!deadline.passed(), "run {id} stayed {:?}", run.summary.status);
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -171,7 +171,7 @@ fn a_run_publishes_queued_running_and_ended_events() {
     let lab = lab(1, FAST);
     let mut events = lab.subscribe();
     let id = lab.submit(request(0, ExperimentKind::named("latency")), "alice").unwrap().summary.id;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = base::clock::Deadline::after(Duration::from_secs(10));
     let mut statuses = Vec::new();
     let mut saw_status = false;
     while !statuses.last().is_some_and(|s: &RunStatus| s.is_final()) {
@@ -183,7 +183,7 @@ fn a_run_publishes_queued_running_and_ended_events() {
             Ok(LabEvent::Status(_)) => saw_status = true,
             Ok(_) => {}
             Err(TryRecvError::Empty) => {
-                assert!(Instant::now() < deadline, "no end event; got {statuses:?}");
+                assert!(!deadline.passed(), "no end event; got {statuses:?}");
                 std::thread::sleep(Duration::from_millis(5));
             }
             Err(e) => panic!("{e}"),

@@ -7,14 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use shared::lab::{LabEvent, Progress, RunStatus, TrimOutcome};
 use tokio::sync::oneshot;
 
 use super::executor::{Executor, ExperimentError, RunContext, panic_message};
 use super::{ExecutorFactory, LabError, Shared, activity, experiments, guards};
-use base::clock::now_ms;
+use base::clock::{Deadline, now_ms};
 
 /// Progress events go out at most this often per run.
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
@@ -225,15 +224,16 @@ fn run_started(
     shared.emit(LabEvent::Run(run.summary.clone()));
     shared.emit_status();
 
-    let last_progress = Mutex::new(None::<Instant>);
+    // At most one progress event per PROGRESS_EVERY of real time (the run's own).
+    let next_progress = Mutex::new(None::<Deadline>);
     let on_progress = |fraction: f64, message: &str| {
         let progress = Progress { fraction, message: message.to_owned() };
         if let Some(active) = shared.book().get_mut(id) {
             active.run.progress = Some(progress.clone());
         }
-        let mut last = base::sync::lock(&last_progress);
-        if last.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) || fraction >= 1.0 {
-            *last = Some(Instant::now());
+        let mut next = base::sync::lock(&next_progress);
+        if next.is_none_or(|by| by.passed()) || fraction >= 1.0 {
+            *next = Some(Deadline::after(PROGRESS_EVERY));
             shared.emit(LabEvent::Progress { id, device, progress });
         }
     };

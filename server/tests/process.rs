@@ -8,7 +8,9 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpudash");
 
@@ -28,8 +30,8 @@ fn spawn_logged(args: &[&str], scheme: &str) -> (Child, String) {
         .expect("start gpudash");
     let stderr = child.stderr.take().expect("piped stderr");
     let mut lines = BufReader::new(stderr).lines();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
+    let deadline = Deadline::after(Duration::from_secs(20));
+    while !deadline.passed() {
         let Some(Ok(line)) = lines.next() else { break };
         if let Some(at) = line.find(scheme) {
             let url = line[at..].split_whitespace().next().unwrap_or_default().to_owned();
@@ -44,12 +46,12 @@ fn spawn_logged(args: &[&str], scheme: &str) -> (Child, String) {
 
 /// Polls `check` every 100 ms until it returns `Some`, failing with `what` after `secs`.
 fn eventually<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let deadline = Deadline::after(Duration::from_secs(secs));
     loop {
         if let Some(value) = check() {
             return value;
         }
-        assert!(Instant::now() < deadline, "timed out after {secs} s waiting for {what}");
+        assert!(!deadline.passed(), "timed out after {secs} s waiting for {what}");
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -364,7 +366,7 @@ fn every_thread_name_fits_in_comm_and_the_threads_carry_them() {
     // recorder the store's).
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut files = Vec::new();
-    for src in ["server/src", "base/src", "store/src", "telemetry/src", "lab/src"] {
+    for src in ["server/src", "web/src", "team/src", "base/src", "store/src", "telemetry/src", "lab/src"] {
         common::rust_files(&root.join(src), &mut files);
     }
     let mut names = Vec::new();

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use rusqlite::{Connection, params};
 use shared::DeviceSample;
@@ -110,11 +112,11 @@ struct Writer {
 impl Writer {
     fn run(mut self, receiver: &mpsc::Receiver<Vec<DeviceSample>>) {
         let mut batch: Vec<Vec<DeviceSample>> = Vec::new();
-        let mut last_flush = Instant::now();
-        let mut last_maintenance: Option<Instant> = None;
+        // Flushes and maintenance fall on real time: the channel's wait is the system's.
+        let mut flush_by = Deadline::after(FLUSH_EVERY);
+        let mut maintain_by: Option<Deadline> = None;
         loop {
-            let wait = FLUSH_EVERY.saturating_sub(last_flush.elapsed());
-            let disconnected = match receiver.recv_timeout(wait) {
+            let disconnected = match receiver.recv_timeout(flush_by.left()) {
                 Ok(tick) => {
                     batch.push(tick);
                     false
@@ -122,15 +124,15 @@ impl Writer {
                 Err(RecvTimeoutError::Timeout) => false,
                 Err(RecvTimeoutError::Disconnected) => true,
             };
-            if disconnected || last_flush.elapsed() >= FLUSH_EVERY {
+            if disconnected || flush_by.passed() {
                 self.flush(&mut batch);
-                last_flush = Instant::now();
+                flush_by = Deadline::after(FLUSH_EVERY);
             }
-            if disconnected || last_maintenance.is_none_or(|t| t.elapsed() >= MAINTAIN_EVERY) {
+            if disconnected || maintain_by.is_none_or(|by| by.passed()) {
                 if let Err(e) = self.maintain() {
                     tracing::error!("history rollup/pruning failed: {e}");
                 }
-                last_maintenance = Some(Instant::now());
+                maintain_by = Some(Deadline::after(MAINTAIN_EVERY));
             }
             if disconnected {
                 return;

@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Stopwatch;
 
 use shared::DeviceSample;
 use shared::activity::Activity;
@@ -84,7 +86,8 @@ impl Drop for Watching {
 /// `stop` is set. A page that opens mid-window shortens the window to [`ACTIVITY_PERIOD`] at once.
 pub fn run_loop(mut step: impl FnMut(u64) -> Vec<(u32, Activity)>, sink: &ActivitySink, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        let opened = Instant::now();
+        // A window is a measured span: real time.
+        let opened = Stopwatch::start();
         match catch_unwind(AssertUnwindSafe(|| step(now_ms()))) {
             Ok(windows) if !windows.is_empty() => (sink.publish)(windows),
             Ok(_) => {}
@@ -183,7 +186,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let sink = ActivitySink::new(
             Box::new(move |_| {
-                let _ = tx.send(Instant::now());
+                let _ = tx.send(Stopwatch::now());
             }),
             watchers.clone(),
         );

@@ -177,12 +177,12 @@ mod tests {
         assert_eq!(me.started_ms, reader.read(std::process::id()).started_ms);
         let mut child = std::process::Command::new("true").spawn().expect("spawn true");
         let pid = child.id();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let deadline = base::clock::Deadline::after(std::time::Duration::from_secs(10));
         // `true` exits at once and stays a zombie until it is waited for.
         while reader.read(pid).name.is_some()
             && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| pid_state(&s) != Some('Z'))
         {
-            assert!(std::time::Instant::now() < deadline, "`true` did not exit");
+            assert!(!deadline.passed(), "`true` did not exit");
             std::thread::yield_now();
         }
         assert_eq!(reader.running(pid), None, "a zombie has exited");

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Stopwatch;
 
 use super::identity::Identities;
 use super::{ActivitySink, GpuSource, Telemetry, now_ms};
@@ -106,16 +108,17 @@ impl Drop for Sampler {
     }
 }
 
-/// Calls `work` at a fixed rate until `stopped` fires or its sender is dropped.
+/// Calls `work` at a fixed rate until `stopped` fires or its sender is dropped. The rate is real
+/// time (the GPUs' readings are taken in it), so the ticks fall on the system's monotonic clock.
 fn every(period: Duration, stopped: &mpsc::Receiver<()>, mut work: impl FnMut(u64)) {
-    let mut next = Instant::now();
+    let mut next = Stopwatch::now();
     loop {
         // A bug in a source must not end telemetry: log it and try again next period.
         if catch_unwind(AssertUnwindSafe(|| work(now_ms()))).is_err() {
             tracing::error!("the GPU source panicked while sampling; retrying next period");
         }
         next += period;
-        let now = Instant::now();
+        let now = Stopwatch::now();
         if next < now {
             // The work took longer than the period: skip the missed periods instead of bursting.
             tracing::debug!(behind = ?(now - next), "sampler fell behind");
@@ -165,8 +168,8 @@ mod tests {
         let hub = Arc::new(Telemetry::new(inner.host(), inner.devices()));
         let flaky = Flaky { inner, calls: AtomicU32::new(0) };
         let sampler = Sampler::spawn(Box::new(flaky), hub.clone(), None, None, Duration::from_millis(100)).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while hub.last_tick().0 < 2 && Instant::now() < deadline {
+        let deadline = base::clock::Deadline::after(Duration::from_secs(5));
+        while hub.last_tick().0 < 2 && !deadline.passed() {
             std::thread::sleep(Duration::from_millis(20));
         }
         sampler.stop();

@@ -6,7 +6,9 @@
 
 use std::ffi::{c_int, c_void};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use crate::experiments::collectives::params::{Collective, CollectivesParams, element_bytes};
 use crate::values::Dtype;
@@ -206,7 +208,7 @@ fn issue(
 
 /// Waits for `events` (each rank's last), aborting the communicators on an error, a cancel or the time limit.
 pub(super) fn wait(comms: &mut Comms, events: &[&CudaEvent], ctx: &RunContext<'_>) -> Result<(), ExperimentError> {
-    comms.wait(Instant::now() + WAIT_LIMIT, || {
+    comms.wait(Deadline::after(WAIT_LIMIT), || {
         ctx.check()?;
         for e in events {
             if !e.try_is_complete().map_err(cuda_err("waiting for the collectives"))? {

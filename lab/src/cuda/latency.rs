@@ -5,8 +5,8 @@
 //! A counting kernel shows that every kernel launched, queued or in a graph, ran.
 #![allow(unsafe_code)]
 
+use base::clock::Stopwatch;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::experiments::latency::params::LatencyParams;
 use cudarc::driver::sys::{self, CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -65,7 +65,7 @@ fn nodes(graph: &CudaGraph) -> Result<u64, ExperimentError> {
     Ok(count as u64)
 }
 
-fn micros(start: Instant) -> f64 {
+fn micros(start: Stopwatch) -> f64 {
     start.elapsed().as_secs_f64() * 1e6
 }
 
@@ -138,7 +138,7 @@ fn host_calls(
         ctx.check()?;
         ctx.progress(0.1 + 0.6 * f64::from(slice) / f64::from(SLICES), "host calls: launch, record, synchronize");
         for i in 0..per_slice {
-            let start = Instant::now();
+            let start = Stopwatch::start();
             launch()?;
             launches.push(micros(start));
             if i % BATCH == BATCH - 1 {
@@ -147,7 +147,7 @@ fn host_calls(
         }
         sync()?;
         for i in 0..per_slice {
-            let start = Instant::now();
+            let start = Stopwatch::start();
             record()?;
             records.push(micros(start));
             if i % BATCH == BATCH - 1 {
@@ -156,10 +156,10 @@ fn host_calls(
         }
         sync()?;
         for _ in 0..per_slice {
-            let start = Instant::now();
+            let start = Stopwatch::start();
             sync()?;
             idle_syncs.push(micros(start));
-            let start = Instant::now();
+            let start = Stopwatch::start();
             launch()?;
             sync()?;
             round_trips.push(micros(start));

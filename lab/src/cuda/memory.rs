@@ -2,7 +2,7 @@
 //! pool, allocated vs reserved vs NVML's used at every step, then a trim.
 #![allow(unsafe_code)]
 
-use std::time::Instant;
+use base::clock::Stopwatch;
 
 use crate::experiments::memory::params::MemoryParams;
 use cudarc::driver::{CudaSlice, result};
@@ -28,7 +28,7 @@ fn timed_alloc(s: &Session, bytes: u64) -> Result<(CudaSlice<u8>, f64), Experime
     let len = usize::try_from(bytes).map_err(|_| ExperimentError::Cuda("block too large for this host".into()))?;
     s.ctx.bind_to_thread().map_err(cuda_err("binding the context"))?;
     let stream = s.stream.cu_stream();
-    let start = Instant::now();
+    let start = Stopwatch::start();
     // SAFETY: the stream belongs to the session's live, bound context.
     let ptr = unsafe { result::malloc_async(stream, len) }.map_err(cuda_err("allocating from the pool"))?;
     // SAFETY: as above.

@@ -15,7 +15,9 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use cudarc::nccl::sys::{cudaStream_t, ncclComm_t, ncclDataType_t, ncclRedOp_t};
 
@@ -322,7 +324,7 @@ impl Comms {
     /// an error or past `deadline`, aborts them (which ends their kernels) and fails.
     pub fn wait(
         &mut self,
-        deadline: Instant,
+        deadline: Deadline,
         mut done: impl FnMut() -> Result<bool, ExperimentError>,
     ) -> Result<(), ExperimentError> {
         loop {
@@ -333,7 +335,7 @@ impl Comms {
                 self.abort();
                 return Err(ExperimentError::Cuda(format!("NCCL reported an error; communicators aborted: {error}")));
             }
-            if Instant::now() >= deadline {
+            if deadline.passed() {
                 self.abort();
                 return Err(ExperimentError::Cuda(
                     "NCCL's collectives did not finish in time; communicators aborted (ncclCommAbort)".into(),

@@ -11,7 +11,9 @@
 use std::io::Read as _;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use cudarc::driver::sys;
 
@@ -101,11 +103,11 @@ fn ask(mut command: Command, deadline: Duration) -> Result<[bool; 4], Unanswered
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| Unanswered::NotStarted(format!("cannot start {program}: {e}")))?;
-    let started = Instant::now();
+    let by = Deadline::after(deadline);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if started.elapsed() < deadline => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if !by.passed() => std::thread::sleep(Duration::from_millis(10)),
             Ok(None) => {
                 let _ = child.kill();
                 let _ = child.wait();

@@ -8,7 +8,9 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use base::clock::Deadline;
 
 use shared::lab::{ExperimentParams, RunResult};
 
@@ -170,8 +172,8 @@ impl WorkerExecutor {
     fn ask<T>(&mut self, question: &ToWorker, pick: impl Fn(FromWorker) -> Option<T>) -> Option<T> {
         let worker = self.worker.as_mut()?;
         if worker.send(question).is_ok() {
-            let deadline = Instant::now() + ANSWER_WAIT;
-            while let Ok(Ok(frame)) = worker.frames.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            let deadline = Deadline::after(ANSWER_WAIT);
+            while let Ok(Ok(frame)) = worker.frames.recv_timeout(deadline.left()) {
                 if let Some(answer) = pick(frame) {
                     return Some(answer);
                 }
@@ -194,7 +196,7 @@ impl WorkerExecutor {
             return Err(self.lost("as the run started"));
         }
         // Cancel (or the time limit) seen, with when the worker is killed if it has not stopped.
-        let mut stopping: Option<(Instant, ExperimentError)> = None;
+        let mut stopping: Option<(Deadline, ExperimentError)> = None;
         loop {
             // Cancel and the time limit are looked at on every pass: a worker that talks often (progress,
             // probe questions) must not keep them from being seen.
@@ -203,9 +205,9 @@ impl WorkerExecutor {
                     if let Some(worker) = self.worker.as_mut() {
                         let _ = worker.send(&ToWorker::Cancel);
                     }
-                    stopping = Some((Instant::now() + GRACE, why));
+                    stopping = Some((Deadline::after(GRACE), why));
                 }
-                (Some((by, why)), _) if Instant::now() >= *by => {
+                (Some((by, why)), _) if by.passed() => {
                     let why = why.clone();
                     tracing::warn!(
                         "the Lab worker of GPU {} did not stop within {GRACE:?} of being told ({why}); killing it",
@@ -242,11 +244,11 @@ impl Worker {
 
     /// The exit status, if the worker exits within `within` (polled; nothing is closed or sent).
     fn exit_within(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
+        let deadline = Deadline::after(within);
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return Some(status),
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) if !deadline.passed() => std::thread::sleep(Duration::from_millis(10)),
                 Ok(None) | Err(_) => return None,
             }
         }
@@ -418,7 +420,7 @@ mod tests {
         assert!(!echoing.holds_resources());
 
         let mut hanging = executor(dir.path(), "hang", "exec sleep 60");
-        let started = Instant::now();
+        let started = base::clock::Stopwatch::start();
         let outcome = run(&mut hanging, Duration::from_millis(200));
         assert_eq!(outcome, Err(ExperimentError::TimedOut(Duration::from_millis(200))));
         assert!(started.elapsed() >= GRACE, "the worker had its grace after Cancel");

@@ -51,7 +51,9 @@ impl FrameWriter {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::mpsc::Receiver;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+
+    use base::clock::Stopwatch;
 
     use super::*;
 
@@ -72,7 +74,7 @@ mod tests {
         }
         let (release, stuck) = mpsc::channel();
         let writer = FrameWriter::spawn(Stuck(stuck), "test-writer".into()).unwrap();
-        let started = Instant::now();
+        let started = Stopwatch::start();
         let sent: Vec<bool> = (0..FRAMES_TO_WORKER + 3).map(|_| writer.send(&ToWorker::Pool).is_ok()).collect();
         assert!(started.elapsed() < Duration::from_secs(1), "no send blocked: {:?}", started.elapsed());
         assert!(sent.iter().filter(|ok| **ok).count() <= FRAMES_TO_WORKER + 1, "{sent:?}");

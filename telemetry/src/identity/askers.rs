@@ -71,7 +71,7 @@ impl EngineThread {
                 }
             }
             Err(e) => {
-                *lock(&self.shared.engine_retry) = Some(Instant::now() + ENGINE_RETRY);
+                *lock(&self.shared.engine_retry) = Some(self.shared.clock.now() + ENGINE_RETRY);
                 let socket = self.engine.socket().display();
                 let problem =
                     format!("the container engine at {socket} does not answer ({e}): containers show by id only");
@@ -142,7 +142,8 @@ impl PodsThread {
         let Some(api) = &self.kube_api else { return };
         let listed: HashSet<(String, String)> =
             pods.values().filter_map(|p| Some((p.namespace.clone()?, p.name.clone()?))).collect();
-        self.pod_owners.retain(|key, (asked, _)| listed.contains(key) && asked.elapsed() < POD_FACTS_KEPT);
+        let now = self.shared.clock.now();
+        self.pod_owners.retain(|key, (asked, _)| listed.contains(key) && now.duration_since(*asked) < POD_FACTS_KEPT);
         for key in listed {
             if self.pod_owners.contains_key(&key) {
                 continue;
@@ -150,7 +151,7 @@ impl PodsThread {
             match api.pod_facts(&key.0, &key.1, &self.owner_label).await {
                 Ok(facts) => {
                     note(&self.shared, Source::KubeApi, None);
-                    self.pod_owners.insert(key, (Instant::now(), facts));
+                    self.pod_owners.insert(key, (now, facts));
                 }
                 Err(e) => {
                     let problem = format!(

@@ -27,6 +27,7 @@ use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, ScheduledGpu, SlurmJ
 
 use self::engine::Engine;
 use self::kubelet::GpuPods;
+use base::clock::{Clock, Stopwatch};
 use base::sync::lock;
 
 /// Where gpudash finds who runs what (`--container-socket`, `--pod-resources-socket`, `--owner-label`).
@@ -63,6 +64,8 @@ pub struct IdentityConfig {
     pub proc_root: PathBuf,
     /// Longest wait for an API's answer.
     pub timeout: Duration,
+    /// When to ask again: the engine after a failure, the kubelet's pod list, a pod's owner.
+    pub clock: Clock,
 }
 
 impl Default for IdentityConfig {
@@ -74,6 +77,7 @@ impl Default for IdentityConfig {
             owner_label: DEFAULT_OWNER_LABEL.to_owned(),
             proc_root: PathBuf::from("/proc"),
             timeout: API_TIMEOUT,
+            clock: Clock::system(),
         }
     }
 }
@@ -131,6 +135,7 @@ struct Shared {
     pods: Mutex<GpuPods>,
     problems: Mutex<BTreeMap<Source, String>>,
     engine_retry: Mutex<Option<Instant>>,
+    clock: Clock,
     looks: AtomicU64,
     look_ns: AtomicU64,
 }
@@ -161,7 +166,7 @@ pub struct Identities {
 impl Identities {
     /// Starts the API thread when an engine or a kubelet socket is configured.
     pub fn start(config: IdentityConfig, devices: &[shared::DeviceInfo]) -> std::io::Result<Self> {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared { clock: config.clock.clone(), ..Shared::default() });
         let kubelet = config.pod_resources_socket.is_some();
         let engine = config.container_socket.as_deref().map(|socket| Engine::new(socket, config.timeout));
         if let Some(Err(e)) = &engine {
@@ -268,8 +273,9 @@ impl Identities {
         // keeps off it), and one List per PODS_REFRESH is cheap next to the kubelet's own work.
         if self.kubelet {
             let mut last = lock(&self.last_pods_request);
-            if last.is_none_or(|t| t.elapsed() >= PODS_REFRESH) && send(&self.pod_lists, ()) {
-                *last = Some(Instant::now());
+            let now = self.shared.clock.now();
+            if last.is_none_or(|t| now.duration_since(t) >= PODS_REFRESH) && send(&self.pod_lists, ()) {
+                *last = Some(now);
             }
         }
         details.scheduled = scheduled(&self.uuids, &pods);
@@ -288,7 +294,7 @@ impl Identities {
 
     /// What `/proc` says of a new process: its cgroup's ids and its Slurm environment.
     fn first_look(&self, pid: u32, user: Option<&str>) -> Entry {
-        let started = Instant::now();
+        let started = Stopwatch::start();
         let dir = self.proc_root.join(pid.to_string());
         let ids =
             std::fs::read(dir.join("cgroup")).map(|b| cgroup::parse(&String::from_utf8_lossy(&b))).unwrap_or_default();
@@ -336,7 +342,7 @@ fn scheduled(uuids: &HashMap<u32, String>, pods: &GpuPods) -> Vec<ScheduledGpu> 
 
 /// The engine is not pausing after a failure.
 fn engine_ready(shared: &Shared) -> bool {
-    lock(&shared.engine_retry).is_none_or(|t| Instant::now() >= t)
+    lock(&shared.engine_retry).is_none_or(|t| shared.clock.now() >= t)
 }
 
 /// Queues a question for an API thread; false when none runs or its queue is full.

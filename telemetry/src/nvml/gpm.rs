@@ -15,6 +15,8 @@ use nvml_wrapper::gpm::{GpmSample, gpm_metrics_get};
 use shared::DeviceInfo;
 use shared::activity::Activity;
 
+use base::clock::Clock;
+
 use super::lock;
 use super::meter::CallMeter;
 
@@ -52,23 +54,35 @@ const READABLE_FOR: Duration = Duration::from_secs(300);
 /// Each GPU's PCIe traffic (bytes/s sent, received) from its last GPM window, and when it closed:
 /// shared with the slow loop, which then need not make NVML's 20 ms PCIe sampling calls.
 #[derive(Debug, Clone, Default)]
-pub struct GpmPcie(Arc<Mutex<PcieRates>>);
+pub struct GpmPcie {
+    rates: Arc<Mutex<PcieRates>>,
+    /// How fresh a window is.
+    clock: Clock,
+}
 
 /// Per GPU: bytes/s sent, received, and when the window closed.
 type PcieRates = HashMap<u32, (u64, u64, Instant)>;
 
 impl GpmPcie {
+    pub fn new(clock: Clock) -> Self {
+        Self { rates: Arc::default(), clock }
+    }
+
     fn set(&self, index: u32, tx: Option<f64>, rx: Option<f64>) {
-        let mut rates = lock(&self.0);
+        let mut rates = lock(&self.rates);
         match tx.zip(rx) {
-            Some((tx, rx)) => rates.insert(index, (tx.round() as u64, rx.round() as u64, Instant::now())),
+            Some((tx, rx)) => rates.insert(index, (tx.round() as u64, rx.round() as u64, self.clock.now())),
             None => rates.remove(&index),
         };
     }
 
     /// A GPU's traffic from a window that closed within [`PCIE_FRESH`], if any.
     pub fn fresh(&self, index: u32) -> Option<(u64, u64)> {
-        lock(&self.0).get(&index).filter(|(_, _, at)| at.elapsed() <= PCIE_FRESH).map(|&(tx, rx, _)| (tx, rx))
+        let now = self.clock.now();
+        lock(&self.rates)
+            .get(&index)
+            .filter(|(_, _, at)| now.duration_since(*at) <= PCIE_FRESH)
+            .map(|&(tx, rx, _)| (tx, rx))
     }
 }
 
@@ -95,6 +109,8 @@ pub struct GpmReader<'n> {
     /// Per GPU, the graphics engine's activity over the last long window that closed.
     graphics: HashMap<u32, f64>,
     pcie: GpmPcie,
+    /// When GPM is asked again (`checked`, `backoff`).
+    clock: Clock,
 }
 
 impl std::fmt::Debug for GpmReader<'_> {
@@ -104,7 +120,7 @@ impl std::fmt::Debug for GpmReader<'_> {
 }
 
 impl<'n> GpmReader<'n> {
-    pub fn new(nvml: &'n Nvml, devices: &[DeviceInfo], meter: Arc<CallMeter>, pcie: GpmPcie) -> Self {
+    pub fn new(nvml: &'n Nvml, devices: &[DeviceInfo], meter: Arc<CallMeter>, pcie: GpmPcie, clock: Clock) -> Self {
         let devices = devices.iter().map(|d| (d.index, d.nvlink_links > 0)).collect();
         Self {
             nvml,
@@ -117,6 +133,7 @@ impl<'n> GpmReader<'n> {
             long: HashMap::new(),
             graphics: HashMap::new(),
             pcie,
+            clock,
         }
     }
 
@@ -125,7 +142,7 @@ impl<'n> GpmReader<'n> {
         let mut out = Vec::new();
         for (index, nvlink) in self.devices.clone() {
             let result = match self.backoff.get(&index) {
-                Some((until, reason)) if Instant::now() < *until => Err(reason.clone()),
+                Some((until, reason)) if self.clock.now() < *until => Err(reason.clone()),
                 _ => self.read(index, nvlink, now_ms),
             };
             self.say(index, result.as_ref().err());
@@ -150,7 +167,7 @@ impl<'n> GpmReader<'n> {
             .meter
             .time("device_by_index", || self.nvml.device_by_index(index))
             .map_err(|e| format!("GPU {index} does not answer: {}", base::error::chain(&e)))?;
-        if self.checked.get(&index).is_none_or(|at| at.elapsed() >= READABLE_FOR) {
+        if self.checked.get(&index).is_none_or(|at| self.clock.now().duration_since(*at) >= READABLE_FOR) {
             self.checked.remove(&index);
             if self.meter.time("MIG mode", || device.mig_mode()).is_ok_and(|m| m.current == 1) {
                 return Err("MIG is on: gpudash does not read activity per MIG instance yet".to_owned());
@@ -162,7 +179,7 @@ impl<'n> GpmReader<'n> {
                 }
                 Err(e) => return Err(format!("the driver does not say whether GPM works: {}", base::error::chain(&e))),
             }
-            self.checked.insert(index, Instant::now());
+            self.checked.insert(index, self.clock.now());
         }
         let sample = self.meter.time("GPM sample", || device.gpm_sample()).map_err(|e| self.refused(index, &e))?;
         let previous = self.open.insert(index, Open { sample, at_ms: now_ms });
@@ -264,7 +281,7 @@ impl GpmReader<'_> {
         let reason = refused(error);
         self.checked.remove(&index);
         if matches!(error, NvmlError::InUse) {
-            self.backoff.insert(index, (Instant::now() + RECHECK, reason.clone()));
+            self.backoff.insert(index, (self.clock.now() + RECHECK, reason.clone()));
         }
         reason
     }

@@ -38,13 +38,13 @@ impl NvmlSource {
         let cached = lock(&self.facts).get(&index).cloned();
         let due = lock(&self.facts_due).remove(&index);
         let mut h = match cached {
-            Some(facts) if !due && facts.read.elapsed() < FACTS_PERIOD => {
+            Some(facts) if !due && self.clock.now().duration_since(facts.read) < FACTS_PERIOD => {
                 self.refresh_slow_fields(index, &device, false);
                 facts.health
             }
             _ => {
                 let health = self.facts(info, &device, timestamp_ms);
-                lock(&self.facts).insert(index, Facts { health: health.clone(), read: Instant::now() });
+                lock(&self.facts).insert(index, Facts { health: health.clone(), read: self.clock.now() });
                 health
             }
         };
@@ -63,7 +63,8 @@ impl NvmlSource {
 
     /// The GPU's energy in mJ: the counter when it is due, else the power integrated since.
     fn energy(&self, index: u32, device: &Device<'_>) -> Option<u64> {
-        let now = Instant::now();
+        // The power integral is a measurement: real time, whatever clock schedules the reads.
+        let now = base::clock::Stopwatch::now();
         if lock(&self.energy).get(&index).is_none_or(|e| e.due(now)) {
             // A failed read keeps the estimate going; the next pass asks again.
             if let Some(counter) = self.read(index, "energy", || device.total_energy_consumption()) {

@@ -5,7 +5,6 @@
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 /// What one call (by one loop) cost in all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -34,7 +33,7 @@ impl CallMeter {
         if !self.on.load(Ordering::Relaxed) {
             return call();
         }
-        let (cpu, wall) = (thread_cpu_ns(), Instant::now());
+        let (cpu, wall) = (thread_cpu_ns(), base::clock::Stopwatch::start());
         let out = call();
         let cost = Cost {
             calls: 1,

@@ -49,6 +49,8 @@ pub struct NvmlSource {
     reported: Mutex<HashSet<(u32, &'static str)>>,
     /// GPUs that answered "lost", with the reason and when they were last probed.
     lost: Mutex<HashMap<u32, (String, Instant)>>,
+    /// When to read again: a lost GPU, the health facts, per-process use, GPM's checks and back-off.
+    clock: base::clock::Clock,
     /// Per GPU, the per-process SM use last read, and when.
     process_use: Mutex<HashMap<u32, processes::ProcessUse>>,
     /// Fields too slow for the fast loop, refreshed by the slow one.
@@ -135,12 +137,13 @@ impl NvmlSource {
             meter: Arc::default(),
             reported: Mutex::new(HashSet::new()),
             lost: Mutex::new(HashMap::new()),
+            clock: base::clock::Clock::system(),
             process_use: Mutex::new(HashMap::new()),
             slow_fields: Mutex::new(HashMap::new()),
             facts: Mutex::new(HashMap::new()),
             facts_due: Arc::default(),
             energy: Mutex::new(HashMap::new()),
-            gpm_pcie: GpmPcie::default(),
+            gpm_pcie: GpmPcie::new(base::clock::Clock::system()),
             proc: ProcReader::new("/proc"),
         };
         for info in &source.devices {
@@ -158,7 +161,7 @@ impl NvmlSource {
 
     /// A reader of GPM windows over this source's NVML handle (the GPM loop's, or a benchmark's).
     pub fn gpm_reader(&self) -> GpmReader<'_> {
-        GpmReader::new(&self.nvml, &self.devices, self.meter.clone(), self.gpm_pcie.clone())
+        GpmReader::new(&self.nvml, &self.devices, self.meter.clone(), self.gpm_pcie.clone(), self.clock.clone())
     }
 
     /// The meter of this source's NVML calls (off until a benchmark turns it on).
@@ -189,7 +192,7 @@ impl NvmlSource {
     /// The device's handle, unless it is lost (then `Err` carries the reason).
     fn handle(&self, index: u32) -> Result<Device<'_>, String> {
         if let Some((reason, probed)) = lock(&self.lost).get(&index)
-            && probed.elapsed() < LOST_RETRY
+            && self.clock.now().duration_since(*probed) < LOST_RETRY
         {
             return Err(reason.clone());
         }
@@ -208,7 +211,7 @@ impl NvmlSource {
         if !lost.contains_key(&index) {
             tracing::error!("{reason}; the other GPUs keep being sampled");
         }
-        lost.insert(index, (reason.clone(), Instant::now()));
+        lost.insert(index, (reason.clone(), self.clock.now()));
         Some(reason)
     }
 
@@ -252,7 +255,7 @@ impl NvmlSource {
         s.temperature_c = self.read(index, "temperature", || device.temperature(TemperatureSensor::Gpu));
         s.power_draw_mw = self.read(index, "power draw", || device.power_usage());
         if let Some(mw) = s.power_draw_mw {
-            lock(&self.energy).entry(index).or_default().power(mw, Instant::now());
+            lock(&self.energy).entry(index).or_default().power(mw, base::clock::Stopwatch::now());
         }
         s.sm_clock_mhz = self.read(index, "SM clock", || device.clock_info(Clock::SM));
         s.pstate = self.read(index, "P-state", || device.performance_state()).and_then(|p| pstate_number(&p));
@@ -340,12 +343,12 @@ impl GpuSource for NvmlSource {
     }
 
     fn watch_activity(&self, sink: ActivitySink, stop: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
-        let (nvml, devices, meter, pcie) =
-            (self.nvml.clone(), self.devices.clone(), self.meter.clone(), self.gpm_pcie.clone());
+        let (nvml, devices, meter, pcie, clock) =
+            (self.nvml.clone(), self.devices.clone(), self.meter.clone(), self.gpm_pcie.clone(), self.clock.clone());
         std::thread::Builder::new()
             .name("gpudash-gpm".into())
             .spawn(move || {
-                let mut reader = GpmReader::new(&nvml, &devices, meter, pcie);
+                let mut reader = GpmReader::new(&nvml, &devices, meter, pcie, clock);
                 super::activity::run_loop(|now_ms| reader.step(now_ms), &sink, &stop);
             })
             .map_err(|e| tracing::warn!("cannot start the GPM loop: {e}"))

@@ -90,7 +90,7 @@ impl NvmlSource {
     /// A read replaces what was held: a process without a new sample has no figure, as NVML says.
     fn process_use(&self, index: u32, device: &Device<'_>) -> HashMap<u32, (u32, u64)> {
         let held = lock(&self.process_use).get(&index).cloned().unwrap_or_default();
-        if held.read.is_some_and(|at| at.elapsed() < UTILIZATION_PERIOD) {
+        if held.read.is_some_and(|at| self.clock.now().duration_since(at) < UTILIZATION_PERIOD) {
             return held.by_pid;
         }
         // NotFound means "no new samples since `since`": nothing ran, not an error. NVML stamps in µs.
@@ -99,7 +99,7 @@ impl NvmlSource {
             Err(NvmlError::NotFound) => Ok(Vec::new()),
             other => other,
         };
-        let mut fresh = ProcessUse { read: Some(Instant::now()), since: held.since, by_pid: HashMap::new() };
+        let mut fresh = ProcessUse { read: Some(self.clock.now()), since: held.since, by_pid: HashMap::new() };
         if let Some(samples) = self.field(index, "process utilization", utilization) {
             for sample in samples {
                 fresh.since = fresh.since.max(Some(sample.timestamp));

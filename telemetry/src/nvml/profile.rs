@@ -1,7 +1,5 @@
 //! Per-call costs of the fast path's NVML calls, for `gpudash-bench sampler --per-call`.
 
-use std::time::Instant;
-
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 
 use super::NvmlSource;
@@ -12,7 +10,7 @@ impl NvmlSource {
     pub fn profile_calls(&self, index: u32, iterations: u32) -> Vec<(&'static str, f64)> {
         let Ok(device) = self.nvml.device_by_index(index) else { return Vec::new() };
         let time = |f: &dyn Fn() -> bool| {
-            let start = Instant::now();
+            let start = base::clock::Stopwatch::start();
             for _ in 0..iterations {
                 std::hint::black_box(f());
             }

@@ -126,7 +126,7 @@ fn times(transfer: RunResult, bytes: u64) -> RunResult {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use shared::lab::{ExperimentKind, ExperimentParams, Run, RunRequest, RunStatus};
 
@@ -136,13 +136,13 @@ mod tests {
     fn run_on(lab: &Lab, device: u32) -> Run {
         let params = ExperimentParams::defaults(ExperimentKind::named("to_device"));
         let id = lab.submit(RunRequest { device, params, force: false }, "t").unwrap().summary.id;
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = base::clock::Deadline::after(Duration::from_secs(10));
         loop {
             let run = lab.get(id).unwrap();
             if run.summary.status.is_final() {
                 return run;
             }
-            assert!(Instant::now() < deadline, "run {id} stayed {:?}", run.summary.status);
+            assert!(!deadline.passed(), "run {id} stayed {:?}", run.summary.status);
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -330,9 +330,9 @@ fn a_host_process_is_listed_with_what_proc_says_until_it_exits() {
     let pid = child.id();
     // `spawn` returns once the child exists, not once its exec is done: until then /proc holds no
     // command line (CI once read None here). Wait for it, with a deadline.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let deadline = base::clock::Deadline::after(std::time::Duration::from_secs(5));
     while std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default() != b"sleep\x00600\x00" {
-        assert!(std::time::Instant::now() < deadline, "sleep did not exec within 5 s");
+        assert!(!deadline.passed(), "sleep did not exec within 5 s");
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let sim = sim(2, &[&format!("pid:1:{pid}")]);
