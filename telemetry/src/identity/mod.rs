@@ -18,7 +18,6 @@ pub mod kubelet;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -27,7 +26,7 @@ use shared::workload::{Container, DEFAULT_OWNER_LABEL, Pod, ScheduledGpu, SlurmJ
 
 use self::engine::Engine;
 use self::kubelet::GpuPods;
-use base::clock::{Clock, Stopwatch};
+use base::clock::Clock;
 use base::sync::lock;
 
 /// Where gpudash finds who runs what (`--container-socket`, `--pod-resources-socket`, `--owner-label`).
@@ -136,8 +135,6 @@ struct Shared {
     problems: Mutex<BTreeMap<Source, String>>,
     engine_retry: Mutex<Option<Instant>>,
     clock: Clock,
-    looks: AtomicU64,
-    look_ns: AtomicU64,
 }
 
 /// A container to ask the engine about: the process's key, the container's full id and runtime.
@@ -287,14 +284,8 @@ impl Identities {
         lock(&self.shared.problems).values().cloned().collect()
     }
 
-    /// How many first looks were taken, and their total time in ns (for the benchmark).
-    pub fn look_cost(&self) -> (u64, u64) {
-        (self.shared.looks.load(Ordering::Relaxed), self.shared.look_ns.load(Ordering::Relaxed))
-    }
-
     /// What `/proc` says of a new process: its cgroup's ids and its Slurm environment.
     fn first_look(&self, pid: u32, user: Option<&str>) -> Entry {
-        let started = Stopwatch::start();
         let dir = self.proc_root.join(pid.to_string());
         let ids =
             std::fs::read(dir.join("cgroup")).map(|b| cgroup::parse(&String::from_utf8_lossy(&b))).unwrap_or_default();
@@ -320,9 +311,6 @@ impl Identities {
                 slurm_job(None, &ids, uid, user)
             }
         };
-        self.shared.looks.fetch_add(1, Ordering::Relaxed);
-        let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.shared.look_ns.fetch_add(ns, Ordering::Relaxed);
         entry
     }
 

@@ -113,16 +113,21 @@ fn each_process_is_looked_at_once_and_a_reused_pid_afresh() {
     let root = tempfile::tempdir().unwrap();
     fake_proc(root.path(), 30, "0::/slurm/uid_0/job_1/step_0\n", None);
     let ids = identities(root.path());
-    for _ in 0..5 {
-        ids.attach(&mut details(vec![process(30, "ana", 1_000)]));
-    }
-    assert_eq!(ids.look_cost().0, 1, "cached by PID and start time");
-    // The PID is reused by a new process (another start time), in another job.
+    let job = |d: &Details| d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()).map(|j| j.id.clone());
+    let mut first = details(vec![process(30, "ana", 1_000)]);
+    ids.attach(&mut first);
+    assert_eq!(job(&first).as_deref(), Some("1"));
+    // What /proc says changes, but the same process (PID and start time) is not looked at again.
     fake_proc(root.path(), 30, "0::/slurm/uid_0/job_2/step_0\n", None);
+    for _ in 0..5 {
+        let mut again = details(vec![process(30, "ana", 1_000)]);
+        ids.attach(&mut again);
+        assert_eq!(job(&again).as_deref(), Some("1"), "cached by PID and start time");
+    }
+    // The PID is reused by a new process (another start time): looked at afresh, in its own job.
     let mut d = details(vec![process(30, "ana", 9_000)]);
     ids.attach(&mut d);
-    assert_eq!(ids.look_cost().0, 2);
-    assert_eq!(d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()).map(|j| j.id.as_str()), Some("2"));
+    assert_eq!(job(&d).as_deref(), Some("2"));
     // A process that exited between the NVML list and the look: nothing known, nothing made up.
     let mut gone = details(vec![process(31, "ana", 1)]);
     ids.attach(&mut gone);
@@ -134,6 +139,8 @@ fn each_process_is_looked_at_once_and_a_reused_pid_afresh() {
 #[test]
 fn a_workload_the_source_already_knows_is_kept_and_owned() {
     let root = tempfile::tempdir().unwrap();
+    // /proc would name a Slurm job: the source's own workload wins, and /proc is not read.
+    fake_proc(root.path(), 40, "0::/slurm/uid_0/job_7/step_0\n", None);
     let ids = identities(root.path());
     let mut p = process(40, "root", 1);
     p.workload =
@@ -141,7 +148,7 @@ fn a_workload_the_source_already_knows_is_kept_and_owned() {
     let mut d = details(vec![p]);
     ids.attach(&mut d);
     assert_eq!(d.processes[0].user_name(), "ml");
-    assert_eq!(ids.look_cost().0, 0);
+    assert_eq!(d.processes[0].workload.as_ref().and_then(|w| w.job.as_ref()), None, "no look at /proc");
 }
 
 #[test]
