@@ -12,8 +12,9 @@
 # (packaging/symbol_order.py). Read-ahead is restored on exit.
 #
 # Usage, from the repository root:
-#   cargo build --profile dist -p gpudash && sudo packaging/symbol-order.sh   # measures, writes the list
-#   GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo build --profile dist -p gpudash
+#   cargo +1.95.0 build --profile dist -p gpudash && sudo packaging/symbol-order.sh   # measures, writes the list
+#   GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo +1.95.0 build --profile dist -p gpudash
+# (1.95.0: the channel of packaging/rust-toolchain.toml, which this script reads)
 #   packaging/symbol-order.sh --check        # the list against the build: exit 1 when stale
 # (root's PATH rarely has cargo: without it the script measures the dist binary already built). The
 # copy it runs lives under target/, on the disk whose read-ahead it sets (a tmpfs /tmp has none).
@@ -22,13 +23,19 @@
 # lead its code; under 90% it exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The pinned toolchain (packaging/rust-toolchain.toml): the order is only good for the compiler that
+# built the binary it was measured on.
+toolchain=$(sed -n 's/^channel = "\(.*\)"$/\1/p' packaging/rust-toolchain.toml)
 if [ "${1:-}" = --check ]; then
   [ -f target/symbol-order.txt ] || { echo "symbol-order.sh: no target/symbol-order.txt: run it as root first"; exit 1; }
   exec python3 packaging/symbol_order.py --check target/dist/gpudash target/symbol-order.txt
 fi
 [ "$(id -u)" -eq 0 ] || { echo "symbol-order.sh: run as root (it sets the disk's read-ahead to 0 for a minute)"; exit 1; }
 if command -v cargo >/dev/null; then
-  cargo build --profile dist -p gpudash
+  cargo "+$toolchain" build --profile dist -p gpudash || {
+    echo "symbol-order.sh: the packaged build needs Rust $toolchain (packaging/rust-toolchain.toml): rustup toolchain install $toolchain"
+    exit 1
+  }
 else
   echo "cargo is not on PATH: measuring the dist binary already built, $(stat -c %y target/dist/gpudash)"
 fi
@@ -52,4 +59,4 @@ curl -sf "http://127.0.0.1:$port/healthz" >/dev/null || { cat "$work/log"; echo 
 sleep 15  # idle on purpose: what an unwatched server runs, not a wait for a condition
 python3 packaging/symbol_order.py "$pid" "$work/gpudash" target/symbol-order.txt
 echo "wrote target/symbol-order.txt ($(wc -l <target/symbol-order.txt) functions); build with it:"
-echo "  GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo build --profile dist -p gpudash"
+echo "  GPUDASH_SYMBOL_ORDER=target/symbol-order.txt cargo +$toolchain build --profile dist -p gpudash"

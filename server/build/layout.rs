@@ -1,9 +1,10 @@
 //! How the linker lays out the `gpudash` binary (x86-64 Linux, where Rust links with its own lld).
 //!
-//! - `-z pack-relative-relocs` stores the position-independent binary's relocations as a bitmap
-//!   (DT_RELR): 16,000 of them took 387 KiB that the loader reads at start. Only a glibc from 2.36
-//!   loads such a binary, so it is packed only where the C library it is built against is that new
-//!   (Debian 12, the image, the .deb); on older systems (Ubuntu 22.04, RHEL 9) it is built as before.
+//! - `-z pack-relative-relocs`, in the packaged build only (`--profile dist`: the image, the .deb),
+//!   stores the position-independent binary's relocations as a bitmap (DT_RELR): 16,000 of them took
+//!   387 KiB that the loader reads at start. Only a glibc from 2.36 loads such a binary, so it is
+//!   packed only where the C library it is built against is that new (Debian 12); on older systems
+//!   (Ubuntu 22.04, RHEL 9) it is built as before.
 //! - A function order, only when a packager asks for one with `GPUDASH_SYMBOL_ORDER=FILE` (a path
 //!   from the repository root). `packaging/symbol-order.sh` writes it, measured from this very
 //!   toolchain's dist build idling: the functions an idle dashboard runs, which the linker then puts
@@ -51,10 +52,18 @@ pub fn link_layout(manifest_dir: &Path) -> Result<(), String> {
         println!("cargo:rerun-if-changed={}", order.display());
         println!("cargo:rustc-link-arg-bin=gpudash=-Wl,--symbol-ordering-file={}", order.display());
     }
-    if env::var("HOST").as_deref() == Ok(target.as_str()) && glibc_at_least(2, 36) {
+    if packaged_build() && env::var("HOST").as_deref() == Ok(target.as_str()) && glibc_at_least(2, 36) {
         println!("cargo:rustc-link-arg-bin=gpudash=-Wl,-z,pack-relative-relocs");
     }
     Ok(())
+}
+
+/// Whether this is the packaged build (`--profile dist`): Cargo names a build script's profile only
+/// as "release" or "debug", but its output folder sits under the profile's own,
+/// `target/[TRIPLE/]dist/build/gpudash-HASH/out`.
+fn packaged_build() -> bool {
+    let out_dir = env::var_os("OUT_DIR").map(std::path::PathBuf::from).unwrap_or_default();
+    out_dir.ancestors().nth(3).and_then(Path::file_name).is_some_and(|profile| profile == "dist")
 }
 
 /// Whether this machine's C library is glibc of at least `major.minor` (`getconf GNU_LIBC_VERSION`
