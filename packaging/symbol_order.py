@@ -62,8 +62,8 @@ def functions(binary):
 
 # What a server on real GPUs runs and the simulated one does not: the NVML side of telemetry, and
 # the Lab's start on hardware (the library check in a child process, one idle worker per GPU).
-GPU_ONLY = ("gpudash::telemetry::", "nvml", "libloading", "gpudash::lab::setup", "gpudash::lab::worker",
-            "gpudash::lab::executor", "gpudash::lab::cuda::probe", "HardwareProbe", "std::process::", "sys::process")
+GPU_ONLY = ("telemetry::", "nvml", "libloading", "lab::setup", "lab::worker",
+            "lab::executor", "lab::cuda::probe", "HardwareProbe", "std::process::", "sys::process")
 
 
 def gpu_only(readable):

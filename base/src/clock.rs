@@ -3,7 +3,8 @@
 //! instead of sleeping through it; and the real monotonic time of what happens outside the
 //! process, which no test may fake: a [`Stopwatch`] for what is measured (a CUDA call, an NVML
 //! call, a power integral) and a [`Deadline`] for waiting on something real (a GPU, a child
-//! process, a socket). Nothing else in the workspace reads `Instant::now` or `SystemTime::now`.
+//! process, a socket). No other module of the product's crates reads `Instant::now` or
+//! `SystemTime::now` (the `tests/` crate times the running server itself).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

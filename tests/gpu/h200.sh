@@ -78,7 +78,7 @@ JOB=$!
 sleep 8
 
 # Debug lines of gpudash's own modules carry the energy estimate's drift (read below).
-GPUDASH_LOG=info,gpudash::telemetry::nvml=debug "$BIN" --listen "127.0.0.1:$PORT" --interval 200ms >"$OUT/gpudash.log" 2>&1 &
+GPUDASH_LOG=info,telemetry::nvml=debug "$BIN" --listen "127.0.0.1:$PORT" --interval 200ms >"$OUT/gpudash.log" 2>&1 &
 SERVER=$!
 for _ in $(seq 100); do
   curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null && curl -sf "http://127.0.0.1:$IDLE_PORT/healthz" >/dev/null && break

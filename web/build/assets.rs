@@ -69,7 +69,7 @@ pub fn build(manifest_dir: &Path) -> Result<(), String> {
     embed(&root, &bindgen_dir, &out_dir)
 }
 
-/// Cuts the app's split points (`#[lazy]`: the tabs opened now and then, `frontend/src/pages/split.rs`)
+/// Cuts the app's split points (`#[lazy]`: the tabs opened now and then, `frontend/src/split.rs`)
 /// out of `wasm` into modules of their own in `dir` (`split_<name>.wasm`, `chunk_<n>.wasm` for code
 /// two of them share, and the loader `split.js`), fetched when first called; returns the main
 /// module, for wasm-bindgen. The wasm is linked with `--emit-relocs` (`.cargo/config.toml`), which

@@ -1,6 +1,6 @@
 //! `/metrics`' usage counters: each owner's lifetime GPU-seconds, memory and idle memory
 //! byte-seconds and joules, from the usage store's totals (`store::usage::totals`), so they carry
-//! on across a restart and `increase(…[30d])` across hosts is right (docs/METRICS.md, "Usage").
+//! on across a restart and `increase(…[30d])` across hosts is right (docs/ACCOUNTING.md, "As Prometheus counters").
 //!
 //! An owner with processes on a GPU now but nothing charged yet is exported at 0, so the first
 //! charge is an increase a Prometheus sees rather than the start of a series. A scraper that may

@@ -40,9 +40,12 @@ use super::deliver::format::{redact_urls, target_text};
 pub enum AlertsFileError {
     #[error("cannot read the alerts file {path}: {reason}")]
     Unreadable { path: String, reason: String },
-    /// TOML syntax, an unknown key or a wrong type; toml's message carries the line and column.
+    /// TOML syntax, or the file's shape (an unknown top-level key, a webhook's key or type); toml's
+    /// message carries the line and column.
     #[error("the alerts file {path} is not valid: {reason}")]
     Invalid { path: String, reason: String },
+    /// A rule's settings (an unknown rule or key, a wrong type, a value out of range) or a webhook's
+    /// value, with its line where it can be found.
     #[error("the alerts file {path}: {what}")]
     OutOfRange { path: String, what: String },
 }
@@ -142,7 +145,10 @@ impl AlertsConfig {
         for rule in Rule::ALL {
             let Some(entry) = file.rules.get(rule.as_str()) else { continue };
             let header = format!("[rules.{}]", rule.as_str());
-            let table = entry.as_table().ok_or_else(|| range(format!("{header} is not a table of settings")))?;
+            let table = entry.as_table().ok_or_else(|| {
+                let what = format!("[rules] {} = {entry} is not a table of settings; write {header}", rule.as_str());
+                range(at_line(text, "[rules]", 0, what))
+            })?;
             rules.load(rule, table).map_err(|what| range(at_line(text, &header, 0, what)))?;
         }
         let webhooks = (file.webhook.iter().enumerate())

@@ -49,7 +49,7 @@ pub struct Change {
 #[derive(Debug, Clone)]
 pub(super) struct Firing {
     pub alert: Alert,
-    /// The newest event that extends it (XIDs): it resolves `xid_quiet` after this.
+    /// The newest event that extends it (XIDs): it resolves the xid rule's `quiet` after this.
     pub last_event_ms: u64,
     /// Events counted into it (XIDs).
     pub events: u32,

@@ -151,7 +151,7 @@ impl PodsThread {
             match api.pod_facts(&key.0, &key.1, &self.owner_label).await {
                 Ok(facts) => {
                     note(&self.shared, Source::KubeApi, None);
-                    self.pod_owners.insert(key, (now, facts));
+                    self.pod_owners.insert(key, (self.shared.clock.now(), facts));
                 }
                 Err(e) => {
                     let problem = format!(

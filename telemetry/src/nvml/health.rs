@@ -70,7 +70,7 @@ impl NvmlSource {
             if let Some(counter) = self.read(index, "energy", || device.total_energy_consumption()) {
                 let drift = lock(&self.energy).entry(index).or_default().counter(counter, now);
                 if let Some(d) = drift {
-                    // tests/gpu/h200.sh reads these lines (GPUDASH_LOG=gpudash=debug) to show the estimate's error.
+                    // tests/gpu/h200.sh reads these lines (GPUDASH_LOG=telemetry::nvml=debug) to show the estimate's error.
                     tracing::debug!(
                         index,
                         drift_mj = d.drift_mj,

@@ -129,6 +129,8 @@ impl NvmlSource {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             history: false,
         };
+        // One clock for every re-read (a lost GPU, the facts, per-process use, GPM's checks and windows).
+        let clock = base::clock::Clock::system();
         let source = Self {
             nvml: Arc::new(nvml),
             host,
@@ -137,13 +139,13 @@ impl NvmlSource {
             meter: Arc::default(),
             reported: Mutex::new(HashSet::new()),
             lost: Mutex::new(HashMap::new()),
-            clock: base::clock::Clock::system(),
+            clock: clock.clone(),
             process_use: Mutex::new(HashMap::new()),
             slow_fields: Mutex::new(HashMap::new()),
             facts: Mutex::new(HashMap::new()),
             facts_due: Arc::default(),
             energy: Mutex::new(HashMap::new()),
-            gpm_pcie: GpmPcie::new(base::clock::Clock::system()),
+            gpm_pcie: GpmPcie::new(clock),
             proc: ProcReader::new("/proc"),
         };
         for info in &source.devices {

@@ -72,7 +72,10 @@ fn bad_files_say_where_and_what_is_allowed() {
         ("[rules.ecc]\nenabled = \"yes\"", "[rules.ecc] enabled = \"yes\" is not true or false (line 2)"),
         ("[rules.temperature]\ncelsius = \"hot\"", "celsius = \"hot\" is not a number; use 30 to 120 (line 2)"),
         ("[rules.temperature]\ncelsius = 85.5", "not a whole number of degrees"),
-        ("[rules]\ntemperature = 5", "[rules.temperature] is not a table of settings"),
+        (
+            "[rules]\ntemperature = 5",
+            "[rules] temperature = 5 is not a table of settings; write [rules.temperature] (line 2)",
+        ),
         ("[rules.xid]\nignore = [\"43\"]", "holds \"43\", which is not one of the XID codes"),
         ("[rules.xid]\nquiet = \"9d\"", "too long; use at most 7d"),
     ];

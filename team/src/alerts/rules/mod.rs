@@ -94,7 +94,7 @@ pub trait AlertRule {
         _now: u64,
     ) {
     }
-    /// The rule as it runs, in words (`held`: " for 1m", or empty when it fires at once).
+    /// The rule as it runs, in words (`held`: " for 1m", or empty when its `for` is zero).
     fn condition(rule: &Configured<Self::Settings>, held: &str) -> String;
     /// Its Prometheus twin; `None` when no series carries what it judges.
     fn prometheus(rule: &Configured<Self::Settings>) -> Option<Prom>;
@@ -134,7 +134,7 @@ macro_rules! rules {
             /// `rule` as it runs, in words.
             pub(crate) fn condition(&self, rule: Rule) -> String {
                 match rule {
-                    $(Rule::$variant => <$unit>::condition(&self.$field, &for_(ms(self.$field.config.hold))),)*
+                    $(Rule::$variant => <$unit>::condition(&self.$field, &held(self.$field.config.hold)),)*
                 }
             }
 
@@ -284,6 +284,11 @@ impl Book {
             simulated: gpu.simulated,
         }
     }
+}
+
+/// " for 1m 5s" in a rule's words, or nothing when its `for` is zero.
+fn held(hold: Duration) -> String {
+    if hold.is_zero() { String::new() } else { format!(" for {}", human(ms(hold))) }
 }
 
 /// " for 1m 5s", or nothing for a condition that fires at once.
