@@ -11,9 +11,8 @@ use crate::values::CopyKind;
 use shared::lab::{ExperimentKind, ExperimentParams, LabEvent, Run, RunRequest, RunStatus};
 use tokio::sync::broadcast::error::TryRecvError;
 
-use super::cuda::MissingLibraries;
 use super::guards::SimulatedProbe;
-use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup, Unavailable};
+use super::{Lab, LabConfig, LabError, LabGpu, LabHost, LabSetup};
 use store::runs::RunFilter;
 
 /// Long enough for a run to stay running while a test acts on the queue behind it.
@@ -77,7 +76,11 @@ fn submit_refuses_bad_requests_before_queueing() {
 }
 
 #[test]
+#[cfg(feature = "cuda")]
 fn an_unavailable_lab_says_why() {
+    use super::Unavailable;
+    use super::cuda::MissingLibraries;
+
     let mut setup = setup(1, FAST, LabConfig::default());
     let missing = MissingLibraries { missing: vec!["libcuda (the NVIDIA driver) not found (tried libcuda.so)".into()] };
     setup.executors = Err(missing.into());

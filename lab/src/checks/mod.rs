@@ -10,9 +10,9 @@ use shared::units::format_bytes;
 
 mod gemm;
 
-pub use self::gemm::{
-    GEMM_SAMPLED, GEMM_TILE, GemmErrors, GemmSampler, GemmSums, GemmTiles, gemm, gemm_sums, gemm_tiles, tile_at,
-};
+#[cfg(feature = "cuda")]
+pub use self::gemm::GEMM_SAMPLED;
+pub use self::gemm::{GEMM_TILE, GemmErrors, GemmSampler, GemmSums, GemmTiles, gemm, gemm_sums, gemm_tiles, tile_at};
 
 /// The 8 pattern bytes of 8-byte word `word` for `seed` (little-endian). The CUDA kernels in
 /// `cuda::CHECK_KERNELS` compute the same function; change both together.
@@ -106,7 +106,9 @@ pub fn copy_seed(copy: CopyKind, bytes: u64) -> u64 {
     pattern_word(kind, bytes)
 }
 
-/// A poison for the destination before it is copied to: anything but the pattern.
+/// A poison for the destination before it is copied to: anything but the pattern (the CUDA copies'
+/// alone poison: the simulation writes nothing it could skip).
+#[cfg(any(feature = "cuda", test))]
 pub fn poison_seed(seed: u64) -> u64 {
     !seed
 }

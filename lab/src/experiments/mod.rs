@@ -21,6 +21,7 @@ use shared::lab::{ExperimentKind, ExperimentParams, FieldSpec, RunResult};
 use shared::topology::Topology;
 
 use super::LabError;
+#[cfg(feature = "cuda")]
 use super::cuda;
 use super::executor::{ExperimentError, RunContext};
 use super::guards::DeviceProbe;
@@ -91,7 +92,9 @@ pub trait Experiment: InPyTorch + Sync + 'static {
         true
     }
     /// The run on a GPU: calls its CUDA code in `lab/cuda/` with the GPU's session
-    /// ([`cuda::Gpu::session`]) or every GPU of the lab ([`cuda::Gpu::all`]).
+    /// ([`cuda::Gpu::session`]) or every GPU of the lab ([`cuda::Gpu::all`]). Only in a build with
+    /// CUDA (the `cuda` feature).
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         params: &Self::Params,
@@ -130,6 +133,7 @@ pub trait Dispatch: Sync {
         ctx: &RunContext<'_>,
     ) -> Result<RunResult, ExperimentError>;
     fn caches_in_pool(&self) -> bool;
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         params: &ExperimentParams,
@@ -233,6 +237,7 @@ impl<E: Experiment> Dispatch for E {
     fn caches_in_pool(&self) -> bool {
         Experiment::caches_in_pool(self)
     }
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         params: &ExperimentParams,

@@ -271,6 +271,7 @@ impl Experiment for Collectives {
     }
 
     /// Its own contexts, streams, buffers and communicators on every GPU it joins, released at its end.
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &CollectivesParams,

@@ -9,6 +9,7 @@ use crate::experiments::latency::params::LatencyParams;
 
 use self::report::{GRAPH_COUNT_LAUNCHES, GRAPH_KERNELS, LatencyMeasurements, QUEUED_KERNELS};
 use super::{Experiment, MIB, range};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -68,6 +69,7 @@ impl Experiment for Latency {
         }))
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &LatencyParams,

@@ -9,6 +9,7 @@ use crate::experiments::memory::params::MemoryParams;
 
 use self::report::MemoryMeasurements;
 use super::{Experiment, GIB, MIB, range};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{CONTEXT_OVERHEAD, Footprint, ParamError};
@@ -92,6 +93,7 @@ impl Experiment for Memory {
         Ok(report::memory(MemoryMeasurements { steps, pooled_us, fresh_us }))
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &MemoryParams,

@@ -13,6 +13,7 @@ use self::report::{LATENCY_REPETITIONS_PER_REPETITION, P2pMeasurements, P2pMode,
 use super::{Experiment, GIB, MIB, range};
 use crate::LabError;
 use crate::checks;
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -156,6 +157,7 @@ impl Experiment for P2p {
     }
 
     /// Its own contexts and buffers on every GPU of its pairs, released at its end.
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &P2pParams,

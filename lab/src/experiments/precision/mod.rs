@@ -9,6 +9,7 @@ use crate::experiments::precision::params::{Dtype, PrecisionParams};
 
 use self::report::GemmSample;
 use super::{Experiment, range};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -94,6 +95,7 @@ impl Experiment for Precision {
         Ok(report::precision(&samples))
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &PrecisionParams,

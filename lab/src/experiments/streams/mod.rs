@@ -11,6 +11,7 @@ use crate::experiments::transfer::params::CopyKind;
 use self::report::StreamsMeasurements;
 use super::{Experiment, GIB, MIB, range};
 use crate::checks::{self, StreamsOutputs};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -127,6 +128,7 @@ impl Experiment for Streams {
         }))
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &StreamsParams,

@@ -14,6 +14,7 @@ use super::transfer::Transfer;
 use super::transfer::report::WRITTEN_BUFFERS_NOTE;
 use super::transfer::params::{CopyKind, TransferParams};
 use super::{Experiment, GIB, KIB, range};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -68,6 +69,7 @@ impl Experiment for ToDevice {
         Ok(times(Experiment::simulate(&Transfer, &as_transfer(p), sim, ctx)?, p.bytes))
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &ToDeviceParams,

@@ -10,6 +10,7 @@ use crate::experiments::transfer::params::{CopyKind, TransferParams};
 use self::report::TransferSample;
 use super::{Experiment, GIB, KIB, range};
 use crate::checks::{self, CopyVerification};
+#[cfg(feature = "cuda")]
 use crate::cuda;
 use crate::executor::{ExperimentError, RunContext};
 use crate::plan::{Footprint, ParamError};
@@ -113,6 +114,7 @@ impl Experiment for Transfer {
         Ok(result)
     }
 
+    #[cfg(feature = "cuda")]
     fn run_cuda(
         &self,
         p: &TransferParams,
