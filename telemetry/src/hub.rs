@@ -12,7 +12,7 @@ use shared::topology::Topology;
 use shared::{Details, DeviceHistory, DeviceInfo, DeviceSample, HostInfo, MemoryPoint, Snapshot, Tick};
 use tokio::sync::broadcast;
 
-use super::DeviceQuery;
+use super::GpuReadings;
 use super::activity::ActivityBoard;
 use super::history::{HISTORY_WINDOW_MS, MemoryRing};
 use super::idle::{IdleRule, IdleTracker};
@@ -56,7 +56,7 @@ pub struct Telemetry {
     /// How the GPUs connect, read from the source once at start.
     topology: Option<Topology>,
     /// The source's live readings on demand, for the lab's guards.
-    query: Option<Arc<dyn DeviceQuery>>,
+    query: Option<Arc<dyn GpuReadings>>,
     live: RwLock<Live>,
     updates: broadcast::Sender<Update>,
     /// The GPM loop's newest window per GPU.
@@ -135,7 +135,7 @@ impl Telemetry {
     /// With what the source says once at start besides its devices: how the GPUs connect
     /// ([`super::GpuSource::topology`]) and its on-demand readings ([`super::GpuSource::device_query`]).
     #[must_use]
-    pub fn with_hardware(mut self, topology: Option<Topology>, query: Option<Arc<dyn DeviceQuery>>) -> Self {
+    pub fn with_hardware(mut self, topology: Option<Topology>, query: Option<Arc<dyn GpuReadings>>) -> Self {
         self.topology = topology;
         self.query = query;
         self
@@ -148,7 +148,7 @@ impl Telemetry {
 
     /// Live readings on demand, over the source's own hardware handle; `None` without hardware.
     /// Blocking when called: off the async runtime.
-    pub fn device_query(&self) -> Option<Arc<dyn DeviceQuery>> {
+    pub fn device_query(&self) -> Option<Arc<dyn GpuReadings>> {
         self.query.clone()
     }
 

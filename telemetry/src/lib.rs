@@ -8,7 +8,6 @@ pub mod identity;
 pub mod idle;
 pub mod nvml;
 pub mod procfs;
-mod query;
 mod sampler;
 pub mod simulator;
 pub mod topology;
@@ -17,8 +16,8 @@ pub use activity::ActivitySink;
 pub use history::MemoryRing;
 pub use hub::{Telemetry, Update, Version};
 pub use idle::IdleRule;
-pub use query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
 pub use sampler::Sampler;
+pub use shared::readings::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 
 use shared::health::XidEvent;
 use shared::{Details, DeviceInfo, DeviceSample, HostInfo};
@@ -72,7 +71,7 @@ pub trait GpuSource: Send + Sync + 'static {
     }
     /// Live readings on demand (the lab's guards), sharing the source's hardware handle;
     /// `None` where the source has no hardware to ask (the simulator, no driver).
-    fn device_query(&self) -> Option<std::sync::Arc<dyn DeviceQuery>> {
+    fn device_query(&self) -> Option<std::sync::Arc<dyn GpuReadings>> {
         None
     }
 }

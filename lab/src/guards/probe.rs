@@ -7,26 +7,7 @@ use std::sync::Arc;
 
 use shared::{DeviceInfo, PcieLink};
 
-pub use shared::readings::{ComputeProcess, DeviceMemory, QueryError};
-
-/// Live readings of the GPUs the lab needs from the server's telemetry, on demand. Blocking (NVML on
-/// hardware): call off the async runtime.
-pub trait GpuReadings: Send + Sync + std::fmt::Debug {
-    /// Used and free memory of `device` now, or `None` when it does not say.
-    fn memory(&self, device: u32) -> Option<DeviceMemory>;
-    /// Processes computing on `device` now, as the driver lists them (host PIDs).
-    fn compute_processes(&self, device: u32) -> Result<Vec<ComputeProcess>, QueryError>;
-    /// `device`'s newest GPM window, for what a run drove the SMs and tensor cores to.
-    fn activity(&self, device: u32) -> Option<shared::activity::Activity> {
-        let _ = device;
-        None
-    }
-    /// The pod the scheduler gave `device` to (the kubelet's answer), if any.
-    fn scheduled(&self, device: u32) -> Option<shared::workload::ScheduledGpu> {
-        let _ = device;
-        None
-    }
-}
+pub use shared::readings::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 
 /// The host's memory as `/proc/meminfo` says, bytes.
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use lab::guards::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 use lab::{LabHost, LabOptions, LabSetup, ServerGpus, SimulatedLab};
+use telemetry::Telemetry;
 use telemetry::simulator::Fault;
-use telemetry::{DeviceQuery, Telemetry};
 
 /// The lab for what `telemetry` shows (see [`LabSetup::for_server`]). Blocking: call off the runtime.
 pub fn lab_setup(telemetry: &Arc<Telemetry>, options: &LabOptions, simulated_lab: &SimulatedLab) -> LabSetup {
@@ -44,13 +44,13 @@ pub fn faulty_gpus(faults: &[Fault]) -> Vec<u32> {
 
 /// Readings on real GPUs: memory and processes asked of NVML through `query`, GPM windows from
 /// `telemetry`'s latest samples (none without it, as in `gpudash bench`).
-pub fn nvml_readings(query: Arc<dyn DeviceQuery>, telemetry: Option<Arc<Telemetry>>) -> Arc<dyn GpuReadings> {
+pub fn nvml_readings(query: Arc<dyn GpuReadings>, telemetry: Option<Arc<Telemetry>>) -> Arc<dyn GpuReadings> {
     Arc::new(NvmlReadings { query, telemetry })
 }
 
 #[derive(Debug)]
 struct NvmlReadings {
-    query: Arc<dyn DeviceQuery>,
+    query: Arc<dyn GpuReadings>,
     telemetry: Option<Arc<Telemetry>>,
 }
 
@@ -126,7 +126,7 @@ mod tests {
     fn the_hardware_probe_asks_telemetry_and_says_why_it_cannot_list() {
         #[derive(Debug)]
         struct Gone;
-        impl DeviceQuery for Gone {
+        impl GpuReadings for Gone {
             fn memory(&self, _: u32) -> Option<DeviceMemory> {
                 None
             }

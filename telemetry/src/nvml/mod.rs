@@ -31,7 +31,7 @@ pub use self::info::clock_event_names;
 use self::info::{pstate_number, read_info};
 pub use self::query::NvmlQuery;
 use super::procfs::ProcReader;
-use super::{ActivitySink, DeviceQuery, GpuSource, XidSink};
+use super::{ActivitySink, GpuReadings, GpuSource, XidSink};
 use base::sync::lock;
 
 /// A lost GPU is probed again this often; probing a lost GPU can be slow.
@@ -361,7 +361,7 @@ impl GpuSource for NvmlSource {
         Some(super::topology::read(&self.nvml, &self.devices))
     }
 
-    fn device_query(&self) -> Option<Arc<dyn DeviceQuery>> {
+    fn device_query(&self) -> Option<Arc<dyn GpuReadings>> {
         Some(Arc::new(self.query()))
     }
 }

@@ -1,11 +1,11 @@
-//! The lab's on-demand readings ([`DeviceQuery`]) over the source's NVML handle.
+//! The lab's on-demand readings ([`shared::readings::GpuReadings`]) over the source's NVML handle.
 
 use std::sync::Arc;
 
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enums::device::UsedGpuMemory;
 
-use crate::query::{ComputeProcess, DeviceMemory, DeviceQuery, QueryError};
+use shared::readings::{ComputeProcess, DeviceMemory, GpuReadings, QueryError};
 
 /// Asks NVML directly, each call on the caller's thread (the lab's workers or a blocking task).
 pub struct NvmlQuery {
@@ -29,7 +29,7 @@ impl std::fmt::Debug for NvmlQuery {
     }
 }
 
-impl DeviceQuery for NvmlQuery {
+impl GpuReadings for NvmlQuery {
     fn memory(&self, index: u32) -> Option<DeviceMemory> {
         let m = self.nvml.device_by_index(index).ok()?.memory_info().ok()?;
         Some(DeviceMemory { used: m.used, free: m.free })
