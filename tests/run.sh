@@ -49,8 +49,8 @@ cargo clippy -p gpudash-frontend --all-targets -- -D warnings
 
 step "without CUDA (the lab crate's cuda feature off: a monitoring-only build, the Lab on simulated GPUs)"
 cargo clippy -p gpudash-lab --no-default-features --all-targets -- -D warnings
-cargo check -p gpudash --no-default-features
-cargo test -p gpudash-lab --no-default-features --lib no_cuda
+cargo clippy -p gpudash --no-default-features -- -D warnings
+cargo test -p gpudash-lab --no-default-features --lib every_way_in_says_cuda_is_not_built_in
 
 step "axe-core and oidc-provider (npm, pinned in tests/axe and tests/oidc package-lock.json) for the accessibility and sign-in tests"
 (cd tests/axe && npm ci --no-audit --no-fund --loglevel=error)
