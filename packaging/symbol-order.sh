@@ -33,7 +33,7 @@ fi
 [ "$(id -u)" -eq 0 ] || { echo "symbol-order.sh: run as root (it sets the disk's read-ahead to 0 for a minute)"; exit 1; }
 if command -v cargo >/dev/null; then
   cargo "+$toolchain" build --profile dist -p gpudash || {
-    echo "symbol-order.sh: the packaged build needs Rust $toolchain (packaging/rust-toolchain.toml): rustup toolchain install $toolchain"
+    echo "symbol-order.sh: the packaged build failed; it needs Rust $toolchain (packaging/rust-toolchain.toml) with the wasm32 target: rustup toolchain install $toolchain --target wasm32-unknown-unknown"
     exit 1
   }
 else

@@ -50,6 +50,7 @@ cargo clippy -p gpudash-frontend --all-targets -- -D warnings
 step "without CUDA (the lab crate's cuda feature off: a monitoring-only build, the Lab on simulated GPUs)"
 cargo clippy -p gpudash-lab --no-default-features --all-targets -- -D warnings
 cargo clippy -p gpudash --no-default-features -- -D warnings
+! cargo tree -p gpudash --no-default-features -e normal | grep cudarc || { echo "cudarc is in the build without CUDA"; exit 1; }
 cargo test -p gpudash-lab --no-default-features --lib every_way_in_says_cuda_is_not_built_in
 
 step "axe-core and oidc-provider (npm, pinned in tests/axe and tests/oidc package-lock.json) for the accessibility and sign-in tests"

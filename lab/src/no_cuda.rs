@@ -1,5 +1,5 @@
 //! The Lab's `cuda` module in a build without the `cuda` feature (`cargo build -p gpudash
-//! --no-default-features`: a monitoring-only binary, without cudarc): the same names the rest of the
+//! --no-default-features`: a dashboard without cudarc, whose Lab runs on simulated GPUs only): the same names the rest of the
 //! crate and the server call, each saying CUDA is not built in. Experiments then run only on
 //! simulated GPUs; on real ones the Lab says why it is unavailable, as it does without the libraries.
 
@@ -18,7 +18,7 @@ pub use self::fault::{FAULT_VAR, Fault};
 const NOT_BUILT: &str = "this gpudash was built without CUDA (the lab crate's `cuda` feature); \
                          build it with default features to run experiments on the GPUs";
 
-/// The CUDA libraries the lab needs that could not be loaded: here, all of them.
+/// Why the lab cannot run on the GPUs: here, that CUDA is not built in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", .missing.join(", "))]
 pub struct MissingLibraries {
@@ -35,7 +35,7 @@ pub fn availability() -> Result<(), MissingLibraries> {
     Err(MissingLibraries { missing: vec![NOT_BUILT.to_owned()] })
 }
 
-/// An executor that refuses every run (only `gpudash bench` makes one without asking [`availability`]).
+/// An executor that refuses every run (the Lab worker process makes one when told to run CUDA).
 #[derive(Debug)]
 pub struct CudaExecutor;
 
@@ -95,7 +95,7 @@ pub mod nccl {
     }
 
     pub fn availability() -> Result<String, NcclMissing> {
-        Err(NcclMissing { tried: vec![super::NOT_BUILT.to_owned()] })
+        Err(NcclMissing { tried: vec![format!("NCCL (libnccl.so.2) not loaded: {}", super::NOT_BUILT)] })
     }
 }
 
