@@ -68,6 +68,8 @@ pub struct Config {
     pub max_connections_per_client: usize,
     /// `--idle-memory` and `--idle-after`.
     pub idle: telemetry::IdleRule,
+    /// `--job-verdict-after`, `--energy-price`, `--carbon-intensity`.
+    pub jobs: team::jobs::JobsOptions,
     /// `--alerts-file`, read at start (a bad file stops start-up) and on SIGHUP.
     pub alerts_file: Option<PathBuf>,
     /// `--alert-webhook`: generic webhooks besides the alerts file's.
@@ -140,6 +142,26 @@ pub(crate) fn parse_idle_after(value: &str) -> Result<Duration, ConfigError> {
     const MIN: Duration = Duration::from_secs(10);
     const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
     parse_duration_within(value, MIN..=MAX, "30m, 2h or 90s", "idle-after must be between 10s and 7d")
+}
+
+pub(crate) fn parse_job_verdict_after(value: &str) -> Result<Duration, ConfigError> {
+    const MAX: Duration = Duration::from_secs(7 * 24 * 3600);
+    parse_duration_within(
+        value,
+        Duration::from_secs(1)..=MAX,
+        "5m, 1h or 30s",
+        "job-verdict-after must be between 1s and 7d",
+    )
+}
+
+/// `--energy-price`: a price per kWh and an optional currency code ("0.30 EUR").
+pub(crate) fn parse_energy_price(value: &str) -> Result<(f64, String), ConfigError> {
+    shared::jobs::EnergyTerms::parse_price(value).map_err(ConfigError::Refused)
+}
+
+/// `--carbon-intensity`: grams of CO2e per kWh.
+pub(crate) fn parse_carbon_intensity(value: &str) -> Result<f64, ConfigError> {
+    shared::jobs::EnergyTerms::parse_carbon(value).map_err(ConfigError::Refused)
 }
 
 /// A memory size such as "1GiB", "512MiB", "2GB" or "1073741824" (bytes), within 1 MiB to 16 TiB.

@@ -75,6 +75,9 @@ pub struct Running {
     /// Usage sums and the accounting thread ([`usage::engine`]), which flushes them when it stops.
     usage: store::usage::UsageStore,
     usage_engine: std::thread::JoinHandle<()>,
+    /// The jobs and their thread ([`team::jobs::engine`]), which saves the running ones when it stops.
+    jobs: team::jobs::Jobs,
+    jobs_engine: std::thread::JoinHandle<()>,
 }
 
 /// What a dashboard runs with besides its GPU source.
@@ -110,6 +113,8 @@ pub struct Options {
     pub connections: web::serve::ConnectionLimits,
     /// When a process holding memory counts as idle (`--idle-memory`, `--idle-after`).
     pub idle: telemetry::IdleRule,
+    /// How jobs are judged and priced.
+    pub jobs: team::jobs::JobsOptions,
     /// The alert rules and webhooks (`--alerts-file`, already read).
     pub alerts: alerts::AlertsConfig,
     /// Where the alerts came from, re-read on SIGHUP; `None` keeps the rules as they are.
@@ -154,6 +159,7 @@ impl Options {
             audit_retention: audit::DEFAULT_RETENTION,
             connections: web::serve::ConnectionLimits::default(),
             idle: telemetry::IdleRule::default(),
+            jobs: team::jobs::JobsOptions::default(),
             alerts: alerts::AlertsConfig::default(),
             alerts_file: None,
             alert_webhooks: Vec::new(),
@@ -238,7 +244,15 @@ pub async fn start_with(
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
     open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
-    open::watch_ooms(&alerts, &bridge);
+    let jobs = team::jobs::Jobs::new(
+        open::jobs(options.store.as_ref()).await?,
+        &team::jobs::Jobs::gpu_facts(&telemetry),
+        details_period,
+        options.jobs.limits,
+        options.jobs.energy,
+    );
+    let jobs_engine = team::jobs::engine::spawn(jobs.clone(), &telemetry, &clock, shutdown_rx.clone())?;
+    open::watch_ooms(&alerts, &bridge, &jobs);
     let alert_engine =
         alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), &clock, shutdown_rx.clone())?;
     // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
@@ -288,11 +302,26 @@ pub async fn start_with(
         fleet,
         reservations,
         usage: usage.clone(),
+        jobs: jobs.clone(),
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let connections = web::serve::ConnectionLimits { clock: clock.clone(), ..options.connections };
     let server = tokio::spawn(web::serve::serve(listener, tls, app, connections, shutdown_rx));
-    Ok(Running { addr, telemetry, shutdown, server, sampler, lab, audit, alerts, alert_engine, usage, usage_engine })
+    Ok(Running {
+        addr,
+        telemetry,
+        shutdown,
+        server,
+        sampler,
+        lab,
+        audit,
+        alerts,
+        alert_engine,
+        usage,
+        usage_engine,
+        jobs,
+        jobs_engine,
+    })
 }
 
 impl Running {
@@ -332,6 +361,13 @@ impl Running {
         let _ = tokio::task::spawn_blocking(move || {
             let _ = engine.join();
             usage.sync();
+        })
+        .await;
+        // Joining the jobs' thread writes the running jobs as they stand.
+        let (engine, jobs) = (self.jobs_engine, self.jobs);
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = engine.join();
+            jobs.sync();
         })
         .await;
         let _ = self.audit.await;
@@ -448,6 +484,7 @@ pub async fn run(config: Config, signal: impl Future<Output = ()>) -> anyhow::Re
             ..web::serve::ConnectionLimits::default()
         },
         idle: config.idle,
+        jobs: config.jobs,
         allow_signals: config.allow_signals,
         read_only: config.read_only,
         proxy,

@@ -59,6 +59,20 @@ pub async fn usage(store: Option<&Store>) -> std::io::Result<store::usage::Usage
     .await
 }
 
+/// The jobs, kept in the history database, or in memory with `--no-history` (opening closes the
+/// jobs an earlier run left running: off the runtime's workers).
+pub async fn jobs(store: Option<&Store>) -> std::io::Result<store::jobs::JobStore> {
+    let path = store.map(|s| s.path().to_owned());
+    blocking(move || match path {
+        Some(path) => store::jobs::JobStore::open(&path, telemetry::now_ms()),
+        None => {
+            tracing::warn!("jobs are kept in memory only (--no-history): a restart forgets them");
+            store::jobs::JobStore::memory()
+        }
+    })
+    .await
+}
+
 /// The reservations, kept in the history database, or in memory with `--no-history` (opening reads
 /// the current ones: off the runtime's workers).
 pub async fn reservations(store: Option<&Store>) -> std::io::Result<reservations::Reservations> {
@@ -117,13 +131,18 @@ pub fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str,
 }
 
 /// The `oom` rule reads the out-of-memory errors attached PyTorch processes reported.
-pub fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>) {
+pub fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>, jobs: &team::jobs::Jobs) {
     let bridge = Arc::downgrade(bridge);
+    let jobs = jobs.clone();
     alerts.watch_ooms(move |now| {
         let Some(bridge) = bridge.upgrade() else { return Vec::new() };
         bridge
             .recent_ooms(now)
             .into_iter()
+            .inspect(|oom| {
+                // The job with the process ends as out of memory (marking again changes nothing).
+                jobs.mark(oom.pid, shared::jobs::Outcome::Oom);
+            })
             .map(|oom| alerts::OomSignal {
                 pid: oom.pid,
                 gpu_uuid: oom.gpu_uuid,

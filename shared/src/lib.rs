@@ -19,6 +19,7 @@ pub mod health;
 pub mod history;
 pub mod idle;
 pub mod in_use;
+pub mod jobs;
 pub mod lab;
 pub mod lab_view;
 pub mod order;

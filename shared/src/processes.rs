@@ -35,6 +35,10 @@ pub struct GpuProcess {
     pub command: Option<String>,
     /// When the process started, ms since the epoch.
     pub started_ms: Option<u64>,
+    /// Its process group (the shell's job: a `torchrun` and its workers share one); `None` when
+    /// /proc hides it. A job outside any container, pod or Slurm job is its group (`shared::jobs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
     /// The container, pod or Slurm job it runs in, when it runs in one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<crate::workload::Workload>,
@@ -65,6 +69,7 @@ impl GpuProcess {
             sm_util: _,
             sm_util_seen_ms: _,
             started_ms: _,
+            group: _,
             idle: _,
             user,
             name,

@@ -44,6 +44,7 @@ pub fn process(device: u32, pid: u32) -> GpuProcess {
         name: None,
         command: None,
         started_ms: None,
+        group: None,
         workload: None,
         owner: None,
         redacted: false,

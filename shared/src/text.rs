@@ -64,6 +64,19 @@ pub fn typed_line(text: &str) -> Result<String, HasControl> {
     Ok(shown(text).trim().to_owned())
 }
 
+/// `text` as one URL query value: every byte outside RFC 3986's unreserved set percent-encoded.
+pub fn url_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@
 
 pub mod alerts;
 pub mod audit;
+pub mod jobs;
 mod query;
 mod recorder;
 pub mod reservations;

@@ -30,6 +30,9 @@ pub enum ConfigError {
     NotAUserName { value: String },
     #[error("'{value}' is not a memory size from 1MiB to 16TiB; use a number and a unit, e.g. 1GiB, 512MiB or 2GB")]
     NotASize { value: String },
+    /// A value a rule of `shared` refused, in its own words (they say what is allowed).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A duration flag's value within `range`: `examples` for what to write, `allowed` says the range.

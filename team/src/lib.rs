@@ -12,6 +12,7 @@ pub mod bridge;
 pub mod export;
 pub mod flags;
 pub mod fleet;
+pub mod jobs;
 pub mod reservations;
 pub mod signals;
 pub mod usage;

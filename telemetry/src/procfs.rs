@@ -14,6 +14,8 @@ pub struct ProcInfo {
     pub name: Option<String>,
     pub command: Option<String>,
     pub started_ms: Option<u64>,
+    /// Its process group (field 5 of `/proc/<pid>/stat`).
+    pub group: Option<u32>,
 }
 
 /// Clock ticks per second of the times in `/proc/<pid>/stat` (USER_HZ, `sysconf(_SC_CLK_TCK)`),
@@ -33,6 +35,8 @@ pub struct PidStat<'a> {
     pub stime: u64,
     /// When the process started, after boot (field 22).
     pub starttime: u64,
+    /// Its process group (field 5).
+    pub pgrp: u32,
 }
 
 /// Parses one `/proc/<pid>/stat` line; `None` when it is cut short or not one.
@@ -40,7 +44,13 @@ pub fn parse_pid_stat(stat: &str) -> Option<PidStat<'_>> {
     // Fields after the command start at field 3 (state): field N is the (N - 3)th of them.
     let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
     let field = |n: usize| fields.get(n - 3)?.parse().ok();
-    Some(PidStat { comm: comm(stat)?, utime: field(14)?, stime: field(15)?, starttime: field(22)? })
+    Some(PidStat {
+        comm: comm(stat)?,
+        pgrp: fields.get(5 - 3)?.parse().ok()?,
+        utime: field(14)?,
+        stime: field(15)?,
+        starttime: field(22)?,
+    })
 }
 
 /// A process that has not exited (see [`ProcReader::running`]).
@@ -88,6 +98,7 @@ impl ProcReader {
                 .as_deref()
                 .and_then(parse_pid_stat)
                 .and_then(|s| Some(self.boot_ms? + s.starttime * 1000 / self.ticks_per_s)),
+            group: stat.as_deref().and_then(parse_pid_stat).map(|s| s.pgrp).filter(|&g| g > 0),
         }
     }
 
@@ -147,7 +158,7 @@ mod tests {
         assert_eq!(comm(STAT), Some("python3 (train)"));
         assert_eq!(
             parse_pid_stat(STAT),
-            Some(PidStat { comm: "python3 (train)", utime: 50, stime: 10, starttime: 123_456 })
+            Some(PidStat { comm: "python3 (train)", pgrp: 4242, utime: 50, stime: 10, starttime: 123_456 })
         );
         assert_eq!(parse_pid_stat("4242 (python3) S 1 4242"), None, "cut short");
         assert_eq!(uid("Name:\tpython3\nUid:\t1001\t1001\t1001\t1001\n"), Some(1001));

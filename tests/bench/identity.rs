@@ -39,6 +39,7 @@ pub fn main(processes: usize, passes: u32) -> Result<(), String> {
                 name: info.name,
                 command: None,
                 started_ms: info.started_ms,
+                group: info.group,
                 workload: None,
                 owner: None,
                 redacted: false,

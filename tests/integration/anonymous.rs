@@ -35,6 +35,7 @@ fn witness(now_ms: u64, processes: &mut Vec<GpuProcess>) {
         name: Some(WITNESS_EXECUTABLE.to_owned()),
         command: Some(format!("{WITNESS_EXECUTABLE} --model llama --api-key={WITNESS_SECRET}")),
         started_ms: Some(now_ms - 60_000),
+        group: None,
         workload: Some(shared::workload::Workload {
             container: Some(shared::workload::Container { id: WITNESS_CONTAINER.to_owned(), ..Default::default() }),
             ..Default::default()

@@ -28,6 +28,7 @@ fn shared_box(now_ms: u64, processes: &mut Vec<GpuProcess>) {
         name: Some("python3".to_owned()),
         command: Some(command.to_owned()),
         started_ms: Some(now_ms - 600_000),
+        group: None,
         ..shared::testing::process(device, pid)
     };
     processes.push(extra(0, ZOE_PID, "zoe", 5, ZOE_COMMAND));

@@ -25,6 +25,7 @@ fn crowd(now_ms: u64, processes: &mut Vec<GpuProcess>) {
         name: user.map(|_| "python3".to_owned()),
         command: user.map(|_| "python3 -m notebook --port 8888 --no-browser --NotebookApp.token=x".to_owned()),
         started_ms: user.map(|_| now_ms - 2 * 3_600_000),
+        group: None,
         ..shared::testing::process(0, pid)
     };
     processes.push(extra(900_001, Some("zoe"), 3));

@@ -55,6 +55,7 @@ mod health_status;
 mod history;
 mod identity;
 mod identity_pods;
+mod jobs;
 mod lab;
 mod lab_busy;
 mod lab_checks;

@@ -11,12 +11,14 @@ mod error;
 mod fleet;
 mod frames;
 mod history;
+mod jobs;
 mod lab;
 mod live;
 pub mod local_user;
 mod metrics;
 mod metrics_device;
 mod metrics_gpm;
+mod metrics_jobs;
 mod metrics_usage;
 mod reservations;
 pub mod serve;
@@ -91,6 +93,8 @@ pub struct AppState {
     pub usage: store::usage::UsageStore,
     /// Advisory GPU reservations.
     pub reservations: team::reservations::Reservations,
+    /// The jobs: the running ones as they stand, the rest in the history database.
+    pub jobs: team::jobs::Jobs,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -174,6 +178,9 @@ pub fn app(state: AppState) -> Router {
         .route("/api/alerts/subscriptions/{id}", delete(alerts::unsubscribe))
         .route("/api/usage", get(usage::usage))
         .route("/api/usage.csv", get(usage::usage_csv))
+        .route("/api/jobs", get(jobs::list))
+        .route("/api/jobs.csv", get(jobs::csv))
+        .route("/api/jobs/{id}", get(jobs::get))
         .route("/api/reservations", get(reservations::list).post(reservations::create))
         .route("/api/reservations/{id}", delete(reservations::release))
         .route("/api", get(api::not_found))

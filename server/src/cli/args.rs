@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::Parser;
 
 use crate::config::{
-    Config, parse_audit_days, parse_hostname, parse_idle_after, parse_idle_memory, parse_interval, parse_listen,
-    parse_max_connections, parse_max_connections_per_client, parse_retention, parse_session, parse_simulate,
+    Config, parse_audit_days, parse_carbon_intensity, parse_energy_price, parse_hostname, parse_idle_after,
+    parse_idle_memory, parse_interval, parse_job_verdict_after, parse_listen, parse_max_connections,
+    parse_max_connections_per_client, parse_retention, parse_session, parse_simulate,
 };
 
 /// A live dashboard for NVIDIA GPUs: open the printed address in a browser.
@@ -180,6 +181,18 @@ pub struct Cli {
     #[arg(long, env = "GPUDASH_IDLE_AFTER", value_name = "DURATION", default_value = "30m", value_parser = parse_idle_after)]
     pub idle_after: Duration,
 
+    /// Jobs that held GPUs for less than this (GPU time, summed over their GPUs) get no verdict but an OOM (1s to 7d).
+    #[arg(long, env = "GPUDASH_JOB_VERDICT_AFTER", value_name = "DURATION", default_value = "5m", value_parser = parse_job_verdict_after)]
+    pub job_verdict_after: Duration,
+
+    /// What a kWh costs, with an optional currency code, e.g. "0.30 EUR": job reports show each job's energy cost.
+    #[arg(long, env = "GPUDASH_ENERGY_PRICE", value_name = "PRICE", value_parser = parse_energy_price)]
+    pub energy_price: Option<(f64, String)>,
+
+    /// Grams of CO2-equivalent per kWh of the grid (0 to 2000), e.g. 350: job reports show each job's emissions.
+    #[arg(long, env = "GPUDASH_CARBON_INTENSITY", value_name = "G_PER_KWH", value_parser = parse_carbon_intensity)]
+    pub carbon_intensity: Option<f64>,
+
     /// Host name to report (on the page, in /metrics' `Hostname` label) instead of the OS's, e.g. in containers.
     #[arg(long, env = "GPUDASH_HOSTNAME", value_name = "NAME", value_parser = parse_hostname)]
     pub hostname: Option<String>,
@@ -266,6 +279,17 @@ impl From<Cli> for Config {
             max_connections: cli.max_connections,
             max_connections_per_client: cli.max_connections_per_client,
             idle: telemetry::IdleRule { memory: cli.idle_memory, after: cli.idle_after },
+            jobs: team::jobs::JobsOptions {
+                limits: shared::jobs::Thresholds {
+                    min_held_s: cli.job_verdict_after.as_secs_f64(),
+                    ..shared::jobs::Thresholds::default()
+                },
+                energy: shared::jobs::EnergyTerms {
+                    price_per_kwh: cli.energy_price.as_ref().map(|(p, _)| *p),
+                    currency: cli.energy_price.map(|(_, c)| c).unwrap_or_default(),
+                    carbon_g_per_kwh: cli.carbon_intensity,
+                },
+            },
             alerts_file: cli.alerts_file,
             alert_webhooks: cli.alert_webhook,
             identity: cli.identity,

@@ -74,17 +74,43 @@ impl Accountant {
         self.gap_cap_ms
     }
 
-    /// Charges the interval since the GPU's previous reading to the processes of `reading`.
-    /// A first reading, a repeated one and one after too long a gap charge nothing.
+    /// Charges the interval since the GPU's previous reading to the processes of `reading`, one
+    /// charge per user and workload. A first reading, a repeated one and one after too long a gap
+    /// charge nothing.
     pub fn charge(&mut self, reading: &Reading<'_>) -> Vec<Charge> {
+        let Some(interval) = self.charge_each(reading) else { return Vec::new() };
+        let mut by_user: Vec<Charge> = Vec::new();
+        for each in interval.charges {
+            let process = each.process;
+            let user = user_of(process);
+            let workload =
+                if process.redacted { String::new() } else { shared::workload::usage_key(process.workload.as_ref()) };
+            match by_user.iter_mut().find(|c| c.user == user && c.workload == workload) {
+                Some(charge) => charge.totals.add(&each.totals),
+                None => by_user.push(Charge {
+                    user,
+                    workload,
+                    device: reading.device,
+                    at_ms: reading.at_ms,
+                    totals: each.totals,
+                }),
+            }
+        }
+        by_user
+    }
+
+    /// The interval since the GPU's previous reading and what it charges each process of
+    /// `reading` (the jobs' bookkeeping groups these by job); `None` for a first reading, a
+    /// repeated one, one after too long a gap, or a GPU without processes.
+    pub fn charge_each<'a>(&mut self, reading: &Reading<'a>) -> Option<Interval<'a>> {
         let previous = self.last.get(&reading.device).copied();
         if previous.is_some_and(|(at, _)| reading.at_ms <= at) {
-            return Vec::new();
+            return None;
         }
         self.last.insert(reading.device, (reading.at_ms, reading.energy_mj));
-        let Some((from_ms, energy_from)) = previous else { return Vec::new() };
+        let (from_ms, energy_from) = previous?;
         if reading.at_ms - from_ms > self.gap_cap_ms || reading.processes.is_empty() {
-            return Vec::new();
+            return None;
         }
         // A counter that went back (a driver reload) gives no energy for this interval.
         let energy_j = match (energy_from, reading.energy_mj) {
@@ -93,29 +119,48 @@ impl Accountant {
         };
         let shares = sm_shares(&reading.processes);
         let idle_gpu = gpu_idle(reading);
-        let mut by_user: Vec<Charge> = Vec::new();
-        for (process, share) in reading.processes.iter().zip(shares) {
-            // A process that started within the interval is charged from its start.
-            let start = process.started_ms.map_or(from_ms, |s| s.clamp(from_ms, reading.at_ms));
-            let seconds = (reading.at_ms - start) as f64 / 1000.0;
-            let gib = process.used_memory.unwrap_or(0) as f64 / GIB;
-            let idle = idle_gpu || process.idle.is_some();
-            let totals = Totals {
-                gpu_s: share * seconds,
-                memory_gib_s: gib * seconds,
-                idle_gib_s: if idle { gib * seconds } else { 0.0 },
-                energy_j: share * energy_j,
-            };
-            let user = user_of(process);
-            let workload =
-                if process.redacted { String::new() } else { shared::workload::usage_key(process.workload.as_ref()) };
-            match by_user.iter_mut().find(|c| c.user == user && c.workload == workload) {
-                Some(charge) => charge.totals.add(&totals),
-                None => by_user.push(Charge { user, workload, device: reading.device, at_ms: reading.at_ms, totals }),
-            }
-        }
-        by_user
+        let charges = reading
+            .processes
+            .iter()
+            .zip(shares)
+            .map(|(&process, share)| {
+                // A process that started within the interval is charged from its start.
+                let start = process.started_ms.map_or(from_ms, |s| s.clamp(from_ms, reading.at_ms));
+                let seconds = (reading.at_ms - start) as f64 / 1000.0;
+                let gib = process.used_memory.unwrap_or(0) as f64 / GIB;
+                let idle = idle_gpu || process.idle.is_some();
+                let totals = Totals {
+                    gpu_s: share * seconds,
+                    memory_gib_s: gib * seconds,
+                    idle_gib_s: if idle { gib * seconds } else { 0.0 },
+                    energy_j: share * energy_j,
+                };
+                ProcessCharge { process, seconds, share, idle, totals }
+            })
+            .collect();
+        Some(Interval { from_ms, to_ms: reading.at_ms, charges })
     }
+}
+
+/// What one reading charges one process.
+#[derive(Debug, Clone)]
+pub struct ProcessCharge<'a> {
+    pub process: &'a GpuProcess,
+    /// Its part of the interval (from its start when it started within it), seconds.
+    pub seconds: f64,
+    /// Its SM share of the GPU (see [`sm_shares`]).
+    pub share: f64,
+    /// The GPU did nothing over the interval, or the idle rule flagged the process.
+    pub idle: bool,
+    pub totals: Totals,
+}
+
+/// One GPU's interval between two readings and what it charges each process.
+#[derive(Debug, Clone)]
+pub struct Interval<'a> {
+    pub from_ms: u64,
+    pub to_ms: u64,
+    pub charges: Vec<ProcessCharge<'a>>,
 }
 
 /// Who a process is charged to: its owner by the owner rule (a job's user, a container's owner

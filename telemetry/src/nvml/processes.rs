@@ -76,6 +76,7 @@ impl NvmlSource {
                     name: proc.name.or_else(|| self.nvml.sys_process_name(p.pid, 64).ok()),
                     command: proc.command,
                     started_ms: proc.started_ms,
+                    group: proc.group,
                     workload: None,
                     owner: None,
                     redacted: false,

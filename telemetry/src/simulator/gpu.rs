@@ -330,6 +330,7 @@ impl SimGpu {
             name: Some(name.to_owned()),
             command: Some(job.command.clone()),
             started_ms: Some(job.started_ms),
+            group: Some(job.pid),
             // A made-up process has no /proc entry to read: "none" is known, not to be looked up.
             workload: Some(job.workload.clone().unwrap_or_default()),
             owner: None,

@@ -285,6 +285,7 @@ pub(super) fn cases() -> Vec<Case> {
     ];
     all.extend(alert_cases());
     all.extend(usage_cases());
+    all.extend(jobs_cases());
     all.extend(reservation_cases());
     all.extend(foreign_cases());
     // Not UTF-8 at all.
@@ -316,13 +317,44 @@ fn foreign_cases() -> Vec<Case> {
         all.push(Case { headers: REBIND, ..post(path, body, S::MISDIRECTED_REQUEST, "--public-url") });
     }
     all.push(Case { headers: EVIL, ..case(Method::DELETE, "/api/reservations/1", S::FORBIDDEN, "cross-site") });
-    for path in ["/api/usage", "/api/usage.csv", "/api/reservations"] {
+    for path in ["/api/usage", "/api/usage.csv", "/api/reservations", "/api/jobs", "/api/jobs.csv", "/api/jobs/1"] {
         all.push(Case { headers: REBIND, ..case(Method::GET, path, S::MISDIRECTED_REQUEST, "--public-url") });
     }
     // (`/api/bridge/{id}/allocator_map` reads no body.)
     for path in ["/api/reservations", "/api/processes/4242/signal"] {
         all.push(Case { body: Some(vec![b' '; 2 << 20]), ..post(path, "", S::PAYLOAD_TOO_LARGE, "over the limit") });
     }
+    all
+}
+
+/// The jobs API (`/api/jobs`, its CSV, one job): filters, pages, ids.
+fn jobs_cases() -> Vec<Case> {
+    use StatusCode as S;
+    macro_rules! both {
+        ($query:literal, $says:literal) => {
+            [
+                case(Method::GET, concat!("/api/jobs?", $query), S::BAD_REQUEST, $says),
+                case(Method::GET, concat!("/api/jobs.csv?", $query), S::BAD_REQUEST, $says),
+            ]
+        };
+    }
+    let mut all: Vec<Case> = [
+        both!("limit=0", "a whole number from 1 to 1000"),
+        both!("limit=1001", "a whole number from 1 to 1000"),
+        both!("limit=ten", "a whole number from 1 to 1000"),
+        both!("runtime=vm", "all, slurm, pod, container, process"),
+        both!("state=done", "all, running, ended"),
+        both!("before=-3", "is not a job id"),
+        both!("user=ana", "unknown parameter 'user'; the parameters are owner, runtime, state, before, limit"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    all.push(case(Method::GET, "/api/jobs/0", S::BAD_REQUEST, "ids are whole numbers from 1"));
+    all.push(case(Method::GET, "/api/jobs/abc", S::BAD_REQUEST, "'abc' is not a job id"));
+    all.push(case(Method::GET, "/api/jobs/99999999999999999999999", S::BAD_REQUEST, "is not a job id"));
+    all.push(case(Method::GET, "/api/jobs/424242", S::NOT_FOUND, "there is no job 424242"));
+    all.push(case(Method::POST, "/api/jobs", S::METHOD_NOT_ALLOWED, "not allowed"));
     all
 }
 
