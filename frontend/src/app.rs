@@ -96,6 +96,11 @@ pub fn App() -> impl IntoView {
                         <Lazily page=split::usage() />
                     </Show>
                 </TabPanel>
+                <TabPanel tab=tab which=Tab::Jobs>
+                    <Show when=move || tab.get() == Tab::Jobs>
+                        <Lazily page=split::jobs() />
+                    </Show>
+                </TabPanel>
                 <TabPanel tab=tab which=Tab::Audit>
                     <Show when=move || tab.get() == Tab::Audit && admin.get()>
                         <Lazily page=split::audit() />

@@ -1,5 +1,5 @@
 //! The app's split points: the views not needed to show the dashboard, each `#[lazy]`. The tabs
-//! opened now and then (the Lab, the Fleet, Alerts, Usage, the audit log), a GPU's card (built when
+//! opened now and then (the Lab, the Fleet, Alerts, Usage, Jobs, the audit log), a GPU's card (built when
 //! its row is opened), an attached PyTorch process, and the sign-in page (where tokens are needed
 //! and none is kept yet). `web/build/assets.rs` cuts the code only they reach out of the first download
 //! into modules of their own, which the browser fetches the first time one is shown
@@ -15,7 +15,8 @@ use crate::{
     components::{bridge::BridgeProcess, device_card::DeviceCard},
     hooks::{bridge::Bridge, telemetry::Telemetry, theme::Theme},
     pages::{
-        alerts::AlertsPage, audit::AuditPage, fleet::FleetPage, lab::LabPage, login::LoginRequired, usage::UsagePage,
+        alerts::AlertsPage, audit::AuditPage, fleet::FleetPage, jobs::JobsPage, lab::LabPage, login::LoginRequired,
+        usage::UsagePage,
     },
     state::DashboardState,
 };
@@ -38,6 +39,11 @@ pub fn alerts(telemetry: Telemetry) -> AnyView {
 #[lazy]
 pub fn usage() -> AnyView {
     view! { <UsagePage /> }.into_any()
+}
+
+#[lazy]
+pub fn jobs() -> AnyView {
+    view! { <JobsPage /> }.into_any()
 }
 
 #[lazy]

@@ -16,7 +16,7 @@ pub mod wiring;
 pub use base::{clock, prom_text, sync};
 pub use lab;
 pub use store;
-pub use team::{alerts, audit, auth, bridge, export, flags, fleet, reservations, signals, usage};
+pub use team::{alerts, audit, auth, bridge, export, flags, fleet, jobs, reservations, signals, usage};
 pub use telemetry;
 pub use web;
 
@@ -75,8 +75,8 @@ pub struct Running {
     /// Usage sums and the accounting thread ([`usage::engine`]), which flushes them when it stops.
     usage: store::usage::UsageStore,
     usage_engine: std::thread::JoinHandle<()>,
-    /// The jobs and their thread ([`team::jobs::engine`]), which saves the running ones when it stops.
-    jobs: team::jobs::Jobs,
+    /// The jobs and their thread ([`jobs::engine`]), which saves the running ones when it stops.
+    jobs: jobs::Jobs,
     jobs_engine: std::thread::JoinHandle<()>,
 }
 
@@ -114,7 +114,7 @@ pub struct Options {
     /// When a process holding memory counts as idle (`--idle-memory`, `--idle-after`).
     pub idle: telemetry::IdleRule,
     /// How jobs are judged and priced.
-    pub jobs: team::jobs::JobsOptions,
+    pub jobs: jobs::JobsOptions,
     /// The alert rules and webhooks (`--alerts-file`, already read).
     pub alerts: alerts::AlertsConfig,
     /// Where the alerts came from, re-read on SIGHUP; `None` keeps the rules as they are.
@@ -159,7 +159,7 @@ impl Options {
             audit_retention: audit::DEFAULT_RETENTION,
             connections: web::serve::ConnectionLimits::default(),
             idle: telemetry::IdleRule::default(),
-            jobs: team::jobs::JobsOptions::default(),
+            jobs: jobs::JobsOptions::default(),
             alerts: alerts::AlertsConfig::default(),
             alerts_file: None,
             alert_webhooks: Vec::new(),
@@ -244,14 +244,14 @@ pub async fn start_with(
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
     open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
-    let jobs = team::jobs::Jobs::new(
+    let jobs = jobs::Jobs::new(
         open::jobs(options.store.as_ref()).await?,
-        &team::jobs::Jobs::gpu_facts(&telemetry),
+        &jobs::Jobs::gpu_facts(&telemetry),
         details_period,
         options.jobs.limits,
         options.jobs.energy,
     );
-    let jobs_engine = team::jobs::engine::spawn(jobs.clone(), &telemetry, &clock, shutdown_rx.clone())?;
+    let jobs_engine = jobs::engine::spawn(jobs.clone(), &telemetry, &clock, shutdown_rx.clone())?;
     open::watch_ooms(&alerts, &bridge, &jobs);
     let alert_engine =
         alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), &clock, shutdown_rx.clone())?;

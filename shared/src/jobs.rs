@@ -284,11 +284,15 @@ fn percent(share: f64) -> String {
 /// GPU time in the unit that reads best: "22 GPU-hours", "1.5 GPU-hours", "40 GPU-minutes", "9 GPU-seconds".
 fn gpu_hours(seconds: f64) -> String {
     let hours = seconds / 3600.0;
+    let whole = |n: f64, unit: &str| {
+        let n = n.round();
+        if n == 1.0 { format!("1 GPU-{unit}") } else { format!("{n:.0} GPU-{unit}s") }
+    };
     match seconds {
-        s if s >= 36_000.0 => format!("{hours:.0} GPU-hours"),
+        s if s >= 36_000.0 => whole(hours, "hour"),
         s if s >= 3600.0 => format!("{hours:.1} GPU-hours"),
-        s if s >= 60.0 => format!("{:.0} GPU-minutes", s / 60.0),
-        s => format!("{s:.0} GPU-seconds"),
+        s if s >= 60.0 => whole(s / 60.0, "minute"),
+        s => whole(s, "second"),
     }
 }
 
@@ -405,9 +409,15 @@ pub fn verdicts(job: &Job, limits: &Thresholds) -> Vec<Verdict> {
             rule: "busy".into(),
             grade: Grade::Good,
             words: format!(
-                "kept {gpus} GPU{} busy for {length} at {sm_words}{}",
+                "kept {gpus} GPU{} busy for {length} at {sm_words}{}{}",
                 if gpus == 1 { "" } else { "s" },
-                share_note(f)
+                share_note(f),
+                // An idle part too small for the idle rule is still said.
+                if f.idle_share() >= 0.1 {
+                    format!(", idle {} of the time", percent(f.idle_share()))
+                } else {
+                    String::new()
+                }
             ),
             evidence: evidence(&[
                 ("SM activity (mean)", sm.map_or("n/a".into(), percent)),

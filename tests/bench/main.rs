@@ -7,10 +7,12 @@
 //!   gpudash-bench fleet [--nodes 100] [--gpus 8]         the fleet view's Prometheus queries over a generated fleet
 //!   gpudash-bench alerts [--gpus 8]                      rule evaluation CPU per tick; sample → webhook receipt
 //!   gpudash-bench identity [--processes 64]              a new process's workload lookup; a cached slow-loop pass
+//!   gpudash-bench jobs [--jobs 100000] [--gpus 8]         job bookkeeping per tick and per reading; 100k jobs stored, the newest 1000 listed
 
 mod alerts;
 mod fleet;
 mod identity;
+mod jobs;
 mod loops;
 
 use std::process::ExitCode;
@@ -103,6 +105,15 @@ enum Bench {
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         passes: u32,
     },
+    /// Time job bookkeeping per tick and per slow-loop reading, and storing and listing many jobs.
+    Jobs {
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1000..=10_000_000))]
+        jobs: u32,
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+        gpus: u32,
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        ticks: u32,
+    },
 }
 
 #[allow(clippy::print_stdout)]
@@ -125,6 +136,7 @@ fn main() -> ExitCode {
         }
         Bench::Alerts { gpus, ticks, windows } => alerts::main(gpus, ticks, windows),
         Bench::Identity { processes, passes } => identity::main(processes as usize, passes),
+        Bench::Jobs { jobs, gpus, ticks } => jobs::main(jobs, gpus, ticks),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -48,9 +48,9 @@ part() {
   esac
   tail -40 "$OUT/$name.log"
 }
-# Parts to run: the arguments (h200 bridge p2p gpm faults lab release collectives alerts team allocator identity), or all of them. All five take up to ~12 minutes,
+# Parts to run: the arguments (h200 bridge p2p gpm faults lab release collectives alerts team allocator identity jobs), or all of them. All five take up to ~12 minutes,
 # more than one device call allows (10), so run them in two calls, e.g. `all.sh h200 bridge gpm` then `all.sh lab p2p`.
-wanted=("${@:-h200 bridge p2p gpm faults lab release collectives alerts team allocator identity}")
+wanted=("${@:-h200 bridge p2p gpm faults lab release collectives alerts team allocator identity jobs}")
 wanted=" ${wanted[*]} "
 want() { [[ "$wanted" == *" $1 "* ]]; }
 want h200 && part h200 200 tests/gpu/h200.sh      # gpudash vs nvidia-smi, processes, health, /metrics, RSS, sampler CPU per loop and call, peers' costs
@@ -73,6 +73,7 @@ want alerts && part alerts 150 tests/gpu/alerts.sh  # idle_held and gpu_free ale
 want team && part team 330 tests/gpu/team.sh        # usage accounting vs a PyTorch job's wall time and memory; SIGTERM from the API
 want allocator && part allocator 150 tests/gpu/allocator.sh  # allocator map vs memory_snapshot(), no trace, OOM capture
 want identity && part identity 90 tests/gpu/identity.sh      # a PyTorch job shaped as a Slurm job: its owner in the API, usage, /metrics
+want jobs && part jobs 150 tests/gpu/jobs.sh                  # a scripted PyTorch job's report (/api/jobs) vs its own timing and pynvml's GPM
 
 printf '
 == figures

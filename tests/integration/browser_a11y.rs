@@ -16,12 +16,13 @@ use crate::fleet::{ChildGuard, instance, quick_fleet_config, start_prometheus};
 use crate::support::TestServer;
 
 /// Each tab's id key and what shows that its content has arrived.
-const TABS: [(&str, &str); 6] = [
+const TABS: [(&str, &str); 7] = [
     ("dashboard", "#panel-dashboard .gpu-card[data-index='7'] .gpu-name"), // every card is opened first
     ("lab", "#panel-lab .lab-layout"),
     ("fleet", "#panel-fleet tr.fleet-host-row"),
     ("alerts", "#panel-alerts #alerts-list"),
     ("usage", "#panel-usage #usage-users, #panel-usage #usage-empty"),
+    ("jobs", "#panel-jobs #jobs-table tr.job-row"),
     ("audit", "#panel-audit #audit-log"),
 ];
 
@@ -193,7 +194,7 @@ async fn arrow_keys_move_between_tabs_and_the_skip_link_comes_first() {
         })
         .await;
         let ids: Vec<&str> = wiring.iter().map(|w| w.0.as_str()).collect();
-        assert_eq!(ids, ["tab-dashboard", "tab-lab", "tab-alerts", "tab-usage", "tab-audit"]);
+        assert_eq!(ids, ["tab-dashboard", "tab-lab", "tab-alerts", "tab-usage", "tab-jobs", "tab-audit"]);
         for (id, tabindex, role, labelled_by) in &wiring {
             assert_eq!(*tabindex, if id == "tab-dashboard" { 0 } else { -1 }, "{wiring:?}");
             assert_eq!(role.as_deref(), Some("tabpanel"), "{id}'s panel: {wiring:?}");

@@ -28,6 +28,7 @@ mod browser_fleet;
 mod browser_history;
 mod browser_holders;
 mod browser_idle_wording;
+mod browser_jobs;
 mod browser_lab;
 mod browser_layouts;
 mod browser_overflow;

@@ -77,7 +77,7 @@ pub fn Header(telemetry: Telemetry, theme: ThemeControl, tab: RwSignal<Tab>) -> 
     }
 }
 
-/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, `#tab-usage`, and for admins
+/// `#tab-dashboard`, `#tab-lab`, `#tab-fleet` where there is a fleet, `#tab-alerts`, `#tab-usage`, `#tab-jobs`, and for admins
 /// `#tab-audit`: ARIA tabs, each controlling `#panel-<key>`; only the selected one is in the Tab order, and
 /// Left/Right (wrapping), Home and End move to and open the others.
 #[component]
@@ -130,6 +130,7 @@ fn Tabs(tab: RwSignal<Tab>) -> impl IntoView {
             </Show>
             {button(Tab::Alerts)}
             {button(Tab::Usage)}
+            {button(Tab::Jobs)}
             <Show when=move || session.has(Role::Admin)>
                 {button(Tab::Audit)}
             </Show>

@@ -14,7 +14,7 @@ use crate::{
     state::{
         history::HistoryRange,
         process_filter::ProcessFilter,
-        url::{Layout, UrlView, UsageView},
+        url::{JobsView, Layout, UrlView, UsageView},
     },
 };
 
@@ -37,6 +37,8 @@ pub struct ViewSignals {
     pub run: RwSignal<Option<u64>>,
     /// The Usage tab's range and workload grouping.
     pub usage: RwSignal<UsageView>,
+    /// The Jobs tab's filters and the job opened.
+    pub jobs: RwSignal<JobsView>,
     /// The GPUs the reservation form has ticked (not kept in the URL): a card's Reserve sets it.
     pub reserve_gpus: RwSignal<Vec<u32>>,
 }
@@ -57,6 +59,7 @@ impl ViewSignals {
             lab_gpu: self.lab_gpu.get(),
             run: self.run.get(),
             usage: self.usage.get(),
+            jobs: self.jobs.get(),
         }
     }
 
@@ -81,6 +84,7 @@ impl ViewSignals {
                 put(self.owner, view.owner);
             }
             Tab::Usage => put(self.usage, view.usage),
+            Tab::Jobs => put(self.jobs, view.jobs),
             Tab::Lab => {
                 put(self.lab_gpu, view.lab_gpu);
                 if view.run.is_some() {
@@ -132,6 +136,7 @@ pub fn use_url_view(run: RwSignal<Option<u64>>) -> ViewSignals {
         lab_gpu: RwSignal::new(first.lab_gpu),
         run,
         usage: RwSignal::new(first.usage.clone()),
+        jobs: RwSignal::new(first.jobs.clone()),
         reserve_gpus: RwSignal::new(Vec::new()),
     };
     if first.run.is_some() {

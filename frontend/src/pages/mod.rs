@@ -1,10 +1,11 @@
-//! Whole pages of the app: the dashboard, the GPU lab, the fleet, alerts, usage and (for admins) the audit log.
+//! Whole pages of the app: the dashboard, the GPU lab, the fleet, alerts, usage, jobs and (for admins) the audit log.
 
 pub mod alerts;
 pub mod audit;
 pub mod dashboard;
 pub mod fleet;
 pub mod fleet_owners;
+pub mod jobs;
 pub mod lab;
 pub mod login;
 pub mod usage;
@@ -17,12 +18,14 @@ pub enum Tab {
     Fleet,
     Alerts,
     Usage,
+    Jobs,
     Audit,
 }
 
 impl Tab {
     /// Every tab, in the header's order.
-    pub const ALL: [Self; 6] = [Self::Dashboard, Self::Lab, Self::Fleet, Self::Alerts, Self::Usage, Self::Audit];
+    pub const ALL: [Self; 7] =
+        [Self::Dashboard, Self::Lab, Self::Fleet, Self::Alerts, Self::Usage, Self::Jobs, Self::Audit];
 
     /// The URL fragment and the tab button's id suffix (`#tab-lab`).
     pub fn key(self) -> &'static str {
@@ -32,6 +35,7 @@ impl Tab {
             Self::Fleet => "fleet",
             Self::Alerts => "alerts",
             Self::Usage => "usage",
+            Self::Jobs => "jobs",
             Self::Audit => "audit",
         }
     }
@@ -43,6 +47,7 @@ impl Tab {
             Self::Fleet => "Fleet",
             Self::Alerts => "Alerts",
             Self::Usage => "Usage",
+            Self::Jobs => "Jobs",
             Self::Audit => "Audit",
         }
     }
@@ -54,6 +59,7 @@ impl Tab {
             "fleet" => Self::Fleet,
             "alerts" => Self::Alerts,
             "usage" => Self::Usage,
+            "jobs" => Self::Jobs,
             "audit" => Self::Audit,
             // The skip link's target is on the dashboard; anything else is too.
             _ => Self::Dashboard,

@@ -101,6 +101,16 @@ impl Default for UsageView {
     }
 }
 
+/// What the Jobs tab shows: its filters and the job opened (`#jobs?owner=ana&runtime=slurm&state=ended&job=12`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct JobsView {
+    pub owner: Option<String>,
+    pub runtime: Option<shared::jobs::Runtime>,
+    /// `Some(true)`: running only; `Some(false)`: ended only.
+    pub running: Option<bool>,
+    pub job: Option<u64>,
+}
+
 /// Everything a link restores. `Default` is the page as it first opens.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UrlView {
@@ -125,6 +135,8 @@ pub struct UrlView {
     pub run: Option<u64>,
     /// Usage: the range (`range=30d`, or `range=custom&from=…&to=…`) and the workload grouping (`by=pod`).
     pub usage: UsageView,
+    /// Jobs: the filters and the job opened.
+    pub jobs: JobsView,
 }
 
 impl Default for UrlView {
@@ -143,6 +155,7 @@ impl Default for UrlView {
             lab_gpu: None,
             run: None,
             usage: UsageView::default(),
+            jobs: JobsView::default(),
         }
     }
 }
@@ -196,6 +209,13 @@ impl UrlView {
                     pairs.push(("by", usage.by.name().to_owned()));
                 }
             }
+            Tab::Jobs => {
+                let jobs = &self.jobs;
+                pairs.extend(jobs.owner.clone().map(|o| ("owner", o)));
+                pairs.extend(jobs.runtime.map(|r| ("runtime", r.name().to_owned())));
+                pairs.extend(jobs.running.map(|r| ("state", if r { "running" } else { "ended" }.to_owned())));
+                pairs.extend(jobs.job.map(|j| ("job", j.to_string())));
+            }
             _ => {}
         }
         let query: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", escape(v))).collect();
@@ -248,6 +268,16 @@ impl UrlView {
                 self.usage.by =
                     WORKLOAD_GROUPS.into_iter().find(|g| g.name() == value).unwrap_or(UsageGroup::Container);
             }
+            (Tab::Jobs, "owner") => self.jobs.owner = name(),
+            (Tab::Jobs, "runtime") => self.jobs.runtime = shared::jobs::Runtime::parse(value),
+            (Tab::Jobs, "state") => {
+                self.jobs.running = match value {
+                    "running" => Some(true),
+                    "ended" => Some(false),
+                    _ => None,
+                };
+            }
+            (Tab::Jobs, "job") => self.jobs.job = value.parse().ok().filter(|&id: &u64| id > 0),
             _ => {}
         }
     }

@@ -52,6 +52,11 @@ fn a_busy_job_is_busy_and_nothing_else() {
     assert_eq!(v.iter().map(|v| v.rule.as_str()).collect::<Vec<_>>(), ["busy"]);
     assert_eq!(v[0].words, "kept 4 GPUs busy for 6h at 80% SM activity");
     assert_eq!(worst(&v), Grade::Good);
+    let part_idle = JobFigures { idle_s: 0.37 * busy().held_s, ..busy() };
+    assert_eq!(
+        verdicts(&job(part_idle), &Thresholds::default())[0].words,
+        "kept 4 GPUs busy for 6h at 80% SM activity, idle 37% of the time"
+    );
 }
 
 #[test]
@@ -165,6 +170,16 @@ fn running_jobs_are_matched_by_owner_runtime_state_and_page() {
     assert!(!q(None, None, Some(7)).matches(&j), "before is exclusive");
     j.ended_ms = None;
     assert!(q(None, Some(true), None).matches(&j));
+}
+
+#[test]
+fn gpu_time_reads_in_its_unit_and_number() {
+    assert_eq!(gpu_hours(22.0 * 3600.0), "22 GPU-hours");
+    assert_eq!(gpu_hours(1.5 * 3600.0), "1.5 GPU-hours");
+    assert_eq!(gpu_hours(70.0), "1 GPU-minute");
+    assert_eq!(gpu_hours(40.0 * 60.0), "40 GPU-minutes");
+    assert_eq!(gpu_hours(1.2), "1 GPU-second");
+    assert_eq!(gpu_hours(0.2), "0 GPU-seconds");
 }
 
 #[test]
