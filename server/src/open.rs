@@ -141,7 +141,7 @@ pub fn watch_ooms(alerts: &alerts::Alerts, bridge: &Arc<bridge::Registry>, jobs:
             .into_iter()
             .inspect(|oom| {
                 // The job with the process ends as out of memory (marking again changes nothing).
-                jobs.mark(oom.pid, shared::jobs::Outcome::Oom);
+                jobs.mark(oom.pid, shared::jobs::Outcome::Oom, oom.record.at_ms);
             })
             .map(|oom| alerts::OomSignal {
                 pid: oom.pid,

@@ -225,6 +225,11 @@ impl Job {
     pub fn length_ms(&self) -> u64 {
         self.ended_ms.unwrap_or(self.last_seen_ms).saturating_sub(self.started_ms)
     }
+
+    /// How long gpudash watched it (what its figures cover): from when it first saw it.
+    pub fn watched_ms(&self) -> u64 {
+        self.ended_ms.unwrap_or(self.last_seen_ms).saturating_sub(self.watched_from_ms)
+    }
 }
 
 /// The figures a verdict's words rest on, as the page and notices show them.
@@ -238,6 +243,8 @@ pub struct Evidence {
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Grade {
+    /// No verdict: too short to judge (`--job-verdict-after`).
+    Unjudged,
     Good,
     Hint,
     Poor,
@@ -315,17 +322,23 @@ fn share_note(f: &JobFigures) -> &'static str {
 pub fn verdicts(job: &Job, limits: &Thresholds) -> Vec<Verdict> {
     let f = &job.figures;
     let gpus = job.gpus.len().max(1);
-    let length = crate::time::duration(job.length_ms());
+    // What the figures cover: a job gpudash found running is judged over the time it watched.
+    let length = crate::time::duration(job.watched_ms());
     let mut out = Vec::new();
     if job.outcome == Outcome::Oom {
         out.push(Verdict {
             rule: "oom".into(),
             grade: Grade::Poor,
-            words: format!(
-                "ran out of GPU memory after {length} (peak {} of {})",
-                gib(f.memory_peak_bytes as f64),
-                gib(f.memory_capacity_bytes as f64)
-            ),
+            // The bridge saw an out-of-memory error; the job may have caught it and gone on.
+            words: if f.memory_capacity_bytes > 0 {
+                format!(
+                    "ran out of GPU memory within {length} (peak {} of {})",
+                    gib(f.memory_peak_bytes as f64),
+                    gib(f.memory_capacity_bytes as f64)
+                )
+            } else {
+                format!("ran out of GPU memory within {length}")
+            },
             evidence: evidence(&[
                 ("memory peak", gib(f.memory_peak_bytes as f64)),
                 ("GPU memory", gib(f.memory_capacity_bytes as f64)),
@@ -429,9 +442,20 @@ pub fn verdicts(job: &Job, limits: &Thresholds) -> Vec<Verdict> {
     out
 }
 
-/// The worst grade of `verdicts` (`Good` when none).
+/// The worst grade of `verdicts` (`Unjudged` when none).
 pub fn worst(verdicts: &[Verdict]) -> Grade {
-    verdicts.iter().map(|v| v.grade).max().unwrap_or(Grade::Good)
+    verdicts.iter().map(|v| v.grade).max().unwrap_or(Grade::Unjudged)
+}
+
+impl Grade {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Unjudged => "unjudged",
+            Self::Good => "good",
+            Self::Hint => "hint",
+            Self::Poor => "poor",
+        }
+    }
 }
 
 /// What energy costs, from `--energy-price` and `--carbon-intensity`.
@@ -613,11 +637,7 @@ pub fn csv_row(r: &JobReport) -> String {
     let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
     let gpus = j.gpus.iter().map(u32::to_string).collect::<Vec<_>>().join(" ");
     let words = r.verdicts.iter().map(|v| v.words.as_str()).collect::<Vec<_>>().join("; ");
-    let grade = match r.grade {
-        Grade::Good => "good",
-        Grade::Hint => "hint",
-        Grade::Poor => "poor",
-    };
+    let grade = r.grade.name();
     let cells = [
         j.id.to_string(),
         j.name.clone(),

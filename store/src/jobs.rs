@@ -29,7 +29,7 @@ CREATE INDEX IF NOT EXISTS jobs_by_owner ON jobs (owner, id);
 CREATE INDEX IF NOT EXISTS jobs_by_end ON jobs (ended_ms);
 CREATE TABLE IF NOT EXISTS job_series (
     id INTEGER PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
-    body TEXT NOT NULL
+    points BLOB NOT NULL
 );
 ";
 
@@ -130,7 +130,8 @@ fn save(conn: &mut Connection, jobs: &[Job]) -> Result<(), JobStoreError> {
             "INSERT OR REPLACE INTO jobs (id, key, owner, runtime, started_ms, ended_ms, body)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
-        let mut series = transaction.prepare_cached("INSERT OR REPLACE INTO job_series (id, body) VALUES (?1, ?2)")?;
+        let mut series =
+            transaction.prepare_cached("INSERT OR REPLACE INTO job_series (id, points) VALUES (?1, ?2)")?;
         for job in jobs {
             let mut bare = job.clone();
             let points = std::mem::take(&mut bare.series);
@@ -144,7 +145,7 @@ fn save(conn: &mut Connection, jobs: &[Job]) -> Result<(), JobStoreError> {
                 serde_json::to_string(&bare)?,
             ])?;
             if !points.is_empty() {
-                series.execute(params![as_i64(job.id), serde_json::to_string(&points)?])?;
+                series.execute(params![as_i64(job.id), encode(&points)])?;
             }
         }
     }
@@ -186,9 +187,9 @@ fn list(conn: &Connection, q: &JobsQuery) -> Result<(Vec<Job>, bool), JobStoreEr
 }
 
 fn get(conn: &Connection, id: u64) -> Result<Option<Job>, JobStoreError> {
-    let row: Option<(String, Option<String>)> = conn
+    let row: Option<(String, Option<Vec<u8>>)> = conn
         .query_row(
-            "SELECT jobs.body, job_series.body FROM jobs LEFT JOIN job_series USING (id) WHERE jobs.id = ?1",
+            "SELECT jobs.body, job_series.points FROM jobs LEFT JOIN job_series USING (id) WHERE jobs.id = ?1",
             [as_i64(id)],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
@@ -196,9 +197,55 @@ fn get(conn: &Connection, id: u64) -> Result<Option<Job>, JobStoreError> {
     let Some((body, series)) = row else { return Ok(None) };
     let mut job: Job = serde_json::from_str(&body)?;
     if let Some(series) = series {
-        job.series = serde_json::from_str::<Vec<JobPoint>>(&series)?;
+        job.series = decode(&series);
     }
     Ok(Some(job))
+}
+
+/// Bytes of one point in a stored series: the step from the previous point (ms, u32), SM, tensor
+/// and DRAM activity (1/10000, u16, `u16::MAX` for none) and memory (KiB, u32), little-endian.
+const POINT_BYTES: usize = 4 + 3 * 2 + 4;
+
+/// A series as stored: the first point's time (ms, u64), then [`POINT_BYTES`] per point; about
+/// 5 KiB for a full series (JSON took 36). Activity keeps 4 decimals, memory whole KiB.
+fn encode(points: &[JobPoint]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + points.len() * POINT_BYTES);
+    let first = points.first().map_or(0, |p| p.at_ms);
+    out.extend_from_slice(&first.to_le_bytes());
+    let mut previous = first;
+    let share = |v: Option<f64>| v.map_or(u16::MAX, |v| (v.clamp(0.0, 1.0) * 10_000.0).round() as u16);
+    for p in points {
+        let step = u32::try_from(p.at_ms.saturating_sub(previous)).unwrap_or(u32::MAX);
+        previous = p.at_ms;
+        out.extend_from_slice(&step.to_le_bytes());
+        for v in [p.sm_active, p.tensor_active, p.dram_active] {
+            out.extend_from_slice(&share(v).to_le_bytes());
+        }
+        out.extend_from_slice(&u32::try_from(p.memory_bytes >> 10).unwrap_or(u32::MAX).to_le_bytes());
+    }
+    out
+}
+
+/// The points [`encode`] wrote; a cut-short tail is left out.
+fn decode(bytes: &[u8]) -> Vec<JobPoint> {
+    let Some((first, rest)) = bytes.split_first_chunk::<8>() else { return Vec::new() };
+    let mut at = u64::from_le_bytes(*first);
+    let share = |b: &[u8]| {
+        let v = u16::from_le_bytes([b[0], b[1]]);
+        (v != u16::MAX).then(|| f64::from(v) / 10_000.0)
+    };
+    rest.chunks_exact(POINT_BYTES)
+        .map(|c| {
+            at += u64::from(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+            JobPoint {
+                at_ms: at,
+                sm_active: share(&c[4..6]),
+                tensor_active: share(&c[6..8]),
+                dram_active: share(&c[8..10]),
+                memory_bytes: u64::from(u32::from_le_bytes([c[10], c[11], c[12], c[13]])) << 10,
+            }
+        })
+        .collect()
 }
 
 /// Closes the jobs an earlier gpudash left running: ended when last seen, outcome unknown.
@@ -272,6 +319,31 @@ mod tests {
         let one = store.get(7).unwrap().unwrap();
         assert_eq!((one.series.len(), one.figures.held_s), (1, 7.0));
         assert_eq!(store.get(99).unwrap(), None);
+    }
+
+    #[test]
+    fn a_series_is_stored_compactly_and_read_back() {
+        let points = vec![
+            JobPoint {
+                at_ms: 1_000,
+                sm_active: Some(0.4213),
+                tensor_active: None,
+                dram_active: Some(1.0),
+                memory_bytes: 40 << 30,
+            },
+            JobPoint {
+                at_ms: 21_000,
+                sm_active: Some(0.0),
+                tensor_active: Some(0.5),
+                dram_active: None,
+                memory_bytes: 0,
+            },
+        ];
+        let bytes = encode(&points);
+        assert_eq!(bytes.len(), 8 + 2 * POINT_BYTES);
+        assert_eq!(decode(&bytes), points);
+        assert_eq!(decode(&bytes[..bytes.len() - 1]), points[..1], "a cut-short point is left out");
+        assert!(decode(&[1, 2]).is_empty());
     }
 
     #[test]

@@ -74,13 +74,21 @@ fn per_tick(gpus: u32, ticks: u32) -> Result<(), String> {
 
 fn process(device: u32, pid: u32, owner: &str) -> GpuProcess {
     GpuProcess {
+        device,
+        pid,
+        kind: shared::processes::ProcessKind::Compute,
         used_memory: Some(20 << 30),
         sm_util: Some(40),
+        sm_util_seen_ms: None,
         user: Some(owner.to_owned()),
         name: Some("python3".to_owned()),
+        command: None,
         started_ms: Some(0),
         group: Some(pid),
-        ..shared::testing::process(device, pid)
+        workload: None,
+        owner: None,
+        redacted: false,
+        idle: None,
     }
 }
 

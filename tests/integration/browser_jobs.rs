@@ -51,7 +51,7 @@ async fn the_jobs_tab_lists_filters_and_opens_jobs() {
         let hash = js(&c, "return location.hash").await;
         assert_eq!(hash, "#jobs?state=ended");
         let href = js(&c, "return document.querySelector('#jobs-csv').getAttribute('href')").await;
-        assert_eq!(href, "/api/jobs.csv?limit=100&state=ended");
+        assert_eq!(href, "/api/jobs.csv?limit=1000&state=ended");
 
         // A click opens the job: its verdicts, figures and the job in the URL.
         c.find(Locator::Css("#jobs-table tr.job-row .col-name a")).await.unwrap().click().await.unwrap();

@@ -66,7 +66,11 @@ async fn jobs_of_every_runtime_start_and_end_with_their_owner_and_figures() {
     let all = eventually(30, "every scripted job but eve's ended, eve's running", || async {
         let answer = jobs(&first, "limit=50").await?;
         let ended = answer.jobs.iter().filter(|j| j.job.ended_ms.is_some()).count();
-        let eve_runs = answer.jobs.iter().any(|j| j.job.owner == "eve" && j.job.outcome == Outcome::Running);
+        // Running, and long enough (`min_held_s`, 1 s here) to be in /metrics.
+        let eve_runs = answer
+            .jobs
+            .iter()
+            .any(|j| j.job.owner == "eve" && j.job.outcome == Outcome::Running && j.job.figures.held_s >= 1.0);
         (ended == 5 && eve_runs).then_some(answer)
     })
     .await;
@@ -116,7 +120,7 @@ async fn jobs_of_every_runtime_start_and_end_with_their_owner_and_figures() {
     let page: JobReport =
         reqwest::get(first.url(&format!("/api/jobs/{}", ana.job.id))).await.unwrap().json().await.unwrap();
     assert!(!page.job.series.is_empty() && page.job.series.iter().any(|p| p.memory_bytes == 4 << 30), "{page:?}");
-    // Only the running job is in /metrics.
+    // Only the running job is in /metrics (once it has held a GPU for --job-verdict-after).
     let metrics = reqwest::get(first.url("/metrics")).await.unwrap().text().await.unwrap();
     let info: Vec<&str> = metrics.lines().filter(|l| l.starts_with("gpudash_job_info{")).collect();
     assert_eq!(info.len(), 1, "{info:?}");

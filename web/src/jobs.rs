@@ -91,7 +91,7 @@ async fn answer(
             "owner cannot be asked by a viewer who may not see owners; sign in, or leave owner out".to_owned(),
         ));
     }
-    let (jobs, more) = blocking(state.jobs.clone(), move |jobs| jobs.list(query)).await?;
+    let (jobs, more) = blocking(state.jobs.clone(), move |jobs| jobs.list(&query)).await?;
     let jobs = jobs.into_iter().map(|j| state.jobs.report(if hide { redact(j) } else { j })).collect();
     Ok((jobs, more))
 }

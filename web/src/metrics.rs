@@ -47,7 +47,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     text.push_str(&reservation_family(&telemetry.host().hostname, telemetry.devices(), &reserved, full));
     let totals = state.usage.totals_for_export();
     text.push_str(&super::metrics_usage::families(&telemetry.host().hostname, &totals, &processes, full));
-    text.push_str(&super::metrics_jobs::families(&telemetry.host().hostname, &state.jobs.running(false), full));
+    text.push_str(&super::metrics_jobs::families(&telemetry.host().hostname, &state.jobs.running_for_metrics(), full));
     text.push_str(&team::alerts::deliver::metrics_text(&state.alerts.webhooks()));
     text.push_str(&store::writer_metrics_text());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)

@@ -1,5 +1,6 @@
-//! `/metrics`' job series: one set per **running** job, so the series stay as many as the jobs
-//! on the GPUs now (an ended job's series end with it; its report stays in `/api/jobs`). The
+//! `/metrics`' job series: one set per **running** job that has held GPUs for
+//! `--job-verdict-after`, so the series stay as many as the jobs on the GPUs now (and a test
+//! that touches CUDA for a second makes none) (an ended job's series end with it; its report stays in `/api/jobs`). The
 //! figures carry only `job` (its id) and `Hostname`; `gpudash_job_info` joins the owner, name and
 //! runtime to them, and no device series carries a job label.
 

@@ -76,8 +76,10 @@ pub async fn signal(
         .await?;
     match sent {
         Ok(exited) => {
-            // Its job ends as stopped through gpudash.
-            state.jobs.mark(pid, shared::jobs::Outcome::Killed);
+            // Its job ends as stopped through gpudash, when the process went.
+            if exited {
+                state.jobs.mark(pid, shared::jobs::Outcome::Killed, state.clock.now_ms());
+            }
             let after = if exited { "exited" } else { "still running" };
             caller.audit(&state, Action::ProcessSignal, &target, Outcome::Ok, &format!("{name} sent; {after}"));
             tracing::info!("{} sent {name} to {target}; {after}", caller.identity.user);

@@ -63,6 +63,7 @@ impl Column {
 
 fn grade_rank(grade: Grade) -> f64 {
     match grade {
+        Grade::Unjudged => -1.0,
         Grade::Good => 0.0,
         Grade::Hint => 1.0,
         Grade::Poor => 2.0,
@@ -83,14 +84,15 @@ pub fn sorted(mut jobs: Vec<JobReport>, by: Option<(Column, bool)>) -> Vec<JobRe
     jobs
 }
 
-/// The query the filters of `view` ask.
-pub fn query_of(view: &JobsView) -> JobsQuery {
+/// The query the filters of `view` ask: the table's newest 100, or for an export the most one
+/// answer holds.
+pub fn query_of(view: &JobsView, export: bool) -> JobsQuery {
     JobsQuery {
         owner: view.owner.clone(),
         runtime: view.runtime,
         running: view.running,
         before: None,
-        limit: shared::jobs::DEFAULT_LIMIT,
+        limit: if export { shared::jobs::MAX_LIMIT } else { shared::jobs::DEFAULT_LIMIT },
     }
 }
 
@@ -104,9 +106,8 @@ fn gib(bytes: f64) -> String {
 
 fn grade_word(grade: Grade) -> &'static str {
     match grade {
-        Grade::Good => "good",
-        Grade::Hint => "hint",
-        Grade::Poor => "poor",
+        Grade::Unjudged => "too short",
+        _ => grade.name(),
     }
 }
 
@@ -123,12 +124,23 @@ pub fn JobsPage() -> impl IntoView {
     let error = RwSignal::new(None::<String>);
     let sort = RwSignal::new(None::<(Column, bool)>);
     let owner_typed = RwSignal::new(view_signal.get_untracked().owner.unwrap_or_default());
-    let query = Memo::new(move |_| view_signal.with(query_of));
+    let query = Memo::new(move |_| view_signal.with(|v| query_of(v, false)));
+    let export = Memo::new(move |_| view_signal.with(|v| query_of(v, true)).query_string());
+    // The owner box follows the URL (Back, a link), not only what was typed.
+    Effect::new(move |_| owner_typed.set(view_signal.with(|v| v.owner.clone().unwrap_or_default())));
     let tick = RwSignal::new(0u32);
+    // Only the newest request's answer is shown (an older, slower one may land after it).
+    let asked = StoredValue::new(0u64);
     let load = move || {
         let q = query.get_untracked();
+        asked.update_value(|n| *n += 1);
+        let this = asked.get_value();
         spawn_local(async move {
-            match get_json::<JobsResponse>(&format!("/api/jobs?{}", q.query_string())).await {
+            let got = get_json::<JobsResponse>(&format!("/api/jobs?{}", q.query_string())).await;
+            if asked.try_get_value() != Some(this) {
+                return;
+            }
+            match got {
                 Ok(a) => {
                     answer.try_set(Some(a));
                     error.try_set(None);
@@ -224,11 +236,11 @@ pub fn JobsPage() -> impl IntoView {
                     <option value="ended">"Ended"</option>
                 </select>
                 <a id="jobs-csv" class="small-button" download=""
-                    href=move || format!("/api/jobs.csv?{}", query.get().query_string())
-                    title="These jobs as CSV">"CSV"</a>
+                    href=move || format!("/api/jobs.csv?{}", export.get())
+                    title="These jobs as CSV (the newest 1000)">"CSV"</a>
                 <a id="jobs-json" class="small-button" download="gpudash-jobs.json"
-                    href=move || format!("/api/jobs?{}", query.get().query_string())
-                    title="These jobs as JSON">"JSON"</a>
+                    href=move || format!("/api/jobs?{}", export.get())
+                    title="These jobs as JSON (the newest 1000; page on with before=)">"JSON"</a>
             </div>
             <Show when=move || error.with(Option::is_some)>
                 <p class="lab-error jobs-error" role="alert">{move || error.get().unwrap_or_default()}</p>
@@ -282,7 +294,7 @@ pub fn JobsPage() -> impl IntoView {
                                     <td>{format!("{:.0}%", f.idle_share() * 100.0)}</td>
                                     <td>{gib(f.memory_peak_bytes as f64)}</td>
                                     <td>{format!("{:.3}", r.energy_kwh)}</td>
-                                    <td class=format!("col-name job-grade grade-{}", grade_word(r.grade))>
+                                    <td class=format!("col-name job-grade grade-{}", r.grade.name())>
                                         <span class="grade">{grade_word(r.grade)}</span>" "{first}
                                     </td>
                                 </tr>
@@ -292,7 +304,8 @@ pub fn JobsPage() -> impl IntoView {
                 </tbody>
             </table>
             <Show when=move || answer.with(|a| a.as_ref().is_some_and(|a| a.more))>
-                <p class="hint">"The newest 100 are shown; narrow the filters, or export CSV or JSON for the rest."</p>
+                <p class="hint">"The newest 100 are shown; narrow the filters, or export the newest 1000 as CSV or JSON \
+                     (GET /api/jobs pages further back with before=)."</p>
             </Show>
             <p class="hint">
                 {move || format!(
@@ -313,11 +326,18 @@ fn JobDetail(id: Signal<u64>, tick: RwSignal<u32>) -> impl IntoView {
     let view_signal = expect_context::<ViewSignals>().jobs;
     let report = RwSignal::new(None::<JobReport>);
     let error = RwSignal::new(None::<String>);
+    let asked = StoredValue::new(0u64);
     Effect::new(move |_| {
         let id = id.get();
         tick.track();
+        asked.update_value(|n| *n += 1);
+        let this = asked.get_value();
         spawn_local(async move {
-            match get_json::<JobReport>(&format!("/api/jobs/{id}")).await {
+            let got = get_json::<JobReport>(&format!("/api/jobs/{id}")).await;
+            if asked.try_get_value() != Some(this) {
+                return;
+            }
+            match got {
                 Ok(r) => {
                     report.try_set(Some(r));
                     error.try_set(None);
@@ -414,7 +434,7 @@ fn JobFacts(report: JobReport) -> impl IntoView {
                         .collect::<Vec<_>>()
                         .join(" · ");
                     view! {
-                        <li class=format!("job-verdict grade-{}", grade_word(v.grade)) data-rule=v.rule>
+                        <li class=format!("job-verdict grade-{}", v.grade.name()) data-rule=v.rule>
                             <span class="grade">{grade_word(v.grade)}</span>" "{v.words}
                             <span class="job-evidence">{evidence}</span>
                         </li>
@@ -557,6 +577,7 @@ mod tests {
     fn the_filters_make_the_query() {
         let view =
             JobsView { owner: Some("ana".into()), runtime: Some(Runtime::Pod), running: Some(false), job: Some(3) };
-        assert_eq!(query_of(&view).query_string(), "limit=100&owner=ana&runtime=pod&state=ended");
+        assert_eq!(query_of(&view, false).query_string(), "limit=100&owner=ana&runtime=pod&state=ended");
+        assert_eq!(query_of(&view, true).limit, 1000);
     }
 }

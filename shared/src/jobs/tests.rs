@@ -107,10 +107,18 @@ fn a_small_memory_peak_suggests_a_smaller_gpu() {
 fn an_oom_is_told_even_for_a_short_job_and_short_jobs_are_not_judged() {
     let short = JobFigures { held_s: 60.0, idle_s: 60.0, ..busy() };
     assert!(rules(&job(short.clone())).is_empty());
+    assert_eq!(
+        JobReport::new(job(short.clone()), &Thresholds::default(), &EnergyTerms::default()).grade,
+        Grade::Unjudged
+    );
     let mut oom = job(short);
     oom.outcome = Outcome::Oom;
     assert_eq!(rules(&oom), ["oom"]);
-    assert!(verdicts(&oom, &Thresholds::default())[0].words.starts_with("ran out of GPU memory after 6h"));
+    assert!(
+        verdicts(&oom, &Thresholds::default())[0]
+            .words
+            .starts_with("ran out of GPU memory within 6h (peak 60 GiB of 80 GiB)")
+    );
 }
 
 #[test]
@@ -194,4 +202,14 @@ fn energy_terms_parse_and_price_a_job() {
     assert_eq!((report.energy_kwh, report.cost.as_deref(), report.co2_kg), (10.0, Some("3.00 EUR"), Some(4.0)));
     let row = csv_row(&report);
     assert_eq!(row.split(',').count(), CSV_HEADER.split(',').count(), "{row}");
+}
+
+#[test]
+fn the_tensor_and_length_limits_hold_on_both_sides() {
+    let at = |t: f64| rules(&job(JobFigures { tensor_active_mean: Some(t), ..busy() }));
+    assert_eq!(at(0.0099), ["tensor_unused", "busy"]);
+    assert_eq!(at(0.01), ["busy"], "at the limit tensor cores count as used");
+    let held = |s: f64| rules(&job(JobFigures { held_s: s, ..busy() }));
+    assert_eq!(held(300.0), ["busy"], "five minutes of GPU time is judged");
+    assert!(held(299.9).is_empty(), "less is too short");
 }

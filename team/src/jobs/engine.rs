@@ -73,27 +73,60 @@ impl Jobs {
         base::sync::lock(&self.inner.tracker).running(with_series)
     }
 
-    /// Marks the running job with process `pid` to end as `outcome`; false when none has it.
-    pub fn mark(&self, pid: u32, outcome: Outcome) -> bool {
-        base::sync::lock(&self.inner.tracker).mark(pid, outcome)
+    /// Marks the running job with process `pid` to end as `outcome`, for what happened at
+    /// `at_ms` (ms since the epoch); false when none has it or it started later.
+    pub fn mark(&self, pid: u32, outcome: Outcome, at_ms: u64) -> bool {
+        base::sync::lock(&self.inner.tracker).mark(pid, outcome, at_ms)
     }
 
-    /// The jobs `query` asks for, newest first, running ones as they stand now, and whether more
-    /// match (blocking: it reads the store).
-    pub fn list(&self, query: JobsQuery) -> Result<(Vec<Job>, bool), JobStoreError> {
-        let (mut jobs, more) = self.inner.store.list(query)?;
-        let running = self.running(false);
+    /// The running jobs `/metrics` exports: those that have held GPUs for `--job-verdict-after`,
+    /// so a test that touches CUDA for a second makes no series.
+    pub fn running_for_metrics(&self) -> Vec<Job> {
+        let least = self.inner.limits.min_held_s;
+        self.running(false).into_iter().filter(|j| j.figures.held_s >= least).collect()
+    }
+
+    /// The running and newest ended jobs as the tracker has them, by id.
+    fn live(&self, with_series: bool) -> std::collections::BTreeMap<u64, Job> {
+        let tracker = base::sync::lock(&self.inner.tracker);
+        let mut live: std::collections::BTreeMap<u64, Job> =
+            tracker.recent_ended().map(|j| (j.id, j.clone())).collect();
+        live.extend(tracker.running(with_series).into_iter().map(|j| (j.id, j)));
+        live
+    }
+
+    /// The jobs `query` asks for, newest first, and whether more match (blocking: it reads the
+    /// store). The tracker's jobs win over their rows (a stored running row may be up to
+    /// [`SAVE_EVERY`] old, or the row of a job that just ended still be queued), and a running
+    /// job whose row is not written yet is listed too.
+    pub fn list(&self, query: &JobsQuery) -> Result<(Vec<Job>, bool), JobStoreError> {
+        let (mut jobs, mut more) = self.inner.store.list(query.clone())?;
+        let mut live = self.live(false);
         for job in jobs.iter_mut().filter(|j| j.ended_ms.is_none()) {
-            if let Some(live) = running.iter().find(|r| r.id == job.id) {
-                *job = live.clone();
+            if let Some(fresh) = live.remove(&job.id) {
+                *job = fresh;
             }
+        }
+        // Filters are checked again: a row's state may have changed since it was written.
+        jobs.retain(|j| query.matches(j));
+        let oldest = jobs.last().map(|j| j.id);
+        let listed: std::collections::BTreeSet<u64> = jobs.iter().map(|j| j.id).collect();
+        let full = jobs.len() >= query.limit as usize;
+        jobs.extend(
+            live.into_values()
+                .filter(|j| !listed.contains(&j.id) && query.matches(j) && (!full || oldest.is_none_or(|o| j.id > o))),
+        );
+        shared::order::sort_by(&mut jobs, |a, b| b.id.cmp(&a.id));
+        if jobs.len() > query.limit as usize {
+            jobs.truncate(query.limit as usize);
+            more = true;
         }
         Ok((jobs, more))
     }
 
-    /// One job with its series: the running one as it stands, else the stored one (blocking).
+    /// One job with its series: the tracker's as it stands, else the stored one (blocking).
     pub fn get(&self, id: u64) -> Result<Option<Job>, JobStoreError> {
-        if let Some(live) = self.running(true).into_iter().find(|j| j.id == id) {
+        if let Some(live) = self.live(true).remove(&id) {
             return Ok(Some(live));
         }
         self.inner.store.get(id)
@@ -172,7 +205,10 @@ pub fn spawn(
             }
             if clock.now().saturating_duration_since(saved) >= SAVE_EVERY {
                 saved = clock.now();
-                jobs.inner.store.save(jobs.running(true));
+                // The running jobs as they stand, and the ended ones written again (a save a
+                // full queue dropped, or a busy database refused, is not lost for good).
+                let ended: Vec<Job> = base::sync::lock(&jobs.inner.tracker).recent_ended().cloned().collect();
+                jobs.inner.store.save(jobs.running(true).into_iter().chain(ended).collect());
             }
         }
         jobs.sync();

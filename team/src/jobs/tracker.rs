@@ -183,18 +183,16 @@ impl Open {
         if self.steps.last().is_none_or(|s| s.at_ms < start) {
             if self.steps.len() >= jobs::MAX_POINTS {
                 self.step_ms *= 2;
-                let merged: Vec<Step> = self
-                    .steps
-                    .chunks(2)
-                    .map(|pair| {
-                        let mut first = pair[0];
-                        first.at_ms = origin + ((first.at_ms - origin) / self.step_ms) * self.step_ms;
-                        if let Some(second) = pair.get(1) {
-                            first.merge(second);
-                        }
-                        first
-                    })
-                    .collect();
+                // Each step joins the one of its new, twice as long, bucket (by time, not by place:
+                // readings further apart than a step leave buckets empty).
+                let mut merged: Vec<Step> = Vec::with_capacity(self.steps.len() / 2 + 1);
+                for step in &self.steps {
+                    let bucket = origin + ((step.at_ms - origin) / self.step_ms) * self.step_ms;
+                    match merged.last_mut() {
+                        Some(last) if last.at_ms == bucket => last.merge(step),
+                        _ => merged.push(Step { at_ms: bucket, ..*step }),
+                    }
+                }
                 self.steps = merged;
                 return self.step(at_ms);
             }
@@ -244,8 +242,14 @@ pub struct Tracker {
     gpus: HashMap<u32, GpuFacts>,
     windows: HashMap<u32, Windows>,
     running: BTreeMap<String, Open>,
+    /// The newest ended jobs, kept so an answer never shows one as running while its end is
+    /// still being written (or was dropped by a full queue); the engine writes them again.
+    recent: std::collections::VecDeque<Job>,
     next_id: u64,
 }
+
+/// Ended jobs [`Tracker::recent_ended`] keeps.
+pub const RECENT: usize = 256;
 
 impl Tracker {
     /// A tracker for readings about every `period_ms`, numbering jobs from `first_id`.
@@ -255,6 +259,7 @@ impl Tracker {
             gpus: gpus.iter().map(|g| (g.index, *g)).collect(),
             windows: HashMap::new(),
             running: BTreeMap::new(),
+            recent: std::collections::VecDeque::new(),
             next_id: first_id.max(1),
         }
     }
@@ -265,9 +270,11 @@ impl Tracker {
     }
 
     /// Marks the running job that has process `pid` to end with `outcome` (an OOM or a stop
-    /// through gpudash); false when no running job has it.
-    pub fn mark(&mut self, pid: u32, outcome: Outcome) -> bool {
-        match self.running.values_mut().find(|o| o.job.pids.contains(&pid)) {
+    /// through gpudash) for what happened at `at_ms`; false when no running job has it, or
+    /// when it happened before the job started (an old OOM of a reused PID).
+    pub fn mark(&mut self, pid: u32, outcome: Outcome, at_ms: u64) -> bool {
+        let open = self.running.values_mut().find(|o| o.job.pids.contains(&pid) && at_ms >= o.job.started_ms);
+        match open {
             Some(open) => {
                 // An OOM says more than the stop that may follow it.
                 if open.outcome != Some(Outcome::Oom) {
@@ -282,6 +289,11 @@ impl Tracker {
     /// The running jobs now, with their series when `with_series`.
     pub fn running(&self, with_series: bool) -> Vec<Job> {
         self.running.values().map(|o| o.snapshot(with_series)).collect()
+    }
+
+    /// The newest ended jobs (at most [`RECENT`]), newest last, with their series.
+    pub fn recent_ended(&self) -> impl Iterator<Item = &Job> {
+        self.recent.iter()
     }
 
     /// One reading of every GPU (the slow loop's details): charges each GPU's interval to the
@@ -332,16 +344,21 @@ impl Tracker {
                 open.gpus.insert(reading.device);
                 open.job.last_seen_ms = open.job.last_seen_ms.max(reading.at_ms);
                 let f = &mut open.job.figures;
+                // Memory NVML could not read (`None`) is unknown, not 0: it sets no peak.
+                let known = processes.iter().any(|p| p.used_memory.is_some());
                 let memory: u64 = processes.iter().filter_map(|p| p.used_memory).sum();
-                if let Some(facts) = facts {
-                    f.bf16_capable &= facts.bf16;
-                    if memory >= f.memory_peak_bytes {
-                        f.memory_peak_bytes = memory;
-                        f.memory_capacity_bytes = facts.memory_total;
+                match facts {
+                    Some(facts) => {
+                        f.bf16_capable &= facts.bf16;
+                        if known && memory >= f.memory_peak_bytes {
+                            f.memory_peak_bytes = memory;
+                            f.memory_capacity_bytes = facts.memory_total;
+                        }
                     }
-                } else {
-                    f.bf16_capable = false;
-                    f.memory_peak_bytes = f.memory_peak_bytes.max(memory);
+                    None => {
+                        f.bf16_capable = false;
+                        f.memory_peak_bytes = f.memory_peak_bytes.max(memory);
+                    }
                 }
                 *memory_now.entry(key.clone()).or_default() += memory;
             }
@@ -360,7 +377,9 @@ impl Tracker {
                 let entry = per_job.entry(key).or_insert((0.0, 0.0, true, 0.0, 0.0, 0.0));
                 entry.0 = entry.0.max(each.seconds);
                 entry.1 += each.share;
-                entry.2 &= each.idle;
+                // Idle only on evidence: a utilization gauge that read 0 (usage also counts a GPU
+                // that gives none, e.g. under MIG), or the idle rule's flag on the process.
+                entry.2 &= each.idle && (reading.gpu_util.is_some() || each.process.idle.is_some());
                 entry.3 += each.totals.gpu_s;
                 entry.4 += each.totals.memory_gib_s;
                 entry.5 += each.totals.energy_j;
@@ -421,6 +440,10 @@ impl Tracker {
             let mut job = open.snapshot(true);
             job.ended_ms = Some(job.last_seen_ms);
             job.outcome = open.outcome.unwrap_or(Outcome::Ended);
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(job.clone());
             changes.ended.push(job);
         }
         changes

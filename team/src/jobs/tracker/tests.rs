@@ -153,15 +153,69 @@ fn a_shared_gpu_splits_activity_by_sm_share_and_says_so() {
 fn a_job_holding_memory_on_a_quiet_gpu_is_idle_and_a_marked_one_ends_as_marked() {
     let mut t = Tracker::new(1000, &gpus(1), 1);
     let idle = |_, s| if s < 6 { vec![process(0, 7, "cy", 20, None)] } else { vec![] };
-    assert!(!t.mark(99, Outcome::Oom), "no job has PID 99");
-    let first = run(&mut t, 0..3, idle, 0.0, 1);
+    assert!(!t.mark(99, Outcome::Oom, 1_000), "no job has PID 99");
+    let first = run(&mut t, 1..3, idle, 0.0, 1);
     assert_eq!(first.started.len(), 1);
-    assert!(t.mark(7, Outcome::Oom));
-    assert!(t.mark(7, Outcome::Killed), "the OOM stays");
+    assert!(!t.mark(7, Outcome::Oom, 100), "an OOM from before the job started (a reused PID)");
+    assert!(t.mark(7, Outcome::Oom, 2_500));
+    assert!(t.mark(7, Outcome::Killed, 2_600), "the OOM stays");
     let changes = run(&mut t, 3..9, idle, 0.0, 1);
     let job = &changes.ended[0];
-    assert_eq!((job.figures.idle_s, job.figures.held_s), (4.5, 4.5));
+    // The first reading (1 s) is the baseline: 1 s to 5 s charged.
+    assert_eq!((job.figures.idle_s, job.figures.held_s), (4.0, 4.0));
     assert_eq!(job.outcome, Outcome::Oom);
+    assert_eq!(t.recent_ended().map(|j| j.id).collect::<Vec<_>>(), [job.id], "kept while its end is written");
+}
+
+#[test]
+fn unknown_memory_and_utilization_are_not_zero() {
+    let mut t = Tracker::new(1000, &gpus(1), 1);
+    let blind = |_, s| {
+        let mut p = process(0, 9, "ana", 0, None);
+        p.used_memory = None;
+        if s < 5 { vec![p] } else { vec![] }
+    };
+    // No utilization gauge either (`gpu_util: None` under MIG): nothing says the GPU was idle.
+    for s in 0..8u64 {
+        let list = blind(0, s);
+        let reading = GpuReading {
+            device: 0,
+            at_ms: s * 1000,
+            energy_mj: None,
+            gpu_util: None,
+            processes: list.iter().collect(),
+        };
+        t.observe(&[reading]);
+    }
+    let job = t.recent_ended().next().unwrap();
+    assert_eq!((job.figures.memory_peak_bytes, job.figures.memory_capacity_bytes), (0, 0), "no peak from no figure");
+    assert_eq!(job.figures.idle_s, 0.0, "no gauge, no idle: {:?}", job.figures);
+    assert!(job.figures.held_s > 0.0);
+}
+
+#[test]
+fn readings_further_apart_than_a_step_merge_by_time() {
+    let mut t = Tracker::new(15_000, &gpus(1), 1);
+    let busy = |_, _| vec![process(0, 42, "ana", 4, Some(90))];
+    // A reading every 15 s: the 10 s steps hold one reading each, some buckets empty.
+    let mut changes = Changes::default();
+    for r in 0..(jobs::MAX_POINTS as u64 * 2) {
+        let list = busy(0, r);
+        t.window(0, &window(r * 15_000, 0.5, 0.25));
+        let reading = GpuReading {
+            device: 0,
+            at_ms: r * 15_000,
+            energy_mj: None,
+            gpu_util: Some(90),
+            processes: list.iter().collect(),
+        };
+        changes.ended.extend(t.observe(&[reading]).ended);
+    }
+    let job = &t.running(true)[0];
+    let steps: Vec<u64> = job.series.windows(2).map(|w| w[1].at_ms - w[0].at_ms).collect();
+    let step = steps.iter().copied().min().unwrap();
+    assert!(steps.iter().all(|s| s % step == 0), "every point on its bucket: {steps:?}");
+    assert!(job.series.iter().all(|p| p.at_ms % step == 0), "bucket starts: {:?}", &job.series[..4]);
 }
 
 #[test]
