@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use gpudash::jobs::tracker::{GpuFacts, GpuReading, Tracker};
+use gpudash::jobs::tracker::{GpuFacts, Tracker};
 use gpudash::store::jobs::JobStore;
 use gpudash::telemetry::GpuSource;
 use gpudash::telemetry::simulator::Simulator;
@@ -111,8 +111,8 @@ fn per_reading(gpus: u32, readings: u32) -> Result<(), String> {
             charged += accountant.charge(&reading).len();
         }
         let usage_done = thread_cpu_ns();
-        let list: Vec<GpuReading<'_>> = (0..gpus)
-            .map(|g| GpuReading { device: g, at_ms, energy_mj: Some(r * 1000), gpu_util: Some(40), processes: on(g) })
+        let list: Vec<Reading<'_>> = (0..gpus)
+            .map(|g| Reading { device: g, at_ms, energy_mj: Some(r * 1000), gpu_util: Some(40), processes: on(g) })
             .collect();
         tracker.observe(&list);
         let jobs_done = thread_cpu_ns();

@@ -15,7 +15,8 @@ use telemetry::Update;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
-use super::tracker::{Changes, GpuFacts, GpuReading, Tracker};
+use super::tracker::{Changes, GpuFacts, Tracker};
+use crate::usage::account::Reading;
 
 /// How often running jobs are written: a crash loses at most this much of their figures.
 pub const SAVE_EVERY: Duration = Duration::from_secs(10);
@@ -150,10 +151,10 @@ impl Jobs {
 
     /// One slow-loop reading; stores the jobs it started and ended.
     fn observe(&self, details: &shared::Details, utilization: &[(u32, Option<u32>)]) {
-        let readings: Vec<GpuReading<'_>> = details
+        let readings: Vec<Reading<'_>> = details
             .health
             .iter()
-            .map(|health| GpuReading {
+            .map(|health| Reading {
                 device: health.index,
                 at_ms: health.timestamp_ms,
                 energy_mj: health.energy_mj,

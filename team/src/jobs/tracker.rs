@@ -1,5 +1,5 @@
 //! The jobs' bookkeeping, pure: each GPU's GPM windows between two process readings, and each
-//! process reading charged as usage charges it (`usage::account`), grouped by job
+//! process reading (`usage::account::Reading`) charged as usage charges it, grouped by job
 //! (`shared::jobs::identity`). A job starts at the first reading that lists one of its processes
 //! and ends at its last, once [`ABSENT_READINGS`] readings in a row list none.
 
@@ -26,16 +26,6 @@ pub struct GpuFacts {
     pub memory_total: u64,
     /// Compute capability 8.0 or later: bf16 on tensor cores.
     pub bf16: bool,
-}
-
-/// One GPU's process reading, as the slow loop gives it.
-#[derive(Debug, Clone)]
-pub struct GpuReading<'a> {
-    pub device: u32,
-    pub at_ms: u64,
-    pub energy_mj: Option<u64>,
-    pub gpu_util: Option<u32>,
-    pub processes: Vec<&'a GpuProcess>,
 }
 
 /// What happened to jobs at one reading.
@@ -298,7 +288,7 @@ impl Tracker {
 
     /// One reading of every GPU (the slow loop's details): charges each GPU's interval to the
     /// jobs on it, starts the jobs first seen and ends those gone for [`ABSENT_READINGS`] readings.
-    pub fn observe(&mut self, readings: &[GpuReading<'_>]) -> Changes {
+    pub fn observe(&mut self, readings: &[Reading<'_>]) -> Changes {
         let mut changes = Changes::default();
         // The jobs listed at this reading, each with its memory over all its GPUs.
         let mut memory_now: BTreeMap<String, u64> = BTreeMap::new();
@@ -307,8 +297,11 @@ impl Tracker {
             let facts = self.gpus.get(&reading.device).copied();
             // Each process's job, and new jobs started.
             let mut on_gpu: BTreeMap<String, Vec<&GpuProcess>> = BTreeMap::new();
+            // Each process's job key, in the reading's order (its charges come in the same order).
+            let mut keys: Vec<String> = Vec::with_capacity(reading.processes.len());
             for &process in &reading.processes {
                 let identity = jobs::identity(process);
+                keys.push(identity.key.clone());
                 if !self.running.contains_key(&identity.key) {
                     let started = process.started_ms.filter(|&s| s <= reading.at_ms).unwrap_or(reading.at_ms);
                     let job = Job {
@@ -363,18 +356,10 @@ impl Tracker {
                 *memory_now.entry(key.clone()).or_default() += memory;
             }
             // The interval since the GPU's previous reading, charged to the jobs on it now.
-            let reading_for_usage = Reading {
-                device: reading.device,
-                at_ms: reading.at_ms,
-                energy_mj: reading.energy_mj,
-                gpu_util: reading.gpu_util,
-                processes: reading.processes.clone(),
-            };
-            let Some(interval) = self.accountant.charge_each(&reading_for_usage) else { continue };
+            let Some(interval) = self.accountant.charge_each(reading) else { continue };
             let mut per_job: BTreeMap<String, (f64, f64, bool, f64, f64, f64)> = BTreeMap::new();
-            for each in &interval.charges {
-                let key = jobs::identity(each.process).key;
-                let entry = per_job.entry(key).or_insert((0.0, 0.0, true, 0.0, 0.0, 0.0));
+            for (each, key) in interval.charges.iter().zip(&keys) {
+                let entry = per_job.entry(key.clone()).or_insert((0.0, 0.0, true, 0.0, 0.0, 0.0));
                 entry.0 = entry.0.max(each.seconds);
                 entry.1 += each.share;
                 // Idle only on evidence: a utilization gauge that read 0 (usage also counts a GPU

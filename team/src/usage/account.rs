@@ -100,7 +100,8 @@ impl Accountant {
     }
 
     /// The interval since the GPU's previous reading and what it charges each process of
-    /// `reading` (the jobs' bookkeeping groups these by job); `None` for a first reading, a
+    /// `reading`, one charge per process in the reading's order (the jobs' bookkeeping groups
+    /// these by job); `None` for a first reading, a
     /// repeated one, one after too long a gap, or a GPU without processes.
     pub fn charge_each<'a>(&mut self, reading: &Reading<'a>) -> Option<Interval<'a>> {
         let previous = self.last.get(&reading.device).copied();

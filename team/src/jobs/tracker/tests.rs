@@ -57,10 +57,10 @@ fn run(
         for g in 0..n_gpus {
             tracker.window(g, &window(at, sm, sm / 2.0));
         }
-        let readings: Vec<GpuReading<'_>> = lists
+        let readings: Vec<Reading<'_>> = lists
             .iter()
             .enumerate()
-            .map(|(g, list)| GpuReading {
+            .map(|(g, list)| Reading {
                 device: g as u32,
                 at_ms: at,
                 energy_mj: Some(s * 300_000),
@@ -178,13 +178,8 @@ fn unknown_memory_and_utilization_are_not_zero() {
     // No utilization gauge either (`gpu_util: None` under MIG): nothing says the GPU was idle.
     for s in 0..8u64 {
         let list = blind(0, s);
-        let reading = GpuReading {
-            device: 0,
-            at_ms: s * 1000,
-            energy_mj: None,
-            gpu_util: None,
-            processes: list.iter().collect(),
-        };
+        let reading =
+            Reading { device: 0, at_ms: s * 1000, energy_mj: None, gpu_util: None, processes: list.iter().collect() };
         t.observe(&[reading]);
     }
     let job = t.recent_ended().next().unwrap();
@@ -202,7 +197,7 @@ fn readings_further_apart_than_a_step_merge_by_time() {
     for r in 0..(jobs::MAX_POINTS as u64 * 2) {
         let list = busy(0, r);
         t.window(0, &window(r * 15_000, 0.5, 0.25));
-        let reading = GpuReading {
+        let reading = Reading {
             device: 0,
             at_ms: r * 15_000,
             energy_mj: None,
