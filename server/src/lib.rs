@@ -244,13 +244,7 @@ pub async fn start_with(
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
     open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
-    let jobs = jobs::Jobs::new(
-        open::jobs(options.store.as_ref()).await?,
-        &jobs::Jobs::gpu_facts(&telemetry),
-        details_period,
-        options.jobs.limits,
-        options.jobs.energy,
-    );
+    let jobs = open::jobs(options.store.as_ref(), &telemetry, details_period, options.jobs).await?;
     let jobs_engine = jobs::engine::spawn(jobs.clone(), &telemetry, &clock, shutdown_rx.clone())?;
     open::watch_ooms(&alerts, &bridge, &jobs);
     let alert_engine =

@@ -59,18 +59,26 @@ pub async fn usage(store: Option<&Store>) -> std::io::Result<store::usage::Usage
     .await
 }
 
-/// The jobs, kept in the history database, or in memory with `--no-history` (opening closes the
-/// jobs an earlier run left running: off the runtime's workers).
-pub async fn jobs(store: Option<&Store>) -> std::io::Result<store::jobs::JobStore> {
+/// The jobs of `telemetry`'s GPUs, whose processes are read every `period`, kept in the history
+/// database, or in memory with `--no-history` (opening closes the jobs an earlier run left
+/// running: off the runtime's workers).
+pub async fn jobs(
+    store: Option<&Store>,
+    telemetry: &telemetry::Telemetry,
+    period: std::time::Duration,
+    options: team::jobs::JobsOptions,
+) -> std::io::Result<team::jobs::Jobs> {
     let path = store.map(|s| s.path().to_owned());
-    blocking(move || match path {
+    let rows = blocking(move || match path {
         Some(path) => store::jobs::JobStore::open(&path, telemetry::now_ms()),
         None => {
             tracing::warn!("jobs are kept in memory only (--no-history): a restart forgets them");
             store::jobs::JobStore::memory()
         }
     })
-    .await
+    .await?;
+    let gpus = team::jobs::Jobs::gpu_facts(telemetry);
+    Ok(team::jobs::Jobs::new(rows, &gpus, period, options.limits, options.energy))
 }
 
 /// The reservations, kept in the history database, or in memory with `--no-history` (opening reads

@@ -20,6 +20,7 @@ pub mod health;
 pub mod history;
 pub mod history_chart;
 pub mod history_plot;
+pub mod job_detail;
 pub mod lab;
 pub mod login;
 pub mod memory_chart;
