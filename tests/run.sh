@@ -57,6 +57,10 @@ step "axe-core and oidc-provider (npm, pinned in tests/axe and tests/oidc packag
 (cd tests/axe && npm ci --no-audit --no-fund --loglevel=error)
 (cd tests/oidc && npm ci --no-audit --no-fund --loglevel=error)
 
+step "Python virtualenv (target/py): pytest, and aiosmtpd, the real SMTP server the job notices' test mails (tests/mail/receiver.py)"
+python3 -m venv target/py
+target/py/bin/pip install --quiet --upgrade pip pytest aiosmtpd
+
 step "tests (unit, integration, browser)"
 cargo test --workspace --exclude gpudash-frontend
 cargo test -p gpudash-frontend
@@ -68,8 +72,7 @@ step "frontend budgets: the app's gzip size (target 450 KiB, printed; ceiling 50
 cargo test -p gpudash-tests --test integration budgets -- --nocapture --test-threads 1
 
 step "Python client (python/): installs with pip, tests against gpudash --simulate with a stand-in torch"
-python3 -m venv target/py
-target/py/bin/pip install --quiet --upgrade pip pytest ./python
+target/py/bin/pip install --quiet ./python
 GPUDASH_BIN="$PWD/target/debug/gpudash" target/py/bin/python -m pytest -q python/tests
 
 step "GPU comparisons' verdict rule (tests/gpu/compare.py: paired intervals, INCONCLUSIVE exits 2) and page_open.py's handshake, without a GPU"

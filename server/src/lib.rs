@@ -242,11 +242,13 @@ pub async fn start_with(
     let alerts = open::alerts(options.store.as_ref(), options.alerts).await?;
     let reservations = open::reservations(options.store.as_ref()).await?;
     // Subscribed before the engine starts, so no alert is fired before its webhooks listen.
-    open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
+    let deliveries =
+        open::deliver_alerts(&alerts, options.alert_webhooks, &telemetry.host().hostname, shutdown_rx.clone());
     let bridge = Arc::new(bridge::Registry::default());
     let jobs = open::jobs(options.store.as_ref(), &telemetry, details_period, options.jobs).await?;
     let jobs_engine = jobs::engine::spawn(jobs.clone(), &telemetry, &clock, shutdown_rx.clone())?;
     open::watch_ooms(&alerts, &bridge, &jobs);
+    let notices = open::notify_jobs(&alerts, deliveries, &jobs, telemetry.host(), &options.site, shutdown_rx.clone());
     let alert_engine =
         alerts::engine::spawn(alerts.clone(), &telemetry, reservations.clone(), &clock, shutdown_rx.clone())?;
     // Always handled: SIGHUP's default action ends the process, and `systemctl reload` sends it.
@@ -297,6 +299,7 @@ pub async fn start_with(
         reservations,
         usage: usage.clone(),
         jobs: jobs.clone(),
+        notices,
     });
     let audit = tokio::spawn(audit.maintain(shutdown_rx.clone()));
     let connections = web::serve::ConnectionLimits { clock: clock.clone(), ..options.connections };

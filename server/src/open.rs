@@ -117,11 +117,17 @@ pub async fn alerts(store: Option<&Store>, config: alerts::AlertsConfig) -> std:
 
 /// Starts the webhook deliveries of `alerts` (the file's webhooks and `flags`), shows their
 /// status in `GET /api/alerts`, and hands them the webhooks of every alerts file reloaded.
-pub fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str, mut shutdown: watch::Receiver<bool>) {
+pub fn deliver_alerts(
+    alerts: &alerts::Alerts,
+    flags: Vec<url::Url>,
+    host: &str,
+    mut shutdown: watch::Receiver<bool>,
+) -> alerts::deliver::Deliveries {
     let mut config = alerts.config();
     let deliveries = alerts::deliver::start_for(&config.borrow_and_update(), &flags, host, alerts.subscribe());
     let reported = deliveries.clone();
     alerts.report_webhooks(move || reported.status());
+    let kept = deliveries.clone();
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -136,6 +142,26 @@ pub fn deliver_alerts(alerts: &alerts::Alerts, flags: Vec<url::Url>, host: &str,
             }
         }
     });
+    kept
+}
+
+/// Tells owners about their jobs through `deliveries`' job webhooks and the alerts file's
+/// `[smtp]`, as its `[jobs]` says (read again on every reload); links go to the first `--public-url`.
+pub fn notify_jobs(
+    alerts: &alerts::Alerts,
+    deliveries: alerts::deliver::Deliveries,
+    jobs: &team::jobs::Jobs,
+    host: &shared::HostInfo,
+    site: &web::site::Site,
+    shutdown: watch::Receiver<bool>,
+) -> team::jobs::notify::Notifier {
+    let page = site.public.first().map(|p| {
+        let port = p.port.map(|port| format!(":{port}")).unwrap_or_default();
+        format!("{}://{}{port}/", p.scheme, p.host)
+    });
+    let origin = team::jobs::notify::compose::Origin { host: host.hostname.clone(), page, simulated: host.simulated };
+    let backoff = std::time::Duration::from_secs(5);
+    team::jobs::notify::Notifier::start(jobs.clone(), deliveries, origin, alerts.config(), shutdown, backoff)
 }
 
 /// The `oom` rule reads the out-of-memory errors attached PyTorch processes reported.

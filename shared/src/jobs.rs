@@ -7,13 +7,12 @@ use serde::{Deserialize, Serialize};
 use crate::processes::GpuProcess;
 use crate::workload::{self, Workload};
 
+pub mod notices;
 mod query;
 mod verdicts;
 
 pub use query::{CSV_HEADER, DEFAULT_LIMIT, JobsQuery, MAX_LIMIT, QUERY_PARAMETERS, csv_row};
-#[cfg(test)]
-use verdicts::gpu_hours;
-pub use verdicts::{Evidence, Grade, RULES, Thresholds, Verdict, verdicts, worst};
+pub use verdicts::{Evidence, Grade, RULES, Thresholds, Verdict, gpu_hours, verdicts, worst};
 
 const GIB: f64 = (1u64 << 30) as f64;
 

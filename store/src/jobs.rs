@@ -12,6 +12,8 @@ use shared::jobs::{Job, JobPoint, JobsQuery, Outcome};
 
 use crate::writer::{self, DbWriter};
 
+mod notices;
+
 /// How long ended jobs are kept.
 pub const KEPT_MS: u64 = shared::usage::MAX_RANGE_MS;
 
@@ -69,6 +71,7 @@ impl JobStore {
 
     fn start(mut conn: Connection, persistent: bool, now_ms: u64) -> Result<Self, JobStoreError> {
         conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(notices::SCHEMA)?;
         close_left_running(&mut conn)?;
         conn.execute("DELETE FROM jobs WHERE ended_ms < ?1", [as_i64(now_ms.saturating_sub(KEPT_MS))])?;
         conn.execute("DELETE FROM job_series WHERE id NOT IN (SELECT id FROM jobs)", [])?;

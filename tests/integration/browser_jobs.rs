@@ -1,7 +1,7 @@
 //! The Jobs tab in a real browser: a running container job and an ended, idle Slurm job are
 //! listed with their owners and verdicts; the state filter narrows the table and is kept in the
 //! URL; a job opens with its verdicts, figures and chart, by a click and by a deep link; the CSV
-//! link asks for the jobs the filters show.
+//! link asks for the jobs the filters show. "Your notices" turns the owner's notices off and keeps it.
 
 use std::time::Duration;
 
@@ -73,6 +73,49 @@ async fn the_jobs_tab_lists_filters_and_opens_jobs() {
         eventually(15, "the deep link's job opened", || async {
             let title = texts(&c, "#job-detail-title").await;
             (title.first().is_some_and(|t| t.contains(&format!("Job {dee}: Slurm job 4242")))).then_some(())
+        })
+        .await;
+    })
+    .await;
+}
+
+/// "Your notices" on the Jobs tab: what the server sends and where, a switch that turns the
+/// end-of-job notices off (stored: the server answers so, and a reload shows it off).
+#[tokio::test]
+async fn the_notices_panel_switches_notices_off_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let alerts = "[jobs]\ndigest = \"weekly\"\ndigest_day = \"friday\"\n\
+                  [[webhook]]\nurl = \"http://127.0.0.1:9/jobs\"\njobs = true\nalerts = false\n";
+    let options = gpudash::Options {
+        store: Some(gpudash::store::Store::open(dir.path(), true, gpudash::store::Retention::default()).unwrap()),
+        alerts: gpudash::alerts::AlertsConfig::parse(alerts, "alerts.toml").unwrap(),
+        ..gpudash::Options::new(Duration::from_millis(200))
+    };
+    let server =
+        TestServer::with_options(Box::new(gpudash::telemetry::simulator::Simulator::new(1, 200)), options).await;
+    let url = server.url("/#jobs");
+    with_browser(1280, 900, |c| async move {
+        c.goto(&url).await.unwrap();
+        let summary = || async { texts(&c, "#job-notices summary").await.first().cloned().unwrap_or_default() };
+        eventually(15, "the notices panel", || async {
+            (summary().await == "Notices: on, weekly digest").then_some(())
+        })
+        .await;
+        c.find(Locator::Css("#job-notices summary")).await.unwrap().click().await.unwrap();
+        let place = texts(&c, ".job-notices-where").await.join(" ");
+        assert!(place.starts_with("1 team webhook gets them too. At most 5 notices a day"), "{place}");
+        let digest = texts(&c, ".job-notices-choice").await.join(" | ");
+        assert!(digest.contains("Send me the digest of my jobs (Fridays at 08:00 UTC)"), "{digest}");
+        c.find(Locator::Css("#job-notices-notices")).await.unwrap().click().await.unwrap();
+        eventually(10, "notices off", || async { (summary().await == "Notices: off, weekly digest").then_some(()) })
+            .await;
+        let stored: shared::jobs::notices::NoticeSettings = get_json(&server, "/api/jobs/notices").await;
+        assert!(!stored.choice.notices && stored.choice.digest, "{stored:?}");
+        c.refresh().await.unwrap();
+        eventually(15, "still off after a reload", || async {
+            let checked =
+                js(&c, "const b = document.querySelector('#job-notices-notices'); return b && !b.checked").await;
+            (checked == true && summary().await == "Notices: off, weekly digest").then_some(())
         })
         .await;
     })

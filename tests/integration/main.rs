@@ -56,6 +56,7 @@ mod health_status;
 mod history;
 mod identity;
 mod identity_pods;
+mod job_notices;
 mod jobs;
 mod lab;
 mod lab_busy;

@@ -211,16 +211,18 @@ pub async fn unsilence(
 /// Who a subscription belongs to: a signed-in user; with no tokens (a workstation), the OS user
 /// gpudash runs as, so "my processes" matches what the process table shows.
 fn subscriber(state: &AppState, caller: Option<&Caller>) -> Result<String, ApiError> {
+    own_user(state, caller, "subscribe to alerts: subscriptions belong to a user")
+}
+
+/// The caller as the owner of their own settings: a signed-in user; with no tokens (a
+/// workstation), the OS user gpudash runs as. Refused with "sign in to `why`" for anyone else.
+pub(crate) fn own_user(state: &AppState, caller: Option<&Caller>, why: &str) -> Result<String, ApiError> {
     if !state.auth.enabled() {
-        return Ok(uzers::get_current_username()
-            .map_or_else(|| uzers::get_current_uid().to_string(), |name| name.to_string_lossy().into_owned()));
+        return Ok(team::auth::local_user_name().to_owned());
     }
     match caller {
         Some(c) if !c.identity.anonymous => Ok(c.identity.user.clone()),
-        _ => Err(ApiError {
-            status: StatusCode::FORBIDDEN,
-            message: "sign in to subscribe to alerts: subscriptions belong to a user".to_owned(),
-        }),
+        _ => Err(ApiError { status: StatusCode::FORBIDDEN, message: format!("sign in to {why}") }),
     }
 }
 

@@ -1,6 +1,10 @@
 //! Errors a request can end with: a status and a message a user can act on.
 
+use std::collections::HashMap;
+
 use axum::Json;
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -26,6 +30,29 @@ impl ApiError {
     pub fn internal(detail: impl Into<String>) -> Self {
         tracing::error!("{}", detail.into());
         Self { status: StatusCode::INTERNAL_SERVER_ERROR, message: "internal error; see the server log".to_owned() }
+    }
+}
+
+/// The query string's parameters, or a 400: a query string that does not parse, or a name not
+/// in `allowed` ("a, b, c").
+pub fn query_parameters(
+    params: Result<Query<HashMap<String, String>>, QueryRejection>,
+    allowed: &str,
+) -> Result<HashMap<String, String>, ApiError> {
+    let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
+    known_names(&params, allowed)?;
+    Ok(params)
+}
+
+/// A 400 naming the first parameter of `params` not in `allowed` ("a, b, c"), shown at most
+/// 40 characters long.
+pub fn known_names(params: &HashMap<String, String>, allowed: &str) -> Result<(), ApiError> {
+    match params.keys().find(|k| !allowed.split(", ").any(|p| p == k.as_str())) {
+        Some(unknown) => Err(ApiError::bad_request(format!(
+            "unknown parameter '{}'; the parameters are {allowed}",
+            shared::text::shown(&unknown.chars().take(40).collect::<String>())
+        ))),
+        None => Ok(()),
     }
 }
 

@@ -75,12 +75,8 @@ struct Params<'a>(&'a HashMap<String, String>);
 impl<'a> Params<'a> {
     /// `params`, or a 400 naming the first parameter not in `allowed` ("a, b, c").
     fn new(params: &'a HashMap<String, String>, allowed: &str) -> Result<Self, ApiError> {
-        match params.keys().find(|k| !allowed.split(", ").any(|p| p == k.as_str())) {
-            Some(unknown) => {
-                Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {allowed}")))
-            }
-            None => Ok(Self(params)),
-        }
+        super::error::known_names(params, allowed)?;
+        Ok(Self(params))
     }
 
     /// The whole number `name`, if given.

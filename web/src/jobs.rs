@@ -16,7 +16,7 @@ use store::jobs::JobStoreError;
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
-use super::error::blocking;
+use super::error::{blocking, query_parameters};
 use super::{ApiError, AppState};
 
 impl From<JobStoreError> for ApiError {
@@ -77,13 +77,7 @@ async fn answer(
     caller: Option<&Caller>,
     params: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<(Vec<JobReport>, bool), ApiError> {
-    let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
-    if let Some(unknown) = params.keys().find(|k| !QUERY_PARAMETERS.split(", ").any(|p| p == k.as_str())) {
-        return Err(ApiError::bad_request(format!(
-            "unknown parameter '{}'; the parameters are {QUERY_PARAMETERS}",
-            shown(unknown)
-        )));
-    }
+    let params = query_parameters(params, QUERY_PARAMETERS)?;
     let query = JobsQuery::parse(|name| params.get(name).cloned()).map_err(ApiError::bad_request)?;
     let hide = visibility(state, caller) == Visibility::Redacted;
     if hide && query.owner.is_some() {

@@ -11,6 +11,7 @@ mod error;
 mod fleet;
 mod frames;
 mod history;
+mod job_notices;
 mod jobs;
 mod lab;
 mod live;
@@ -95,6 +96,8 @@ pub struct AppState {
     pub reservations: team::reservations::Reservations,
     /// The jobs: the running ones as they stand, the rest in the history database.
     pub jobs: team::jobs::Jobs,
+    /// The job notices and digests, and each owner's choice of them.
+    pub notices: team::jobs::notify::Notifier,
 }
 
 /// The page's Content-Security-Policy: its own scripts and wasm, nothing from elsewhere, never framed.
@@ -180,6 +183,8 @@ pub fn app(state: AppState) -> Router {
         .route("/api/usage.csv", get(usage::usage_csv))
         .route("/api/jobs", get(jobs::list))
         .route("/api/jobs.csv", get(jobs::csv))
+        .route("/api/jobs/notices", get(job_notices::get).put(job_notices::put))
+        .route("/api/jobs/digest", post(job_notices::digest))
         .route("/api/jobs/{id}", get(jobs::get))
         .route("/api/reservations", get(reservations::list).post(reservations::create))
         .route("/api/reservations/{id}", delete(reservations::release))

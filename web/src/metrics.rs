@@ -49,6 +49,7 @@ pub async fn metrics(State(state): State<AppState>, caller: Option<Extension<Cal
     text.push_str(&super::metrics_usage::families(&telemetry.host().hostname, &totals, &processes, full));
     text.push_str(&super::metrics_jobs::families(&telemetry.host().hostname, &state.jobs.running_for_metrics(), full));
     text.push_str(&team::alerts::deliver::metrics_text(&state.alerts.webhooks()));
+    text.push_str(&state.notices.metrics_text());
     text.push_str(&store::writer_metrics_text());
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text)
 }

@@ -13,7 +13,7 @@ use shared::usage::{UsageQuery, UsageResponse, UsageRow};
 use super::Visibility;
 use super::api::visibility;
 use super::auth::Caller;
-use super::error::blocking;
+use super::error::{blocking, query_parameters};
 use super::{ApiError, AppState};
 use store::usage::UsageStoreError;
 
@@ -58,10 +58,7 @@ async fn answer(
     caller: Option<&Caller>,
     params: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<(UsageQuery, Vec<UsageRow>), ApiError> {
-    let Query(params) = params.map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))?;
-    if let Some(unknown) = params.keys().find(|k| !PARAMETERS.split(", ").any(|p| p == k.as_str())) {
-        return Err(ApiError::bad_request(format!("unknown parameter '{unknown}'; the parameters are {PARAMETERS}")));
-    }
+    let params = query_parameters(params, PARAMETERS)?;
     let get = |name: &str| params.get(name).map(String::as_str);
     let query = UsageQuery::parse(get("from"), get("to"), get("group"), get("utc_offset"))
         .map_err(|e| ApiError::bad_request(e.to_string()))?;

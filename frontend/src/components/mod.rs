@@ -21,6 +21,7 @@ pub mod history;
 pub mod history_chart;
 pub mod history_plot;
 pub mod job_detail;
+pub mod job_notices;
 pub mod lab;
 pub mod login;
 pub mod memory_chart;

@@ -47,6 +47,12 @@ pub async fn post_json<T: DeserializeOwned>(url: &str, body: Option<&serde_json:
     parse(url, &answer)
 }
 
+/// `PUT url` with a JSON body, its JSON answer.
+pub async fn put_json<T: DeserializeOwned>(url: &str, body: &serde_json::Value) -> Result<T, ApiFailure> {
+    let answer = call("PUT", url, Some(&body.to_string())).await?;
+    parse(url, &answer)
+}
+
 /// `POST url` answered 204, or 200 with a JSON body.
 pub async fn post_maybe_json<T: DeserializeOwned>(url: &str) -> Result<Option<T>, ApiFailure> {
     let answer = call("POST", url, None).await?;

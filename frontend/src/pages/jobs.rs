@@ -11,6 +11,7 @@ use crate::{
     components::{
         format,
         job_detail::{JobDetail, gib, grade_word, length, share},
+        job_notices::JobNoticesPanel,
     },
     hooks::{api::get_json, session::Session, url::ViewSignals},
     state::url::JobsView,
@@ -225,6 +226,7 @@ pub fn JobsPage() -> impl IntoView {
                     href=move || format!("/api/jobs?{}", export.get())
                     title="These jobs as JSON (the newest 1000; page on with before=)">"JSON"</a>
             </div>
+            <JobNoticesPanel />
             <Show when=move || error.with(Option::is_some)>
                 <p class="lab-error jobs-error" role="alert">{move || error.get().unwrap_or_default()}</p>
             </Show>

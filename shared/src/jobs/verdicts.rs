@@ -62,7 +62,7 @@ fn percent(share: f64) -> String {
 }
 
 /// GPU time in the unit that reads best: "22 GPU-hours", "1.5 GPU-hours", "40 GPU-minutes", "9 GPU-seconds".
-pub(super) fn gpu_hours(seconds: f64) -> String {
+pub fn gpu_hours(seconds: f64) -> String {
     let hours = seconds / 3600.0;
     let whole = |n: f64, unit: &str| {
         let n = n.round();

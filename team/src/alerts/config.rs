@@ -25,7 +25,11 @@
 //! url = "https://ntfy.example.org/gpus"
 //! format = "ntfy"       # generic, slack or ntfy
 //! min_severity = "warning"
+//! jobs = true           # also the job notices and digests (default false)
+//! alerts = true         # the alerts (default true; false for a jobs-only webhook)
 //! ```
+//!
+//! `[jobs]` and `[smtp]` say what owners are told about their jobs (`jobs::notify::config`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -34,6 +38,7 @@ use serde::Deserialize;
 use shared::alerts::{Rule, Severity};
 
 use super::deliver::format::{redact_urls, target_text};
+use crate::jobs::notify::config::{FileJobs, FileSmtp, NoticeConfig};
 
 /// Why an alerts file was refused; the message names the file, the place and what is allowed.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -84,6 +89,10 @@ pub struct Webhook {
     pub min_severity: Severity,
     /// How long one attempt may take.
     pub timeout: Duration,
+    /// Takes the alerts.
+    pub alerts: bool,
+    /// Takes the job notices and digests too (`jobs::notify`).
+    pub jobs: bool,
 }
 
 impl Webhook {
@@ -91,7 +100,14 @@ impl Webhook {
 
     /// A generic webhook for every alert (what `--alert-webhook URL` gives).
     pub fn generic(url: url::Url) -> Self {
-        Webhook { url, format: WebhookFormat::Generic, min_severity: Severity::Info, timeout: Self::DEFAULT_TIMEOUT }
+        Webhook {
+            url,
+            format: WebhookFormat::Generic,
+            min_severity: Severity::Info,
+            timeout: Self::DEFAULT_TIMEOUT,
+            alerts: true,
+            jobs: false,
+        }
     }
 }
 
@@ -100,6 +116,8 @@ impl Webhook {
 pub struct AlertsConfig {
     pub rules: Rules,
     pub webhooks: Vec<Webhook>,
+    /// What owners are told about their jobs (`[jobs]`, `[smtp]`).
+    pub jobs: NoticeConfig,
 }
 
 #[derive(Deserialize, Default)]
@@ -110,6 +128,8 @@ struct File {
     rules: toml::Table,
     #[serde(default)]
     webhook: Vec<FileWebhook>,
+    jobs: Option<FileJobs>,
+    smtp: Option<FileSmtp>,
 }
 
 #[derive(Deserialize)]
@@ -120,6 +140,8 @@ struct FileWebhook {
     format: WebhookFormat,
     min_severity: Option<String>,
     timeout: Option<String>,
+    alerts: Option<bool>,
+    jobs: Option<bool>,
 }
 
 impl AlertsConfig {
@@ -154,7 +176,17 @@ impl AlertsConfig {
         let webhooks = (file.webhook.iter().enumerate())
             .map(|(i, w)| load_webhook(w).map_err(|what| range(at_line(text, "[[webhook]]", i, what))))
             .collect::<Result<_, _>>()?;
-        Ok(AlertsConfig { rules, webhooks })
+        let jobs = NoticeConfig::load(file.jobs, file.smtp).map_err(|what| {
+            let table = if what.starts_with("[smtp]") {
+                "[smtp]"
+            } else if what.starts_with("[jobs.mail]") {
+                "[jobs.mail]"
+            } else {
+                "[jobs]"
+            };
+            range(at_line(text, table, 0, what))
+        })?;
+        Ok(AlertsConfig { rules, webhooks, jobs })
     }
 }
 
@@ -187,7 +219,8 @@ fn at_line(text: &str, header: &str, nth: usize, what: String) -> String {
             if table_line.is_some() {
                 break;
             }
-            if line == header {
+            // A header may carry a comment: `[jobs]   # what owners are told`.
+            if line.split('#').next().unwrap_or_default().trim_end() == header {
                 if seen == nth {
                     table_line = Some(i + 1);
                 }
@@ -225,7 +258,13 @@ fn load_webhook(entry: &FileWebhook) -> Result<Webhook, String> {
             parsed
         }
     };
-    Ok(Webhook { url, format: entry.format, min_severity, timeout })
+    let (alerts, jobs) = (entry.alerts.unwrap_or(true), entry.jobs.unwrap_or(false));
+    if !alerts && !jobs {
+        return Err(
+            "[[webhook]] alerts = false and no jobs = true: it would get nothing; drop it or set jobs = true".into()
+        );
+    }
+    Ok(Webhook { url, format: entry.format, min_severity, timeout, alerts, jobs })
 }
 
 /// A webhook URL: http or https with a host (also what `--alert-webhook` takes). A refusal shows

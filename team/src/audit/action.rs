@@ -37,10 +37,14 @@ pub enum Action {
     AuthReload,
     /// A scrape of `/metrics` with a wrong `--web-config-file` password (aggregated).
     MetricsScrape,
+    /// Someone switched their job notices or digest on or off.
+    JobNotices,
+    /// An admin sent the job digests now.
+    JobDigest,
 }
 
 impl Action {
-    pub const ALL: [Self; 18] = [
+    pub const ALL: [Self; 20] = [
         Self::Login,
         Self::AuthBearer,
         Self::ExperimentStart,
@@ -59,6 +63,8 @@ impl Action {
         Self::ReservationRelease,
         Self::AuthReload,
         Self::MetricsScrape,
+        Self::JobNotices,
+        Self::JobDigest,
     ];
 
     /// The id stored in the log and sent in [`shared::auth::AuditEntry::action`].
@@ -82,6 +88,8 @@ impl Action {
             Self::ReservationRelease => "reservation.release",
             Self::AuthReload => "auth.reload",
             Self::MetricsScrape => "metrics.scrape",
+            Self::JobNotices => "jobs.notices",
+            Self::JobDigest => "jobs.digest",
         }
     }
 
@@ -106,6 +114,8 @@ impl Action {
             Self::ReservationRelease => "releasing a reservation",
             Self::AuthReload => "reloading the auth or web config file",
             Self::MetricsScrape => "scraping /metrics",
+            Self::JobNotices => "changing your job notices",
+            Self::JobDigest => "sending the job digests",
         }
     }
 }
@@ -125,7 +135,9 @@ impl Action {
             | Self::AlertUnsilence
             | Self::ProcessSignal
             | Self::ReservationCreate
-            | Self::ReservationRelease => true,
+            | Self::ReservationRelease
+            | Self::JobNotices
+            | Self::JobDigest => true,
             Self::Login
             | Self::AuthBearer
             | Self::AuditRead
@@ -163,6 +175,8 @@ impl Action {
             Self::ReservationRelease => "released a reservation",
             Self::AuthReload => "reloaded the auth or web config file",
             Self::MetricsScrape => "scraped /metrics",
+            Self::JobNotices => "changed their job notices",
+            Self::JobDigest => "sent the job digests",
         }
     }
 }

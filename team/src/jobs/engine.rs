@@ -12,6 +12,7 @@ use shared::jobs::{EnergyTerms, Job, JobReport, JobsQuery, Outcome, Thresholds};
 use store::jobs::{JobStore, JobStoreError};
 use telemetry::Telemetry;
 use telemetry::Update;
+use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
@@ -20,6 +21,9 @@ use crate::usage::account::Reading;
 
 /// How often running jobs are written: a crash loses at most this much of their figures.
 pub const SAVE_EVERY: Duration = Duration::from_secs(10);
+
+/// Ended jobs waiting for the notices (`notify`) to look at them.
+const ENDED_QUEUE: usize = 1_024;
 
 /// The jobs: the running ones in memory, every one in the store. Clones share them.
 #[derive(Debug, Clone)]
@@ -33,6 +37,8 @@ struct Inner {
     store: JobStore,
     limits: Thresholds,
     energy: EnergyTerms,
+    /// Every job as it ends, for the notices.
+    ended: broadcast::Sender<Job>,
 }
 
 impl Jobs {
@@ -40,7 +46,8 @@ impl Jobs {
     pub fn new(store: JobStore, gpus: &[GpuFacts], period: Duration, limits: Thresholds, energy: EnergyTerms) -> Self {
         let period_ms = u64::try_from(period.as_millis()).unwrap_or(u64::MAX);
         let tracker = Tracker::new(period_ms, gpus, store.first_free_id());
-        Self { inner: Arc::new(Inner { tracker: Mutex::new(tracker), store, limits, energy }) }
+        let (ended, _) = broadcast::channel(ENDED_QUEUE);
+        Self { inner: Arc::new(Inner { tracker: Mutex::new(tracker), store, limits, energy, ended }) }
     }
 
     /// The facts the tracker needs of `telemetry`'s GPUs.
@@ -58,6 +65,16 @@ impl Jobs {
 
     pub fn persistent(&self) -> bool {
         self.inner.store.persistent()
+    }
+
+    /// The jobs' table, with what the notices keep beside it.
+    pub fn store(&self) -> &JobStore {
+        &self.inner.store
+    }
+
+    /// Each job as it ends, from now on.
+    pub fn subscribe_ended(&self) -> broadcast::Receiver<Job> {
+        self.inner.ended.subscribe()
     }
 
     pub fn limits(&self) -> &Thresholds {
@@ -165,6 +182,8 @@ impl Jobs {
         let Changes { started, ended } = base::sync::lock(&self.inner.tracker).observe(&readings);
         for job in &ended {
             tracing::debug!(job = job.id, owner = %job.owner, "job {} ended ({})", job.name, job.outcome.name());
+            // None listening (no notices) is fine.
+            let _ = self.inner.ended.send(job.clone());
         }
         self.inner.store.save(started.into_iter().chain(ended).collect());
     }

@@ -286,6 +286,7 @@ pub(super) fn cases() -> Vec<Case> {
     all.extend(alert_cases());
     all.extend(usage_cases());
     all.extend(jobs_cases());
+    all.extend(super::notices::cases());
     all.extend(reservation_cases());
     all.extend(foreign_cases());
     // Not UTF-8 at all.

@@ -17,6 +17,7 @@ use crate::security::{ADMIN, team_server};
 use crate::support::TestServer;
 
 mod cases;
+mod notices;
 
 use cases::{Case, case, cases, post};
 

@@ -32,7 +32,9 @@ pub(super) fn all(config: &Config, check_webhooks: bool) -> std::io::Result<Vec<
     checks.push(runtime.block_on(super::sign_in::oidc_provider(config)));
     let (alerts_file, alerts) = alerts_file(config.alerts_file.as_deref());
     checks.push(alerts_file);
-    let webhooks = team::alerts::deliver::webhooks_for(&alerts.unwrap_or_default(), &config.alert_webhooks);
+    let alerts = alerts.unwrap_or_default();
+    checks.push(runtime.block_on(super::mail::smtp(&alerts, check_webhooks)));
+    let webhooks = team::alerts::deliver::webhooks_for(&alerts, &config.alert_webhooks);
     let urls: Vec<url::Url> = webhooks.into_iter().map(|w| w.url).collect();
     checks.push(runtime.block_on(webhooks_check(&urls, check_webhooks)));
     Ok(checks)

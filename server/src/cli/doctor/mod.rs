@@ -4,6 +4,7 @@
 
 mod checks;
 mod host;
+mod mail;
 mod sign_in;
 
 use std::ffi::OsString;

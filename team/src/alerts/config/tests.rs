@@ -52,6 +52,20 @@ fn a_refused_value_names_its_line() {
     assert!(message.ends_with("(line 5)"), "the second webhook's timeout: {message}");
     let message = AlertsConfig::parse("[rules.xid]\ncelsius = 90\n", "a.toml").unwrap_err().to_string();
     assert!(message.contains("has no key 'celsius'") && message.ends_with("(line 2)"), "{message}");
+    // The job tables, with a comment after the header as the docs write them.
+    let text = "[rules.xid]\nignore = [43]\n[jobs]   # what owners are told\ndigest = \"daily\"\nnotices_per_day = 0\n";
+    let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+    assert!(message.contains("notices_per_day = 0 is out of range") && message.ends_with("(line 5)"), "{message}");
+    let text = "[smtp]\nurl = \"smtps://m.example.org\"\nfrom = \"nobody\"\n";
+    let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+    assert!(message.contains("[smtp] from") && message.ends_with("(line 3)"), "{message}");
+    let text =
+        "[jobs]\n[jobs.mail]\nana = \"x\"\n[smtp]\nurl = \"smtps://m.example.org\"\nfrom = \"g@m.example.org\"\n";
+    let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+    assert!(message.contains("[jobs.mail] ana is not an e-mail address") && message.ends_with("(line 3)"), "{message}");
+    let text = "[[webhook]]\nurl = \"http://a/\"\nalerts = false\n";
+    let message = AlertsConfig::parse(text, "a.toml").unwrap_err().to_string();
+    assert!(message.contains("it would get nothing") && message.ends_with("(line 3)"), "{message}");
 }
 
 #[test]

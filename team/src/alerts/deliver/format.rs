@@ -123,13 +123,13 @@ fn severity_emoji(severity: Severity) -> &'static str {
 }
 
 /// Slack's three control characters in text: `&`, `<` and `>`.
-fn mrkdwn(text: &str) -> String {
+pub(crate) fn mrkdwn(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
 /// A header value of visible ASCII: other characters (a host name in UTF-8, a newline) become '?'
 /// or a space, so no header is refused and none can be split.
-fn header_text(text: &str) -> String {
+pub(crate) fn header_text(text: &str) -> String {
     text.chars()
         .map(|c| match c {
             ' '..='~' => c,

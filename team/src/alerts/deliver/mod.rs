@@ -13,9 +13,10 @@ use shared::alerts::{AlertEvent, AlertState, WebhookStatus};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
+use self::format::Payload;
 pub use self::sink::DeliveryOptions;
 use self::sink::Sink;
-use crate::alerts::config::{AlertsConfig, Webhook};
+use crate::alerts::config::{AlertsConfig, Webhook, WebhookFormat};
 
 /// How many firing alerts the dispatcher remembers having announced (to send their resolution).
 const ANNOUNCED_KEPT: usize = 10_000;
@@ -86,12 +87,12 @@ impl Deliveries {
         for webhook in webhooks {
             let kept = old.iter().position(|s| s.webhook == webhook).map(|i| old.remove(i));
             if kept.is_none() {
-                tracing::info!(
-                    "alerts go to {} ({}, {} and above)",
-                    format::target(&webhook.url),
-                    webhook.format.as_str(),
-                    webhook.min_severity.as_str()
-                );
+                let what = match (webhook.alerts, webhook.jobs) {
+                    (true, false) => format!("alerts ({} and above)", webhook.min_severity.as_str()),
+                    (true, true) => format!("alerts ({} and above) and job messages", webhook.min_severity.as_str()),
+                    _ => "job messages".to_owned(),
+                };
+                tracing::info!("{what} go to {} ({})", format::target(&webhook.url), webhook.format.as_str());
             }
             sinks.push(kept.unwrap_or_else(|| {
                 Arc::new(Sink::start(
@@ -102,6 +103,23 @@ impl Deliveries {
                 ))
             }));
         }
+    }
+
+    /// Queues the payload `build` makes for each webhook that takes job messages (`jobs = true`);
+    /// how many were queued.
+    pub fn offer_jobs(&self, build: impl Fn(WebhookFormat) -> Payload) -> usize {
+        let mut queued = 0;
+        for sink in self.sinks().iter().filter(|s| s.webhook.jobs) {
+            if sink.offer(build(sink.webhook.format)) {
+                queued += 1;
+            }
+        }
+        queued
+    }
+
+    /// How many webhooks take job messages.
+    pub fn job_webhooks(&self) -> usize {
+        base::sync::read(&self.shared.sinks).iter().filter(|s| s.webhook.jobs).count()
     }
 
     fn sinks(&self) -> Vec<Arc<Sink>> {
@@ -139,7 +157,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
             Err(RecvError::Lagged(missed)) => {
                 let sinks = base::sync::read(&shared.sinks).clone();
                 tracing::warn!("alert deliveries fell behind: {missed} alert event(s) skipped");
-                for sink in &sinks {
+                for sink in sinks.iter().filter(|s| s.webhook.alerts) {
                     sink.count_dropped(missed);
                 }
                 continue;
@@ -151,7 +169,7 @@ async fn dispatch(shared: Arc<Shared>, mut events: broadcast::Receiver<AlertEven
         }
         let alert = &event.alert;
         let sinks = base::sync::read(&shared.sinks).clone();
-        for sink in sinks.iter().filter(|s| alert.severity >= s.webhook.min_severity) {
+        for sink in sinks.iter().filter(|s| s.webhook.alerts && alert.severity >= s.webhook.min_severity) {
             sink.offer(format::payload(sink.webhook.format, &shared.host, alert));
         }
     }

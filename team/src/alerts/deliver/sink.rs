@@ -99,13 +99,15 @@ impl Sink {
         Self { webhook, target, counters, sender, clock }
     }
 
-    /// Queues `payload`, or counts it dropped when the queue is full. Never waits.
-    pub(super) fn offer(&self, payload: Payload) {
+    /// Queues `payload`, or counts it dropped when the queue is full (false). Never waits.
+    pub(super) fn offer(&self, payload: Payload) -> bool {
         self.counters.queued.fetch_add(1, Ordering::Relaxed);
         if self.sender.try_send(payload).is_err() {
             self.counters.queued.fetch_sub(1, Ordering::Relaxed);
             self.count_dropped(1);
+            return false;
         }
+        true
     }
 
     /// Counts `n` alerts this webhook never got (a full queue, or the dispatcher falling behind).
@@ -115,7 +117,7 @@ impl Sink {
         log.1 += n;
         if log.0.is_none_or(|at| self.clock.now().saturating_duration_since(at) >= DROP_LOG_EVERY) {
             tracing::warn!(
-                "webhook {}: {} alert(s) dropped because its queue was full ({} dropped in all)",
+                "webhook {}: {} message(s) dropped because its queue was full ({} dropped in all)",
                 self.target,
                 log.1,
                 self.counters.dropped.load(Ordering::Relaxed)
