@@ -13,11 +13,8 @@ use crate::support::{TestServer, get_json};
 
 #[tokio::test]
 async fn the_jobs_tab_lists_filters_and_opens_jobs() {
-    let simulator = ["job:1:ana@container:trainer:2:50@0s+10m", "job:0:dee@slurm:4242:6@0s+2s"]
-        .into_iter()
-        .fold(gpudash::telemetry::simulator::Simulator::new(2, 100), |sim, job| {
-            sim.with_fault(job.parse().expect("a job fault"))
-        });
+    let simulator =
+        crate::support::scripted(2, 100, &["job:1:ana@container:trainer:2:50@0s+10m", "job:0:dee@slurm:4242:6@0s+2s"]);
     let mut options = gpudash::Options::new(Duration::from_millis(100));
     options.jobs.limits.min_held_s = 1.0;
     let server = TestServer::with_options(Box::new(simulator), options).await;

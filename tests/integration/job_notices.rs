@@ -124,7 +124,7 @@ async fn owners_are_told_by_mail_and_webhook_within_their_limit_and_choice() {
     std::fs::write(&auth_file, "viewers = \"open\"\n").unwrap();
     let tokens = format!("bo:viewer:{BO},root:admin:{ADMIN}");
     let store = gpudash::store::Store::open(dir.path(), true, gpudash::store::Retention::default()).unwrap();
-    let simulator = [
+    let faults = [
         // ana: three idle jobs one after the other (one more than her notices a day).
         "job:0:ana:6@1500ms+1500ms",
         "job:0:ana:6@4s+1500ms",
@@ -133,11 +133,8 @@ async fn owners_are_told_by_mail_and_webhook_within_their_limit_and_choice() {
         "job:1:cy:6@1500ms+1500ms",
         // bo, who switches notices off before his job ends.
         "job:1:bo:6@5s+1500ms",
-    ]
-    .iter()
-    .fold(gpudash::telemetry::simulator::Simulator::new(2, INTERVAL_MS), |sim, job| {
-        sim.with_fault(job.parse().unwrap())
-    });
+    ];
+    let simulator = crate::support::scripted(2, INTERVAL_MS, &faults);
     let mut options = gpudash::Options {
         store: Some(store),
         auth: gpudash::auth::AuthConfig::load(Some(&auth_file), Some(&tokens)).unwrap(),

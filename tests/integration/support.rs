@@ -120,6 +120,14 @@ impl<F: Fn(u64, &mut Vec<GpuProcess>) + Send + Sync + 'static> GpuSource for Wit
     }
 }
 
+/// `gpus` simulated GPUs sampled every `interval_ms`, running the scripted `faults`
+/// (`job:0:ana:6@1s+2s`, …: telemetry/src/simulator/faults).
+pub fn scripted(gpus: u32, interval_ms: u64, faults: &[&str]) -> Simulator {
+    faults.iter().fold(Simulator::new(gpus, interval_ms), |sim, fault| {
+        sim.with_fault(fault.parse().unwrap_or_else(|e| panic!("the fault '{fault}': {e}")))
+    })
+}
+
 pub async fn connect(url: &str) -> Socket {
     tokio_tungstenite::connect_async(url).await.expect("WebSocket connect").0
 }

@@ -19,9 +19,7 @@ const TOLERANCE_S: f64 = 0.5;
 
 async fn server(dir: &std::path::Path, jobs: &[&str]) -> TestServer {
     let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
-    let simulator = jobs.iter().fold(gpudash::telemetry::simulator::Simulator::new(2, INTERVAL_MS), |sim, job| {
-        sim.with_fault(job.parse().expect("a job fault"))
-    });
+    let simulator = crate::support::scripted(2, INTERVAL_MS, jobs);
     let options = gpudash::Options { store: Some(store), ..gpudash::Options::new(Duration::from_millis(INTERVAL_MS)) };
     TestServer::with_options(Box::new(simulator), options).await
 }

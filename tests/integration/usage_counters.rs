@@ -19,9 +19,7 @@ const GPU_SECONDS: &str = "gpudash_usage_gpu_seconds_total";
 /// A simulated host (one GPU, scripted `jobs`) with its history in `dir`, listening on `addr`.
 pub async fn host_on(addr: &str, dir: &Path, hostname: &str, gpus: u32, jobs: &[&str]) -> TestServer {
     let store = gpudash::store::Store::open(dir, true, gpudash::store::Retention::default()).expect("open store");
-    let simulator = jobs.iter().fold(gpudash::telemetry::simulator::Simulator::new(gpus, INTERVAL_MS), |sim, job| {
-        sim.with_fault(job.parse().expect("a job fault"))
-    });
+    let simulator = crate::support::scripted(gpus, INTERVAL_MS, jobs);
     let options = gpudash::Options {
         store: Some(store),
         hostname: Some(hostname.to_owned()),

@@ -225,6 +225,20 @@ fn p95(histogram: &[f64; BINS]) -> Option<f64> {
     Some(1.0)
 }
 
+/// What one reading charges one job on one GPU: its processes' charges taken together.
+#[derive(Debug, Default)]
+struct JobCharge {
+    /// The interval the job held the GPU (its longest process's).
+    seconds: f64,
+    /// Its share of the GPU's SM activity (its processes' shares summed).
+    share: f64,
+    /// Every process of it idle, on evidence.
+    idle: bool,
+    gpu_s: f64,
+    memory_gib_s: f64,
+    energy_j: f64,
+}
+
 /// Every running job, the GPUs' windows, and the accountant that charges readings.
 #[derive(Debug)]
 pub struct Tracker {
@@ -357,20 +371,20 @@ impl Tracker {
             }
             // The interval since the GPU's previous reading, charged to the jobs on it now.
             let Some(interval) = self.accountant.charge_each(reading) else { continue };
-            let mut per_job: BTreeMap<String, (f64, f64, bool, f64, f64, f64)> = BTreeMap::new();
+            let mut per_job: BTreeMap<String, JobCharge> = BTreeMap::new();
             for (each, key) in interval.charges.iter().zip(&keys) {
-                let entry = per_job.entry(key.clone()).or_insert((0.0, 0.0, true, 0.0, 0.0, 0.0));
-                entry.0 = entry.0.max(each.seconds);
-                entry.1 += each.share;
+                let entry = per_job.entry(key.clone()).or_insert(JobCharge { idle: true, ..JobCharge::default() });
+                entry.seconds = entry.seconds.max(each.seconds);
+                entry.share += each.share;
                 // Idle only on evidence: a utilization gauge that read 0 (usage also counts a GPU
                 // that gives none, e.g. under MIG), or the idle rule's flag on the process.
-                entry.2 &= each.idle && (reading.gpu_util.is_some() || each.process.idle.is_some());
-                entry.3 += each.totals.gpu_s;
-                entry.4 += each.totals.memory_gib_s;
-                entry.5 += each.totals.energy_j;
+                entry.idle &= each.idle && (reading.gpu_util.is_some() || each.process.idle.is_some());
+                entry.gpu_s += each.totals.gpu_s;
+                entry.memory_gib_s += each.totals.memory_gib_s;
+                entry.energy_j += each.totals.energy_j;
             }
             let shared_gpu = per_job.len() > 1;
-            for (key, (seconds, share, idle, gpu_s, memory_gib_s, energy_j)) in per_job {
+            for (key, JobCharge { seconds, share, idle, gpu_s, memory_gib_s, energy_j }) in per_job {
                 let Some(open) = self.running.get_mut(&key) else { continue };
                 let share = share.clamp(0.0, 1.0);
                 let f = &mut open.job.figures;
