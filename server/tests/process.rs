@@ -86,6 +86,12 @@ fn bad_flags_exit_2_with_what_is_allowed() {
         (&["--lab-user", ""][..], "is not a user name"),
         (&["--fleet-prometheus-ca", "/etc/ssl/ca.pem"][..], "--fleet-prometheus <URL>"),
         (&["--fleet-prometheus", "gopher://prom:70"][..], "use http://HOST:PORT or https://"),
+        (&["--job-verdict-after", "0s"][..], "between 1s and 7d"),
+        (&["--job-verdict-after", "later"][..], "5m, 1h or 30s"),
+        (&["--energy-price", "cheap"][..], "is not a price per kWh"),
+        (&["--energy-price", "0.30 euro"][..], "is not a currency code"),
+        (&["--energy-price=-1"][..], "above 0 and at most 100"),
+        (&["--carbon-intensity", "5000"][..], "0 to 2000"),
         (&["--bogus"][..], "unexpected argument"),
     ] {
         let out = Command::new(BIN).args(args).output().unwrap();
