@@ -47,8 +47,10 @@ pub fn channels_text(settings: &NoticeSettings) -> String {
             "This server sends no job messages: its alerts file sets no [smtp] server and no webhook with jobs = true."
                 .to_owned(),
         );
-    } else if c.notices {
+    } else if c.notices && c.digest != DigestEvery::Off {
         parts.push(format!("At most {} notices a day; more are counted in the digest.", c.notices_per_day));
+    } else if c.notices {
+        parts.push(format!("At most {} notices a day.", c.notices_per_day));
     }
     parts.join(" ")
 }
@@ -164,6 +166,7 @@ mod tests {
             address: None,
             ..settings(true, 1, DigestEvery::Off, NoticeChoice::default())
         });
+        assert!(one.ends_with("At most 5 notices a day."), "no digest to count them in: {one}");
         assert!(one.starts_with("No e-mail address is known for you here. 1 team webhook gets them too."), "{one}");
     }
 }

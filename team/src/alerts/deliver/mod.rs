@@ -205,7 +205,7 @@ pub fn metrics_text(statuses: &[WebhookStatus]) -> String {
     let mut out = Exposition::default();
     out.family(
         "gpudash_alert_webhook_deliveries_total",
-        "Alerts sent to a webhook, by outcome (failed: after every retry).",
+        "Alerts and job messages sent to a webhook, by outcome (failed: after every retry).",
         Kind::Counter,
         statuses.iter().flat_map(|s| {
             let target = escape(&s.target);
@@ -217,7 +217,7 @@ pub fn metrics_text(statuses: &[WebhookStatus]) -> String {
     );
     out.family(
         "gpudash_alert_webhook_dropped_total",
-        "Alerts a webhook never got because its queue was full.",
+        "Alerts and job messages a webhook never got because its queue was full.",
         Kind::Counter,
         statuses.iter().map(|s| (format!("target=\"{}\"", escape(&s.target)), s.dropped as f64)),
     );

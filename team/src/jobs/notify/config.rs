@@ -204,21 +204,18 @@ fn load_smtp(file: FileSmtp) -> Result<Smtp, String> {
     if !url.username().is_empty() || url.password().is_some() {
         return Err("[smtp] url holds a user name or password; use username and password_file instead".into());
     }
-    // Only the key is named: a value there may be a secret, and reload errors are shown to viewers.
-    if let Some((key, _)) = url.query_pairs().find(|(k, v)| k != "tls" || !matches!(&**v, "required" | "opportunistic"))
-    {
-        return Err(format!(
-            "[smtp] url has a setting '{key}' it may not; the only one is tls=required or tls=opportunistic"
-        ));
+    // lettre reads the first `tls`; a second could hide what the credentials check below sees.
+    // No value is repeated (it may be a secret; reload errors are shown to viewers).
+    let settings: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    let tls_ok = |v: &str| matches!(v, "required" | "opportunistic");
+    if settings.iter().any(|(k, v)| k != "tls" || !tls_ok(v)) || settings.len() > 1 {
+        return Err("[smtp] url may carry one setting only, tls=required or tls=opportunistic".to_owned());
     }
     // lettre reads the same URL when the mailer starts: refuse here what it would refuse there.
     lettre::AsyncSmtpTransport::<lettre::Tokio1Executor>::from_url(url.as_str())
         .map_err(|e| format!("[smtp] url = '{shown}' cannot be used: {e}"))?;
     let from: Mailbox = file.from.trim().parse().map_err(|e| {
-        format!(
-            "[smtp] from = '{}' is not an e-mail address ({e}); use e.g. \"gpudash <gpudash@gpu1.example.org>\"",
-            file.from
-        )
+        format!("[smtp] from is not an e-mail address ({e}); use e.g. \"gpudash <gpudash@gpu1.example.org>\"")
     })?;
     let encrypted = url.scheme() == "smtps" || url.query_pairs().any(|(k, v)| k == "tls" && v == "required");
     // An smtp:// URL's host is opaque to the url crate: read an address out of it here.
@@ -317,6 +314,8 @@ mod tests {
         assert!(bad_smtp("url = \"smtps://u:p@mail.example.org\"\nfrom = \"a@b.org\"").contains("password_file"));
         let query = bad_smtp("url = \"smtp://m.example.org?tls=maybe&key=s3cret\"\nfrom = \"a@b.org\"");
         assert!(query.contains("tls=required") && !query.contains("maybe") && !query.contains("s3cret"), "{query}");
+        let twice = "url = \"smtp://m.example.org?tls=opportunistic&tls=required\"\nfrom = \"a@b.org\"";
+        assert!(bad_smtp(twice).contains("one setting only"), "lettre would read the first");
         let plain = "url = \"smtp://mail.example.org\"\nfrom = \"a@b.org\"\nusername = \"u\"\npassword_file = \"/p\"";
         assert!(bad_smtp(plain).contains("may send it unencrypted"));
         let opportunistic = plain.replace("example.org\"", "example.org?tls=opportunistic\"");

@@ -38,6 +38,7 @@ const LOOK_EVERY: Duration = Duration::from_secs(60);
 /// (two readings) and stored by then.
 const GRACE_MS: u64 = 120_000;
 const DAY_MS: u64 = 86_400_000;
+const WEEK_MS: u64 = 7 * DAY_MS;
 
 /// The notices and digests: cheap to clone, one per server.
 #[derive(Clone, Debug)]
@@ -186,27 +187,33 @@ impl Notifier {
                 None
             });
         let mut known = base::sync::lock(&self.inner.state).config.schedule;
+        // Where the next digest starts after a reloaded schedule (the old one's last sent).
+        let mut carry_from: Option<u64> = None;
         loop {
             let now = telemetry::now_ms();
             let schedule = base::sync::lock(&self.inner.state).config.schedule;
             if schedule != known {
-                // A reloaded schedule starts at its next end: nothing it would cover at once was
-                // left unsent by the old one, and no period is sent twice.
+                // A reloaded schedule starts at its next end (nothing is sent at once), and that
+                // digest reaches back to the last one sent, so no job falls between the two.
                 known = schedule;
                 if let Some(end) = schedule.last_end(now.saturating_sub(GRACE_MS))
-                    && last_sent.is_some_and(|sent| sent < end)
+                    && let Some(sent) = last_sent.filter(|&sent| sent < end)
                 {
+                    carry_from = Some(carry_from.unwrap_or(sent));
                     last_sent = Some(end);
-                    self.stamp(end).await;
                 }
             }
             let (send, after) = due(&schedule, last_sent, now);
             if let Some(end) = send {
                 let length = schedule.length_ms().unwrap_or(DAY_MS);
-                let from = last_sent.map_or(end - length, |sent| sent.max(end.saturating_sub(length)));
+                // Since the last digest sent: one period, or two after a restart that missed one,
+                // or back to the old schedule's last (at most a week and a period).
+                let since = carry_from.or(last_sent).unwrap_or(end.saturating_sub(length));
+                let from = since.max(end.saturating_sub(WEEK_MS + length)).min(end);
                 match self.digest(from, end, true).await {
                     Ok(_) => {
                         last_sent = after;
+                        carry_from = None;
                         self.stamp(end).await;
                     }
                     // Tried again at the next look (the period is not stamped).
