@@ -107,7 +107,7 @@ pub struct DigestSent {
     pub messages: u32,
 }
 
-/// Counters of what was told, for `/metrics` and the Alerts tab.
+/// Counters of what was told, for `/metrics`.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct NoticeCounters {
     pub notices: u64,

@@ -15,8 +15,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub const DIGEST_NAMED: usize = 10;
 
 /// What a message is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     JobNotice,
     JobDigest,
@@ -224,7 +223,7 @@ pub fn payload(format: WebhookFormat, origin: &Origin, message: &Message) -> Pay
             let mut body = serde_json::json!({
                 "version": 1,
                 "host": origin.host,
-                "kind": message.kind,
+                "kind": message.kind.name(),
                 "owner": message.owner,
                 "subject": message.subject,
                 "text": message.text,

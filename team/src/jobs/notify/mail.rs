@@ -33,8 +33,6 @@ pub struct Mailer {
     smtp: Smtp,
     sender: mpsc::Sender<lettre::Message>,
     counters: Arc<MailCounters>,
-    /// Wait after the first failed attempt (it doubles); tests shorten it.
-    backoff: Duration,
 }
 
 impl std::fmt::Debug for Mailer {
@@ -65,21 +63,18 @@ pub async fn check(smtp: &Smtp) -> Result<(), String> {
 }
 
 impl Mailer {
-    /// Starts sending through `smtp` (on the current tokio runtime), counting into `counters`.
+    /// Starts sending through `smtp` (on the current tokio runtime), counting into `counters`;
+    /// `backoff` is the wait after a first failed attempt (it doubles).
     pub fn start(smtp: &Smtp, counters: Arc<MailCounters>, backoff: Duration) -> Result<Self, String> {
         let transport = transport(smtp)?;
         let (sender, receiver) = mpsc::channel(QUEUE);
         tokio::spawn(work(receiver, transport, smtp.server(), counters.clone(), backoff));
         tracing::info!("job notices and digests are e-mailed through {} as {}", smtp.server(), smtp.from);
-        Ok(Self { smtp: smtp.clone(), sender, counters, backoff })
+        Ok(Self { smtp: smtp.clone(), sender, counters })
     }
 
     pub fn smtp(&self) -> &Smtp {
         &self.smtp
-    }
-
-    pub fn backoff(&self) -> Duration {
-        self.backoff
     }
 
     /// Queues `message` for `to`; false when it could not be built or the queue is full (counted).

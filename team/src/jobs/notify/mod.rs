@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use shared::jobs::notices::{DigestSent, NoticeChange, NoticeChannels, NoticeCounters, NoticeSettings};
 use shared::jobs::{Grade, Job, JobReport};
-use store::jobs::JobStoreError;
+use store::jobs::{JobStore, JobStoreError};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
@@ -177,15 +177,10 @@ impl Notifier {
         mut config: watch::Receiver<Arc<AlertsConfig>>,
         mut shutdown: watch::Receiver<bool>,
     ) {
-        let store = self.inner.jobs.store().clone();
-        let read = base::sync::off_runtime(move || store.last_digest()).await;
-        let mut last_sent =
-            read.map_err(|e| e.to_string()).and_then(|r| r.map_err(|e| e.to_string())).unwrap_or_else(|reason| {
-                tracing::error!(
-                    "cannot read when the last job digest went out ({reason}); the next goes out at its time"
-                );
-                None
-            });
+        let mut last_sent = self.with_store(JobStore::last_digest).await.unwrap_or_else(|e| {
+            tracing::error!("cannot read when the last job digest went out ({e}); the next goes out at its time");
+            None
+        });
         let mut known = base::sync::lock(&self.inner.state).config.schedule;
         // Where the next digest starts after a reloaded schedule (the old one's last sent).
         let mut carry_from: Option<u64> = None;
@@ -249,13 +244,23 @@ impl Notifier {
         }
     }
 
+    /// Runs `call` on the jobs' store off the async runtime (a panic there reads as a stopped store).
+    async fn with_store<T: Send + 'static>(
+        &self,
+        call: impl FnOnce(&JobStore) -> Result<T, JobStoreError> + Send + 'static,
+    ) -> Result<T, JobStoreError> {
+        let store = self.inner.jobs.store().clone();
+        base::sync::off_runtime(move || call(&store)).await.unwrap_or_else(|e| {
+            tracing::error!("a call on the jobs store failed: {e}");
+            Err(JobStoreError::Stopped)
+        })
+    }
+
     /// Notes the period ending at `end` as sent, in the database (a restart goes on from it).
     async fn stamp(&self, end: u64) {
-        let store = self.inner.jobs.store().clone();
-        let noted = base::sync::off_runtime(move || store.digest_sent(end, telemetry::now_ms())).await;
-        if !matches!(noted, Ok(Ok(()))) {
+        if let Err(e) = self.with_store(move |store| store.digest_sent(end, telemetry::now_ms())).await {
             tracing::warn!(
-                "could not note the job digests for the period ending {} as sent",
+                "could not note the job digests for the period ending {} as sent: {e}",
                 shared::time::utc_minute(end)
             );
         }
@@ -269,13 +274,10 @@ impl Notifier {
             return;
         }
         let owner = report.job.owner.clone();
-        let store = self.inner.jobs.store().clone();
-        let wanted = match base::sync::off_runtime(move || store.notice_choice(&owner)).await {
-            Ok(Ok(choice)) => choice.notices,
-            failed => {
-                let reason =
-                    failed.map_or_else(|e| e.to_string(), |r| r.err().map(|e| e.to_string()).unwrap_or_default());
-                tracing::warn!("cannot read {}'s notice choice ({reason}); their notice is sent", report.job.owner);
+        let wanted = match self.with_store(move |store| store.notice_choice(&owner)).await {
+            Ok(choice) => choice.notices,
+            Err(e) => {
+                tracing::warn!("cannot read {}'s notice choice ({e}); their notice is sent", report.job.owner);
                 true
             }
         };
@@ -307,8 +309,7 @@ impl Notifier {
     /// A scheduled one (`scheduled`) reports each owner's held-back notices and starts their count
     /// again; an admin's digest now reports them and leaves the count for the scheduled one.
     async fn digest(&self, from_ms: u64, to_ms: u64, scheduled: bool) -> Result<DigestSent, JobStoreError> {
-        let store = self.inner.jobs.store().clone();
-        let read = base::sync::off_runtime(move || {
+        let read = self.with_store(move |store| {
             let jobs = store.ended_between(from_ms, to_ms)?;
             let mut owners: BTreeMap<String, (bool, Vec<Job>)> = BTreeMap::new();
             for job in jobs {
@@ -320,12 +321,9 @@ impl Notifier {
                     jobs.push(job);
                 }
             }
-            Ok::<_, JobStoreError>(owners)
+            Ok(owners)
         });
-        let owners = read.await.map_err(|e| {
-            tracing::error!("reading the jobs for a digest failed: {e}");
-            JobStoreError::Stopped
-        })??;
+        let owners: BTreeMap<String, (bool, Vec<Job>)> = read.await?;
         let mut sent = DigestSent { from_ms, to_ms, ..DigestSent::default() };
         for (owner, (wanted, jobs)) in owners {
             if !wanted {
